@@ -1,0 +1,137 @@
+// The few filesystem calls layer extraction needs that node:fs lacks: mknod (overlay whiteouts are
+// character devices 0:0; images also carry fifos and device nodes) and extended attributes
+// (trusted.overlay.opaque, security.capability and other SCHILY.xattr records), all on the path
+// itself, never following a final symlink.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <node_api.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/xattr.h>
+
+#define PATH_CAP 4096
+#define NAME_CAP 256
+
+static napi_value throw_errno(napi_env env, int err, const char* syscall, const char* path) {
+  static const struct { int no; const char* code; } codes[] = {
+      {EPERM, "EPERM"},   {ENOENT, "ENOENT"}, {EEXIST, "EEXIST"},     {EACCES, "EACCES"},
+      {ENOSPC, "ENOSPC"}, {ENOTSUP, "ENOTSUP"}, {ENODATA, "ENODATA"}, {EINVAL, "EINVAL"},
+      {ENOTDIR, "ENOTDIR"}, {ERANGE, "ERANGE"}, {EROFS, "EROFS"}, {EDQUOT, "EDQUOT"},
+  };
+  const char* code = "EIO";
+  for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+    if (codes[i].no == err) code = codes[i].code;
+  }
+  char msg[PATH_CAP + 128];
+  snprintf(msg, sizeof msg, "%s: %s, %s '%s'", code, strerror(err), syscall, path);
+  napi_value js_msg, js_code, error, js_errno, js_syscall, js_path;
+  napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &js_msg);
+  napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &js_code);
+  napi_create_error(env, js_code, js_msg, &error);
+  napi_create_int32(env, -err, &js_errno);
+  napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &js_syscall);
+  napi_create_string_utf8(env, path, NAPI_AUTO_LENGTH, &js_path);
+  napi_set_named_property(env, error, "errno", js_errno);
+  napi_set_named_property(env, error, "syscall", js_syscall);
+  napi_set_named_property(env, error, "path", js_path);
+  napi_throw(env, error);
+  return NULL;
+}
+
+static int get_string(napi_env env, napi_value v, char* buf, size_t cap) {
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, v, buf, cap, &len) != napi_ok) return -1;
+  return len + 1 >= cap ? -1 : 0;  // refuse silently truncated strings
+}
+
+static int get_args(napi_env env, napi_callback_info info, size_t want, napi_value* argv) {
+  size_t argc = want;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < want) {
+    napi_throw_type_error(env, NULL, "missing arguments");
+    return -1;
+  }
+  return 0;
+}
+
+// mknod(path, mode, major, minor): mode includes the file type bits (S_IFCHR, S_IFBLK, S_IFIFO).
+static napi_value js_mknod(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  if (get_args(env, info, 4, argv)) return NULL;
+  char path[PATH_CAP];
+  uint32_t mode, major, minor;
+  if (get_string(env, argv[0], path, sizeof path) ||
+      napi_get_value_uint32(env, argv[1], &mode) != napi_ok ||
+      napi_get_value_uint32(env, argv[2], &major) != napi_ok ||
+      napi_get_value_uint32(env, argv[3], &minor) != napi_ok) {
+    napi_throw_type_error(env, NULL, "mknod(path: string, mode: number, major: number, minor: number)");
+    return NULL;
+  }
+  if (mknod(path, (mode_t)mode, makedev(major, minor)) != 0) return throw_errno(env, errno, "mknod", path);
+  return NULL;
+}
+
+// lsetxattr(path, name, value: Buffer)
+static napi_value js_lsetxattr(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (get_args(env, info, 3, argv)) return NULL;
+  char path[PATH_CAP], name[NAME_CAP];
+  void* data = NULL;
+  size_t len = 0;
+  bool is_buffer = false;
+  napi_is_buffer(env, argv[2], &is_buffer);
+  if (get_string(env, argv[0], path, sizeof path) || get_string(env, argv[1], name, sizeof name) || !is_buffer ||
+      napi_get_buffer_info(env, argv[2], &data, &len) != napi_ok) {
+    napi_throw_type_error(env, NULL, "lsetxattr(path: string, name: string, value: Buffer)");
+    return NULL;
+  }
+  if (lsetxattr(path, name, len ? data : "", len, 0) != 0) return throw_errno(env, errno, "lsetxattr", path);
+  return NULL;
+}
+
+// lgetxattr(path, name): Buffer, or null when the attribute is absent.
+static napi_value js_lgetxattr(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (get_args(env, info, 2, argv)) return NULL;
+  char path[PATH_CAP], name[NAME_CAP];
+  if (get_string(env, argv[0], path, sizeof path) || get_string(env, argv[1], name, sizeof name)) {
+    napi_throw_type_error(env, NULL, "lgetxattr(path: string, name: string)");
+    return NULL;
+  }
+  ssize_t size = lgetxattr(path, name, NULL, 0);
+  if (size < 0) {
+    if (errno == ENODATA) {
+      napi_value nul;
+      napi_get_null(env, &nul);
+      return nul;
+    }
+    return throw_errno(env, errno, "lgetxattr", path);
+  }
+  char* buf = malloc(size > 0 ? (size_t)size : 1);
+  if (!buf) return throw_errno(env, ENOMEM, "lgetxattr", path);
+  ssize_t got = lgetxattr(path, name, buf, (size_t)size);
+  if (got < 0) {
+    int err = errno;
+    free(buf);
+    return throw_errno(env, err, "lgetxattr", path);
+  }
+  napi_value out;
+  napi_create_buffer_copy(env, (size_t)got, buf, NULL, &out);
+  free(buf);
+  return out;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
+      {"lsetxattr", NULL, js_lsetxattr, NULL, NULL, NULL, napi_default, NULL},
+      {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

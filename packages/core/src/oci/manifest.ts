@@ -1,0 +1,166 @@
+// Manifests, indexes and image configs: types that mirror the OCI image spec
+// (manifest.md, image-index.md, config.md) and parsers that validate what fastpull relies on.
+import { FastpullError } from '../errors.js';
+import { validateDigest, type Digest } from './digest.js';
+import { isConfigMediaType, isIndexMediaType, isManifestMediaType, isSchema1MediaType, MediaTypes } from './mediatypes.js';
+import type { Platform } from './platform.js';
+
+/** A content descriptor (OCI descriptor.md). */
+export interface Descriptor {
+  readonly mediaType: string;
+  readonly digest: Digest;
+  readonly size: number;
+  readonly urls?: readonly string[];
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly platform?: Platform;
+}
+
+export interface ImageManifest {
+  readonly schemaVersion: 2;
+  readonly mediaType: string;
+  readonly config: Descriptor;
+  readonly layers: readonly Descriptor[];
+  readonly annotations?: Readonly<Record<string, string>>;
+}
+
+export interface ImageIndex {
+  readonly schemaVersion: 2;
+  readonly mediaType: string;
+  readonly manifests: readonly Descriptor[];
+  readonly annotations?: Readonly<Record<string, string>>;
+}
+
+/** The parts of an image config (config.md) that pulling needs. */
+export interface ImageConfig {
+  readonly architecture: string;
+  readonly os: string;
+  readonly variant?: string;
+  readonly rootfs: { readonly type: 'layers'; readonly diff_ids: readonly Digest[] };
+  readonly config?: Readonly<Record<string, unknown>>;
+}
+
+function bad(what: string, why: string): FastpullError {
+  return new FastpullError('INVALID_MANIFEST', `${what}: ${why}`);
+}
+
+function parseJSON(bytes: Uint8Array, what: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+  } catch (e) {
+    throw new FastpullError('INVALID_MANIFEST', `${what}: not valid JSON`, { cause: e });
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad(what, 'not a JSON object');
+  return v as Record<string, unknown>;
+}
+
+const MAX_BLOB_SIZE = 2 ** 53 - 1;
+
+export function parseDescriptor(v: unknown, what: string): Descriptor {
+  if (typeof v !== 'object' || v === null) throw bad(what, 'descriptor is not an object');
+  const d = v as Record<string, unknown>;
+  if (typeof d.mediaType !== 'string' || d.mediaType.length === 0 || d.mediaType.length > 255) throw bad(what, 'descriptor without a valid mediaType');
+  if (typeof d.digest !== 'string') throw bad(what, 'descriptor without a digest');
+  let digest: Digest;
+  try {
+    digest = validateDigest(d.digest);
+  } catch (e) {
+    throw new FastpullError('INVALID_MANIFEST', `${what}: ${(e as Error).message}`, { cause: e });
+  }
+  if (typeof d.size !== 'number' || !Number.isSafeInteger(d.size) || d.size < 0 || d.size > MAX_BLOB_SIZE) {
+    throw bad(what, `descriptor ${digest} has an invalid size`);
+  }
+  const out: { -readonly [K in keyof Descriptor]: Descriptor[K] } = { mediaType: d.mediaType, digest, size: d.size };
+  if (Array.isArray(d.urls) && d.urls.every((u) => typeof u === 'string')) out.urls = d.urls as string[];
+  if (isStringRecord(d.annotations)) out.annotations = d.annotations;
+  if (typeof d.platform === 'object' && d.platform !== null) {
+    const p = d.platform as Record<string, unknown>;
+    if (typeof p.os === 'string' && typeof p.architecture === 'string') {
+      out.platform = { os: p.os, architecture: p.architecture, ...(typeof p.variant === 'string' && p.variant ? { variant: p.variant } : {}) };
+    }
+  }
+  return out;
+}
+
+function isStringRecord(v: unknown): v is Record<string, string> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string');
+}
+
+function rejectSchema1(obj: Record<string, unknown>, mediaType: string | undefined, what: string): void {
+  if (isSchema1MediaType(mediaType) || obj.schemaVersion === 1) {
+    throw new FastpullError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `${what}: Docker image manifest schema 1 is deprecated and not supported; push the image again with a current client (schema 2 or OCI)`,
+      { details: { mediaType: mediaType ?? MediaTypes.DOCKER_MANIFEST_SCHEMA1 } },
+    );
+  }
+}
+
+export type ParsedManifest = { kind: 'index'; index: ImageIndex } | { kind: 'manifest'; manifest: ImageManifest };
+
+/**
+ * Parses a manifest or index. `contentType` is the registry's Content-Type (or the descriptor's
+ * media type); the document's own mediaType field wins when both are present and agree, and a
+ * disagreement is an error.
+ */
+export function parseManifest(bytes: Uint8Array, contentType: string | undefined, what: string): ParsedManifest {
+  const header = contentType?.split(';')[0]?.trim() || undefined;
+  if (isSchema1MediaType(header)) rejectSchema1({}, header, what);
+  const obj = parseJSON(bytes, what);
+  const field = typeof obj.mediaType === 'string' ? obj.mediaType : undefined;
+  rejectSchema1(obj, field, what);
+  if (obj.schemaVersion !== 2) throw bad(what, `unsupported schemaVersion ${JSON.stringify(obj.schemaVersion)}`);
+  if (field && header && field !== header && header !== 'application/json' && header !== 'application/octet-stream') {
+    throw bad(what, `mediaType ${field} disagrees with Content-Type ${header}`);
+  }
+  let mediaType = field ?? (header === 'application/json' || header === 'application/octet-stream' ? undefined : header);
+  if (mediaType === undefined) mediaType = Array.isArray(obj.manifests) ? MediaTypes.OCI_INDEX : MediaTypes.OCI_MANIFEST;
+
+  if (isIndexMediaType(mediaType)) {
+    if (!Array.isArray(obj.manifests)) throw bad(what, 'index without a manifests array');
+    const manifests = obj.manifests.map((m, i) => parseDescriptor(m, `${what}: manifests[${i}]`));
+    return {
+      kind: 'index',
+      index: { schemaVersion: 2, mediaType, manifests, ...(isStringRecord(obj.annotations) ? { annotations: obj.annotations } : {}) },
+    };
+  }
+  if (isManifestMediaType(mediaType)) {
+    if (!Array.isArray(obj.layers)) throw bad(what, 'manifest without a layers array');
+    const config = parseDescriptor(obj.config, `${what}: config`);
+    const layers = obj.layers.map((l, i) => parseDescriptor(l, `${what}: layers[${i}]`));
+    return {
+      kind: 'manifest',
+      manifest: { schemaVersion: 2, mediaType, config, layers, ...(isStringRecord(obj.annotations) ? { annotations: obj.annotations } : {}) },
+    };
+  }
+  throw new FastpullError('UNSUPPORTED_MEDIA_TYPE', `${what}: unsupported manifest media type ${JSON.stringify(mediaType)}`, { details: { mediaType } });
+}
+
+/** Parses an image config and checks that it lists one diffID per layer. */
+export function parseImageConfig(bytes: Uint8Array, what: string, mediaType?: string): ImageConfig {
+  if (mediaType !== undefined && !isConfigMediaType(mediaType)) {
+    throw new FastpullError('UNSUPPORTED_MEDIA_TYPE', `${what}: ${mediaType} is not an image config (is this an artifact rather than an image?)`, {
+      details: { mediaType },
+    });
+  }
+  const obj = parseJSON(bytes, what);
+  const rootfs = obj.rootfs as Record<string, unknown> | undefined;
+  if (typeof rootfs !== 'object' || rootfs === null || rootfs.type !== 'layers' || !Array.isArray(rootfs.diff_ids)) {
+    throw bad(what, 'config without rootfs.type "layers" and rootfs.diff_ids');
+  }
+  const diffIDs = rootfs.diff_ids.map((d, i) => {
+    if (typeof d !== 'string') throw bad(what, `rootfs.diff_ids[${i}] is not a string`);
+    try {
+      return validateDigest(d);
+    } catch (e) {
+      throw new FastpullError('INVALID_MANIFEST', `${what}: rootfs.diff_ids[${i}]: ${(e as Error).message}`, { cause: e });
+    }
+  });
+  return {
+    architecture: typeof obj.architecture === 'string' ? obj.architecture : '',
+    os: typeof obj.os === 'string' ? obj.os : '',
+    ...(typeof obj.variant === 'string' && obj.variant ? { variant: obj.variant } : {}),
+    rootfs: { type: 'layers', diff_ids: diffIDs },
+    ...(typeof obj.config === 'object' && obj.config !== null ? { config: obj.config as Record<string, unknown> } : {}),
+  };
+}
