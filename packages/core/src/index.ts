@@ -2,3 +2,10 @@
 export const VERSION = '0.1.0';
 export * from './errors.js';
 export * from './oci/index.js';
+export * from './registry/index.js';
+export * from './content/index.js';
+export * from './snapshots/index.js';
+export * from './images/index.js';
+export * from './store.js';
+export * from './pull/index.js';
+export { mountsFor, resolveImage } from './images/mounts.js';

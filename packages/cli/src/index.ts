@@ -1,0 +1,3 @@
+// The fastpull CLI as a library: run it in-process with injected streams.
+export { main, createProgram, EXIT_FAILURE, EXIT_USAGE } from './main.js';
+export type { CliIO } from './io.js';

@@ -1,0 +1,2 @@
+// Content store: verified blobs and ingests.
+export * from './store.js';

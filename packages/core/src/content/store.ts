@@ -1,0 +1,214 @@
+// The content store: verified blobs under blobs/<alg>/<hex>; downloads land in ingests first and are
+// invisible until commit checks their size and digest and renames them into place.
+import { createHash } from 'node:crypto';
+import { createReadStream, promises as fsp } from 'node:fs';
+import { join } from 'node:path';
+import { FastpullError, fromFsError } from '../errors.js';
+import { parseDigest, verifyBytes, type Digest } from '../oci/digest.js';
+import type { Descriptor } from '../oci/manifest.js';
+import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
+
+export interface BlobInfo {
+  readonly digest: Digest;
+  readonly size: number;
+}
+
+/**
+ * A download in progress. Lifecycle: `newIngest` creates it (invisible as content); the caller
+ * writes bytes at any offsets; `commit` checks size and digest and makes it a blob, or `abort`
+ * removes it. Both close the ingest.
+ */
+export interface Ingest {
+  readonly id: string;
+  /** The data file; readers may follow it while it is written. */
+  readonly path: string;
+  readonly expected: Descriptor;
+  write(data: Uint8Array, position: number): Promise<void>;
+}
+
+/** What pulling needs from a content store. */
+export interface ContentStore {
+  /** Path of a committed blob (whether or not it exists). */
+  blobPath(digest: Digest): string;
+  info(digest: Digest): Promise<BlobInfo | undefined>;
+  readBytes(digest: Digest): Promise<Buffer>;
+  /** Stores small verified bytes (manifests, configs) directly. */
+  putBytes(desc: Pick<Descriptor, 'digest' | 'size'>, bytes: Uint8Array): Promise<void>;
+  newIngest(expected: Descriptor): Promise<Ingest>;
+  /**
+   * Commits an ingest: checks its size, and its digest (`verified` is the digest the caller computed
+   * while reading the complete file; without it the file is hashed here).
+   */
+  commit(ingest: Ingest, verified?: Digest): Promise<void>;
+  abort(ingest: Ingest): Promise<void>;
+  delete(digest: Digest): Promise<boolean>;
+  list(): Promise<BlobInfo[]>;
+}
+
+interface OpenIngest extends Ingest {
+  readonly dir: string;
+  readonly handle: fsp.FileHandle;
+  closed: boolean;
+}
+
+/** The on-disk content store under `<root>/content`. */
+export class FileContentStore implements ContentStore {
+  readonly dir: string;
+
+  constructor(root: string) {
+    this.dir = join(root, 'content');
+  }
+
+  blobPath(digest: Digest): string {
+    const { algorithm, hex } = parseDigest(digest);
+    return join(this.dir, 'blobs', algorithm, hex);
+  }
+
+  async info(digest: Digest): Promise<BlobInfo | undefined> {
+    try {
+      const st = await fsp.stat(this.blobPath(digest));
+      return { digest, size: st.size };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw fromFsError(e, `reading content ${digest}`);
+    }
+  }
+
+  async readBytes(digest: Digest): Promise<Buffer> {
+    try {
+      return await fsp.readFile(this.blobPath(digest));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new FastpullError('NOT_FOUND', `content ${digest}: not in the store`, { cause: e });
+      throw fromFsError(e, `reading content ${digest}`);
+    }
+  }
+
+  async putBytes(desc: Pick<Descriptor, 'digest' | 'size'>, bytes: Uint8Array): Promise<void> {
+    if (bytes.byteLength !== desc.size) {
+      throw new FastpullError('SIZE_MISMATCH', `storing ${desc.digest}: ${bytes.byteLength} bytes, want ${desc.size}`);
+    }
+    verifyBytes(bytes, desc.digest, `storing ${desc.digest}`);
+    const path = this.blobPath(desc.digest);
+    if (await this.info(desc.digest)) return;
+    try {
+      await writeFileAtomic(path, bytes);
+    } catch (e) {
+      throw fromFsError(e, `storing ${desc.digest}`);
+    }
+  }
+
+  async newIngest(expected: Descriptor): Promise<Ingest> {
+    parseDigest(expected.digest);
+    const id = `${parseDigest(expected.digest).hex.slice(0, 16)}-${randomId()}`;
+    const dir = join(this.dir, 'ingest', id);
+    try {
+      await fsp.mkdir(dir, { recursive: true });
+      await fsp.writeFile(join(dir, 'ref'), JSON.stringify({ digest: expected.digest, size: expected.size, mediaType: expected.mediaType }));
+      const path = join(dir, 'data');
+      const handle = await fsp.open(path, 'w+', 0o644);
+      // Reserving the full size up front makes positional writes in any order cheap and shows
+      // NO_SPACE-prone pulls early on filesystems that honour it.
+      await handle.truncate(expected.size);
+      const ingest: OpenIngest = {
+        id,
+        dir,
+        path,
+        expected,
+        handle,
+        closed: false,
+        async write(data: Uint8Array, position: number): Promise<void> {
+          let off = 0;
+          while (off < data.byteLength) {
+            const { bytesWritten } = await handle.write(data, off, data.byteLength - off, position + off);
+            off += bytesWritten;
+          }
+        },
+      };
+      return ingest;
+    } catch (e) {
+      await fsp.rm(dir, { recursive: true, force: true });
+      throw fromFsError(e, `starting download of ${expected.digest}`);
+    }
+  }
+
+  async commit(ingest: Ingest, verified?: Digest): Promise<void> {
+    const ing = ingest as OpenIngest;
+    const what = `committing ${ing.expected.digest}`;
+    try {
+      const st = await ing.handle.stat();
+      if (st.size !== ing.expected.size) {
+        throw new FastpullError('SIZE_MISMATCH', `${what}: ingest holds ${st.size} bytes, want ${ing.expected.size}`, { details: { want: ing.expected.size, got: st.size } });
+      }
+      const got = verified ?? (await hashFile(ing.path, ing.expected.digest));
+      if (got !== ing.expected.digest) {
+        throw new FastpullError('DIGEST_MISMATCH', `${what}: got ${got}, want ${ing.expected.digest} (${st.size} bytes checked)`, {
+          details: { want: ing.expected.digest, got, size: st.size },
+        });
+      }
+      await ing.handle.sync();
+      await close(ing);
+      const target = this.blobPath(ing.expected.digest);
+      await fsp.mkdir(join(target, '..'), { recursive: true });
+      await fsp.rename(ing.path, target);
+      await syncDir(join(target, '..'));
+    } catch (e) {
+      await this.abort(ing);
+      throw fromFsError(e, what);
+    }
+    await fsp.rm(ing.dir, { recursive: true, force: true });
+  }
+
+  async abort(ingest: Ingest): Promise<void> {
+    const ing = ingest as OpenIngest;
+    await close(ing);
+    await fsp.rm(ing.dir, { recursive: true, force: true });
+  }
+
+  async delete(digest: Digest): Promise<boolean> {
+    try {
+      await fsp.unlink(this.blobPath(digest));
+      return true;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw fromFsError(e, `deleting content ${digest}`);
+    }
+  }
+
+  async list(): Promise<BlobInfo[]> {
+    const out: BlobInfo[] = [];
+    const base = join(this.dir, 'blobs');
+    let algs: string[];
+    try {
+      algs = await fsp.readdir(base);
+    } catch {
+      return out;
+    }
+    for (const alg of algs) {
+      for (const hex of await fsp.readdir(join(base, alg))) {
+        const digest = `${alg}:${hex}`;
+        try {
+          parseDigest(digest);
+        } catch {
+          continue;
+        }
+        const st = await fsp.stat(join(base, alg, hex));
+        out.push({ digest: digest as Digest, size: st.size });
+      }
+    }
+    return out;
+  }
+}
+
+async function close(ing: OpenIngest): Promise<void> {
+  if (ing.closed) return;
+  ing.closed = true;
+  await ing.handle.close().catch(() => undefined);
+}
+
+/** Hashes a file with the algorithm of `like`. */
+export async function hashFile(path: string, like: Digest): Promise<Digest> {
+  const { algorithm } = parseDigest(like);
+  const h = createHash(algorithm);
+  for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) h.update(chunk as Buffer);
+  return `${algorithm}:${h.digest('hex')}`;
+}

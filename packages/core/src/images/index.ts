@@ -1,0 +1,2 @@
+// Image records.
+export * from './store.js';

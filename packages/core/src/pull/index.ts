@@ -1,0 +1,2 @@
+// The pull pipeline.
+export * from './pull.js';

@@ -1,0 +1,301 @@
+// pull(): reference -> verified manifest and config -> every layer fetched, verified and unpacked into
+// its snapshot concurrently -> image record. Nothing unverified is ever committed.
+import { availableParallelism } from 'node:os';
+import pLimit from 'p-limit';
+import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
+import type { Ingest } from '../content/store.js';
+import { chainIDs } from '../oci/chainid.js';
+import type { Digest } from '../oci/digest.js';
+import type { Descriptor } from '../oci/manifest.js';
+import { layerCompression } from '../oci/mediatypes.js';
+import { parsePlatform, type Platform } from '../oci/platform.js';
+import { formatReference, parseReference, type Reference } from '../oci/reference.js';
+import type { ImageLayer, ImageRecord } from '../images/store.js';
+import { RegistryClient, type ResolvedImage } from '../registry/client.js';
+import type { CredentialsProvider } from '../registry/auth.js';
+import { DEFAULT_CHUNK_SIZE, DEFAULT_MAX_REQUESTS, fetchBlob } from '../registry/fetch.js';
+import type { ActiveSnapshot } from '../snapshots/store.js';
+import { openStore, type Store } from '../store.js';
+import { unpackLayer } from '../unpack/index.js';
+
+export type LayerState = 'waiting' | 'fetching' | 'verifying' | 'extracting' | 'committed' | 'exists';
+
+/** Progress of a pull, in the order things happen. */
+export type PullEvent =
+  | {
+      readonly type: 'resolved';
+      readonly name: string;
+      readonly manifest: Digest;
+      readonly platform: Platform;
+      readonly layers: readonly { readonly digest: Digest; readonly size: number; readonly chainID: Digest }[];
+    }
+  | {
+      readonly type: 'layer';
+      readonly index: number;
+      readonly digest: Digest;
+      readonly state: LayerState;
+      /** Compressed bytes fetched so far (fetching) or the layer size once past fetching. */
+      readonly bytes: number;
+      readonly total: number;
+    }
+  | { readonly type: 'done'; readonly image: ImageRecord; readonly timings: PullTimings };
+
+export interface LayerTimings {
+  readonly digest: Digest;
+  /** Milliseconds spent downloading (0 when the blob or snapshot was already there). */
+  readonly fetchMs: number;
+  /** Milliseconds of the single pass that hashes, decompresses and extracts. */
+  readonly unpackMs: number;
+  readonly commitMs: number;
+  readonly state: 'committed' | 'exists';
+}
+
+export interface PullTimings {
+  readonly resolveMs: number;
+  readonly totalMs: number;
+  readonly layers: readonly LayerTimings[];
+}
+
+export interface PullOptions {
+  /** Store root; see defaultRoot(). */
+  readonly root: string;
+  /** `os/arch[/variant]` or a Platform; default: this host. */
+  readonly platform?: string | Platform;
+  readonly plainHttp?: boolean;
+  readonly credentials?: CredentialsProvider;
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (event: PullEvent) => void;
+  /** Bytes per range request. */
+  readonly chunkSize?: number;
+  /** Requests in flight for this pull. */
+  readonly maxConnections?: number;
+  /** Layers decompressed and extracted at once; default: the number of cores. */
+  readonly unpackConcurrency?: number;
+  /** A client to reuse (its connection pool and tokens); the pull does not close it. */
+  readonly client?: RegistryClient;
+}
+
+export interface PullResult {
+  readonly image: ImageRecord;
+  readonly timings: PullTimings;
+}
+
+/** Bytes between two 'fetching' progress events of one layer. */
+const PROGRESS_STEP = 4 * 1024 * 1024;
+
+/** Layers being unpacked by this process, by chainID: a second pull of the same layer waits for the first. */
+const inflight = new Map<Digest, Promise<void>>();
+
+/**
+ * Pulls an image: resolves the reference for the platform, fetches every layer not already
+ * unpacked, verifies blob digests and diffIDs, unpacks all layers concurrently into snapshots named
+ * by chainID, and records the image.
+ * @example
+ * const { image } = await pull('127.0.0.1:5000/app:1', { root: '/var/lib/fastpull' });
+ * console.log(image.chainID);
+ */
+export async function pull(reference: string | Reference, options: PullOptions): Promise<PullResult> {
+  const t0 = performance.now();
+  const ref = typeof reference === 'string' ? parseReference(reference) : reference;
+  const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
+  const store = openStore(options.root);
+  const client = options.client ?? new RegistryClient({ plainHttp: options.plainHttp === true, ...(options.credentials ? { credentials: options.credentials } : {}) });
+  const signal = options.signal;
+  try {
+    const resolved = await client.resolve(ref, { ...(platform ? { platform } : {}), ...(signal ? { signal } : {}) });
+    const resolveMs = performance.now() - t0;
+    const name = formatReference(ref);
+    const diffIDs = resolved.config.rootfs.diff_ids;
+    const chains = chainIDs(diffIDs);
+    const layers: ImageLayer[] = resolved.manifest.layers.map((d, i) => ({
+      digest: d.digest,
+      size: d.size,
+      mediaType: d.mediaType,
+      diffID: diffIDs[i]!,
+      chainID: chains[i]!,
+    }));
+    for (const l of layers) {
+      if (layerCompression(l.mediaType) === undefined) {
+        throw new FastpullError('UNSUPPORTED_MEDIA_TYPE', `${name}: layer ${l.digest} has media type ${l.mediaType}, not a container layer`, {
+          details: { mediaType: l.mediaType },
+        });
+      }
+    }
+    options.onProgress?.({
+      type: 'resolved',
+      name,
+      manifest: resolved.manifestDescriptor.digest,
+      platform: resolved.platform,
+      layers: layers.map((l) => ({ digest: l.digest, size: l.size, chainID: l.chainID })),
+    });
+    await storeMetadata(store, resolved);
+
+    const layerTimings = await pullLayers(store, client, resolved, layers, options);
+    const top = layers[layers.length - 1];
+    if (!top) throw new FastpullError('INVALID_MANIFEST', `${name}: image has no layers`);
+    const image: ImageRecord = {
+      name,
+      target: resolved.target,
+      manifest: resolved.manifestDescriptor,
+      config: resolved.manifest.config,
+      platform: resolved.platform,
+      layers,
+      chainID: top.chainID,
+      size: layers.reduce((s, l) => s + l.size, 0),
+      created: new Date().toISOString(),
+    };
+    throwIfAborted(signal, `pulling ${name}`);
+    await store.images.put(image);
+    const timings: PullTimings = { resolveMs, totalMs: performance.now() - t0, layers: layerTimings };
+    options.onProgress?.({ type: 'done', image, timings });
+    return { image, timings };
+  } finally {
+    if (!options.client) await client.close();
+  }
+}
+
+/** Keeps the verified manifest(s) and config, so the image can be inspected without the registry. */
+async function storeMetadata(store: Store, r: ResolvedImage): Promise<void> {
+  if (r.indexBytes) await store.content.putBytes(r.target, r.indexBytes);
+  await store.content.putBytes(r.manifestDescriptor, r.manifestBytes);
+  await store.content.putBytes(r.manifest.config, r.configBytes);
+}
+
+async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions): Promise<LayerTimings[]> {
+  const controller = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+  const unpackLimit = pLimit(options.unpackConcurrency ?? availableParallelism());
+  const requestLimit = pLimit(options.maxConnections ?? DEFAULT_MAX_REQUESTS);
+  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, unpackLimit, requestLimit };
+  let failure: unknown;
+  const results = await Promise.all(
+    layers.map((layer, index) => {
+      const parent = index > 0 ? layers[index - 1]!.chainID : undefined;
+      return pullLayer(ctx, resolved.manifest.layers[index]!, layer, index, parent).catch((e: unknown) => {
+        // One failed layer stops the rest; all settle before the pull reports the first error.
+        if (failure === undefined) failure = e;
+        controller.abort(e);
+        return undefined;
+      });
+    }),
+  );
+  if (failure !== undefined) throw failure;
+  return results as LayerTimings[];
+}
+
+interface LayerContext {
+  readonly store: Store;
+  readonly client: RegistryClient;
+  readonly ref: Reference;
+  readonly options: PullOptions;
+  readonly signal: AbortSignal;
+  readonly unpackLimit: ReturnType<typeof pLimit>;
+  readonly requestLimit: ReturnType<typeof pLimit>;
+}
+
+async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer, index: number, parent: Digest | undefined): Promise<LayerTimings> {
+  const emit = (state: LayerState, bytes: number) =>
+    ctx.options.onProgress?.({ type: 'layer', index, digest: layer.digest, state, bytes, total: layer.size });
+  const exists = (): LayerTimings => {
+    emit('exists', layer.size);
+    return { digest: layer.digest, fetchMs: 0, unpackMs: 0, commitMs: 0, state: 'exists' };
+  };
+  if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
+  for (;;) {
+    const running = inflight.get(layer.chainID);
+    if (!running) break;
+    emit('waiting', 0);
+    await running.catch(() => undefined);
+    if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
+  }
+  let done!: () => void;
+  const mine = new Promise<void>((r) => (done = r));
+  inflight.set(layer.chainID, mine);
+  try {
+    return await fetchAndUnpack(ctx, desc, layer, parent, emit);
+  } finally {
+    inflight.delete(layer.chainID);
+    done();
+  }
+}
+
+async function fetchAndUnpack(
+  ctx: LayerContext,
+  desc: Descriptor,
+  layer: ImageLayer,
+  parent: Digest | undefined,
+  emit: (state: LayerState, bytes: number) => void,
+): Promise<LayerTimings> {
+  const { store, signal } = ctx;
+  const what = `layer ${layer.digest}`;
+  let ingest: Ingest | undefined;
+  let active: ActiveSnapshot | undefined;
+  let fetchMs = 0;
+  try {
+    emit('waiting', 0);
+    let blobPath: string;
+    const have = await store.content.info(layer.digest);
+    if (have && have.size === layer.size) {
+      blobPath = store.content.blobPath(layer.digest);
+    } else {
+      const tf = performance.now();
+      ingest = await store.content.newIngest(desc);
+      let fetched = 0;
+      let reported = 0;
+      emit('fetching', 0);
+      await fetchBlob(ctx.client, ctx.ref, desc, ingest, {
+        chunkSize: ctx.options.chunkSize ?? DEFAULT_CHUNK_SIZE,
+        limit: ctx.requestLimit,
+        signal,
+        onBytes: (n) => {
+          fetched += n;
+          if (fetched - reported >= PROGRESS_STEP || fetched === layer.size) {
+            reported = fetched;
+            emit('fetching', fetched);
+          }
+        },
+      });
+      blobPath = ingest.path;
+      fetchMs = performance.now() - tf;
+    }
+
+    return await ctx.unpackLimit(async () => {
+      throwIfAborted(signal, what);
+      const tu = performance.now();
+      emit('extracting', layer.size);
+      active = await store.snapshots.prepare();
+      const r = await unpackLayer({ blobPath, mediaType: layer.mediaType, dest: active.fs, signal });
+      emit('verifying', layer.size);
+      if (r.compressedSize !== layer.size) {
+        throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });
+      }
+      if (r.blobDigest !== layer.digest) {
+        throw new FastpullError('DIGEST_MISMATCH', `${what}: blob digest mismatch: got ${r.blobDigest}, want ${layer.digest} (${r.compressedSize} bytes checked)`, {
+          details: { want: layer.digest, got: r.blobDigest, size: r.compressedSize },
+        });
+      }
+      if (r.diffID !== layer.diffID) {
+        throw new FastpullError('DIGEST_MISMATCH', `${what}: diffID mismatch: uncompressed layer is ${r.diffID}, config says ${layer.diffID}`, {
+          details: { want: layer.diffID, got: r.diffID, size: r.uncompressedSize },
+        });
+      }
+      const unpackMs = performance.now() - tu;
+      const tc = performance.now();
+      throwIfAborted(signal, what);
+      if (ingest) {
+        await store.content.commit(ingest, r.blobDigest);
+        ingest = undefined;
+      }
+      await store.snapshots.commit(active, { chainID: layer.chainID, diffID: layer.diffID, ...(parent ? { parent } : {}), size: r.uncompressedSize });
+      active = undefined;
+      emit('committed', layer.size);
+      return { digest: layer.digest, fetchMs, unpackMs, commitMs: performance.now() - tc, state: 'committed' as const };
+    });
+  } catch (e) {
+    if (!isFastpullError(e) && signal.aborted) throw new FastpullError('ABORTED', `${what}: aborted`, { cause: e });
+    throw e;
+  } finally {
+    if (active) await store.snapshots.remove(active);
+    if (ingest) await store.content.abort(ingest);
+  }
+}

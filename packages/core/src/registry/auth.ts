@@ -1,0 +1,211 @@
+// Registry authentication: WWW-Authenticate challenges, Basic credentials and the Bearer token flow
+// (distribution's token spec). Credentials only ever go to the registry that owns them or to the
+// token realm it names, and never over plain HTTP to a non-loopback host.
+import { request, type Dispatcher } from 'undici';
+import { FastpullError, throwIfAborted } from '../errors.js';
+import { isLoopbackHost } from './hosts.js';
+
+export interface Credentials {
+  readonly username: string;
+  readonly password: string;
+}
+
+/** Looks up credentials for a registry name (as in references, e.g. `docker.io`). */
+export type CredentialsProvider = (registry: string) => Credentials | undefined | Promise<Credentials | undefined>;
+
+export interface Challenge {
+  /** Lowercase scheme, e.g. `bearer`, `basic`. */
+  readonly scheme: string;
+  readonly params: Readonly<Record<string, string>>;
+}
+
+/**
+ * Parses a WWW-Authenticate header (RFC 7235) into challenges. Tolerant of spacing; quoted strings
+ * may hold commas and escaped quotes.
+ * @example parseChallenges('Bearer realm="https://auth/token",service="reg"')
+ */
+export function parseChallenges(header: string): Challenge[] {
+  const out: Challenge[] = [];
+  let i = 0;
+  const n = Math.min(header.length, 16 * 1024);
+  const skipSpace = () => {
+    while (i < n && (header[i] === ' ' || header[i] === '\t' || header[i] === ',')) i++;
+  };
+  const token = () => {
+    const start = i;
+    while (i < n && /[A-Za-z0-9!#$%&'*+.^_`|~-]/.test(header[i]!)) i++;
+    return header.slice(start, i);
+  };
+  let current: { scheme: string; params: Record<string, string> } | undefined;
+  while (i < n) {
+    skipSpace();
+    const start = i;
+    const word = token();
+    if (word === '') {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < n && header[j] === ' ') j++;
+    if (header[j] === '=' && current) {
+      i = j + 1;
+      while (i < n && header[i] === ' ') i++;
+      let value = '';
+      if (header[i] === '"') {
+        i++;
+        while (i < n && header[i] !== '"') {
+          if (header[i] === '\\' && i + 1 < n) i++;
+          value += header[i];
+          i++;
+        }
+        i++;
+      } else {
+        const vs = i;
+        while (i < n && header[i] !== ',' && header[i] !== ' ') i++;
+        value = header.slice(vs, i);
+      }
+      current.params[word.toLowerCase()] = value;
+    } else {
+      if (i === start) i++;
+      current = { scheme: word.toLowerCase(), params: {} };
+      out.push(current);
+    }
+  }
+  return out;
+}
+
+interface CachedToken {
+  readonly header: string;
+  readonly expires: number;
+}
+
+const TOKEN_RESPONSE_CAP = 1024 * 1024;
+const MIN_TOKEN_LIFETIME_S = 60;
+
+/** Holds the Authorization state of one client: tokens per (origin, scope) and Basic per origin. */
+export class Authorizer {
+  private readonly tokens = new Map<string, CachedToken>();
+  private readonly basic = new Set<string>();
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    private readonly credentials: CredentialsProvider | undefined,
+    private readonly userAgent: string,
+  ) {}
+
+  /** The Authorization header for a request to `origin` with `scope`, if one is known. */
+  async header(registry: string, origin: string, scope: string): Promise<string | undefined> {
+    const t = this.tokens.get(`${origin} ${scope}`);
+    if (t && t.expires > Date.now()) return t.header;
+    if (this.basic.has(origin)) {
+      const c = await this.credentials?.(registry);
+      if (c) return basicHeader(c);
+    }
+    return undefined;
+  }
+
+  /**
+   * Answers a 401 challenge. Returns true when a new Authorization is available and the request
+   * should be retried, false when nothing more can be done.
+   */
+  async challenge(registry: string, origin: string, scope: string, wwwAuthenticate: string | undefined, signal?: AbortSignal): Promise<boolean> {
+    const challenges = parseChallenges(wwwAuthenticate ?? '');
+    const bearer = challenges.find((c) => c.scheme === 'bearer');
+    if (bearer) {
+      const header = await this.fetchToken(registry, origin, scope, bearer, signal);
+      this.tokens.set(`${origin} ${scope}`, header);
+      return true;
+    }
+    if (challenges.some((c) => c.scheme === 'basic') && !this.basic.has(origin)) {
+      const c = await this.credentials?.(registry);
+      if (!c) return false;
+      assertSafeForCredentials(origin, registry);
+      this.basic.add(origin);
+      return true;
+    }
+    return false;
+  }
+
+  private async fetchToken(registry: string, origin: string, scope: string, ch: Challenge, signal?: AbortSignal): Promise<CachedToken> {
+    throwIfAborted(signal, `authenticating to ${registry}`);
+    const realm = ch.params.realm;
+    let url: URL;
+    try {
+      url = new URL(realm ?? '');
+    } catch {
+      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: Bearer challenge without a valid realm`);
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token realm has unsupported scheme ${url.protocol}`);
+    }
+    if (ch.params.service) url.searchParams.set('service', ch.params.service);
+    const wantScope = scope || ch.params.scope;
+    if (wantScope) url.searchParams.set('scope', wantScope);
+    const headers: Record<string, string> = { 'user-agent': this.userAgent, accept: 'application/json' };
+    const creds = await this.credentials?.(registry);
+    if (creds) {
+      assertSafeForCredentials(url.origin, registry);
+      headers.authorization = basicHeader(creds);
+    }
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: signal ?? null });
+    } catch (e) {
+      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
+    }
+    const body = await readCapped(res.body, TOKEN_RESPONSE_CAP, `authenticating to ${registry}`);
+    if (res.statusCode === 401 || res.statusCode === 403) {
+      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${url.origin} refused ${creds ? 'the credentials' : 'anonymous access'} (HTTP ${res.statusCode})`, {
+        details: { status: res.statusCode },
+      });
+    }
+    if (res.statusCode !== 200) {
+      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${url.origin} answered HTTP ${res.statusCode}`, { details: { status: res.statusCode } });
+    }
+    let parsed: { token?: unknown; access_token?: unknown; expires_in?: unknown };
+    try {
+      parsed = JSON.parse(body.toString('utf8')) as typeof parsed;
+    } catch (e) {
+      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token response is not JSON`, { cause: e });
+    }
+    const token = typeof parsed.token === 'string' && parsed.token ? parsed.token : parsed.access_token;
+    if (typeof token !== 'string' || token === '' || /[\r\n]/.test(token)) {
+      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token response without a token`);
+    }
+    const lifetime = typeof parsed.expires_in === 'number' && parsed.expires_in > MIN_TOKEN_LIFETIME_S ? parsed.expires_in : MIN_TOKEN_LIFETIME_S;
+    // Renew ten seconds early so a token never expires mid-request.
+    return { header: `Bearer ${token}`, expires: Date.now() + (lifetime - 10) * 1000 };
+  }
+}
+
+function basicHeader(c: Credentials): string {
+  return `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
+}
+
+/** Credentials never travel in clear text except to loopback. */
+function assertSafeForCredentials(origin: string, registry: string): void {
+  const u = new URL(origin);
+  if (u.protocol !== 'https:' && !isLoopbackHost(u.host)) {
+    throw new FastpullError('INSECURE_REGISTRY', `authenticating to ${registry}: refusing to send credentials over plain HTTP to ${u.host}`);
+  }
+}
+
+/** Reads a response body, failing once it passes `cap` bytes. */
+export async function readCapped(
+  body: AsyncIterable<Buffer> & { destroy?: (e?: Error) => void },
+  cap: number,
+  what = 'reading a response',
+  code: 'MANIFEST_TOO_LARGE' | 'REGISTRY_ERROR' = 'REGISTRY_ERROR',
+): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.length;
+    if (total > cap) {
+      body.destroy?.();
+      throw new FastpullError(code, `${what}: response body larger than ${cap} bytes`, { details: { cap } });
+    }
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts, total);
+}

@@ -1,0 +1,2 @@
+// Snapshot store: chainID-named overlay lower dirs and their mounts.
+export * from './store.js';

@@ -1,0 +1,155 @@
+// The snapshot store: one directory per layer, an overlayfs lower dir. Words (as containerd uses them):
+// an *active* snapshot is being written and is invisible to mounts; a *committed* snapshot is
+// immutable and named by its chainID, its parent being the chainID of the layers below it.
+//
+// Importing a layer, by example: prepare() gives snapshots/active/<id>/fs; the unpacker extracts the
+// layer there; once the blob digest and the diffID both match, commit(active, chainID) renames
+// snapshots/active/<id> to snapshots/committed/<hex of chainID> in one atomic step. Mounts for an
+// image are then data (type, source, options) built from the committed dirs; this module mounts nothing.
+import { promises as fsp } from 'node:fs';
+import { join } from 'node:path';
+import { FastpullError, fromFsError } from '../errors.js';
+import { parseDigest, type Digest } from '../oci/digest.js';
+import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
+
+export interface ActiveSnapshot {
+  readonly key: string;
+  /** The directory to extract into. */
+  readonly fs: string;
+  readonly dir: string;
+}
+
+export interface SnapshotInfo {
+  readonly chainID: Digest;
+  readonly diffID: Digest;
+  readonly parent?: Digest;
+  /** Bytes of the uncompressed layer tar. */
+  readonly size: number;
+  readonly created: string;
+}
+
+/** A mount as data, in the form `mount(8)` and containerd take. */
+export interface Mount {
+  readonly type: string;
+  readonly source: string;
+  readonly options: readonly string[];
+}
+
+/** What pulling needs from a snapshot store. */
+export interface Snapshotter {
+  isCommitted(chainID: Digest): Promise<boolean>;
+  prepare(): Promise<ActiveSnapshot>;
+  /** Commits an active snapshot; returns false when another writer committed the same chainID first. */
+  commit(active: ActiveSnapshot, info: Omit<SnapshotInfo, 'created'>): Promise<boolean>;
+  remove(active: ActiveSnapshot): Promise<void>;
+  info(chainID: Digest): Promise<SnapshotInfo | undefined>;
+  /** The directory of a committed snapshot's tree. */
+  fsPath(chainID: Digest): string;
+  /** Read-only mounts presenting the stack of committed snapshots (bottom first) as one tree. */
+  mounts(chainIDs: readonly Digest[]): Promise<Mount[]>;
+  list(): Promise<SnapshotInfo[]>;
+}
+
+/** The on-disk snapshot store under `<root>/snapshots`. */
+export class FileSnapshotter implements Snapshotter {
+  readonly dir: string;
+
+  constructor(root: string) {
+    this.dir = join(root, 'snapshots');
+  }
+
+  private committedDir(chainID: Digest): string {
+    const { algorithm, hex } = parseDigest(chainID);
+    return join(this.dir, 'committed', algorithm === 'sha256' ? hex : `${algorithm}-${hex}`);
+  }
+
+  fsPath(chainID: Digest): string {
+    return join(this.committedDir(chainID), 'fs');
+  }
+
+  async isCommitted(chainID: Digest): Promise<boolean> {
+    return (await this.info(chainID)) !== undefined;
+  }
+
+  async info(chainID: Digest): Promise<SnapshotInfo | undefined> {
+    try {
+      const raw = await fsp.readFile(join(this.committedDir(chainID), 'info.json'), 'utf8');
+      const info = JSON.parse(raw) as SnapshotInfo;
+      return info.chainID === chainID ? info : undefined;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw fromFsError(e, `reading snapshot ${chainID}`);
+    }
+  }
+
+  async prepare(): Promise<ActiveSnapshot> {
+    const key = randomId();
+    const dir = join(this.dir, 'active', key);
+    const fs = join(dir, 'fs');
+    try {
+      await fsp.mkdir(fs, { recursive: true, mode: 0o755 });
+      // The root of a layer dir is the container's root: 0755 whatever the umask says.
+      await fsp.chmod(fs, 0o755);
+    } catch (e) {
+      throw fromFsError(e, 'preparing a snapshot');
+    }
+    return { key, fs, dir };
+  }
+
+  async commit(active: ActiveSnapshot, info: Omit<SnapshotInfo, 'created'>): Promise<boolean> {
+    const target = this.committedDir(info.chainID);
+    try {
+      // info.json is written before the rename, so a committed dir always has one.
+      await writeFileAtomic(join(active.dir, 'info.json'), JSON.stringify({ ...info, created: new Date().toISOString() }));
+      await fsp.mkdir(join(this.dir, 'committed'), { recursive: true });
+      try {
+        await fsp.rename(active.dir, target);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOTEMPTY' || code === 'EEXIST') {
+          await this.remove(active);
+          return false;
+        }
+        throw e;
+      }
+      await syncDir(join(this.dir, 'committed'));
+      return true;
+    } catch (e) {
+      await this.remove(active);
+      throw fromFsError(e, `committing snapshot ${info.chainID}`);
+    }
+  }
+
+  async remove(active: ActiveSnapshot): Promise<void> {
+    await fsp.rm(active.dir, { recursive: true, force: true });
+  }
+
+  async mounts(chainIDs: readonly Digest[]): Promise<Mount[]> {
+    if (chainIDs.length === 0) throw new FastpullError('INVALID_ARGUMENT', 'mounts of an empty snapshot stack');
+    for (const id of chainIDs) {
+      if (!(await this.isCommitted(id))) throw new FastpullError('NOT_FOUND', `snapshot ${id} is not committed`);
+    }
+    const dirs = chainIDs.map((id) => this.fsPath(id)).reverse();
+    // One layer needs no overlay: a read-only bind mount, as containerd does.
+    if (dirs.length === 1) return [{ type: 'bind', source: dirs[0]!, options: ['ro', 'rbind'] }];
+    return [{ type: 'overlay', source: 'overlay', options: [`lowerdir=${dirs.join(':')}`] }];
+  }
+
+  async list(): Promise<SnapshotInfo[]> {
+    let names: string[];
+    try {
+      names = await fsp.readdir(join(this.dir, 'committed'));
+    } catch {
+      return [];
+    }
+    const out: SnapshotInfo[] = [];
+    for (const name of names) {
+      try {
+        out.push(JSON.parse(await fsp.readFile(join(this.dir, 'committed', name, 'info.json'), 'utf8')) as SnapshotInfo);
+      } catch {
+        // A dir without info.json was never committed through this store; ignore it.
+      }
+    }
+    return out;
+  }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what fastpull's build, demo and tests need on a fresh Debian machine with Node.js 20:
+# the CNCF distribution registry (Debian package docker-registry), pnpm 10 and the workspace's
+# dependencies, then builds everything. Safe to run again: it skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "bootstrap: need root (or sudo) to run: $*" >&2; return 1; fi
+}
+
+if [ ! -x /usr/bin/docker-registry ] && ! command -v docker-registry >/dev/null && ! command -v registry >/dev/null; then
+  echo "bootstrap: installing the CNCF distribution registry (docker-registry)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null
+fi
+
+# pnpm 11 and later crash on Node 20: pin 10.
+if ! command -v pnpm >/dev/null || ! pnpm --version 2>/dev/null | grep -q '^10\.'; then
+  echo "bootstrap: installing pnpm 10"
+  npm install -g --no-fund --no-audit pnpm@10 >/dev/null 2>&1 || as_root npm install -g --no-fund --no-audit pnpm@10 >/dev/null
+fi
+
+pnpm install --frozen-lockfile --reporter=silent
+pnpm run build
