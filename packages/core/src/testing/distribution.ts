@@ -1,0 +1,278 @@
+// Runs the real CNCF distribution registry (docker-registry) on loopback, and pushes built images to it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { request } from 'undici';
+import { parseDigest, type Digest } from '../oci/digest.js';
+import type { BuiltImage, BuiltIndex } from './builder.js';
+
+/** Where Debian's package installs the registry; checked before PATH. */
+const DEBIAN_BINARY = '/usr/bin/docker-registry';
+const BINARY_NAMES = ['registry', 'docker-registry'];
+/** How long a fresh registry may take to answer `GET /v2/` (it starts in well under a second). */
+const START_TIMEOUT_MS = 10_000;
+const STOP_TIMEOUT_MS = 5_000;
+/** Error bodies and captured output are kept only this far. */
+const CAP = 16 * 1024;
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The path of a distribution registry binary: `/usr/bin/docker-registry`, else `registry` or
+ * `docker-registry` on PATH; undefined when there is none.
+ */
+export function findDistributionBinary(): string | undefined {
+  if (isExecutable(DEBIAN_BINARY)) return DEBIAN_BINARY;
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    for (const name of BINARY_NAMES) {
+      const candidate = join(dir, name);
+      if (isExecutable(candidate)) return candidate;
+    }
+  }
+  return undefined;
+}
+
+/** A running distribution registry. */
+export interface DistributionRegistry {
+  /** `127.0.0.1:PORT`. */
+  readonly host: string;
+  /** `http://127.0.0.1:PORT`. */
+  readonly url: string;
+  /** The storage root directory (see {@link blobDataPath}). */
+  readonly storageDir: string;
+  /** Stops the registry and waits for it to exit; removes its directory when it made a temporary one. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startDistribution}. */
+export interface StartDistributionOptions {
+  /** Directory for the config and storage; default a new temporary directory, removed by stop(). */
+  readonly dir?: string;
+  /** The binary to run; default {@link findDistributionBinary}. */
+  readonly binary?: string;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function configYAML(storageDir: string, port: number): string {
+  return [
+    'version: 0.1',
+    'log:',
+    '  level: error',
+    '  accesslog:',
+    '    disabled: true',
+    'storage:',
+    '  filesystem:',
+    `    rootdirectory: ${JSON.stringify(storageDir)}`,
+    '  delete:',
+    '    enabled: true',
+    '  maintenance:',
+    '    uploadpurging:',
+    '      enabled: false',
+    'http:',
+    `  addr: 127.0.0.1:${port}`,
+    // A fixed secret silences the "no secret configured" warning; upload state is only ever on loopback.
+    '  secret: fastpull-test-secret',
+    '',
+  ].join('\n');
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Starts the real distribution registry on a free loopback port, without auth, storing on the
+ * filesystem, and waits until `GET /v2/` answers 200. Throws when the binary is missing or the
+ * registry dies or does not come up (with its output).
+ *
+ * @example
+ * const registry = await startDistribution();
+ * try { await pushImage(registry.url, 'test/app', 'v1', image); } finally { await registry.stop(); }
+ */
+export async function startDistribution(options: StartDistributionOptions = {}): Promise<DistributionRegistry> {
+  const binary = options.binary ?? findDistributionBinary();
+  if (binary === undefined) {
+    throw new Error(`startDistribution: no distribution registry binary found (looked for ${DEBIAN_BINARY}, then ${BINARY_NAMES.join(' and ')} on PATH); install docker-registry (Debian) or distribution`);
+  }
+  const ownDir = options.dir === undefined;
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'fastpull-distribution-')));
+  const storageDir = join(dir, 'storage');
+  await mkdir(storageDir, { recursive: true });
+  const port = await freePort();
+  const configPath = join(dir, 'config.yml');
+  await writeFile(configPath, configYAML(storageDir, port));
+
+  let output = '';
+  const capture = (chunk: Buffer): void => {
+    if (output.length < CAP) output += chunk.toString('utf8').slice(0, CAP - output.length);
+  };
+  const child: ChildProcess = spawn(binary, ['serve', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout?.on('data', capture);
+  child.stderr?.on('data', capture);
+  let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      resolve();
+    });
+    child.once('error', (e) => {
+      capture(Buffer.from(`spawn error: ${e.message}\n`));
+      exit ??= { code: null, signal: null };
+      resolve();
+    });
+  });
+
+  const host = `127.0.0.1:${port}`;
+  const url = `http://${host}`;
+  const stop = async (): Promise<void> => {
+    if (exit === undefined) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      await exited;
+      clearTimeout(timer);
+    }
+    if (ownDir) await rm(dir, { recursive: true, force: true });
+  };
+
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  let lastError = '';
+  for (;;) {
+    if (exit !== undefined) {
+      await stop();
+      throw new Error(`startDistribution: ${binary} exited (code ${exit.code}, signal ${exit.signal}) before serving on ${host}; output:\n${output}`);
+    }
+    try {
+      const res = await request(`${url}/v2/`, { method: 'GET', headersTimeout: 1000, bodyTimeout: 1000 });
+      await res.body.dump();
+      if (res.statusCode === 200) break;
+      lastError = `GET /v2/ answered ${res.statusCode}`;
+    } catch (e) {
+      lastError = e instanceof Error ? e.message : String(e);
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`startDistribution: ${binary} did not serve ${url}/v2/ within ${START_TIMEOUT_MS} ms (${lastError}); output:\n${output}`);
+    }
+    await sleep(50);
+  }
+  return { host, url, storageDir, stop };
+}
+
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    size += chunk.byteLength;
+    if (size >= CAP) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, CAP).toString('utf8');
+}
+
+async function expectStatus(res: Awaited<ReturnType<typeof request>>, want: readonly number[], what: string): Promise<void> {
+  if (want.includes(res.statusCode)) return;
+  const body = await readCapped(res.body);
+  throw new Error(`${what}: HTTP ${res.statusCode} (want ${want.join(' or ')}): ${body}`);
+}
+
+function header(res: Awaited<ReturnType<typeof request>>, name: string): string | undefined {
+  const v = res.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Uploads one blob unless the registry already has it (monolithic upload: POST, then PUT with the whole body). */
+async function pushBlob(base: string, repository: string, digest: Digest, bytes: Buffer): Promise<void> {
+  const what = `push blob ${digest} to ${base}/${repository}`;
+  const head = await request(`${base}/v2/${repository}/blobs/${digest}`, { method: 'HEAD' });
+  await head.body.dump();
+  if (head.statusCode === 200) return;
+  const start = await request(`${base}/v2/${repository}/blobs/uploads/`, { method: 'POST', headers: { 'content-length': '0' } });
+  await expectStatus(start, [202], `${what}: start upload`);
+  await start.body.dump();
+  const location = header(start, 'location');
+  if (location === undefined) throw new Error(`${what}: start upload: no Location header`);
+  const target = new URL(location, base);
+  target.searchParams.set('digest', digest);
+  const put = await request(target, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/octet-stream', 'content-length': String(bytes.byteLength) },
+    body: bytes,
+  });
+  await expectStatus(put, [201], `${what}: finish upload`);
+  await put.body.dump();
+}
+
+async function pushManifest(base: string, repository: string, reference: string, bytes: Buffer, mediaType: string, want: Digest): Promise<Digest> {
+  const what = `push manifest ${repository}:${reference} to ${base}`;
+  const res = await request(`${base}/v2/${repository}/manifests/${reference}`, {
+    method: 'PUT',
+    headers: { 'content-type': mediaType, 'content-length': String(bytes.byteLength) },
+    body: bytes,
+  });
+  await expectStatus(res, [201], what);
+  await res.body.dump();
+  const got = header(res, 'docker-content-digest');
+  if (got !== undefined && got !== want) throw new Error(`${what}: registry says digest ${got}, want ${want}`);
+  return want;
+}
+
+function trimBase(url: string): string {
+  return url.replace(/\/+$/, '');
+}
+
+/**
+ * Pushes an image (config and layer blobs, then the manifest under `tag`) through the distribution
+ * push API. Returns the manifest digest. Throws with the registry's answer on any failure.
+ */
+export async function pushImage(url: string, repository: string, tag: string, image: BuiltImage): Promise<Digest> {
+  const base = trimBase(url);
+  for (const [digest, bytes] of image.blobs) await pushBlob(base, repository, digest, bytes);
+  return pushManifest(base, repository, tag, image.manifest, image.manifestMediaType, image.manifestDigest);
+}
+
+/**
+ * Pushes every image of an index (blobs, then each manifest by digest), then the index under `tag`.
+ * `images` defaults to the index's own. Returns the index digest.
+ */
+export async function pushIndex(url: string, repository: string, tag: string, index: BuiltIndex, images: readonly BuiltImage[] = index.images): Promise<Digest> {
+  const base = trimBase(url);
+  for (const image of images) {
+    for (const [digest, bytes] of image.blobs) await pushBlob(base, repository, digest, bytes);
+    await pushManifest(base, repository, image.manifestDigest, image.manifest, image.manifestMediaType, image.manifestDigest);
+  }
+  return pushManifest(base, repository, tag, index.index, index.mediaType, index.digest);
+}
+
+/**
+ * The file in which the distribution registry stores a blob's bytes under its storage root, so a
+ * test can corrupt a blob on the real registry's disk.
+ */
+export function blobDataPath(storageDir: string, digest: Digest): string {
+  const { algorithm, hex } = parseDigest(digest);
+  return join(storageDir, 'docker', 'registry', 'v2', 'blobs', algorithm, hex.slice(0, 2), hex, 'data');
+}

@@ -1,0 +1,44 @@
+// @fastpull/core/testing: helpers for tests and demos (image builder, trees, loopback and real registries).
+export { Prng } from './prng.js';
+export {
+  DEFAULT_DIR_MODE,
+  DEFAULT_FILE_MODE,
+  DEFAULT_MTIME,
+  applyLayer,
+  buildImage,
+  buildIndex,
+  buildLayer,
+  type BuildImageOptions,
+  type BuildLayerOptions,
+  type BuiltImage,
+  type BuiltIndex,
+  type BuiltLayer,
+  type Compression,
+  type ExpectedEntry,
+  type ExpectedTree,
+  type ImageFormat,
+  type LayerEntry,
+  type TarEntry,
+} from './builder.js';
+export { sampleImage, sampleLayerEntries, type SampleImageOptions } from './sample.js';
+export { diffTrees, readTree, writeTree, type DiffTreesOptions, type SpecialEntry, type TreeEntry } from './tree.js';
+export {
+  LOOPBACK_SERVICE,
+  startLoopbackRegistry,
+  type CountedFault,
+  type LoopbackAuth,
+  type LoopbackFaults,
+  type LoopbackRegistry,
+  type LoopbackRegistryOptions,
+  type LoopbackStats,
+  type RequestLog,
+} from './registry.js';
+export {
+  blobDataPath,
+  findDistributionBinary,
+  pushImage,
+  pushIndex,
+  startDistribution,
+  type DistributionRegistry,
+  type StartDistributionOptions,
+} from './distribution.js';
