@@ -3,7 +3,7 @@
 import { availableParallelism } from 'node:os';
 import pLimit from 'p-limit';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
-import type { Ingest } from '../content/store.js';
+import { hashFile, type Ingest } from '../content/store.js';
 import { chainIDs } from '../oci/chainid.js';
 import type { Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
@@ -219,6 +219,26 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
   }
 }
 
+/**
+ * A blob that fails to decompress or extract may simply be corrupt: then the truthful error is the
+ * digest mismatch, not whatever the decoder tripped over. Hashing the blob again costs a read, on the
+ * failure path only.
+ */
+async function diagnose(e: unknown, blobPath: string, layer: ImageLayer): Promise<unknown> {
+  if (isFastpullError(e) && (e.code === 'ABORTED' || e.code === 'NO_SPACE' || e.code === 'UNSUPPORTED_MEDIA_TYPE')) return e;
+  let got: Digest;
+  try {
+    got = await hashFile(blobPath, layer.digest);
+  } catch {
+    return e;
+  }
+  if (got === layer.digest) return e;
+  return new FastpullError('DIGEST_MISMATCH', `layer ${layer.digest}: blob digest mismatch: got ${got}, want ${layer.digest}`, {
+    cause: e,
+    details: { want: layer.digest, got },
+  });
+}
+
 async function fetchAndUnpack(
   ctx: LayerContext,
   desc: Descriptor,
@@ -264,7 +284,9 @@ async function fetchAndUnpack(
       const tu = performance.now();
       emit('extracting', layer.size);
       active = await store.snapshots.prepare();
-      const r = await unpackLayer({ blobPath, mediaType: layer.mediaType, dest: active.fs, signal });
+      const r = await unpackLayer({ blobPath, mediaType: layer.mediaType, dest: active.fs, signal }).catch(async (e: unknown) => {
+        throw await diagnose(e, blobPath, layer);
+      });
       emit('verifying', layer.size);
       if (r.compressedSize !== layer.size) {
         throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });

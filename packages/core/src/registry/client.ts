@@ -1,7 +1,8 @@
 // The distribution API client: requests with auth and redirects, manifest resolution down to one
 // platform's image, and verified small-blob reads. Ranged layer fetch lives in fetch.ts.
 import { Agent, request, type Dispatcher } from 'undici';
-import { FastpullError, throwIfAborted } from '../errors.js';
+import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
+import { backoffMs, isRetryableStatus, sleep } from '../util/retry.js';
 import { parseDigest, sha256Digest, verifyBytes, type Digest } from '../oci/digest.js';
 import {
   parseImageConfig,
@@ -24,6 +25,8 @@ export const CONFIG_SIZE_LIMIT = 16 * 1024 * 1024;
 /** Error bodies are read only this far: enough for the distribution error JSON. */
 const ERROR_BODY_CAP = 64 * 1024;
 const MAX_REDIRECTS = 5;
+/** Attempts for manifest and config reads. */
+const DEFAULT_ATTEMPTS = 4;
 /** Connections per registry origin. 16 parallel 16 MiB ranges reached 589 MB/s on loopback (FACTS.md). */
 export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 const USER_AGENT = 'fastpull/0.1';
@@ -148,10 +151,30 @@ export class RegistryClient {
     }
   }
 
+  /**
+   * Like request(), for small reads that are retried whole: transport errors, 408, 429 and 5xx are
+   * tried again with back-off, up to `attempts` times in all.
+   */
+  async requestWithRetry(ref: Reference, path: string, options: RequestOptions = {}, attempts = DEFAULT_ATTEMPTS): Promise<Dispatcher.ResponseData> {
+    for (let attempt = 1; ; attempt++) {
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await this.request(ref, path, options);
+      } catch (e) {
+        if (attempt >= attempts || !isFastpullError(e) || e.code !== 'NETWORK_ERROR') throw e;
+        await sleep(backoffMs(attempt), options.signal ?? undefined);
+        continue;
+      }
+      if (attempt >= attempts || !isRetryableStatus(res.statusCode)) return res;
+      await discard(res);
+      await sleep(backoffMs(attempt), options.signal ?? undefined);
+    }
+  }
+
   /** Fetches a manifest or index by tag or digest, verified and size-capped. */
   async fetchManifest(ref: Reference, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
     const what = `manifest ${ref.registry}/${ref.repository}:${reference}`.replace(/:(sha\d+:)/, '@$1');
-    const res = await this.request(ref, `manifests/${reference}`, { headers: { accept: MANIFEST_ACCEPT }, signal });
+    const res = await this.requestWithRetry(ref, `manifests/${reference}`, { headers: { accept: MANIFEST_ACCEPT }, signal });
     if (res.statusCode !== 200) throw await responseError(res, what);
     const length = Number(headerValue(res.headers['content-length']) ?? NaN);
     if (length > MANIFEST_SIZE_LIMIT) {
@@ -184,7 +207,7 @@ export class RegistryClient {
   async fetchBlobBytes(ref: Reference, desc: Descriptor, limit: number, signal?: AbortSignal): Promise<Buffer> {
     const what = `blob ${desc.digest} of ${ref.registry}/${ref.repository}`;
     if (desc.size > limit) throw new FastpullError('MANIFEST_TOO_LARGE', `${what}: ${desc.size} bytes, over the ${limit}-byte limit`);
-    const res = await this.request(ref, `blobs/${desc.digest}`, { signal });
+    const res = await this.requestWithRetry(ref, `blobs/${desc.digest}`, { signal });
     if (res.statusCode !== 200) throw await responseError(res, what);
     const length = headerValue(res.headers['content-length']);
     if (length !== undefined && Number(length) !== desc.size) {

@@ -6,6 +6,7 @@ import type { Dispatcher } from 'undici';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
+import { backoffMs, isRetryableStatus, sleep } from '../util/retry.js';
 import { discard, headerValue, responseError, type RegistryClient } from './client.js';
 
 /** Where downloaded bytes go: positional writes into one file. */
@@ -28,8 +29,8 @@ export interface FetchOptions {
 export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
 /** Requests in flight across all blobs of a process when the caller does not share a limit. */
 export const DEFAULT_MAX_REQUESTS = 16;
+/** Attempts per chunk; a retry asks only for the bytes still missing. */
 const DEFAULT_ATTEMPTS = 4;
-const BACKOFF_BASE_MS = 200;
 
 const defaultLimit = pLimit(DEFAULT_MAX_REQUESTS);
 
@@ -95,7 +96,7 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean): Pro
   let lastError: unknown;
   for (let attempt = 0; attempt < attempts; attempt++) {
     throwIfAborted(ctx.options.signal, ctx.what);
-    if (attempt > 0) await sleep(BACKOFF_BASE_MS * 2 ** (attempt - 1) * (0.5 + Math.random()), ctx.options.signal);
+    if (attempt > 0) await sleep(backoffMs(attempt), ctx.options.signal);
     try {
       const pos = cursor.pos;
       const useRange = ranged || pos > range.start;
@@ -124,10 +125,6 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean): Pro
     }
   }
   throw lastError instanceof Error ? lastError : new FastpullError('NETWORK_ERROR', `${ctx.what}: failed after ${attempts} attempts`);
-}
-
-function isRetryableStatus(status: number): boolean {
-  return status === 408 || status === 429 || status >= 500;
 }
 
 function isRetryable(e: unknown): boolean {
@@ -185,19 +182,4 @@ async function writeBody(ctx: ChunkContext, res: Dispatcher.ResponseData, cursor
   if (pos !== end) {
     throw new FastpullError('NETWORK_ERROR', `${ctx.what}: response ended at offset ${pos}, want ${end}`, { details: { offset: pos } });
   }
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }
-    function onAbort() {
-      clearTimeout(t);
-      reject(new FastpullError('ABORTED', 'aborted while waiting to retry', { cause: signal?.reason }));
-    }
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

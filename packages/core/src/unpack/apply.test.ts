@@ -1,0 +1,441 @@
+// Tests of applyLayer: tar entries -> overlay lower directory, containment, whiteouts, metadata.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pack, type Header } from 'tar-stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isFastpullError } from '../errors.js';
+import { applyLayer, cleanEntryPath } from './apply.js';
+import { nativeFs } from './native.js';
+
+type Entry = Partial<Header> & { name: string; body?: string | Buffer };
+
+async function makeTar(entries: Entry[]): Promise<Buffer> {
+  const p = pack();
+  const out = (async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of p) chunks.push(c as Buffer);
+    return Buffer.concat(chunks);
+  })();
+  for (const { body, ...header } of entries) {
+    await new Promise<void>((resolve, reject) => {
+      const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
+      if (body === undefined && header.type !== undefined && header.type !== 'file') {
+        p.entry({ mtime: new Date(1_600_000_000_000), ...header }, cb);
+      } else {
+        const data = body ?? '';
+        p.entry({ mtime: new Date(1_600_000_000_000), ...header, size: Buffer.byteLength(data) }, data, cb);
+      }
+    });
+  }
+  p.finalize();
+  return out;
+}
+
+/** A raw ustar header block, for tars tar-stream's packer cannot write (binary PAX values, odd names). */
+function rawHeader(name: string, typeflag: string, size: number, mode = 0o644): Buffer {
+  const b = Buffer.alloc(512);
+  b.write(name, 0, 100, 'utf8');
+  b.write(`${mode.toString(8).padStart(7, '0')}\0`, 100);
+  b.write('0000000\0', 108);
+  b.write('0000000\0', 116);
+  b.write(`${size.toString(8).padStart(11, '0')}\0`, 124);
+  b.write(`${(1_600_000_000).toString(8).padStart(11, '0')}\0`, 136);
+  b.write(typeflag, 156);
+  b.write('ustar\x0000', 257, 'latin1');
+  b.fill(0x20, 148, 156);
+  let sum = 0;
+  for (const byte of b) sum += byte;
+  b.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
+  return b;
+}
+
+function padded(data: Buffer): Buffer {
+  return Buffer.concat([data, Buffer.alloc((512 - (data.length % 512)) % 512)]);
+}
+
+function paxRecord(key: string, value: Buffer): Buffer {
+  const body = Buffer.concat([Buffer.from(` ${key}=`), value, Buffer.from('\n')]);
+  let len = body.length + 1;
+  while (String(len).length + body.length !== len) len++;
+  return Buffer.concat([Buffer.from(String(len)), body]);
+}
+
+async function* chunksOf(buf: Buffer, size = 700): AsyncGenerator<Buffer> {
+  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    if (isFastpullError(e)) return e.code;
+    throw e;
+  }
+  throw new Error('expected a FastpullError, got success');
+}
+
+const isRoot = process.getuid?.() === 0;
+let sandbox: string;
+let dest: string;
+
+beforeEach(() => {
+  sandbox = fs.mkdtempSync(path.join(os.tmpdir(), 'fastpull-apply-'));
+  dest = path.join(sandbox, 'fs');
+  fs.mkdirSync(dest);
+});
+
+afterEach(() => {
+  fs.rmSync(sandbox, { recursive: true, force: true });
+});
+
+/** Everything in the sandbox besides the snapshot dir: must stay empty. */
+function outsideDest(): string[] {
+  return fs.readdirSync(sandbox).filter((n) => n !== 'fs' && n !== 'outside');
+}
+
+describe('applyLayer: files, directories, metadata', () => {
+  it('writes files and directories with their modes, owners and mtimes', async () => {
+    const tar = await makeTar([
+      { name: 'etc/', type: 'directory', mode: 0o750, uid: 1000, gid: 1001, mtime: new Date(1_500_000_000_000) },
+      { name: 'etc/hosts', mode: 0o640, uid: 1000, gid: 1001, mtime: new Date(1_400_000_000_000), body: 'hello\n' },
+      { name: 'bin/', type: 'directory', mode: 0o555, mtime: new Date(1_300_000_000_000) },
+      { name: 'bin/su', mode: 0o4755, uid: 1000, gid: 0, body: 'su' },
+      { name: 'bin/sg', mode: 0o2711, body: 'sg' },
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    expect(stats).toMatchObject({ entries: 5, files: 3, bytes: 10, whiteouts: 0 });
+
+    expect(fs.readFileSync(path.join(dest, 'etc/hosts'), 'utf8')).toBe('hello\n');
+    const hosts = fs.statSync(path.join(dest, 'etc/hosts'));
+    expect(hosts.mode & 0o7777).toBe(0o640);
+    expect(hosts.mtimeMs).toBe(1_400_000_000_000);
+    const etc = fs.statSync(path.join(dest, 'etc'));
+    expect(etc.mode & 0o7777).toBe(0o750);
+    expect(etc.mtimeMs).toBe(1_500_000_000_000); // restored after its child was written
+    const bin = fs.statSync(path.join(dest, 'bin'));
+    expect(bin.mode & 0o7777).toBe(0o555);
+    expect(bin.mtimeMs).toBe(1_300_000_000_000);
+    expect(fs.statSync(path.join(dest, 'bin/sg')).mode & 0o7777).toBe(0o2711);
+    const su = fs.statSync(path.join(dest, 'bin/su'));
+    if (isRoot) {
+      expect(su.mode & 0o7777).toBe(0o4755); // chmod after chown, which clears setuid
+      expect([su.uid, su.gid]).toEqual([1000, 0]);
+      expect([hosts.uid, hosts.gid]).toEqual([1000, 1001]);
+      expect([etc.uid, etc.gid]).toEqual([1000, 1001]);
+    }
+  });
+
+  it('creates missing parents as 0755 directories', async () => {
+    const tar = await makeTar([{ name: './a/b/c/file', body: 'x' }]);
+    await applyLayer(chunksOf(tar), dest);
+    expect(fs.statSync(path.join(dest, 'a/b')).mode & 0o7777).toBe(0o755);
+    expect(fs.readFileSync(path.join(dest, 'a/b/c/file'), 'utf8')).toBe('x');
+  });
+
+  it('strips leading / and ./ and ignores the root entry', async () => {
+    const tar = await makeTar([
+      { name: './', type: 'directory', mode: 0o700 },
+      { name: '/abs', body: '1' },
+      { name: './rel//x/./y', body: '2' },
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    expect(fs.readFileSync(path.join(dest, 'abs'), 'utf8')).toBe('1');
+    expect(fs.readFileSync(path.join(dest, 'rel/x/y'), 'utf8')).toBe('2');
+    expect(fs.statSync(dest).mode & 0o7777).not.toBe(0o700);
+    expect(stats.skipped).toBe(1);
+  });
+
+  it('keeps owners as the current user when sameOwner is false', async () => {
+    const tar = await makeTar([{ name: 'f', uid: 1234, gid: 1234, mode: 0o4755, body: 'x' }]);
+    await applyLayer(chunksOf(tar), dest, { sameOwner: false });
+    const st = fs.statSync(path.join(dest, 'f'));
+    expect(st.uid).toBe(process.getuid?.());
+    expect(st.mode & 0o7777).toBe(0o4755);
+  });
+
+  it('streams a large file in chunks', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024 + 123);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff;
+    const tar = await makeTar([{ name: 'big', body: big }, { name: 'after', body: 'z' }]);
+    const stats = await applyLayer(chunksOf(tar, 64 * 1024), dest);
+    expect(fs.readFileSync(path.join(dest, 'big')).equals(big)).toBe(true);
+    expect(fs.readFileSync(path.join(dest, 'after'), 'utf8')).toBe('z');
+    expect(stats.bytes).toBe(big.length + 1);
+  });
+
+  it('refuses a destination that is not empty', async () => {
+    fs.writeFileSync(path.join(dest, 'old'), '');
+    expect(await code(applyLayer(chunksOf(await makeTar([])), dest))).toBe('INVALID_ARGUMENT');
+  });
+});
+
+describe('applyLayer: links and special files', () => {
+  it('keeps symlink targets verbatim and never follows them', async () => {
+    const tar = await makeTar([
+      { name: 'passwd', type: 'symlink', linkname: '/etc/passwd', mtime: new Date(1_200_000_000_000) },
+      { name: 'rel', type: 'symlink', linkname: '../../x' },
+    ]);
+    await applyLayer(chunksOf(tar), dest);
+    const st = fs.lstatSync(path.join(dest, 'passwd'));
+    expect(st.isSymbolicLink()).toBe(true);
+    expect(st.mtimeMs).toBe(1_200_000_000_000); // lutimes: the link's own time
+    expect(fs.readlinkSync(path.join(dest, 'passwd'))).toBe('/etc/passwd');
+    expect(fs.readlinkSync(path.join(dest, 'rel'))).toBe('../../x');
+  });
+
+  it('makes hardlinks to the same inode, and to a symlink itself', async () => {
+    const tar = await makeTar([
+      { name: 'a/file', body: 'data' },
+      { name: 'b/hard', type: 'link', linkname: './a/file' },
+      { name: 'sym', type: 'symlink', linkname: '/etc/passwd' },
+      { name: 'symhard', type: 'link', linkname: 'sym' },
+    ]);
+    await applyLayer(chunksOf(tar), dest);
+    const a = fs.statSync(path.join(dest, 'a/file'));
+    const b = fs.statSync(path.join(dest, 'b/hard'));
+    expect(b.ino).toBe(a.ino);
+    expect(a.nlink).toBe(2);
+    const s = fs.lstatSync(path.join(dest, 'symhard'));
+    expect(s.isSymbolicLink()).toBe(true);
+    expect(s.ino).toBe(fs.lstatSync(path.join(dest, 'sym')).ino);
+  });
+
+  it('rejects hardlinks to what this layer did not create, or to a directory', async () => {
+    const missing = await makeTar([{ name: 'h', type: 'link', linkname: 'nope' }]);
+    expect(await code(applyLayer(chunksOf(missing), dest))).toBe('INVALID_LAYER');
+    fs.rmSync(dest, { recursive: true });
+    fs.mkdirSync(dest);
+    const dir = await makeTar([{ name: 'd/', type: 'directory' }, { name: 'h', type: 'link', linkname: 'd' }]);
+    expect(await code(applyLayer(chunksOf(dir), dest))).toBe('INVALID_LAYER');
+  });
+
+  it.skipIf(!isRoot)('creates device nodes and fifos', async () => {
+    const tar = await makeTar([
+      { name: 'dev/null', type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 },
+      { name: 'dev/loop9', type: 'block-device', devmajor: 7, devminor: 9, mode: 0o660 },
+      { name: 'run/fifo', type: 'fifo', mode: 0o600 },
+    ]);
+    await applyLayer(chunksOf(tar), dest);
+    const nul = fs.lstatSync(path.join(dest, 'dev/null'));
+    expect(nul.isCharacterDevice()).toBe(true);
+    expect(nul.rdev).toBe((1 << 8) | 3);
+    expect(nul.mode & 0o7777).toBe(0o666);
+    expect(fs.lstatSync(path.join(dest, 'dev/loop9')).isBlockDevice()).toBe(true);
+    expect(fs.lstatSync(path.join(dest, 'run/fifo')).isFIFO()).toBe(true);
+  });
+});
+
+describe('applyLayer: whiteouts', () => {
+  it.skipIf(!isRoot)('turns .wh.NAME into a 0:0 character device and replaces what the layer made there', async () => {
+    const tar = await makeTar([
+      { name: 'etc/gone', body: 'x' },
+      { name: 'etc/.wh.gone' },
+      { name: 'etc/.wh.lower-only' },
+      { name: 'dir/sub/file', body: 'y' },
+      { name: '.wh.dir' },
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    for (const p of ['etc/gone', 'etc/lower-only', 'dir']) {
+      const st = fs.lstatSync(path.join(dest, p));
+      expect(st.isCharacterDevice()).toBe(true);
+      expect(st.rdev).toBe(0);
+      expect(st.mode & 0o7777).toBe(0);
+    }
+    expect(fs.existsSync(path.join(dest, 'etc/.wh.gone'))).toBe(false);
+    expect(stats.whiteouts).toBe(3);
+  });
+
+  it.skipIf(!isRoot)('marks opaque directories with trusted.overlay.opaque=y and drops aufs metadata', async () => {
+    const tar = await makeTar([
+      { name: 'd/', type: 'directory' },
+      { name: 'd/.wh..wh..opq' },
+      { name: 'new/.wh..wh..opq' }, // its directory does not exist yet
+      { name: '.wh..wh.plnk/', type: 'directory' },
+      { name: '.wh..wh.plnk/123.456', body: 'x' },
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    const addon = nativeFs();
+    expect(addon.lgetxattr(path.join(dest, 'd'), 'trusted.overlay.opaque')?.toString()).toBe('y');
+    expect(addon.lgetxattr(path.join(dest, 'new'), 'trusted.overlay.opaque')?.toString()).toBe('y');
+    expect(fs.readdirSync(path.join(dest, 'd'))).toEqual([]);
+    expect(fs.readdirSync(dest).sort()).toEqual(['d', 'new']);
+    expect(stats.whiteouts).toBe(2);
+  });
+});
+
+describe('applyLayer: hostile layers', () => {
+  const hostile: Array<[string, Entry[]]> = [
+    ['../evil', [{ name: '../evil', body: 'x' }]],
+    ['a/../../evil', [{ name: 'a/../../evil', body: 'x' }]],
+    ['a dir entry ../evil/', [{ name: '../evil/', type: 'directory' }]],
+    ['a hardlink to ../../etc/passwd', [{ name: 'passwd', type: 'link', linkname: '../../etc/passwd' }]],
+    ['a symlink escape: link -> outside, then link/evil', [{ name: 'link', type: 'symlink', linkname: 'OUTSIDE' }, { name: 'link/evil', body: 'x' }]],
+    ['a relative symlink escape', [{ name: 'link', type: 'symlink', linkname: '../outside' }, { name: 'link/evil', body: 'x' }]],
+    ['a path through a file', [{ name: 'f', body: 'x' }, { name: 'f/evil', body: 'x' }]],
+    ['a symlink reached through a hardlink', [{ name: 'link', type: 'symlink', linkname: 'OUTSIDE' }, { name: 'h', type: 'link', linkname: 'link' }, { name: 'h/evil', body: 'x' }]],
+    ['a whiteout of ..', [{ name: 'a/.wh...' }]],
+  ];
+  it.each(hostile)('rejects %s with HOSTILE_LAYER and writes nothing outside', async (_, entries) => {
+    const outside = path.join(sandbox, 'outside');
+    fs.mkdirSync(outside); // exists, so that following a link would succeed
+    const tar = await makeTar(entries.map((e) => (e.linkname === 'OUTSIDE' ? { ...e, linkname: outside } : e)));
+    expect(await code(applyLayer(chunksOf(tar), dest))).toBe('HOSTILE_LAYER');
+    expect(fs.readdirSync(outside)).toEqual([]);
+    expect(outsideDest()).toEqual([]);
+  });
+
+  it('names the entry in the error', async () => {
+    const tar = await makeTar([{ name: 'a/../../evil', body: 'x' }]);
+    await expect(applyLayer(chunksOf(tar), dest)).rejects.toThrow(/a\/\.\.\/\.\.\/evil/);
+  });
+
+  it('cleans paths and rejects NUL and ..', () => {
+    expect(cleanEntryPath('./a//b/./c/', 't')).toBe('a/b/c');
+    expect(cleanEntryPath('/', 't')).toBe('');
+    expect(() => cleanEntryPath('a\0b', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER' }));
+    expect(() => cleanEntryPath('a/b/../c', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER' }));
+  });
+});
+
+describe('applyLayer: later entries replace earlier ones', () => {
+  it('replaces files, directories and links, and merges directory over directory', async () => {
+    const tar = await makeTar([
+      { name: 'f', body: 'first' },
+      { name: 'f', body: 'second' },
+      { name: 'd/child', body: 'c' },
+      { name: 'd', body: 'now a file' },
+      { name: 'g', body: 'file' },
+      { name: 'g/', type: 'directory', mode: 0o700 },
+      { name: 'keep/a', body: 'a' },
+      { name: 'keep/', type: 'directory', mode: 0o711 },
+      { name: 'orig', body: 'old' },
+      { name: 'hard', type: 'link', linkname: 'orig' },
+      { name: 'orig', body: 'new' },
+      { name: 's', type: 'symlink', linkname: '/one' },
+      { name: 's', type: 'symlink', linkname: '/two' },
+    ]);
+    await applyLayer(chunksOf(tar), dest);
+    expect(fs.readFileSync(path.join(dest, 'f'), 'utf8')).toBe('second');
+    expect(fs.readFileSync(path.join(dest, 'd'), 'utf8')).toBe('now a file');
+    expect(fs.statSync(path.join(dest, 'g')).isDirectory()).toBe(true);
+    expect(fs.statSync(path.join(dest, 'g')).mode & 0o7777).toBe(0o700);
+    expect(fs.readFileSync(path.join(dest, 'keep/a'), 'utf8')).toBe('a');
+    expect(fs.statSync(path.join(dest, 'keep')).mode & 0o7777).toBe(0o711);
+    expect(fs.readFileSync(path.join(dest, 'orig'), 'utf8')).toBe('new');
+    expect(fs.readFileSync(path.join(dest, 'hard'), 'utf8')).toBe('old'); // the other name kept the old inode
+    expect(fs.readlinkSync(path.join(dest, 's'))).toBe('/two');
+  });
+});
+
+describe('applyLayer: xattrs', () => {
+  it('sets SCHILY.xattr records byte for byte and drops trusted.* from the layer', async () => {
+    const value = Buffer.from([0x01, 0x00, 0x80, 0xff, 0xc3, 0x28, 0x00, 0x02]); // not UTF-8
+    const pax = Buffer.concat([
+      paxRecord('SCHILY.xattr.user.bin', value),
+      paxRecord('SCHILY.xattr.trusted.overlay.opaque', Buffer.from('y')),
+      paxRecord('mtime', Buffer.from('1600000000.5')),
+    ]);
+    const body = Buffer.from('content');
+    const tar = Buffer.concat([
+      rawHeader('dir/', '5', 0, 0o755),
+      rawHeader('PaxHeaders/f', 'x', pax.length),
+      padded(pax),
+      rawHeader('dir/f', '0', body.length),
+      padded(body),
+      Buffer.alloc(1024),
+    ]);
+    const stats = await applyLayer(chunksOf(tar, 100), dest);
+    const addon = nativeFs();
+    const f = path.join(dest, 'dir/f');
+    expect(fs.readFileSync(f, 'utf8')).toBe('content');
+    expect(addon.lgetxattr(f, 'user.bin')).toEqual(value);
+    expect(addon.lgetxattr(f, 'trusted.overlay.opaque')).toBeNull();
+    expect(fs.statSync(f).mtimeMs).toBe(1_600_000_000_500);
+    expect(stats.warnings.join('\n')).toMatch(/trusted\.overlay\.opaque/);
+  });
+});
+
+describe('applyLayer: the end of the tar', () => {
+  it('reads every byte after the end-of-archive marker and ignores entries there', async () => {
+    const tar = await makeTar([{ name: 'a', body: 'a' }]);
+    const after = await makeTar([{ name: 'after-the-end', body: 'b' }]);
+    const data = Buffer.concat([tar, after, Buffer.from('trailing junk that is not a tar header at all')]);
+    let consumed = 0;
+    async function* source(): AsyncGenerator<Buffer> {
+      for await (const c of chunksOf(data, 333)) {
+        consumed += c.length;
+        yield c;
+      }
+    }
+    const stats = await applyLayer(source(), dest);
+    expect(consumed).toBe(data.length);
+    expect(fs.readdirSync(dest)).toEqual(['a']);
+    expect(stats.entries).toBe(1);
+  });
+
+  it('takes a tar without an end marker that ends on an entry boundary', async () => {
+    const tar = await makeTar([{ name: 'a', body: 'a' }]);
+    await applyLayer(chunksOf(tar.subarray(0, 1024)), dest);
+    expect(fs.readFileSync(path.join(dest, 'a'), 'utf8')).toBe('a');
+  });
+
+  it('rejects a truncated tar and a corrupt header with INVALID_LAYER', async () => {
+    const tar = await makeTar([{ name: 'a', body: 'x'.repeat(2000) }, { name: 'b', body: 'b' }]);
+    expect(await code(applyLayer(chunksOf(tar.subarray(0, 1500)), dest))).toBe('INVALID_LAYER');
+    fs.rmSync(dest, { recursive: true });
+    fs.mkdirSync(dest);
+    const corrupt = Buffer.from(tar);
+    corrupt.write('garbage', 2560); // the header of "b"
+    expect(await code(applyLayer(chunksOf(corrupt), dest))).toBe('INVALID_LAYER');
+  });
+
+  it('does not treat a zero block inside a file as the end', async () => {
+    const zeros = Buffer.alloc(4096);
+    const tar = await makeTar([{ name: 'zeros', body: zeros }, { name: 'next', body: 'n' }]);
+    await applyLayer(chunksOf(tar, 512), dest);
+    expect(fs.readFileSync(path.join(dest, 'zeros')).equals(zeros)).toBe(true);
+    expect(fs.readFileSync(path.join(dest, 'next'), 'utf8')).toBe('n');
+  });
+});
+
+describe('applyLayer: abort and errors', () => {
+  it('fails with ABORTED when the signal fires mid-layer', async () => {
+    const tar = await makeTar([{ name: 'a', body: 'a' }]);
+    const ac = new AbortController();
+    async function* stalls(): AsyncGenerator<Buffer> {
+      yield tar.subarray(0, 512);
+      setTimeout(() => ac.abort(new Error('user')), 10);
+      await new Promise(() => undefined); // never yields again
+    }
+    expect(await code(applyLayer(stalls(), dest, { signal: ac.signal }))).toBe('ABORTED');
+    expect(await code(applyLayer(chunksOf(tar), dest, { signal: AbortSignal.abort() }))).toBe('ABORTED');
+  });
+
+  it('passes an error of the tar stream through unchanged', async () => {
+    const tar = await makeTar([{ name: 'a', body: 'x'.repeat(5000) }]);
+    async function* broken(): AsyncGenerator<Buffer> {
+      yield tar.subarray(0, 1024);
+      throw Object.assign(new Error('source broke'), { code: 'Z_DATA_ERROR' });
+    }
+    await expect(applyLayer(broken(), dest)).rejects.toMatchObject({ message: 'source broke', code: 'Z_DATA_ERROR' });
+  });
+
+  it.skipIf(!isRoot)('reports a full filesystem as NO_SPACE', async () => {
+    const small = path.join(sandbox, 'small');
+    fs.mkdirSync(small);
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', small], { stdio: 'pipe' });
+    } catch (e) {
+      console.warn(`skipping NO_SPACE test: cannot mount tmpfs: ${(e as Error).message}`);
+      return;
+    }
+    try {
+      const tar = await makeTar([{ name: 'big', body: Buffer.alloc(1024 * 1024, 1) }]);
+      expect(await code(applyLayer(chunksOf(tar, 64 * 1024), small))).toBe('NO_SPACE');
+    } finally {
+      execFileSync('umount', [small]);
+    }
+  });
+});

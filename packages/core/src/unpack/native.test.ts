@@ -1,0 +1,24 @@
+// Tests of the native addon loader.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { nativeFs } from './native.js';
+
+describe('nativeFs', () => {
+  it('loads once and reports absent xattrs and errno codes', () => {
+    const addon = nativeFs();
+    expect(nativeFs()).toBe(addon);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fastpull-native-'));
+    try {
+      expect(addon.lgetxattr(dir, 'user.fastpull.absent')).toBeNull();
+      addon.lsetxattr(dir, 'user.fastpull.test', Buffer.from([0, 0xff]));
+      expect(addon.lgetxattr(dir, 'user.fastpull.test')).toEqual(Buffer.from([0, 0xff]));
+      expect(() => addon.mknod(path.join(dir, 'no/such/dir/node'), fs.constants.S_IFIFO | 0o600, 0, 0)).toThrow(
+        expect.objectContaining({ code: 'ENOENT' }),
+      );
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,47 @@
+// Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes), once, on first use.
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { FastpullError } from '../errors.js';
+
+/**
+ * The addon built from `native/fastpull_native.c`. Every call acts on the path itself and never
+ * follows a final symlink; failures throw an Error whose `code` is the errno name ('EPERM', ...).
+ */
+export interface NativeFs {
+  /** mknod(2). `mode` includes the file type bits (S_IFCHR, S_IFBLK, S_IFIFO). */
+  mknod(path: string, mode: number, major: number, minor: number): void;
+  /** lsetxattr(2): sets extended attribute `name` to `value`. */
+  lsetxattr(path: string, name: string, value: Buffer): void;
+  /** lgetxattr(2): the attribute's value, or null when the path has no such attribute. */
+  lgetxattr(path: string, name: string): Buffer | null;
+}
+
+// src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
+const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);
+
+let loaded: NativeFs | undefined;
+
+/**
+ * The native addon, loaded on the first call. Throws INTERNAL, naming the path and the command that
+ * builds it, when it is missing or cannot be loaded.
+ */
+export function nativeFs(): NativeFs {
+  if (loaded !== undefined) return loaded;
+  const file = fileURLToPath(ADDON_URL);
+  let mod: unknown;
+  try {
+    mod = createRequire(import.meta.url)(file);
+  } catch (e) {
+    throw new FastpullError(
+      'INTERNAL',
+      `cannot load the native addon ${file}: ${e instanceof Error ? e.message : String(e)}; build it with \`pnpm --filter @fastpull/core build:native\``,
+      { cause: e },
+    );
+  }
+  const m = mod as Partial<NativeFs> | null;
+  if (typeof m?.mknod !== 'function' || typeof m.lsetxattr !== 'function' || typeof m.lgetxattr !== 'function') {
+    throw new FastpullError('INTERNAL', `the native addon ${file} lacks mknod, lsetxattr or lgetxattr; rebuild it with \`pnpm --filter @fastpull/core build:native\``);
+  }
+  loaded = m as NativeFs;
+  return loaded;
+}

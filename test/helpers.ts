@@ -1,0 +1,47 @@
+// Shared helpers of the cross-package tests: temp dirs, store inspection, the built CLI.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const repoRoot = resolve(import.meta.dirname, '..');
+export const cliPath = join(repoRoot, 'packages', 'cli', 'dist', 'bin.js');
+
+export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), `fastpull-${prefix}-`));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Names in a directory, or [] when it does not exist. */
+export function ls(dir: string): string[] {
+  return existsSync(dir) ? readdirSync(dir) : [];
+}
+
+/** Every committed blob re-hashed: returns the names whose content does not match. */
+export function corruptBlobs(root: string): string[] {
+  const dir = join(root, 'content', 'blobs', 'sha256');
+  return ls(dir).filter((hex) => createHash('sha256').update(readFileSync(join(dir, hex))).digest('hex') !== hex);
+}
+
+/** Runs the built CLI; returns status and output. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): { status: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [cliPath, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Why overlay mounts cannot be tested here, or undefined when they can. */
+export function overlayUnavailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'not running as root';
+  const { dir, cleanup } = tempDir('probe');
+  try {
+    for (const d of ['l1', 'l2', 'm']) execFileSync('mkdir', ['-p', join(dir, d)]);
+    execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${join(dir, 'l2')}:${join(dir, 'l1')}`, join(dir, 'm')], { stdio: 'pipe' });
+    execFileSync('umount', [join(dir, 'm')]);
+    return undefined;
+  } catch (e) {
+    return `overlay mount not permitted: ${String((e as { stderr?: Buffer }).stderr ?? e).trim()}`;
+  } finally {
+    cleanup();
+  }
+}

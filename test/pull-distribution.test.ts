@@ -1,0 +1,135 @@
+// Pulls built images from a real CNCF distribution registry on loopback with the library.
+import { existsSync, writeFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chainIDs, FileSnapshotter, hashFile, openStore, pull, type PullEvent } from '@fastpull/core';
+import {
+  blobDataPath,
+  buildImage,
+  buildIndex,
+  findDistributionBinary,
+  pushImage,
+  pushIndex,
+  sampleImage,
+  startDistribution,
+  type BuiltImage,
+} from '@fastpull/core/testing';
+import { corruptBlobs, ls, tempDir } from './helpers.js';
+
+const binary = findDistributionBinary();
+if (!binary) console.warn('skipping distribution tests: docker-registry is not installed (scripts/bootstrap.sh installs it)');
+
+describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  let image: BuiltImage;
+  const work = tempDir('dist');
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    image = await sampleImage(7);
+    await pushImage(registry.url, 'sample/app', '1.0', image);
+  });
+  afterAll(async () => {
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  it('pulls every layer, verified, into chainID snapshots and records the image', async () => {
+    const root = join(work.dir, 'store1');
+    const events: PullEvent[] = [];
+    const { image: rec, timings } = await pull(`${registry.host}/sample/app:1.0`, { root, onProgress: (e) => events.push(e) });
+
+    const diffIDs = image.layers.map((l) => l.diffID);
+    expect(rec.name).toBe(`${registry.host}/sample/app:1.0`);
+    expect(rec.manifest.digest).toBe(image.manifestDigest);
+    expect(rec.layers.map((l) => l.digest)).toEqual(image.layers.map((l) => l.digest));
+    expect(rec.layers.map((l) => l.chainID)).toEqual(chainIDs(diffIDs));
+    expect(rec.chainID).toBe(chainIDs(diffIDs).at(-1));
+
+    const store = openStore(root);
+    for (const l of rec.layers) {
+      expect(await store.snapshots.isCommitted(l.chainID)).toBe(true);
+      expect(await hashFile(store.content.blobPath(l.digest), l.digest)).toBe(l.digest);
+    }
+    expect(await store.content.info(image.configDigest)).toBeDefined();
+    expect(corruptBlobs(root)).toEqual([]);
+    expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+
+    expect(events[0]?.type).toBe('resolved');
+    expect(events.at(-1)?.type).toBe('done');
+    const committed = events.filter((e) => e.type === 'layer' && e.state === 'committed').map((e) => (e as { index: number }).index);
+    expect(new Set(committed).size).toBe(new Set(rec.layers.map((l) => l.chainID)).size);
+    expect(timings.layers).toHaveLength(rec.layers.length);
+    expect(timings.totalMs).toBeGreaterThanOrEqual(timings.resolveMs);
+  });
+
+  it('fetches nothing again for committed layers, and finds the same image by digest', async () => {
+    const root = join(work.dir, 'store2');
+    await pull(`${registry.host}/sample/app:1.0`, { root });
+    // Remove the blobs: if a second pull tried to re-fetch or re-read them, they would come back.
+    const store = openStore(root);
+    for (const l of image.layers) await store.content.delete(l.digest);
+    const events: PullEvent[] = [];
+    const { image: rec } = await pull(`${registry.host}/sample/app@${image.manifestDigest}`, { root, onProgress: (e) => events.push(e) });
+    const states = events.filter((e) => e.type === 'layer').map((e) => (e as { state: string }).state);
+    expect(states.every((s) => s === 'exists')).toBe(true);
+    expect(states).toHaveLength(image.layers.length);
+    for (const l of image.layers) expect(await store.content.info(l.digest)).toBeUndefined();
+    expect(rec.name).toBe(`${registry.host}/sample/app@${image.manifestDigest}`);
+  });
+
+  it('follows an index to the requested platform', async () => {
+    const amd = await sampleImage(11, { layers: 2 });
+    const arm = await buildImage({
+      layers: [[{ type: 'file', path: 'arch', content: 'arm64\n' }]],
+      platform: { os: 'linux', architecture: 'arm64', variant: 'v8' },
+    });
+    const index = buildIndex([amd, arm]);
+    await pushIndex(registry.url, 'multi/app', 'latest', index);
+    const root = join(work.dir, 'store3');
+    const { image: rec } = await pull(`${registry.host}/multi/app`, { root, platform: 'linux/arm64' });
+    expect(rec.manifest.digest).toBe(arm.manifestDigest);
+    expect(rec.target.digest).toBe(index.digest);
+    expect(rec.platform).toEqual({ os: 'linux', architecture: 'arm64', variant: 'v8' });
+    const snap = new FileSnapshotter(root);
+    expect(readFileSync(join(snap.fsPath(rec.chainID), 'arch'), 'utf8')).toBe('arm64\n');
+
+    const amdRec = (await pull(`${registry.host}/multi/app:latest`, { root, platform: 'linux/amd64' })).image;
+    expect(amdRec.manifest.digest).toBe(amd.manifestDigest);
+    await expect(pull(`${registry.host}/multi/app`, { root, platform: 'linux/s390x' })).rejects.toMatchObject({ code: 'PLATFORM_NOT_FOUND' });
+  });
+
+  it('fails with NOT_FOUND for an unknown tag or repository', async () => {
+    const root = join(work.dir, 'store4');
+    await expect(pull(`${registry.host}/sample/app:nope`, { root })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(pull(`${registry.host}/no/such:1`, { root })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('refuses a blob whose bytes the registry serves corrupted, and commits nothing', async () => {
+    const victim = await sampleImage(23, { layers: 3 });
+    await pushImage(registry.url, 'corrupt/app', '1', victim);
+    const layer = victim.layers[1]!;
+    const path = blobDataPath(registry.storageDir, layer.digest);
+    expect(existsSync(path)).toBe(true);
+    const bytes = readFileSync(path);
+    bytes[Math.floor(bytes.length / 2)]! ^= 0xff;
+    writeFileSync(path, bytes);
+
+    const root = join(work.dir, 'store5');
+    const err = await pull(`${registry.host}/corrupt/app:1`, { root }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'DIGEST_MISMATCH' });
+    expect(String((err as Error).message)).toContain(layer.digest);
+
+    const store = openStore(root);
+    expect(await store.images.list()).toEqual([]);
+    expect(await store.content.info(layer.digest)).toBeUndefined();
+    const committedChains = (await store.snapshots.list()).map((s) => s.chainID);
+    const chains = chainIDs(victim.layers.map((l) => l.diffID));
+    // Other layers verify on their own and may be committed; the corrupt one never is.
+    expect(committedChains).not.toContain(chains[1]);
+    expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+    expect(corruptBlobs(root)).toEqual([]);
+  });
+});

@@ -1,0 +1,224 @@
+// Pulls against the project's loopback registry, where auth and faults are under the test's control.
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MediaTypes, openStore, pull, sha256Digest } from '@fastpull/core';
+import { buildImage, Prng, sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { corruptBlobs, ls, tempDir } from './helpers.js';
+
+const work = tempDir('faults');
+let image: BuiltImage;
+let big: BuiltImage;
+let n = 0;
+const freshRoot = () => join(work.dir, `root${n++}`);
+
+function expectCleanStore(root: string): void {
+  expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+  expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+  expect(corruptBlobs(root)).toEqual([]);
+}
+
+beforeAll(async () => {
+  image = await sampleImage(5, { layers: 3 });
+  // A layer of ~3 MiB of incompressible bytes, to be fetched in many 64 KiB ranges.
+  const noise = Buffer.from(new Prng(9).bytes(3 * 1024 * 1024 + 123));
+  big = await buildImage({ layers: [[{ type: 'file', path: 'noise.bin', content: noise }], [{ type: 'file', path: 'top', content: 'x' }]] });
+});
+afterAll(() => work.cleanup());
+
+describe('ranged fetch', () => {
+  let reg: LoopbackRegistry;
+  beforeAll(async () => {
+    reg = await startLoopbackRegistry();
+    reg.addImage('big/app', '1', big);
+  });
+  afterEach(() => {
+    reg.faults = {};
+    reg.stats.reset();
+  });
+  afterAll(() => reg.close());
+
+  it('splits a blob into parallel Range requests that land at their offsets', async () => {
+    // Slow responses, so that requests overlap even though this server shares the test's thread.
+    reg.faults.bytesPerSecond = 256 * 1024;
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 });
+    const layer = big.layers[0]!;
+    const ranged = reg.stats.requests.filter((r) => r.path.endsWith(layer.digest) && r.range);
+    expect(ranged.length).toBe(Math.ceil(layer.size / (64 * 1024)));
+    expect(reg.stats.blobBytesServed(layer.digest)).toBe(layer.size);
+    expect(reg.stats.maxInFlight).toBeGreaterThan(1);
+    expect(openStore(root).content.info(layer.digest)).resolves.toEqual({ digest: layer.digest, size: layer.size });
+    expectCleanStore(root);
+  });
+
+  it('uses a server that ignores Range as one stream', async () => {
+    reg.faults.ignoreRange = true;
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 });
+    const layer = big.layers[0]!;
+    expect(reg.stats.requests.filter((r) => r.path.endsWith(layer.digest))).toHaveLength(1);
+    expect(reg.stats.blobBytesServed(layer.digest)).toBe(layer.size);
+    expectCleanStore(root);
+  });
+
+  it('rejects a 206 whose Content-Range does not match the request', async () => {
+    reg.faults.wrongContentRange = true;
+    const root = freshRoot();
+    await expect(pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 })).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
+    expect(await openStore(root).images.list()).toEqual([]);
+    expectCleanStore(root);
+  });
+
+  it('resumes a chunk whose connection dropped, asking only for the rest', async () => {
+    const layer = big.layers[0]!;
+    expect(layer.size).toBeGreaterThan(2 * 1024 * 1024);
+    reg.faults.dropAfter = { bytes: 10_000, times: 1, path: new RegExp(layer.digest) };
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024 });
+    const resumed = reg.stats.requests.filter((r) => r.path.endsWith(layer.digest) && r.range === 'bytes=10000-1048575');
+    expect(resumed).toHaveLength(1);
+    expect(reg.stats.blobBytesServed(layer.digest)).toBe(layer.size);
+    expectCleanStore(root);
+  });
+
+  it('retries 503 and succeeds', async () => {
+    reg.faults.status = { path: /\/blobs\//, status: 503, times: 2 };
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root });
+    expect(reg.stats.requests.filter((r) => r.status === 503)).toHaveLength(2);
+    expectCleanStore(root);
+  });
+});
+
+describe('verification', () => {
+  let reg: LoopbackRegistry;
+  beforeAll(async () => {
+    reg = await startLoopbackRegistry();
+    reg.addImage('v/app', '1', image);
+  });
+  afterEach(() => {
+    reg.faults = {};
+  });
+  afterAll(() => reg.close());
+
+  it('fails with DIGEST_MISMATCH on a corrupted layer and commits nothing of it', async () => {
+    const victim = image.layers[0]!;
+    reg.faults.corruptBlob = new Set([victim.digest]);
+    const root = freshRoot();
+    await expect(pull(`${reg.host}/v/app:1`, { root })).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+    const store = openStore(root);
+    expect(await store.content.info(victim.digest)).toBeUndefined();
+    expect(await store.snapshots.isCommitted(victim.diffID)).toBe(false);
+    expect(await store.images.list()).toEqual([]);
+    expectCleanStore(root);
+  });
+
+  it('fails with DIGEST_MISMATCH when Docker-Content-Digest disagrees with a tag fetch', async () => {
+    reg.faults.wrongDockerContentDigest = true;
+    await expect(pull(`${reg.host}/v/app:1`, { root: freshRoot() })).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+  });
+
+  it('checks a manifest fetched by digest against that digest', async () => {
+    const other = Buffer.from(image.manifest.toString('utf8').replace('"schemaVersion": 2', '"schemaVersion":2 '));
+    const claimed = sha256Digest(Buffer.from('something else'));
+    reg.addManifest('v/app', claimed, other, image.manifestMediaType);
+    await expect(pull(`${reg.host}/v/app@${claimed}`, { root: freshRoot() })).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+  });
+
+  it('fails with DIGEST_MISMATCH when a layer does not decompress to its diffID', async () => {
+    // A valid blob whose config names another diffID: the blob digest matches, the diffID does not.
+    const cfg = JSON.parse(image.config.toString('utf8')) as { rootfs: { diff_ids: string[] } };
+    cfg.rootfs.diff_ids[0] = sha256Digest(Buffer.from('not the tar'));
+    const config = Buffer.from(JSON.stringify(cfg));
+    const manifest = JSON.parse(image.manifest.toString('utf8')) as { config: { digest: string; size: number } };
+    manifest.config = { ...manifest.config, digest: sha256Digest(config), size: config.length };
+    const mbytes = Buffer.from(JSON.stringify(manifest));
+    reg.addBlob('v/app', sha256Digest(config), config);
+    reg.addManifest('v/app', 'baddiff', mbytes, image.manifestMediaType);
+    const root = freshRoot();
+    const err = await pull(`${reg.host}/v/app:baddiff`, { root }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'DIGEST_MISMATCH' });
+    expect((err as Error).message).toContain('diffID');
+    expect((await openStore(root).snapshots.list()).map((s) => s.diffID)).not.toContain(cfg.rootfs.diff_ids[0]);
+    expectCleanStore(root);
+  });
+
+  it('rejects Docker schema 1 with UNSUPPORTED_MEDIA_TYPE', async () => {
+    const s1 = Buffer.from(JSON.stringify({ schemaVersion: 1, name: 'v/app', tag: 'old', fsLayers: [], history: [] }));
+    reg.addManifest('v/app', 'old', s1, MediaTypes.DOCKER_MANIFEST_SCHEMA1_SIGNED);
+    const err = await pull(`${reg.host}/v/app:old`, { root: freshRoot() }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE' });
+    expect((err as Error).message).toMatch(/schema 1/);
+  });
+
+  it('refuses manifests over 4 MiB', async () => {
+    const huge = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaTypes.OCI_MANIFEST, pad: 'x'.repeat(4 * 1024 * 1024) }));
+    reg.addManifest('v/app', 'huge', huge, MediaTypes.OCI_MANIFEST);
+    await expect(pull(`${reg.host}/v/app:huge`, { root: freshRoot() })).rejects.toMatchObject({ code: 'MANIFEST_TOO_LARGE' });
+  });
+
+  it('stops on abort with ABORTED and leaves no partial state', async () => {
+    reg.faults.bytesPerSecond = 256 * 1024;
+    const root = freshRoot();
+    const ac = new AbortController();
+    const p = pull(`${reg.host}/v/app:1`, { root, signal: ac.signal, onProgress: (e) => e.type === 'resolved' && setTimeout(() => ac.abort(), 100) });
+    await expect(p).rejects.toMatchObject({ code: 'ABORTED' });
+    expect(await openStore(root).images.list()).toEqual([]);
+    expectCleanStore(root);
+  });
+});
+
+describe('authentication', () => {
+  it('follows the Bearer token flow with credentials', async () => {
+    const reg = await startLoopbackRegistry({ auth: { type: 'bearer', username: 'alice', password: 's3cret' } });
+    try {
+      reg.addImage('private/app', '1', image);
+      const ref = `${reg.host}/private/app:1`;
+      await expect(pull(ref, { root: freshRoot() })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      await expect(pull(ref, { root: freshRoot(), credentials: () => ({ username: 'alice', password: 'wrong' }) })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      const root = freshRoot();
+      const { image: rec } = await pull(ref, { root, credentials: (r) => (r === reg.host ? { username: 'alice', password: 's3cret' } : undefined) });
+      expect(rec.manifest.digest).toBe(image.manifestDigest);
+      expect(reg.stats.tokensIssued).toBeGreaterThan(0);
+      expectCleanStore(root);
+    } finally {
+      await reg.close();
+    }
+  });
+
+  it('sends anonymous tokens and Basic credentials where challenged', async () => {
+    const anon = await startLoopbackRegistry({ auth: { type: 'bearer' } });
+    const basic = await startLoopbackRegistry({ auth: { type: 'basic', username: 'bob', password: 'pw' } });
+    try {
+      anon.addImage('pub/app', '1', image);
+      basic.addImage('pub/app', '1', image);
+      await pull(`${anon.host}/pub/app:1`, { root: freshRoot() });
+      await expect(pull(`${basic.host}/pub/app:1`, { root: freshRoot() })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      await pull(`${basic.host}/pub/app:1`, { root: freshRoot(), credentials: () => ({ username: 'bob', password: 'pw' }) });
+    } finally {
+      await anon.close();
+      await basic.close();
+    }
+  });
+
+  it('never sends the Authorization header to a redirect target on another origin', async () => {
+    const storage = await startLoopbackRegistry();
+    const reg = await startLoopbackRegistry({ auth: { type: 'basic', username: 'carol', password: 'pw' } });
+    try {
+      reg.addImage('r/app', '1', big);
+      storage.addImage('r/app', '1', big);
+      // Another port is another origin, as much as another host is.
+      reg.faults.redirectBlobsTo = storage.url;
+      const root = freshRoot();
+      await pull(`${reg.host}/r/app:1`, { root, chunkSize: 512 * 1024, credentials: () => ({ username: 'carol', password: 'pw' }) });
+      const blobGets = storage.stats.requests.filter((r) => r.path.includes('/blobs/'));
+      expect(blobGets.length).toBeGreaterThan(2);
+      expect(blobGets.every((r) => !r.authorization)).toBe(true);
+      expect(reg.stats.requests.filter((r) => r.path.includes('/manifests/')).some((r) => r.authorization)).toBe(true);
+      expectCleanStore(root);
+    } finally {
+      await reg.close();
+      await storage.close();
+    }
+  });
+});
