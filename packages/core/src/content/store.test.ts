@@ -1,0 +1,73 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { sha256Digest } from '../oci/digest.js';
+import { MediaTypes } from '../oci/mediatypes.js';
+import { FileContentStore } from './store.js';
+
+let root: string;
+let store: FileContentStore;
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'fastpull-content-'));
+  store = new FileContentStore(root);
+});
+afterEach(() => rm(root, { recursive: true, force: true }));
+
+const data = Buffer.from('0123456789abcdef'.repeat(1000));
+const desc = { mediaType: MediaTypes.OCI_LAYER, digest: sha256Digest(data), size: data.length };
+
+describe('FileContentStore', () => {
+  it('keeps an ingest invisible until commit, accepts writes in any order, and commits atomically', async () => {
+    const ing = await store.newIngest(desc);
+    await ing.write(data.subarray(8000), 8000);
+    expect(await store.info(desc.digest)).toBeUndefined();
+    await ing.write(data.subarray(0, 8000), 0);
+    expect(await store.info(desc.digest)).toBeUndefined();
+    await store.commit(ing);
+    expect(await store.info(desc.digest)).toEqual({ digest: desc.digest, size: data.length });
+    expect(await readFile(store.blobPath(desc.digest))).toEqual(data);
+    expect(readdirSync(join(root, 'content', 'ingest'))).toEqual([]);
+  });
+
+  it('refuses to commit content that does not match, and removes the ingest', async () => {
+    const ing = await store.newIngest(desc);
+    const bad = Buffer.from(data);
+    bad[5] = 0;
+    await ing.write(bad, 0);
+    await expect(store.commit(ing)).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+    expect(await store.info(desc.digest)).toBeUndefined();
+    expect(readdirSync(join(root, 'content', 'ingest'))).toEqual([]);
+  });
+
+  it('refuses a commit whose caller-computed digest disagrees', async () => {
+    const ing = await store.newIngest(desc);
+    await ing.write(data, 0);
+    await expect(store.commit(ing, sha256Digest('other'))).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+    expect(existsSync(store.blobPath(desc.digest))).toBe(false);
+  });
+
+  it('refuses a commit of the wrong size', async () => {
+    const ing = await store.newIngest(desc);
+    await ing.write(data, 0);
+    await ing.write(Buffer.from('extra'), data.length);
+    await expect(store.commit(ing)).rejects.toMatchObject({ code: 'SIZE_MISMATCH' });
+  });
+
+  it('stores verified bytes and lists and deletes blobs', async () => {
+    await expect(store.putBytes({ digest: desc.digest, size: 4 }, Buffer.from('abc'))).rejects.toMatchObject({ code: 'SIZE_MISMATCH' });
+    await expect(store.putBytes({ digest: desc.digest, size: 3 }, Buffer.from('abc'))).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+    expect(await store.list()).toEqual([]);
+    await store.putBytes(desc, data);
+    expect(await store.list()).toEqual([{ digest: desc.digest, size: data.length }]);
+    expect(await store.readBytes(desc.digest)).toEqual(data);
+    expect(await store.delete(desc.digest)).toBe(true);
+    expect(await store.delete(desc.digest)).toBe(false);
+    await expect(store.readBytes(desc.digest)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('refuses digests that could name paths outside the store', () => {
+    expect(() => store.blobPath(`sha256:../../../etc/passwd` as `${string}:${string}`)).toThrowError(expect.objectContaining({ code: 'INVALID_DIGEST' }) as Error);
+  });
+});

@@ -1,0 +1,54 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { chainIDs } from '../oci/chainid.js';
+import { sha256Digest } from '../oci/digest.js';
+import { FileSnapshotter } from './store.js';
+
+let root: string;
+let snaps: FileSnapshotter;
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'fastpull-snap-'));
+  snaps = new FileSnapshotter(root);
+});
+afterEach(() => rm(root, { recursive: true, force: true }));
+
+const diffs = [sha256Digest('a'), sha256Digest('b'), sha256Digest('c')];
+const chains = chainIDs(diffs);
+
+async function commitLayer(i: number, content: string): Promise<boolean> {
+  const a = await snaps.prepare();
+  writeFileSync(join(a.fs, 'f'), content);
+  return snaps.commit(a, { chainID: chains[i]!, diffID: diffs[i]!, ...(i > 0 ? { parent: chains[i - 1]! } : {}), size: content.length });
+}
+
+describe('FileSnapshotter', () => {
+  it('hides active snapshots and commits them under their chainID', async () => {
+    const a = await snaps.prepare();
+    expect(await snaps.isCommitted(chains[0]!)).toBe(false);
+    await snaps.remove(a);
+    expect(existsSync(a.dir)).toBe(false);
+    expect(await commitLayer(0, 'one')).toBe(true);
+    expect(await snaps.isCommitted(chains[0]!)).toBe(true);
+    expect(existsSync(join(snaps.fsPath(chains[0]!), 'f'))).toBe(true);
+    expect((await snaps.info(chains[0]!))?.diffID).toBe(diffs[0]);
+    expect(await readdir(join(root, 'snapshots', 'active'))).toEqual([]);
+  });
+
+  it('keeps the first commit when two writers commit the same chainID', async () => {
+    expect(await commitLayer(0, 'first')).toBe(true);
+    expect(await commitLayer(0, 'second')).toBe(false);
+    expect((await snaps.list()).length).toBe(1);
+    expect(await readdir(join(root, 'snapshots', 'active'))).toEqual([]);
+  });
+
+  it('builds overlay mounts top layer first, a bind mount for one layer, and refuses missing layers', async () => {
+    for (let i = 0; i < 3; i++) await commitLayer(i, String(i));
+    const [m] = await snaps.mounts(chains);
+    expect(m).toEqual({ type: 'overlay', source: 'overlay', options: [`lowerdir=${[2, 1, 0].map((i) => snaps.fsPath(chains[i]!)).join(':')}`] });
+    expect(await snaps.mounts(chains.slice(0, 1))).toEqual([{ type: 'bind', source: snaps.fsPath(chains[0]!), options: ['ro', 'rbind'] }]);
+    await expect(snaps.mounts([sha256Digest('missing')])).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
