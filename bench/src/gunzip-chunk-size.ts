@@ -13,8 +13,8 @@ function layerLike(size: number): Buffer {
   const parts: Buffer[] = [];
   let total = 0;
   const text = Buffer.from('int main(void) { return run(config, "/usr/lib/x86_64-linux-gnu/libexample.so.1"); }\n'.repeat(400));
-  while (total < size) {
-    const kind = total % 3;
+  for (let i = 0; total < size; i++) {
+    const kind = i % 3;
     const chunk = kind === 0 ? text : kind === 1 ? Buffer.alloc(64 * 1024) : randomBytes(64 * 1024);
     parts.push(chunk);
     total += chunk.length;

@@ -87,12 +87,13 @@ beforeEach(() => {
 });
 
 afterEach(() => {
+  if (!isRoot) execFileSync('chmod', ['-R', 'u+w', sandbox]); // layers leave 0555 directories
   fs.rmSync(sandbox, { recursive: true, force: true });
 });
 
 /** Everything in the sandbox besides the snapshot dir: must stay empty. */
 function outsideDest(): string[] {
-  return fs.readdirSync(sandbox).filter((n) => n !== 'fs' && n !== 'outside');
+  return fs.readdirSync(sandbox).filter((n) => n !== 'fs' && n !== 'outside' && n !== 'again');
 }
 
 describe('applyLayer: files, directories, metadata', () => {
@@ -335,6 +336,7 @@ describe('applyLayer: xattrs', () => {
     const pax = Buffer.concat([
       paxRecord('SCHILY.xattr.user.bin', value),
       paxRecord('SCHILY.xattr.trusted.overlay.opaque', Buffer.from('y')),
+      paxRecord('SCHILY.xattr.user.overlay.redirect', Buffer.from('/elsewhere')),
       paxRecord('mtime', Buffer.from('1600000000.5')),
     ]);
     const body = Buffer.from('content');
@@ -352,6 +354,7 @@ describe('applyLayer: xattrs', () => {
     expect(fs.readFileSync(f, 'utf8')).toBe('content');
     expect(addon.lgetxattr(f, 'user.bin')).toEqual(value);
     expect(addon.lgetxattr(f, 'trusted.overlay.opaque')).toBeNull();
+    expect(addon.lgetxattr(f, 'user.overlay.redirect')).toBeNull();
     expect(fs.statSync(f).mtimeMs).toBe(1_600_000_000_500);
     expect(stats.warnings.join('\n')).toMatch(/trusted\.overlay\.opaque/);
   });
@@ -373,6 +376,13 @@ describe('applyLayer: the end of the tar', () => {
     expect(consumed).toBe(data.length);
     expect(fs.readdirSync(dest)).toEqual(['a']);
     expect(stats.entries).toBe(1);
+
+    // All in one write: the end is then found after the last entry rather than before a write.
+    const again = path.join(sandbox, 'again');
+    fs.mkdirSync(again);
+    const once = await applyLayer(chunksOf(data, data.length), again);
+    expect(fs.readdirSync(again)).toEqual(['a']);
+    expect(once.entries).toBe(1);
   });
 
   it('takes a tar without an end marker that ends on an entry boundary', async () => {
@@ -411,6 +421,17 @@ describe('applyLayer: abort and errors', () => {
     }
     expect(await code(applyLayer(stalls(), dest, { signal: ac.signal }))).toBe('ABORTED');
     expect(await code(applyLayer(chunksOf(tar), dest, { signal: AbortSignal.abort() }))).toBe('ABORTED');
+  });
+
+  it('fails with ABORTED when the signal fires while draining past the end of the tar', async () => {
+    const tar = await makeTar([{ name: 'a', body: 'a' }]);
+    const ac = new AbortController();
+    async function* stallsAfterEnd(): AsyncGenerator<Buffer> {
+      yield tar;
+      setTimeout(() => ac.abort(), 10);
+      await new Promise(() => undefined);
+    }
+    expect(await code(applyLayer(stallsAfterEnd(), dest, { signal: ac.signal }))).toBe('ABORTED');
   });
 
   it('passes an error of the tar stream through unchanged', async () => {

@@ -163,7 +163,16 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   extract.on('finish', end);
   extract.on('drain', poke);
 
-  const onAbort = (): void => fail(abortError(signal, what));
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = (): void => {
+      const e = abortError(signal, what);
+      fail(e);
+      state = 'failed'; // also while draining after the end: the feeder stops at its next chunk
+      reject(e);
+    };
+  });
+  aborted.catch(() => undefined);
   signal?.addEventListener('abort', onAbort, { once: true });
 
   const feed = async (): Promise<void> => {
@@ -192,8 +201,8 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   feeding.catch((e: unknown) => fail(e));
 
   try {
-    await parsed;
-    await feeding;
+    await Promise.race([parsed, aborted]);
+    await Promise.race([feeding, aborted]); // the rest of the stream, past the end of the tar
     throwIfAborted(signal, what);
     writer.finish();
     return writer.stats;

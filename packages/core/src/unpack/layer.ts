@@ -19,6 +19,7 @@ export interface UnpackLayerOptions {
   mediaType: string;
   /** The layer's active snapshot directory: existing and empty. */
   dest: string;
+  /** Stops the unpack with ABORTED. */
   signal?: AbortSignal;
   /** Called as the blob is read, with the total of compressed bytes read so far. */
   onBytes?: (compressedBytesRead: number) => void;
