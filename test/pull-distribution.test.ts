@@ -100,6 +100,20 @@ describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
     await expect(pull(`${registry.host}/multi/app`, { root, platform: 'linux/s390x' })).rejects.toMatchObject({ code: 'PLATFORM_NOT_FOUND' });
   });
 
+  it('pulls Docker v2 manifests and uncompressed layers alike', async () => {
+    const docker = await sampleImage(31, { layers: 3, format: 'docker' });
+    const plain = await sampleImage(32, { layers: 2, compression: 'none' });
+    await pushImage(registry.url, 'formats/docker', '1', docker);
+    await pushImage(registry.url, 'formats/plain', '1', plain);
+    const root = join(work.dir, 'store-formats');
+    const d = await pull(`${registry.host}/formats/docker:1`, { root });
+    expect(d.image.manifest).toMatchObject({ digest: docker.manifestDigest, mediaType: 'application/vnd.docker.distribution.manifest.v2+json' });
+    expect(d.image.layers.every((l) => l.mediaType === 'application/vnd.docker.image.rootfs.diff.tar.gzip')).toBe(true);
+    const p = await pull(`${registry.host}/formats/plain:1`, { root });
+    expect(p.image.layers.map((l) => l.diffID)).toEqual(plain.layers.map((l) => l.digest));
+    expect(corruptBlobs(root)).toEqual([]);
+  });
+
   it('fails with NOT_FOUND for an unknown tag or repository', async () => {
     const root = join(work.dir, 'store4');
     await expect(pull(`${registry.host}/sample/app:nope`, { root })).rejects.toMatchObject({ code: 'NOT_FOUND' });
