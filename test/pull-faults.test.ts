@@ -1,4 +1,5 @@
 // Pulls against the project's loopback registry, where auth and faults are under the test's control.
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MediaTypes, openStore, pull, sha256Digest } from '@fastpull/core';
@@ -110,6 +111,24 @@ describe('verification', () => {
     expect(await store.content.info(victim.digest)).toBeUndefined();
     expect(await store.snapshots.isCommitted(victim.diffID)).toBe(false);
     expect(await store.images.list()).toEqual([]);
+    expectCleanStore(root);
+  });
+
+  it('drops a committed blob damaged on disk, so the next pull fetches a good copy', async () => {
+    const root = freshRoot();
+    await pull(`${reg.host}/v/app:1`, { root });
+    const store = openStore(root);
+    const victim = image.layers[0]!;
+    // Keep the blobs, lose the snapshots: the next pull unpacks from the content store.
+    rmSync(join(root, 'snapshots'), { recursive: true });
+    const blob = readFileSync(store.content.blobPath(victim.digest));
+    blob[blob.length >> 1]! ^= 0x55;
+    writeFileSync(store.content.blobPath(victim.digest), blob);
+    await expect(pull(`${reg.host}/v/app:1`, { root })).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+    expect(await store.content.info(victim.digest)).toBeUndefined();
+    reg.stats.reset();
+    await pull(`${reg.host}/v/app:1`, { root });
+    expect(reg.stats.blobBytesServed(victim.digest)).toBe(victim.size);
     expectCleanStore(root);
   });
 

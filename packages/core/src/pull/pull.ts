@@ -224,7 +224,7 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
  * digest mismatch, not whatever the decoder tripped over. Hashing the blob again costs a read, on the
  * failure path only.
  */
-async function diagnose(e: unknown, blobPath: string, layer: ImageLayer): Promise<unknown> {
+async function diagnose(e: unknown, blobPath: string, layer: ImageLayer, onCorrupt: () => Promise<unknown>): Promise<unknown> {
   if (isFastpullError(e) && (e.code === 'ABORTED' || e.code === 'NO_SPACE' || e.code === 'UNSUPPORTED_MEDIA_TYPE')) return e;
   let got: Digest;
   try {
@@ -233,6 +233,7 @@ async function diagnose(e: unknown, blobPath: string, layer: ImageLayer): Promis
     return e;
   }
   if (got === layer.digest) return e;
+  await onCorrupt();
   return new FastpullError('DIGEST_MISMATCH', `layer ${layer.digest}: blob digest mismatch: got ${got}, want ${layer.digest}`, {
     cause: e,
     details: { want: layer.digest, got },
@@ -285,13 +286,18 @@ async function fetchAndUnpack(
       emit('extracting', layer.size);
       active = await store.snapshots.prepare();
       const r = await unpackLayer({ blobPath, mediaType: layer.mediaType, dest: active.fs, signal }).catch(async (e: unknown) => {
-        throw await diagnose(e, blobPath, layer);
+        throw await diagnose(e, blobPath, layer, async () => {
+          if (!ingest) await store.content.delete(layer.digest);
+        });
       });
       emit('verifying', layer.size);
       if (r.compressedSize !== layer.size) {
         throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });
       }
       if (r.blobDigest !== layer.digest) {
+        // A committed blob that no longer hashes right was damaged on disk: drop it so the next
+        // pull fetches a good copy instead of failing on it forever.
+        if (!ingest) await store.content.delete(layer.digest);
         throw new FastpullError('DIGEST_MISMATCH', `${what}: blob digest mismatch: got ${r.blobDigest}, want ${layer.digest} (${r.compressedSize} bytes checked)`, {
           details: { want: layer.digest, got: r.blobDigest, size: r.compressedSize },
         });
