@@ -1,6 +1,6 @@
 // `fastpull pull REF...`: pull images into the store and say where they landed.
 import { Command } from 'commander';
-import { openStore, pull, type PullEvent, type PullResult } from '@fastpull/core';
+import { FastpullError, inflaterFromEnv, openStore, parseInflaterChoice, pull, type PullEvent, type PullResult } from '@fastpull/core';
 import { formatBytes, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption } from '../options.js';
 
@@ -10,6 +10,8 @@ interface PullFlags {
   plainHttp?: boolean;
   json?: boolean;
   quiet?: boolean;
+  inflater?: string;
+  unpackConcurrency?: string;
 }
 
 export function pullCommand(io: CliIO, signal: AbortSignal): Command {
@@ -20,9 +22,15 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--platform <os/arch[/variant]>', 'platform to pull from a multi-platform image (default: this host)')
     .option('--plain-http', 'talk to registries over plain HTTP (loopback registries always may)')
     .option('-q, --quiet', 'print only the image name and digest')
+    .option('--inflater <auto|igzip|pigz|zlib>', 'gzip decoder; auto uses igzip when installed (env FASTPULL_INFLATER)')
+    .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per core)')
     .addOption(jsonOption())
     .action(async (refs: string[], flags: PullFlags) => {
       const results: PullResult[] = [];
+      const inflater = flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : inflaterFromEnv(io.env);
+      const unpackConcurrency = flags.unpackConcurrency !== undefined ? positiveInt(flags.unpackConcurrency, '--unpack-concurrency') : undefined;
+      // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
+      const threads = io.env.FASTPULL_THREADS !== '0';
       for (const ref of refs) {
         const onProgress = flags.json || flags.quiet ? undefined : (e: PullEvent) => renderEvent(io, e);
         const r = await pull(ref, {
@@ -30,6 +38,9 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
           signal,
           ...(flags.platform ? { platform: flags.platform } : {}),
           ...(flags.plainHttp ? { plainHttp: true } : {}),
+          ...(inflater ? { inflater } : {}),
+          ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
+          ...(threads ? {} : { threads: false }),
           ...(onProgress ? { onProgress } : {}),
         });
         results.push(r);
@@ -74,4 +85,10 @@ function renderEvent(io: CliIO, e: PullEvent): void {
     case 'done':
       break;
   }
+}
+
+function positiveInt(value: string, flag: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new FastpullError('INVALID_ARGUMENT', `${flag} ${JSON.stringify(value)}: want a positive integer`);
+  return n;
 }

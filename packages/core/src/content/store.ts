@@ -7,6 +7,7 @@ import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, verifyBytes, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
+import { Watermark } from './watermark.js';
 
 export interface BlobInfo {
   readonly digest: Digest;
@@ -23,6 +24,8 @@ export interface Ingest {
   /** The data file; readers may follow it while it is written. */
   readonly path: string;
   readonly expected: Descriptor;
+  /** Bytes from offset 0 on disk without a gap; readers may follow it while writes go on. */
+  readonly watermark: Watermark;
   write(data: Uint8Array, position: number): Promise<void>;
 }
 
@@ -106,6 +109,7 @@ export class FileContentStore implements ContentStore {
       await fsp.writeFile(join(dir, 'ref'), JSON.stringify({ digest: expected.digest, size: expected.size, mediaType: expected.mediaType }));
       const path = join(dir, 'data');
       const handle = await fsp.open(path, 'w+', 0o644);
+      const watermark = new Watermark(expected.size);
       // Reserving the full size up front makes positional writes in any order cheap and shows
       // NO_SPACE-prone pulls early on filesystems that honour it.
       await handle.truncate(expected.size);
@@ -115,6 +119,7 @@ export class FileContentStore implements ContentStore {
         path,
         expected,
         handle,
+        watermark,
         closed: false,
         async write(data: Uint8Array, position: number): Promise<void> {
           let off = 0;
@@ -122,6 +127,8 @@ export class FileContentStore implements ContentStore {
             const { bytesWritten } = await handle.write(data, off, data.byteLength - off, position + off);
             off += bytesWritten;
           }
+          // Published only once the bytes are in the file, so a follower never reads a hole.
+          watermark.add(position, position + data.byteLength);
         },
       };
       return ingest;
@@ -160,6 +167,7 @@ export class FileContentStore implements ContentStore {
 
   async abort(ingest: Ingest): Promise<void> {
     const ing = ingest as OpenIngest;
+    ing.watermark.fail();
     await close(ing);
     await fsp.rm(ing.dir, { recursive: true, force: true });
   }

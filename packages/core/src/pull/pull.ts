@@ -1,6 +1,5 @@
 // pull(): reference -> verified manifest and config -> every layer fetched, verified and unpacked into
 // its snapshot concurrently -> image record. Nothing unverified is ever committed.
-import { availableParallelism } from 'node:os';
 import pLimit from 'p-limit';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { hashFile, type Ingest } from '../content/store.js';
@@ -16,7 +15,9 @@ import type { CredentialsProvider } from '../registry/auth.js';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_MAX_REQUESTS, fetchBlob } from '../registry/fetch.js';
 import type { ActiveSnapshot } from '../snapshots/store.js';
 import { openStore, type Store } from '../store.js';
-import { unpackLayer } from '../unpack/index.js';
+import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
+import type { InflaterChoice } from '../unpack/inflater.js';
+import { Watermark } from '../content/watermark.js';
 
 export type LayerState = 'waiting' | 'fetching' | 'verifying' | 'extracting' | 'committed' | 'exists';
 
@@ -69,8 +70,12 @@ export interface PullOptions {
   readonly chunkSize?: number;
   /** Requests in flight for this pull. */
   readonly maxConnections?: number;
-  /** Layers decompressed and extracted at once; default: the number of cores. */
+  /** Layers decompressed and extracted at once; default: the process-wide pool, one per core. */
   readonly unpackConcurrency?: number;
+  /** Unpack on worker threads (default true); false keeps every layer on the calling thread. */
+  readonly threads?: boolean;
+  /** gzip decoder: 'auto' (igzip when installed, else node:zlib), 'igzip', 'pigz' or 'zlib'. */
+  readonly inflater?: InflaterChoice;
   /** A client to reuse (its connection pool and tokens); the pull does not close it. */
   readonly client?: RegistryClient;
 }
@@ -164,11 +169,12 @@ async function storeMetadata(store: Store, r: ResolvedImage): Promise<void> {
 async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions): Promise<LayerTimings[]> {
   const controller = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
-  const unpackLimit = pLimit(options.unpackConcurrency ?? availableParallelism());
+  const ownPool = options.unpackConcurrency !== undefined || options.threads === false;
+  const pool = ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool();
   const requestLimit = pLimit(options.maxConnections ?? DEFAULT_MAX_REQUESTS);
-  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, unpackLimit, requestLimit };
+  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, pool, requestLimit };
   let failure: unknown;
-  const results = await Promise.all(
+  const settled = Promise.all(
     layers.map((layer, index) => {
       const parent = index > 0 ? layers[index - 1]!.chainID : undefined;
       return pullLayer(ctx, resolved.manifest.layers[index]!, layer, index, parent).catch((e: unknown) => {
@@ -179,6 +185,7 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
       });
     }),
   );
+  const results = await settled.finally(() => (ownPool ? pool.close() : undefined));
   if (failure !== undefined) throw failure;
   return results as LayerTimings[];
 }
@@ -189,7 +196,7 @@ interface LayerContext {
   readonly ref: Reference;
   readonly options: PullOptions;
   readonly signal: AbortSignal;
-  readonly unpackLimit: ReturnType<typeof pLimit>;
+  readonly pool: UnpackPool;
   readonly requestLimit: ReturnType<typeof pLimit>;
 }
 
@@ -251,20 +258,24 @@ async function fetchAndUnpack(
   const what = `layer ${layer.digest}`;
   let ingest: Ingest | undefined;
   let active: ActiveSnapshot | undefined;
-  let fetchMs = 0;
   try {
     emit('waiting', 0);
     let blobPath: string;
+    let watermark: Watermark;
+    let fetching: Promise<number> = Promise.resolve(0);
     const have = await store.content.info(layer.digest);
     if (have && have.size === layer.size) {
       blobPath = store.content.blobPath(layer.digest);
+      watermark = Watermark.complete(layer.size);
     } else {
-      const tf = performance.now();
       ingest = await store.content.newIngest(desc);
+      blobPath = ingest.path;
+      watermark = ingest.watermark;
       let fetched = 0;
       let reported = 0;
       emit('fetching', 0);
-      await fetchBlob(ctx.client, ctx.ref, desc, ingest, {
+      const tf = performance.now();
+      fetching = fetchBlob(ctx.client, ctx.ref, desc, ingest, {
         chunkSize: ctx.options.chunkSize ?? DEFAULT_CHUNK_SIZE,
         limit: ctx.requestLimit,
         signal,
@@ -275,50 +286,69 @@ async function fetchAndUnpack(
             emit('fetching', fetched);
           }
         },
-      });
-      blobPath = ingest.path;
-      fetchMs = performance.now() - tf;
+      }).then(
+        () => performance.now() - tf,
+        (e: unknown) => {
+          // Wakes the unpacker that follows this blob, so it stops too.
+          watermark.fail();
+          throw e;
+        },
+      );
     }
 
-    return await ctx.unpackLimit(async () => {
-      throwIfAborted(signal, what);
-      const tu = performance.now();
-      emit('extracting', layer.size);
-      active = await store.snapshots.prepare();
-      const r = await unpackLayer({ blobPath, mediaType: layer.mediaType, dest: active.fs, signal }).catch(async (e: unknown) => {
-        throw await diagnose(e, blobPath, layer, async () => {
-          if (!ingest) await store.content.delete(layer.digest);
-        });
-      });
-      emit('verifying', layer.size);
-      if (r.compressedSize !== layer.size) {
-        throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });
-      }
-      if (r.blobDigest !== layer.digest) {
-        // A committed blob that no longer hashes right was damaged on disk: drop it so the next
-        // pull fetches a good copy instead of failing on it forever.
+    // The unpacker starts as soon as a slot is free and follows the blob's watermark while the
+    // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
+    active = await store.snapshots.prepare();
+    let tu = 0;
+    const unpacking = ctx.pool.run(
+      { blobPath, mediaType: layer.mediaType, dest: active.fs, follow: { watermark: watermark.buffer, size: layer.size }, ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}) },
+      {
+        signal,
+        priority: layer.size,
+        onStart: () => {
+          tu = performance.now();
+          emit('extracting', 0);
+        },
+      },
+    );
+    const [fetched, unpacked] = await Promise.allSettled([fetching, unpacking]);
+    // A failed download is the cause of whatever the unpacker then saw.
+    if (fetched.status === 'rejected') throw fetched.reason;
+    if (unpacked.status === 'rejected') {
+      throw await diagnose(unpacked.reason, blobPath, layer, async () => {
         if (!ingest) await store.content.delete(layer.digest);
-        throw new FastpullError('DIGEST_MISMATCH', `${what}: blob digest mismatch: got ${r.blobDigest}, want ${layer.digest} (${r.compressedSize} bytes checked)`, {
-          details: { want: layer.digest, got: r.blobDigest, size: r.compressedSize },
-        });
-      }
-      if (r.diffID !== layer.diffID) {
-        throw new FastpullError('DIGEST_MISMATCH', `${what}: diffID mismatch: uncompressed layer is ${r.diffID}, config says ${layer.diffID}`, {
-          details: { want: layer.diffID, got: r.diffID, size: r.uncompressedSize },
-        });
-      }
-      const unpackMs = performance.now() - tu;
-      const tc = performance.now();
-      throwIfAborted(signal, what);
-      if (ingest) {
-        await store.content.commit(ingest, r.blobDigest);
-        ingest = undefined;
-      }
-      await store.snapshots.commit(active, { chainID: layer.chainID, diffID: layer.diffID, ...(parent ? { parent } : {}), size: r.uncompressedSize });
-      active = undefined;
-      emit('committed', layer.size);
-      return { digest: layer.digest, fetchMs, unpackMs, commitMs: performance.now() - tc, state: 'committed' as const };
-    });
+      });
+    }
+    const fetchMs = fetched.value;
+    const r = unpacked.value;
+    const unpackMs = performance.now() - tu;
+    emit('verifying', layer.size);
+    if (r.compressedSize !== layer.size) {
+      throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });
+    }
+    if (r.blobDigest !== layer.digest) {
+      // A committed blob that no longer hashes right was damaged on disk: drop it so the next
+      // pull fetches a good copy instead of failing on it forever.
+      if (!ingest) await store.content.delete(layer.digest);
+      throw new FastpullError('DIGEST_MISMATCH', `${what}: blob digest mismatch: got ${r.blobDigest}, want ${layer.digest} (${r.compressedSize} bytes checked)`, {
+        details: { want: layer.digest, got: r.blobDigest, size: r.compressedSize },
+      });
+    }
+    if (r.diffID !== layer.diffID) {
+      throw new FastpullError('DIGEST_MISMATCH', `${what}: diffID mismatch: uncompressed layer is ${r.diffID}, config says ${layer.diffID}`, {
+        details: { want: layer.diffID, got: r.diffID, size: r.uncompressedSize },
+      });
+    }
+    const tc = performance.now();
+    throwIfAborted(signal, what);
+    if (ingest) {
+      await store.content.commit(ingest, r.blobDigest);
+      ingest = undefined;
+    }
+    await store.snapshots.commit(active, { chainID: layer.chainID, diffID: layer.diffID, ...(parent ? { parent } : {}), size: r.uncompressedSize });
+    active = undefined;
+    emit('committed', layer.size);
+    return { digest: layer.digest, fetchMs, unpackMs, commitMs: performance.now() - tc, state: 'committed' as const };
   } catch (e) {
     if (!isFastpullError(e) && signal.aborted) throw new FastpullError('ABORTED', `${what}: aborted`, { cause: e });
     throw e;

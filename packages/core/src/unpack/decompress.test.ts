@@ -5,6 +5,19 @@ import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { createDecompressor, detectCompression, resolveCompression } from './decompress.js';
+import { findInflater, INFLATER_PATHS } from './inflater.js';
+
+/** Whether `kind` is installed; prints why its tests skip when it is not. */
+function installed(kind: 'igzip' | 'pigz'): boolean {
+  try {
+    return findInflater(kind) !== undefined;
+  } catch {
+    console.log(`skipping ${kind} tests: no executable at ${INFLATER_PATHS[kind].join(', ')}`);
+    return false;
+  }
+}
+const hasIgzip = installed('igzip');
+const hasPigz = installed('pigz');
 
 const gzipHead = zlib.gzipSync(Buffer.from('x')).subarray(0, 4);
 const zstdHead = Buffer.from([0x28, 0xb5, 0x2f, 0xfd]);
@@ -39,6 +52,29 @@ describe('createDecompressor', () => {
   it('inflates multi-member gzip into one stream', async () => {
     const blob = Buffer.concat([zlib.gzipSync('first member, '), zlib.gzipSync('second member, '), zlib.gzipSync('third')]);
     expect(await text(Readable.from([blob]).pipe(createDecompressor('gzip')))).toBe('first member, second member, third');
+  });
+
+  it('inflates gzip with node:zlib when asked for zlib', async () => {
+    const gunzip = createDecompressor('gzip', { inflater: 'zlib' });
+    expect(gunzip).toBeInstanceOf(zlib.Gunzip);
+    expect(await text(Readable.from([zlib.gzipSync('via zlib')]).pipe(gunzip))).toBe('via zlib');
+  });
+
+  it.skipIf(!hasIgzip)('inflates gzip with igzip by default when it is installed', async () => {
+    for (const gunzip of [createDecompressor('gzip'), createDecompressor('gzip', { inflater: 'auto' }), createDecompressor('gzip', { inflater: 'igzip' })]) {
+      expect(gunzip).not.toBeInstanceOf(zlib.Gunzip);
+      expect(await text(Readable.from([zlib.gzipSync('a, '), zlib.gzipSync('b')]).pipe(gunzip))).toBe('a, b');
+    }
+  });
+
+  it.skipIf(!hasPigz)('inflates gzip with pigz when asked for it', async () => {
+    const gunzip = createDecompressor('gzip', { inflater: 'pigz' });
+    expect(gunzip).not.toBeInstanceOf(zlib.Gunzip);
+    expect(await text(Readable.from([zlib.gzipSync('a, '), zlib.gzipSync('b')]).pipe(gunzip))).toBe('a, b');
+  });
+
+  it.skipIf(hasIgzip)('falls back to node:zlib by default without igzip', () => {
+    expect(createDecompressor('gzip')).toBeInstanceOf(zlib.Gunzip);
   });
 
   it('passes uncompressed bytes through', async () => {

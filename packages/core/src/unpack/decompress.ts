@@ -3,6 +3,7 @@ import { PassThrough, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
 import { layerCompression, type LayerCompression } from '../oci/mediatypes.js';
+import { createExternalGunzip, DEFAULT_INFLATER, findInflater, type InflaterChoice } from './inflater.js';
 
 /** How many leading bytes of a blob {@link detectCompression} looks at. */
 export const MAGIC_BYTES = 4;
@@ -38,14 +39,24 @@ export function resolveCompression(mediaType: string, head: Uint8Array, what = '
   return detectCompression(head);
 }
 
+/** Options of {@link createDecompressor}. */
+export interface DecompressorOptions {
+  /** The gunzip decoder for gzip layers; default {@link DEFAULT_INFLATER} ('auto': igzip when installed, else node:zlib). */
+  inflater?: InflaterChoice;
+}
+
 /**
  * A Transform that undoes `kind`. gzip accepts concatenated members (multi-member gzip) as one
- * stream; zstd throws UNSUPPORTED_MEDIA_TYPE until it is implemented.
+ * stream and runs through an external igzip or pigz process when `options.inflater` resolves to one
+ * ({@link findInflater}: INVALID_ARGUMENT when an explicit choice is not installed), else through
+ * node:zlib. zstd throws UNSUPPORTED_MEDIA_TYPE until it is implemented.
  */
-export function createDecompressor(kind: LayerCompression): Transform {
+export function createDecompressor(kind: LayerCompression, options: DecompressorOptions = {}): Transform {
   switch (kind) {
-    case 'gzip':
-      return zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });
+    case 'gzip': {
+      const tool = findInflater(options.inflater ?? DEFAULT_INFLATER);
+      return tool ? createExternalGunzip(tool) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });
+    }
     case 'none':
       return new PassThrough();
     case 'zstd':

@@ -1,12 +1,14 @@
 // Unpacks one layer blob in a single pass: digest of the blob, decompression, diffID and extraction together.
 import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
-import { Transform, type TransformCallback } from 'node:stream';
+import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyStats } from './apply.js';
+import { WatermarkView } from '../content/watermark.js';
 import { createDecompressor, MAGIC_BYTES, resolveCompression } from './decompress.js';
+import type { InflaterChoice } from './inflater.js';
 
 /** Read size for layer blobs: large reads keep syscalls and stream hops per byte low. */
 export const BLOB_READ_CHUNK = 1024 * 1024;
@@ -23,6 +25,14 @@ export interface UnpackLayerOptions {
   signal?: AbortSignal;
   /** Called as the blob is read, with the total of compressed bytes read so far. */
   onBytes?: (compressedBytesRead: number) => void;
+  /**
+   * Follow a blob that is still being downloaded: read only below this watermark (the buffer of a
+   * content `Watermark`), waiting for it to advance, until `size` bytes are read. Without it the
+   * blob file is read as it is.
+   */
+  follow?: { watermark: SharedArrayBuffer; size: number };
+  /** Which gzip decoder to use; default 'auto'. */
+  inflater?: InflaterChoice;
 }
 
 /** What {@link unpackLayer} computed. Nothing is compared: the caller checks both digests before committing. */
@@ -76,13 +86,26 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   } catch (e) {
     throw fromFsError(e, `${what}: opening the blob`, (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'NOT_FOUND' : 'INTERNAL');
   }
-  let source: fs.ReadStream;
+  let source: Readable;
   let decompressor: Transform;
   try {
     const head = Buffer.alloc(MAGIC_BYTES);
     const { bytesRead } = await file.read(head, 0, MAGIC_BYTES, 0);
-    decompressor = createDecompressor(resolveCompression(mediaType, head.subarray(0, bytesRead), what));
-    source = file.createReadStream({ start: 0, highWaterMark: BLOB_READ_CHUNK }); // closes the file when done
+    let headBytes = bytesRead;
+    if (options.follow) {
+      // The first bytes may not have landed yet: wait for them before choosing a decoder.
+      const view = new WatermarkView(options.follow.watermark);
+      const want = Math.min(MAGIC_BYTES, options.follow.size);
+      while (view.value < want && !view.failed) {
+        throwIfAborted(signal, what);
+        await view.waitPast(view.value, 250);
+      }
+      headBytes = (await file.read(head, 0, want, 0)).bytesRead;
+    }
+    decompressor = createDecompressor(resolveCompression(mediaType, head.subarray(0, headBytes), what), options.inflater ? { inflater: options.inflater } : {});
+    source = options.follow
+      ? Readable.from(followFile(file, new WatermarkView(options.follow.watermark), options.follow.size, what, signal), { objectMode: false, highWaterMark: BLOB_READ_CHUNK })
+      : file.createReadStream({ start: 0, highWaterMark: BLOB_READ_CHUNK }); // closes the file when done
   } catch (e) {
     await file.close();
     throw isFastpullError(e) ? e : fromFsError(e, `${what}: reading the blob`);
@@ -113,6 +136,9 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       });
     }
     throw fromFsError(e, what);
+  } finally {
+    // A followed blob is read through the handle directly; a plain read stream closed it already.
+    if (options.follow) await file.close().catch(() => undefined);
   }
   if (stats === undefined) throw new FastpullError('INTERNAL', `${what}: extraction ended without a result`);
   return {
@@ -122,4 +148,29 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     uncompressedSize: uncompressed.bytes,
     stats,
   };
+}
+
+/**
+ * Reads a blob that is still arriving: never past the watermark, waiting (without blocking the
+ * thread) for it to move, until `size` bytes were read. The caller closes the file.
+ */
+async function* followFile(file: fs.promises.FileHandle, view: WatermarkView, size: number, what: string, signal?: AbortSignal): AsyncGenerator<Buffer> {
+  {
+    let pos = 0;
+    while (pos < size) {
+      let mark = view.value;
+      while (mark <= pos) {
+        if (view.failed) throw new FastpullError('ABORTED', `${what}: the download of the blob stopped`);
+        throwIfAborted(signal, what);
+        await view.waitPast(pos, 250);
+        mark = view.value;
+      }
+      const len = Math.min(BLOB_READ_CHUNK, mark - pos);
+      const buf = Buffer.allocUnsafe(len);
+      const { bytesRead } = await file.read(buf, 0, len, pos);
+      if (bytesRead === 0) throw new FastpullError('INTERNAL', `${what}: blob file ends at ${pos}, before its watermark ${mark}`);
+      pos += bytesRead;
+      yield bytesRead === len ? buf : buf.subarray(0, bytesRead);
+    }
+  }
 }

@@ -1,0 +1,95 @@
+// The watermark of an ingest: how many bytes from offset 0 have landed without a gap. Chunks land in
+// any order; readers (the unpacker, possibly on another thread) follow the watermark, never reading a
+// byte before it is on disk. Shared through a SharedArrayBuffer so a worker can wait on it.
+
+/** Layout of the shared buffer: BigInt64 slots. */
+const SLOT_MARK = 0;
+const SLOT_STATE = 1;
+const SLOTS = 2;
+
+/** State slot values. */
+export const WatermarkState = { OPEN: 0n, FAILED: 1n } as const;
+
+/** The read side, usable on any thread that was handed the buffer. */
+export class WatermarkView {
+  protected readonly slots: BigInt64Array;
+
+  constructor(readonly buffer: SharedArrayBuffer) {
+    this.slots = new BigInt64Array(buffer);
+  }
+
+  get value(): number {
+    return Number(Atomics.load(this.slots, SLOT_MARK));
+  }
+
+  get failed(): boolean {
+    return Atomics.load(this.slots, SLOT_STATE) !== WatermarkState.OPEN;
+  }
+
+  /**
+   * Resolves once the watermark is past `seen` or the writer failed. Never blocks the thread
+   * (Atomics.waitAsync); `timeoutMs` bounds one wait so a reader re-checks its abort signal.
+   */
+  async waitPast(seen: number, timeoutMs = 1000): Promise<void> {
+    const expected = BigInt(seen);
+    if (Atomics.load(this.slots, SLOT_MARK) !== expected || this.failed) return;
+    const r = Atomics.waitAsync(this.slots, SLOT_MARK, expected, timeoutMs);
+    if (r.async) await r.value;
+  }
+}
+
+/** The write side: records landed ranges and publishes the contiguous prefix. */
+export class Watermark extends WatermarkView {
+  /** Landed ranges beyond the watermark, sorted, disjoint, as [start, end). */
+  private pending: [number, number][] = [];
+  private mark = 0;
+
+  constructor(readonly size: number) {
+    super(new SharedArrayBuffer(SLOTS * 8));
+  }
+
+  /** A watermark already at `size`: for blobs that are complete on disk. */
+  static complete(size: number): Watermark {
+    const w = new Watermark(size);
+    w.add(0, size);
+    return w;
+  }
+
+  /** Records that bytes [start, end) are on disk. */
+  add(start: number, end: number): void {
+    if (end <= start) return;
+    if (start <= this.mark) {
+      if (end > this.mark) this.advance(end);
+      return;
+    }
+    // Insert or merge into the pending list (short: one entry per chunk in flight at most).
+    const p = this.pending;
+    let i = 0;
+    while (i < p.length && p[i]![1] < start) i++;
+    let s = start;
+    let e = end;
+    let j = i;
+    while (j < p.length && p[j]![0] <= e) {
+      s = Math.min(s, p[j]![0]);
+      e = Math.max(e, p[j]![1]);
+      j++;
+    }
+    p.splice(i, j - i, [s, e]);
+  }
+
+  /** Marks the ingest failed: readers waiting on it wake up and stop. */
+  fail(): void {
+    Atomics.store(this.slots, SLOT_STATE, WatermarkState.FAILED);
+    Atomics.notify(this.slots, SLOT_MARK);
+  }
+
+  private advance(to: number): void {
+    let mark = to;
+    while (this.pending.length > 0 && this.pending[0]![0] <= mark) {
+      mark = Math.max(mark, this.pending.shift()![1]);
+    }
+    this.mark = mark;
+    Atomics.store(this.slots, SLOT_MARK, BigInt(mark));
+    Atomics.notify(this.slots, SLOT_MARK);
+  }
+}

@@ -1,0 +1,96 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Watermark } from '../content/watermark.js';
+import { MediaTypes } from '../oci/mediatypes.js';
+import { buildLayer } from '../testing/builder.js';
+import { UnpackPool } from './pool.js';
+
+const work = mkdtempSync(join(tmpdir(), 'fastpull-pool-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+async function blob(name: string, files: number): Promise<{ path: string; size: number; diffID: string; digest: string }> {
+  const layer = await buildLayer(
+    Array.from({ length: files }, (_, i) => ({ type: 'file' as const, path: `${name}/f${i}`, content: `${name} ${i}\n` })),
+    { compression: 'gzip' },
+  );
+  const path = join(work, `${name}.tgz`);
+  writeFileSync(path, layer.blob);
+  return { path, size: layer.size, diffID: layer.diffID, digest: layer.digest };
+}
+
+const dest = (name: string) => mkdtempSync(join(work, `${name}-`));
+
+describe('UnpackPool', () => {
+  it('unpacks on worker threads and returns both digests', async () => {
+    const pool = new UnpackPool({ size: 2 });
+    try {
+      expect(pool.threaded).toBe(true);
+      const b = await blob('one', 20);
+      const d = dest('one');
+      const r = await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: d });
+      expect(r.diffID).toBe(b.diffID);
+      expect(r.blobDigest).toBe(b.digest);
+      expect(readFileSync(join(d, 'one', 'f7'), 'utf8')).toBe('one 7\n');
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('carries error codes back from the worker', async () => {
+    const pool = new UnpackPool({ size: 1 });
+    try {
+      const path = join(work, 'bad.tgz');
+      writeFileSync(path, Buffer.concat([gzipSync(Buffer.alloc(1024)).subarray(0, 20), Buffer.from('garbage')]));
+      await expect(pool.run({ blobPath: path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('bad') })).rejects.toMatchObject({ name: 'FastpullError', code: 'INVALID_LAYER' });
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('follows a watermark and runs the highest priority waiting task first', async () => {
+    const pool = new UnpackPool({ size: 1 });
+    try {
+      const b = await blob('held', 5);
+      const held = new Watermark(b.size);
+      const order: string[] = [];
+      const first = pool.run(
+        { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('held'), follow: { watermark: held.buffer, size: b.size } },
+        { onStart: () => order.push('held') },
+      );
+      const small = await blob('small', 1);
+      const big = await blob('big', 3);
+      const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('low') }, { priority: 1, onStart: () => order.push('low') });
+      const high = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('high') }, { priority: 9, onStart: () => order.push('high') });
+      // Nothing has landed yet: the first task waits on its watermark and holds the only slot.
+      await new Promise((r) => setTimeout(r, 100));
+      expect(order).toEqual(['held']);
+      held.add(0, b.size);
+      const r = await first;
+      expect(r.diffID).toBe(b.diffID);
+      await Promise.all([low, high]);
+      expect(order).toEqual(['held', 'high', 'low']);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('stops a follower when the download fails, and a waiting task on abort', async () => {
+    const pool = new UnpackPool({ size: 1 });
+    try {
+      const b = await blob('failing', 2);
+      const w = new Watermark(b.size);
+      const run = pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('failing'), follow: { watermark: w.buffer, size: b.size } });
+      const ac = new AbortController();
+      const waiting = pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('waiting') }, { signal: ac.signal });
+      ac.abort();
+      await expect(waiting).rejects.toMatchObject({ code: 'ABORTED' });
+      w.fail();
+      await expect(run).rejects.toMatchObject({ code: 'ABORTED' });
+    } finally {
+      await pool.close();
+    }
+  });
+});

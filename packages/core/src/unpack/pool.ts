@@ -1,0 +1,194 @@
+// A process-wide pool of unpack workers: bounds how many layers unpack at once, runs the largest
+// waiting layer first (it bounds the pull), and keeps each layer's pipeline off the main thread.
+import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { abortError, FastpullError, type ErrorCode } from '../errors.js';
+import { unpackLayer, type UnpackedLayer } from './layer.js';
+import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
+
+export interface UnpackPoolOptions {
+  /** Layers unpacked at once; default: the number of cores. */
+  readonly size?: number;
+  /** Run each layer on a worker thread (default true); false runs them on the calling thread. */
+  readonly threads?: boolean;
+}
+
+export interface RunOptions {
+  readonly signal?: AbortSignal;
+  /** Higher runs first among waiting tasks (pull uses the layer size). */
+  readonly priority?: number;
+  /** Called when the task gets its slot and starts. */
+  readonly onStart?: () => void;
+}
+
+/**
+ * The compiled worker script. Tests run the TypeScript sources, which a worker thread cannot load,
+ * so from src/ this points at the build output (`pnpm run build` makes it).
+ */
+function workerScript(): string | undefined {
+  const here = import.meta.url;
+  const url = here.endsWith('.ts') ? new URL('../../dist/unpack/worker.js', here) : new URL('./worker.js', here);
+  const path = fileURLToPath(url);
+  return existsSync(path) ? path : undefined;
+}
+
+interface Waiting {
+  readonly priority: number;
+  readonly seq: number;
+  readonly start: () => void;
+}
+
+interface Slot {
+  worker: Worker;
+  busy: boolean;
+}
+
+export class UnpackPool {
+  readonly size: number;
+  private readonly script: string | undefined;
+  private readonly idle: Slot[] = [];
+  private readonly all = new Set<Slot>();
+  private readonly waiting: Waiting[] = [];
+  private active = 0;
+  private seq = 0;
+  private nextId = 1;
+
+  constructor(options: UnpackPoolOptions = {}) {
+    this.size = Math.max(1, options.size ?? availableParallelism());
+    if (!Number.isInteger(this.size)) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
+    this.script = options.threads === false ? undefined : workerScript();
+  }
+
+  /** Whether layers run on worker threads (false when disabled or the worker script is missing). */
+  get threaded(): boolean {
+    return this.script !== undefined;
+  }
+
+  /** Unpacks one layer when a slot is free; the highest priority waiting task goes first. */
+  async run(task: WorkerTask, options: RunOptions = {}): Promise<UnpackedLayer> {
+    const { signal } = options;
+    await this.acquire(options.priority ?? 0, signal);
+    try {
+      if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
+      options.onStart?.();
+      if (!this.script) return await unpackLayer({ ...task, ...(signal ? { signal } : {}) });
+      return await this.onWorker(task, signal);
+    } finally {
+      this.release();
+    }
+  }
+
+  private acquire(priority: number, signal?: AbortSignal): Promise<void> {
+    if (this.active < this.size) {
+      this.active++;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const entry: Waiting = {
+        priority,
+        seq: this.seq++,
+        start: () => {
+          signal?.removeEventListener('abort', onAbort);
+          this.active++;
+          resolve();
+        },
+      };
+      const onAbort = () => {
+        const i = this.waiting.indexOf(entry);
+        if (i >= 0) this.waiting.splice(i, 1);
+        reject(abortError(signal, 'waiting to unpack'));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.waiting.push(entry);
+      this.waiting.sort((a, b) => b.priority - a.priority || a.seq - b.seq);
+    });
+  }
+
+  private release(): void {
+    this.active--;
+    this.waiting.shift()?.start();
+  }
+
+  private slot(): Slot {
+    const free = this.idle.pop();
+    if (free) return free;
+    const worker = new Worker(this.script!);
+    const slot: Slot = { worker, busy: false };
+    this.all.add(slot);
+    worker.on('exit', () => {
+      this.all.delete(slot);
+      const i = this.idle.indexOf(slot);
+      if (i >= 0) this.idle.splice(i, 1);
+    });
+    return slot;
+  }
+
+  private onWorker(task: WorkerTask, signal?: AbortSignal): Promise<UnpackedLayer> {
+    const slot = this.slot();
+    const id = this.nextId++;
+    slot.busy = true;
+    slot.worker.ref();
+    return new Promise<UnpackedLayer>((resolve, reject) => {
+      const done = (ok: boolean) => {
+        slot.worker.off('message', onMessage);
+        slot.worker.off('error', onError);
+        slot.worker.off('exit', onExit);
+        signal?.removeEventListener('abort', onAbort);
+        slot.busy = false;
+        if (ok) {
+          // Idle workers must not keep the process alive.
+          slot.worker.unref();
+          this.idle.push(slot);
+        } else {
+          void slot.worker.terminate();
+        }
+      };
+      const onMessage = (msg: FromWorker) => {
+        if (msg.id !== id) return;
+        if (msg.type === 'done') {
+          done(true);
+          resolve(msg.result);
+        } else {
+          done(true);
+          reject(rebuildError(msg.error));
+        }
+      };
+      const onError = (e: Error) => {
+        done(false);
+        reject(new FastpullError('INTERNAL', `unpack worker failed: ${e.message}`, { cause: e }));
+      };
+      const onExit = (code: number) => {
+        done(false);
+        reject(new FastpullError('INTERNAL', `unpack worker exited with status ${code}`));
+      };
+      const onAbort = () => slot.worker.postMessage({ type: 'abort', id } satisfies ToWorker);
+      slot.worker.on('message', onMessage);
+      slot.worker.on('error', onError);
+      slot.worker.on('exit', onExit);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      slot.worker.postMessage({ type: 'run', id, task } satisfies ToWorker);
+      if (signal?.aborted) onAbort();
+    });
+  }
+
+  /** Stops all workers. */
+  async close(): Promise<void> {
+    await Promise.all([...this.all].map((s) => s.worker.terminate()));
+  }
+}
+
+function rebuildError(e: { code?: string; message: string; details?: Record<string, unknown>; stack?: string }): Error {
+  const err = e.code ? new FastpullError(e.code as ErrorCode, e.message, e.details ? { details: e.details } : {}) : new Error(e.message);
+  if (e.stack) err.stack = e.stack;
+  return err;
+}
+
+let shared: UnpackPool | undefined;
+
+/** The process-wide pool: one bound on unpacking for all pulls of the process. */
+export function sharedUnpackPool(): UnpackPool {
+  shared ??= new UnpackPool();
+  return shared;
+}

@@ -1,0 +1,35 @@
+// The unpack worker: runs one layer's single pass (blob digest, inflate, diffID, extraction) on its own
+// thread, so layers of an image use separate cores instead of taking turns on the main thread.
+import { parentPort } from 'node:worker_threads';
+import { isFastpullError } from '../errors.js';
+import { unpackLayer, type UnpackLayerOptions } from './layer.js';
+
+export type WorkerTask = Omit<UnpackLayerOptions, 'signal' | 'onBytes'>;
+
+export type ToWorker = { type: 'run'; id: number; task: WorkerTask } | { type: 'abort'; id: number };
+
+export type FromWorker =
+  | { type: 'done'; id: number; result: Awaited<ReturnType<typeof unpackLayer>> }
+  | { type: 'error'; id: number; error: { code?: string; message: string; details?: Record<string, unknown>; stack?: string } };
+
+const port = parentPort;
+if (port) {
+  const running = new Map<number, AbortController>();
+  port.on('message', (msg: ToWorker) => {
+    if (msg.type === 'abort') {
+      running.get(msg.id)?.abort(new Error('aborted by the pull'));
+      return;
+    }
+    const ac = new AbortController();
+    running.set(msg.id, ac);
+    unpackLayer({ ...msg.task, signal: ac.signal })
+      .then((result) => port.postMessage({ type: 'done', id: msg.id, result } satisfies FromWorker))
+      .catch((e: unknown) => {
+        const error = isFastpullError(e)
+          ? { code: e.code, message: e.message, details: { ...e.details }, ...(e.stack ? { stack: e.stack } : {}) }
+          : { message: e instanceof Error ? e.message : String(e), ...(e instanceof Error && e.stack ? { stack: e.stack } : {}) };
+        port.postMessage({ type: 'error', id: msg.id, error } satisfies FromWorker);
+      })
+      .finally(() => running.delete(msg.id));
+  });
+}
