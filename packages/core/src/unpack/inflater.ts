@@ -17,12 +17,18 @@ export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib';
 export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib'];
 
 /**
- * 'auto' picks igzip and never pigz. Inflating a generated 200 MiB layer-like gzip (gzip -6 of a mix
- * of random, text and zero runs; 325 MiB out) on 2 cores, medians of 5, wall time of a Node process
- * that reads the blob and discards the output: igzip -dc 0.39 s (843 MB/s out), node:zlib createGunzip
- * (256 KiB chunks) 0.93 s (364 MB/s), pigz -dc 1.19 s (286 MB/s). FACTS.md has the same order for a real
- * 832 MB layer (igzip 1.98 s, zlib 3.86 s, pigz 4.72 s). An external process also takes the work off
- * the main thread, which hashing and tar extraction keep busy.
+ * 'auto' picks igzip and never pigz. Wall time of a Node process that streams the blob through the
+ * decoder and drops the output (node:zlib createGunzip with 256 KiB chunks, or igzip/unpigz through
+ * createExternalGunzip), 2-core AMD EPYC, Node 20, medians of 5:
+ *   generated mix of random, text and zero runs (gzip -6, 196 MB -> 419 MB):
+ *     igzip 0.46 s (904 MB/s out), zlib 0.52 s (807 MB/s), pigz 1.24 s (339 MB/s);
+ *   first 500 MB of a tar of /usr (gzip -6, 210 MB):
+ *     igzip 0.92 s (546 MB/s), zlib 1.00 s (499 MB/s), pigz 1.63 s (307 MB/s);
+ *     hashing the output with sha256 as a layer unpack does: igzip 1.09 s, zlib 1.31 s, pigz 1.63 s.
+ * Node's own CPU for the /usr tar was 0.42 s with igzip and 1.15 s with zlib: the external process
+ * frees the cores that hashing and tar extraction need. Alone, `igzip -dc` takes 0.65 s for it and
+ * `unpigz -dc` 1.53 s; FACTS.md has the same order for a real 832 MB layer (igzip 1.98 s, zlib 3.86 s,
+ * pigz 4.72 s), so pigz is only ever used when asked for.
  */
 export const DEFAULT_INFLATER: InflaterChoice = 'auto';
 
@@ -138,11 +144,13 @@ function locate(kind: ExternalInflater['kind'], paths: Readonly<Record<ExternalI
  * pipeline, a failing neighbour) kills the child with SIGKILL and finishes only once it is reaped.
  *
  * Parity with node:zlib: concatenated members, empty members, corrupt and truncated streams, trailing
- * zeros all behave alike. One gap: igzip and pigz stop at the first thing after a member that is not a
- * gzip header and exit 0, so trailing bytes that are not zeros are ignored here where node:zlib fails
- * with "incorrect header check". What the child left unread is still consumed (and dropped) so the
- * compressed bytes are hashed in full. Nothing can hide in those bytes: the blob digest covers them and
- * the diffID covers what was inflated.
+ * zeros all behave alike, and the output is the same bytes. The gaps, pinned by inflater.test.ts:
+ * - igzip and pigz stop at the first thing after a member that is not a gzip header and exit 0, so
+ *   trailing bytes that are not zeros are ignored here where node:zlib fails ("incorrect header
+ *   check"). What the child left unread is still consumed and dropped, so the blob is hashed in full.
+ *   Nothing can hide in those bytes: the blob digest covers them and the diffID covers the output.
+ * - pigz also exits 0 when a member after the first is cut inside its header (igzip and node:zlib
+ *   fail); the output then lacks that member, which the diffID check catches. 'auto' never picks pigz.
  */
 export function createExternalGunzip(tool: ExternalInflater): Transform {
   return new ExternalGunzip(tool);
