@@ -1,15 +1,17 @@
-// The few filesystem calls layer extraction needs that node:fs lacks: mknod (overlay whiteouts are
-// character devices 0:0; images also carry fifos and device nodes) and extended attributes
-// (trusted.overlay.opaque, security.capability and other SCHILY.xattr records), all on the path
-// itself, never following a final symlink.
+// The few filesystem calls fastpull needs that node:fs lacks: mknod (overlay whiteouts are character
+// devices 0:0; images also carry fifos and device nodes), extended attributes (trusted.overlay.opaque,
+// security.capability and other SCHILY.xattr records), all on the path itself, never following a
+// final symlink; and flock, so that processes sharing a store unpack each layer once.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <node_api.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
+#include <sys/file.h>
 #include <sys/xattr.h>
 
 #define PATH_CAP 4096
@@ -124,11 +126,39 @@ static napi_value js_lgetxattr(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// tryLock(fd, exclusive): flock(LOCK_NB); true when taken, false when another holder has it.
+// Released by closing the fd, or by the kernel when the process dies (kill -9 included).
+static napi_value js_try_lock(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (get_args(env, info, 2, argv)) return NULL;
+  int32_t fd;
+  bool exclusive;
+  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_bool(env, argv[1], &exclusive) != napi_ok) {
+    napi_throw_type_error(env, NULL, "tryLock(fd: number, exclusive: boolean)");
+    return NULL;
+  }
+  int rc;
+  do {
+    rc = flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  napi_value out;
+  if (rc == 0) {
+    napi_get_boolean(env, true, &out);
+    return out;
+  }
+  if (errno == EWOULDBLOCK) {
+    napi_get_boolean(env, false, &out);
+    return out;
+  }
+  return throw_errno(env, errno, "flock", "(fd)");
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
       {"lsetxattr", NULL, js_lsetxattr, NULL, NULL, NULL, napi_default, NULL},
       {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
+      {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

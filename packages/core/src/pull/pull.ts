@@ -16,6 +16,7 @@ import { DEFAULT_CHUNK_SIZE, DEFAULT_MAX_REQUESTS, fetchBlob } from '../registry
 import type { ActiveSnapshot } from '../snapshots/store.js';
 import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
+import { lockSnapshot } from './lock.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { Watermark } from '../content/watermark.js';
 
@@ -218,9 +219,14 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
   let done!: () => void;
   const mine = new Promise<void>((r) => (done = r));
   inflight.set(layer.chainID, mine);
+  let release: (() => void) | undefined;
   try {
+    // Another process may be unpacking the same layer into this store: wait for it, then reuse.
+    release = await lockSnapshot(ctx.store.snapshots.dir, layer.chainID, ctx.signal, () => emit('waiting', 0));
+    if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
     return await fetchAndUnpack(ctx, desc, layer, parent, emit);
   } finally {
+    release?.();
     inflight.delete(layer.chainID);
     done();
   }

@@ -1,4 +1,4 @@
-// Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes), once, on first use.
+// Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes, flock), once, on first use.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { FastpullError } from '../errors.js';
@@ -14,6 +14,11 @@ export interface NativeFs {
   lsetxattr(path: string, name: string, value: Buffer): void;
   /** lgetxattr(2): the attribute's value, or null when the path has no such attribute. */
   lgetxattr(path: string, name: string): Buffer | null;
+  /**
+   * flock(2) with LOCK_NB on an open fd: true when the lock was taken, false when another holder
+   * has it. Closing the fd releases it; so does the death of the process.
+   */
+  tryLock(fd: number, exclusive: boolean): boolean;
 }
 
 // src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
@@ -39,8 +44,8 @@ export function nativeFs(): NativeFs {
     );
   }
   const m = mod as Partial<NativeFs> | null;
-  if (typeof m?.mknod !== 'function' || typeof m.lsetxattr !== 'function' || typeof m.lgetxattr !== 'function') {
-    throw new FastpullError('INTERNAL', `the native addon ${file} lacks mknod, lsetxattr or lgetxattr; rebuild it with \`pnpm --filter @fastpull/core build:native\``);
+  if (typeof m?.mknod !== 'function' || typeof m.lsetxattr !== 'function' || typeof m.lgetxattr !== 'function' || typeof m.tryLock !== 'function') {
+    throw new FastpullError('INTERNAL', `the native addon ${file} lacks mknod, lsetxattr, lgetxattr or tryLock; rebuild it with \`pnpm --filter @fastpull/core build:native\``);
   }
   loaded = m as NativeFs;
   return loaded;

@@ -1,0 +1,54 @@
+// Two processes pulling the same image into one store at once: each layer is fetched and unpacked once.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openStore } from '@fastpull/core';
+import { sampleImage, startLoopbackRegistry } from '@fastpull/core/testing';
+import { cliPath, corruptBlobs, ls, tempDir } from './helpers.js';
+
+const work = tempDir('concurrent');
+afterAll(() => work.cleanup());
+
+function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+describe('concurrent pulls into one store', () => {
+  it('unpacks each layer once across two processes, and both succeed', async () => {
+    const image = await sampleImage(77, { layers: 4 });
+    const reg = await startLoopbackRegistry();
+    try {
+      reg.addImage('c/app', '1', image);
+      // Slow enough that the two processes overlap.
+      reg.faults.bytesPerSecond = 2 * 1024 * 1024;
+      const root = join(work.dir, 'root');
+      const ref = `${reg.host}/c/app:1`;
+      const [a, b] = await Promise.all([cli(['pull', '--root', root, ref]), cli(['pull', '--root', root, ref])]);
+      expect(a.status, a.stderr).toBe(0);
+      expect(b.status, b.stderr).toBe(0);
+      const lines = `${a.stderr}\n${b.stderr}`.split('\n');
+      const distinct = new Map(image.layers.map((l) => [l.digest.slice(7, 19), l]));
+      for (const [short, layer] of distinct) {
+        const unpacked = lines.filter((l) => l.includes(`${short}: unpacked`)).length;
+        const existed = lines.filter((l) => l.includes(`${short}: already exists`)).length;
+        expect(unpacked + existed, short).toBe(2 * image.layers.filter((x) => x.digest === layer.digest).length);
+        expect(unpacked, `${short} unpacked ${unpacked} times`).toBe(1);
+        expect(reg.stats.blobBytesServed(layer.digest)).toBe(layer.size);
+      }
+      const store = openStore(root);
+      expect((await store.images.list()).map((i) => i.name)).toEqual([ref]);
+      expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+      expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+      expect(corruptBlobs(root)).toEqual([]);
+    } finally {
+      await reg.close();
+    }
+  });
+});
