@@ -10,10 +10,17 @@ as_root() {
     echo "bootstrap: need root (or sudo) to run: $*" >&2; return 1; fi
 }
 
-if [ ! -x /usr/bin/docker-registry ] && ! command -v docker-registry >/dev/null && ! command -v registry >/dev/null; then
-  echo "bootstrap: installing the CNCF distribution registry (docker-registry)"
+# Debian packages: docker-registry (the CNCF distribution registry the tests and the demo pull from),
+# isal (igzip, the fast gzip decoder fastpull uses when installed), umoci (the reference unpacker the
+# parity test compares against).
+missing=()
+[ -x /usr/bin/docker-registry ] || command -v registry >/dev/null || missing+=(docker-registry)
+[ -x /usr/bin/igzip ] || missing+=(isal)
+command -v umoci >/dev/null || missing+=(umoci)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # pnpm 11 and later crash on Node 20: pin 10.

@@ -126,7 +126,13 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       signal ? { signal } : {},
     );
   } catch (e) {
-    if (isFastpullError(e)) throw e;
+    if (isFastpullError(e)) {
+      // The external inflater reports corrupt input without knowing which layer it was fed.
+      if (e.code === 'INVALID_LAYER' && !e.message.startsWith(what)) {
+        throw new FastpullError(e.code, `${what}: ${e.message}`, { cause: e, details: { ...e.details, compressedBytesRead: compressed.bytes } });
+      }
+      throw e;
+    }
     if (signal?.aborted) throw abortError(signal, what);
     const code = (e as { code?: unknown } | null)?.code;
     if (typeof code === 'string' && code.startsWith('Z_')) {
