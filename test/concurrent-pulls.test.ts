@@ -1,24 +1,12 @@
 // Two processes pulling the same image into one store at once: each layer is fetched and unpacked once.
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '@fastpull/core';
 import { sampleImage, startLoopbackRegistry } from '@fastpull/core/testing';
-import { cliPath, corruptBlobs, ls, tempDir } from './helpers.js';
+import { corruptBlobs, ls, runCliAsync as cli, tempDir } from './helpers.js';
 
 const work = tempDir('concurrent');
 afterAll(() => work.cleanup());
-
-function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
 
 describe('concurrent pulls into one store', () => {
   it('unpacks each layer once across two processes, and both succeed', async () => {

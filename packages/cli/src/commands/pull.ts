@@ -1,6 +1,7 @@
 // `fastpull pull REF...`: pull images into the store and say where they landed.
+import { existsSync } from 'node:fs';
 import { Command } from 'commander';
-import { FastpullError, inflaterFromEnv, openStore, parseInflaterChoice, pull, type PullEvent, type PullResult } from '@fastpull/core';
+import { dockerConfigCredentials, FastpullError, inflaterFromEnv, type CredentialsProvider, openStore, parseInflaterChoice, pull, type PullEvent, type PullResult } from '@fastpull/core';
 import { formatBytes, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption } from '../options.js';
 
@@ -12,7 +13,11 @@ interface PullFlags {
   quiet?: boolean;
   inflater?: string;
   unpackConcurrency?: string;
+  hostsDir?: string;
 }
+
+/** Where containerd nodes keep registry host configuration (Spegel and Dragonfly write there). */
+const CONTAINERD_HOSTS_DIR = '/etc/containerd/certs.d';
 
 export function pullCommand(io: CliIO, signal: AbortSignal): Command {
   return new Command('pull')
@@ -24,6 +29,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('-q, --quiet', 'print only the image name and digest')
     .option('--inflater <auto|igzip|pigz|zlib>', 'gzip decoder; auto uses igzip when installed (env FASTPULL_INFLATER)')
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per core)')
+    .option('--hosts-dir <dir>', `registry mirrors as containerd's hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
     .addOption(jsonOption())
     .action(async (refs: string[], flags: PullFlags) => {
       const results: PullResult[] = [];
@@ -31,6 +37,8 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
       const unpackConcurrency = flags.unpackConcurrency !== undefined ? positiveInt(flags.unpackConcurrency, '--unpack-concurrency') : undefined;
       // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
       const threads = io.env.FASTPULL_THREADS !== '0';
+      const credentials = cliCredentials(io);
+      const hostsDir = flags.hostsDir ?? (io.env.FASTPULL_HOSTS_DIR || (existsSync(CONTAINERD_HOSTS_DIR) ? CONTAINERD_HOSTS_DIR : undefined));
       for (const ref of refs) {
         const onProgress = flags.json || flags.quiet ? undefined : (e: PullEvent) => renderEvent(io, e);
         const r = await pull(ref, {
@@ -38,6 +46,8 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
           signal,
           ...(flags.platform ? { platform: flags.platform } : {}),
           ...(flags.plainHttp ? { plainHttp: true } : {}),
+          credentials,
+          ...(hostsDir ? { hostsDir } : {}),
           ...(inflater ? { inflater } : {}),
           ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
           ...(threads ? {} : { threads: false }),
@@ -91,4 +101,25 @@ function positiveInt(value: string, flag: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new FastpullError('INVALID_ARGUMENT', `${flag} ${JSON.stringify(value)}: want a positive integer`);
   return n;
+}
+
+/**
+ * Credentials from Docker's config.json (auths, credsStore, credHelpers), as `docker pull` finds
+ * them. Like the Docker CLI, a credential helper that fails does not stop a pull: it goes on
+ * anonymously after one warning (which never holds a secret).
+ */
+function cliCredentials(io: CliIO): CredentialsProvider {
+  const provider = dockerConfigCredentials({ env: io.env });
+  const warned = new Set<string>();
+  return async (registry) => {
+    try {
+      return await provider(registry);
+    } catch (e) {
+      if (!warned.has(registry)) {
+        warned.add(registry);
+        writeLine(io.stderr, `fastpull: warning: no credentials for ${registry}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      return undefined;
+    }
+  };
 }

@@ -65,6 +65,8 @@ export interface PullOptions {
   readonly platform?: string | Platform;
   readonly plainHttp?: boolean;
   readonly credentials?: CredentialsProvider;
+  /** containerd-style registry host configuration (`<dir>/<host>/hosts.toml`): mirrors to try first. */
+  readonly hostsDir?: string;
   readonly signal?: AbortSignal;
   readonly onProgress?: (event: PullEvent) => void;
   /** Bytes per range request. */
@@ -105,7 +107,13 @@ export async function pull(reference: string | Reference, options: PullOptions):
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
   const store = openStore(options.root);
-  const client = options.client ?? new RegistryClient({ plainHttp: options.plainHttp === true, ...(options.credentials ? { credentials: options.credentials } : {}) });
+  const client =
+    options.client ??
+    new RegistryClient({
+      plainHttp: options.plainHttp === true,
+      ...(options.credentials ? { credentials: options.credentials } : {}),
+      ...(options.hostsDir ? { hostsDir: options.hostsDir } : {}),
+    });
   const signal = options.signal;
   try {
     const resolved = await client.resolve(ref, { ...(platform ? { platform } : {}), ...(signal ? { signal } : {}) });

@@ -17,6 +17,8 @@ import { formatPlatform, hostPlatform, normalizePlatform, platformMatches, selec
 import { formatReference, type Reference } from '../oci/reference.js';
 import { Authorizer, readCapped, type CredentialsProvider } from './auth.js';
 import { registryEndpoint, type RegistryEndpoint } from './hosts.js';
+import { DEFAULT_DIAL_TIMEOUT_MS, hostsFor, loadHostsConfig, type RegistryHost } from './hostsconfig.js';
+import { readFileSync } from 'node:fs';
 
 /** Manifests and indexes larger than this are refused (containerd uses the same 4 MiB cap). */
 export const MANIFEST_SIZE_LIMIT = 4 * 1024 * 1024;
@@ -39,9 +41,28 @@ export interface RegistryClientOptions {
   readonly dispatcher?: Dispatcher;
   readonly connectionsPerHost?: number;
   readonly userAgent?: string;
+  /**
+   * A directory of containerd-style registry host configuration (`<dir>/<host>/hosts.toml`):
+   * mirrors tried in order before the registry, as containerd's `config_path`.
+   */
+  readonly hostsDir?: string;
+}
+
+/** One place a registry's content is asked for: the registry itself or a mirror. */
+interface Endpoint {
+  readonly origin: string;
+  /** Path before `<repository>/...`: `/v2`, or the host's own path with override_path. */
+  readonly prefix: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly dispatcher: Dispatcher;
+  /** The name the credentials provider is asked about. */
+  readonly credentialsFor: string;
+  readonly query: string;
 }
 
 export interface RequestOptions {
+  /** What the request is for: 'resolve' (a tag) may use only hosts with that capability. Default 'pull'. */
+  readonly op?: 'resolve' | 'pull';
   readonly method?: 'GET' | 'HEAD';
   readonly headers?: Record<string, string>;
   readonly signal?: AbortSignal | undefined;
@@ -80,6 +101,8 @@ export class RegistryClient {
   private readonly ownsDispatcher: boolean;
   private readonly auth: Authorizer;
   private readonly userAgent: string;
+  private readonly endpointCache = new Map<string, Promise<readonly Endpoint[]>>();
+  private readonly extraDispatchers: Dispatcher[] = [];
 
   constructor(private readonly options: RegistryClientOptions = {}) {
     this.userAgent = options.userAgent ?? USER_AGENT;
@@ -95,40 +118,121 @@ export class RegistryClient {
   }
 
   /**
-   * Sends a request to `/v2/<repository>/<path>` with authorization, following redirects. The
-   * Authorization header goes only to the registry's own origin, never to a redirect target on
-   * another origin (blob storage, CDNs). Returns the final response for any status the caller
-   * must interpret; its body must be consumed or destroyed.
+   * The places to ask for `op`, in order: mirrors from the hosts.toml of `hostsDir` (containerd's
+   * registry host configuration) that have the capability, then the registry itself (or the
+   * `server` the file names). Without a hosts directory, just the registry.
+   */
+  private async endpoints(ref: Reference, op: 'resolve' | 'pull'): Promise<readonly Endpoint[]> {
+    const key = `${ref.registry} ${op}`;
+    let found = this.endpointCache.get(key);
+    if (!found) {
+      found = this.loadEndpoints(ref, op);
+      this.endpointCache.set(key, found);
+      found.catch(() => this.endpointCache.delete(key));
+    }
+    return found;
+  }
+
+  private async loadEndpoints(ref: Reference, op: 'resolve' | 'pull'): Promise<readonly Endpoint[]> {
+    const own: Endpoint = { origin: this.endpoint(ref).origin, prefix: '/v2', headers: {}, dispatcher: this.dispatcher, credentialsFor: ref.registry, query: '' };
+    if (!this.options.hostsDir) return [own];
+    const hosts = await loadHostsConfig(this.options.hostsDir, ref.registry, { plainHttp: this.options.plainHttp === true });
+    if (!hosts) return [own];
+    const usable = hostsFor(hosts, op);
+    if (usable.length === 0) {
+      throw new FastpullError('INVALID_ARGUMENT', `${ref.registry}: the hosts configuration in ${this.options.hostsDir} offers no host that can ${op}`);
+    }
+    return usable.map((h) => this.hostEndpoint(ref, h));
+  }
+
+  private hostEndpoint(ref: Reference, h: RegistryHost): Endpoint {
+    const tls = h.ca.length > 0 || h.client.length > 0 || h.skipVerify || h.dialTimeoutMs !== DEFAULT_DIAL_TIMEOUT_MS;
+    let dispatcher = this.dispatcher;
+    if (tls) {
+      const cert = h.client[0];
+      dispatcher = new Agent({
+        connections: this.options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
+        keepAliveTimeout: 10_000,
+        connect: {
+          timeout: h.dialTimeoutMs,
+          rejectUnauthorized: !h.skipVerify,
+          ...(h.ca.length > 0 ? { ca: h.ca.map((f) => readFileSync(f)) } : {}),
+          ...(cert ? { cert: readFileSync(cert[0]), key: readFileSync(cert[1] ?? cert[0]) } : {}),
+        },
+      });
+      this.extraDispatchers.push(dispatcher);
+    }
+    const headers: Record<string, string> = {};
+    for (const [name, values] of Object.entries(h.headers)) headers[name.toLowerCase()] = values.join(', ');
+    return {
+      origin: h.url.origin,
+      prefix: h.url.pathname.replace(/\/+$/, ''),
+      headers,
+      dispatcher,
+      // A mirror is its own host: it gets the credentials stored for it, never the upstream's.
+      credentialsFor: h.isServer ? ref.registry : h.url.host,
+      // Mirrors serve several upstreams: they learn which one from ?ns=, as containerd sends it.
+      query: h.isServer ? '' : `?ns=${encodeURIComponent(ref.registry)}`,
+    };
+  }
+
+  /**
+   * Sends a request for `<repository>/<path>` (under `/v2/`) with authorization, following
+   * redirects, to each endpoint in turn until one answers with something other than a failure
+   * (transport error, 404, 5xx); the last endpoint's answer is returned whatever it is. The
+   * Authorization header goes only to the origin it was issued for, never to a redirect target on
+   * another origin (blob storage, CDNs). The response body must be consumed or destroyed.
    */
   async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<Dispatcher.ResponseData> {
-    const ep = this.endpoint(ref);
+    const endpoints = await this.endpoints(ref, options.op ?? 'pull');
+    for (let i = 0; ; i++) {
+      const ep = endpoints[i]!;
+      const last = i === endpoints.length - 1;
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await this.requestAt(ref, ep, path, options);
+      } catch (e) {
+        if (last || (isFastpullError(e) && e.code === 'ABORTED')) throw e;
+        continue;
+      }
+      if (!last && (res.statusCode === 404 || res.statusCode >= 500)) {
+        await discard(res);
+        continue;
+      }
+      return res;
+    }
+  }
+
+  private async requestAt(ref: Reference, ep: Endpoint, path: string, options: RequestOptions): Promise<Dispatcher.ResponseData> {
     const scope = `repository:${ref.repository}:pull`;
+    const url = new URL(`${ep.origin}${ep.prefix}/${ref.repository}/${path}${ep.query}`);
+    const sendOptions: RequestOptions = { ...options, headers: { ...ep.headers, ...options.headers } };
     let retriedAuth = false;
     for (;;) {
-      throwIfAborted(options.signal, `requesting ${path} from ${ref.registry}`);
-      const auth = await this.auth.header(ref.registry, ep.origin, scope);
-      const res = await this.send(ref, new URL(`${ep.origin}/v2/${ref.repository}/${path}`), ep.origin, auth, options);
+      throwIfAborted(options.signal, `requesting ${path} from ${url.host}`);
+      const auth = await this.auth.header(ep.credentialsFor, ep.origin, scope);
+      const res = await this.send(ref, url, ep, auth, sendOptions);
       if (res.statusCode === 401 && !retriedAuth) {
         const challenge = headerValue(res.headers['www-authenticate']);
         await discard(res);
         retriedAuth = true;
-        if (await this.auth.challenge(ref.registry, ep.origin, scope, challenge, options.signal ?? undefined)) continue;
-        throw new FastpullError('UNAUTHORIZED', `${ref.registry}: authentication required for ${ref.repository} and no usable credentials`, {
-          details: { status: 401, registry: ref.registry },
+        if (await this.auth.challenge(ep.credentialsFor, ep.origin, scope, challenge, options.signal ?? undefined)) continue;
+        throw new FastpullError('UNAUTHORIZED', `${url.host}: authentication required for ${ref.repository} and no usable credentials`, {
+          details: { status: 401, registry: ref.registry, host: url.host },
         });
       }
       return res;
     }
   }
 
-  private async send(ref: Reference, first: URL, registryOrigin: string, auth: string | undefined, options: RequestOptions): Promise<Dispatcher.ResponseData> {
+  private async send(ref: Reference, first: URL, ep: Endpoint, auth: string | undefined, options: RequestOptions): Promise<Dispatcher.ResponseData> {
     let url = first;
     for (let hop = 0; ; hop++) {
       const headers: Record<string, string> = { 'user-agent': this.userAgent, 'accept-encoding': 'identity', ...options.headers };
-      if (auth !== undefined && url.origin === registryOrigin) headers.authorization = auth;
+      if (auth !== undefined && url.origin === ep.origin) headers.authorization = auth;
       let res: Dispatcher.ResponseData;
       try {
-        res = await request(url, { method: options.method ?? 'GET', headers, dispatcher: this.dispatcher, signal: options.signal ?? null });
+        res = await request(url, { method: options.method ?? 'GET', headers, dispatcher: ep.dispatcher, signal: options.signal ?? null });
       } catch (e) {
         if (options.signal?.aborted) throw new FastpullError('ABORTED', `requesting ${url.pathname} from ${url.host}: aborted`, { cause: e });
         throw new FastpullError('NETWORK_ERROR', `requesting ${url.pathname} from ${url.host}: ${(e as Error).message}`, { cause: e, details: { host: url.host } });
@@ -174,7 +278,8 @@ export class RegistryClient {
   /** Fetches a manifest or index by tag or digest, verified and size-capped. */
   async fetchManifest(ref: Reference, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
     const what = `manifest ${ref.registry}/${ref.repository}:${reference}`.replace(/:(sha\d+:)/, '@$1');
-    const res = await this.requestWithRetry(ref, `manifests/${reference}`, { headers: { accept: MANIFEST_ACCEPT }, signal });
+    const byTag = !reference.includes(':');
+    const res = await this.requestWithRetry(ref, `manifests/${reference}`, { op: byTag ? 'resolve' : 'pull', headers: { accept: MANIFEST_ACCEPT }, signal });
     if (res.statusCode !== 200) throw await responseError(res, what);
     const length = Number(headerValue(res.headers['content-length']) ?? NaN);
     if (length > MANIFEST_SIZE_LIMIT) {
@@ -294,6 +399,7 @@ export class RegistryClient {
 
   /** Closes the client's connections (only those it owns). */
   async close(): Promise<void> {
+    await Promise.all(this.extraDispatchers.map((d) => d.close()));
     if (this.ownsDispatcher) await this.dispatcher.close();
   }
 }

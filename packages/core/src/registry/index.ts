@@ -11,3 +11,5 @@ export {
   type RequestOptions,
 } from './client.js';
 export { fetchBlob, DEFAULT_CHUNK_SIZE, DEFAULT_MAX_REQUESTS, type FetchOptions, type RandomAccessSink } from './fetch.js';
+export { dockerConfigCredentials, defaultConfigPath, type DockerConfigOptions } from './dockerconfig.js';
+export { loadHostsConfig, parseHostsConfig, hostsFor, type RegistryHost, type HostCapability, type HostsConfigOptions } from './hostsconfig.js';

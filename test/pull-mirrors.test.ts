@@ -1,0 +1,110 @@
+// Registry mirrors from containerd-style hosts.toml: tried in order, failures fall through to the
+// upstream, a mirror without `resolve` serves only content addressed by digest.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore, pull } from '@fastpull/core';
+import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { corruptBlobs, tempDir } from './helpers.js';
+
+const work = tempDir('mirrors');
+let image: BuiltImage;
+let upstream: LoopbackRegistry;
+let mirror: LoopbackRegistry;
+let n = 0;
+
+/** Writes `<dir>/<upstream host>/hosts.toml` and returns dir. */
+function hostsDir(toml: string): string {
+  const dir = join(work.dir, `hosts${n++}`);
+  mkdirSync(join(dir, upstream.host), { recursive: true });
+  writeFileSync(join(dir, upstream.host, 'hosts.toml'), toml);
+  return dir;
+}
+
+beforeAll(async () => {
+  image = await sampleImage(8, { layers: 3 });
+  upstream = await startLoopbackRegistry();
+  mirror = await startLoopbackRegistry();
+  upstream.addImage('m/app', '1', image);
+  mirror.addImage('m/app', '1', image);
+});
+afterAll(async () => {
+  await upstream.close();
+  await mirror.close();
+  work.cleanup();
+});
+
+const blobBytes = (r: LoopbackRegistry) => image.layers.reduce((s, l) => s + r.stats.blobBytesServed(l.digest), 0);
+
+describe('mirrors from hosts.toml', () => {
+  it('fetches from the mirror with its headers and ?ns=, leaving the upstream untouched', async () => {
+    upstream.stats.reset();
+    mirror.stats.reset();
+    const dir = hostsDir(`server = "${upstream.url}"\n\n[host."${mirror.url}"]\n  capabilities = ["pull", "resolve"]\n  [host."${mirror.url}".header]\n    X-Mirror-Test = "yes"\n`);
+    const root = join(work.dir, `root${n++}`);
+    await pull(`${upstream.host}/m/app:1`, { root, hostsDir: dir });
+    expect(upstream.stats.requests).toHaveLength(0);
+    expect(blobBytes(mirror)).toBe(image.layers.reduce((s, l) => s + l.size, 0));
+    expect(mirror.stats.requests.every((r) => r.path.includes(`?ns=${encodeURIComponent(upstream.host)}`))).toBe(true);
+    expect(corruptBlobs(root)).toEqual([]);
+  });
+
+  it('falls through to the upstream when the mirror fails or lacks the content', async () => {
+    upstream.stats.reset();
+    mirror.stats.reset();
+    mirror.faults.status = { path: /\/blobs\//, status: 503, times: 1000 };
+    try {
+      const dir = hostsDir(`server = "${upstream.url}"\n[host."${mirror.url}"]\n  capabilities = ["pull", "resolve"]\n`);
+      const root = join(work.dir, `root${n++}`);
+      const { image: rec } = await pull(`${upstream.host}/m/app:1`, { root, hostsDir: dir });
+      expect(rec.manifest.digest).toBe(image.manifestDigest);
+      expect(mirror.stats.requests.some((r) => r.path.includes('/manifests/'))).toBe(true);
+      expect(blobBytes(upstream)).toBe(image.layers.reduce((s, l) => s + l.size, 0));
+    } finally {
+      mirror.faults = {};
+    }
+    // A mirror that is not listening at all.
+    const dead = hostsDir(`server = "${upstream.url}"\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n  dial_timeout = "200ms"\n`);
+    await pull(`${upstream.host}/m/app:1`, { root: join(work.dir, `root${n++}`), hostsDir: dead });
+  });
+
+  it('asks a mirror without resolve only for content by digest', async () => {
+    upstream.stats.reset();
+    mirror.stats.reset();
+    const dir = hostsDir(`server = "${upstream.url}"\n[host."${mirror.url}"]\n  capabilities = ["pull"]\n`);
+    const root = join(work.dir, `root${n++}`);
+    await pull(`${upstream.host}/m/app:1`, { root, hostsDir: dir });
+    const tagRequests = (r: LoopbackRegistry) => r.stats.requests.filter((q) => q.path.includes('/manifests/1'));
+    expect(tagRequests(mirror)).toHaveLength(0);
+    expect(tagRequests(upstream).length).toBeGreaterThan(0);
+    expect(blobBytes(mirror)).toBe(image.layers.reduce((s, l) => s + l.size, 0));
+    expect(blobBytes(upstream)).toBe(0);
+    expect(await openStore(root).images.list()).toHaveLength(1);
+  });
+
+  it('gives a mirror only its own credentials', async () => {
+    const guarded = await startLoopbackRegistry({ auth: { type: 'basic', username: 'up', password: 'up-pass' } });
+    try {
+      guarded.addImage('m/app', '1', image);
+      mirror.stats.reset();
+      const dir = join(work.dir, `hosts${n++}`);
+      mkdirSync(join(dir, guarded.host), { recursive: true });
+      writeFileSync(join(dir, guarded.host, 'hosts.toml'), `server = "${guarded.url}"\n[host."${mirror.url}"]\n  capabilities = ["pull", "resolve"]\n`);
+      const asked: string[] = [];
+      await pull(`${guarded.host}/m/app:1`, {
+        root: join(work.dir, `root${n++}`),
+        hostsDir: dir,
+        credentials: (host) => {
+          asked.push(host);
+          return host === guarded.host ? { username: 'up', password: 'up-pass' } : undefined;
+        },
+      });
+      // The open mirror served everything; the upstream's password was never sent to it.
+      expect(mirror.stats.requests.length).toBeGreaterThan(0);
+      expect(mirror.stats.requests.every((r) => !r.authorization)).toBe(true);
+      expect(asked).not.toContain(guarded.host);
+    } finally {
+      await guarded.close();
+    }
+  });
+});
