@@ -315,7 +315,14 @@ async function fetchAndUnpack(
     active = await store.snapshots.prepare();
     let tu = 0;
     const unpacking = ctx.pool.run(
-      { blobPath, mediaType: layer.mediaType, dest: active.fs, follow: { watermark: watermark.buffer, size: layer.size }, ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}) },
+      {
+        blobPath,
+        mediaType: layer.mediaType,
+        dest: active.fs,
+        layer: layer.digest,
+        follow: { watermark: watermark.buffer, size: layer.size },
+        ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
+      },
       {
         signal,
         priority: layer.size,

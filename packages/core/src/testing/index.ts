@@ -21,6 +21,7 @@ export {
   type TarEntry,
 } from './builder.js';
 export { sampleImage, sampleLayerEntries, type SampleImageOptions } from './sample.js';
+export { OCI_REF_NAME_ANNOTATION, writeOciLayout, type OciLayoutEntry, type OciLayoutImage } from './layout.js';
 export { diffTrees, readTree, writeTree, type DiffTreesOptions, type SpecialEntry, type TreeEntry } from './tree.js';
 export {
   LOOPBACK_SERVICE,

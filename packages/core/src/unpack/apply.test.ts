@@ -6,7 +6,7 @@ import path from 'node:path';
 import { pack, type Header } from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
-import { applyLayer, cleanEntryPath } from './apply.js';
+import { applyLayer, cleanEntryPath, DEFAULT_APPLY_LIMITS } from './apply.js';
 import { nativeFs } from './native.js';
 
 type Entry = Partial<Header> & { name: string; body?: string | Buffer };
@@ -34,9 +34,10 @@ async function makeTar(entries: Entry[]): Promise<Buffer> {
 }
 
 /** A raw ustar header block, for tars tar-stream's packer cannot write (binary PAX values, odd names). */
-function rawHeader(name: string, typeflag: string, size: number, mode = 0o644): Buffer {
+function rawHeader(name: string | Buffer, typeflag: string, size: number, mode = 0o644): Buffer {
   const b = Buffer.alloc(512);
-  b.write(name, 0, 100, 'utf8');
+  if (Buffer.isBuffer(name)) name.copy(b, 0, 0, 100);
+  else b.write(name, 0, 100, 'utf8');
   b.write(`${mode.toString(8).padStart(7, '0')}\0`, 100);
   b.write('0000000\0', 108);
   b.write('0000000\0', 116);
@@ -77,6 +78,13 @@ async function code(p: Promise<unknown>): Promise<string> {
 }
 
 const isRoot = process.getuid?.() === 0;
+const hasGnuTar = ((): boolean => {
+  try {
+    return execFileSync('tar', ['--version'], { encoding: 'utf8' }).includes('GNU tar');
+  } catch {
+    return false;
+  }
+})();
 let sandbox: string;
 let dest: string;
 
@@ -331,12 +339,12 @@ describe('applyLayer: later entries replace earlier ones', () => {
 });
 
 describe('applyLayer: xattrs', () => {
-  it('sets SCHILY.xattr records byte for byte and drops trusted.* from the layer', async () => {
+  // Overlay's own xattrs (trusted.overlay.*, user.overlay.*) now fail the layer: see hostile.test.ts.
+  it('sets SCHILY.xattr records byte for byte and drops other trusted.* from the layer', async () => {
     const value = Buffer.from([0x01, 0x00, 0x80, 0xff, 0xc3, 0x28, 0x00, 0x02]); // not UTF-8
     const pax = Buffer.concat([
       paxRecord('SCHILY.xattr.user.bin', value),
-      paxRecord('SCHILY.xattr.trusted.overlay.opaque', Buffer.from('y')),
-      paxRecord('SCHILY.xattr.user.overlay.redirect', Buffer.from('/elsewhere')),
+      paxRecord('SCHILY.xattr.trusted.other', Buffer.from('y')),
       paxRecord('mtime', Buffer.from('1600000000.5')),
     ]);
     const body = Buffer.from('content');
@@ -353,10 +361,9 @@ describe('applyLayer: xattrs', () => {
     const f = path.join(dest, 'dir/f');
     expect(fs.readFileSync(f, 'utf8')).toBe('content');
     expect(addon.lgetxattr(f, 'user.bin')).toEqual(value);
-    expect(addon.lgetxattr(f, 'trusted.overlay.opaque')).toBeNull();
-    expect(addon.lgetxattr(f, 'user.overlay.redirect')).toBeNull();
+    expect(addon.lgetxattr(f, 'trusted.other')).toBeNull();
     expect(fs.statSync(f).mtimeMs).toBe(1_600_000_000_500);
-    expect(stats.warnings.join('\n')).toMatch(/trusted\.overlay\.opaque/);
+    expect(stats.warnings.join('\n')).toMatch(/trusted\.other/);
   });
 });
 
@@ -458,5 +465,235 @@ describe('applyLayer: abort and errors', () => {
     } finally {
       execFileSync('umount', [small]);
     }
+  });
+});
+
+describe('applyLayer: sparse files', () => {
+  /** A 2 MiB file of a few data runs (some mid-block, one at the very start) with holes between and after. */
+  function makeSparse(file: string): Buffer {
+    const size = 2 * 1024 * 1024;
+    const expected = Buffer.alloc(size);
+    const runs: Array<[number, string]> = [
+      [0, 'head'],
+      [200_000, 'a'.repeat(5000)],
+      [400_123, 'b'],
+      [600_000, 'c'],
+      [800_000, 'd'],
+      [1_000_000, 'e'],
+      [1_500_000, 'f'.repeat(9000)],
+    ];
+    const fd = fs.openSync(file, 'w');
+    for (const [at, text] of runs) {
+      fs.writeSync(fd, text, at);
+      expected.write(text, at);
+    }
+    fs.ftruncateSync(fd, size);
+    fs.closeSync(fd);
+    return expected;
+  }
+
+  const formats: Array<[string, string[]]> = [
+    ['old GNU (S, with extension blocks)', ['--format=gnu']],
+    ['PAX 1.0', ['--format=pax', '--sparse-version=1.0']],
+    ['PAX 0.1', ['--format=pax', '--sparse-version=0.1']],
+    ['PAX 0.0', ['--format=pax', '--sparse-version=0.0']],
+  ];
+  it.skipIf(!hasGnuTar).each(formats)('writes a %s sparse file from GNU tar sparse, with the same bytes', async (_, flags) => {
+    const src = path.join(sandbox, 'src');
+    fs.mkdirSync(src);
+    const expected = makeSparse(path.join(src, 'sparse'));
+    fs.writeFileSync(path.join(src, 'after'), 'next entry');
+    // An all-hole file: a map with no data at all.
+    fs.closeSync(fs.openSync(path.join(src, 'empty-hole'), 'w'));
+    fs.truncateSync(path.join(src, 'empty-hole'), 1024 * 1024);
+    const tar = execFileSync('tar', ['--sparse', ...flags, '-cf', '-', '-C', src, 'sparse', 'empty-hole', 'after'], { maxBuffer: 64 * 1024 * 1024 });
+    expect(tar.length).toBeLessThan(200 * 1024); // the tar itself holds only the data
+
+    const stats = await applyLayer(chunksOf(tar, 4096), dest);
+    expect(fs.readdirSync(dest).sort()).toEqual(['after', 'empty-hole', 'sparse']);
+    const out = path.join(dest, 'sparse');
+    expect(fs.readFileSync(out).equals(expected)).toBe(true);
+    const st = fs.statSync(out);
+    expect(st.size).toBe(expected.length);
+    expect(st.blocks * 512).toBeLessThan(expected.length / 4); // holes were skipped, not written as zeros
+    expect(fs.statSync(path.join(dest, 'empty-hole')).size).toBe(1024 * 1024);
+    expect(fs.readFileSync(path.join(dest, 'after'), 'utf8')).toBe('next entry');
+    expect(stats.files).toBe(3);
+  });
+
+  it('refuses a sparse map whose data does not match what the entry stores', async () => {
+    const pax = Buffer.concat([paxRecord('GNU.sparse.size', Buffer.from('100')), paxRecord('GNU.sparse.numblocks', Buffer.from('1')), paxRecord('GNU.sparse.map', Buffer.from('10,5'))]);
+    const tar = Buffer.concat([rawHeader('PaxHeaders/s', 'x', pax.length), padded(pax), rawHeader('s', '0', 3), padded(Buffer.from('abc')), Buffer.alloc(1024)]);
+    expect(await code(applyLayer(chunksOf(tar), dest))).toBe('INVALID_LAYER');
+  });
+});
+
+describe('applyLayer: parity with GNU tar', () => {
+  it.skipIf(!hasGnuTar).each([['gnu'], ['pax'], ['ustar']])('extracts a --format=%s tree as GNU tar made it', async (format) => {
+    const src = path.join(sandbox, 'src');
+    const long = `${'long-directory-name-'.repeat(4)}/${'x'.repeat(120)}`;
+    fs.mkdirSync(path.join(src, path.dirname(long)), { recursive: true });
+    fs.writeFileSync(path.join(src, long), 'deep');
+    fs.writeFileSync(path.join(src, 'exec'), '#!/bin/sh\n');
+    fs.chmodSync(path.join(src, 'exec'), 0o751);
+    fs.symlinkSync(format === 'ustar' ? 'exec' : `../${'t'.repeat(150)}`, path.join(src, 'link'));
+    fs.linkSync(path.join(src, 'exec'), path.join(src, 'hard'));
+    fs.utimesSync(path.join(src, 'exec'), 1_500_000_000, 1_500_000_000);
+    const names = format === 'ustar' ? ['exec', 'link', 'hard'] : ['exec', 'link', 'hard', long];
+    const tar = execFileSync('tar', [`--format=${format}`, '-cf', '-', '-C', src, ...names]);
+    await applyLayer(chunksOf(tar, 1000), dest);
+    for (const n of names) {
+      const a = fs.lstatSync(path.join(src, n));
+      const b = fs.lstatSync(path.join(dest, n));
+      expect([n, b.mode & 0o170777, b.size]).toEqual([n, a.mode & 0o170777, a.size]);
+      // PAX keeps sub-second times (to what a double holds); the others whole seconds.
+      if (format === 'pax') expect(Math.abs(b.mtimeMs - a.mtimeMs)).toBeLessThan(0.01);
+      else expect(b.mtimeMs).toBe(Math.trunc(a.mtimeMs / 1000) * 1000);
+    }
+    expect(fs.readlinkSync(path.join(dest, 'link'))).toBe(fs.readlinkSync(path.join(src, 'link')));
+    expect(fs.statSync(path.join(dest, 'hard')).ino).toBe(fs.statSync(path.join(dest, 'exec')).ino);
+  });
+});
+
+describe('applyLayer: tar dialects', () => {
+  it('reads a pre-POSIX (v7) tar, whose directories are marked by a trailing slash', async () => {
+    const v7 = (name: string, flag: string, size: number): Buffer => {
+      const b = rawHeader(name, flag, size);
+      b.fill(0, 257, 265); // no magic
+      b.fill(0x20, 148, 156);
+      let sum = 0;
+      for (const byte of b) sum += byte;
+      b.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
+      return b;
+    };
+    const tar = Buffer.concat([v7('d/', '\0', 0), v7('d/f', '\0', 2), padded(Buffer.from('hi')), Buffer.alloc(1024)]);
+    await applyLayer(chunksOf(tar), dest);
+    expect(fs.statSync(path.join(dest, 'd')).isDirectory()).toBe(true);
+    expect(fs.readFileSync(path.join(dest, 'd/f'), 'utf8')).toBe('hi');
+  });
+
+  it('takes sizes from PAX records and base-256 fields, and treats contiguous files as files', async () => {
+    const pax = paxRecord('size', Buffer.from('5'));
+    const b256 = rawHeader('b256', '0', 0);
+    b256.fill(0, 124, 136);
+    b256[124] = 0x80;
+    b256[135] = 3;
+    b256.fill(0x20, 148, 156);
+    let sum = 0;
+    for (const byte of b256) sum += byte;
+    b256.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
+    const tar = Buffer.concat([
+      rawHeader('PaxHeaders/p', 'x', pax.length),
+      padded(pax),
+      rawHeader('p', '0', 0),
+      padded(Buffer.from('fives')),
+      b256,
+      padded(Buffer.from('abc')),
+      rawHeader('contig', '7', 2),
+      padded(Buffer.from('ok')),
+      Buffer.alloc(1024),
+    ]);
+    await applyLayer(chunksOf(tar, 100), dest);
+    expect(['p', 'b256', 'contig'].map((n) => fs.readFileSync(path.join(dest, n), 'utf8'))).toEqual(['fives', 'abc', 'ok']);
+  });
+
+  it('refuses entry types it cannot extract instead of dropping them', async () => {
+    for (const flag of ['V', 'M', 'N', 'Z']) {
+      const tar = Buffer.concat([rawHeader('x', flag, 0), Buffer.alloc(1024)]);
+      await expect(applyLayer(chunksOf(tar), dest)).rejects.toMatchObject({ code: 'INVALID_LAYER', details: { typeflag: flag } });
+    }
+  });
+});
+
+describe('applyLayer: names that are not UTF-8', () => {
+  const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
+
+  it.skipIf(!isRoot)('makes whiteouts, devices, xattrs and opaque markers under such names', async () => {
+    const dirName = latin1('r\xe9p/'); // "rép" in Latin-1: not UTF-8
+    const xattr = paxRecord('SCHILY.xattr.user.tag', Buffer.from('v'));
+    const tar = Buffer.concat([
+      rawHeader(dirName, '5', 0, 0o755),
+      rawHeader(latin1('r\xe9p/.wh.gon\xe9'), '0', 0),
+      rawHeader(latin1('r\xe9p/null\xff'), '3', 0, 0o666),
+      rawHeader('PaxHeaders/x', 'x', xattr.length),
+      padded(xattr),
+      rawHeader(latin1('r\xe9p/f\xe9'), '0', 1),
+      padded(Buffer.from('x')),
+      rawHeader('PaxHeaders/y', 'x', xattr.length),
+      padded(xattr),
+      rawHeader(latin1('r\xe9p/sub\xe9/'), '5', 0, 0o700),
+      rawHeader('PaxHeaders/z', 'x', xattr.length),
+      padded(xattr),
+      rawHeader(latin1('r\xe9p/utf8-\xc3\xa9'), '0', 0), // a UTF-8 name in a directory whose name is not
+      rawHeader(latin1('r\xe9p/.wh..wh..opq'), '0', 0),
+      Buffer.alloc(1024),
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    const at = (rel: string): Buffer => Buffer.concat([Buffer.from(`${dest}/`), latin1(rel)]);
+    const names = fs.readdirSync(at('r\xe9p'), { encoding: 'buffer' }).map((b) => b.toString('latin1')).sort();
+    expect(names).toEqual(['f\xe9', 'gon\xe9', 'null\xff', 'sub\xe9', 'utf8-\xc3\xa9']); // no temporary names left
+    expect(fs.lstatSync(at('r\xe9p/gon\xe9')).rdev).toBe(0);
+    expect(fs.lstatSync(at('r\xe9p/gon\xe9')).isCharacterDevice()).toBe(true);
+    expect(fs.lstatSync(at('r\xe9p/null\xff')).isCharacterDevice()).toBe(true);
+    expect(fs.lstatSync(at('r\xe9p/sub\xe9')).mode & 0o7777).toBe(0o700);
+    // The addon takes UTF-8 strings only, so reach them by descriptor to check.
+    const fd = fs.openSync(at('r\xe9p'), 'r');
+    try {
+      fs.renameSync(at('r\xe9p/f\xe9'), at('r\xe9p/plain'));
+      fs.renameSync(at('r\xe9p/sub\xe9'), at('r\xe9p/subdir'));
+      expect(nativeFs().lgetxattr(`/proc/self/fd/${fd}/plain`, 'user.tag')?.toString()).toBe('v');
+      expect(nativeFs().lgetxattr(`/proc/self/fd/${fd}/subdir`, 'user.tag')?.toString()).toBe('v');
+      expect(nativeFs().lgetxattr(`/proc/self/fd/${fd}/utf8-\u00e9`, 'user.tag')?.toString()).toBe('v');
+      expect(nativeFs().lgetxattr(`/proc/self/fd/${fd}/.`, 'trusted.overlay.opaque')?.toString()).toBe('y');
+    } finally {
+      fs.closeSync(fd);
+    }
+    expect(stats.whiteouts).toBe(2);
+  });
+});
+
+describe('applyLayer: owners, limits and failure', () => {
+  it.skipIf(!isRoot)('gives a whiteout the owner its entry names', async () => {
+    const tar = await makeTar([{ name: 'd/.wh.gone', uid: 1234, gid: 5678 }]);
+    await applyLayer(chunksOf(tar), dest);
+    const st = fs.lstatSync(path.join(dest, 'd/gone'));
+    expect(st.isCharacterDevice()).toBe(true);
+    expect([st.uid, st.gid]).toEqual([1234, 5678]);
+  });
+
+  it('has documented defaults and takes overrides, refusing nonsense', async () => {
+    expect(DEFAULT_APPLY_LIMITS).toEqual({
+      maxPathBytes: 4096,
+      maxPathDepth: 256,
+      maxSymlinkBytes: 4096,
+      maxEntries: 5_000_000,
+      maxTotalBytes: 2 ** 40,
+      maxPaxHeaderBytes: 2 ** 20,
+    });
+    const tar = await makeTar([{ name: 'a/b/c', body: 'x' }]);
+    await expect(applyLayer(chunksOf(tar), dest, { limits: { maxPathDepth: 2 } })).rejects.toMatchObject({
+      code: 'HOSTILE_LAYER',
+      details: { limit: 'maxPathDepth', max: 2, entry: 'a/b/c' },
+    });
+    for (const bad of [0, -1, 1.5, Number.NaN]) {
+      expect(await code(applyLayer(chunksOf(tar), dest, { limits: { maxEntries: bad } }))).toBe('INVALID_ARGUMENT');
+    }
+  });
+
+  it('empties the snapshot when a layer fails part way', async () => {
+    const tar = await makeTar([
+      { name: 'a/b/c', body: 'x' },
+      { name: 'd/', type: 'directory', mode: 0o555 },
+      { name: 'd/e', body: 'y' },
+      { name: 'link', type: 'symlink', linkname: '/' },
+      { name: 'link/evil', body: 'z' },
+    ]);
+    expect(await code(applyLayer(chunksOf(tar), dest))).toBe('HOSTILE_LAYER');
+    expect(fs.readdirSync(dest)).toEqual([]);
+  });
+
+  it('names the layer when told it', async () => {
+    const tar = await makeTar([{ name: '../evil', body: 'x' }]);
+    await expect(applyLayer(chunksOf(tar), dest, { layer: 'sha256:1234' })).rejects.toThrow(/^applying layer sha256:1234 to /);
   });
 });

@@ -1,10 +1,10 @@
 // Applies one layer's tar stream to an empty directory, in the overlayfs lower-dir form of containerd's overlay snapshotter.
+import { isUtf8 } from 'node:buffer';
 import fs from 'node:fs';
 import path from 'node:path';
-import { extract as tarExtract, type Header } from 'tar-stream';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import { nativeFs } from './native.js';
-import { padToBlock, TarTail } from './tartail.js';
+import { TarReader, type TarEntry } from './tarreader.js';
 
 /** Options of {@link applyLayer}. */
 export interface ApplyOptions {
@@ -12,7 +12,50 @@ export interface ApplyOptions {
   signal?: AbortSignal;
   /** Give files the owners the layer names (lchown). Default: when running as root. */
   sameOwner?: boolean;
+  /** Names the layer in messages (its diffID or blob digest, say). Default: the destination alone. */
+  layer?: string;
+  /** Bounds on what one layer may hold; each one left out takes its {@link DEFAULT_APPLY_LIMITS} value. */
+  limits?: Partial<ApplyLimits>;
 }
+
+/**
+ * Bounds on one layer, so that a crafted tar cannot exhaust memory, disk or time before it is
+ * caught. Going over a size limit fails with INVALID_LAYER, over any other with HOSTILE_LAYER;
+ * either error names the limit.
+ */
+export interface ApplyLimits {
+  /** Most bytes in an entry's name or a hardlink's target, as the tar holds it. */
+  maxPathBytes: number;
+  /** Most components in a path once cleaned. */
+  maxPathDepth: number;
+  /** Most bytes in a symlink's target. */
+  maxSymlinkBytes: number;
+  /** Most entries in the layer (PAX and long-name headers count with the entry they describe). */
+  maxEntries: number;
+  /**
+   * Most bytes in the uncompressed tar, and most bytes in all the files it makes, a sparse file
+   * counted at its full size.
+   */
+  maxTotalBytes: number;
+  /** Most bytes in one PAX header, GNU long name or sparse map. */
+  maxPaxHeaderBytes: number;
+}
+
+/** The limits {@link applyLayer} uses unless told otherwise. */
+export const DEFAULT_APPLY_LIMITS: Readonly<ApplyLimits> = Object.freeze({
+  // PATH_MAX on Linux: no longer path can be opened from the root in one call anyway.
+  maxPathBytes: 4096,
+  // Real images nest a few dozen deep; 256 leaves room and keeps per-entry walks short.
+  maxPathDepth: 256,
+  // PATH_MAX again: the kernel refuses longer symlink targets (ENAMETOOLONG).
+  maxSymlinkBytes: 4096,
+  // The largest real layers hold about a million entries; every entry costs memory until the end.
+  maxEntries: 5_000_000,
+  // 1 TiB: far above any real layer, low enough that a forged size cannot promise exabytes.
+  maxTotalBytes: 2 ** 40,
+  // Go's archive/tar caps these at 1 MiB too: a layer made by Go tooling never has more.
+  maxPaxHeaderBytes: 2 ** 20,
+});
 
 /** What {@link applyLayer} did. */
 export interface ApplyStats {
@@ -20,11 +63,11 @@ export interface ApplyStats {
   entries: number;
   /** Regular files written (hardlinks not counted). */
   files: number;
-  /** Bytes of regular file content written. */
+  /** Bytes of regular file content written (a sparse file's data, not its holes). */
   bytes: number;
   /** Whiteouts converted to overlay form: `.wh.NAME` files and `.wh..wh..opq` opaque markers. */
   whiteouts: number;
-  /** Entries not extracted: the root entry, aufs metadata, unknown types, device nodes without privilege. */
+  /** Entries not extracted: the root entry, aufs metadata, device nodes and whiteouts without privilege. */
   skipped: number;
   /** What was skipped or dropped and why, for the first {@link MAX_WARNINGS} cases. */
   warnings: string[];
@@ -38,181 +81,114 @@ const WHITEOUT_META_PREFIX = '.wh..wh.';
 const WHITEOUT_OPAQUE = '.wh..wh..opq';
 const OVERLAY_OPAQUE_XATTR = 'trusted.overlay.opaque';
 const XATTR_PAX_PREFIX = 'SCHILY.xattr.';
-const { S_IFCHR, S_IFBLK, S_IFIFO } = fs.constants;
+const { S_IFCHR, S_IFBLK, S_IFIFO, O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
+/** Linux dev_t as the kernel takes it from mknod: 12 bits of major, 20 of minor. Larger numbers would be truncated into other devices. */
+const MAX_DEV_MAJOR = 0xfff;
+const MAX_DEV_MINOR = 0xfffff;
+/** (uid_t)-1 tells chown "leave it": an owner the layer names must never mean that. */
+const MAX_ID = 0xffff_fffe;
+/** Times past this (about year 5138) are no real file's and overflow some time_t conversions. */
+const MAX_ABS_TIME = 1e11;
 
-/** What this layer created at a path. Only this apply writes the directory, so the map is the truth. */
+/** What this layer made at a path. Only this apply writes the directory, so the tree is the truth. */
 type Kind = 'dir' | 'file' | 'symlink' | 'special' | 'whiteout';
 
-/** A tar-stream header as it is at run time: its declarations omit byteOffset, type null and the pax shape. */
-interface TarHeader extends Omit<Header, 'type' | 'pax'> {
-  /** null for a type flag tar-stream does not know (GNU sparse, ...). */
-  type: Header['type'] | null;
-  pax?: Record<string, string> | null;
-  /** Offset in the tar of this entry's data (just past its header). */
-  byteOffset?: number;
-}
-
-/** The entry body stream tar-stream hands out (a streamx Readable of Buffers). */
-type EntryStream = AsyncIterable<unknown>;
-
-interface DirMeta {
-  mode: number;
-  atime: number;
-  mtime: number;
+/** A path this layer made. Directories hold their children by name (raw bytes as latin1). */
+interface Node {
+  kind: Kind;
+  children?: Map<string, Node>;
+  /** The mode and times finish() gives a directory; no times for a parent the layer never named. */
+  meta?: { mode: number; atime?: number; mtime?: number };
 }
 
 /**
  * Extracts one layer's uncompressed tar into `dest`, an existing empty directory (the layer's active
  * snapshot), laid out as an overlayfs lower directory:
- * - `DIR/.wh.NAME` becomes a character device 0:0 at `DIR/NAME` (an overlay whiteout);
- *   `DIR/.wh..wh..opq` sets `trusted.overlay.opaque=y` on DIR; other `.wh..wh.*` names are dropped.
- * - Nothing is created outside `dest`: a `..` component or NUL in a name, or a parent that is a
- *   symlink or a file, fails with HOSTILE_LAYER; a hardlink must point at a non-directory this layer
- *   already created (INVALID_LAYER otherwise). Missing parents are created 0755.
- * - A later entry for a path replaces the earlier one; a directory over a directory keeps its contents.
- * - Owners (when `sameOwner`), modes incl. setuid, mtimes and `SCHILY.xattr.*` records are applied;
- *   `trusted.*` and `user.overlay.*` xattrs from the layer are dropped (a layer must not forge overlay
- *   metadata). Directory modes and mtimes are applied last, deepest first.
+ * - `DIR/.wh.NAME` becomes a character device 0:0 at `DIR/NAME` (an overlay whiteout) owned as the
+ *   entry says; `DIR/.wh..wh..opq` sets `trusted.overlay.opaque=y` on DIR; other `.wh..wh.*` names
+ *   are dropped.
+ * - Paths resolve inside `dest` as if it were `/`, and nothing is created, written or has its
+ *   metadata changed through a symlink: a `..` component or NUL in a name, a parent that is a
+ *   symlink or a file (whatever earlier entries made it), a whiteout of `.` or `..`, a hardlink
+ *   through a symlink, device numbers the kernel would truncate, owner ids meaning "unchanged", and
+ *   overlay xattrs (`trusted.overlay.*`, `user.overlay.*`) fail with HOSTILE_LAYER. A hardlink must
+ *   point at a non-directory this layer already made (INVALID_LAYER otherwise). Missing parents
+ *   are made 0755. Names are bytes: ones that are not UTF-8 are kept exactly.
+ * - A later entry for a path replaces the earlier one, whatever the types; a directory over a
+ *   directory keeps its contents.
+ * - Owners (when `sameOwner`), modes incl. setuid, mtimes and `SCHILY.xattr.*` records are applied
+ *   without following symlinks; other `trusted.*` xattrs are dropped with a warning. Directory modes
+ *   and mtimes are applied last, deepest first. Sparse files are written sparse.
+ * - Entry types other than files, directories, links, devices and fifos fail with INVALID_LAYER.
+ * - {@link ApplyOptions.limits} bound the layer.
  * - The tar is read to its last byte even past the end-of-archive marker (the caller hashes it);
  *   entries after the marker are ignored, as Go's archive/tar does.
+ * - On any failure `dest` is emptied again before the error is thrown.
  *
- * Errors: HOSTILE_LAYER, INVALID_LAYER (corrupt tar), NO_SPACE, ABORTED, INTERNAL (other filesystem
- * errors); errors of `tar` itself are rethrown unchanged.
+ * Errors: HOSTILE_LAYER, INVALID_LAYER (corrupt tar, unsupported entry), INVALID_ARGUMENT (bad dest
+ * or limits), NO_SPACE, ABORTED, INTERNAL (other filesystem errors); errors of `tar` itself are
+ * rethrown unchanged. Messages name the layer and the entry; `details` hold `entry` and `offset`.
  */
 export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, options: ApplyOptions = {}): Promise<ApplyStats> {
   const { signal } = options;
   const sameOwner = options.sameOwner ?? process.getuid?.() === 0;
   const root = path.resolve(dest);
-  const what = `applying layer to ${root}`;
+  const what = options.layer === undefined ? `applying layer to ${root}` : `applying layer ${options.layer} to ${root}`;
   throwIfAborted(signal, what);
+  const limits = resolveLimits(options.limits, what);
   checkDest(root, what);
-
-  const writer = new LayerWriter(root, sameOwner, signal, what);
-  // allowUnknownFormat: old v7 tars have no ustar magic, and Go's reader takes them.
-  const extract = tarExtract({ allowUnknownFormat: true } as Parameters<typeof tarExtract>[0]);
-  let tail: TarTail | undefined = new TarTail();
-
-  let state: 'running' | 'ended' | 'failed' = 'running';
-  let busy = false; // an entry is being written; tar-stream waits for next()
-  let pendingError: Error | undefined; // a parser error raised while an entry was being written
-  let wake: (() => void) | undefined;
-  const poke = (): void => {
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-  let settle: { resolve: () => void; reject: (e: unknown) => void } | undefined;
-  const parsed = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
-  parsed.catch(() => undefined); // observed below; never unhandled
-
-  const fail = (e: unknown): void => {
-    if (state !== 'running') return;
-    state = 'failed';
-    extract.destroy(null);
-    settle?.reject(e);
-    poke();
-  };
-  const end = (): void => {
-    if (state !== 'running') return;
-    state = 'ended';
-    extract.destroy(null);
-    settle?.resolve();
-    poke();
-  };
-  const parseError = (e: Error): void => {
-    // Bytes after the end-of-archive marker are not a tar: Go's reader never looks at them.
-    if (tail?.atEnd() === true) end();
-    else fail(new FastpullError('INVALID_LAYER', `${what}: corrupt tar: ${e.message}`, { cause: e }));
-  };
-
-  extract.on('entry', (h: Header, stream: EntryStream, next: () => void) => {
-    if (state !== 'running') return;
-    const header = h as unknown as TarHeader;
-    let rawPax: Map<string, Buffer> | undefined;
-    if (tail !== undefined) {
-      if (tail.atEnd() === true) return end(); // an entry after the end marker
-      const offset = header.byteOffset;
-      if (typeof offset !== 'number') {
-        tail = undefined; // this tar-stream does not say where entries lie: parse as it does
-      } else {
-        if (header.pax && hasXattrRecords(header.pax)) rawPax = tail.paxRecords(offset - 512);
-        // tar-stream never reads a directory's data, so for it the next header follows at once.
-        tail.advance(header.type === 'directory' ? offset : offset + padToBlock(header.size ?? 0));
-      }
-    }
-    busy = true;
-    writer.entry(header, stream, rawPax).then(
-      () => {
-        busy = false;
-        if (state !== 'running') return;
-        if (pendingError !== undefined) return parseError(pendingError);
-        if (tail?.atEnd() === true) return end();
-        next();
-      },
-      (e: unknown) => {
-        busy = false;
-        fail(e);
-      },
-    );
-  });
-  extract.on('error', (e: Error) => {
-    if (state !== 'running') return;
-    if (busy) pendingError ??= e; // the entry being written fails or finishes first
-    else parseError(e);
-  });
-  extract.on('finish', end);
-  extract.on('drain', poke);
 
   let onAbort = (): void => undefined;
   const aborted = new Promise<never>((_, reject) => {
-    onAbort = (): void => {
-      const e = abortError(signal, what);
-      fail(e);
-      state = 'failed'; // also while draining after the end: the feeder stops at its next chunk
-      reject(e);
-    };
+    onAbort = (): void => reject(abortError(signal, what));
   });
   aborted.catch(() => undefined);
   signal?.addEventListener('abort', onAbort, { once: true });
 
-  const feed = async (): Promise<void> => {
-    let offset = 0;
-    for await (const data of tar) {
-      if (state === 'failed') return; // leaving the loop destroys a Readable source
-      const chunk = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-      const at = offset;
-      offset += chunk.length;
-      if (state === 'ended') continue; // drain: every byte must reach the caller's hash
-      tail?.push(chunk);
-      let body = chunk;
-      if (tail?.atEnd() === true) {
-        // Feed only what lies before the end marker (the rest of the current entry, if any).
-        body = chunk.subarray(0, Math.max(0, tail.position - at));
-        if (body.length === 0) {
-          if (!busy) end();
-          continue;
-        }
-      }
-      if (!extract.write(body)) await new Promise<void>((resolve) => (wake = resolve));
-    }
-    if (state === 'running') extract.end(null);
-  };
-  const feeding = feed();
-  feeding.catch((e: unknown) => fail(e));
-
+  const source = tar[Symbol.asyncIterator]();
+  const reader = new TarReader(source, {
+    what,
+    maxHeaderBytes: limits.maxPaxHeaderBytes,
+    maxTarBytes: limits.maxTotalBytes,
+    race: (p) => Promise.race([p, aborted]),
+  });
+  const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader);
+  let ok = false;
   try {
-    await Promise.race([parsed, aborted]);
-    await Promise.race([feeding, aborted]); // the rest of the stream, past the end of the tar
+    for (let entry = await reader.next(); entry !== null; entry = await reader.next()) {
+      throwIfAborted(signal, what);
+      await writer.entry(entry);
+    }
+    await reader.drain(); // the rest of the stream, past the end of the tar
     throwIfAborted(signal, what);
     writer.finish();
+    ok = true;
     return writer.stats;
   } catch (e) {
-    if (signal?.aborted && !isFastpullError(e)) throw abortError(signal, what);
+    if (signal?.aborted && !isFastpullError(e) && e !== reader.sourceError) throw abortError(signal, what);
     throw e;
   } finally {
     signal?.removeEventListener('abort', onAbort);
-    if (state === 'running') extract.destroy(null);
+    if (!ok) {
+      // Let go of the source (a stream is destroyed), without waiting, for it may be stuck, and only
+      // after our error has reached the caller: a pipeline reports the first error it sees.
+      setImmediate(() => void Promise.resolve().then(() => source.return?.()).catch(() => undefined));
+      emptyDir(root);
+    }
   }
+}
+
+function resolveLimits(given: Partial<ApplyLimits> | undefined, what: string): ApplyLimits {
+  const limits: ApplyLimits = { ...DEFAULT_APPLY_LIMITS };
+  for (const key of Object.keys(DEFAULT_APPLY_LIMITS) as Array<keyof ApplyLimits>) {
+    const value = given?.[key];
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new FastpullError('INVALID_ARGUMENT', `${what}: limits.${key} must be a positive integer, got ${String(value)}`);
+    }
+    limits[key] = value;
+  }
+  return limits;
 }
 
 function checkDest(root: string, what: string): void {
@@ -226,14 +202,28 @@ function checkDest(root: string, what: string): void {
   if (fs.readdirSync(root).length > 0) throw new FastpullError('INVALID_ARGUMENT', `${what}: the destination is not empty`);
 }
 
-function hasXattrRecords(pax: Record<string, string>): boolean {
-  for (const key in pax) if (key.startsWith(XATTR_PAX_PREFIX)) return true;
-  return false;
+/** Removes what a failed apply left (best effort: the error that got us here matters more). */
+function emptyDir(root: string): void {
+  let names: Buffer[];
+  try {
+    names = fs.readdirSync(root, { encoding: 'buffer' });
+  } catch {
+    return;
+  }
+  const prefix = Buffer.from(`${root}/`);
+  for (const name of names) {
+    try {
+      fs.rmSync(Buffer.concat([prefix, name]), { recursive: true, force: true }); // never follows symlinks
+    } catch {
+      // leave it to the caller's cleanup
+    }
+  }
 }
 
 /**
  * A tar path as a clean relative path: leading `/` and `./` stripped, `.` and empty components
- * dropped. '' is the root. A `..` component or a NUL is hostile.
+ * dropped. '' is the root. A `..` component or a NUL is hostile. Names are taken as they come
+ * (for a layer's entries: raw bytes, one char per byte).
  */
 export function cleanEntryPath(name: string, what: string): string {
   if (name.includes('\0')) throw new FastpullError('HOSTILE_LAYER', `${what}: NUL in path ${JSON.stringify(name)}`);
@@ -246,10 +236,16 @@ export function cleanEntryPath(name: string, what: string): string {
   return parts.join('/');
 }
 
-function paxNumber(value: string | undefined): number | undefined {
-  if (value === undefined || value === '') return undefined;
-  const n = Number(value);
-  return Number.isFinite(n) ? n : undefined;
+const ASCII = /^[\x00-\x7f]*$/;
+
+/** A raw name (latin1 chars) for people: decoded as UTF-8. */
+function display(raw: string): string {
+  return ASCII.test(raw) ? raw : Buffer.from(raw, 'latin1').toString('utf8');
+}
+
+/** A raw path for node:fs: the string itself when ASCII (the common case), else its bytes. */
+function fsPath(raw: string): string | Buffer {
+  return ASCII.test(raw) ? raw : Buffer.from(raw, 'latin1');
 }
 
 function errnoOf(e: unknown): string | undefined {
@@ -257,69 +253,87 @@ function errnoOf(e: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-/** Writes entries into the directory; holds what this layer created there. */
+/** Writes entries into the directory; holds the tree of what this layer made there. */
 class LayerWriter {
   readonly stats: ApplyStats = { entries: 0, files: 0, bytes: 0, whiteouts: 0, skipped: 0, warnings: [] };
-  private readonly created = new Map<string, Kind>();
-  private readonly dirMeta = new Map<string, DirMeta>();
+  private readonly tree: Node = { kind: 'dir', children: new Map() };
   private readonly isRoot = process.getuid?.() === 0;
+  /** The root as raw bytes (latin1 chars), to join with raw entry paths. */
+  private readonly rawRoot: string;
+  /** Bytes of all files made so far, sparse ones at full size. */
+  private fileBytes = 0;
+  private tmpCounter = 0;
   /** Names the entry being written, for messages. */
   private label = '';
+  private entryDetails: Record<string, unknown> = {};
 
   constructor(
     private readonly root: string,
     private readonly sameOwner: boolean,
+    private readonly limits: ApplyLimits,
     private readonly signal: AbortSignal | undefined,
     private readonly what: string,
-  ) {}
+    private readonly reader: TarReader,
+  ) {
+    this.rawRoot = Buffer.from(root, 'utf8').toString('latin1');
+  }
 
-  async entry(h: TarHeader, stream: EntryStream, rawPax: Map<string, Buffer> | undefined): Promise<void> {
+  async entry(e: TarEntry): Promise<void> {
     this.stats.entries++;
-    throwIfAborted(this.signal, this.what);
-    const label = `${this.what}: entry ${JSON.stringify(h.name)}`;
-    this.label = label;
+    const name = display(e.name);
+    this.label = `${this.what}: entry ${JSON.stringify(name)}`;
+    this.entryDetails = { entry: name, offset: e.offset };
     try {
-      const rel = cleanEntryPath(h.name, label);
+      if (this.stats.entries > this.limits.maxEntries) this.overLimit('maxEntries', `the layer has more than ${this.limits.maxEntries} entries`);
+      const rel = this.cleanPath(e.name, 'path');
       const slash = rel.lastIndexOf('/');
       const base = rel.slice(slash + 1);
       if (rel === '') {
         // The root is the snapshot directory itself; containerd ignores such entries too.
-        await drain(h, stream);
         this.stats.skipped++;
       } else if (rel.startsWith(WHITEOUT_META_PREFIX) && rel !== WHITEOUT_OPAQUE) {
         // aufs bookkeeping at the top (.wh..wh.plnk/, .wh..wh.aufs): meaningless to overlay.
-        await drain(h, stream);
         this.stats.skipped++;
       } else if (base.startsWith(WHITEOUT_PREFIX)) {
-        await drain(h, stream);
-        this.whiteout(slash === -1 ? '' : rel.slice(0, slash), base, h, label);
+        this.whiteout(slash === -1 ? '' : rel.slice(0, slash), base, e);
       } else {
-        await this.write(rel, h, stream, rawPax, label);
+        await this.write(rel, e);
       }
-    } catch (e) {
-      if (isFastpullError(e)) throw e;
+    } catch (err) {
+      if (isFastpullError(err) || err === this.reader.sourceError) throw err;
       if (this.signal?.aborted) throw abortError(this.signal, this.what);
-      throw fsError(e, label);
+      throw fsError(err, this.label, this.entryDetails);
     }
   }
 
-  /** Applies directory modes and mtimes, deepest first: creating children changed them. */
+  /** Applies directory modes and mtimes, deepest first (making children changed them), through descriptors. */
   finish(): void {
-    const dirs = [...this.dirMeta].map(([rel, meta]) => ({ rel, meta, depth: rel.split('/').length }));
-    dirs.sort((a, b) => b.depth - a.depth);
-    for (const { rel, meta } of dirs) {
-      const abs = this.abs(rel);
+    const dirs: Array<[string, Node]> = [];
+    const stack: Array<[string, Node]> = [['', this.tree]];
+    while (stack.length > 0) {
+      const [rel, node] = stack.pop()!;
+      if (node.meta !== undefined) dirs.push([rel, node]);
+      for (const [name, child] of node.children ?? []) if (child.kind === 'dir') stack.push([rel === '' ? name : `${rel}/${name}`, child]);
+    }
+    // Parents are pushed before their children, so the reverse order is children first.
+    for (let i = dirs.length - 1; i >= 0; i--) {
+      const [rel, { meta }] = dirs[i]!;
       try {
-        fs.chmodSync(abs, meta.mode);
-        fs.utimesSync(abs, meta.atime, meta.mtime);
+        const fd = fs.openSync(fsPath(this.abs(rel)), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        try {
+          fs.fchmodSync(fd, meta!.mode);
+          if (meta!.mtime !== undefined) fs.futimesSync(fd, meta!.atime ?? meta!.mtime, meta!.mtime);
+        } finally {
+          fs.closeSync(fd);
+        }
       } catch (e) {
-        throw fsError(e, `${this.what}: setting mode and times of ${JSON.stringify(rel)}`);
+        throw fsError(e, `${this.what}: setting mode and times of ${JSON.stringify(display(rel))}`, { entry: display(rel) });
       }
     }
   }
 
   private abs(rel: string): string {
-    return rel === '' ? this.root : `${this.root}/${rel}`;
+    return rel === '' ? this.rawRoot : `${this.rawRoot}/${rel}`;
   }
 
   private warn(message: string, skippedEntry: boolean): void {
@@ -327,49 +341,63 @@ class LayerWriter {
     if (this.stats.warnings.length < MAX_WARNINGS) this.stats.warnings.push(message);
   }
 
-  private async write(rel: string, h: TarHeader, stream: EntryStream, rawPax: Map<string, Buffer> | undefined, label: string): Promise<void> {
-    switch (h.type) {
+  private refuse(code: 'HOSTILE_LAYER' | 'INVALID_LAYER', message: string, details: Record<string, unknown> = {}): never {
+    throw new FastpullError(code, `${this.label}: ${message}`, { details: { ...this.entryDetails, ...details } });
+  }
+
+  private overLimit(limit: keyof ApplyLimits, message: string): never {
+    const code = limit === 'maxTotalBytes' || limit === 'maxPaxHeaderBytes' ? 'INVALID_LAYER' : 'HOSTILE_LAYER';
+    this.refuse(code, `${message} (limit ${limit} = ${this.limits[limit]})`, { limit, max: this.limits[limit] });
+  }
+
+  /** A name or hardlink target from the tar, cleaned and within the limits. */
+  private cleanPath(raw: string, what: string): string {
+    if (raw.length > this.limits.maxPathBytes) this.overLimit('maxPathBytes', `the ${what} has ${raw.length} bytes`);
+    const rel = cleanEntryPath(raw, `${this.label}: ${what}`);
+    let depth = rel === '' ? 0 : 1;
+    for (let i = rel.indexOf('/'); i !== -1; i = rel.indexOf('/', i + 1)) depth++;
+    if (depth > this.limits.maxPathDepth) this.overLimit('maxPathDepth', `the ${what} has ${depth} components`);
+    return rel;
+  }
+
+  private async write(rel: string, e: TarEntry): Promise<void> {
+    switch (e.type) {
       case 'file':
-      case 'contiguous-file':
-        return this.file(rel, h, stream, rawPax);
+        return this.file(rel, e);
       case 'directory':
-        return this.directory(rel, h, rawPax);
+        return this.directory(rel, e);
       case 'symlink':
-        await drain(h, stream);
-        return this.symlink(rel, h, rawPax, label);
+        return this.symlink(rel, e);
       case 'link':
-        await drain(h, stream);
-        return this.hardlink(rel, h, label);
+        return this.hardlink(rel, e);
       case 'character-device':
       case 'block-device':
       case 'fifo':
-        await drain(h, stream);
-        return this.special(rel, h, rawPax, label);
+        return this.special(rel, e);
       default:
-        await drain(h, stream);
-        this.warn(`${label}: skipped: unsupported tar entry type`, true);
+        // Skipping it would drop content silently (containerd fails here too).
+        this.refuse('INVALID_LAYER', `unsupported tar entry type ${JSON.stringify(e.flag)} (0x${e.flag.charCodeAt(0).toString(16).padStart(2, '0')})`, {
+          typeflag: e.flag,
+        });
     }
   }
 
-  private async file(rel: string, h: TarHeader, stream: EntryStream, rawPax: Map<string, Buffer> | undefined): Promise<void> {
-    this.prepare(rel, false);
-    const abs = this.abs(rel);
-    const fd = fs.openSync(abs, 'wx', 0o600); // O_EXCL: never through an existing name
-    this.created.set(rel, 'file');
+  private async file(rel: string, e: TarEntry): Promise<void> {
+    this.fileBytes += e.size;
+    if (this.fileBytes > this.limits.maxTotalBytes) this.overLimit('maxTotalBytes', `the layer's files reach ${this.fileBytes} bytes`);
+    const mode = modeOf(e);
+    const { uid, gid } = this.owner(e);
+    const t = this.timesOf(e);
+    const parent = this.prepare(rel, false);
+    // O_EXCL: never through an existing name, a symlink above all.
+    const fd = fs.openSync(fsPath(this.abs(rel)), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    parent.set(baseOf(rel), { kind: 'file' });
     try {
-      if ((h.size ?? 0) > 0) {
-        const body = stream[Symbol.asyncIterator]();
-        for (let r = await nextChunk(body, this.label); !r.done; r = await nextChunk(body, this.label)) {
-          const chunk = r.value as Buffer;
-          writeAll(fd, chunk);
-          this.stats.bytes += chunk.length;
-          if (this.signal?.aborted) throw abortError(this.signal, this.what);
-        }
-      }
-      if (this.sameOwner) fs.fchownSync(fd, uidOf(h), gidOf(h));
-      fs.fchmodSync(fd, modeOf(h, 0o644)); // after chown, which clears setuid
-      this.setXattrs(abs, h, rawPax);
-      const t = timesOf(h);
+      if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
+      else await this.writeData(fd);
+      if (this.sameOwner) fs.fchownSync(fd, uid, gid);
+      fs.fchmodSync(fd, mode); // after chown, which clears setuid
+      this.setXattrs(rel, e);
       fs.futimesSync(fd, t.atime, t.mtime);
     } finally {
       fs.closeSync(fd);
@@ -377,75 +405,124 @@ class LayerWriter {
     this.stats.files++;
   }
 
-  private directory(rel: string, h: TarHeader, rawPax: Map<string, Buffer> | undefined): void {
-    const abs = this.abs(rel);
-    if (this.created.get(rel) !== 'dir') {
-      this.prepare(rel, true);
-      // Owner-only until finish() sets the real mode: a 0555 directory must still take its children.
-      fs.mkdirSync(abs, 0o700);
-      this.created.set(rel, 'dir');
+  private async writeData(fd: number): Promise<void> {
+    let position = 0;
+    for await (const chunk of this.reader.data()) {
+      writeAll(fd, chunk, position);
+      position += chunk.length;
+      this.stats.bytes += chunk.length;
+      if (this.signal?.aborted) throw abortError(this.signal, this.what);
     }
-    if (this.sameOwner) fs.lchownSync(abs, uidOf(h), gidOf(h));
-    this.setXattrs(abs, h, rawPax);
-    this.dirMeta.set(rel, { mode: modeOf(h, 0o755), ...timesOf(h) });
   }
 
-  private symlink(rel: string, h: TarHeader, rawPax: Map<string, Buffer> | undefined, label: string): void {
-    const target = h.linkname;
-    if (!target) throw new FastpullError('INVALID_LAYER', `${label}: symlink without a target`);
-    if (target.includes('\0')) throw new FastpullError('HOSTILE_LAYER', `${label}: NUL in symlink target`);
-    this.prepare(rel, false);
-    const abs = this.abs(rel);
-    fs.symlinkSync(target, abs); // kept verbatim: it resolves inside the container, never here
-    this.created.set(rel, 'symlink');
-    if (this.sameOwner) fs.lchownSync(abs, uidOf(h), gidOf(h));
-    this.setXattrs(abs, h, rawPax);
-    const t = timesOf(h);
+  /** Puts each region's bytes at its offset; the holes between are never written, so they take no disk. */
+  private async writeSparse(fd: number, regions: readonly { offset: number; length: number }[], size: number): Promise<void> {
+    let r = 0;
+    let done = 0; // bytes of regions[r] written
+    for await (const chunk of this.reader.data()) {
+      let at = 0;
+      while (at < chunk.length) {
+        while (done === regions[r]!.length) {
+          r++;
+          done = 0;
+        }
+        const region = regions[r]!;
+        const n = Math.min(region.length - done, chunk.length - at);
+        writeAll(fd, chunk.subarray(at, at + n), region.offset + done);
+        at += n;
+        done += n;
+      }
+      this.stats.bytes += chunk.length;
+      if (this.signal?.aborted) throw abortError(this.signal, this.what);
+    }
+    fs.ftruncateSync(fd, size); // the trailing hole, if any
+  }
+
+  private directory(rel: string, e: TarEntry): void {
+    const mode = modeOf(e);
+    const { uid, gid } = this.owner(e);
+    const times = this.timesOf(e);
+    let node = this.lookup(rel);
+    if (node?.kind !== 'dir') {
+      const parent = this.prepare(rel, true);
+      // Owner-only until finish() sets the real mode: a 0555 directory must still take its children.
+      fs.mkdirSync(fsPath(this.abs(rel)), 0o700);
+      node = { kind: 'dir', children: new Map() };
+      parent.set(baseOf(rel), node);
+    }
+    const abs = fsPath(this.abs(rel));
+    if (this.sameOwner) fs.lchownSync(abs, uid, gid);
+    this.setXattrs(rel, e);
+    node.meta = { mode, ...times };
+  }
+
+  private symlink(rel: string, e: TarEntry): void {
+    const target = e.linkname;
+    if (!target) this.refuse('INVALID_LAYER', 'symlink without a target');
+    if (target.includes('\0')) this.refuse('HOSTILE_LAYER', 'NUL in symlink target');
+    if (target.length > this.limits.maxSymlinkBytes) this.overLimit('maxSymlinkBytes', `the symlink target has ${target.length} bytes`);
+    const { uid, gid } = this.owner(e);
+    const t = this.timesOf(e);
+    const parent = this.prepare(rel, false);
+    const abs = fsPath(this.abs(rel));
+    fs.symlinkSync(fsPath(target), abs); // kept verbatim: it resolves inside the container, never here
+    parent.set(baseOf(rel), { kind: 'symlink' });
+    if (this.sameOwner) fs.lchownSync(abs, uid, gid);
+    this.setXattrs(rel, e);
     fs.lutimesSync(abs, t.atime, t.mtime);
   }
 
-  private hardlink(rel: string, h: TarHeader, label: string): void {
-    const linkname = h.linkname;
-    if (!linkname) throw new FastpullError('INVALID_LAYER', `${label}: hardlink without a target`);
-    const target = cleanEntryPath(linkname, `${label}: hardlink target`);
-    if (target === rel) return; // a link to itself changes nothing
-    this.prepare(rel, false);
-    const kind = this.created.get(target);
+  private hardlink(rel: string, e: TarEntry): void {
+    if (!e.linkname) this.refuse('INVALID_LAYER', 'hardlink without a target');
+    const target = this.cleanPath(e.linkname, 'hardlink target');
+    const shown = JSON.stringify(display(e.linkname));
+    const kind = this.lookup(target, `hardlink target ${shown}`)?.kind;
     if (kind === undefined || kind === 'dir' || kind === 'whiteout') {
-      throw new FastpullError(
+      this.refuse(
         'INVALID_LAYER',
-        `${label}: hardlink target ${JSON.stringify(linkname)} is not a file created earlier in this layer${kind === undefined ? '' : ` (it is a ${kind === 'dir' ? 'directory' : 'whiteout'})`}`,
+        `hardlink target ${shown} is not a file made earlier in this layer${kind === undefined ? '' : ` (it is a ${kind === 'dir' ? 'directory' : 'whiteout'})`}`,
       );
     }
+    if (target === rel) return; // a link to itself changes nothing
+    const parent = this.prepare(rel, false);
+    // Making way may have removed the target (a directory replaced by a link to its own child).
+    if (this.lookup(target)?.kind !== kind) this.refuse('INVALID_LAYER', `hardlink target ${shown} was removed by this very entry`);
     // link(2) never follows a symlink target: a link to a symlink is a second name for the symlink.
-    fs.linkSync(this.abs(target), this.abs(rel));
-    this.created.set(rel, kind);
+    fs.linkSync(fsPath(this.abs(target)), fsPath(this.abs(rel)));
+    parent.set(baseOf(rel), { kind });
   }
 
-  private special(rel: string, h: TarHeader, rawPax: Map<string, Buffer> | undefined, label: string): void {
-    const type = h.type === 'character-device' ? S_IFCHR : h.type === 'block-device' ? S_IFBLK : S_IFIFO;
-    this.prepare(rel, false);
-    const abs = this.abs(rel);
-    const mode = modeOf(h, 0o644);
+  private special(rel: string, e: TarEntry): void {
+    const type = e.type === 'character-device' ? S_IFCHR : e.type === 'block-device' ? S_IFBLK : S_IFIFO;
+    const { devmajor: major, devminor: minor } = e;
+    if (type !== S_IFIFO && !(Number.isInteger(major) && major >= 0 && major <= MAX_DEV_MAJOR && Number.isInteger(minor) && minor >= 0 && minor <= MAX_DEV_MINOR)) {
+      // mknod keeps only 12 bits of major and 20 of minor: 4097:1 would become 1:1 (/dev/mem).
+      this.refuse('HOSTILE_LAYER', `device number ${major}:${minor} is out of range (major 0-${MAX_DEV_MAJOR}, minor 0-${MAX_DEV_MINOR})`, { devmajor: major, devminor: minor });
+    }
+    const mode = modeOf(e);
+    const { uid, gid } = this.owner(e);
+    const t = this.timesOf(e);
+    const parent = this.prepare(rel, false);
     try {
-      nativeFs().mknod(abs, type | mode, h.devmajor ?? 0, h.devminor ?? 0);
-    } catch (e) {
-      if (errnoOf(e) !== 'EPERM') throw e;
-      this.warn(`${label}: skipped: creating a ${h.type} needs privilege (EPERM)`, true);
+      this.native(rel, true, (p) => nativeFs().mknod(p, type | mode, type === S_IFIFO ? 0 : major, type === S_IFIFO ? 0 : minor));
+    } catch (err) {
+      if (errnoOf(err) !== 'EPERM') throw err;
+      this.warn(`${this.label}: skipped: creating a ${e.type} needs privilege (EPERM)`, true);
       return;
     }
-    this.created.set(rel, 'special');
-    if (this.sameOwner) fs.lchownSync(abs, uidOf(h), gidOf(h));
+    parent.set(baseOf(rel), { kind: 'special' });
+    const abs = fsPath(this.abs(rel));
+    if (this.sameOwner) fs.lchownSync(abs, uid, gid);
+    // chmod follows symlinks, but mknod just made this very name (it fails on an existing one), and only this apply writes here.
     fs.chmodSync(abs, mode); // mknod's mode passed through the umask
-    this.setXattrs(abs, h, rawPax);
-    const t = timesOf(h);
-    fs.utimesSync(abs, t.atime, t.mtime);
+    this.setXattrs(rel, e);
+    fs.lutimesSync(abs, t.atime, t.mtime);
   }
 
-  private whiteout(dir: string, base: string, h: TarHeader, label: string): void {
+  private whiteout(dir: string, base: string, e: TarEntry): void {
     if (base === WHITEOUT_OPAQUE) {
       this.ensureDir(dir);
-      this.setOverlayXattr(this.abs(dir), OVERLAY_OPAQUE_XATTR, label);
+      this.setOverlayXattr(dir, OVERLAY_OPAQUE_XATTR);
       this.stats.whiteouts++;
       return;
     }
@@ -455,157 +532,214 @@ class LayerWriter {
     }
     const name = base.slice(WHITEOUT_PREFIX.length);
     if (name === '' || name === '.' || name === '..') {
-      throw new FastpullError('HOSTILE_LAYER', `${label}: whiteout of ${JSON.stringify(name)} names no entry of its directory`);
+      this.refuse('HOSTILE_LAYER', `whiteout of ${JSON.stringify(name)} names no entry of its directory`);
     }
+    const { uid, gid } = this.owner(e);
     const rel = dir === '' ? name : `${dir}/${name}`;
-    this.prepare(rel, false);
-    const abs = this.abs(rel);
+    const parent = this.prepare(rel, false);
     try {
-      nativeFs().mknod(abs, S_IFCHR, 0, 0); // overlayfs's whiteout: a 0:0 character device, mode 0
-    } catch (e) {
-      if (errnoOf(e) !== 'EPERM' || this.isRoot) throw e;
-      this.warn(`${label}: skipped: creating an overlay whiteout needs privilege (EPERM)`, true);
+      this.native(rel, true, (p) => nativeFs().mknod(p, S_IFCHR, 0, 0)); // overlayfs's whiteout: a 0:0 character device, mode 0
+    } catch (err) {
+      if (errnoOf(err) !== 'EPERM' || this.isRoot) throw err;
+      this.warn(`${this.label}: skipped: creating an overlay whiteout needs privilege (EPERM)`, true);
       return;
     }
-    this.created.set(rel, 'whiteout');
-    if (this.sameOwner) fs.lchownSync(abs, uidOf(h), gidOf(h));
+    parent.set(baseOf(rel), { kind: 'whiteout' });
+    // As containerd: the whiteout belongs to whoever the entry names.
+    if (this.sameOwner) fs.lchownSync(fsPath(this.abs(rel)), uid, gid);
     this.stats.whiteouts++;
   }
 
-  private setOverlayXattr(abs: string, name: string, label: string): void {
+  private setOverlayXattr(rel: string, name: string): void {
     try {
-      nativeFs().lsetxattr(abs, name, Buffer.from('y'));
+      this.native(rel, false, (p) => nativeFs().lsetxattr(p, name, Buffer.from('y')));
     } catch (e) {
       if (errnoOf(e) !== 'EPERM' || this.isRoot) throw e;
-      this.warn(`${label}: dropped: setting ${name} needs privilege (EPERM)`, false);
+      this.warn(`${this.label}: dropped: setting ${name} needs privilege (EPERM)`, false);
     }
   }
 
-  /** Makes way for a new entry at `rel`: parents exist as directories, nothing is left at `rel`
-   * (unless both old and new are directories, which merge). */
-  private prepare(rel: string, isDir: boolean): void {
-    this.ensureParents(rel);
-    const kind = this.created.get(rel);
-    if (kind === undefined) return;
-    const abs = this.abs(rel);
-    if (kind === 'dir') {
-      if (isDir) return;
-      fs.rmSync(abs, { recursive: true, force: true });
-      const prefix = `${rel}/`;
-      for (const key of this.created.keys()) if (key === rel || key.startsWith(prefix)) this.created.delete(key);
-      for (const key of this.dirMeta.keys()) if (key === rel || key.startsWith(prefix)) this.dirMeta.delete(key);
-    } else {
-      fs.unlinkSync(abs);
-      this.created.delete(rel);
+  /**
+   * Runs a call of the native addon, which takes paths only as UTF-8 strings, on `rel`. A path
+   * that is not UTF-8 is reached through a descriptor of its parent (/proc/self/fd/N/NAME) and,
+   * when its own name is not UTF-8, under a temporary UTF-8 name that it is renamed from and back
+   * to. `creates`: the call makes the entry (so there is nothing to rename first).
+   */
+  private native<T>(rel: string, creates: boolean, call: (p: string) => T): T {
+    const raw = this.abs(rel);
+    if (ASCII.test(raw)) return call(raw);
+    const bytes = Buffer.from(raw, 'latin1');
+    if (isUtf8(bytes)) return call(bytes.toString('utf8'));
+    const slash = raw.lastIndexOf('/');
+    const dirFd = fs.openSync(Buffer.from(raw.slice(0, slash), 'latin1'), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    try {
+      const base = raw.slice(slash + 1);
+      const baseBytes = Buffer.from(base, 'latin1');
+      if (isUtf8(baseBytes)) return call(`/proc/self/fd/${dirFd}/${baseBytes.toString('utf8')}`);
+      const siblings = rel.includes('/') ? this.lookup(rel.slice(0, rel.lastIndexOf('/')))?.children : this.tree.children;
+      let tmp: string;
+      do tmp = `.fastpull-tmp-${process.pid}-${++this.tmpCounter}`;
+      while (siblings?.has(tmp) === true);
+      const dir = raw.slice(0, slash);
+      const there = Buffer.from(`${dir}/${tmp}`, 'latin1');
+      if (!creates) fs.renameSync(bytes, there);
+      let made = !creates;
+      try {
+        const result = call(`/proc/self/fd/${dirFd}/${tmp}`);
+        made = true;
+        return result;
+      } finally {
+        if (made) fs.renameSync(there, bytes);
+      }
+    } finally {
+      fs.closeSync(dirFd);
     }
   }
 
-  /** Creates missing parents of `rel` (0755, as containerd does); a parent that is not a directory is hostile. */
-  private ensureParents(rel: string): void {
-    for (let i = rel.indexOf('/'); i !== -1; i = rel.indexOf('/', i + 1)) this.ensureDirAt(rel.slice(0, i), rel);
+  /** The node at `rel`, or undefined. A parent that is not a directory is hostile when `through` says what is being looked up. */
+  private lookup(rel: string, through?: string): Node | undefined {
+    if (rel === '') return this.tree;
+    let node: Node = this.tree;
+    let start = 0;
+    for (;;) {
+      const slash = rel.indexOf('/', start);
+      const part = slash === -1 ? rel.slice(start) : rel.slice(start, slash);
+      const child = node.children?.get(part);
+      if (child === undefined) return undefined;
+      if (slash === -1) return child;
+      if (child.kind !== 'dir') {
+        if (through === undefined) return undefined;
+        this.refuse('HOSTILE_LAYER', `${through} goes through ${JSON.stringify(display(rel.slice(0, slash)))}, a ${child.kind}`, {
+          parent: display(rel.slice(0, slash)),
+          parentKind: child.kind,
+        });
+      }
+      node = child;
+      start = slash + 1;
+    }
+  }
+
+  /**
+   * Makes way for a new entry at `rel`: parents exist as directories, nothing is left at `rel`
+   * (unless both old and new are directories, which merge). Returns the parent's children.
+   */
+  private prepare(rel: string, isDir: boolean): Map<string, Node> {
+    const children = this.ensureParents(rel);
+    const base = baseOf(rel);
+    const existing = children.get(base);
+    if (existing === undefined || (existing.kind === 'dir' && isDir)) return children;
+    const abs = fsPath(this.abs(rel));
+    if (existing.kind === 'dir') fs.rmSync(abs, { recursive: true, force: true }); // never follows symlinks
+    else fs.unlinkSync(abs);
+    children.delete(base);
+    return children;
+  }
+
+  /** Makes the parents of `rel` directories (0755 in the end, as containerd does); a parent that is not a directory is hostile. */
+  private ensureParents(rel: string): Map<string, Node> {
+    let node = this.tree;
+    let start = 0;
+    for (let slash = rel.indexOf('/'); slash !== -1; slash = rel.indexOf('/', start)) {
+      node = this.ensureChildDir(node, rel, slash);
+      start = slash + 1;
+    }
+    return node.children!;
   }
 
   /** Makes `dir` and its parents exist as directories. */
   private ensureDir(dir: string): void {
     if (dir === '') return;
-    this.ensureParents(dir);
-    this.ensureDirAt(dir, dir);
+    this.ensureChildDir({ kind: 'dir', children: this.ensureParents(dir) }, dir, dir.length);
   }
 
-  private ensureDirAt(dir: string, forPath: string): void {
-    const kind = this.created.get(dir);
-    if (kind === 'dir') return;
-    if (kind !== undefined) {
+  /** The directory node at `path.slice(0, end)`, whose parent is `parent`; made when missing. */
+  private ensureChildDir(parent: Node, path: string, end: number): Node {
+    const dir = path.slice(0, end);
+    const name = baseOf(dir);
+    const existing = parent.children!.get(name);
+    if (existing?.kind === 'dir') return existing;
+    if (existing !== undefined) {
       // Only this apply wrote here, so a non-directory parent was put there by the layer itself:
-      // following it (a symlink above all) would write outside the snapshot.
-      throw new FastpullError('HOSTILE_LAYER', `${this.label}: parent ${JSON.stringify(dir)} of ${JSON.stringify(forPath)} is a ${kind}, not a directory`, {
-        details: { path: forPath, parent: dir, parentKind: kind },
+      // going through it (a symlink above all) could write outside the snapshot.
+      this.refuse('HOSTILE_LAYER', `parent ${JSON.stringify(display(dir))} of ${JSON.stringify(display(path))} is a ${existing.kind}, not a directory`, {
+        path: display(path),
+        parent: display(dir),
+        parentKind: existing.kind,
       });
     }
-    const abs = this.abs(dir);
-    fs.mkdirSync(abs);
-    fs.chmodSync(abs, 0o755); // not whatever the umask made of it
-    this.created.set(dir, 'dir');
+    fs.mkdirSync(fsPath(this.abs(dir)), 0o700);
+    const node: Node = { kind: 'dir', children: new Map(), meta: { mode: 0o755 } };
+    parent.children!.set(name, node);
+    return node;
   }
 
-  private setXattrs(abs: string, h: TarHeader, rawPax: Map<string, Buffer> | undefined): void {
-    const pax = h.pax;
-    if (!pax) return;
-    for (const key in pax) {
+  private owner(e: TarEntry): { uid: number; gid: number } {
+    for (const [what, id] of [['uid', e.uid], ['gid', e.gid]] as const) {
+      if (!Number.isInteger(id) || id < 0 || id > MAX_ID) {
+        this.refuse('HOSTILE_LAYER', `${what} ${id} is out of range (0-${MAX_ID}; ${MAX_ID + 1} would mean "leave unchanged")`, { [what]: id });
+      }
+    }
+    return { uid: e.uid, gid: e.gid };
+  }
+
+  /** Seconds since the epoch; atime is the later of atime and mtime, as containerd does. */
+  private timesOf(e: TarEntry): { atime: number; mtime: number } {
+    const { mtime, atime } = e;
+    for (const t of [mtime, atime]) {
+      if (t !== undefined && !(Math.abs(t) <= MAX_ABS_TIME)) this.refuse('INVALID_LAYER', `time ${t} is out of range`);
+    }
+    return { atime: atime !== undefined && atime > mtime ? atime : mtime, mtime };
+  }
+
+  private setXattrs(rel: string, e: TarEntry): void {
+    for (const [key, value] of e.pax) {
       if (!key.startsWith(XATTR_PAX_PREFIX)) continue;
-      const name = key.slice(XATTR_PAX_PREFIX.length);
+      const rawName = key.slice(XATTR_PAX_PREFIX.length);
+      const nameBytes = Buffer.from(rawName, 'latin1');
+      if (!isUtf8(nameBytes)) this.refuse('INVALID_LAYER', `xattr name ${JSON.stringify(display(rawName))} is not UTF-8`);
+      const name = nameBytes.toString('utf8');
       // Overlay reads trusted.overlay.* (and user.overlay.* when mounted with userxattr) as its own
-      // metadata; a layer that sets them could forge opaque dirs or redirects.
-      if (name.startsWith('trusted.') || name.startsWith('user.overlay.')) {
-        this.warn(`${this.label}: dropped xattr ${name}: reserved for the snapshotter`, false);
+      // metadata: a layer that sets them could forge whiteouts, opaque dirs, redirects or origins.
+      if (name.startsWith('trusted.overlay.') || name.startsWith('user.overlay.')) {
+        this.refuse('HOSTILE_LAYER', `xattr ${name} is overlayfs's own metadata`, { xattr: name });
+      }
+      if (name.startsWith('trusted.')) {
+        this.warn(`${this.label}: dropped xattr ${name}: trusted.* is reserved for the host`, false);
         continue;
       }
-      const raw = rawPax?.get(key);
-      const value = raw !== undefined ? Buffer.from(raw) : Buffer.from(pax[key] ?? '', 'utf8');
       try {
-        nativeFs().lsetxattr(abs, name, value);
-      } catch (e) {
-        const code = errnoOf(e);
+        this.native(rel, false, (p) => nativeFs().lsetxattr(p, name, value));
+      } catch (err) {
+        const code = errnoOf(err);
         if (code === 'ENOTSUP' || code === 'EPERM') {
           this.warn(`${this.label}: dropped xattr ${name}: ${code}`, false);
-        } else if (code === 'EINVAL' || code === 'ERANGE') {
-          throw new FastpullError('INVALID_LAYER', `${this.label}: invalid xattr ${name}`, { cause: e });
+        } else if (code === 'EINVAL' || code === 'ERANGE' || code === 'E2BIG') {
+          throw new FastpullError('INVALID_LAYER', `${this.label}: invalid xattr ${name}`, { cause: err, details: { ...this.entryDetails, xattr: name } });
         } else {
-          throw e;
+          throw err;
         }
       }
     }
   }
 }
 
-/** Reads an entry's body to its end, for entries whose body is not extracted. */
-async function drain(h: TarHeader, stream: EntryStream): Promise<void> {
-  // tar-stream never hands out a directory's body, and an empty body needs no reading.
-  if (h.type === 'directory' || !((h.size ?? 0) > 0)) return;
-  const body = stream[Symbol.asyncIterator]();
-  while (!(await nextChunk(body, `entry ${JSON.stringify(h.name)}`)).done) {
-    // discard
-  }
+function baseOf(rel: string): string {
+  return rel.slice(rel.lastIndexOf('/') + 1);
 }
 
-/** The next piece of an entry's body. The body fails only when the tar does (cut short, corrupt). */
-async function nextChunk(body: AsyncIterator<unknown>, label: string): Promise<IteratorResult<unknown>> {
-  try {
-    return await body.next();
-  } catch (e) {
-    throw new FastpullError('INVALID_LAYER', `${label}: corrupt or truncated tar: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
-  }
-}
-
-function writeAll(fd: number, chunk: Buffer): void {
+function writeAll(fd: number, chunk: Buffer, position: number): void {
   let off = 0;
-  while (off < chunk.length) off += fs.writeSync(fd, chunk, off, chunk.length - off);
+  while (off < chunk.length) off += fs.writeSync(fd, chunk, off, chunk.length - off, position + off);
 }
 
-function modeOf(h: TarHeader, fallback: number): number {
-  return (h.mode ?? fallback) & 0o7777;
-}
-
-// PAX uid/gid hold ids too large for the ustar fields; tar-stream leaves them in header.pax.
-function uidOf(h: TarHeader): number {
-  return paxNumber(h.pax?.uid) ?? h.uid ?? 0;
-}
-
-function gidOf(h: TarHeader): number {
-  return paxNumber(h.pax?.gid) ?? h.gid ?? 0;
-}
-
-/** Seconds since the epoch; PAX times carry fractions. atime is the later of atime and mtime, as containerd does. */
-function timesOf(h: TarHeader): { atime: number; mtime: number } {
-  const header = h.mtime ? h.mtime.getTime() / 1000 : 0;
-  const mtime = paxNumber(h.pax?.mtime) ?? (Number.isFinite(header) ? header : 0);
-  const atime = paxNumber(h.pax?.atime);
-  return { atime: atime !== undefined && atime > mtime ? atime : mtime, mtime };
+function modeOf(e: TarEntry): number {
+  return e.mode & 0o7777;
 }
 
 /** Filesystem failures: ENOSPC -> NO_SPACE; names the layer cannot have -> INVALID_LAYER; else INTERNAL. */
-function fsError(e: unknown, what: string): FastpullError {
+function fsError(e: unknown, what: string, details: Record<string, unknown>): FastpullError {
   const code = errnoOf(e);
-  const layerFault = code === 'ENAMETOOLONG' || code === 'EINVAL' || code === 'ELOOP';
-  return fromFsError(e, what, layerFault ? 'INVALID_LAYER' : 'INTERNAL');
+  const layerFault = code === 'ENAMETOOLONG' || code === 'EINVAL' || code === 'ELOOP' || code === 'EFBIG';
+  const err = fromFsError(e, what, layerFault ? 'INVALID_LAYER' : 'INTERNAL');
+  return new FastpullError(err.code, err.message, { cause: e, details: { ...details, errno: code } });
 }

@@ -5,7 +5,7 @@ import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
-import { applyLayer, type ApplyStats } from './apply.js';
+import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
 import { createDecompressor, MAGIC_BYTES, resolveCompression } from './decompress.js';
 import type { InflaterChoice } from './inflater.js';
@@ -33,6 +33,10 @@ export interface UnpackLayerOptions {
   follow?: { watermark: SharedArrayBuffer; size: number };
   /** Which gzip decoder to use; default 'auto'. */
   inflater?: InflaterChoice;
+  /** Names the layer (its digest) in error messages. */
+  layer?: string;
+  /** Limits on what one layer may hold; defaults in DEFAULT_APPLY_LIMITS. */
+  limits?: Partial<ApplyLimits>;
 }
 
 /** What {@link unpackLayer} computed. Nothing is compared: the caller checks both digests before committing. */
@@ -121,7 +125,11 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       decompressor,
       uncompressed,
       async (tar: AsyncIterable<Buffer>) => {
-        stats = await applyLayer(tar, dest, signal ? { signal } : {});
+        stats = await applyLayer(tar, dest, {
+          ...(signal ? { signal } : {}),
+          ...(options.layer ? { layer: options.layer } : {}),
+          ...(options.limits ? { limits: options.limits } : {}),
+        });
       },
       signal ? { signal } : {},
     );
