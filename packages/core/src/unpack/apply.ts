@@ -138,19 +138,15 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   const limits = resolveLimits(options.limits, what);
   checkDest(root, what);
 
-  let onAbort = (): void => undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = (): void => reject(abortError(signal, what));
-  });
-  aborted.catch(() => undefined);
-  signal?.addEventListener('abort', onAbort, { once: true });
-
   const source = tar[Symbol.asyncIterator]();
   const reader = new TarReader(source, {
     what,
     maxHeaderBytes: limits.maxPaxHeaderBytes,
     maxTarBytes: limits.maxTotalBytes,
-    race: (p) => Promise.race([p, aborted]),
+    // A listener per read, removed when the read settles. (Promise.race against one long-lived
+    // "aborted" promise would keep every chunk ever read alive until the apply ends: memory would
+    // grow with the layer.)
+    ...(signal ? { race: <T>(p: Promise<T>) => raceAbort(p, signal, what) } : {}),
   });
   const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader);
   let ok = false;
@@ -168,7 +164,6 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     if (signal?.aborted && !isFastpullError(e) && e !== reader.sourceError) throw abortError(signal, what);
     throw e;
   } finally {
-    signal?.removeEventListener('abort', onAbort);
     if (!ok) {
       // Let go of the source (a stream is destroyed), without waiting, for it may be stuck, and only
       // after our error has reached the caller: a pipeline reports the first error it sees.
@@ -176,6 +171,25 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
       emptyDir(root);
     }
   }
+}
+
+/** `p`, or ABORTED as soon as `signal` fires, whichever comes first; holds nothing once settled. */
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal, what: string): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortError(signal, what));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortError(signal, what));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
 }
 
 function resolveLimits(given: Partial<ApplyLimits> | undefined, what: string): ApplyLimits {
