@@ -82,6 +82,27 @@ describe('ranged fetch', () => {
     expectCleanStore(root);
   });
 
+  it('waits as long as Retry-After asks on 429, then succeeds', async () => {
+    const layer = big.layers[0]!;
+    reg.faults.status = { path: new RegExp(layer.digest), status: 429, times: 1, headers: { 'Retry-After': '1' } };
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root });
+    const hits = reg.stats.requests.filter((r) => r.path.includes(layer.digest));
+    expect(hits[0]?.status).toBe(429);
+    expect(hits[1]!.at - hits[0]!.at).toBeGreaterThanOrEqual(950);
+    expectCleanStore(root);
+  });
+
+  it('fails at once with RATE_LIMITED when Retry-After asks for more than a minute', async () => {
+    reg.faults.status = { path: /\/blobs\//, status: 429, times: 100, headers: { 'Retry-After': '3600' } };
+    const root = freshRoot();
+    const t = performance.now();
+    await expect(pull(`${reg.host}/big/app:1`, { root })).rejects.toMatchObject({ code: 'RATE_LIMITED', details: { retryAfter: '3600' } });
+    // It did not sit out the hour (nor a noticeable part of it).
+    expect(performance.now() - t).toBeLessThan(30_000);
+    expectCleanStore(root);
+  });
+
   it('retries 503 and succeeds', async () => {
     reg.faults.status = { path: /\/blobs\//, status: 503, times: 2 };
     const root = freshRoot();
@@ -199,6 +220,22 @@ describe('authentication', () => {
       const { image: rec } = await pull(ref, { root, credentials: (r) => (r === reg.host ? { username: 'alice', password: 's3cret' } : undefined) });
       expect(rec.manifest.digest).toBe(image.manifestDigest);
       expect(reg.stats.tokensIssued).toBeGreaterThan(0);
+      expectCleanStore(root);
+    } finally {
+      await reg.close();
+    }
+  });
+
+  it('renews an expired token in the middle of a pull', async () => {
+    const reg = await startLoopbackRegistry({ auth: { type: 'bearer', expiresIn: 1 } });
+    try {
+      reg.addImage('exp/app', '1', big);
+      // About three seconds of download in 64 KiB ranges: the first token expires on the way.
+      reg.faults.bytesPerSecond = 256 * 1024;
+      const root = freshRoot();
+      await pull(`${reg.host}/exp/app:1`, { root, chunkSize: 64 * 1024, maxConnections: 4 });
+      expect(reg.stats.tokensIssued).toBeGreaterThanOrEqual(2);
+      expect(reg.stats.requests.some((r) => r.status === 401 && r.path.includes('/blobs/'))).toBe(true);
       expectCleanStore(root);
     } finally {
       await reg.close();

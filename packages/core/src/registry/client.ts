@@ -2,7 +2,7 @@
 // platform's image, and verified small-blob reads. Ranged layer fetch lives in fetch.ts.
 import { Agent, request, type Dispatcher } from 'undici';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
-import { backoffMs, isRetryableStatus, sleep } from '../util/retry.js';
+import { backoffMs, isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import { parseDigest, sha256Digest, verifyBytes, type Digest } from '../oci/digest.js';
 import {
   parseImageConfig,
@@ -257,7 +257,8 @@ export class RegistryClient {
 
   /**
    * Like request(), for small reads that are retried whole: transport errors, 408, 429 and 5xx are
-   * tried again with back-off, up to `attempts` times in all.
+   * tried again with back-off (or after the Retry-After the server sends, up to a minute), up to
+   * `attempts` times in all.
    */
   async requestWithRetry(ref: Reference, path: string, options: RequestOptions = {}, attempts = DEFAULT_ATTEMPTS): Promise<Dispatcher.ResponseData> {
     for (let attempt = 1; ; attempt++) {
@@ -270,8 +271,10 @@ export class RegistryClient {
         continue;
       }
       if (attempt >= attempts || !isRetryableStatus(res.statusCode)) return res;
+      const retryAfter = parseRetryAfter(headerValue(res.headers['retry-after']));
+      if ((retryAfter ?? 0) > RETRY_AFTER_MAX_MS) return res;
       await discard(res);
-      await sleep(backoffMs(attempt), options.signal ?? undefined);
+      await sleep(retryDelayMs(attempt, retryAfter), options.signal ?? undefined);
     }
   }
 

@@ -6,7 +6,7 @@ import type { Dispatcher } from 'undici';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
-import { backoffMs, isRetryableStatus, sleep } from '../util/retry.js';
+import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import { discard, headerValue, responseError, type RegistryClient } from './client.js';
 
 /** Where downloaded bytes go: positional writes into one file. */
@@ -94,9 +94,11 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean): Pro
   const attempts = ctx.options.attempts ?? DEFAULT_ATTEMPTS;
   const cursor = { pos: range.start };
   let lastError: unknown;
+  let retryAfter: number | undefined;
   for (let attempt = 0; attempt < attempts; attempt++) {
     throwIfAborted(ctx.options.signal, ctx.what);
-    if (attempt > 0) await sleep(backoffMs(attempt), ctx.options.signal);
+    if (attempt > 0) await sleep(retryDelayMs(attempt, retryAfter), ctx.options.signal);
+    retryAfter = undefined;
     try {
       const pos = cursor.pos;
       const useRange = ranged || pos > range.start;
@@ -116,8 +118,10 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean): Pro
         await writeBody(ctx, res, cursor, ctx.desc.size);
         return 'whole';
       }
+      retryAfter = parseRetryAfter(headerValue(res.headers['retry-after']));
       const err = await responseError(res, ctx.what);
-      if (!isRetryableStatus(res.statusCode)) throw err;
+      // A server that asks for a longer pause than we wait is answered with the error now.
+      if (!isRetryableStatus(res.statusCode) || (retryAfter ?? 0) > RETRY_AFTER_MAX_MS) throw err;
       lastError = err;
     } catch (e) {
       if (!isRetryable(e)) throw e;
