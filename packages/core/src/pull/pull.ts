@@ -1,5 +1,6 @@
 // pull(): reference -> verified manifest and config -> every layer fetched, verified and unpacked into
 // its snapshot concurrently -> image record. Nothing unverified is ever committed.
+import { setMaxListeners } from 'node:events';
 import pLimit from 'p-limit';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { hashFile, type Ingest } from '../content/store.js';
@@ -178,6 +179,8 @@ async function storeMetadata(store: Store, r: ResolvedImage): Promise<void> {
 async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions): Promise<LayerTimings[]> {
   const controller = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+  // Every chunk request, back-off wait and unpack of the pull listens on this one signal.
+  setMaxListeners(0, signal);
   const ownPool = options.unpackConcurrency !== undefined || options.threads === false;
   const pool = ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool();
   const requestLimit = pLimit(options.maxConnections ?? DEFAULT_MAX_REQUESTS);

@@ -1,6 +1,7 @@
 // Ranged, parallel blob download: the blob is split into chunks fetched over several connections,
 // each response written at its offset as it arrives, so memory stays flat whatever the blob size.
 // The download engine issue deepens this (watermark hashing, stragglers, resume); the contract stays.
+import { setMaxListeners } from 'node:events';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { Dispatcher } from 'undici';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
@@ -63,6 +64,7 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   for (let start = chunkSize; start < desc.size; start += chunkSize) ranges.push({ start, end: Math.min(desc.size, start + chunkSize) });
   const inner = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, inner.signal]) : inner.signal;
+  setMaxListeners(0, signal); // one listener per chunk in flight
   const sub: ChunkContext = { ...ctx, options: { ...options, signal } };
   let failure: unknown;
   const tasks = ranges.map((r) =>
