@@ -8,6 +8,7 @@ import { parseDigest, verifyBytes, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
 import { Watermark } from './watermark.js';
+import { claimDir, sweepDeadDirs } from '../util/owner.js';
 
 export interface BlobInfo {
   readonly digest: Digest;
@@ -51,6 +52,7 @@ export interface ContentStore {
 interface OpenIngest extends Ingest {
   readonly dir: string;
   readonly handle: fsp.FileHandle;
+  readonly release: () => void;
   closed: boolean;
 }
 
@@ -104,8 +106,10 @@ export class FileContentStore implements ContentStore {
     parseDigest(expected.digest);
     const id = `${parseDigest(expected.digest).hex.slice(0, 16)}-${randomId()}`;
     const dir = join(this.dir, 'ingest', id);
+    let release: (() => void) | undefined;
     try {
       await fsp.mkdir(dir, { recursive: true });
+      release = claimDir(dir);
       await fsp.writeFile(join(dir, 'ref'), JSON.stringify({ digest: expected.digest, size: expected.size, mediaType: expected.mediaType }));
       const path = join(dir, 'data');
       const handle = await fsp.open(path, 'w+', 0o644);
@@ -120,6 +124,7 @@ export class FileContentStore implements ContentStore {
         expected,
         handle,
         watermark,
+        release,
         closed: false,
         async write(data: Uint8Array, position: number): Promise<void> {
           let off = 0;
@@ -134,6 +139,7 @@ export class FileContentStore implements ContentStore {
       return ingest;
     } catch (e) {
       await fsp.rm(dir, { recursive: true, force: true });
+      release?.();
       throw fromFsError(e, `starting download of ${expected.digest}`);
     }
   }
@@ -163,6 +169,7 @@ export class FileContentStore implements ContentStore {
       throw fromFsError(e, what);
     }
     await fsp.rm(ing.dir, { recursive: true, force: true });
+    ing.release();
   }
 
   async abort(ingest: Ingest): Promise<void> {
@@ -170,6 +177,12 @@ export class FileContentStore implements ContentStore {
     ing.watermark.fail();
     await close(ing);
     await fsp.rm(ing.dir, { recursive: true, force: true });
+    ing.release();
+  }
+
+  /** Removes ingests left by processes that died (kill -9, power loss); returns their ids. */
+  async sweep(): Promise<string[]> {
+    return sweepDeadDirs(join(this.dir, 'ingest'));
   }
 
   async delete(digest: Digest): Promise<boolean> {

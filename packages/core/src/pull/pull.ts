@@ -144,6 +144,8 @@ export async function pull(reference: string | Reference, options: PullOptions):
       layers: layers.map((l) => ({ digest: l.digest, size: l.size, chainID: l.chainID })),
     });
     await storeMetadata(store, resolved);
+    // Litter from pulls that died (kill -9): nothing of it is visible, but it takes space.
+    await Promise.all([store.content.sweep(), store.snapshots.sweep()]);
 
     const layerTimings = await pullLayers(store, client, resolved, layers, options);
     const top = layers[layers.length - 1];

@@ -11,12 +11,15 @@ import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
+import { claimDir, disownDir, sweepDeadDirs } from '../util/owner.js';
 
 export interface ActiveSnapshot {
   readonly key: string;
   /** The directory to extract into. */
   readonly fs: string;
   readonly dir: string;
+  /** Lets go of the directory's owner lock (commit and remove call it). */
+  readonly release: () => void;
 }
 
 export interface SnapshotInfo {
@@ -42,6 +45,8 @@ export interface Snapshotter {
   /** Commits an active snapshot; returns false when another writer committed the same chainID first. */
   commit(active: ActiveSnapshot, info: Omit<SnapshotInfo, 'created'>): Promise<boolean>;
   remove(active: ActiveSnapshot): Promise<void>;
+  /** Removes active snapshots whose writer died. */
+  sweep(): Promise<string[]>;
   info(chainID: Digest): Promise<SnapshotInfo | undefined>;
   /** The directory of a committed snapshot's tree. */
   fsPath(chainID: Digest): string;
@@ -87,13 +92,15 @@ export class FileSnapshotter implements Snapshotter {
     const dir = join(this.dir, 'active', key);
     const fs = join(dir, 'fs');
     try {
-      await fsp.mkdir(fs, { recursive: true, mode: 0o755 });
+      await fsp.mkdir(dir, { recursive: true });
+      const release = claimDir(dir);
+      await fsp.mkdir(fs, { mode: 0o755 });
       // The root of a layer dir is the container's root: 0755 whatever the umask says.
       await fsp.chmod(fs, 0o755);
+      return { key, fs, dir, release };
     } catch (e) {
       throw fromFsError(e, 'preparing a snapshot');
     }
-    return { key, fs, dir };
   }
 
   async commit(active: ActiveSnapshot, info: Omit<SnapshotInfo, 'created'>): Promise<boolean> {
@@ -102,6 +109,7 @@ export class FileSnapshotter implements Snapshotter {
       // info.json is written before the rename, so a committed dir always has one.
       await writeFileAtomic(join(active.dir, 'info.json'), JSON.stringify({ ...info, created: new Date().toISOString() }));
       await fsp.mkdir(join(this.dir, 'committed'), { recursive: true });
+      await disownDir(active.dir);
       try {
         await fsp.rename(active.dir, target);
       } catch (e) {
@@ -113,6 +121,7 @@ export class FileSnapshotter implements Snapshotter {
         throw e;
       }
       await syncDir(join(this.dir, 'committed'));
+      active.release();
       return true;
     } catch (e) {
       await this.remove(active);
@@ -122,6 +131,12 @@ export class FileSnapshotter implements Snapshotter {
 
   async remove(active: ActiveSnapshot): Promise<void> {
     await fsp.rm(active.dir, { recursive: true, force: true });
+    active.release();
+  }
+
+  /** Removes active snapshots left by processes that died (kill -9, power loss); returns their keys. */
+  async sweep(): Promise<string[]> {
+    return sweepDeadDirs(join(this.dir, 'active'));
   }
 
   async mounts(chainIDs: readonly Digest[]): Promise<Mount[]> {

@@ -1,0 +1,69 @@
+// Ownership of work-in-progress directories (ingests, active snapshots) across processes: the
+// writer holds an flock on `<dir>/owner` for as long as it works there; the kernel releases it when
+// the writer exits, kill -9 included. A directory whose lock can be taken has no live writer: it
+// is litter from a crash, and any process may remove it.
+import { closeSync, openSync, promises as fsp } from 'node:fs';
+import { join } from 'node:path';
+import { nativeFs } from '../unpack/native.js';
+
+const OWNER_FILE = 'owner';
+/** A directory without an owner file is younger than this only if its writer is still creating it. */
+const UNCLAIMED_GRACE_MS = 60_000;
+
+/** Claims a fresh directory for this process; returns the release (call it once the work is done). */
+export function claimDir(dir: string): () => void {
+  const fd = openSync(join(dir, OWNER_FILE), 'wx', 0o600);
+  if (!nativeFs().tryLock(fd, true)) {
+    closeSync(fd);
+    throw new Error(`cannot lock ${join(dir, OWNER_FILE)}`);
+  }
+  let open = true;
+  return () => {
+    if (!open) return;
+    open = false;
+    closeSync(fd);
+  };
+}
+
+/** Removes the owner file of a claimed directory (before it is renamed into its final place). */
+export async function disownDir(dir: string): Promise<void> {
+  await fsp.rm(join(dir, OWNER_FILE), { force: true });
+}
+
+/**
+ * Removes the subdirectories of `parent` that no live process owns. Returns their names. Safe to
+ * run while other processes work in `parent`: a directory is removed only while this process
+ * holds its owner lock, or when it never got an owner file and is older than a minute.
+ */
+export async function sweepDeadDirs(parent: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await fsp.readdir(parent);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const dir = join(parent, name);
+    let fd: number | undefined;
+    try {
+      fd = openSync(join(dir, OWNER_FILE), 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') continue;
+      const st = await fsp.stat(dir).catch(() => undefined);
+      if (st && Date.now() - st.mtimeMs > UNCLAIMED_GRACE_MS) {
+        await fsp.rm(dir, { recursive: true, force: true });
+        removed.push(name);
+      }
+      continue;
+    }
+    try {
+      if (!nativeFs().tryLock(fd, true)) continue;
+      await fsp.rm(dir, { recursive: true, force: true });
+      removed.push(name);
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return removed;
+}

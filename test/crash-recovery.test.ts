@@ -1,0 +1,61 @@
+// A pull killed with SIGKILL in the middle leaves nothing visible, and the next pull removes its
+// litter (ingests, active snapshots) and completes with verified content.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openStore, pull } from '@fastpull/core';
+import { Prng, buildImage, startLoopbackRegistry } from '@fastpull/core/testing';
+import { cliPath, corruptBlobs, ls, tempDir } from './helpers.js';
+
+const work = tempDir('crash');
+afterAll(() => work.cleanup());
+
+async function until(what: string, cond: () => boolean, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('kill -9 during a pull', () => {
+  it('leaves no visible partial state, and the next pull cleans up and completes', async () => {
+    const prng = new Prng(12);
+    const image = await buildImage({
+      layers: [
+        Array.from({ length: 40 }, (_, i) => ({ type: 'file' as const, path: `a/f${i}`, content: prng.bytes(32 * 1024) })),
+        Array.from({ length: 40 }, (_, i) => ({ type: 'file' as const, path: `b/f${i}`, content: prng.bytes(32 * 1024) })),
+      ],
+    });
+    const reg = await startLoopbackRegistry();
+    try {
+      reg.addImage('k/app', '1', image);
+      reg.faults.bytesPerSecond = 256 * 1024;
+      const root = join(work.dir, 'root');
+      const ref = `${reg.host}/k/app:1`;
+      const child = spawn(process.execPath, [cliPath, 'pull', '--root', root, ref], { stdio: 'ignore' });
+      const exited = new Promise((r) => child.on('exit', r));
+      const served = () => image.layers.reduce((s, l) => s + reg.stats.blobBytesServed(l.digest), 0);
+      // Killed while both layers are downloading and extracting.
+      await until('the download to be under way', () => served() > 200 * 1024 && ls(join(root, 'snapshots', 'active')).length > 0);
+      child.kill('SIGKILL');
+      await exited;
+
+      const store = openStore(root);
+      expect(await store.images.list()).toEqual([]);
+      expect(await store.snapshots.list()).toEqual([]);
+      expect(ls(join(root, 'content', 'ingest')).length).toBeGreaterThan(0);
+      expect(ls(join(root, 'snapshots', 'active')).length).toBeGreaterThan(0);
+
+      reg.faults = {};
+      const { image: rec } = await pull(ref, { root });
+      expect(rec.layers.map((l) => l.digest)).toEqual(image.layers.map((l) => l.digest));
+      expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+      expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+      expect(corruptBlobs(root)).toEqual([]);
+      expect((await store.snapshots.list()).map((s) => s.chainID).sort()).toEqual(rec.layers.map((l) => l.chainID).sort());
+    } finally {
+      await reg.close();
+    }
+  });
+});
