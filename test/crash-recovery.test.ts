@@ -1,5 +1,6 @@
-// A pull killed with SIGKILL in the middle leaves nothing visible, and the next pull removes its
-// litter (ingests, active snapshots) and completes with verified content.
+// A pull killed with SIGKILL in the middle leaves nothing visible; the next pull resumes its
+// downloads (fetching only what is missing), removes its half-extracted snapshots, and completes
+// with verified content.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -48,7 +49,12 @@ describe('kill -9 during a pull', () => {
       expect(ls(join(root, 'snapshots', 'active')).length).toBeGreaterThan(0);
 
       reg.faults = {};
+      const before = served();
       const { image: rec } = await pull(ref, { root });
+      // The download resumed: the second pull fetched only what the first had not written.
+      const total = image.layers.reduce((s, l) => s + l.size, 0);
+      expect(served() - before).toBeLessThan(total);
+      expect(served() - before).toBeGreaterThanOrEqual(total - before);
       expect(rec.layers.map((l) => l.digest)).toEqual(image.layers.map((l) => l.digest));
       expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
       expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);

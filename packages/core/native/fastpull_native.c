@@ -1,9 +1,11 @@
 // The few filesystem calls fastpull needs that node:fs lacks: mknod (overlay whiteouts are character
 // devices 0:0; images also carry fifos and device nodes), extended attributes (trusted.overlay.opaque,
-// security.capability and other SCHILY.xattr records), all on the path itself, never following a
-// final symlink; and flock, so that processes sharing a store unpack each layer once.
+// security.capability and other SCHILY.xattr records), times to the nanosecond (node:fs takes seconds
+// as a double, which keeps microseconds at best), all on the path itself, never following a final
+// symlink; and flock, so that processes sharing a store unpack each layer once.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <node_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <sys/types.h>
 #include <sys/file.h>
 #include <sys/xattr.h>
+#include <time.h>
 
 #define PATH_CAP 4096
 #define NAME_CAP 256
@@ -22,6 +25,7 @@ static napi_value throw_errno(napi_env env, int err, const char* syscall, const 
       {EPERM, "EPERM"},   {ENOENT, "ENOENT"}, {EEXIST, "EEXIST"},     {EACCES, "EACCES"},
       {ENOSPC, "ENOSPC"}, {ENOTSUP, "ENOTSUP"}, {ENODATA, "ENODATA"}, {EINVAL, "EINVAL"},
       {ENOTDIR, "ENOTDIR"}, {ERANGE, "ERANGE"}, {EROFS, "EROFS"}, {EDQUOT, "EDQUOT"},
+      {EBADF, "EBADF"},   {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"},
   };
   const char* code = "EIO";
   for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -153,12 +157,86 @@ static napi_value js_try_lock(napi_env env, napi_callback_info info) {
   return throw_errno(env, errno, "flock", "(fd)");
 }
 
+// Seconds as a JS number (an integer) or a bigint, within time_t. -1 when it is neither.
+static int get_seconds(napi_env env, napi_value v, time_t* out) {
+  napi_valuetype type;
+  if (napi_typeof(env, v, &type) != napi_ok) return -1;
+  int64_t s;
+  if (type == napi_bigint) {
+    bool lossless = false;
+    if (napi_get_value_bigint_int64(env, v, &s, &lossless) != napi_ok || !lossless) return -1;
+  } else if (type == napi_number) {
+    double d;
+    if (napi_get_value_double(env, v, &d) != napi_ok) return -1;
+    // -2^63 and 2^63 are exact as doubles; in between, the cast is defined and an integer survives it.
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return -1;  // NaN and infinities too
+    s = (int64_t)d;
+    if ((double)s != d) return -1;  // a fraction
+  } else {
+    return -1;
+  }
+  if ((time_t)s != s) return -1;  // a 32-bit time_t
+  *out = (time_t)s;
+  return 0;
+}
+
+// Nanoseconds: an integer number in [0, 999999999].
+static int get_nanoseconds(napi_env env, napi_value v, long* out) {
+  napi_valuetype type;
+  double d;
+  if (napi_typeof(env, v, &type) != napi_ok || type != napi_number || napi_get_value_double(env, v, &d) != napi_ok) return -1;
+  if (!(d >= 0 && d <= 999999999.0) || (double)(long)d != d) return -1;
+  *out = (long)d;
+  return 0;
+}
+
+// argv[from..from+3]: atime seconds, atime nanoseconds, mtime seconds, mtime nanoseconds.
+static int get_times(napi_env env, napi_value* argv, struct timespec ts[2]) {
+  for (int i = 0; i < 2; i++) {
+    if (get_seconds(env, argv[2 * i], &ts[i].tv_sec) || get_nanoseconds(env, argv[2 * i + 1], &ts[i].tv_nsec)) return -1;
+  }
+  return 0;
+}
+
+// lutimesNs(path, atimeSec, atimeNsec, mtimeSec, mtimeNsec): utimensat(AT_SYMLINK_NOFOLLOW), so a
+// symlink gets its own times. Seconds are integers (number or bigint), negative before 1970.
+static napi_value js_lutimes_ns(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  if (get_args(env, info, 5, argv)) return NULL;
+  char path[PATH_CAP];
+  struct timespec ts[2];
+  if (get_string(env, argv[0], path, sizeof path) || get_times(env, argv + 1, ts)) {
+    napi_throw_type_error(env, NULL,
+                          "lutimesNs(path: string, atimeSec: integer | bigint, atimeNsec: 0-999999999, mtimeSec: integer | bigint, mtimeNsec: 0-999999999)");
+    return NULL;
+  }
+  if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) != 0) return throw_errno(env, errno, "utimensat", path);
+  return NULL;
+}
+
+// futimesNs(fd, atimeSec, atimeNsec, mtimeSec, mtimeNsec): futimens(2) on an open fd.
+static napi_value js_futimes_ns(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  if (get_args(env, info, 5, argv)) return NULL;
+  int32_t fd;
+  struct timespec ts[2];
+  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || get_times(env, argv + 1, ts)) {
+    napi_throw_type_error(env, NULL,
+                          "futimesNs(fd: number, atimeSec: integer | bigint, atimeNsec: 0-999999999, mtimeSec: integer | bigint, mtimeNsec: 0-999999999)");
+    return NULL;
+  }
+  if (futimens(fd, ts) != 0) return throw_errno(env, errno, "futimens", "(fd)");
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
       {"lsetxattr", NULL, js_lsetxattr, NULL, NULL, NULL, napi_default, NULL},
       {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
       {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_default, NULL},
+      {"lutimesNs", NULL, js_lutimes_ns, NULL, NULL, NULL, napi_default, NULL},
+      {"futimesNs", NULL, js_futimes_ns, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

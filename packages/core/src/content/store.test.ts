@@ -71,3 +71,49 @@ describe('FileContentStore', () => {
     expect(() => store.blobPath(`sha256:../../../etc/passwd` as `${string}:${string}`)).toThrowError(expect.objectContaining({ code: 'INVALID_DIGEST' }) as Error);
   });
 });
+
+describe('resuming ingests', () => {
+  it('takes over the download of a process that died, with the ranges it recorded', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024, 7);
+    big.write('distinct', 1234);
+    const d = { mediaType: MediaTypes.OCI_LAYER, digest: sha256Digest(big), size: big.length };
+    const first = await store.newIngest(d);
+    await first.write(big.subarray(0, 1024 * 1024), 0);
+    await first.write(big.subarray(2 * 1024 * 1024), 2 * 1024 * 1024);
+    // Wait past the record's update interval, then write once more so the record is saved.
+    await new Promise((r) => setTimeout(r, 300));
+    await first.write(big.subarray(1024 * 1024, 1024 * 1024 + 10), 1024 * 1024);
+
+    // While its owner lives, nobody else takes it.
+    const other = await store.newIngest(d);
+    expect(other.id).not.toBe(first.id);
+    expect(other.resumed).toEqual([]);
+    await store.abort(other);
+
+    // The owner dies (its lock goes with its file descriptors), leaving the directory behind.
+    (first as unknown as { release: () => void }).release();
+    await (first as unknown as { handle: { close(): Promise<void> } }).handle.close();
+    const resumed = await store.newIngest(d);
+    expect(resumed.id).toBe(first.id);
+    expect(resumed.resumed).toEqual([
+      [0, 1024 * 1024 + 10],
+      [2 * 1024 * 1024, 3 * 1024 * 1024],
+    ]);
+    expect(resumed.watermark.value).toBe(1024 * 1024 + 10);
+    await resumed.write(big.subarray(1024 * 1024 + 10, 2 * 1024 * 1024), 1024 * 1024 + 10);
+    expect(resumed.watermark.value).toBe(big.length);
+    await store.commit(resumed);
+    // Buffer.equals: vitest's deep equality walks 3 MiB byte by byte.
+    expect((await readFile(store.blobPath(d.digest))).equals(big)).toBe(true);
+  });
+
+  it('sweeps dead ingests only once they are stale', async () => {
+    const ing = await store.newIngest(desc);
+    (ing as unknown as { release: () => void }).release();
+    expect(await store.sweep()).toEqual([]);
+    expect(await store.sweep(60_000)).toEqual([]);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await store.sweep(10)).toEqual([ing.id]);
+    expect(readdirSync(join(root, 'content', 'ingest'))).toEqual([]);
+  });
+});

@@ -1,14 +1,14 @@
 // The content store: verified blobs under blobs/<alg>/<hex>; downloads land in ingests first and are
 // invisible until commit checks their size and digest and renames them into place.
 import { createHash } from 'node:crypto';
-import { createReadStream, promises as fsp } from 'node:fs';
+import { createReadStream, promises as fsp, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, verifyBytes, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
 import { Watermark } from './watermark.js';
-import { claimDir, sweepDeadDirs } from '../util/owner.js';
+import { claimDir, sweepDeadDirs, tryClaimDir } from '../util/owner.js';
 
 export interface BlobInfo {
   readonly digest: Digest;
@@ -27,6 +27,11 @@ export interface Ingest {
   readonly expected: Descriptor;
   /** Bytes from offset 0 on disk without a gap; readers may follow it while writes go on. */
   readonly watermark: Watermark;
+  /**
+   * Ranges already on disk when the ingest was opened: a download that a killed process left
+   * behind, resumed. Only the rest needs fetching; the whole blob is still verified.
+   */
+  readonly resumed: readonly (readonly [number, number])[];
   write(data: Uint8Array, position: number): Promise<void>;
 }
 
@@ -102,9 +107,15 @@ export class FileContentStore implements ContentStore {
     }
   }
 
+  /**
+   * Opens a download of `expected`: resumes one that a dead process left (same digest and size,
+   * owner lock free), or starts a new one.
+   */
   async newIngest(expected: Descriptor): Promise<Ingest> {
-    parseDigest(expected.digest);
-    const id = `${parseDigest(expected.digest).hex.slice(0, 16)}-${randomId()}`;
+    const { hex } = parseDigest(expected.digest);
+    const resumed = await this.adoptIngest(expected, hex);
+    if (resumed) return resumed;
+    const id = `${hex.slice(0, 16)}-${randomId()}`;
     const dir = join(this.dir, 'ingest', id);
     let release: (() => void) | undefined;
     try {
@@ -113,35 +124,45 @@ export class FileContentStore implements ContentStore {
       await fsp.writeFile(join(dir, 'ref'), JSON.stringify({ digest: expected.digest, size: expected.size, mediaType: expected.mediaType }));
       const path = join(dir, 'data');
       const handle = await fsp.open(path, 'w+', 0o644);
-      const watermark = new Watermark(expected.size);
       // Reserving the full size up front makes positional writes in any order cheap and shows
       // NO_SPACE-prone pulls early on filesystems that honour it.
       await handle.truncate(expected.size);
-      const ingest: OpenIngest = {
-        id,
-        dir,
-        path,
-        expected,
-        handle,
-        watermark,
-        release,
-        closed: false,
-        async write(data: Uint8Array, position: number): Promise<void> {
-          let off = 0;
-          while (off < data.byteLength) {
-            const { bytesWritten } = await handle.write(data, off, data.byteLength - off, position + off);
-            off += bytesWritten;
-          }
-          // Published only once the bytes are in the file, so a follower never reads a hole.
-          watermark.add(position, position + data.byteLength);
-        },
-      };
-      return ingest;
+      return openIngest({ id, dir, path, expected, handle, release, have: [] });
     } catch (e) {
       await fsp.rm(dir, { recursive: true, force: true });
       release?.();
       throw fromFsError(e, `starting download of ${expected.digest}`);
     }
+  }
+
+  /** Takes over an ingest of the same blob whose writer died, if there is one. */
+  private async adoptIngest(expected: Descriptor, hex: string): Promise<Ingest | undefined> {
+    const base = join(this.dir, 'ingest');
+    let names: string[];
+    try {
+      names = (await fsp.readdir(base)).filter((n) => n.startsWith(`${hex.slice(0, 16)}-`));
+    } catch {
+      return undefined;
+    }
+    for (const id of names) {
+      const dir = join(base, id);
+      const release = tryClaimDir(dir);
+      if (!release) continue;
+      try {
+        const ref = JSON.parse(await fsp.readFile(join(dir, 'ref'), 'utf8')) as { digest?: unknown; size?: unknown };
+        const path = join(dir, 'data');
+        const st = await fsp.stat(path);
+        if (ref.digest !== expected.digest || ref.size !== expected.size || st.size !== expected.size) throw new Error('not the same blob');
+        const have = readRanges(join(dir, RANGES_FILE), expected.size);
+        const handle = await fsp.open(path, 'r+');
+        return openIngest({ id, dir, path, expected, handle, release, have });
+      } catch {
+        // Unreadable or foreign: it is litter; remove it while we hold its lock.
+        await fsp.rm(dir, { recursive: true, force: true });
+        release();
+      }
+    }
+    return undefined;
   }
 
   async commit(ingest: Ingest, verified?: Digest): Promise<void> {
@@ -180,9 +201,12 @@ export class FileContentStore implements ContentStore {
     ing.release();
   }
 
-  /** Removes ingests left by processes that died (kill -9, power loss); returns their ids. */
-  async sweep(): Promise<string[]> {
-    return sweepDeadDirs(join(this.dir, 'ingest'));
+  /**
+   * Removes ingests left by processes that died (kill -9, power loss) and not resumed within
+   * `olderThanMs` (default a day); returns their ids.
+   */
+  async sweep(olderThanMs = STALE_INGEST_MS): Promise<string[]> {
+    return sweepDeadDirs(join(this.dir, 'ingest'), olderThanMs);
   }
 
   async delete(digest: Digest): Promise<boolean> {
@@ -232,4 +256,80 @@ export async function hashFile(path: string, like: Digest): Promise<Digest> {
   const h = createHash(algorithm);
   for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) h.update(chunk as Buffer);
   return `${algorithm}:${h.digest('hex')}`;
+}
+
+/** A dead process's download is kept this long for a later pull to resume, then swept. */
+export const STALE_INGEST_MS = 24 * 60 * 60 * 1000;
+/** The ingest's record of ranges on disk. */
+const RANGES_FILE = 'ranges';
+/** The ranges record is updated after this many new bytes or this long, whichever comes first:
+ * a kill loses at most that much work. */
+const RANGES_SAVE_BYTES = 8 * 1024 * 1024;
+const RANGES_SAVE_MS = 250;
+
+/**
+ * The ranges record: written (temp file + rename, no fsync) after the bytes it lists were written.
+ * After a kill -9 both are in the page cache; after a power loss it may claim more than the disk
+ * holds, which the digest check at commit catches (the blob is then fetched again).
+ */
+function readRanges(path: string, size: number): [number, number][] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(raw)) return [];
+  const out: [number, number][] = [];
+  for (const r of raw) {
+    if (!Array.isArray(r) || r.length !== 2) return [];
+    const [a, b] = r as unknown[];
+    if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b) || (a as number) < 0 || (b as number) > size || (a as number) >= (b as number)) return [];
+    out.push([a as number, b as number]);
+  }
+  return out;
+}
+
+function openIngest(o: {
+  id: string;
+  dir: string;
+  path: string;
+  expected: Descriptor;
+  handle: fsp.FileHandle;
+  release: () => void;
+  have: readonly [number, number][];
+}): OpenIngest {
+  const watermark = new Watermark(o.expected.size);
+  for (const [a, b] of o.have) watermark.add(a, b);
+  const rangesPath = join(o.dir, RANGES_FILE);
+  let unsaved = 0;
+  let savedAt = Date.now();
+  const save = (): void => {
+    unsaved = 0;
+    savedAt = Date.now();
+    writeFileSync(`${rangesPath}.tmp`, JSON.stringify(watermark.ranges()));
+    renameSync(`${rangesPath}.tmp`, rangesPath);
+  };
+  return {
+    id: o.id,
+    dir: o.dir,
+    path: o.path,
+    expected: o.expected,
+    handle: o.handle,
+    watermark,
+    release: o.release,
+    resumed: o.have,
+    closed: false,
+    async write(data: Uint8Array, position: number): Promise<void> {
+      let off = 0;
+      while (off < data.byteLength) {
+        const { bytesWritten } = await o.handle.write(data, off, data.byteLength - off, position + off);
+        off += bytesWritten;
+      }
+      // Published only once the bytes are in the file, so a follower never reads a hole.
+      watermark.add(position, position + data.byteLength);
+      unsaved += data.byteLength;
+      if (unsaved >= RANGES_SAVE_BYTES || Date.now() - savedAt >= RANGES_SAVE_MS || watermark.value === o.expected.size) save();
+    },
+  };
 }

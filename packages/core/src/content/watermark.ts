@@ -77,6 +77,11 @@ export class Watermark extends WatermarkView {
     p.splice(i, j - i, [s, e]);
   }
 
+  /** The ranges on disk, sorted and disjoint, as [start, end): the prefix first, then the rest. */
+  ranges(): [number, number][] {
+    return [...(this.mark > 0 ? [[0, this.mark] as [number, number]] : []), ...this.pending.map(([a, b]) => [a, b] as [number, number])];
+  }
+
   /** Marks the ingest failed: readers waiting on it wake up and stop. */
   fail(): void {
     Atomics.store(this.slots, SLOT_STATE, WatermarkState.FAILED);

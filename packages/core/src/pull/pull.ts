@@ -294,7 +294,9 @@ async function fetchAndUnpack(
       let reported = 0;
       emit('fetching', 0);
       const tf = performance.now();
+      fetched = ingest.resumed.reduce((n, [a, b]) => n + b - a, 0);
       fetching = fetchBlob(ctx.client, ctx.ref, desc, ingest, {
+        have: ingest.resumed,
         chunkSize: ctx.options.chunkSize ?? DEFAULT_CHUNK_SIZE,
         limit: ctx.requestLimit,
         signal,

@@ -25,6 +25,8 @@ export interface FetchOptions {
   readonly onBytes?: (n: number) => void;
   /** Attempts per chunk for transport errors and retryable statuses. */
   readonly attempts?: number;
+  /** Ranges [start, end) already in the sink (a resumed download): only the rest is fetched. */
+  readonly have?: readonly (readonly [number, number])[];
 }
 
 export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
@@ -51,17 +53,21 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   if (!Number.isSafeInteger(chunkSize) || chunkSize < 64 * 1024) throw new FastpullError('INVALID_ARGUMENT', `chunk size ${chunkSize}: want an integer of at least 64 KiB`);
   const limit = options.limit ?? defaultLimit;
   const ctx: ChunkContext = { client, ref, desc, sink, options, what: `blob ${desc.digest} of ${ref.registry}/${ref.repository}` };
-  if (desc.size === 0) return;
+  const missing = missingRanges(desc.size, options.have ?? []);
+  if (missing.length === 0) return;
 
-  if (desc.size <= chunkSize) {
+  if (missing.length === 1 && missing[0]!.start === 0 && desc.size <= chunkSize) {
     await limit(() => fetchRange(ctx, { start: 0, end: desc.size }, false));
     return;
   }
+  const chunks: Range[] = [];
+  for (const m of missing) {
+    for (let start = m.start; start < m.end; start += chunkSize) chunks.push({ start, end: Math.min(m.end, start + chunkSize) });
+  }
   // The first chunk probes Range support; the others start once the server has shown it honours it.
-  const first = await limit(() => fetchRange(ctx, { start: 0, end: chunkSize }, true));
+  const first = await limit(() => fetchRange(ctx, chunks[0]!, true, true));
   if (first === 'whole') return;
-  const ranges: Range[] = [];
-  for (let start = chunkSize; start < desc.size; start += chunkSize) ranges.push({ start, end: Math.min(desc.size, start + chunkSize) });
+  const ranges = chunks.slice(1);
   const inner = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, inner.signal]) : inner.signal;
   setMaxListeners(0, signal); // one listener per chunk in flight
@@ -92,7 +98,7 @@ interface ChunkContext {
  * Fetches one range with retries; a retry asks only for what is still missing. Returns 'whole' when
  * the server answered a ranged request with the complete blob (and that was written).
  */
-async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean): Promise<'range' | 'whole'> {
+async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, probe = false): Promise<'range' | 'whole'> {
   const attempts = ctx.options.attempts ?? DEFAULT_ATTEMPTS;
   const cursor = { pos: range.start };
   let lastError: unknown;
@@ -112,11 +118,14 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean): Pro
         return 'range';
       }
       if (res.statusCode === 200) {
-        if (pos !== 0) {
+        // A server that ignores Range sends the whole blob: usable from offset 0 when this is the
+        // first request of the blob (a resumed download then starts over); later, it is an error.
+        if (pos !== 0 && !(probe && pos === range.start)) {
           await discard(res);
           throw new FastpullError('REGISTRY_ERROR', `${ctx.what}: server ignored the Range request for bytes ${pos}-${range.end - 1}`);
         }
         checkLength(ctx, res, ctx.desc.size);
+        cursor.pos = 0;
         await writeBody(ctx, res, cursor, ctx.desc.size);
         return 'whole';
       }
@@ -188,4 +197,18 @@ async function writeBody(ctx: ChunkContext, res: Dispatcher.ResponseData, cursor
   if (pos !== end) {
     throw new FastpullError('NETWORK_ERROR', `${ctx.what}: response ended at offset ${pos}, want ${end}`, { details: { offset: pos } });
   }
+}
+
+/** The parts of [0, size) not covered by `have`, in order. */
+export function missingRanges(size: number, have: readonly (readonly [number, number])[]): Range[] {
+  const sorted = [...have].filter(([a, b]) => b > a).sort((x, y) => x[0] - y[0]);
+  const out: Range[] = [];
+  let pos = 0;
+  for (const [a, b] of sorted) {
+    if (a > pos) out.push({ start: pos, end: Math.min(a, size) });
+    pos = Math.max(pos, b);
+    if (pos >= size) break;
+  }
+  if (pos < size) out.push({ start: pos, end: size });
+  return out.filter((r) => r.end > r.start);
 }

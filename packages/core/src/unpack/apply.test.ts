@@ -6,7 +6,7 @@ import path from 'node:path';
 import { pack, type Header } from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
-import { applyLayer, cleanEntryPath, DEFAULT_APPLY_LIMITS } from './apply.js';
+import { applyLayer, cleanEntryPath, DEFAULT_APPLY_LIMITS, parsePaxTime } from './apply.js';
 import { nativeFs } from './native.js';
 
 type Entry = Partial<Header> & { name: string; body?: string | Buffer };
@@ -237,22 +237,66 @@ describe('applyLayer: links and special files', () => {
 });
 
 describe('applyLayer: whiteouts', () => {
-  it.skipIf(!isRoot)('turns .wh.NAME into a 0:0 character device and replaces what the layer made there', async () => {
-    const tar = await makeTar([
-      { name: 'etc/gone', body: 'x' },
-      { name: 'etc/.wh.gone' },
-      { name: 'etc/.wh.lower-only' },
-      { name: 'dir/sub/file', body: 'y' },
-      { name: '.wh.dir' },
-    ]);
+  const opaqueOf = (rel: string): string | undefined => nativeFs().lgetxattr(path.join(dest, rel), 'trusted.overlay.opaque')?.toString();
+
+  it.skipIf(!isRoot)('turns .wh.NAME into a 0:0 character device', async () => {
+    const tar = await makeTar([{ name: 'etc/.wh.lower-only' }, { name: '.wh.dir' }, { name: 'twice/.wh.x' }, { name: 'twice/.wh.x' }]);
     const stats = await applyLayer(chunksOf(tar), dest);
-    for (const p of ['etc/gone', 'etc/lower-only', 'dir']) {
+    for (const p of ['etc/lower-only', 'dir', 'twice/x']) {
       const st = fs.lstatSync(path.join(dest, p));
       expect(st.isCharacterDevice()).toBe(true);
       expect(st.rdev).toBe(0);
       expect(st.mode & 0o7777).toBe(0);
     }
-    expect(fs.existsSync(path.join(dest, 'etc/.wh.gone'))).toBe(false);
+    expect(fs.readdirSync(path.join(dest, 'etc'))).toEqual(['lower-only']);
+    expect(stats.whiteouts).toBe(4);
+  });
+
+  // image-spec layer.md: "Whiteout files MUST only apply to resources in lower/parent layers."
+  const kinds: Array<[string, Entry, (rel: string) => void]> = [
+    ['file', { name: 'n', body: 'own' }, (rel) => expect(fs.readFileSync(path.join(dest, rel), 'utf8')).toBe('own')],
+    ['symlink', { name: 'n', type: 'symlink', linkname: '/own/target' }, (rel) => expect(fs.readlinkSync(path.join(dest, rel))).toBe('/own/target')],
+    ['directory', { name: 'n/', type: 'directory', mode: 0o750 }, (rel) => expect(fs.lstatSync(path.join(dest, rel)).mode & 0o7777).toBe(0o750)],
+  ];
+  it.skipIf(!isRoot).each(kinds)('keeps a %s of its own layer that a later whiteout names, opaque when a directory', async (kind, entry, check) => {
+    const children: Entry[] = kind === 'directory' ? [{ name: 'n/own-child', body: 'c' }] : [];
+    const tar = await makeTar([entry, ...children, { name: '.wh.n' }, { ...entry, name: `sub/${entry.name}` }, ...children.map((c) => ({ ...c, name: `sub/${c.name}` })), { name: 'sub/.wh.n' }]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    for (const rel of ['n', 'sub/n']) {
+      check(rel);
+      expect(opaqueOf(rel)).toBe(kind === 'directory' ? 'y' : undefined); // a non-directory hides the lower entry by itself
+    }
+    if (kind === 'directory') expect(fs.readdirSync(path.join(dest, 'n'))).toEqual(['own-child']);
+    expect(stats.whiteouts).toBe(2);
+  });
+
+  it.skipIf(!isRoot).each(kinds)('replaces a whiteout with a later %s of its own layer, opaque when a directory', async (kind, entry, check) => {
+    const tar = await makeTar([{ name: '.wh.n' }, entry, { name: 'sub/.wh.n' }, { ...entry, name: `sub/${entry.name}` }]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    for (const rel of ['n', 'sub/n']) {
+      check(rel);
+      expect(opaqueOf(rel)).toBe(kind === 'directory' ? 'y' : undefined);
+    }
+    expect(stats.whiteouts).toBe(2);
+  });
+
+  it.skipIf(!isRoot)('makes a directory opaque when a whiteout of its path came earlier in the layer, whatever came between', async () => {
+    const tar = await makeTar([
+      { name: '.wh.a' },
+      { name: 'a', body: 'a file first' },
+      { name: 'a/', type: 'directory' },
+      { name: 'b/', type: 'directory' },
+      { name: 'b/.wh.c' },
+      { name: 'b/.wh.c' },
+      { name: 'b/c/', type: 'directory' },
+      { name: 'plain/', type: 'directory' },
+      { name: 'plain/child', body: 'x' },
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    expect(opaqueOf('a')).toBe('y');
+    expect(opaqueOf('b/c')).toBe('y');
+    expect(opaqueOf('b')).toBeUndefined();
+    expect(opaqueOf('plain')).toBeUndefined(); // no whiteout named it: it merges with the lower one
     expect(stats.whiteouts).toBe(3);
   });
 
@@ -364,6 +408,105 @@ describe('applyLayer: xattrs', () => {
     expect(addon.lgetxattr(f, 'trusted.other')).toBeNull();
     expect(fs.statSync(f).mtimeMs).toBe(1_600_000_000_500);
     expect(stats.warnings.join('\n')).toMatch(/trusted\.other/);
+  });
+});
+
+describe('applyLayer: times', () => {
+  /** An entry with PAX records, written raw: tar-stream's packer writes whole seconds only. */
+  function withPax(records: Array<[string, string]>, header: Buffer, data?: Buffer): Buffer[] {
+    const pax = Buffer.concat(records.map(([k, v]) => paxRecord(k, Buffer.from(v))));
+    return [rawHeader('PaxHeaders/x', 'x', pax.length), padded(pax), header, ...(data === undefined ? [] : [padded(data)])];
+  }
+  const symlinkHeader = (name: string | Buffer, target: string): Buffer => {
+    const b = rawHeader(name, '2', 0, 0o777);
+    b.write(target, 157, 100, 'utf8');
+    b.fill(0x20, 148, 156);
+    let sum = 0;
+    for (const byte of b) sum += byte;
+    b.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
+    return b;
+  };
+  const mtimeNs = (rel: string | Buffer): bigint => fs.lstatSync(Buffer.isBuffer(rel) ? Buffer.concat([Buffer.from(`${dest}/`), rel]) : path.join(dest, rel), { bigint: true }).mtimeNs;
+  const atimeNs = (rel: string): bigint => fs.lstatSync(path.join(dest, rel), { bigint: true }).atimeNs;
+
+  it('keeps PAX mtimes to the nanosecond on files, directories, symlinks and fifos, before 1970 too', async () => {
+    const nonUtf8 = Buffer.from('l\xe9', 'latin1');
+    const tar = Buffer.concat([
+      ...withPax([['mtime', '1600000000.123456789']], rawHeader('d/', '5', 0, 0o755)),
+      ...withPax([['mtime', '1600000000.987654321']], rawHeader('d/f', '0', 1), Buffer.from('x')),
+      ...withPax([['mtime', '1500000000.000000001']], symlinkHeader('d/s', '/nowhere')),
+      ...withPax([['mtime', '1400000000.5']], rawHeader('fifo', '6', 0)),
+      ...withPax([['mtime', '-1.25']], rawHeader('before-1970', '0', 0)),
+      ...withPax([['mtime', '-0.000000001']], rawHeader('just-before', '0', 0)),
+      ...withPax([['mtime', '-86400']], rawHeader('old-dir/', '5', 0, 0o755)),
+      ...withPax([['mtime', '1600000000.1234567891999']], rawHeader('cut', '0', 0)), // digits past the ninth are cut, as Go does
+      ...withPax([['mtime', '1600000000.']], rawHeader('dot', '0', 0)),
+      ...withPax([['mtime', '1300000000.000000042']], symlinkHeader(nonUtf8, 'target')), // set through its parent's descriptor
+      Buffer.alloc(1024),
+    ]);
+    await applyLayer(chunksOf(tar), dest);
+    expect(mtimeNs('d')).toBe(1_600_000_000_123_456_789n); // restored after its children were written
+    expect(mtimeNs('d/f')).toBe(1_600_000_000_987_654_321n);
+    expect(fs.lstatSync(path.join(dest, 'd/s')).isSymbolicLink()).toBe(true);
+    expect(mtimeNs('d/s')).toBe(1_500_000_000_000_000_001n);
+    expect(mtimeNs('fifo')).toBe(1_400_000_000_500_000_000n);
+    expect(mtimeNs('before-1970')).toBe(-1_250_000_000n);
+    expect(mtimeNs('just-before')).toBe(-1n);
+    expect(mtimeNs('old-dir')).toBe(-86_400_000_000_000n);
+    expect(mtimeNs('cut')).toBe(1_600_000_000_123_456_789n);
+    expect(mtimeNs('dot')).toBe(1_600_000_000_000_000_000n);
+    expect(mtimeNs(nonUtf8)).toBe(1_300_000_000_000_000_042n);
+    expect(fs.readdirSync(dest, { encoding: 'buffer' }).filter((n) => n.toString('latin1').startsWith('.fastpull-tmp'))).toEqual([]);
+  });
+
+  it('takes a later PAX atime to the nanosecond, and mtime as atime when atime is earlier', async () => {
+    const tar = Buffer.concat([
+      ...withPax([['mtime', '1600000000.1'], ['atime', '1600000000.100000001']], rawHeader('later', '0', 0)),
+      ...withPax([['mtime', '1600000000.1'], ['atime', '1500000000.999999999']], rawHeader('earlier', '0', 0)),
+      Buffer.alloc(1024),
+    ]);
+    await applyLayer(chunksOf(tar), dest);
+    expect(atimeNs('later')).toBe(1_600_000_000_100_000_001n);
+    expect(atimeNs('earlier')).toBe(1_600_000_000_100_000_000n);
+  });
+
+  it('refuses a time out of range', async () => {
+    const tar = Buffer.concat([...withPax([['mtime', '-100000000000.5']], rawHeader('f', '0', 0)), Buffer.alloc(1024)]);
+    await expect(applyLayer(chunksOf(tar), dest)).rejects.toMatchObject({ code: 'INVALID_LAYER', message: /out of range/ });
+  });
+
+  it('parses PAX times exactly, as Go does', () => {
+    expect(parsePaxTime('1600000000.123456789')).toEqual({ sec: 1_600_000_000, nsec: 123_456_789 });
+    expect(parsePaxTime('1600000000')).toEqual({ sec: 1_600_000_000, nsec: 0 });
+    expect(parsePaxTime('1.5')).toEqual({ sec: 1, nsec: 500_000_000 });
+    expect(parsePaxTime('-1.25')).toEqual({ sec: -2, nsec: 750_000_000 });
+    expect(parsePaxTime('-0.5')).toEqual({ sec: -1, nsec: 500_000_000 });
+    expect(parsePaxTime('-0')).toEqual({ sec: 0, nsec: 0 });
+    expect(Object.is(parsePaxTime('-0')!.sec, 0)).toBe(true);
+    expect(parsePaxTime('-7')).toEqual({ sec: -7, nsec: 0 });
+    expect(parsePaxTime('2.0000000009')).toEqual({ sec: 2, nsec: 0 });
+    expect(parsePaxTime('1e9')).toBeUndefined();
+    expect(parsePaxTime('.5')).toBeUndefined();
+  });
+
+  it('sets nanosecond times through the native addon, taking bigint seconds and refusing fractions', () => {
+    const f = path.join(dest, 'f');
+    fs.writeFileSync(f, '');
+    const addon = nativeFs();
+    addon.lutimesNs(f, -5n, 1, -3, 999_999_999);
+    const st = fs.lstatSync(f, { bigint: true });
+    expect([st.atimeNs, st.mtimeNs]).toEqual([-4_999_999_999n, -2_000_000_001n]);
+    const fd = fs.openSync(f, 'r');
+    try {
+      addon.futimesNs(fd, 0, 0, 2n ** 33n, 7);
+      expect(fs.fstatSync(fd, { bigint: true }).mtimeNs).toBe(2n ** 33n * 1_000_000_000n + 7n);
+    } finally {
+      fs.closeSync(fd);
+    }
+    for (const bad of [[1.5, 0], [0, 1e9], [0, -1], [0, 0.5], [Number.NaN, 0], [2n ** 63n, 0]] as const) {
+      expect(() => addon.lutimesNs(f, bad[0], bad[1], 0, 0)).toThrow(TypeError);
+    }
+    expect(() => addon.lutimesNs(path.join(dest, 'missing'), 0, 0, 0, 0)).toThrow(expect.objectContaining({ code: 'ENOENT' }));
   });
 });
 
@@ -546,9 +689,9 @@ describe('applyLayer: parity with GNU tar', () => {
       const a = fs.lstatSync(path.join(src, n));
       const b = fs.lstatSync(path.join(dest, n));
       expect([n, b.mode & 0o170777, b.size]).toEqual([n, a.mode & 0o170777, a.size]);
-      // PAX keeps sub-second times (to what a double holds); the others whole seconds.
-      if (format === 'pax') expect(Math.abs(b.mtimeMs - a.mtimeMs)).toBeLessThan(0.01);
-      else expect(b.mtimeMs).toBe(Math.trunc(a.mtimeMs / 1000) * 1000);
+      // PAX keeps nanoseconds; the others whole seconds.
+      const [ans, bns] = [fs.lstatSync(path.join(src, n), { bigint: true }).mtimeNs, fs.lstatSync(path.join(dest, n), { bigint: true }).mtimeNs];
+      expect([n, bns]).toEqual([n, format === 'pax' ? ans : (ans / 1_000_000_000n) * 1_000_000_000n]);
     }
     expect(fs.readlinkSync(path.join(dest, 'link'))).toBe(fs.readlinkSync(path.join(src, 'link')));
     expect(fs.statSync(path.join(dest, 'hard')).ino).toBe(fs.statSync(path.join(dest, 'exec')).ino);

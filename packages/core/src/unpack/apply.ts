@@ -90,6 +90,18 @@ const MAX_ID = 0xffff_fffe;
 /** Times past this (about year 5138) are no real file's and overflow some time_t conversions. */
 const MAX_ABS_TIME = 1e11;
 
+/** A time as utimensat(2) takes it: whole seconds since the epoch (negative before 1970) and 0-999999999 nanoseconds. */
+export interface Timespec {
+  sec: number;
+  nsec: number;
+}
+
+/** The times an entry gives what it makes. */
+interface Times {
+  atime: Timespec;
+  mtime: Timespec;
+}
+
 /** What this layer made at a path. Only this apply writes the directory, so the tree is the truth. */
 type Kind = 'dir' | 'file' | 'symlink' | 'special' | 'whiteout';
 
@@ -98,7 +110,7 @@ interface Node {
   kind: Kind;
   children?: Map<string, Node>;
   /** The mode and times finish() gives a directory; no times for a parent the layer never named. */
-  meta?: { mode: number; atime?: number; mtime?: number };
+  meta?: { mode: number; times?: Times };
 }
 
 /**
@@ -106,7 +118,8 @@ interface Node {
  * snapshot), laid out as an overlayfs lower directory:
  * - `DIR/.wh.NAME` becomes a character device 0:0 at `DIR/NAME` (an overlay whiteout) owned as the
  *   entry says; `DIR/.wh..wh..opq` sets `trusted.overlay.opaque=y` on DIR; other `.wh..wh.*` names
- *   are dropped.
+ *   are dropped. A whiteout hides lower layers only (image-spec layer.md): what this layer itself
+ *   made at `DIR/NAME`, before or after the whiteout, stays, and a directory there is made opaque.
  * - Paths resolve inside `dest` as if it were `/`, and nothing is created, written or has its
  *   metadata changed through a symlink: a `..` component or NUL in a name, a parent that is a
  *   symlink or a file (whatever earlier entries made it), a whiteout of `.` or `..`, a hardlink
@@ -116,9 +129,10 @@ interface Node {
  *   are made 0755. Names are bytes: ones that are not UTF-8 are kept exactly.
  * - A later entry for a path replaces the earlier one, whatever the types; a directory over a
  *   directory keeps its contents.
- * - Owners (when `sameOwner`), modes incl. setuid, mtimes and `SCHILY.xattr.*` records are applied
- *   without following symlinks; other `trusted.*` xattrs are dropped with a warning. Directory modes
- *   and mtimes are applied last, deepest first. Sparse files are written sparse.
+ * - Owners (when `sameOwner`), modes incl. setuid, mtimes to the nanosecond and `SCHILY.xattr.*`
+ *   records are applied without following symlinks; other `trusted.*` xattrs are dropped with a
+ *   warning. Directory modes and mtimes are applied last, deepest first. Sparse files are written
+ *   sparse.
  * - Entry types other than files, directories, links, devices and fifos fail with INVALID_LAYER.
  * - {@link ApplyOptions.limits} bound the layer.
  * - The tar is read to its last byte even past the end-of-archive marker (the caller hashes it);
@@ -271,6 +285,11 @@ function errnoOf(e: unknown): string | undefined {
 class LayerWriter {
   readonly stats: ApplyStats = { entries: 0, files: 0, bytes: 0, whiteouts: 0, skipped: 0, warnings: [] };
   private readonly tree: Node = { kind: 'dir', children: new Map() };
+  /**
+   * Paths a `.wh.NAME` of this layer named: the lower entry there is gone, so a directory this layer
+   * makes there later is opaque, or the lower one's contents would show through it.
+   */
+  private readonly whitedOut = new Set<string>();
   private readonly isRoot = process.getuid?.() === 0;
   /** The root as raw bytes (latin1 chars), to join with raw entry paths. */
   private readonly rawRoot: string;
@@ -336,7 +355,7 @@ class LayerWriter {
         const fd = fs.openSync(fsPath(this.abs(rel)), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
         try {
           fs.fchmodSync(fd, meta!.mode);
-          if (meta!.mtime !== undefined) fs.futimesSync(fd, meta!.atime ?? meta!.mtime, meta!.mtime);
+          if (meta!.times !== undefined) setTimesFd(fd, meta!.times);
         } finally {
           fs.closeSync(fd);
         }
@@ -412,7 +431,7 @@ class LayerWriter {
       if (this.sameOwner) fs.fchownSync(fd, uid, gid);
       fs.fchmodSync(fd, mode); // after chown, which clears setuid
       this.setXattrs(rel, e);
-      fs.futimesSync(fd, t.atime, t.mtime);
+      setTimesFd(fd, t);
     } finally {
       fs.closeSync(fd);
     }
@@ -463,11 +482,12 @@ class LayerWriter {
       fs.mkdirSync(fsPath(this.abs(rel)), 0o700);
       node = { kind: 'dir', children: new Map() };
       parent.set(baseOf(rel), node);
+      if (this.whitedOut.has(rel)) this.setOverlayXattr(rel, OVERLAY_OPAQUE_XATTR); // whiteout, then recreate
     }
     const abs = fsPath(this.abs(rel));
     if (this.sameOwner) fs.lchownSync(abs, uid, gid);
     this.setXattrs(rel, e);
-    node.meta = { mode, ...times };
+    node.meta = { mode, times };
   }
 
   private symlink(rel: string, e: TarEntry): void {
@@ -483,7 +503,7 @@ class LayerWriter {
     parent.set(baseOf(rel), { kind: 'symlink' });
     if (this.sameOwner) fs.lchownSync(abs, uid, gid);
     this.setXattrs(rel, e);
-    fs.lutimesSync(abs, t.atime, t.mtime);
+    this.setTimes(rel, t);
   }
 
   private hardlink(rel: string, e: TarEntry): void {
@@ -530,7 +550,7 @@ class LayerWriter {
     // chmod follows symlinks, but mknod just made this very name (it fails on an existing one), and only this apply writes here.
     fs.chmodSync(abs, mode); // mknod's mode passed through the umask
     this.setXattrs(rel, e);
-    fs.lutimesSync(abs, t.atime, t.mtime);
+    this.setTimes(rel, t);
   }
 
   private whiteout(dir: string, base: string, e: TarEntry): void {
@@ -550,7 +570,17 @@ class LayerWriter {
     }
     const { uid, gid } = this.owner(e);
     const rel = dir === '' ? name : `${dir}/${name}`;
-    const parent = this.prepare(rel, false);
+    const existing = this.ensureParents(rel).get(name);
+    this.whitedOut.add(rel);
+    if (existing !== undefined && existing.kind !== 'whiteout') {
+      // image-spec layer.md: a whiteout applies only to lower layers, never to its own layer's
+      // entries. What this layer made here stays and already hides the lower entry, a directory
+      // once it is opaque ("whiteout, then recreate").
+      if (existing.kind === 'dir') this.setOverlayXattr(rel, OVERLAY_OPAQUE_XATTR);
+      this.stats.whiteouts++;
+      return;
+    }
+    const parent = this.prepare(rel, false); // an earlier whiteout of the same name goes
     try {
       this.native(rel, true, (p) => nativeFs().mknod(p, S_IFCHR, 0, 0)); // overlayfs's whiteout: a 0:0 character device, mode 0
     } catch (err) {
@@ -696,13 +726,31 @@ class LayerWriter {
     return { uid: e.uid, gid: e.gid };
   }
 
-  /** Seconds since the epoch; atime is the later of atime and mtime, as containerd does. */
-  private timesOf(e: TarEntry): { atime: number; mtime: number } {
-    const { mtime, atime } = e;
-    for (const t of [mtime, atime]) {
-      if (t !== undefined && !(Math.abs(t) <= MAX_ABS_TIME)) this.refuse('INVALID_LAYER', `time ${t} is out of range`);
-    }
-    return { atime: atime !== undefined && atime > mtime ? atime : mtime, mtime };
+  /**
+   * The entry's times to the nanosecond: a PAX record read again from its text (the reader's
+   * number, a double, keeps microseconds at best), else the header's whole seconds. atime is the
+   * later of atime and mtime, as containerd does.
+   */
+  private timesOf(e: TarEntry): Times {
+    const mtime = this.exactTime(e.mtime, e.pax.get('mtime'));
+    const atime = e.atime === undefined ? undefined : this.exactTime(e.atime, e.pax.get('atime'));
+    return { atime: atime !== undefined && isLater(atime, mtime) ? atime : mtime, mtime };
+  }
+
+  /** `approx` (the reader's seconds) exactly, from `paxText` when there is one. */
+  private exactTime(approx: number, paxText: Buffer | undefined): Timespec {
+    if (!(Math.abs(approx) <= MAX_ABS_TIME)) this.refuse('INVALID_LAYER', `time ${approx} is out of range`);
+    const exact = paxText === undefined ? undefined : parsePaxTime(paxText.toString('latin1'));
+    if (exact !== undefined) return exact;
+    // Header fields hold whole seconds; a fraction could only come from a record read above.
+    const sec = Math.floor(approx);
+    const nsec = Math.min(Math.round((approx - sec) * 1e9), 999_999_999);
+    return { sec, nsec };
+  }
+
+  /** Sets the times of `rel` itself (a symlink's own), to the nanosecond. */
+  private setTimes(rel: string, t: Times): void {
+    this.native(rel, false, (p) => nativeFs().lutimesNs(p, t.atime.sec, t.atime.nsec, t.mtime.sec, t.mtime.nsec));
   }
 
   private setXattrs(rel: string, e: TarEntry): void {
@@ -735,6 +783,29 @@ class LayerWriter {
       }
     }
   }
+}
+
+/**
+ * A PAX time (`-?DIGITS[.DIGITS]`, as the reader checked) as exact seconds and nanoseconds. As Go's
+ * archive/tar: digits past the ninth are cut, and the sign applies to the fraction too, so
+ * `-1.25` is 1.25 s before the epoch: second -2, nanosecond 750000000. undefined for other text.
+ */
+export function parsePaxTime(text: string): Timespec | undefined {
+  const m = /^(-?)([0-9]+)(?:\.([0-9]*))?$/.exec(text);
+  if (m === null) return undefined;
+  const whole = Number(m[2]);
+  const nsec = Number(((m[3] ?? '') + '000000000').slice(0, 9));
+  if (m[1] !== '-') return { sec: whole, nsec };
+  return nsec === 0 ? { sec: whole === 0 ? 0 : -whole, nsec: 0 } : { sec: -whole - 1, nsec: 1_000_000_000 - nsec };
+}
+
+function isLater(a: Timespec, b: Timespec): boolean {
+  return a.sec > b.sec || (a.sec === b.sec && a.nsec > b.nsec);
+}
+
+/** Sets the times of what `fd` is open on, to the nanosecond. */
+function setTimesFd(fd: number, t: Times): void {
+  nativeFs().futimesNs(fd, t.atime.sec, t.atime.nsec, t.mtime.sec, t.mtime.nsec);
 }
 
 function baseOf(rel: string): string {

@@ -1,4 +1,4 @@
-// Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes, flock), once, on first use.
+// Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes, nanosecond times, flock), once, on first use.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { FastpullError } from '../errors.js';
@@ -19,7 +19,17 @@ export interface NativeFs {
    * has it. Closing the fd releases it; so does the death of the process.
    */
   tryLock(fd: number, exclusive: boolean): boolean;
+  /**
+   * utimensat(2) with AT_SYMLINK_NOFOLLOW: sets the times of the path itself (a symlink's own) to
+   * the nanosecond, which fs.lutimes, taking seconds as a double, cannot. Seconds are integers
+   * (negative before 1970), nanoseconds 0-999999999; anything else is a TypeError.
+   */
+  lutimesNs(path: string, atimeSec: number | bigint, atimeNsec: number, mtimeSec: number | bigint, mtimeNsec: number): void;
+  /** futimens(2): {@link lutimesNs} on an open fd. */
+  futimesNs(fd: number, atimeSec: number | bigint, atimeNsec: number, mtimeSec: number | bigint, mtimeNsec: number): void;
 }
+
+const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'tryLock', 'lutimesNs', 'futimesNs'] as const satisfies ReadonlyArray<keyof NativeFs>;
 
 // src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
 const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);
@@ -44,8 +54,10 @@ export function nativeFs(): NativeFs {
     );
   }
   const m = mod as Partial<NativeFs> | null;
-  if (typeof m?.mknod !== 'function' || typeof m.lsetxattr !== 'function' || typeof m.lgetxattr !== 'function' || typeof m.tryLock !== 'function') {
-    throw new FastpullError('INTERNAL', `the native addon ${file} lacks mknod, lsetxattr, lgetxattr or tryLock; rebuild it with \`pnpm --filter @fastpull/core build:native\``);
+  const missing = FUNCTIONS.filter((name) => typeof m?.[name] !== 'function');
+  if (missing.length > 0) {
+    // A build from an older source, made before these calls existed.
+    throw new FastpullError('INTERNAL', `the native addon ${file} lacks ${missing.join(', ')}; rebuild it with \`pnpm --filter @fastpull/core build:native\``);
   }
   loaded = m as NativeFs;
   return loaded;

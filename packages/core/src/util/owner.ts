@@ -25,17 +25,41 @@ export function claimDir(dir: string): () => void {
   };
 }
 
+/**
+ * Takes over a directory whose owner died: returns the release when its owner lock was free (and is
+ * now ours), undefined when a live process holds it or it has no owner file.
+ */
+export function tryClaimDir(dir: string): (() => void) | undefined {
+  let fd: number;
+  try {
+    fd = openSync(join(dir, OWNER_FILE), 'r');
+  } catch {
+    return undefined;
+  }
+  if (!nativeFs().tryLock(fd, true)) {
+    closeSync(fd);
+    return undefined;
+  }
+  let open = true;
+  return () => {
+    if (!open) return;
+    open = false;
+    closeSync(fd);
+  };
+}
+
 /** Removes the owner file of a claimed directory (before it is renamed into its final place). */
 export async function disownDir(dir: string): Promise<void> {
   await fsp.rm(join(dir, OWNER_FILE), { force: true });
 }
 
 /**
- * Removes the subdirectories of `parent` that no live process owns. Returns their names. Safe to
+ * Removes the subdirectories of `parent` that no live process owns and that nobody touched for
+ * `olderThanMs` (0: at once). Returns their names. Safe to
  * run while other processes work in `parent`: a directory is removed only while this process
  * holds its owner lock, or when it never got an owner file and is older than a minute.
  */
-export async function sweepDeadDirs(parent: string): Promise<string[]> {
+export async function sweepDeadDirs(parent: string, olderThanMs = 0): Promise<string[]> {
   let names: string[];
   try {
     names = await fsp.readdir(parent);
@@ -59,6 +83,13 @@ export async function sweepDeadDirs(parent: string): Promise<string[]> {
     }
     try {
       if (!nativeFs().tryLock(fd, true)) continue;
+      if (olderThanMs > 0) {
+        // Kept for resuming until it has sat unused this long (by its last write).
+        const st = await fsp.stat(dir).catch(() => undefined);
+        const data = await fsp.stat(join(dir, 'data')).catch(() => undefined);
+        const last = Math.max(st?.mtimeMs ?? 0, data?.mtimeMs ?? 0);
+        if (Date.now() - last < olderThanMs) continue;
+      }
       await fsp.rm(dir, { recursive: true, force: true });
       removed.push(name);
     } finally {
