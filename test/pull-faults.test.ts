@@ -103,6 +103,28 @@ describe('ranged fetch', () => {
     expectCleanStore(root);
   });
 
+  it('re-issues a stalled range on a fresh connection and completes', async () => {
+    const layer = big.layers[0]!;
+    // The first response for the layer sends 100 kB, then nothing, and never ends.
+    reg.faults.stallAfter = { bytes: 100_000, times: 1, path: new RegExp(layer.digest) };
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerFloor: 64 * 1024, stragglerWindowMs: 300 });
+    const reissued = reg.stats.requests.filter((r) => r.path.endsWith(layer.digest) && r.range === 'bytes=100000-1048575');
+    expect(reissued).toHaveLength(1);
+    expect(await openStore(root).content.info(layer.digest)).toEqual({ digest: layer.digest, size: layer.size });
+    expectCleanStore(root);
+  });
+
+  it('leaves a slow but moving range alone', async () => {
+    reg.faults.bytesPerSecond = 1024 * 1024;
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerFloor: 64 * 1024, stragglerWindowMs: 300 });
+    const layer = big.layers[0]!;
+    // Every byte was sent exactly once: nothing was cancelled and asked for again.
+    expect(reg.stats.blobBytesServed(layer.digest)).toBe(layer.size);
+    expect(reg.stats.requests.filter((r) => r.path.endsWith(layer.digest))).toHaveLength(Math.ceil(layer.size / (1024 * 1024)));
+  });
+
   it('retries 503 and succeeds', async () => {
     reg.faults.status = { path: /\/blobs\//, status: 503, times: 2 };
     const root = freshRoot();

@@ -74,6 +74,12 @@ export interface PullOptions {
   readonly chunkSize?: number;
   /** Requests in flight for this pull. */
   readonly maxConnections?: number;
+  /**
+   * A range receiving fewer bytes per second than this over `stragglerWindowMs` is cancelled and its
+   * remainder re-requested on a fresh connection (defaults: 16 KiB/s over 10 s).
+   */
+  readonly stragglerFloor?: number;
+  readonly stragglerWindowMs?: number;
   /** Layers decompressed and extracted at once; default: the process-wide pool, one per core. */
   readonly unpackConcurrency?: number;
   /** Unpack on worker threads (default true); false keeps every layer on the calling thread. */
@@ -298,6 +304,8 @@ async function fetchAndUnpack(
       fetching = fetchBlob(ctx.client, ctx.ref, desc, ingest, {
         have: ingest.resumed,
         chunkSize: ctx.options.chunkSize ?? DEFAULT_CHUNK_SIZE,
+        ...(ctx.options.stragglerFloor !== undefined ? { stragglerFloor: ctx.options.stragglerFloor } : {}),
+        ...(ctx.options.stragglerWindowMs !== undefined ? { stragglerWindowMs: ctx.options.stragglerWindowMs } : {}),
         limit: ctx.requestLimit,
         signal,
         onBytes: (n) => {

@@ -27,6 +27,12 @@ export interface FetchOptions {
   readonly attempts?: number;
   /** Ranges [start, end) already in the sink (a resumed download): only the rest is fetched. */
   readonly have?: readonly (readonly [number, number])[];
+  /** Bytes per second under which a range is a straggler (see DEFAULT_STRAGGLER_FLOOR). */
+  readonly stragglerFloor?: number;
+  /** The window over which the straggler floor is measured, in milliseconds. */
+  readonly stragglerWindowMs?: number;
+  /** Called when a straggling range is cancelled and re-issued. */
+  readonly onStraggler?: () => void;
 }
 
 export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
@@ -103,15 +109,17 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
   const cursor = { pos: range.start };
   let lastError: unknown;
   let retryAfter: number | undefined;
+  let stragglers = 0;
   for (let attempt = 0; attempt < attempts; attempt++) {
     throwIfAborted(ctx.options.signal, ctx.what);
     if (attempt > 0) await sleep(retryDelayMs(attempt, retryAfter), ctx.options.signal);
     retryAfter = undefined;
+    const watchdog = new Watchdog(ctx, cursor);
     try {
       const pos = cursor.pos;
       const useRange = ranged || pos > range.start;
       const headers: Record<string, string> = useRange ? { range: `bytes=${pos}-${range.end - 1}` } : {};
-      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: ctx.options.signal });
+      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal });
       if (res.statusCode === 206) {
         checkContentRange(ctx, res, pos, range.end);
         await writeBody(ctx, res, cursor, range.end);
@@ -135,11 +143,65 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
       if (!isRetryableStatus(res.statusCode) || (retryAfter ?? 0) > RETRY_AFTER_MAX_MS) throw err;
       lastError = err;
     } catch (e) {
+      if (watchdog.fired && !ctx.options.signal?.aborted) {
+        // A straggler: its remainder goes out again at once, on a fresh connection (aborting the
+        // request closed its socket), without spending one of the attempts meant for errors.
+        ctx.options.onStraggler?.();
+        if (++stragglers <= MAX_STRAGGLER_REISSUES) attempt--;
+        lastError = new FastpullError('NETWORK_ERROR', `${ctx.what}: the range from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`, {
+          cause: e,
+          details: { offset: cursor.pos, straggler: true },
+        });
+        continue;
+      }
       if (!isRetryable(e)) throw e;
       lastError = e;
+    } finally {
+      watchdog.stop();
     }
   }
   throw lastError instanceof Error ? lastError : new FastpullError('NETWORK_ERROR', `${ctx.what}: failed after ${attempts} attempts`);
+}
+
+/** Re-issues of one chunk's remainder for being too slow, on top of its error attempts. */
+const MAX_STRAGGLER_REISSUES = 8;
+/**
+ * The straggler floor: a range that receives fewer than this many bytes per second over a whole
+ * window is cancelled and its remainder asked for again. Low enough that a slow but moving link is
+ * left alone (16 connections at this floor is 256 KiB/s), high enough to catch a stalled one.
+ */
+export const DEFAULT_STRAGGLER_FLOOR = 16 * 1024;
+export const DEFAULT_STRAGGLER_WINDOW_MS = 10_000;
+
+/** Watches one request: aborts it when its progress stays below the floor for a window. */
+class Watchdog {
+  readonly floor: number;
+  readonly windowMs: number;
+  readonly signal: AbortSignal;
+  fired = false;
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private mark: number;
+
+  constructor(ctx: ChunkContext, cursor: { pos: number }) {
+    this.floor = ctx.options.stragglerFloor ?? DEFAULT_STRAGGLER_FLOOR;
+    this.windowMs = ctx.options.stragglerWindowMs ?? DEFAULT_STRAGGLER_WINDOW_MS;
+    this.signal = ctx.options.signal ? AbortSignal.any([ctx.options.signal, this.controller.signal]) : this.controller.signal;
+    this.mark = cursor.pos;
+    this.timer = setInterval(() => {
+      const moved = cursor.pos - this.mark;
+      this.mark = cursor.pos;
+      if (moved < (this.floor * this.windowMs) / 1000) {
+        this.fired = true;
+        this.controller.abort(new Error('straggler'));
+      }
+    }, this.windowMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
 }
 
 function isRetryable(e: unknown): boolean {
