@@ -2,7 +2,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MediaTypes, openStore, pull, sha256Digest } from '@fastpull/core';
+import { FetchScheduler, MediaTypes, openStore, pull, sha256Digest } from '@fastpull/core';
 import { buildImage, Prng, sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { corruptBlobs, ls, tempDir } from './helpers.js';
 
@@ -50,6 +50,20 @@ describe('ranged fetch', () => {
     expect(reg.stats.maxInFlight).toBeGreaterThan(1);
     expect(openStore(root).content.info(layer.digest)).resolves.toEqual({ digest: layer.digest, size: layer.size });
     expectCleanStore(root);
+  });
+
+  it('shares one scheduler between concurrent pulls of a process', async () => {
+    reg.faults.bytesPerSecond = 1024 * 1024;
+    const scheduler = new FetchScheduler({ maxRequests: 3 });
+    await Promise.all([
+      pull(`${reg.host}/big/app:1`, { root: freshRoot(), chunkSize: 256 * 1024, scheduler }),
+      pull(`${reg.host}/big/app:1`, { root: freshRoot(), chunkSize: 256 * 1024, scheduler }),
+    ]);
+    // Blob requests of both pulls together never exceeded the limit (manifests and configs are
+    // not blob ranges and are not scheduled).
+    expect(reg.stats.maxInFlight).toBeLessThanOrEqual(3 + 2);
+    expect(reg.stats.maxInFlight).toBeGreaterThanOrEqual(2);
+    expect(scheduler.inFlight).toEqual({ requests: 0, bytes: 0 });
   });
 
   it('uses a server that ignores Range as one stream', async () => {

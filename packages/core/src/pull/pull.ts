@@ -1,7 +1,6 @@
 // pull(): reference -> verified manifest and config -> every layer fetched, verified and unpacked into
 // its snapshot concurrently -> image record. Nothing unverified is ever committed.
 import { setMaxListeners } from 'node:events';
-import pLimit from 'p-limit';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { hashFile, type Ingest } from '../content/store.js';
 import { chainIDs } from '../oci/chainid.js';
@@ -13,7 +12,8 @@ import { formatReference, parseReference, type Reference } from '../oci/referenc
 import type { ImageLayer, ImageRecord } from '../images/store.js';
 import { RegistryClient, type ResolvedImage } from '../registry/client.js';
 import type { CredentialsProvider } from '../registry/auth.js';
-import { DEFAULT_CHUNK_SIZE, DEFAULT_MAX_REQUESTS, fetchBlob } from '../registry/fetch.js';
+import { DEFAULT_CHUNK_SIZE, fetchBlob } from '../registry/fetch.js';
+import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import type { ActiveSnapshot } from '../snapshots/store.js';
 import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
@@ -72,8 +72,10 @@ export interface PullOptions {
   readonly onProgress?: (event: PullEvent) => void;
   /** Bytes per range request. */
   readonly chunkSize?: number;
-  /** Requests in flight for this pull. */
+  /** Requests in flight for this pull alone (it then gets its own scheduler). */
   readonly maxConnections?: number;
+  /** The scheduler of blob requests; default the process-wide one that all pulls share. */
+  readonly scheduler?: FetchScheduler;
   /**
    * A range receiving fewer bytes per second than this over `stragglerWindowMs` is cancelled and its
    * remainder re-requested on a fresh connection (defaults: 16 KiB/s over 10 s).
@@ -191,8 +193,8 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
   setMaxListeners(0, signal);
   const ownPool = options.unpackConcurrency !== undefined || options.threads === false;
   const pool = ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool();
-  const requestLimit = pLimit(options.maxConnections ?? DEFAULT_MAX_REQUESTS);
-  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, pool, requestLimit };
+  const scheduler = options.scheduler ?? (options.maxConnections !== undefined ? new FetchScheduler({ maxRequests: options.maxConnections, maxPerHost: options.maxConnections }) : sharedFetchScheduler());
+  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, pool, scheduler };
   let failure: unknown;
   const settled = Promise.all(
     layers.map((layer, index) => {
@@ -217,7 +219,7 @@ interface LayerContext {
   readonly options: PullOptions;
   readonly signal: AbortSignal;
   readonly pool: UnpackPool;
-  readonly requestLimit: ReturnType<typeof pLimit>;
+  readonly scheduler: FetchScheduler;
 }
 
 async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer, index: number, parent: Digest | undefined): Promise<LayerTimings> {
@@ -306,7 +308,7 @@ async function fetchAndUnpack(
         chunkSize: ctx.options.chunkSize ?? DEFAULT_CHUNK_SIZE,
         ...(ctx.options.stragglerFloor !== undefined ? { stragglerFloor: ctx.options.stragglerFloor } : {}),
         ...(ctx.options.stragglerWindowMs !== undefined ? { stragglerWindowMs: ctx.options.stragglerWindowMs } : {}),
-        limit: ctx.requestLimit,
+        scheduler: ctx.scheduler,
         signal,
         onBytes: (n) => {
           fetched += n;

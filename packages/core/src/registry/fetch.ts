@@ -2,13 +2,13 @@
 // each response written at its offset as it arrives, so memory stays flat whatever the blob size.
 // The download engine issue deepens this (watermark hashing, stragglers, resume); the contract stays.
 import { setMaxListeners } from 'node:events';
-import pLimit, { type LimitFunction } from 'p-limit';
 import type { Dispatcher } from 'undici';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import { discard, headerValue, responseError, type RegistryClient } from './client.js';
+import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
 
 /** Where downloaded bytes go: positional writes into one file. */
 export interface RandomAccessSink {
@@ -18,8 +18,8 @@ export interface RandomAccessSink {
 export interface FetchOptions {
   /** Bytes per range request. 16 MiB ranges measured best on loopback (FACTS.md). */
   readonly chunkSize?: number;
-  /** Shared limit on requests in flight; pass the same one to every fetch of a process. */
-  readonly limit?: LimitFunction;
+  /** The scheduler of requests in flight; default the process-wide one. */
+  readonly scheduler?: FetchScheduler;
   readonly signal?: AbortSignal;
   /** Called with the number of new bytes written, from any chunk. */
   readonly onBytes?: (n: number) => void;
@@ -36,12 +36,14 @@ export interface FetchOptions {
 }
 
 export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
-/** Requests in flight across all blobs of a process when the caller does not share a limit. */
-export const DEFAULT_MAX_REQUESTS = 16;
+
 /** Attempts per chunk; a retry asks only for the bytes still missing. */
 const DEFAULT_ATTEMPTS = 4;
 
-const defaultLimit = pLimit(DEFAULT_MAX_REQUESTS);
+/** The scheduler's key for a reference: its registry (mirrors share the global limit). */
+function ctx0Host(ref: Reference): string {
+  return ref.registry;
+}
 
 interface Range {
   readonly start: number;
@@ -57,13 +59,15 @@ interface Range {
 export async function fetchBlob(client: RegistryClient, ref: Reference, desc: Descriptor, sink: RandomAccessSink, options: FetchOptions = {}): Promise<void> {
   const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
   if (!Number.isSafeInteger(chunkSize) || chunkSize < 64 * 1024) throw new FastpullError('INVALID_ARGUMENT', `chunk size ${chunkSize}: want an integer of at least 64 KiB`);
-  const limit = options.limit ?? defaultLimit;
+  const scheduler = options.scheduler ?? sharedFetchScheduler();
+  const host = ctx0Host(ref);
+  const limit = <T>(fn: () => Promise<T>, bytes: number, signal?: AbortSignal) => scheduler.run(host, bytes, fn, signal);
   const ctx: ChunkContext = { client, ref, desc, sink, options, what: `blob ${desc.digest} of ${ref.registry}/${ref.repository}` };
   const missing = missingRanges(desc.size, options.have ?? []);
   if (missing.length === 0) return;
 
   if (missing.length === 1 && missing[0]!.start === 0 && desc.size <= chunkSize) {
-    await limit(() => fetchRange(ctx, { start: 0, end: desc.size }, false));
+    await limit(() => fetchRange(ctx, { start: 0, end: desc.size }, false), desc.size, options.signal);
     return;
   }
   const chunks: Range[] = [];
@@ -71,7 +75,7 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
     for (let start = m.start; start < m.end; start += chunkSize) chunks.push({ start, end: Math.min(m.end, start + chunkSize) });
   }
   // The first chunk probes Range support; the others start once the server has shown it honours it.
-  const first = await limit(() => fetchRange(ctx, chunks[0]!, true, true));
+  const first = await limit(() => fetchRange(ctx, chunks[0]!, true, true), chunks[0]!.end - chunks[0]!.start, options.signal);
   if (first === 'whole') return;
   const ranges = chunks.slice(1);
   const inner = new AbortController();
@@ -80,7 +84,7 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   const sub: ChunkContext = { ...ctx, options: { ...options, signal } };
   let failure: unknown;
   const tasks = ranges.map((r) =>
-    limit(() => fetchRange(sub, r, true)).catch((e: unknown) => {
+    limit(() => fetchRange(sub, r, true), r.end - r.start, signal).catch((e: unknown) => {
       // The first failure stops the other chunks; all are settled before the caller sees it, so no
       // write lands in the sink after fetchBlob returns.
       if (failure === undefined) failure = e;

@@ -10,6 +10,7 @@ export {
   type ResolvedImage,
   type RequestOptions,
 } from './client.js';
-export { fetchBlob, DEFAULT_CHUNK_SIZE, DEFAULT_MAX_REQUESTS, type FetchOptions, type RandomAccessSink } from './fetch.js';
+export { fetchBlob, DEFAULT_CHUNK_SIZE, DEFAULT_STRAGGLER_FLOOR, DEFAULT_STRAGGLER_WINDOW_MS, type FetchOptions, type RandomAccessSink } from './fetch.js';
+export { FetchScheduler, sharedFetchScheduler, DEFAULT_MAX_REQUESTS, DEFAULT_MAX_PER_HOST, DEFAULT_MAX_BYTES, type FetchSchedulerOptions } from './scheduler.js';
 export { dockerConfigCredentials, defaultConfigPath, type DockerConfigOptions } from './dockerconfig.js';
 export { loadHostsConfig, parseHostsConfig, hostsFor, type RegistryHost, type HostCapability, type HostsConfigOptions } from './hostsconfig.js';
