@@ -1,0 +1,68 @@
+// One question: how fast does fastpull download one big blob to disk, against curl fetching the same
+// ranges in parallel, and does its memory stay flat as the blob grows? Sizes from BENCH_SIZES_MIB
+// (default "512,4096"); the blob is a sparse file of zeros served by blob-server.js in its own
+// process (content does not matter to HTTP; the page cache serves it). Prints a markdown table.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { median } from './lib.js';
+
+const SIZES = (process.env.BENCH_SIZES_MIB ?? '512,4096').split(',').map(Number);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const CHUNK = 16 * 1024 * 1024;
+const PARALLEL = 16;
+const here = import.meta.dirname;
+
+/** The digest a sparse file of `size` zeros has (what fastpull verifies against). */
+function zerosDigest(path: string): string {
+  return `sha256:${execFileSync('sha256sum', [path], { encoding: 'utf8' }).split(' ')[0]}`;
+}
+
+function timed(cmd: string, args: string[]): { wall: number; rssMiB: number } {
+  const r = spawnSync('/usr/bin/time', ['-f', '%e %M', cmd, ...args], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr.slice(-2000)}`);
+  const [wall, kib] = r.stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
+  return { wall: wall!, rssMiB: kib! / 1024 };
+}
+
+const work = mkdtempSync(join(tmpdir(), 'fastpull-fetchbench-'));
+try {
+  console.log(`| blob | contender | median s | MB/s | peak RSS MiB |\n|---|---|---|---|---|`);
+  for (const mib of SIZES) {
+    const blob = join(work, `blob-${mib}`);
+    execFileSync('truncate', ['-s', `${mib}M`, blob]);
+    const digest = zerosDigest(blob);
+    const server = spawn(process.execPath, [join(here, 'blob-server.js'), blob], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const port = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
+    const url = `http://127.0.0.1:${port}/v2/bench/blob/blobs/${digest}`;
+    const size = statSync(blob).size;
+    try {
+      const rows: Record<string, { wall: number[]; rss: number[] }> = {};
+      const add = (name: string, r: { wall: number; rssMiB: number }) => {
+        rows[name] ??= { wall: [], rss: [] };
+        rows[name].wall.push(r.wall);
+        rows[name].rss.push(r.rssMiB);
+      };
+      for (let run = 0; run < RUNS; run++) {
+        const root = join(work, 'root');
+        add('fastpull fetch (16 x 16 MiB ranges)', timed(process.execPath, [join(here, 'fetch-child.js'), `127.0.0.1:${port}`, digest, String(size), root]));
+        rmSync(root, { recursive: true, force: true });
+        const args = ['-sS', '--fail', '--parallel', '--parallel-max', String(PARALLEL)];
+        for (let start = 0, i = 0; start < size; start += CHUNK, i++) args.push('-r', `${start}-${Math.min(size, start + CHUNK) - 1}`, '-o', join(work, `part${i}`), url);
+        add('curl --parallel (16 x 16 MiB ranges)', timed('curl', args));
+        execFileSync('sh', ['-c', `rm -f "$0"/part*`, work]);
+      }
+      for (const [name, r] of Object.entries(rows)) {
+        const m = median(r.wall);
+        console.log(`| ${mib} MiB | ${name} | ${m.toFixed(2)} | ${(size / 1e6 / m).toFixed(0)} | ${Math.max(...r.rss).toFixed(0)} |`);
+      }
+    } finally {
+      server.kill();
+      rmSync(blob, { force: true });
+    }
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
