@@ -2,7 +2,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FetchScheduler, MediaTypes, openStore, pull, sha256Digest } from '@fastpull/core';
+import { FetchScheduler, MediaTypes, openStore, pull, RegistryClient, sha256Digest } from '@fastpull/core';
 import { buildImage, Prng, sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { corruptBlobs, ls, tempDir } from './helpers.js';
 
@@ -127,6 +127,26 @@ describe('ranged fetch', () => {
     expect(reissued).toHaveLength(1);
     expect(await openStore(root).content.info(layer.digest)).toEqual({ digest: layer.digest, size: layer.size });
     expectCleanStore(root);
+  });
+
+  it('fails a pull that receives nothing at all, counting bytes across all its ranges', async () => {
+    reg.faults.stallAfter = { bytes: 0, times: 1000, path: new RegExp(big.layers[0]!.digest) };
+    const root = freshRoot();
+    const err = await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerWindowMs: 60_000, noProgressTimeoutMs: 400 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'NETWORK_ERROR', details: { timeoutMs: 400 } });
+    expect(await openStore(root).images.list()).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+  });
+
+  it('gives up on a manifest or config read that stalls, retrying it first', async () => {
+    reg.faults.stallAfter = { bytes: 0, times: 1000, path: new RegExp(big.configDigest) };
+    const client = new RegistryClient({ idleTimeoutMs: 200 });
+    try {
+      await expect(pull(`${reg.host}/big/app:1`, { root: freshRoot(), client })).rejects.toMatchObject({ code: 'NETWORK_ERROR' });
+      expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)).length).toBe(4);
+    } finally {
+      await client.close();
+    }
   });
 
   it('leaves a slow but moving range alone', async () => {

@@ -76,6 +76,8 @@ export interface PullOptions {
   readonly maxConnections?: number;
   /** The scheduler of blob requests; default the process-wide one that all pulls share. */
   readonly scheduler?: FetchScheduler;
+  /** Fail the pull when no byte arrives for this long across all its downloads (default 2 min). */
+  readonly noProgressTimeoutMs?: number;
   /**
    * A range receiving fewer bytes per second than this over `stragglerWindowMs` is cancelled and its
    * remainder re-requested on a fresh connection (defaults: 16 KiB/s over 10 s).
@@ -194,8 +196,12 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
   const ownPool = options.unpackConcurrency !== undefined || options.threads === false;
   const pool = ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool();
   const scheduler = options.scheduler ?? (options.maxConnections !== undefined ? new FetchScheduler({ maxRequests: options.maxConnections, maxPerHost: options.maxConnections }) : sharedFetchScheduler());
-  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, pool, scheduler };
   let failure: unknown;
+  const progress = new ProgressWatch(options.noProgressTimeoutMs ?? DEFAULT_NO_PROGRESS_TIMEOUT_MS, (e) => {
+    if (failure === undefined) failure = e;
+    controller.abort(e);
+  });
+  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, pool, scheduler, progress };
   const settled = Promise.all(
     layers.map((layer, index) => {
       const parent = index > 0 ? layers[index - 1]!.chainID : undefined;
@@ -207,12 +213,57 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
       });
     }),
   );
-  const results = await settled.finally(() => (ownPool ? pool.close() : undefined));
+  const results = await settled.finally(() => {
+    progress.stop();
+    return ownPool ? pool.close() : undefined;
+  });
   if (failure !== undefined) throw failure;
   return results as LayerTimings[];
 }
 
+/**
+ * With downloads running, a pull that receives no byte at all for this long, across all its ranges
+ * of all its layers, fails. Straggling ranges are re-issued long before (after 10 s); this ends a
+ * pull whose registry stopped answering altogether.
+ */
+export const DEFAULT_NO_PROGRESS_TIMEOUT_MS = 120_000;
+
+/** Watches progress across all downloads of a pull, never one range alone. */
+class ProgressWatch {
+  private active = 0;
+  private last = performance.now();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly timeoutMs: number,
+    onTimeout: (e: FastpullError) => void,
+  ) {
+    this.timer = setInterval(() => {
+      if (this.active > 0 && performance.now() - this.last > this.timeoutMs) {
+        onTimeout(new FastpullError('NETWORK_ERROR', `no bytes arrived for ${Math.round(this.timeoutMs / 1000)} s across all downloads of the pull`, { details: { timeoutMs: this.timeoutMs } }));
+        this.last = performance.now();
+      }
+    }, Math.max(10, Math.min(1000, timeoutMs / 4)));
+    this.timer.unref();
+  }
+
+  /** A download starts; returns its end. */
+  start(): () => void {
+    if (this.active++ === 0) this.last = performance.now();
+    return () => void this.active--;
+  }
+
+  bytes(): void {
+    this.last = performance.now();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}
+
 interface LayerContext {
+  readonly progress: ProgressWatch;
   readonly store: Store;
   readonly client: RegistryClient;
   readonly ref: Reference;
@@ -303,6 +354,7 @@ async function fetchAndUnpack(
       emit('fetching', 0);
       const tf = performance.now();
       fetched = ingest.resumed.reduce((n, [a, b]) => n + b - a, 0);
+      const done = ctx.progress.start();
       fetching = fetchBlob(ctx.client, ctx.ref, desc, ingest, {
         have: ingest.resumed,
         chunkSize: ctx.options.chunkSize ?? DEFAULT_CHUNK_SIZE,
@@ -311,13 +363,16 @@ async function fetchAndUnpack(
         scheduler: ctx.scheduler,
         signal,
         onBytes: (n) => {
+          ctx.progress.bytes();
           fetched += n;
           if (fetched - reported >= PROGRESS_STEP || fetched === layer.size) {
             reported = fetched;
             emit('fetching', fetched);
           }
         },
-      }).then(
+      })
+        .finally(done)
+        .then(
         () => performance.now() - tf,
         (e: unknown) => {
           // Wakes the unpacker that follows this blob, so it stops too.

@@ -32,6 +32,8 @@ const DEFAULT_ATTEMPTS = 4;
 /** Connections per registry origin. 16 parallel 16 MiB ranges reached 589 MB/s on loopback (FACTS.md). */
 export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 const USER_AGENT = 'fastpull/0.1';
+/** undici waits 300 s by default; a registry that sends nothing for 30 s is not coming back. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 
 export interface RegistryClientOptions {
   /** Use plain HTTP for every registry (loopback registries use it anyway). */
@@ -46,6 +48,11 @@ export interface RegistryClientOptions {
    * mirrors tried in order before the registry, as containerd's `config_path`.
    */
   readonly hostsDir?: string;
+  /**
+   * A response whose headers, or next body bytes, take longer than this fails (and is retried).
+   * Blob ranges are watched more closely by the straggler floor.
+   */
+  readonly idleTimeoutMs?: number;
 }
 
 /** One place a registry's content is asked for: the registry itself or a mirror. */
@@ -109,7 +116,13 @@ export class RegistryClient {
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher =
       options.dispatcher ??
-      new Agent({ connections: options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST, pipelining: 1, keepAliveTimeout: 10_000 });
+      new Agent({
+        connections: options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
+        pipelining: 1,
+        keepAliveTimeout: 10_000,
+        headersTimeout: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+        bodyTimeout: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+      });
     this.auth = new Authorizer(this.dispatcher, options.credentials, this.userAgent);
   }
 
@@ -153,6 +166,8 @@ export class RegistryClient {
       dispatcher = new Agent({
         connections: this.options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
         keepAliveTimeout: 10_000,
+        headersTimeout: this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+        bodyTimeout: this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
         connect: {
           timeout: h.dialTimeoutMs,
           rejectUnauthorized: !h.skipVerify,
