@@ -68,6 +68,21 @@ describe('mirrors from hosts.toml', () => {
     await pull(`${upstream.host}/m/app:1`, { root: join(work.dir, `root${n++}`), hostsDir: dead });
   });
 
+  it('falls back to the upstream when the mirror is slow', async () => {
+    upstream.stats.reset();
+    mirror.stats.reset();
+    mirror.faults.bytesPerSecond = 8 * 1024;
+    try {
+      const dir = hostsDir(`server = "${upstream.url}"\n[host."${mirror.url}"]\n  capabilities = ["pull", "resolve"]\n`);
+      const root = join(work.dir, `root${n++}`);
+      await pull(`${upstream.host}/m/app:1`, { root, hostsDir: dir, stragglerFloor: 64 * 1024, stragglerWindowMs: 300 });
+      expect(blobBytes(upstream)).toBeGreaterThan(0);
+      expect(corruptBlobs(root)).toEqual([]);
+    } finally {
+      mirror.faults = {};
+    }
+  });
+
   it('asks a mirror without resolve only for content by digest', async () => {
     upstream.stats.reset();
     mirror.stats.reset();

@@ -32,6 +32,8 @@ const DEFAULT_ATTEMPTS = 4;
 /** Connections per registry origin. 16 parallel 16 MiB ranges reached 589 MB/s on loopback (FACTS.md). */
 export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 const USER_AGENT = 'fastpull/0.1';
+/** How long a host that straggled stays behind the others. */
+const DEMOTION_MS = 60_000;
 /** undici waits 300 s by default; a registry that sends nothing for 30 s is not coming back. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 
@@ -71,6 +73,8 @@ export interface RequestOptions {
   /** What the request is for: 'resolve' (a tag) may use only hosts with that capability. Default 'pull'. */
   readonly op?: 'resolve' | 'pull';
   readonly method?: 'GET' | 'HEAD';
+  /** Told the origin of each host the request is sent to, in turn. */
+  readonly onEndpoint?: (origin: string) => void;
   readonly headers?: Record<string, string>;
   readonly signal?: AbortSignal | undefined;
 }
@@ -109,6 +113,7 @@ export class RegistryClient {
   private readonly auth: Authorizer;
   private readonly userAgent: string;
   private readonly endpointCache = new Map<string, Promise<readonly Endpoint[]>>();
+  private readonly demoted = new Map<string, number>();
   private readonly extraDispatchers: Dispatcher[] = [];
 
   constructor(private readonly options: RegistryClientOptions = {}) {
@@ -199,10 +204,11 @@ export class RegistryClient {
    * another origin (blob storage, CDNs). The response body must be consumed or destroyed.
    */
   async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<Dispatcher.ResponseData> {
-    const endpoints = await this.endpoints(ref, options.op ?? 'pull');
+    const endpoints = this.inPreferredOrder(ref, await this.endpoints(ref, options.op ?? 'pull'));
     for (let i = 0; ; i++) {
       const ep = endpoints[i]!;
       const last = i === endpoints.length - 1;
+      options.onEndpoint?.(ep.origin);
       let res: Dispatcher.ResponseData;
       try {
         res = await this.requestAt(ref, ep, path, options);
@@ -216,6 +222,21 @@ export class RegistryClient {
       }
       return res;
     }
+  }
+
+  /**
+   * Moves a host that served a registry too slowly (a straggling range) behind the others for a
+   * while, so that a slow mirror falls back to the next host as a failing one does.
+   */
+  demote(ref: Reference, origin: string): void {
+    this.demoted.set(`${ref.registry} ${origin}`, Date.now() + DEMOTION_MS);
+  }
+
+  private inPreferredOrder(ref: Reference, endpoints: readonly Endpoint[]): readonly Endpoint[] {
+    if (endpoints.length < 2 || this.demoted.size === 0) return endpoints;
+    const now = Date.now();
+    const slow = (ep: Endpoint) => (this.demoted.get(`${ref.registry} ${ep.origin}`) ?? 0) > now;
+    return [...endpoints.filter((ep) => !slow(ep)), ...endpoints.filter(slow)];
   }
 
   private async requestAt(ref: Reference, ep: Endpoint, path: string, options: RequestOptions): Promise<Dispatcher.ResponseData> {

@@ -119,11 +119,12 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
     if (attempt > 0) await sleep(retryDelayMs(attempt, retryAfter), ctx.options.signal);
     retryAfter = undefined;
     const watchdog = new Watchdog(ctx, cursor);
+    let origin: string | undefined;
     try {
       const pos = cursor.pos;
       const useRange = ranged || pos > range.start;
       const headers: Record<string, string> = useRange ? { range: `bytes=${pos}-${range.end - 1}` } : {};
-      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal });
+      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal, onEndpoint: (o) => (origin = o) });
       if (res.statusCode === 206) {
         checkContentRange(ctx, res, pos, range.end);
         await writeBody(ctx, res, cursor, range.end);
@@ -151,6 +152,8 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
         // A straggler: its remainder goes out again at once, on a fresh connection (aborting the
         // request closed its socket), without spending one of the attempts meant for errors.
         ctx.options.onStraggler?.();
+        // A slow mirror goes behind the other hosts, so the remainder is asked of the next one.
+        if (origin !== undefined) ctx.client.demote(ctx.ref, origin);
         if (++stragglers <= MAX_STRAGGLER_REISSUES) attempt--;
         lastError = new FastpullError('NETWORK_ERROR', `${ctx.what}: the range from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`, {
           cause: e,
