@@ -9,6 +9,24 @@ const work = tempDir('creds');
 afterAll(() => work.cleanup());
 
 describe('fastpull pull with Docker config credentials', () => {
+  it('exchanges an identity token (OAuth2 refresh token) for a registry token', async () => {
+    const reg = await startLoopbackRegistry({ auth: { type: 'bearer', username: 'erin', password: 'unused-pass', refreshToken: 'refresh-xyz-secret' } });
+    try {
+      reg.addImage('idt/app', '1', await sampleImage(4, { layers: 1 }));
+      const cfg = join(work.dir, 'docker-idt');
+      mkdirSync(cfg);
+      writeFileSync(join(cfg, 'config.json'), JSON.stringify({ auths: { [reg.host]: { auth: Buffer.from('erin:').toString('base64'), identitytoken: 'refresh-xyz-secret' } } }));
+      const ok = await runCliAsync(['pull', '--root', join(work.dir, 'r-idt'), `${reg.host}/idt/app:1`], { DOCKER_CONFIG: cfg });
+      expect(ok.status, ok.stderr).toBe(0);
+      const posts = reg.stats.requests.filter((r) => r.method === 'POST' && r.path.startsWith('/token'));
+      expect(posts.length).toBeGreaterThan(0);
+      expect(posts.every((r) => r.status === 200)).toBe(true);
+      expect(`${ok.stdout}${ok.stderr}`).not.toContain('refresh-xyz-secret');
+    } finally {
+      await reg.close();
+    }
+  });
+
   it('uses auths from $DOCKER_CONFIG/config.json and never prints the secret', async () => {
     const reg = await startLoopbackRegistry({ auth: { type: 'bearer', username: 'dana', password: 'hunter2-secret' } });
     try {

@@ -80,6 +80,8 @@ interface CachedToken {
 }
 
 const TOKEN_RESPONSE_CAP = 1024 * 1024;
+/** The user name under which Docker's config.json hands out an identity token. */
+const IDENTITY_TOKEN_USERNAME = '<token>';
 const MIN_TOKEN_LIFETIME_S = 60;
 
 /** Holds the Authorization state of one client: tokens per (origin, scope) and Basic per origin. */
@@ -143,13 +145,26 @@ export class Authorizer {
     if (wantScope) url.searchParams.set('scope', wantScope);
     const headers: Record<string, string> = { 'user-agent': this.userAgent, accept: 'application/json' };
     const creds = await this.credentials?.(registry);
-    if (creds) {
+    let method: 'GET' | 'POST' = 'GET';
+    let formBody: string | undefined;
+    if (creds && creds.username === IDENTITY_TOKEN_USERNAME) {
+      // An identity token (docker login's OAuth2 refresh token) is exchanged by a form POST
+      // (distribution's token spec, oauth.md), never sent as a password.
+      assertSafeForCredentials(url.origin, registry);
+      method = 'POST';
+      const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: creds.password, client_id: 'fastpull' });
+      if (ch.params.service) form.set('service', ch.params.service);
+      if (wantScope) form.set('scope', wantScope);
+      formBody = form.toString();
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+      url.search = '';
+    } else if (creds) {
       assertSafeForCredentials(url.origin, registry);
       headers.authorization = basicHeader(creds);
     }
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: signal ?? null });
+      res = await request(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
     } catch (e) {
       throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
     }

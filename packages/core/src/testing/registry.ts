@@ -34,6 +34,11 @@ export type LoopbackAuth =
       readonly expiresIn?: number;
       /** Repositories a token may be granted pull on; default all. Others are left out of the token. */
       readonly repositories?: readonly string[];
+      /**
+       * An OAuth2 refresh token (what `docker login` stores as an identity token): a POST to the
+       * token endpoint with grant_type=refresh_token and this token gets a token too.
+       */
+      readonly refreshToken?: string;
     };
 
 /** A fault that applies to the next `times` matching requests, then switches itself off. */
@@ -296,12 +301,12 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
     return false;
   };
 
-  const issueToken = (req: IncomingMessage, res: ServerResponse, log: RequestLog, query: URLSearchParams): void => {
+  const issueToken = (req: IncomingMessage, res: ServerResponse, log: RequestLog, query: URLSearchParams, refreshed = false): void => {
     if (auth?.type !== 'bearer') {
       send(res, log, 404, errorBody('UNSUPPORTED', 'no token endpoint'), { 'Content-Type': 'application/json' });
       return;
     }
-    if (auth.username !== undefined) {
+    if (auth.username !== undefined && !refreshed) {
       const want = `Basic ${Buffer.from(`${auth.username}:${auth.password ?? ''}`).toString('base64')}`;
       if (req.headers.authorization !== want) {
         send(res, log, 401, errorBody('UNAUTHORIZED', 'bad credentials'), { 'Content-Type': 'application/json', 'WWW-Authenticate': `Basic realm="${LOOPBACK_SERVICE}"` });
@@ -478,7 +483,23 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       return;
     }
     if (pathname === '/token') {
-      if (method !== 'GET') send(res, log, 405, errorBody('UNSUPPORTED', 'use GET'), { 'Content-Type': 'application/json', Allow: 'GET' });
+      if (method === 'POST') {
+        // OAuth2 form post (distribution's token spec, oauth.md): only the refresh_token grant.
+        const parts: Buffer[] = [];
+        let size = 0;
+        req.on('data', (d: Buffer) => {
+          size += d.length;
+          if (size <= 64 * 1024) parts.push(d);
+        });
+        req.on('end', () => {
+          const form = new URLSearchParams(Buffer.concat(parts).toString('utf8'));
+          const ok = auth?.type === 'bearer' && auth.refreshToken !== undefined && form.get('grant_type') === 'refresh_token' && form.get('refresh_token') === auth.refreshToken;
+          if (!ok) send(res, log, 401, errorBody('UNAUTHORIZED', 'invalid refresh token'), { 'Content-Type': 'application/json' });
+          else issueToken(req, res, log, form, true);
+        });
+        return;
+      }
+      if (method !== 'GET') send(res, log, 405, errorBody('UNSUPPORTED', 'use GET or POST'), { 'Content-Type': 'application/json', Allow: 'GET, POST' });
       else issueToken(req, res, log, parsed.searchParams);
       return;
     }
