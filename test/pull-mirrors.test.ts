@@ -1,6 +1,7 @@
 // Registry mirrors from containerd-style hosts.toml: tried in order, failures fall through to the
 // upstream, a mirror without `resolve` serves only content addressed by digest.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, pull } from '@fastpull/core';
@@ -95,6 +96,25 @@ describe('mirrors from hosts.toml', () => {
     expect(blobBytes(mirror)).toBe(image.layers.reduce((s, l) => s + l.size, 0));
     expect(blobBytes(upstream)).toBe(0);
     expect(await openStore(root).images.list()).toHaveLength(1);
+  });
+
+  it('talks TLS to a host with the CA or skip_verify that hosts.toml gives', async () => {
+    const tls = join(work.dir, 'tls');
+    mkdirSync(tls);
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(tls, 'key.pem'), '-out', join(tls, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    const secure = await startLoopbackRegistry({ tls: { key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) } });
+    try {
+      secure.addImage('m/app', '1', image);
+      const ref = `${upstream.host}/m/app:1`;
+      const only = (toml: string) => hostsDir(`server = "${secure.url}"\n${toml}`);
+      // Without the CA the certificate is unknown: nothing is fetched.
+      await expect(pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only('') })).rejects.toMatchObject({ code: 'NETWORK_ERROR' });
+      await pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only(`ca = "${join(tls, 'cert.pem')}"\n`) });
+      await pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only('skip_verify = true\n') });
+      expect(image.layers.every((l) => secure.stats.blobBytesServed(l.digest) === 2 * l.size)).toBe(true);
+    } finally {
+      await secure.close();
+    }
   });
 
   it('gives a mirror only its own credentials', async () => {

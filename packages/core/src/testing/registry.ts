@@ -1,6 +1,7 @@
 // A loopback OCI distribution registry (read side only) with basic/bearer auth and fault injection, for tests.
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { FastpullError } from '../errors.js';
 import { isDigest, sha256Digest, type Digest } from '../oci/digest.js';
@@ -118,6 +119,8 @@ export interface LoopbackRegistryOptions {
   /** How many request logs to keep; default 10,000. */
   readonly maxLogEntries?: number;
   readonly faults?: LoopbackFaults;
+  /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP. */
+  readonly tls?: { readonly key: string | Buffer; readonly cert: string | Buffer };
 }
 
 /** The `service` of the bearer challenge and token endpoint, and the Basic realm. */
@@ -534,14 +537,15 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
     else serveBlob(req, res, log, r, reference, pathname);
   };
 
-  const server = createServer((req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
     try {
       handle(req, res);
     } catch (e) {
       if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'text/plain' });
       res.end(String(e));
     }
-  });
+  };
+  const server = options.tls ? createHttpsServer({ key: options.tls.key, cert: options.tls.cert }, listener) : createServer(listener);
   server.on('connection', () => connections++);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -551,6 +555,6 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
     });
   });
   const { port } = server.address() as AddressInfo;
-  url = `http://127.0.0.1:${port}`;
+  url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   return Object.assign(registry, { host: `127.0.0.1:${port}`, url });
 }
