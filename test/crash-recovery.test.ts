@@ -2,6 +2,7 @@
 // downloads (fetching only what is missing), removes its half-extracted snapshots, and completes
 // with verified content.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore, pull } from '@fastpull/core';
@@ -64,4 +65,37 @@ describe('kill -9 during a pull', () => {
       await reg.close();
     }
   });
+
+  it('resumes a layer of a few hundred MB killed mid-download, fetching only what is missing', async () => {
+    const size = 192 * 1024 * 1024;
+    const image = await buildImage({ layers: [[{ type: 'file', path: 'model.bin', content: randomBytes(size) }]], compression: 'none' });
+    const layer = image.layers[0]!;
+    const reg = await startLoopbackRegistry();
+    try {
+      reg.addImage('k/big', '1', image);
+      // Paced, so that "served" is close to what the puller received when it is killed.
+      reg.faults.bytesPerSecond = 8 * 1024 * 1024;
+      const root = join(work.dir, 'root-big');
+      const ref = `${reg.host}/k/big:1`;
+      const child = spawn(process.execPath, [cliPath, 'pull', '--root', root, ref], { stdio: 'ignore' });
+      const exited = new Promise((r) => child.on('exit', r));
+      await until('a quarter of the layer', () => reg.stats.blobBytesServed(layer.digest) > layer.size / 4);
+      child.kill('SIGKILL');
+      await exited;
+      const first = reg.stats.blobBytesServed(layer.digest);
+      expect(first).toBeLessThan(layer.size);
+      expect(await openStore(root).images.list()).toEqual([]);
+
+      reg.faults = {};
+      await pull(ref, { root });
+      const second = reg.stats.blobBytesServed(layer.digest) - first;
+      // What the killed process had recorded was not fetched again (it recorded at most 8 MiB or
+      // 250 ms less than it received).
+      expect(second).toBeLessThan(layer.size - layer.size / 8);
+      expect(corruptBlobs(root)).toEqual([]);
+      expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+    } finally {
+      await reg.close();
+    }
+  }, 120_000);
 });

@@ -1,6 +1,6 @@
 // One question: how fast does fastpull download one big blob to disk, against curl fetching the same
 // ranges in parallel, and does its memory stay flat as the blob grows? Sizes from BENCH_SIZES_MIB
-// (default "512,4096"); the blob is a sparse file of zeros served by blob-server.js in its own
+// (default "512,4096"), range size from BENCH_CHUNK_MIB (default 16); the blob is a sparse file of zeros served by blob-server.js in its own
 // process (content does not matter to HTTP; the page cache serves it). Prints a markdown table.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -11,7 +11,8 @@ import { median } from './lib.js';
 
 const SIZES = (process.env.BENCH_SIZES_MIB ?? '512,4096').split(',').map(Number);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
-const CHUNK = 16 * 1024 * 1024;
+const CHUNK_MIB = Number(process.env.BENCH_CHUNK_MIB ?? 16);
+const CHUNK = CHUNK_MIB * 1024 * 1024;
 const PARALLEL = 16;
 const here = import.meta.dirname;
 
@@ -47,11 +48,11 @@ try {
       };
       for (let run = 0; run < RUNS; run++) {
         const root = join(work, 'root');
-        add('fastpull fetch (16 x 16 MiB ranges)', timed(process.execPath, [join(here, 'fetch-child.js'), `127.0.0.1:${port}`, digest, String(size), root]));
+        add(`fastpull fetch (16 x ${CHUNK_MIB} MiB ranges)`, timed(process.execPath, [join(here, 'fetch-child.js'), `127.0.0.1:${port}`, digest, String(size), root, String(CHUNK_MIB)]));
         rmSync(root, { recursive: true, force: true });
         const args = ['-sS', '--fail', '--parallel', '--parallel-max', String(PARALLEL)];
         for (let start = 0, i = 0; start < size; start += CHUNK, i++) args.push('-r', `${start}-${Math.min(size, start + CHUNK) - 1}`, '-o', join(work, `part${i}`), url);
-        add('curl --parallel (16 x 16 MiB ranges)', timed('curl', args));
+        add(`curl --parallel (16 x ${CHUNK_MIB} MiB ranges)`, timed('curl', args));
         execFileSync('sh', ['-c', `rm -f "$0"/part*`, work]);
       }
       for (const [name, r] of Object.entries(rows)) {

@@ -1,15 +1,15 @@
 // The fastpull side of fetch-blob.ts, in its own process so /usr/bin/time sees only it: downloads one
 // blob into a content store ingest with fastpull's ranged fetch. Like curl, it neither hashes nor
 // fsyncs (in a pull, hashing runs in the unpack worker while the download goes on).
-// Usage: node fetch-child.js HOST:PORT DIGEST SIZE ROOT
+// Usage: node fetch-child.js HOST:PORT DIGEST SIZE ROOT [CHUNK_MIB]
 import { fetchBlob, FileContentStore, parseReference, RegistryClient, type Digest } from '@fastpull/core';
 
-const [host, digest, size, root] = process.argv.slice(2) as [string, Digest, string, string];
+const [host, digest, size, root, chunkMiB] = process.argv.slice(2) as [string, Digest, string, string, string?];
 const desc = { mediaType: 'application/octet-stream', digest, size: Number(size) };
 const client = new RegistryClient({ plainHttp: true });
 const store = new FileContentStore(root);
 const ingest = await store.newIngest(desc);
-await fetchBlob(client, parseReference(`${host}/bench/blob:1`), desc, ingest);
+await fetchBlob(client, parseReference(`${host}/bench/blob:1`), desc, ingest, chunkMiB ? { chunkSize: Number(chunkMiB) * 1024 * 1024 } : {});
 if (ingest.watermark.value !== desc.size) throw new Error(`only ${ingest.watermark.value} of ${desc.size} bytes landed`);
 await store.abort(ingest);
 await client.close();

@@ -35,6 +35,12 @@ export interface FetchOptions {
   readonly onStraggler?: () => void;
 }
 
+/**
+ * Bytes per range request. Fetching a 1 GiB blob from loopback, 16 ranges in flight, medians of 3
+ * (bench/src/fetch-blob.ts): 4 MiB 663 MB/s, 8 MiB 693, 16 MiB 663, 32 MiB 632, 64 MiB 751: flat
+ * within noise. 16 MiB keeps enough ranges to run 16 in parallel on a 256 MiB layer, and each
+ * straggler or resume loses at most one range, while real networks' round trips favour fewer requests.
+ */
 export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
 
 /** Attempts per chunk; a retry asks only for the bytes still missing. */
