@@ -114,6 +114,18 @@ describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
     expect(corruptBlobs(root)).toEqual([]);
   });
 
+  it.skipIf(!existsSync('/usr/bin/zstd'))('pulls zstd layers, with the zstd program and with the built-in decoder', async () => {
+    const zstd = await sampleImage(33, { layers: 3, compression: 'zstd' });
+    expect(zstd.layers.some((l) => l.mediaType === 'application/vnd.oci.image.layer.v1.tar+zstd')).toBe(true);
+    await pushImage(registry.url, 'formats/zstd', '1', zstd);
+    for (const inflater of ['auto', 'zlib'] as const) {
+      const root = join(work.dir, `store-zstd-${inflater}`);
+      const { image: rec } = await pull(`${registry.host}/formats/zstd:1`, { root, inflater });
+      expect(rec.layers.map((l) => l.diffID)).toEqual(zstd.layers.map((l) => l.diffID));
+      expect(corruptBlobs(root)).toEqual([]);
+    }
+  });
+
   it('fails with NOT_FOUND for an unknown tag or repository', async () => {
     const root = join(work.dir, 'store4');
     await expect(pull(`${registry.host}/sample/app:nope`, { root })).rejects.toMatchObject({ code: 'NOT_FOUND' });

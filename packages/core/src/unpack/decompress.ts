@@ -3,7 +3,8 @@ import { PassThrough, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
 import { layerCompression, type LayerCompression } from '../oci/mediatypes.js';
-import { createExternalGunzip, DEFAULT_INFLATER, findInflater, type InflaterChoice } from './inflater.js';
+import { createExternalGunzip, DEFAULT_INFLATER, findInflater, findZstd, type InflaterChoice } from './inflater.js';
+import { createZstdDecompressor } from './zstd.js';
 
 /** How many leading bytes of a blob {@link detectCompression} looks at. */
 export const MAGIC_BYTES = 4;
@@ -49,7 +50,8 @@ export interface DecompressorOptions {
  * A Transform that undoes `kind`. gzip accepts concatenated members (multi-member gzip) as one
  * stream and runs through an external igzip or pigz process when `options.inflater` resolves to one
  * ({@link findInflater}: INVALID_ARGUMENT when an explicit choice is not installed), else through
- * node:zlib. zstd throws UNSUPPORTED_MEDIA_TYPE until it is implemented.
+ * node:zlib. zstd runs through an external `zstd -dc` when installed (unless the choice is 'zlib': the
+ * built-in decoders only), else through fzstd.
  */
 export function createDecompressor(kind: LayerCompression, options: DecompressorOptions = {}): Transform {
   switch (kind) {
@@ -59,7 +61,9 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
     }
     case 'none':
       return new PassThrough();
-    case 'zstd':
-      throw new FastpullError('UNSUPPORTED_MEDIA_TYPE', 'zstd layers are not supported yet', { details: { compression: kind } });
+    case 'zstd': {
+      const tool = findZstd(options.inflater ?? DEFAULT_INFLATER);
+      return tool ? createExternalGunzip(tool) : createZstdDecompressor();
+    }
   }
 }

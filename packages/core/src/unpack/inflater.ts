@@ -35,9 +35,9 @@ export const DEFAULT_INFLATER: InflaterChoice = 'auto';
 /** The environment variable {@link inflaterFromEnv} reads. */
 export const INFLATER_ENV = 'FASTPULL_INFLATER';
 
-/** An external gunzip program. */
+/** An external decompressor: a gunzip program, or zstd. */
 export interface ExternalInflater {
-  kind: 'igzip' | 'pigz';
+  kind: 'igzip' | 'pigz' | 'zstd';
   /** Absolute path of the program, run without a shell. */
   path: string;
 }
@@ -49,6 +49,7 @@ export interface ExternalInflater {
 export const INFLATER_PATHS: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = {
   igzip: ['/usr/bin/igzip', '/usr/local/bin/igzip'],
   pigz: ['/usr/bin/unpigz', '/usr/local/bin/unpigz', '/usr/bin/pigz', '/usr/local/bin/pigz'],
+  zstd: ['/usr/bin/zstd', '/usr/local/bin/zstd'],
 };
 
 /** The most stderr of an external inflater an error message quotes. */
@@ -64,6 +65,7 @@ const EXTERNAL_HIGH_WATER_MARK = 1024 * 1024;
 const INFLATER_ARGS: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = {
   igzip: ['-d', '-c'],
   pigz: ['-d', '-c'],
+  zstd: ['-d', '-c', '-q'],
 };
 
 /** Whether each path is an executable regular file, looked up once per process. */
@@ -129,6 +131,14 @@ export function findInflater(
       parseInflaterChoice(String(choice as unknown));
       return undefined;
   }
+}
+
+/**
+ * The external zstd decoder for `choice`: `zstd -dc` when installed, unless the choice is 'zlib'
+ * (the built-in decoders only). Undefined means the built-in one (fzstd).
+ */
+export function findZstd(choice: InflaterChoice = DEFAULT_INFLATER, paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS): ExternalInflater | undefined {
+  return choice === 'zlib' ? undefined : locate('zstd', paths);
 }
 
 function locate(kind: ExternalInflater['kind'], paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>>): ExternalInflater | undefined {
@@ -266,7 +276,7 @@ class ExternalGunzip extends Transform {
     const how = end.signal === null ? `exited with status ${end.code}` : `was killed by ${end.signal}`;
     const stderr = Buffer.concat(this.stderr).toString('utf8').trim();
     const more = this.stderrBytes > INFLATER_STDERR_LIMIT ? ` [${this.stderrBytes - INFLATER_STDERR_LIMIT} more bytes]` : '';
-    return new FastpullError('INVALID_LAYER', `corrupt gzip stream: ${kind} (${path}) ${how}${stderr === '' ? '' : `: ${stderr}${more}`}`, {
+    return new FastpullError('INVALID_LAYER', `corrupt ${kind === 'zstd' ? 'zstd' : 'gzip'} stream: ${kind} (${path}) ${how}${stderr === '' ? '' : `: ${stderr}${more}`}`, {
       details: { inflater: kind, path, exitCode: end.code, signal: end.signal, stderr },
     });
   }
