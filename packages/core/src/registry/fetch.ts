@@ -47,7 +47,7 @@ export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
 const DEFAULT_ATTEMPTS = 4;
 
 /** The scheduler's key for a reference: its registry (mirrors share the global limit). */
-function ctx0Host(ref: Reference): string {
+function schedulerKey(ref: Reference): string {
   return ref.registry;
 }
 
@@ -66,7 +66,7 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
   if (!Number.isSafeInteger(chunkSize) || chunkSize < 64 * 1024) throw new FastpullError('INVALID_ARGUMENT', `chunk size ${chunkSize}: want an integer of at least 64 KiB`);
   const scheduler = options.scheduler ?? sharedFetchScheduler();
-  const host = ctx0Host(ref);
+  const host = schedulerKey(ref);
   const limit = <T>(fn: () => Promise<T>, bytes: number, signal?: AbortSignal) => scheduler.run(host, bytes, fn, signal);
   const ctx: ChunkContext = { client, ref, desc, sink, options, what: `blob ${desc.digest} of ${ref.registry}/${ref.repository}` };
   const missing = missingRanges(desc.size, options.have ?? []);
