@@ -139,6 +139,8 @@ export async function pull(reference: string | Reference, options: PullOptions):
       diffID: diffIDs[i]!,
       chainID: chains[i]!,
     }));
+    const top = layers[layers.length - 1];
+    if (!top) throw new FastpullError('INVALID_MANIFEST', `${name}: image has no layers`);
     for (const l of layers) {
       if (layerCompression(l.mediaType) === undefined) {
         throw new FastpullError('UNSUPPORTED_MEDIA_TYPE', `${name}: layer ${l.digest} has media type ${l.mediaType}, not a container layer`, {
@@ -158,8 +160,6 @@ export async function pull(reference: string | Reference, options: PullOptions):
     await Promise.all([store.content.sweep(), store.snapshots.sweep()]);
 
     const layerTimings = await pullLayers(store, client, resolved, layers, options);
-    const top = layers[layers.length - 1];
-    if (!top) throw new FastpullError('INVALID_MANIFEST', `${name}: image has no layers`);
     const image: ImageRecord = {
       name,
       target: resolved.target,
