@@ -253,13 +253,27 @@ describe('verification', () => {
     await expect(pull(`${reg.host}/v/app:huge`, { root: freshRoot() })).rejects.toMatchObject({ code: 'MANIFEST_TOO_LARGE' });
   });
 
-  it('stops on abort with ABORTED and leaves no partial state', async () => {
+  it('stops on abort with ABORTED, nothing visible, and the next pull resumes the downloads', async () => {
     reg.faults.bytesPerSecond = 256 * 1024;
+    reg.stats.reset();
     const root = freshRoot();
     const ac = new AbortController();
-    const p = pull(`${reg.host}/v/app:1`, { root, signal: ac.signal, onProgress: (e) => e.type === 'resolved' && setTimeout(() => ac.abort(), 100) });
+    const p = pull(`${reg.host}/v/app:1`, { root, signal: ac.signal, onProgress: (e) => e.type === 'resolved' && setTimeout(() => ac.abort(), 400) });
     await expect(p).rejects.toMatchObject({ code: 'ABORTED' });
-    expect(await openStore(root).images.list()).toEqual([]);
+    const store = openStore(root);
+    expect(await store.images.list()).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+    // The partial downloads stay, invisible, for the next pull.
+    expect(ls(join(root, 'content', 'ingest')).length).toBeGreaterThan(0);
+    // The largest layer needs seconds at this pace: it was cut off mid-way.
+    const largest = [...image.layers].sort((a, b) => b.size - a.size)[0]!;
+    const before = reg.stats.blobBytesServed(largest.digest);
+    expect(before).toBeGreaterThan(0);
+    expect(before).toBeLessThan(largest.size);
+    reg.faults = {};
+    await pull(`${reg.host}/v/app:1`, { root });
+    const after = reg.stats.blobBytesServed(largest.digest) - before;
+    expect(after).toBeLessThan(largest.size);
     expectCleanStore(root);
   });
 });

@@ -50,12 +50,15 @@ export interface ContentStore {
    */
   commit(ingest: Ingest, verified?: Digest): Promise<void>;
   abort(ingest: Ingest): Promise<void>;
+  /** Stops an ingest, keeping what landed for a later resume. */
+  suspend(ingest: Ingest): Promise<void>;
   delete(digest: Digest): Promise<boolean>;
   list(): Promise<BlobInfo[]>;
 }
 
 interface OpenIngest extends Ingest {
   readonly dir: string;
+  readonly saveRanges: () => void;
   readonly handle: fsp.FileHandle;
   readonly release: () => void;
   closed: boolean;
@@ -202,6 +205,22 @@ export class FileContentStore implements ContentStore {
   }
 
   /**
+   * Stops an ingest but keeps what landed, for a later pull to resume (an aborted pull): records its
+   * ranges, closes it and lets go of its lock. Still invisible as content.
+   */
+  async suspend(ingest: Ingest): Promise<void> {
+    const ing = ingest as OpenIngest;
+    ing.watermark.fail();
+    try {
+      ing.saveRanges();
+    } catch {
+      // Without a record the next pull starts this blob over; nothing is lost but time.
+    }
+    await close(ing);
+    ing.release();
+  }
+
+  /**
    * Removes ingests left by processes that died (kill -9, power loss) and not resumed within
    * `olderThanMs` (default a day); returns their ids.
    */
@@ -318,6 +337,7 @@ function openIngest(o: {
     handle: o.handle,
     watermark,
     release: o.release,
+    saveRanges: save,
     resumed: o.have,
     closed: false,
     async write(data: Uint8Array, position: number): Promise<void> {

@@ -447,6 +447,8 @@ async function fetchAndUnpack(
     throw e;
   } finally {
     if (active) await store.snapshots.remove(active);
-    if (ingest) await store.content.abort(ingest);
+    // A layer stopped from outside (the caller aborted, another layer failed, no progress) keeps
+    // what it downloaded for the next pull to resume; a layer that failed itself drops it.
+    if (ingest) await (signal.aborted ? store.content.suspend(ingest) : store.content.abort(ingest));
   }
 }
