@@ -90,6 +90,11 @@ export interface PullOptions {
   readonly threads?: boolean;
   /** gzip decoder: 'auto' (igzip when installed, else node:zlib), 'igzip', 'pigz' or 'zlib'. */
   readonly inflater?: InflaterChoice;
+  /**
+   * Unpack for a rootless overlay mount (user.overlay.* xattrs, owners unchanged; mounts then carry
+   * `userxattr`). Default: when not running as root.
+   */
+  readonly rootless?: boolean;
   /** A client to reuse (its connection pool and tokens); the pull does not close it. */
   readonly client?: RegistryClient;
 }
@@ -382,6 +387,7 @@ async function fetchAndUnpack(
       );
     }
 
+    const rootless = ctx.options.rootless ?? process.getuid?.() !== 0;
     // The unpacker starts as soon as a slot is free and follows the blob's watermark while the
     // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
     active = await store.snapshots.prepare();
@@ -392,6 +398,7 @@ async function fetchAndUnpack(
         mediaType: layer.mediaType,
         dest: active.fs,
         layer: layer.digest,
+        rootless,
         follow: { watermark: watermark.buffer, size: layer.size },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
       },
@@ -438,7 +445,13 @@ async function fetchAndUnpack(
       await store.content.commit(ingest, r.blobDigest);
       ingest = undefined;
     }
-    await store.snapshots.commit(active, { chainID: layer.chainID, diffID: layer.diffID, ...(parent ? { parent } : {}), size: r.uncompressedSize });
+    await store.snapshots.commit(active, {
+      chainID: layer.chainID,
+      diffID: layer.diffID,
+      ...(parent ? { parent } : {}),
+      size: r.uncompressedSize,
+      ...(rootless ? { rootless } : {}),
+    });
     active = undefined;
     emit('committed', layer.size);
     return { digest: layer.digest, fetchMs, unpackMs, commitMs: performance.now() - tc, state: 'committed' as const };

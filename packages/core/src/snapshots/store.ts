@@ -29,6 +29,8 @@ export interface SnapshotInfo {
   /** Bytes of the uncompressed layer tar. */
   readonly size: number;
   readonly created: string;
+  /** Laid out for a rootless overlay mount (user.overlay.* xattrs; mount with `userxattr`). */
+  readonly rootless?: boolean;
 }
 
 /** A mount as data, in the form `mount(8)` and containerd take. */
@@ -141,13 +143,17 @@ export class FileSnapshotter implements Snapshotter {
 
   async mounts(chainIDs: readonly Digest[]): Promise<Mount[]> {
     if (chainIDs.length === 0) throw new FastpullError('INVALID_ARGUMENT', 'mounts of an empty snapshot stack');
+    let rootless = false;
     for (const id of chainIDs) {
-      if (!(await this.isCommitted(id))) throw new FastpullError('NOT_FOUND', `snapshot ${id} is not committed`);
+      const info = await this.info(id);
+      if (!info) throw new FastpullError('NOT_FOUND', `snapshot ${id} is not committed`);
+      rootless ||= info.rootless === true;
     }
     const dirs = chainIDs.map((id) => this.fsPath(id)).reverse();
     // One layer needs no overlay: a read-only bind mount, as containerd does.
     if (dirs.length === 1) return [{ type: 'bind', source: dirs[0]!, options: ['ro', 'rbind'] }];
-    return [{ type: 'overlay', source: 'overlay', options: [`lowerdir=${dirs.join(':')}`] }];
+    // Rootless snapshots mark opaque directories with user.overlay.*, which overlayfs reads with userxattr.
+    return [{ type: 'overlay', source: 'overlay', options: [...(rootless ? ['userxattr'] : []), `lowerdir=${dirs.join(':')}`] }];
   }
 
   async list(): Promise<SnapshotInfo[]> {

@@ -10,8 +10,15 @@ import { TarReader, type TarEntry } from './tarreader.js';
 export interface ApplyOptions {
   /** Stops the apply with ABORTED. */
   signal?: AbortSignal;
-  /** Give files the owners the layer names (lchown). Default: when running as root. */
+  /** Give files the owners the layer names (lchown). Default: when running as root and not rootless. */
   sameOwner?: boolean;
+  /**
+   * Lay the layer out for a rootless overlay mount (`-o userxattr`, Linux 5.11+): opaque directories
+   * are marked with `user.overlay.opaque` instead of `trusted.overlay.opaque`, and owners are not
+   * changed (an unprivileged user cannot). Whiteouts stay 0:0 character devices, which Linux 5.8+
+   * lets unprivileged users create. Default: when not running as root.
+   */
+  rootless?: boolean;
   /** Names the layer in messages (its diffID or blob digest, say). Default: the destination alone. */
   layer?: string;
   /** Bounds on what one layer may hold; each one left out takes its {@link DEFAULT_APPLY_LIMITS} value. */
@@ -80,6 +87,8 @@ const WHITEOUT_PREFIX = '.wh.';
 const WHITEOUT_META_PREFIX = '.wh..wh.';
 const WHITEOUT_OPAQUE = '.wh..wh..opq';
 const OVERLAY_OPAQUE_XATTR = 'trusted.overlay.opaque';
+/** What overlayfs reads instead when mounted with `userxattr` (rootless). */
+const ROOTLESS_OPAQUE_XATTR = 'user.overlay.opaque';
 const XATTR_PAX_PREFIX = 'SCHILY.xattr.';
 const { S_IFCHR, S_IFBLK, S_IFIFO, O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
 /** Linux dev_t as the kernel takes it from mknod: 12 bits of major, 20 of minor. Larger numbers would be truncated into other devices. */
@@ -145,7 +154,8 @@ interface Node {
  */
 export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, options: ApplyOptions = {}): Promise<ApplyStats> {
   const { signal } = options;
-  const sameOwner = options.sameOwner ?? process.getuid?.() === 0;
+  const rootless = options.rootless ?? process.getuid?.() !== 0;
+  const sameOwner = options.sameOwner ?? !rootless;
   const root = path.resolve(dest);
   const what = options.layer === undefined ? `applying layer to ${root}` : `applying layer ${options.layer} to ${root}`;
   throwIfAborted(signal, what);
@@ -162,7 +172,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     // grow with the layer.)
     ...(signal ? { race: <T>(p: Promise<T>) => raceAbort(p, signal, what) } : {}),
   });
-  const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader);
+  const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader, rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR);
   let ok = false;
   try {
     for (let entry = await reader.next(); entry !== null; entry = await reader.next()) {
@@ -307,6 +317,7 @@ class LayerWriter {
     private readonly signal: AbortSignal | undefined,
     private readonly what: string,
     private readonly reader: TarReader,
+    private readonly opaqueXattr: string,
   ) {
     this.rawRoot = Buffer.from(root, 'utf8').toString('latin1');
   }
@@ -482,7 +493,7 @@ class LayerWriter {
       fs.mkdirSync(fsPath(this.abs(rel)), 0o700);
       node = { kind: 'dir', children: new Map() };
       parent.set(baseOf(rel), node);
-      if (this.whitedOut.has(rel)) this.setOverlayXattr(rel, OVERLAY_OPAQUE_XATTR); // whiteout, then recreate
+      if (this.whitedOut.has(rel)) this.setOverlayXattr(rel, this.opaqueXattr); // whiteout, then recreate
     }
     const abs = fsPath(this.abs(rel));
     if (this.sameOwner) fs.lchownSync(abs, uid, gid);
@@ -556,7 +567,7 @@ class LayerWriter {
   private whiteout(dir: string, base: string, e: TarEntry): void {
     if (base === WHITEOUT_OPAQUE) {
       this.ensureDir(dir);
-      this.setOverlayXattr(dir, OVERLAY_OPAQUE_XATTR);
+      this.setOverlayXattr(dir, this.opaqueXattr);
       this.stats.whiteouts++;
       return;
     }
@@ -576,7 +587,7 @@ class LayerWriter {
       // image-spec layer.md: a whiteout applies only to lower layers, never to its own layer's
       // entries. What this layer made here stays and already hides the lower entry, a directory
       // once it is opaque ("whiteout, then recreate").
-      if (existing.kind === 'dir') this.setOverlayXattr(rel, OVERLAY_OPAQUE_XATTR);
+      if (existing.kind === 'dir') this.setOverlayXattr(rel, this.opaqueXattr);
       this.stats.whiteouts++;
       return;
     }

@@ -37,6 +37,8 @@ export interface UnpackLayerOptions {
   layer?: string;
   /** Limits on what one layer may hold; defaults in DEFAULT_APPLY_LIMITS. */
   limits?: Partial<ApplyLimits>;
+  /** Lay the layer out for a rootless overlay mount (see ApplyOptions.rootless). */
+  rootless?: boolean;
 }
 
 /** What {@link unpackLayer} computed. Nothing is compared: the caller checks both digests before committing. */
@@ -129,6 +131,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
           ...(signal ? { signal } : {}),
           ...(options.layer ? { layer: options.layer } : {}),
           ...(options.limits ? { limits: options.limits } : {}),
+          ...(options.rootless !== undefined ? { rootless: options.rootless } : {}),
         });
       },
       signal ? { signal } : {},
