@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# Test files are outside the build: type-check them too, so they cannot rot unnoticed.
+pnpm run typecheck
 report="$(mktemp -d)/vitest.json"
 status=0
 pnpm exec vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@" || status=$?

@@ -3,35 +3,11 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pack, type Header } from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
 import { applyLayer, cleanEntryPath, DEFAULT_APPLY_LIMITS, parsePaxTime } from './apply.js';
 import { nativeFs } from './native.js';
+import { chunksOf, code, makeTar, padded, type Entry } from './tar.testkit.js';
 
-type Entry = Partial<Header> & { name: string; body?: string | Buffer };
-
-async function makeTar(entries: Entry[]): Promise<Buffer> {
-  const p = pack();
-  const out = (async () => {
-    const chunks: Buffer[] = [];
-    for await (const c of p) chunks.push(c as Buffer);
-    return Buffer.concat(chunks);
-  })();
-  for (const { body, ...header } of entries) {
-    await new Promise<void>((resolve, reject) => {
-      const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
-      if (body === undefined && header.type !== undefined && header.type !== 'file') {
-        p.entry({ mtime: new Date(1_600_000_000_000), ...header }, cb);
-      } else {
-        const data = body ?? '';
-        p.entry({ mtime: new Date(1_600_000_000_000), ...header, size: Buffer.byteLength(data) }, data, cb);
-      }
-    });
-  }
-  p.finalize();
-  return out;
-}
 
 /** A raw ustar header block, for tars tar-stream's packer cannot write (binary PAX values, odd names). */
 function rawHeader(name: string | Buffer, typeflag: string, size: number, mode = 0o644): Buffer {
@@ -52,9 +28,6 @@ function rawHeader(name: string | Buffer, typeflag: string, size: number, mode =
   return b;
 }
 
-function padded(data: Buffer): Buffer {
-  return Buffer.concat([data, Buffer.alloc((512 - (data.length % 512)) % 512)]);
-}
 
 function paxRecord(key: string, value: Buffer): Buffer {
   const body = Buffer.concat([Buffer.from(` ${key}=`), value, Buffer.from('\n')]);
@@ -63,19 +36,7 @@ function paxRecord(key: string, value: Buffer): Buffer {
   return Buffer.concat([Buffer.from(String(len)), body]);
 }
 
-async function* chunksOf(buf: Buffer, size = 700): AsyncGenerator<Buffer> {
-  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
-}
 
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (e) {
-    if (isFastpullError(e)) return e.code;
-    throw e;
-  }
-  throw new Error('expected a FastpullError, got success');
-}
 
 const isRoot = process.getuid?.() === 0;
 const hasGnuTar = ((): boolean => {

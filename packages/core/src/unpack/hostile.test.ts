@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { applyLayer, type ApplyLimits } from './apply.js';
 import { nativeFs } from './native.js';
+import { chunksOf, padded } from './tar.testkit.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -56,9 +57,6 @@ function header(h: Hdr): Buffer {
   return b;
 }
 
-function padded(data: Buffer): Buffer {
-  return Buffer.concat([data, Buffer.alloc((512 - (data.length % 512)) % 512)]);
-}
 
 function entry(h: Hdr, body: string | Buffer = ''): Buffer {
   const data = Buffer.isBuffer(body) ? body : Buffer.from(body);
@@ -142,9 +140,6 @@ function world(): Map<string, string> {
   return out;
 }
 
-async function* chunksOf(buf: Buffer, size = 700): AsyncGenerator<Buffer> {
-  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
-}
 
 type Expect = 'HOSTILE_LAYER' | 'INVALID_LAYER' | 'ok';
 interface Case {

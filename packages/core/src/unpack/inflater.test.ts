@@ -20,7 +20,7 @@ import {
 } from './inflater.js';
 
 /** The installed tool of `kind`, or undefined (with the reason printed) so its tests skip. */
-function installed(kind: ExternalInflater['kind']): ExternalInflater | undefined {
+function installed(kind: 'igzip' | 'pigz'): ExternalInflater | undefined {
   try {
     return findInflater(kind);
   } catch {
@@ -123,7 +123,7 @@ describe('findInflater', () => {
 
   it('resolves auto to node:zlib without igzip, even with pigz installed', () => {
     const pigz = fakeTool('auto-pigz', 'exit 0');
-    expect(findInflater('auto', { igzip: [path.join(dir, 'absent')], pigz: [pigz.path] })).toBeUndefined();
+    expect(findInflater('auto', { igzip: [path.join(dir, 'absent')], pigz: [pigz.path], zstd: [] })).toBeUndefined();
   });
 
   it('takes the first candidate that is an executable regular file', () => {
@@ -132,20 +132,20 @@ describe('findInflater', () => {
     const folder = path.join(dir, 'folder');
     fs.mkdirSync(folder, { mode: 0o755 });
     const good = fakeTool('good-pigz', 'exit 0');
-    const paths = { igzip: [], pigz: [path.join(dir, 'absent'), plain, folder, good.path] };
+    const paths = { igzip: [], pigz: [path.join(dir, 'absent'), plain, folder, good.path], zstd: [] };
     expect(findInflater('pigz', paths)).toEqual({ kind: 'pigz', path: good.path });
   });
 
   it('looks each path up once per process', () => {
     const tool = fakeTool('cached-igzip', 'exit 0');
-    const paths = { igzip: [tool.path], pigz: [] };
+    const paths = { igzip: [tool.path], pigz: [], zstd: [] };
     expect(findInflater('igzip', paths)).toEqual({ kind: 'igzip', path: tool.path });
     fs.rmSync(tool.path);
     expect(findInflater('igzip', paths)).toEqual({ kind: 'igzip', path: tool.path });
   });
 
   it('refuses an explicit inflater that is not installed', () => {
-    const paths = { igzip: ['/nonexistent/igzip'], pigz: ['/nonexistent/unpigz', '/nonexistent/pigz'] };
+    const paths = { igzip: ['/nonexistent/igzip'], pigz: ['/nonexistent/unpigz', '/nonexistent/pigz'], zstd: [] };
     expect(() => findInflater('igzip', paths)).toThrow(
       expect.objectContaining({
         code: 'INVALID_ARGUMENT',

@@ -5,44 +5,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { pack, type Header } from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { unpackLayer } from './layer.js';
+import { code, makeTar } from './tar.testkit.js';
 
-type Entry = Partial<Header> & { name: string; body?: string | Buffer };
-
-async function makeTar(entries: Entry[]): Promise<Buffer> {
-  const p = pack();
-  const out = (async () => {
-    const chunks: Buffer[] = [];
-    for await (const c of p) chunks.push(c as Buffer);
-    return Buffer.concat(chunks);
-  })();
-  for (const { body, ...header } of entries) {
-    await new Promise<void>((resolve, reject) => {
-      const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
-      if (body === undefined && header.type !== undefined && header.type !== 'file') p.entry(header, cb);
-      else p.entry({ ...header, size: Buffer.byteLength(body ?? '') }, body ?? '', cb);
-    });
-  }
-  p.finalize();
-  return out;
-}
 
 const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 const isRoot = process.getuid?.() === 0;
 
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (e) {
-    if (isFastpullError(e)) return e.code;
-    throw e;
-  }
-  throw new Error('expected a FastpullError, got success');
-}
 
 let work: string;
 beforeEach(() => {
