@@ -616,6 +616,72 @@ describe.skipIf(skipReason !== undefined)(`unpack parity with ${umociVersion ?? 
     expect(r.want.has('a')).toBe(false);
   });
 
+  it('gives a directory a layer implies but never names the attributes of the lower directory there', async () => {
+    // A layer with `d/x` and no `d/`: containerd's applier copies the lower directory up (mode,
+    // owner, xattrs, times); umoci leaves it as it was. fastpull settles such directories once the
+    // lower snapshots are committed (snapshots/lowers.ts); with nothing below they are 0755 root.
+    const lower: RawEntry[] = [
+      { name: 'd/', type: 'dir', mode: 0o750, uid: 7, gid: 8, mtime: 1_500_000_000, xattrs: { 'user.comment': 'dir' } },
+      { name: 'd/a', type: 'file', content: 'a' },
+      { name: 'd/b', type: 'file', content: 'b' },
+      { name: 'o/', type: 'dir', mode: 0o700, uid: 9, xattrs: { 'user.comment': 'o' } },
+      { name: 'o/x', type: 'file' },
+      { name: 'n/', type: 'dir', mode: 0o711, uid: 3 },
+      { name: 'deep/', type: 'dir', mode: 0o701, uid: 4 },
+      { name: 'deep/er/', type: 'dir', mode: 0o710, gid: 5 },
+    ];
+    const r = await compare(
+      'implicit-parent',
+      twoLayers(lower, [wh('d/a'), opaque('o'), { name: 'n/new', type: 'file', content: 'n' }, { name: 'deep/er/est/f', type: 'file', content: 'f' }]),
+    );
+    expect(r.tree).toEqual([]);
+    expect(r.meta).toEqual([
+      // New in this layer: made at unpack time by both, a few milliseconds apart.
+      expect.stringMatching(/^deep\/er\/est: mtime: want [0-9]+ns, got [0-9]+ns$/),
+      // umoci puts back the mtime of an entry's own parent only, so a directory made inside
+      // `deep/er` leaves it with the time of that; fastpull gives every implied directory the
+      // time below, as it does `d` and `n`, where umoci agrees.
+      expect.stringMatching(/^deep\/er: mtime: want [0-9]+ns, got 1577836800000000000ns$/),
+    ]);
+    // The reference really kept the lower attributes, and the new parent below them is plain.
+    expect(r.want.get('d')).toMatchObject({ type: 'dir', mode: 0o750, uid: 7, gid: 8 });
+    expect(r.want.get('deep/er')).toMatchObject({ type: 'dir', mode: 0o710, gid: 5 });
+    expect(r.want.get('deep/er/est')).toMatchObject({ type: 'dir', mode: 0o755, uid: 0, gid: 0 });
+    expect(r.want.has('o/x')).toBe(false);
+  });
+
+  it('makes nothing of a whiteout of a path no lower layer has', async () => {
+    // Left in place, the whiteout and its implied parent would land in a directory only the top
+    // snapshot has, and overlayfs would list `ghost` there with a lookup that fails.
+    await withBoth(
+      'whiteout-of-nothing',
+      twoLayers([{ name: 'a', type: 'file', content: 'a' }, { name: 'keep/', type: 'dir' }], [wh('nothing/ghost'), wh('keep/ghost'), wh('gone'), { name: 'b', type: 'file', content: 'b' }]),
+      async (rootfs, merged) => {
+        expect(readdirSync(rootfs).sort()).toEqual(['a', 'b', 'keep']);
+        expect(readdirSync(merged).sort()).toEqual(['a', 'b', 'keep']);
+        expect(readdirSync(join(merged, 'keep'))).toEqual([]);
+      },
+    );
+  });
+
+  it('hides the lower directory under a directory that replaces, in the same layer, a whiteout or a non-directory', async () => {
+    // Applied in order onto the merged tree, `.wh.w` then `w/f` (or a file `g`, then `g/`) removes
+    // the lower directory before the new one is made: nothing of the lower one shows through.
+    const lower: RawEntry[] = [];
+    const upper: RawEntry[] = [];
+    for (const name of ['w', 'g', 's', 'wd']) {
+      lower.push({ name: `${name}/`, type: 'dir' }, { name: `${name}/lower-child`, type: 'file', content: 'hidden\n' });
+    }
+    upper.push(wh('w'), { name: 'w/f', type: 'file', content: 'f' });
+    upper.push({ name: 'g', type: 'file', content: 'file first' }, { name: 'g/', type: 'dir', mode: 0o750 }, { name: 'g/f', type: 'file', content: 'f' });
+    upper.push({ name: 's', type: 'symlink', linkname: '/elsewhere' }, { name: 's/', type: 'dir', mode: 0o750 });
+    upper.push(wh('wd'), { name: 'wd/', type: 'dir', mode: 0o711 });
+    const r = await compare('replaced-then-dir', twoLayers(lower, upper));
+    expect(r.tree).toEqual([]);
+    for (const name of ['w', 'g', 's', 'wd']) expect(r.want.has(`${name}/lower-child`), name).toBe(false);
+    expect(r.want.has('w/f')).toBe(true);
+  });
+
   it('keeps PAX mtimes to the nanosecond, before 1970 too', async () => {
     // GNU tar --format=posix writes nanoseconds.
     const r = await compare(
@@ -640,49 +706,6 @@ describe.skipIf(skipReason !== undefined)(`unpack parity with ${umociVersion ?? 
   // fastpull drops them with a warning) and old GNU sparse entries, type 'S' (umoci: "unknown
   // typeflag").
   describe('known differences', () => {
-    it('BUG: an entry below a lower directory, in a layer without an entry for that directory, resets its mode, owner, mtime and xattrs', async () => {
-      // fastpull creates the missing parent in the upper snapshot as 0755 root:root, now, without
-      // xattrs, and overlayfs shows the upper directory's attributes. containerd's applier copies
-      // the lower directory's attributes into such a parent (mkparent, WithParents); umoci keeps the
-      // directory as it was. Docker and BuildKit write the parent's entry, so their layers are safe.
-      const lower: RawEntry[] = [
-        { name: 'd/', type: 'dir', mode: 0o750, uid: 7, gid: 8, mtime: 1_500_000_000, xattrs: { 'user.comment': 'dir' } },
-        { name: 'd/a', type: 'file', content: 'a' },
-        { name: 'd/b', type: 'file', content: 'b' },
-        { name: 'o/', type: 'dir', mode: 0o700, uid: 9, xattrs: { 'user.comment': 'o' } },
-        { name: 'o/x', type: 'file' },
-        { name: 'n/', type: 'dir', mode: 0o711, uid: 3 },
-      ];
-      const r = await compare('implicit-parent', twoLayers(lower, [wh('d/a'), opaque('o'), { name: 'n/new', type: 'file', content: 'n' }]));
-      expect(r.tree).toEqual([
-        'd: mode: want 0o750, got 0o755',
-        'd: owner: want 7:8, got 0:0',
-        'n: mode: want 0o711, got 0o755',
-        'n: owner: want 3:0, got 0:0',
-        'o: mode: want 0o700, got 0o755',
-        'o: owner: want 9:0, got 0:0',
-      ]);
-      expect(withoutTimes(r.meta)).toEqual([
-        'd: mtime differs',
-        'd: xattr user.comment: want 646972, got none',
-        'n: mtime differs',
-        'o: mtime differs',
-        'o: xattr user.comment: want 6f, got none',
-      ]);
-    });
-
-    it('BUG: a whiteout of a path no lower layer has leaves a directory listing an entry that does not exist', async () => {
-      // The whiteout device and its implicit parent land in a directory only the top snapshot has;
-      // overlayfs filters whiteouts out of merged directories only, so `nothing` lists `ghost`,
-      // whose lookup fails. umoci makes nothing of such a whiteout.
-      await withBoth('whiteout-of-nothing', twoLayers([{ name: 'a', type: 'file', content: 'a' }], [wh('nothing/ghost')]), async (rootfs, merged) => {
-        expect(readdirSync(rootfs)).toEqual(['a']);
-        expect(readdirSync(merged).sort()).toEqual(['a', 'nothing']);
-        expect(readdirSync(join(merged, 'nothing'))).toEqual(['ghost']);
-        expect(() => lstatSync(join(merged, 'nothing', 'ghost'))).toThrow(/ENOENT/);
-      });
-    });
-
     it('by design: trusted.* xattrs of a layer are dropped', async () => {
       // apply.ts drops every trusted.* name so that a layer cannot forge overlay metadata
       // (trusted.overlay.*); umoci sets them all.

@@ -130,6 +130,45 @@ static napi_value js_lgetxattr(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// llistxattr(path): the names of the path's extended attributes (those this process may see).
+static napi_value js_llistxattr(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (get_args(env, info, 1, argv)) return NULL;
+  char path[PATH_CAP];
+  if (get_string(env, argv[0], path, sizeof path)) {
+    napi_throw_type_error(env, NULL, "llistxattr(path: string)");
+    return NULL;
+  }
+  char* buf = NULL;
+  ssize_t got;
+  for (;;) {  // the list may grow between the two calls: ask again on ERANGE
+    ssize_t size = llistxattr(path, NULL, 0);
+    if (size < 0) return throw_errno(env, errno, "llistxattr", path);
+    free(buf);
+    buf = malloc(size > 0 ? (size_t)size : 1);
+    if (!buf) return throw_errno(env, ENOMEM, "llistxattr", path);
+    got = llistxattr(path, buf, (size_t)size);
+    if (got >= 0) break;
+    if (errno != ERANGE) {
+      int err = errno;
+      free(buf);
+      return throw_errno(env, err, "llistxattr", path);
+    }
+  }
+  napi_value out;
+  napi_create_array(env, &out);
+  uint32_t n = 0;
+  for (ssize_t at = 0; at < got;) {
+    size_t len = strnlen(buf + at, (size_t)(got - at));
+    napi_value name;
+    napi_create_string_utf8(env, buf + at, len, &name);
+    napi_set_element(env, out, n++, name);
+    at += (ssize_t)len + 1;
+  }
+  free(buf);
+  return out;
+}
+
 // tryLock(fd, exclusive): flock(LOCK_NB); true when taken, false when another holder has it.
 // Released by closing the fd, or by the kernel when the process dies (kill -9 included).
 static napi_value js_try_lock(napi_env env, napi_callback_info info) {
@@ -234,6 +273,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
       {"lsetxattr", NULL, js_lsetxattr, NULL, NULL, NULL, napi_default, NULL},
       {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
+      {"llistxattr", NULL, js_llistxattr, NULL, NULL, NULL, napi_default, NULL},
       {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_default, NULL},
       {"lutimesNs", NULL, js_lutimes_ns, NULL, NULL, NULL, napi_default, NULL},
       {"futimesNs", NULL, js_futimes_ns, NULL, NULL, NULL, napi_default, NULL},

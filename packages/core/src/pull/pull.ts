@@ -18,6 +18,7 @@ import type { ActiveSnapshot } from '../snapshots/store.js';
 import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { lockSnapshot } from './lock.js';
+import { reconcileWithLowers } from '../snapshots/lowers.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { Watermark } from '../content/watermark.js';
 
@@ -206,19 +207,30 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     if (failure === undefined) failure = e;
     controller.abort(e);
   });
-  const ctx: LayerContext = { store, client, ref: resolved.reference, options, signal, pool, scheduler, progress };
-  const settled = Promise.all(
-    layers.map((layer, index) => {
-      const parent = index > 0 ? layers[index - 1]!.chainID : undefined;
-      return pullLayer(ctx, resolved.manifest.layers[index]!, layer, index, parent).catch((e: unknown) => {
+  const outcomes: Array<Promise<LayerTimings | undefined>> = [];
+  const ctx: LayerContext = {
+    store,
+    client,
+    ref: resolved.reference,
+    options,
+    signal,
+    pool,
+    scheduler,
+    progress,
+    layers,
+    lowersSettled: (index) => Promise.all(outcomes.slice(0, index)).then(() => undefined),
+  };
+  outcomes.push(
+    ...layers.map((layer, index) =>
+      pullLayer(ctx, resolved.manifest.layers[index]!, layer, index).catch((e: unknown) => {
         // One failed layer stops the rest; all settle before the pull reports the first error.
         if (failure === undefined) failure = e;
         controller.abort(e);
         return undefined;
-      });
-    }),
+      }),
+    ),
   );
-  const results = await settled.finally(() => {
+  const results = await Promise.all(outcomes).finally(() => {
     progress.stop();
     return ownPool ? pool.close() : undefined;
   });
@@ -276,9 +288,13 @@ interface LayerContext {
   readonly signal: AbortSignal;
   readonly pool: UnpackPool;
   readonly scheduler: FetchScheduler;
+  /** The image's layers, bottom first. */
+  readonly layers: readonly ImageLayer[];
+  /** Settles when every layer below `index` is committed, found, or failed (the pull then aborts). */
+  readonly lowersSettled: (index: number) => Promise<void>;
 }
 
-async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer, index: number, parent: Digest | undefined): Promise<LayerTimings> {
+async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer, index: number): Promise<LayerTimings> {
   const emit = (state: LayerState, bytes: number) =>
     ctx.options.onProgress?.({ type: 'layer', index, digest: layer.digest, state, bytes, total: layer.size });
   const exists = (): LayerTimings => {
@@ -301,7 +317,7 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
     // Another process may be unpacking the same layer into this store: wait for it, then reuse.
     release = await lockSnapshot(ctx.store.snapshots.dir, layer.chainID, ctx.signal, () => emit('waiting', 0));
     if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
-    return await fetchAndUnpack(ctx, desc, layer, parent, emit);
+    return await fetchAndUnpack(ctx, desc, layer, index, emit);
   } finally {
     release?.();
     inflight.delete(layer.chainID);
@@ -334,9 +350,10 @@ async function fetchAndUnpack(
   ctx: LayerContext,
   desc: Descriptor,
   layer: ImageLayer,
-  parent: Digest | undefined,
+  index: number,
   emit: (state: LayerState, bytes: number) => void,
 ): Promise<LayerTimings> {
+  const parent = index > 0 ? ctx.layers[index - 1]!.chainID : undefined;
   const { store, signal } = ctx;
   const what = `layer ${layer.digest}`;
   let ingest: Ingest | undefined;
@@ -440,6 +457,18 @@ async function fetchAndUnpack(
       });
     }
     const tc = performance.now();
+    const checks = r.stats.lowerChecks;
+    if (checks.impliedDirs.length > 0 || checks.whiteouts.length > 0) {
+      // Only the layers below can say what this layer's implied directories and whiteouts should
+      // be: wait until they are all committed (their own unpacks have run meanwhile).
+      await ctx.lowersSettled(index);
+      throwIfAborted(signal, what);
+      const lowers = ctx.layers.slice(0, index).reverse().map((l) => l.chainID);
+      for (const id of lowers) {
+        if (!(await store.snapshots.isCommitted(id))) throw new FastpullError('ABORTED', `${what}: lower snapshot ${id} was not committed`);
+      }
+      reconcileWithLowers(active.fs, lowers.map((id) => store.snapshots.fsPath(id)), checks, { sameOwner: !rootless });
+    }
     throwIfAborted(signal, what);
     if (ingest) {
       await store.content.commit(ingest, r.blobDigest);

@@ -261,6 +261,42 @@ describe('applyLayer: whiteouts', () => {
     expect(stats.whiteouts).toBe(3);
   });
 
+  it.skipIf(!isRoot)('makes a directory opaque where the same layer had a whiteout or a non-directory before it', async () => {
+    const tar = await makeTar([
+      { name: '.wh.w' },
+      { name: 'w/f', body: 'below a whiteout of this layer' }, // implies w/
+      { name: 'g', body: 'a file first' },
+      { name: 'g/', type: 'directory', mode: 0o750 },
+      { name: 's', type: 'symlink', linkname: '/elsewhere' },
+      { name: 's/', type: 'directory' },
+      { name: 'kept/', type: 'directory' },
+      { name: 'kept/', type: 'directory', mode: 0o700 }, // a directory over a directory merges
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    for (const rel of ['w', 'g', 's']) {
+      expect(fs.lstatSync(path.join(dest, rel)).isDirectory(), rel).toBe(true);
+      expect(opaqueOf(rel), rel).toBe('y');
+    }
+    expect(fs.readdirSync(path.join(dest, 'w'))).toEqual(['f']);
+    expect(opaqueOf('kept')).toBeUndefined();
+    expect(stats.lowerChecks).toEqual({ impliedDirs: ['w'], whiteouts: [] });
+  });
+
+  it.skipIf(!isRoot)('lists the parents it implies and the whiteouts it makes, for the layers below to settle', async () => {
+    const tar = await makeTar([
+      { name: 'a/b/c/file', body: 'x' },
+      { name: 'a/b/', type: 'directory', mode: 0o750 }, // named after all: no longer implied
+      { name: 'gone/.wh.x' },
+      { name: '.wh.top' },
+      { name: '.wh.back' },
+      { name: 'back', body: 'recreated' }, // replaces its whiteout
+      { name: 'o/.wh..wh..opq' },
+    ]);
+    const stats = await applyLayer(chunksOf(tar), dest);
+    expect([...stats.lowerChecks.impliedDirs].sort()).toEqual(['a', 'a/b/c', 'gone', 'o']);
+    expect([...stats.lowerChecks.whiteouts].sort()).toEqual(['gone/x', 'top']);
+  });
+
   it.skipIf(!isRoot)('marks opaque directories with trusted.overlay.opaque=y and drops aufs metadata', async () => {
     const tar = await makeTar([
       { name: 'd/', type: 'directory' },

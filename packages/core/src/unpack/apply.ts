@@ -78,6 +78,22 @@ export interface ApplyStats {
   skipped: number;
   /** What was skipped or dropped and why, for the first {@link MAX_WARNINGS} cases. */
   warnings: string[];
+  /**
+   * What only the layers below can settle, for {@link reconcileWithLowers} once they are committed:
+   * parents this layer implies but never names, and the whiteouts it made.
+   */
+  lowerChecks: LowerChecks;
+}
+
+/**
+ * Paths of a layer whose right form depends on the layers below it, relative to the snapshot root,
+ * as raw bytes in latin1 strings (names need not be UTF-8).
+ */
+export interface LowerChecks {
+  /** Directories made only because an entry lies below them: a lower directory there lends its attributes. */
+  impliedDirs: string[];
+  /** Overlay whiteouts made: one hiding nothing below is dropped. */
+  whiteouts: string[];
 }
 
 /** How many warnings {@link ApplyStats.warnings} keeps: a layer of ten thousand device nodes must not make a huge list. */
@@ -118,8 +134,8 @@ type Kind = 'dir' | 'file' | 'symlink' | 'special' | 'whiteout';
 interface Node {
   kind: Kind;
   children?: Map<string, Node>;
-  /** The mode and times finish() gives a directory; no times for a parent the layer never named. */
-  meta?: { mode: number; times?: Times };
+  /** The mode and times finish() gives a directory; no times for a parent the layer never named (`implied`). */
+  meta?: { mode: number; times?: Times; implied?: true };
 }
 
 /**
@@ -135,7 +151,10 @@ interface Node {
  *   through a symlink, device numbers the kernel would truncate, owner ids meaning "unchanged", and
  *   overlay xattrs (`trusted.overlay.*`, `user.overlay.*`) fail with HOSTILE_LAYER. A hardlink must
  *   point at a non-directory this layer already made (INVALID_LAYER otherwise). Missing parents
- *   are made 0755. Names are bytes: ones that are not UTF-8 are kept exactly.
+ *   are made 0755. Names are bytes: ones that are not UTF-8 are kept exactly. What only the layers
+ *   below can settle (implied parents, whiteouts) is listed in {@link ApplyStats.lowerChecks} for
+ *   `reconcileWithLowers` (snapshots/lowers.ts).
+ * - A directory that replaces a whiteout or a non-directory this layer made at its path is opaque.
  * - A later entry for a path replaces the earlier one, whatever the types; a directory over a
  *   directory keeps its contents.
  * - Owners (when `sameOwner`), modes incl. setuid, mtimes to the nanosecond and `SCHILY.xattr.*`
@@ -293,7 +312,7 @@ function errnoOf(e: unknown): string | undefined {
 
 /** Writes entries into the directory; holds the tree of what this layer made there. */
 class LayerWriter {
-  readonly stats: ApplyStats = { entries: 0, files: 0, bytes: 0, whiteouts: 0, skipped: 0, warnings: [] };
+  readonly stats: ApplyStats = { entries: 0, files: 0, bytes: 0, whiteouts: 0, skipped: 0, warnings: [], lowerChecks: { impliedDirs: [], whiteouts: [] } };
   private readonly tree: Node = { kind: 'dir', children: new Map() };
   /**
    * Paths a `.wh.NAME` of this layer named: the lower entry there is gone, so a directory this layer
@@ -357,7 +376,12 @@ class LayerWriter {
     while (stack.length > 0) {
       const [rel, node] = stack.pop()!;
       if (node.meta !== undefined) dirs.push([rel, node]);
-      for (const [name, child] of node.children ?? []) if (child.kind === 'dir') stack.push([rel === '' ? name : `${rel}/${name}`, child]);
+      if (node.meta?.implied === true) this.stats.lowerChecks.impliedDirs.push(rel);
+      for (const [name, child] of node.children ?? []) {
+        const childRel = rel === '' ? name : `${rel}/${name}`;
+        if (child.kind === 'dir') stack.push([childRel, child]);
+        else if (child.kind === 'whiteout') this.stats.lowerChecks.whiteouts.push(childRel);
+      }
     }
     // Parents are pushed before their children, so the reverse order is children first.
     for (let i = dirs.length - 1; i >= 0; i--) {
@@ -488,12 +512,16 @@ class LayerWriter {
     const times = this.timesOf(e);
     let node = this.lookup(rel);
     if (node?.kind !== 'dir') {
+      const replaced = node !== undefined;
       const parent = this.prepare(rel, true);
       // Owner-only until finish() sets the real mode: a 0555 directory must still take its children.
       fs.mkdirSync(fsPath(this.abs(rel)), 0o700);
       node = { kind: 'dir', children: new Map() };
       parent.set(baseOf(rel), node);
-      if (this.whitedOut.has(rel)) this.setOverlayXattr(rel, this.opaqueXattr); // whiteout, then recreate
+      // Whiteout, then recreate; or a file of this layer, then a directory: either way the lower
+      // directory there is gone (applied in order onto the merged tree, the earlier entry removed
+      // it), so its contents must not show through the new one.
+      if (replaced || this.whitedOut.has(rel)) this.setOverlayXattr(rel, this.opaqueXattr);
     }
     const abs = fsPath(this.abs(rel));
     if (this.sameOwner) fs.lchownSync(abs, uid, gid);
@@ -713,6 +741,14 @@ class LayerWriter {
     const name = baseOf(dir);
     const existing = parent.children!.get(name);
     if (existing?.kind === 'dir') return existing;
+    if (existing?.kind === 'whiteout') {
+      // `.wh.d`, then `d/f`: the lower `d` is gone and this layer's `d` holds `f` alone.
+      fs.unlinkSync(fsPath(this.abs(dir)));
+      parent.children!.delete(name);
+      const node = this.makeImpliedDir(parent, dir);
+      this.setOverlayXattr(dir, this.opaqueXattr);
+      return node;
+    }
     if (existing !== undefined) {
       // Only this apply wrote here, so a non-directory parent was put there by the layer itself:
       // going through it (a symlink above all) could write outside the snapshot.
@@ -722,9 +758,14 @@ class LayerWriter {
         parentKind: existing.kind,
       });
     }
+    return this.makeImpliedDir(parent, dir);
+  }
+
+  /** A directory no entry named (yet): 0755 in the end, as containerd makes them, unless the layers below say otherwise. */
+  private makeImpliedDir(parent: Node, dir: string): Node {
     fs.mkdirSync(fsPath(this.abs(dir)), 0o700);
-    const node: Node = { kind: 'dir', children: new Map(), meta: { mode: 0o755 } };
-    parent.children!.set(name, node);
+    const node: Node = { kind: 'dir', children: new Map(), meta: { mode: 0o755, implied: true } };
+    parent.children!.set(baseOf(dir), node);
     return node;
   }
 

@@ -14,6 +14,8 @@ export interface NativeFs {
   lsetxattr(path: string, name: string, value: Buffer): void;
   /** lgetxattr(2): the attribute's value, or null when the path has no such attribute. */
   lgetxattr(path: string, name: string): Buffer | null;
+  /** llistxattr(2): the names of the path's extended attributes that this process may read. */
+  llistxattr(path: string): string[];
   /**
    * flock(2) with LOCK_NB on an open fd: true when the lock was taken, false when another holder
    * has it. Closing the fd releases it; so does the death of the process.
@@ -29,7 +31,7 @@ export interface NativeFs {
   futimesNs(fd: number, atimeSec: number | bigint, atimeNsec: number, mtimeSec: number | bigint, mtimeNsec: number): void;
 }
 
-const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'tryLock', 'lutimesNs', 'futimesNs'] as const satisfies ReadonlyArray<keyof NativeFs>;
+const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs'] as const satisfies ReadonlyArray<keyof NativeFs>;
 
 // src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
 const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);
