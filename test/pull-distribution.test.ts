@@ -37,7 +37,7 @@ describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
   it('pulls every layer, verified, into chainID snapshots and records the image', async () => {
     const root = join(work.dir, 'store1');
     const events: PullEvent[] = [];
-    const { image: rec, timings } = await pull(`${registry.host}/sample/app:1.0`, { root, onProgress: (e) => events.push(e) });
+    const { image: rec, timings } = await pull(`${registry.host}/sample/app:1.0`, { root, onProgress: (e) => events.push(e), keepBlobs: true });
 
     const diffIDs = image.layers.map((l) => l.diffID);
     expect(rec.name).toBe(`${registry.host}/sample/app:1.0`);

@@ -42,7 +42,7 @@ describe('ranged fetch', () => {
     // Slow responses, so that requests overlap even though this server shares the test's thread.
     reg.faults.bytesPerSecond = 256 * 1024;
     const root = freshRoot();
-    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 });
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024, keepBlobs: true });
     const layer = big.layers[0]!;
     const ranged = reg.stats.requests.filter((r) => r.path.endsWith(layer.digest) && r.range);
     expect(ranged.length).toBe(Math.ceil(layer.size / (64 * 1024)));
@@ -122,7 +122,7 @@ describe('ranged fetch', () => {
     // The first response for the layer sends 100 kB, then nothing, and never ends.
     reg.faults.stallAfter = { bytes: 100_000, times: 1, path: new RegExp(layer.digest) };
     const root = freshRoot();
-    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerFloor: 64 * 1024, stragglerWindowMs: 300 });
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerFloor: 64 * 1024, stragglerWindowMs: 300, keepBlobs: true });
     const reissued = reg.stats.requests.filter((r) => r.path.endsWith(layer.digest) && r.range === 'bytes=100000-1048575');
     expect(reissued).toHaveLength(1);
     expect(await openStore(root).content.info(layer.digest)).toEqual({ digest: layer.digest, size: layer.size });
@@ -193,7 +193,7 @@ describe('verification', () => {
 
   it('drops a committed blob damaged on disk, so the next pull fetches a good copy', async () => {
     const root = freshRoot();
-    await pull(`${reg.host}/v/app:1`, { root });
+    await pull(`${reg.host}/v/app:1`, { root, keepBlobs: true });
     const store = openStore(root);
     const victim = image.layers[0]!;
     // Keep the blobs, lose the snapshots: the next pull unpacks from the content store.

@@ -8,5 +8,6 @@ export * from './snapshots/index.js';
 export * from './images/index.js';
 export * from './store.js';
 export * from './pull/index.js';
+export * from './gc/index.js';
 export { UnpackPool, sharedUnpackPool, inflaterFromEnv, parseInflaterChoice, findInflater, type InflaterChoice, type UnpackPoolOptions } from './unpack/index.js';
 export { mountsFor, resolveImage } from './images/mounts.js';

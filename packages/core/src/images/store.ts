@@ -30,6 +30,10 @@ export interface ImageRecord {
   readonly chainID: Digest;
   /** Sum of the compressed layer sizes. */
   readonly size: number;
+  /** Sum of the uncompressed layer sizes (the tars; the unpacked files take about this much). */
+  readonly unpackedSize?: number;
+  /** The layer blobs were kept after unpacking (`keepBlobs`); else they are dropped once unpacked. */
+  readonly keepBlobs?: boolean;
   readonly created: string;
 }
 

@@ -19,6 +19,7 @@ import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { lockSnapshot } from './lock.js';
 import { reconcileWithLowers } from '../snapshots/lowers.js';
+import { acquireLease, liveLeaseRefs, withCollectionLock } from '../gc/lease.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { Watermark } from '../content/watermark.js';
 
@@ -98,6 +99,12 @@ export interface PullOptions {
   readonly rootless?: boolean;
   /** A client to reuse (its connection pool and tokens); the pull does not close it. */
   readonly client?: RegistryClient;
+  /**
+   * Keep each layer's compressed blob in the content store after its snapshot is committed.
+   * Default false: a node needs the unpacked layers only, and keeping both doubles the disk an
+   * image takes. Manifests and configs are always kept.
+   */
+  readonly keepBlobs?: boolean;
 }
 
 export interface PullResult {
@@ -161,30 +168,58 @@ export async function pull(reference: string | Reference, options: PullOptions):
       platform: resolved.platform,
       layers: layers.map((l) => ({ digest: l.digest, size: l.size, chainID: l.chainID })),
     });
-    await storeMetadata(store, resolved);
-    // Litter from pulls that died (kill -9): nothing of it is visible, but it takes space.
-    await Promise.all([store.content.sweep(), store.snapshots.sweep()]);
-
-    const layerTimings = await pullLayers(store, client, resolved, layers, options);
-    const image: ImageRecord = {
-      name,
-      target: resolved.target,
-      manifest: resolved.manifestDescriptor,
-      config: resolved.manifest.config,
-      platform: resolved.platform,
-      layers,
-      chainID: top.chainID,
-      size: layers.reduce((s, l) => s + l.size, 0),
-      created: new Date().toISOString(),
-    };
-    throwIfAborted(signal, `pulling ${name}`);
-    await store.images.put(image);
-    const timings: PullTimings = { resolveMs, totalMs: performance.now() - t0, layers: layerTimings };
-    options.onProgress?.({ type: 'done', image, timings });
-    return { image, timings };
+    // From here on, garbage collection leaves alone everything this image needs.
+    const lease = await acquireLease(
+      store.root,
+      { blobs: [resolved.target.digest, resolved.manifestDescriptor.digest, resolved.manifest.config.digest, ...layers.map((l) => l.digest)], snapshots: layers.map((l) => l.chainID) },
+      signal,
+    );
+    try {
+      return await pullLeased(store, client, resolved, name, layers, options, lease.id, t0, resolveMs);
+    } finally {
+      await lease.release();
+    }
   } finally {
     if (!options.client) await client.close();
   }
+}
+
+/** The rest of a pull, once its lease is held: metadata, every layer, the image record. */
+async function pullLeased(
+  store: Store,
+  client: RegistryClient,
+  resolved: ResolvedImage,
+  name: string,
+  layers: readonly ImageLayer[],
+  options: PullOptions,
+  leaseId: string,
+  t0: number,
+  resolveMs: number,
+): Promise<PullResult> {
+  await storeMetadata(store, resolved);
+  // Litter from pulls that died (kill -9): nothing of it is visible, but it takes space.
+  await Promise.all([store.content.sweep(), store.snapshots.sweep()]);
+  const layerTimings = await pullLayers(store, client, resolved, layers, options, leaseId);
+  let unpackedSize = 0;
+  for (const l of layers) unpackedSize += (await store.snapshots.info(l.chainID))?.size ?? 0;
+  const image: ImageRecord = {
+    name,
+    target: resolved.target,
+    manifest: resolved.manifestDescriptor,
+    config: resolved.manifest.config,
+    platform: resolved.platform,
+    layers,
+    chainID: layers[layers.length - 1]!.chainID,
+    size: layers.reduce((s, l) => s + l.size, 0),
+    unpackedSize,
+    ...(options.keepBlobs === true ? { keepBlobs: true } : {}),
+    created: new Date().toISOString(),
+  };
+  throwIfAborted(options.signal, `pulling ${name}`);
+  await store.images.put(image);
+  const timings: PullTimings = { resolveMs, totalMs: performance.now() - t0, layers: layerTimings };
+  options.onProgress?.({ type: 'done', image, timings });
+  return { image, timings };
 }
 
 /** Keeps the verified manifest(s) and config, so the image can be inspected without the registry. */
@@ -194,7 +229,7 @@ async function storeMetadata(store: Store, r: ResolvedImage): Promise<void> {
   await store.content.putBytes(r.manifest.config, r.configBytes);
 }
 
-async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions): Promise<LayerTimings[]> {
+async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions, leaseId: string): Promise<LayerTimings[]> {
   const controller = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   // Every chunk request, back-off wait and unpack of the pull listens on this one signal.
@@ -218,6 +253,7 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     scheduler,
     progress,
     layers,
+    leaseId,
     lowersSettled: (index) => Promise.all(outcomes.slice(0, index)).then(() => undefined),
   };
   outcomes.push(
@@ -290,6 +326,8 @@ interface LayerContext {
   readonly scheduler: FetchScheduler;
   /** The image's layers, bottom first. */
   readonly layers: readonly ImageLayer[];
+  /** This pull's lease (see gc/lease.ts). */
+  readonly leaseId: string;
   /** Settles when every layer below `index` is committed, found, or failed (the pull then aborts). */
   readonly lowersSettled: (index: number) => Promise<void>;
 }
@@ -323,6 +361,20 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
     inflight.delete(layer.chainID);
     done();
   }
+}
+
+/**
+ * Removes a layer's blob once its snapshot is committed, unless another running pull holds it or
+ * an image pulled with keepBlobs lists it (collection removes any left behind).
+ */
+async function dropLayerBlob(ctx: LayerContext, layer: ImageLayer): Promise<void> {
+  const { store } = ctx;
+  await withCollectionLock(store.root, 'exclusive', async () => {
+    if ((await liveLeaseRefs(store.root, ctx.leaseId)).blobs.has(layer.digest)) return;
+    const images = await store.images.list();
+    if (images.some((img) => img.keepBlobs === true && img.layers.some((l) => l.digest === layer.digest))) return;
+    await store.content.delete(layer.digest);
+  });
 }
 
 /**
@@ -457,6 +509,12 @@ async function fetchAndUnpack(
       });
     }
     const tc = performance.now();
+    throwIfAborted(signal, what);
+    // The blob is verified: keep it even if the snapshot does not make it (the next pull unpacks from it).
+    if (ingest) {
+      await store.content.commit(ingest, r.blobDigest);
+      ingest = undefined;
+    }
     const checks = r.stats.lowerChecks;
     if (checks.impliedDirs.length > 0 || checks.whiteouts.length > 0) {
       // Only the layers below can say what this layer's implied directories and whiteouts should
@@ -469,11 +527,6 @@ async function fetchAndUnpack(
       }
       reconcileWithLowers(active.fs, lowers.map((id) => store.snapshots.fsPath(id)), checks, { sameOwner: !rootless });
     }
-    throwIfAborted(signal, what);
-    if (ingest) {
-      await store.content.commit(ingest, r.blobDigest);
-      ingest = undefined;
-    }
     await store.snapshots.commit(active, {
       chainID: layer.chainID,
       diffID: layer.diffID,
@@ -482,6 +535,7 @@ async function fetchAndUnpack(
       ...(rootless ? { rootless } : {}),
     });
     active = undefined;
+    if (ctx.options.keepBlobs !== true) await dropLayerBlob(ctx, layer);
     emit('committed', layer.size);
     return { digest: layer.digest, fetchMs, unpackMs, commitMs: performance.now() - tc, state: 'committed' as const };
   } catch (e) {

@@ -136,8 +136,35 @@ export class FileSnapshotter implements Snapshotter {
     active.release();
   }
 
-  /** Removes active snapshots left by processes that died (kill -9, power loss); returns their keys. */
+  /**
+   * Takes a committed snapshot out of the store in one atomic step (a rename out of `committed/`,
+   * so no half-deleted snapshot is ever visible) and returns the deletion of its files, which may
+   * take long and can run later; a crash before it leaves litter that sweep() removes.
+   */
+  async discard(chainID: Digest): Promise<() => Promise<void>> {
+    const trash = join(this.dir, 'trash');
+    const target = join(trash, randomId());
+    try {
+      await fsp.mkdir(trash, { recursive: true });
+      await fsp.rename(this.committedDir(chainID), target);
+      await syncDir(join(this.dir, 'committed'));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return async () => undefined;
+      throw fromFsError(e, `removing snapshot ${chainID}`);
+    }
+    return () => fsp.rm(target, { recursive: true, force: true });
+  }
+
+  /**
+   * Removes active snapshots left by processes that died (kill -9, power loss) and discarded
+   * snapshots whose deletion did not finish; returns the keys of the active ones.
+   */
   async sweep(): Promise<string[]> {
+    const trash = join(this.dir, 'trash');
+    for (const name of await fsp.readdir(trash).catch(() => [] as string[])) {
+      // A collection may be deleting it at the same time: whoever is second finds less to do.
+      await fsp.rm(join(trash, name), { recursive: true, force: true, maxRetries: 2 }).catch(() => undefined);
+    }
     return sweepDeadDirs(join(this.dir, 'active'));
   }
 

@@ -1,0 +1,107 @@
+// Garbage collection: removes the blobs and snapshots that no image record, running pull (lease) or
+// live mount refers to, and the litter of dead processes. Safe while other processes pull into the
+// same store: see lease.ts for why nothing a pull needs can go.
+import { readFileSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import type { Digest } from '../oci/digest.js';
+import type { ImageRecord } from '../images/store.js';
+import type { Store } from '../store.js';
+import { liveLeaseRefs, withCollectionLock } from './lease.js';
+
+export interface GcOptions {
+  /** Say what would be removed, remove nothing. */
+  readonly dryRun?: boolean;
+  readonly signal?: AbortSignal;
+}
+
+export interface GcResult {
+  readonly blobs: readonly { readonly digest: Digest; readonly size: number }[];
+  readonly snapshots: readonly { readonly chainID: Digest; readonly size: number }[];
+  /** Partial downloads and unpacks left by processes that died. */
+  readonly litter: number;
+  /** Blob bytes plus uncompressed layer bytes of the removed snapshots. */
+  readonly bytes: number;
+}
+
+/**
+ * Removes what nothing refers to. A snapshot is kept while an image lists its chainID, a running
+ * pull holds it, or a mount uses it. A manifest, config or index blob is kept while an image names
+ * it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
+ * committed (it is needed to unpack), or a running pull holds it.
+ * @example
+ * const { bytes } = await collectGarbage(openStore('/var/lib/fastpull'));
+ */
+export async function collectGarbage(store: Store, options: GcOptions = {}): Promise<GcResult> {
+  const trash: Array<() => Promise<void>> = [];
+  const result = await withCollectionLock(
+    store.root,
+    'exclusive',
+    async () => {
+      const images = await store.images.list();
+      const leased = await liveLeaseRefs(store.root);
+      const mounted = mountedPaths();
+      const wantSnapshots = new Set<Digest>(leased.snapshots);
+      for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
+      const snapshots: Array<{ chainID: Digest; size: number }> = [];
+      const committed = new Set<Digest>();
+      for (const info of await store.snapshots.list()) {
+        // `committed/<hex>/fs`: a bind mount shows the path from the root of its filesystem, which
+        // need not be the store's.
+        const dir = dirname(store.snapshots.fsPath(info.chainID));
+        const tail = `${basename(dirname(dir))}/${basename(dir)}/fs`;
+        if (wantSnapshots.has(info.chainID) || mounted.some((m) => m.includes(tail))) {
+          committed.add(info.chainID);
+          continue;
+        }
+        snapshots.push({ chainID: info.chainID, size: info.size });
+        if (!options.dryRun) trash.push(await store.snapshots.discard(info.chainID));
+      }
+      const keepBlobs = blobsToKeep(images, committed);
+      for (const b of leased.blobs) keepBlobs.add(b);
+      const blobs: Array<{ digest: Digest; size: number }> = [];
+      for (const blob of await store.content.list()) {
+        if (keepBlobs.has(blob.digest)) continue;
+        blobs.push({ digest: blob.digest, size: blob.size });
+        if (!options.dryRun) await store.content.delete(blob.digest);
+      }
+      return { blobs, snapshots };
+    },
+    options.signal,
+  );
+  // Discarded snapshots were renamed out of sight under the lock; deleting their files can take
+  // long, and needs no lock.
+  for (const remove of trash) await remove();
+  let litter = 0;
+  if (!options.dryRun) {
+    const [ingests, actives] = await Promise.all([store.content.sweep(0), store.snapshots.sweep()]);
+    litter = ingests.length + actives.length;
+  }
+  const bytes = result.blobs.reduce((n, b) => n + b.size, 0) + result.snapshots.reduce((n, s) => n + s.size, 0);
+  return { ...result, litter, bytes };
+}
+
+/** The blobs images need, given which of their snapshots are committed. */
+export function blobsToKeep(images: readonly ImageRecord[], committed: ReadonlySet<Digest>): Set<Digest> {
+  const keep = new Set<Digest>();
+  for (const img of images) {
+    keep.add(img.target.digest);
+    keep.add(img.manifest.digest);
+    keep.add(img.config.digest);
+    for (const l of img.layers) if (img.keepBlobs === true || !committed.has(l.chainID)) keep.add(l.digest);
+  }
+  return keep;
+}
+
+/** Mount sources and options of this mount namespace: a snapshot in use by a mount appears there. */
+function mountedPaths(): string[] {
+  let text: string;
+  try {
+    text = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return [];
+  }
+  // Fields: id parent major:minor root mountpoint options ... - fstype source superoptions; the
+  // root of a bind mount and overlay's lowerdir (super options) name the snapshot directories.
+  // Paths there escape space, tab, newline and backslash as octal.
+  return text.split('\n').map((line) => line.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))));
+}

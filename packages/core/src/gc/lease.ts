@@ -1,0 +1,118 @@
+// Leases and the collection lock: what keeps garbage collection from removing what a running pull
+// needs, across processes (the CLI and the daemon share a store), without a database.
+//
+// A pull takes a lease before it looks at the store: `<root>/leases/<id>/` with an owner flock
+// (util/owner.ts) and `refs.json` naming the blobs and snapshots it will use. Collection holds
+// `<root>/gc.lock` exclusively while it decides what to remove; a lease is created only under the
+// same lock held shared. So collection either sees the lease, or ran entirely before it and the
+// pull finds the store as collection left it. A lease of a process that died is free to take and
+// counts for nothing; collection removes it.
+import { closeSync, openSync, promises as fsp } from 'node:fs';
+import { join } from 'node:path';
+import { FastpullError, fromFsError, throwIfAborted } from '../errors.js';
+import type { Digest } from '../oci/digest.js';
+import { nativeFs } from '../unpack/native.js';
+import { claimDir, sweepDeadDirs, tryClaimDir } from '../util/owner.js';
+import { randomId, writeFileAtomic } from '../util/fs.js';
+import { sleep } from '../util/retry.js';
+
+/** What a lease keeps: blob digests and snapshot chainIDs. */
+export interface LeaseRefs {
+  readonly blobs: readonly Digest[];
+  readonly snapshots: readonly Digest[];
+}
+
+export interface Lease {
+  readonly id: string;
+  /** Ends the lease: what it kept is collectable again, unless an image refers to it. */
+  release(): Promise<void>;
+}
+
+const LOCK_POLL_MS = 20;
+
+/**
+ * Runs `fn` holding `<root>/gc.lock`: exclusive for collection, shared for whatever must not
+ * interleave with one (taking a lease). Waits for the lock without blocking the thread.
+ */
+export async function withCollectionLock<T>(root: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  await fsp.mkdir(root, { recursive: true });
+  const fd = openSync(join(root, 'gc.lock'), 'a', 0o600);
+  try {
+    while (!nativeFs().tryLock(fd, mode === 'exclusive')) {
+      throwIfAborted(signal, `waiting for the collection lock of ${root}`);
+      await sleep(LOCK_POLL_MS, signal);
+    }
+    return await fn();
+  } finally {
+    closeSync(fd); // releases the lock
+  }
+}
+
+/** Takes a lease on `refs` in the store at `root`. */
+export async function acquireLease(root: string, refs: LeaseRefs, signal?: AbortSignal): Promise<Lease> {
+  const id = randomId();
+  const dir = join(root, 'leases', id);
+  const release = await withCollectionLock(
+    root,
+    'shared',
+    async () => {
+      try {
+        await fsp.mkdir(dir, { recursive: true });
+        const unlock = claimDir(dir);
+        await writeFileAtomic(join(dir, 'refs.json'), JSON.stringify(refs));
+        return unlock;
+      } catch (e) {
+        await fsp.rm(dir, { recursive: true, force: true });
+        throw fromFsError(e, 'taking a lease on the store');
+      }
+    },
+    signal,
+  );
+  let released = false;
+  return {
+    id,
+    async release() {
+      if (released) return;
+      released = true;
+      await fsp.rm(dir, { recursive: true, force: true });
+      release();
+    },
+  };
+}
+
+/**
+ * The refs of every lease a live process holds, except `except` (the caller's own). Removes the
+ * leases of dead processes on the way. Call under the collection lock for a stable answer.
+ */
+export async function liveLeaseRefs(root: string, except?: string): Promise<{ blobs: Set<Digest>; snapshots: Set<Digest> }> {
+  const parent = join(root, 'leases');
+  await sweepDeadDirs(parent);
+  const blobs = new Set<Digest>();
+  const snapshots = new Set<Digest>();
+  let names: string[];
+  try {
+    names = await fsp.readdir(parent);
+  } catch {
+    return { blobs, snapshots };
+  }
+  for (const name of names) {
+    if (name === except) continue;
+    const dir = join(parent, name);
+    // A lease whose lock we can take has no live holder (sweep raced with its death): not counted.
+    const mine = tryClaimDir(dir);
+    if (mine) {
+      mine();
+      continue;
+    }
+    let refs: LeaseRefs;
+    try {
+      refs = JSON.parse(await fsp.readFile(join(dir, 'refs.json'), 'utf8')) as LeaseRefs;
+    } catch (e) {
+      // Held but without refs yet: impossible under the lock, since both are made inside it.
+      throw new FastpullError('INTERNAL', `lease ${name} has no readable refs.json`, { cause: e });
+    }
+    for (const b of refs.blobs) blobs.add(b);
+    for (const s of refs.snapshots) snapshots.add(s);
+  }
+  return { blobs, snapshots };
+}

@@ -1,0 +1,167 @@
+// Garbage collection and dropped layer blobs, with images pulled from the CNCF distribution registry.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acquireLease, collectGarbage, openStore, pull, type Digest, type ImageRecord, type Store } from '@fastpull/core';
+import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
+import { corruptBlobs, ls, tempDir } from './helpers.js';
+
+const binary = findDistributionBinary();
+const isRoot = process.getuid?.() === 0;
+
+const base: LayerEntry[] = [
+  { type: 'dir', path: 'etc' },
+  { type: 'file', path: 'etc/os-release', content: 'ID=shared\n' },
+];
+const layerOf = (name: string): LayerEntry[] => [{ type: 'file', path: `${name}.txt`, content: `${name}\n`.repeat(1000) }];
+
+const blobsOf = (root: string): string[] => ls(join(root, 'content', 'blobs', 'sha256')).map((hex) => `sha256:${hex}`).sort();
+const snapshotsOf = async (store: Store): Promise<Digest[]> => (await store.snapshots.list()).map((s) => s.chainID).sort();
+const metadataBlobs = (r: ImageRecord): Digest[] => [r.manifest.digest, r.config.digest];
+
+describe.skipIf(!binary)('garbage collection', () => {
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  let images: Record<'a' | 'b' | 'c', BuiltImage>;
+  const work = tempDir('gc');
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    images = {
+      // a and b share their base layer; c shares nothing.
+      a: await buildImage({ layers: [base, layerOf('a1'), layerOf('a2')] }),
+      b: await buildImage({ layers: [base, layerOf('b1')] }),
+      c: await buildImage({ layers: [layerOf('c1'), layerOf('c2')] }),
+    };
+    for (const [name, image] of Object.entries(images)) await pushImage(registry.url, `gc/${name}`, '1', image);
+  });
+  afterAll(async () => {
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  const ref = (name: string): string => `${registry.host}/gc/${name}:1`;
+
+  it('drops layer blobs once unpacked unless asked to keep them, and images show both sizes', async () => {
+    const root = join(work.dir, 'drop');
+    const store = openStore(root);
+    const { image: a } = await pull(ref('a'), { root });
+    const { image: c } = await pull(ref('c'), { root, keepBlobs: true });
+    expect(blobsOf(root)).toEqual([...metadataBlobs(a), ...metadataBlobs(c), ...c.layers.map((l) => l.digest)].sort());
+    expect(a.keepBlobs).toBeUndefined();
+    expect(c.keepBlobs).toBe(true);
+    const tarBytes = (img: BuiltImage): number => img.layers.reduce((n, l) => n + l.tar.length, 0);
+    expect(a.unpackedSize).toBe(tarBytes(images.a));
+    expect(a.size).toBe(images.a.layers.reduce((n, l) => n + l.blob.length, 0));
+    expect(await snapshotsOf(store)).toEqual([...a.layers, ...c.layers].map((l) => l.chainID).sort());
+    // Nothing to collect: every blob and snapshot left is wanted.
+    const r = await collectGarbage(store);
+    expect(r).toMatchObject({ blobs: [], snapshots: [], bytes: 0 });
+  });
+
+  it('removes exactly what no image, lease or mount refers to', async () => {
+    const root = join(work.dir, 'collect');
+    const store = openStore(root);
+    const { image: a } = await pull(ref('a'), { root, keepBlobs: true });
+    const { image: b } = await pull(ref('b'), { root, keepBlobs: true });
+    const { image: c } = await pull(ref('c'), { root });
+    const blobsBefore = blobsOf(root);
+    const snapshotsBefore = await snapshotsOf(store);
+
+    expect(await store.images.delete(a.name)).toBe(true);
+    const dry = await collectGarbage(store, { dryRun: true });
+    expect(blobsOf(root)).toEqual(blobsBefore);
+    expect(await snapshotsOf(store)).toEqual(snapshotsBefore);
+
+    const r = await collectGarbage(store);
+    expect(r.blobs).toEqual(dry.blobs);
+    expect(r.snapshots).toEqual(dry.snapshots);
+    // a's own layers (not the base it shares with b), its manifest and config.
+    const onlyA = a.layers.filter((l) => !b.layers.some((x) => x.chainID === l.chainID));
+    expect(onlyA).toHaveLength(2);
+    expect(r.snapshots.map((s) => s.chainID).sort()).toEqual(onlyA.map((l) => l.chainID).sort());
+    expect(r.blobs.map((x) => x.digest).sort()).toEqual([...metadataBlobs(a), ...onlyA.map((l) => l.digest)].sort());
+    expect(r.bytes).toBe(r.blobs.reduce((n, x) => n + x.size, 0) + r.snapshots.reduce((n, s) => n + s.size, 0));
+    expect(blobsOf(root)).toEqual([...metadataBlobs(b), ...b.layers.map((l) => l.digest), ...metadataBlobs(c)].sort());
+    expect(await snapshotsOf(store)).toEqual([...b.layers, ...c.layers].map((l) => l.chainID).sort());
+    expect(ls(join(root, 'snapshots', 'trash'))).toEqual([]);
+    expect(corruptBlobs(root)).toEqual([]);
+
+    // A lease keeps what it names, until it ends.
+    await store.images.delete(c.name);
+    const lease = await acquireLease(root, { blobs: [c.config.digest], snapshots: [c.layers[0]!.chainID] });
+    const held = await collectGarbage(store);
+    expect(held.snapshots.map((s) => s.chainID)).toEqual([c.layers[1]!.chainID]);
+    expect(held.blobs.map((x) => x.digest)).toEqual([c.manifest.digest]);
+    await lease.release();
+    const after = await collectGarbage(store);
+    expect(after.snapshots.map((s) => s.chainID)).toEqual([c.layers[0]!.chainID]);
+    expect(after.blobs.map((x) => x.digest)).toEqual([c.config.digest]);
+    expect(await snapshotsOf(store)).toEqual(b.layers.map((l) => l.chainID).sort());
+  });
+
+  it('drops the lease of a process that died', async () => {
+    const root = join(work.dir, 'dead-lease');
+    const store = openStore(root);
+    const { image: c } = await pull(ref('c'), { root });
+    await store.images.delete(c.name);
+    // A lease taken by a child process that is then killed: its lock dies with it.
+    const script = `import { acquireLease } from '@fastpull/core'; await acquireLease(${JSON.stringify(root)}, { blobs: [], snapshots: ${JSON.stringify(c.layers.map((l) => l.chainID))} }); process.stdout.write('held\\n'); setInterval(() => {}, 1000);`;
+    const { spawn } = await import('node:child_process');
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: join(import.meta.dirname), stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.once('data', () => resolve());
+      child.once('exit', (code) => reject(new Error(`lease holder exited with ${code}`)));
+    });
+    const held = await collectGarbage(store);
+    expect(held.snapshots).toEqual([]);
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    const freed = await collectGarbage(store);
+    expect(freed.snapshots.map((s) => s.chainID).sort()).toEqual(c.layers.map((l) => l.chainID).sort());
+    expect(ls(join(root, 'leases'))).toEqual([]);
+  });
+
+  it.skipIf(!isRoot)('keeps a snapshot that is mounted', async () => {
+    const root = join(work.dir, 'mounted');
+    const store = openStore(root);
+    const { image: c } = await pull(ref('c'), { root });
+    await store.images.delete(c.name);
+    const target = join(work.dir, 'mnt');
+    mkdirSync(target);
+    execFileSync('mount', ['--bind', '-o', 'ro', store.snapshots.fsPath(c.layers[1]!.chainID), target]);
+    try {
+      const r = await collectGarbage(store);
+      expect(r.snapshots.map((s) => s.chainID)).toEqual([c.layers[0]!.chainID]);
+    } finally {
+      execFileSync('umount', [target]);
+    }
+    expect((await collectGarbage(store)).snapshots.map((s) => s.chainID)).toEqual([c.layers[1]!.chainID]);
+  });
+
+  it('never takes what a pull running at the same time needs', async () => {
+    const root = join(work.dir, 'race');
+    const store = openStore(root);
+    // Pull, remove, collect, over and over, with collections running beside the pulls.
+    for (let round = 0; round < 4; round++) {
+      let collecting = true;
+      const collector = (async () => {
+        let runs = 0;
+        while (collecting && runs < 200) {
+          await collectGarbage(store);
+          runs++;
+        }
+        return runs;
+      })();
+      const { image } = await pull(ref(round % 2 === 0 ? 'a' : 'b'), { root });
+      collecting = false;
+      expect(await collector).toBeGreaterThan(0);
+      for (const l of image.layers) expect(await store.snapshots.isCommitted(l.chainID), `round ${round}`).toBe(true);
+      for (const d of metadataBlobs(image)) expect(blobsOf(root)).toContain(d);
+      await store.images.delete(image.name);
+    }
+    await collectGarbage(store);
+    expect(await snapshotsOf(store)).toEqual([]);
+    expect(blobsOf(root)).toEqual([]);
+  });
+});
