@@ -2,7 +2,7 @@
 import { existsSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chainIDs, FileSnapshotter, hashFile, openStore, pull, type PullEvent } from '@fastpull/core';
+import { chainIDs, FileSnapshotter, hashFile, openStore, pull, pullEvents, type PullEvent } from '@fastpull/core';
 import {
   blobDataPath,
   buildImage,
@@ -62,6 +62,14 @@ describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
     expect(new Set(committed).size).toBe(new Set(rec.layers.map((l) => l.chainID)).size);
     expect(timings.layers).toHaveLength(rec.layers.length);
     expect(timings.totalMs).toBeGreaterThanOrEqual(timings.resolveMs);
+    // Each unpack pass is split by what it did; decompression is the remainder, so the parts add up.
+    for (const l of timings.layers.filter((x) => x.state === 'committed')) {
+      expect(l.verifyMs, l.digest).toBeGreaterThan(0);
+      expect(l.extractMs, l.digest).toBeGreaterThan(0);
+      expect(Math.abs(l.waitMs + l.verifyMs + l.decompressMs + l.extractMs - l.unpackMs)).toBeLessThan(1);
+    }
+    const sum = (k: 'fetchMs' | 'verifyMs' | 'decompressMs' | 'extractMs' | 'commitMs'): number => timings.layers.reduce((n, l) => n + l[k], 0);
+    expect(timings.phases).toEqual({ resolveMs: timings.resolveMs, fetchMs: sum('fetchMs'), verifyMs: sum('verifyMs'), decompressMs: sum('decompressMs'), extractMs: sum('extractMs'), commitMs: sum('commitMs') });
   });
 
   it('fetches nothing again for committed layers, and finds the same image by digest', async () => {
@@ -77,6 +85,37 @@ describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
     expect(states).toHaveLength(image.layers.length);
     for (const l of image.layers) expect(await store.content.info(l.digest)).toBeUndefined();
     expect(rec.name).toBe(`${registry.host}/sample/app@${image.manifestDigest}`);
+  });
+
+  it('gives the same progress as an async iterator, and an abandoned loop aborts the pull', async () => {
+    const root = join(work.dir, 'store-iter');
+    const ref = `${registry.host}/sample/app:1.0`;
+    // Leaving the loop at the first layer event stops the pull: no image is recorded.
+    for await (const e of pullEvents(ref, { root })) if (e.type === 'layer') break;
+    expect(await openStore(root).images.list()).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+
+    const it = pullEvents(ref, { root });
+    const seen: PullEvent[] = [];
+    let next = await it.next();
+    while (next.done !== true) {
+      seen.push(next.value);
+      next = await it.next();
+    }
+    expect(seen[0]?.type).toBe('resolved');
+    const done = seen.at(-1);
+    expect(done?.type).toBe('done');
+    expect(next.value.image).toEqual(done?.type === 'done' ? done.image : undefined);
+    const finals = seen.filter((e) => e.type === 'layer' && (e.state === 'committed' || e.state === 'exists'));
+    expect(finals).toHaveLength(image.layers.length);
+    expect(await openStore(root).images.get(ref)).toEqual(next.value.image);
+
+    // A failure is thrown from the loop.
+    await expect(
+      (async () => {
+        for await (const e of pullEvents(`${registry.host}/sample/absent:1`, { root })) void e;
+      })(),
+    ).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it('follows an index to the requested platform', async () => {

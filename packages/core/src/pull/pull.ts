@@ -45,20 +45,46 @@ export type PullEvent =
     }
   | { readonly type: 'done'; readonly image: ImageRecord; readonly timings: PullTimings };
 
+/**
+ * Where one layer's time went, in milliseconds. Download and unpack overlap (the unpacker follows
+ * the download), and inside the unpack pass hashing, decompression and extraction interleave, so
+ * the parts do not add up to wall time: the largest one is what bounds the layer.
+ */
 export interface LayerTimings {
   readonly digest: Digest;
-  /** Milliseconds spent downloading (0 when the blob or snapshot was already there). */
+  /** Downloading (0 when the blob or snapshot was already there). */
   readonly fetchMs: number;
-  /** Milliseconds of the single pass that hashes, decompresses and extracts. */
+  /** Wall time of the single pass that hashes, decompresses and extracts. */
   readonly unpackMs: number;
+  /** Of the pass: waiting for downloaded bytes. */
+  readonly waitMs: number;
+  /** Of the pass: SHA-256 of the blob and of the tar (diffID). */
+  readonly verifyMs: number;
+  /** Of the pass: decompressing (or waiting for the decoder process). */
+  readonly decompressMs: number;
+  /** Of the pass: reading tar headers and writing files. */
+  readonly extractMs: number;
+  /** Committing: blob rename, settling against lower layers, snapshot rename, fsyncs. */
   readonly commitMs: number;
   readonly state: 'committed' | 'exists';
 }
 
+/** Per-phase sums over all layers, in milliseconds (layers run at once, so sums exceed wall time). */
+export interface PhaseTotals {
+  readonly resolveMs: number;
+  readonly fetchMs: number;
+  readonly verifyMs: number;
+  readonly decompressMs: number;
+  readonly extractMs: number;
+  readonly commitMs: number;
+}
+
 export interface PullTimings {
   readonly resolveMs: number;
+  /** Wall time of the whole pull. */
   readonly totalMs: number;
   readonly layers: readonly LayerTimings[];
+  readonly phases: PhaseTotals;
 }
 
 export interface PullOptions {
@@ -184,6 +210,51 @@ export async function pull(reference: string | Reference, options: PullOptions):
   }
 }
 
+/**
+ * {@link pull} as an async iterator of its progress events, the last of them `done` (which holds
+ * the image and timings; so does the iterator's return value). A failed pull throws from the
+ * loop. Leaving the loop early (break, return, throw) aborts the pull, which keeps what it
+ * downloaded for the next pull to resume.
+ * @example
+ * for await (const e of pullEvents('127.0.0.1:5000/app:1', { root: '/var/lib/fastpull' })) {
+ *   if (e.type === 'layer') console.log(e.index, e.state, e.bytes, '/', e.total);
+ * }
+ */
+export async function* pullEvents(reference: string | Reference, options: Omit<PullOptions, 'onProgress'>): AsyncGenerator<PullEvent, PullResult, undefined> {
+  const queue: PullEvent[] = [];
+  let wake: (() => void) | undefined;
+  const controller = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+  let outcome: { ok: true; result: PullResult } | { ok: false; error: unknown } | undefined;
+  const running = pull(reference, {
+    ...options,
+    signal,
+    onProgress: (e) => {
+      queue.push(e);
+      wake?.();
+    },
+  }).then(
+    (result) => void (outcome = { ok: true, result }),
+    (error: unknown) => void (outcome = { ok: false, error }),
+  );
+  void running.finally(() => wake?.());
+  try {
+    for (;;) {
+      while (queue.length > 0) yield queue.shift()!;
+      if (outcome !== undefined) break;
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+    if (!outcome.ok) throw outcome.error;
+    return outcome.result;
+  } finally {
+    if (outcome === undefined) {
+      controller.abort(new FastpullError('ABORTED', 'the pull was abandoned by the consumer of its events'));
+      await running;
+    }
+  }
+}
+
 /** The rest of a pull, once its lease is held: metadata, every layer, the image record. */
 async function pullLeased(
   store: Store,
@@ -217,7 +288,13 @@ async function pullLeased(
   };
   throwIfAborted(options.signal, `pulling ${name}`);
   await store.images.put(image);
-  const timings: PullTimings = { resolveMs, totalMs: performance.now() - t0, layers: layerTimings };
+  const sum = (k: keyof LayerTimings & `${string}Ms`): number => layerTimings.reduce((n, l) => n + l[k], 0);
+  const timings: PullTimings = {
+    resolveMs,
+    totalMs: performance.now() - t0,
+    layers: layerTimings,
+    phases: { resolveMs, fetchMs: sum('fetchMs'), verifyMs: sum('verifyMs'), decompressMs: sum('decompressMs'), extractMs: sum('extractMs'), commitMs: sum('commitMs') },
+  };
   options.onProgress?.({ type: 'done', image, timings });
   return { image, timings };
 }
@@ -337,7 +414,7 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
     ctx.options.onProgress?.({ type: 'layer', index, digest: layer.digest, state, bytes, total: layer.size });
   const exists = (): LayerTimings => {
     emit('exists', layer.size);
-    return { digest: layer.digest, fetchMs: 0, unpackMs: 0, commitMs: 0, state: 'exists' };
+    return { digest: layer.digest, fetchMs: 0, unpackMs: 0, waitMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0, state: 'exists' };
   };
   if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
   for (;;) {
@@ -410,11 +487,14 @@ async function fetchAndUnpack(
   const what = `layer ${layer.digest}`;
   let ingest: Ingest | undefined;
   let active: ActiveSnapshot | undefined;
+  // Stops this layer's download when the layer fails before it waits for it (and so, in the
+  // finally below, no write lands in an ingest that is being put away).
+  const stopFetch = new AbortController();
+  let fetching: Promise<number> = Promise.resolve(0);
   try {
     emit('waiting', 0);
     let blobPath: string;
     let watermark: Watermark;
-    let fetching: Promise<number> = Promise.resolve(0);
     const have = await store.content.info(layer.digest);
     if (have && have.size === layer.size) {
       blobPath = store.content.blobPath(layer.digest);
@@ -435,7 +515,7 @@ async function fetchAndUnpack(
         ...(ctx.options.stragglerFloor !== undefined ? { stragglerFloor: ctx.options.stragglerFloor } : {}),
         ...(ctx.options.stragglerWindowMs !== undefined ? { stragglerWindowMs: ctx.options.stragglerWindowMs } : {}),
         scheduler: ctx.scheduler,
-        signal,
+        signal: AbortSignal.any([signal, stopFetch.signal]),
         onBytes: (n) => {
           ctx.progress.bytes();
           fetched += n;
@@ -454,13 +534,15 @@ async function fetchAndUnpack(
           throw e;
         },
       );
+      // Awaited below (or in the finally): a failure while this function is busy elsewhere is
+      // not an unhandled rejection.
+      fetching.catch(() => undefined);
     }
 
     const rootless = ctx.options.rootless ?? process.getuid?.() !== 0;
     // The unpacker starts as soon as a slot is free and follows the blob's watermark while the
     // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
     active = await store.snapshots.prepare();
-    let tu = 0;
     const unpacking = ctx.pool.run(
       {
         blobPath,
@@ -474,10 +556,7 @@ async function fetchAndUnpack(
       {
         signal,
         priority: layer.size,
-        onStart: () => {
-          tu = performance.now();
-          emit('extracting', 0);
-        },
+        onStart: () => emit('extracting', 0),
       },
     );
     const [fetched, unpacked] = await Promise.allSettled([fetching, unpacking]);
@@ -490,7 +569,7 @@ async function fetchAndUnpack(
     }
     const fetchMs = fetched.value;
     const r = unpacked.value;
-    const unpackMs = performance.now() - tu;
+    const unpackMs = r.timings.totalMs;
     emit('verifying', layer.size);
     if (r.compressedSize !== layer.size) {
       throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });
@@ -537,11 +616,14 @@ async function fetchAndUnpack(
     active = undefined;
     if (ctx.options.keepBlobs !== true) await dropLayerBlob(ctx, layer);
     emit('committed', layer.size);
-    return { digest: layer.digest, fetchMs, unpackMs, commitMs: performance.now() - tc, state: 'committed' as const };
+    const { waitMs, verifyMs, decompressMs, extractMs } = r.timings;
+    return { digest: layer.digest, fetchMs, unpackMs, waitMs, verifyMs, decompressMs, extractMs, commitMs: performance.now() - tc, state: 'committed' as const };
   } catch (e) {
     if (!isFastpullError(e) && signal.aborted) throw new FastpullError('ABORTED', `${what}: aborted`, { cause: e });
     throw e;
   } finally {
+    stopFetch.abort();
+    await fetching.catch(() => undefined);
     if (active) await store.snapshots.remove(active);
     // A layer stopped from outside (the caller aborted, another layer failed, no progress) keeps
     // what it downloaded for the next pull to resume; a layer that failed itself drops it.

@@ -78,6 +78,8 @@ export interface ApplyStats {
   skipped: number;
   /** What was skipped or dropped and why, for the first {@link MAX_WARNINGS} cases. */
   warnings: string[];
+  /** Milliseconds spent reading tar headers and writing the tree, waits for tar bytes excluded. */
+  extractMs: number;
   /**
    * What only the layers below can settle, for {@link reconcileWithLowers} once they are committed:
    * parents this layer implies but never names, and the whiteouts it made.
@@ -192,6 +194,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     ...(signal ? { race: <T>(p: Promise<T>) => raceAbort(p, signal, what) } : {}),
   });
   const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader, rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR);
+  const started = performance.now();
   let ok = false;
   try {
     for (let entry = await reader.next(); entry !== null; entry = await reader.next()) {
@@ -202,6 +205,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     throwIfAborted(signal, what);
     writer.finish();
     ok = true;
+    writer.stats.extractMs = Math.max(0, performance.now() - started - reader.inputWaitMs);
     return writer.stats;
   } catch (e) {
     if (signal?.aborted && !isFastpullError(e) && e !== reader.sourceError) throw abortError(signal, what);
@@ -312,7 +316,7 @@ function errnoOf(e: unknown): string | undefined {
 
 /** Writes entries into the directory; holds the tree of what this layer made there. */
 class LayerWriter {
-  readonly stats: ApplyStats = { entries: 0, files: 0, bytes: 0, whiteouts: 0, skipped: 0, warnings: [], lowerChecks: { impliedDirs: [], whiteouts: [] } };
+  readonly stats: ApplyStats = { entries: 0, files: 0, bytes: 0, whiteouts: 0, skipped: 0, warnings: [], extractMs: 0, lowerChecks: { impliedDirs: [], whiteouts: [] } };
   private readonly tree: Node = { kind: 'dir', children: new Map() };
   /**
    * Paths a `.wh.NAME` of this layer named: the lower entry there is gone, so a directory this layer

@@ -88,6 +88,9 @@ export class TarReader {
   private remaining = 0;
   private padding = 0;
 
+  /** Milliseconds spent waiting for the source to give the next chunk. */
+  inputWaitMs = 0;
+
   constructor(
     private readonly source: AsyncIterator<Uint8Array>,
     private readonly options: TarReaderOptions,
@@ -341,12 +344,15 @@ export class TarReader {
   private async pull(): Promise<boolean> {
     if (this.eof) return false;
     let r: IteratorResult<Uint8Array>;
+    const t = performance.now();
     try {
       const p = this.source.next();
       r = await (this.options.race ? this.options.race(p) : p);
     } catch (e) {
       this.sourceError = e;
       throw e;
+    } finally {
+      this.inputWaitMs += performance.now() - t;
     }
     if (r.done === true) {
       this.eof = true;
