@@ -36,7 +36,7 @@ describe('fastpull pull with Docker config credentials', () => {
       mkdirSync(noCreds);
       const denied = await runCliAsync(['pull', '--root', join(work.dir, 'r1'), ref], { DOCKER_CONFIG: noCreds });
       expect(denied.status).toBe(1);
-      expect(denied.stderr).toMatch(/^fastpull: UNAUTHORIZED: /m);
+      expect(denied.stderr).toMatch(/^fastpull: pulling \S+\/priv\/app:1: .* \(UNAUTHORIZED\)$/m);
 
       const cfg = join(work.dir, 'docker');
       mkdirSync(cfg);

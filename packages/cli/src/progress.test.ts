@@ -119,6 +119,15 @@ describe('LiveProgress', () => {
     colored.live.event(layer(1, 'committed', 2 * MiB));
     expect(colored.written()).toContain('\x1b[32mPull complete\x1b[0m');
 
+    const medium = harness(false, 80);
+    medium.live.event(resolved);
+    medium.clock.t += 1000;
+    medium.live.event(layer(0, 'fetching', 0));
+    medium.clock.t += 1000;
+    medium.live.event(layer(0, 'fetching', 4 * MiB));
+    // Too wide with the bar: the bar goes, the numbers stay.
+    expect(strip(medium.take()).split('\n')).toContain('aaaaaaaaaaaa: Downloading        4.0 MiB/40.0 MiB  4.0 MiB/s  ETA 9s');
+
     const narrow = harness(true, 30);
     narrow.live.event(resolved);
     narrow.clock.t += 1000;

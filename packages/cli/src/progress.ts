@@ -140,13 +140,14 @@ function bar(done: number, total: number): string {
 }
 
 /** The text of a layer's line (no colour), e.g. `0a1b2c3d4e5f: Downloading  [====>   ]  4.0 MiB/16.0 MiB  8.0 MiB/s  ETA 2s`. */
-export function layerLine(l: LayerProgress, now: number): { prefix: string; status: LayerStatus; rest: string } {
+export function layerLine(l: LayerProgress, now: number, withBar = true): { prefix: string; status: LayerStatus; rest: string } {
   const status = PullProgress.status(l);
   const parts: string[] = [];
   switch (status) {
     case 'Downloading': {
       const rate = PullProgress.rate(l);
-      parts.push(bar(l.fetched, l.total), `${formatBytes(l.fetched)}/${formatBytes(l.total)}`);
+      if (withBar) parts.push(bar(l.fetched, l.total));
+      parts.push(`${formatBytes(l.fetched)}/${formatBytes(l.total)}`);
       if (rate !== undefined) parts.push(`${formatBytes(rate)}/s`, eta(l.total - l.fetched, rate, now - (l.lastSample?.t ?? now)));
       break;
     }
@@ -226,7 +227,7 @@ export class LiveProgress {
     if (this.progress.layers.length > 0) this.draw(this.options.now());
   }
 
-  /** The lines of the current frame, without colour. */
+  /** The lines of the current frame, without colour or cutting to the terminal width. */
   lines(now = this.options.now()): string[] {
     return [...this.progress.layers.map((l) => layerLineText(layerLine(l, now))), totalLine(this.progress, now)];
   }
@@ -235,7 +236,11 @@ export class LiveProgress {
     this.lastDraw = now;
     const width = Math.max(20, (this.options.columns || 80) - 1);
     let s = this.drawn > 0 ? `${ESC}${this.drawn}A` : '';
-    const rows = this.progress.layers.map((l) => this.paint(layerLine(l, now), width));
+    const rows = this.progress.layers.map((l) => {
+      // On a narrow terminal the bar goes first, so the numbers stay.
+      const full = layerLine(l, now);
+      return this.paint(layerLineText(full).length <= width ? full : layerLine(l, now, false), width);
+    });
     rows.push(cut(totalLine(this.progress, now), width));
     for (const row of rows) s += `\r${ESC}2K${row}\n`;
     this.drawn = rows.length;
