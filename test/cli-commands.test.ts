@@ -1,10 +1,11 @@
 // The built fastpull CLI against the real distribution registry: what each command prints (tables,
 // JSON, log lines), and the error lines and exit codes of failures.
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
-import { runCli, tempDir } from './helpers.js';
+import { cliPath, runCli, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping CLI command tests: docker-registry is not installed');
@@ -152,6 +153,19 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
     const usage = runCli(['pull', '--root', root, '--chunk-size', 'huge', ref]);
     expect(usage.status).toBe(2);
     expect(usage.stderr).toBe('fastpull: pull: --chunk-size "huge": want a whole number of bytes, e.g. 1048576, 8M or 16MiB (INVALID_ARGUMENT)\n');
+  });
+});
+
+describe('fastpull output to a reader that goes away', () => {
+  it('ends quietly, without a stack trace', async () => {
+    const child = spawn(process.execPath, [cliPath, 'pull', '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Closed before the CLI writes anything: its write gets EPIPE.
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(stderr).toBe('');
+    expect(status).toBe(0);
   });
 });
 

@@ -3,7 +3,7 @@ import { Option, type Command } from 'commander';
 import { defaultRoot } from '@fastpull/core';
 
 export function rootOption(env: NodeJS.ProcessEnv): Option {
-  return new Option('--root <dir>', 'store root (env FASTPULL_ROOT; default /var/lib/fastpull as root, else ~/.local/share/fastpull)').default(defaultRoot(env));
+  return new Option('--root <dir>', 'store root (env FASTPULL_ROOT)').default(defaultRoot(env));
 }
 
 export function jsonOption(description = 'print machine-readable JSON'): Option {
