@@ -39,7 +39,7 @@ interface PullFlags {
 
 /** Where containerd nodes keep registry host configuration (Spegel and Dragonfly write there). */
 const CONTAINERD_HOSTS_DIR = '/etc/containerd/certs.d';
-/** Redraws per second of the live view when no event comes (rates and ETAs keep moving). */
+/** Milliseconds between redraws of the live view when no event comes (rates and ETAs keep moving). */
 const LIVE_TICK_MS = 100;
 
 export function pullCommand(io: CliIO, signal: AbortSignal): Command {
