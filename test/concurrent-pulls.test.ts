@@ -24,7 +24,7 @@ describe('concurrent pulls into one store', () => {
       const lines = `${a.stderr}\n${b.stderr}`.split('\n');
       const distinct = new Map(image.layers.map((l) => [l.digest.slice(7, 19), l]));
       for (const [short, layer] of distinct) {
-        const unpacked = lines.filter((l) => l.includes(`${short}: unpacked`)).length;
+        const unpacked = lines.filter((l) => l.includes(`${short}: pull complete`)).length;
         const existed = lines.filter((l) => l.includes(`${short}: already exists`)).length;
         expect(unpacked + existed, short).toBe(2 * image.layers.filter((x) => x.digest === layer.digest).length);
         expect(unpacked, `${short} unpacked ${unpacked} times`).toBe(1);

@@ -69,15 +69,15 @@ describe.skipIf(!binary)('fastpull CLI end to end', () => {
   it('prints one line with a stable code and exits non-zero on errors', () => {
     const missing = runCli(['pull', '--root', root, '--plain-http', `${registry.host}/e2e/app:missing`]);
     expect(missing.status).toBe(1);
-    expect(missing.stderr.trim().split('\n').at(-1)).toMatch(/^fastpull: NOT_FOUND: /);
+    expect(missing.stderr.trim().split('\n').at(-1)).toMatch(/^fastpull: pulling \S+\/e2e\/app:missing: .* \(NOT_FOUND\)$/);
 
     const badRef = runCli(['pull', '--root', root, 'Not A Ref']);
     expect(badRef.status).toBe(1);
-    expect(badRef.stderr).toMatch(/^fastpull: INVALID_REFERENCE: /);
+    expect(badRef.stderr).toMatch(/^fastpull: pulling Not A Ref: .* \(INVALID_REFERENCE\)\n$/);
 
     const notPulled = runCli(['mounts', '--root', root, 'never/pulled:1']);
     expect(notPulled.status).toBe(1);
-    expect(notPulled.stderr).toMatch(/^fastpull: NOT_FOUND: image docker\.io\/never\/pulled:1 is not in the store/);
+    expect(notPulled.stderr).toMatch(/^fastpull: finding the mounts of docker\.io\/never\/pulled:1: image docker\.io\/never\/pulled:1 is not in the store .* \(NOT_FOUND\)\n$/);
 
     const usage = runCli(['pull']);
     expect(usage.status).toBe(2);

@@ -2,6 +2,14 @@
 // The `fastpull` executable.
 import { main } from './main.js';
 
+// A reader that goes away (`fastpull images | head -1`) ends the output, not in a stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw e;
+  });
+}
+
 const controller = new AbortController();
 let interrupted = 0;
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {

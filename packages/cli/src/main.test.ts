@@ -3,50 +3,142 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
+import { VERSION } from '@fastpull/core';
 import { main } from './main.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fastpull-cli-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-async function run(...argv: string[]): Promise<{ status: number; out: string; err: string }> {
+async function run(argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ status: number; out: string; err: string }> {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   let out = '';
   let err = '';
   stdout.on('data', (d: Buffer) => (out += d.toString()));
   stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const status = await main(argv, { stdout, stderr, env: { FASTPULL_ROOT: root } });
+  const status = await main(argv, { stdout, stderr, env: { FASTPULL_ROOT: root, ...env } });
   return { status, out, err };
 }
 
+const COMMANDS = ['pull', 'images', 'inspect', 'mounts', 'mount', 'unmount', 'version'];
+
 describe('fastpull main', () => {
   it('prints help to stdout and exits 0', async () => {
-    const r = await run('--help');
+    const r = await run(['--help']);
     expect(r.status).toBe(0);
     expect(r.out).toMatch(/pull \[options\] <ref\.\.\.>/);
-    expect(r.out).toContain('mounts');
+    for (const c of COMMANDS) expect(r.out).toMatch(new RegExp(`^  ${c}\\b`, 'm'));
+    expect(r.out).toContain('Exit status: 0 success, 1 failure');
   });
 
-  it('exits 2 on usage errors', async () => {
-    expect((await run('frobnicate')).status).toBe(2);
-    expect((await run('pull')).status).toBe(2);
-    expect((await run('pull', '--no-such-flag', 'x')).status).toBe(2);
+  it('has --help with an example on every command', async () => {
+    for (const c of COMMANDS) {
+      const r = await run([c, '--help']);
+      expect(r.status, c).toBe(0);
+      expect(r.out, c).toMatch(new RegExp(`^Usage: fastpull ${c}\\b`, 'm'));
+      expect(r.out, c).toMatch(new RegExp(`\\nExamples?:\\n  \\$ .*fastpull ${c}\\b`));
+    }
+  });
+
+  it('exits 2 on usage errors, with one line saying what to fix', async () => {
+    const unknown = await run(['frobnicate']);
+    expect(unknown.status).toBe(2);
+    expect(unknown.err).toBe("fastpull: unknown command 'frobnicate'; see 'fastpull --help' (INVALID_ARGUMENT)\n");
+    const missing = await run(['pull']);
+    expect(missing.status).toBe(2);
+    expect(missing.err).toBe("fastpull: pull: missing required argument 'ref'; see 'fastpull pull --help' (INVALID_ARGUMENT)\n");
+    const flag = await run(['pull', '--no-such-flag', 'x']);
+    expect(flag.status).toBe(2);
+    expect(flag.err).toBe("fastpull: pull: unknown option '--no-such-flag'; see 'fastpull pull --help' (INVALID_ARGUMENT)\n");
+    expect((await run(['mount', 'app:1'])).status).toBe(2);
+  });
+
+  it('checks pull flags before fetching anything (usage errors, exit 2)', async () => {
+    const cases: [string[], string][] = [
+      [['--chunk-size', 'lots'], 'fastpull: pull: --chunk-size "lots": want a whole number of bytes, e.g. 1048576, 8M or 16MiB (INVALID_ARGUMENT)'],
+      [['--chunk-size', '1k'], 'fastpull: pull: --chunk-size "1k": want at least 64KiB (INVALID_ARGUMENT)'],
+      [['--concurrency', '0'], 'fastpull: pull: --concurrency "0": want a positive integer (INVALID_ARGUMENT)'],
+      [['--unpack-concurrency', 'many'], 'fastpull: pull: --unpack-concurrency "many": want a positive integer (INVALID_ARGUMENT)'],
+      [['--json', '--quiet'], 'fastpull: pull: --json and --quiet do not go together (INVALID_ARGUMENT)'],
+    ];
+    for (const [flags, line] of cases) {
+      const r = await run(['pull', ...flags, '127.0.0.1:1/x:1']);
+      expect(r.status, flags.join(' ')).toBe(2);
+      expect(r.err).toBe(`${line}\n`);
+    }
+    const platform = await run(['pull', '--platform', 'linux', '127.0.0.1:1/x:1']);
+    expect(platform.status).toBe(2);
+    expect(platform.err).toMatch(/^fastpull: pull: --platform: invalid platform "linux".* \(INVALID_ARGUMENT\)\n$/);
+    const inflater = await run(['pull', '127.0.0.1:1/x:1'], { FASTPULL_INFLATER: 'gunzip9000' });
+    expect(inflater.status).toBe(2);
+    expect(inflater.err).toMatch(/gunzip9000.*\(INVALID_ARGUMENT\)\n$/);
+  });
+
+  it('never prints the --creds password, even when the value is malformed', async () => {
+    const bad = await run(['pull', '--creds', 'hunter2-secret', '127.0.0.1:1/x:1']);
+    expect(bad.status).toBe(2);
+    expect(bad.err).toBe('fastpull: pull: --creds: want user:password (the user name may not be empty) (INVALID_ARGUMENT)\n');
+    const debug = await run(['pull', '--debug', '--creds', ':hunter2-secret', '127.0.0.1:1/x:1']);
+    expect(debug.status).toBe(2);
+    expect(`${debug.out}${debug.err}`).not.toContain('hunter2');
   });
 
   it('lists an empty store as a header and [] in JSON', async () => {
-    const table = await run('images');
+    const table = await run(['images']);
     expect(table.status).toBe(0);
-    expect(table.out.trim()).toMatch(/^NAME\s+DIGEST\s+PLATFORM\s+LAYERS\s+SIZE$/);
-    const json = await run('images', '--json');
+    expect(table.out).toMatch(/^NAME\s+DIGEST\s+PLATFORM\s+LAYERS\s+SIZE\s+UNPACKED\s+CREATED\n$/);
+    const json = await run(['images', '--json']);
     expect(JSON.parse(json.out)).toEqual([]);
   });
 
-  it('reports errors as one line with a stable code', async () => {
-    const r = await run('mounts', 'app:1');
+  it('reports failures as one line: what was being done, the message, the code; exit 1', async () => {
+    const r = await run(['mounts', 'app:1']);
     expect(r.status).toBe(1);
-    expect(r.err).toBe(`fastpull: NOT_FOUND: image docker.io/library/app:1 is not in the store at ${root}; pull it first\n`);
-    const bad = await run('pull', '--platform', 'linux', '127.0.0.1:1/x:1');
-    expect(bad.status).toBe(1);
-    expect(bad.err).toMatch(/^fastpull: INVALID_ARGUMENT: invalid platform "linux"/);
+    expect(r.err).toBe(`fastpull: finding the mounts of docker.io/library/app:1: image docker.io/library/app:1 is not in the store at ${root}; pull it first (NOT_FOUND)\n`);
+    const inspect = await run(['inspect', 'app:1']);
+    expect(inspect.status).toBe(1);
+    expect(inspect.err).toMatch(/^fastpull: inspecting docker\.io\/library\/app:1: image .* \(NOT_FOUND\)\n$/);
+    const unmount = await run(['unmount', join(root, 'nowhere')]);
+    expect(unmount.status).toBe(1);
+    expect(unmount.err).toBe(`fastpull: unmounting ${join(root, 'nowhere')}: no fastpull mount at ${join(root, 'nowhere')} in the store at ${root} (NOT_FOUND)\n`);
+    const badRef = await run(['pull', 'Not A Ref']);
+    expect(badRef.status).toBe(1);
+    expect(badRef.err).toMatch(/^fastpull: pulling Not A Ref: .* \(INVALID_REFERENCE\)\n$/);
+  });
+
+  it('prints the stack and cause chain only with --debug', async () => {
+    const plain = await run(['mounts', 'app:1']);
+    expect(plain.err.trim().split('\n')).toHaveLength(1);
+    expect(plain.err).not.toMatch(/^\s+at /m);
+    for (const argv of [['--debug', 'mounts', 'app:1'], ['mounts', 'app:1', '--debug']]) {
+      const debug = await run(argv);
+      expect(debug.status).toBe(1);
+      const [line, ...rest] = debug.err.trim().split('\n');
+      expect(line).toBe(plain.err.trim());
+      expect(rest[0]).toMatch(/^FastpullError: image docker\.io\/library\/app:1 is not in the store/);
+      expect(rest.some((l) => /^\s+at /.test(l))).toBe(true);
+    }
+  });
+
+  it('prints its version, Node.js and the gzip decoder', async () => {
+    const r = await run(['version']);
+    expect(r.status).toBe(0);
+    const lines = r.out.trim().split('\n');
+    expect(lines[0]).toBe(`fastpull ${VERSION}`);
+    expect(lines[1]).toBe(`node     ${process.version}`);
+    expect(lines[2]).toMatch(/^inflater (igzip \(\/\S+\)|zlib \(built in\))$/);
+    const json = JSON.parse((await run(['version', '--json'])).out) as { fastpull: string; node: string; inflater: { kind: string } };
+    expect(json.fastpull).toBe(VERSION);
+    expect(json.node).toBe(process.version);
+    const zlib = JSON.parse((await run(['version', '--json'], { FASTPULL_INFLATER: 'zlib' })).out) as { inflater: { kind: string; choice: string } };
+    expect(zlib.inflater).toEqual({ choice: 'zlib', kind: 'zlib' });
+    expect((await run(['--version'])).out).toBe(`${VERSION}\n`);
+  });
+
+  // As root, test/cli-mount.test.ts runs this case as another user.
+  it.skipIf(process.getuid?.() === 0)('refuses to mount without root, with a code', async () => {
+    const r = await run(['mount', 'app:1', root]);
+    expect(r.status).toBe(1);
+    expect(r.err).toMatch(/^fastpull: mounting docker\.io\/library\/app:1 at .*: mounting needs root .* \(INVALID_ARGUMENT\)\n$/);
   });
 });

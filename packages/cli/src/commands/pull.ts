@@ -1,9 +1,26 @@
-// `fastpull pull REF...`: pull images into the store and say where they landed.
+// `fastpull pull REF...`: pull images into the store, showing progress, and say where they landed.
 import { existsSync } from 'node:fs';
 import { Command } from 'commander';
-import { dockerConfigCredentials, FastpullError, inflaterFromEnv, type CredentialsProvider, openStore, parseInflaterChoice, pull, type PullEvent, type PullResult } from '@fastpull/core';
-import { formatBytes, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
-import { jsonOption, rootOption } from '../options.js';
+import {
+  dockerConfigCredentials,
+  inflaterFromEnv,
+  isFastpullError,
+  openStore,
+  parseInflaterChoice,
+  parsePlatform,
+  parseReference,
+  pull,
+  type Credentials,
+  type CredentialsProvider,
+  type PullEvent,
+  type PullResult,
+} from '@fastpull/core';
+import { doing, UsageError } from '../errors.js';
+import { colorEnabled, parsePositiveInt, parseSize, writeJSONLine, writeLine, type CliIO } from '../io.js';
+import { jsonOption, rootOption, withExample } from '../options.js';
+import { LiveProgress, LogProgress } from '../progress.js';
+import { canonicalName } from '../refs.js';
+import { timingsLines } from '../timings.js';
 
 interface PullFlags {
   root: string;
@@ -11,6 +28,10 @@ interface PullFlags {
   plainHttp?: boolean;
   json?: boolean;
   quiet?: boolean;
+  timings?: boolean;
+  creds?: string;
+  concurrency?: string;
+  chunkSize?: string;
   inflater?: string;
   unpackConcurrency?: string;
   hostsDir?: string;
@@ -18,89 +39,144 @@ interface PullFlags {
 
 /** Where containerd nodes keep registry host configuration (Spegel and Dragonfly write there). */
 const CONTAINERD_HOSTS_DIR = '/etc/containerd/certs.d';
+/** Milliseconds between redraws of the live view when no event comes (rates and ETAs keep moving). */
+const LIVE_TICK_MS = 100;
 
 export function pullCommand(io: CliIO, signal: AbortSignal): Command {
-  return new Command('pull')
+  const command = new Command('pull')
     .description('pull images and unpack them into overlay snapshots')
     .argument('<ref...>', 'image references, e.g. ubuntu:24.04 or 127.0.0.1:5000/app@sha256:...')
     .addOption(rootOption(io.env))
     .option('--platform <os/arch[/variant]>', 'platform to pull from a multi-platform image (default: this host)')
     .option('--plain-http', 'talk to registries over plain HTTP (loopback registries always may)')
-    .option('-q, --quiet', 'print only the image name and digest')
-    .option('--inflater <auto|igzip|pigz|zlib>', 'gzip decoder; auto uses igzip when installed (env FASTPULL_INFLATER)')
+    .option('--creds <user:password>', 'credentials for the registry of the references (only that host; before Docker config)')
+    .option('--hosts-dir <dir>', `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
+    .option('--concurrency <n>', 'range requests in flight for this pull (default: the shared scheduler)')
+    .option('--chunk-size <size>', 'bytes per range request, e.g. 16MiB, 8M, 1048576 (default 16MiB; at least 64KiB)')
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per core)')
-    .option('--hosts-dir <dir>', `registry mirrors as containerd's hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
-    .addOption(jsonOption())
-    .action(async (refs: string[], flags: PullFlags) => {
-      const results: PullResult[] = [];
-      const inflater = flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : inflaterFromEnv(io.env);
-      const unpackConcurrency = flags.unpackConcurrency !== undefined ? positiveInt(flags.unpackConcurrency, '--unpack-concurrency') : undefined;
-      // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
-      const threads = io.env.FASTPULL_THREADS !== '0';
-      const credentials = cliCredentials(io);
-      const hostsDir = flags.hostsDir ?? (io.env.FASTPULL_HOSTS_DIR || (existsSync(CONTAINERD_HOSTS_DIR) ? CONTAINERD_HOSTS_DIR : undefined));
+    .option('--inflater <auto|igzip|pigz|zlib>', 'gzip decoder; auto uses igzip when installed (env FASTPULL_INFLATER)')
+    .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
+    .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
+    .option('--timings', 'print how long each phase took, per layer and in all');
+  return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
+    async (refs: string[], flags: PullFlags) => {
+      const options = pullOptions(io, refs, flags);
       for (const ref of refs) {
-        const onProgress = flags.json || flags.quiet ? undefined : (e: PullEvent) => renderEvent(io, e);
-        const r = await pull(ref, {
-          root: flags.root,
-          signal,
-          ...(flags.platform ? { platform: flags.platform } : {}),
-          ...(flags.plainHttp ? { plainHttp: true } : {}),
-          credentials,
-          ...(hostsDir ? { hostsDir } : {}),
-          ...(inflater ? { inflater } : {}),
-          ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
-          ...(threads ? {} : { threads: false }),
-          ...(onProgress ? { onProgress } : {}),
-        });
-        results.push(r);
-        if (flags.quiet) writeLine(io.stdout, `${r.image.name}@${r.image.manifest.digest}`);
+        await doing(`pulling ${canonicalName(ref)}`, async () => report(io, ref, await pullOne(io, ref, flags, options, signal), flags));
       }
-      if (flags.json) {
-        const store = openStore(flags.root);
-        writeJSON(
-          io.stdout,
-          await Promise.all(
-            results.map(async (r) => ({
-              ...r.image,
-              root: store.root,
-              snapshots: r.image.layers.map((l) => store.snapshots.fsPath(l.chainID)),
-              mounts: await store.snapshots.mounts(r.image.layers.map((l) => l.chainID)),
-              timings: r.timings,
-            })),
-          ),
-        );
-      } else if (!flags.quiet) {
-        const store = openStore(flags.root);
-        for (const r of results) {
-          const top = r.image.layers[r.image.layers.length - 1]!;
-          writeLine(io.stdout, `pulled ${r.image.name} (${r.image.manifest.digest}) in ${(r.timings.totalMs / 1000).toFixed(2)}s`);
-          writeLine(io.stdout, `  top snapshot ${store.snapshots.fsPath(top.chainID)}`);
-          writeLine(io.stdout, `  mount with: fastpull mounts --root ${store.root} ${r.image.name}`);
-        }
-      }
-    });
+    },
+  );
 }
 
-function renderEvent(io: CliIO, e: PullEvent): void {
-  switch (e.type) {
-    case 'resolved':
-      writeLine(io.stderr, `${e.name}: resolved ${e.manifest} (${e.platform.os}/${e.platform.architecture}${e.platform.variant ? `/${e.platform.variant}` : ''}), ${e.layers.length} layers`);
-      break;
-    case 'layer':
-      if (e.state === 'committed' || e.state === 'exists') {
-        writeLine(io.stderr, `  ${shortDigest(e.digest)}: ${e.state === 'exists' ? 'already exists' : 'unpacked'} (${formatBytes(e.total)})`);
-      }
-      break;
-    case 'done':
-      break;
+type CommonOptions = Omit<Parameters<typeof pull>[1], 'signal' | 'onProgress'>;
+
+/** Every flag checked and turned into pull options before anything is fetched. */
+function pullOptions(io: CliIO, refs: readonly string[], flags: PullFlags): CommonOptions {
+  if (flags.json && flags.quiet) throw new UsageError('--json and --quiet do not go together');
+  if (flags.platform !== undefined) {
+    try {
+      parsePlatform(flags.platform);
+    } catch (e) {
+      throw new UsageError(`--platform: ${isFastpullError(e) ? e.message : String(e)}`);
+    }
+  }
+  let inflater = undefined;
+  try {
+    inflater = flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : inflaterFromEnv(io.env);
+  } catch (e) {
+    throw new UsageError(isFastpullError(e) ? e.message : String(e));
+  }
+  const unpackConcurrency = flags.unpackConcurrency !== undefined ? parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency') : undefined;
+  const maxConnections = flags.concurrency !== undefined ? parsePositiveInt(flags.concurrency, '--concurrency') : undefined;
+  const chunkSize = flags.chunkSize !== undefined ? parseSize(flags.chunkSize, '--chunk-size') : undefined;
+  if (chunkSize !== undefined && chunkSize < 64 * 1024) throw new UsageError(`--chunk-size ${JSON.stringify(flags.chunkSize)}: want at least 64KiB`);
+  const hostsDir = flags.hostsDir ?? (io.env.FASTPULL_HOSTS_DIR || (existsSync(CONTAINERD_HOSTS_DIR) ? CONTAINERD_HOSTS_DIR : undefined));
+  return {
+    root: flags.root,
+    ...(flags.platform ? { platform: flags.platform } : {}),
+    ...(flags.plainHttp ? { plainHttp: true } : {}),
+    credentials: cliCredentials(io, refs, flags.creds),
+    ...(hostsDir ? { hostsDir } : {}),
+    ...(inflater ? { inflater } : {}),
+    ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
+    ...(maxConnections !== undefined ? { maxConnections } : {}),
+    ...(chunkSize !== undefined ? { chunkSize } : {}),
+    // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
+    ...(io.env.FASTPULL_THREADS === '0' ? { threads: false } : {}),
+  };
+}
+
+async function pullOne(io: CliIO, ref: string, flags: PullFlags, options: CommonOptions, signal: AbortSignal): Promise<PullResult> {
+  const now = () => performance.now();
+  let onProgress: ((e: PullEvent) => void) | undefined;
+  let live: LiveProgress | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  if (flags.json) {
+    // The final event is written by report(), with where the image landed.
+    onProgress = (e) => {
+      if (e.type !== 'done') writeJSONLine(io.stdout, { ...e, ref });
+    };
+  } else if (!flags.quiet && io.stderr.isTTY) {
+    live = new LiveProgress({ out: io.stderr, now, color: colorEnabled(io, io.stderr), ...(io.stderr.columns ? { columns: io.stderr.columns } : {}) });
+    onProgress = (e) => live!.event(e);
+    timer = setInterval(() => live!.tick(), LIVE_TICK_MS);
+    timer.unref();
+  } else if (!flags.quiet) {
+    const log = new LogProgress(io.stderr, now);
+    onProgress = (e) => log.event(e);
+  }
+  try {
+    return await pull(ref, { ...options, signal, ...(onProgress ? { onProgress } : {}) });
+  } catch (e) {
+    if (flags.json) {
+      const fe = isFastpullError(e) ? e.toJSON() : { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
+      writeJSONLine(io.stdout, { type: 'error', ref, ...fe });
+    }
+    throw e;
+  } finally {
+    if (timer) clearInterval(timer);
+    live?.finish();
   }
 }
 
-function positiveInt(value: string, flag: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new FastpullError('INVALID_ARGUMENT', `${flag} ${JSON.stringify(value)}: want a positive integer`);
-  return n;
+async function report(io: CliIO, ref: string, r: PullResult, flags: PullFlags): Promise<void> {
+  if (flags.quiet) {
+    writeLine(io.stdout, r.image.manifest.digest);
+    return;
+  }
+  const store = openStore(flags.root);
+  const snapshots = r.image.layers.map((l) => store.snapshots.fsPath(l.chainID));
+  if (flags.json) {
+    const mounts = await store.snapshots.mounts(r.image.layers.map((l) => l.chainID));
+    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root: store.root, snapshots, mounts, timings: r.timings });
+    return;
+  }
+  writeLine(io.stdout, `pulled ${r.image.name} (${r.image.manifest.digest}) in ${(r.timings.totalMs / 1000).toFixed(2)}s`);
+  writeLine(io.stdout, `  top snapshot ${snapshots[snapshots.length - 1]}`);
+  writeLine(io.stdout, `  mount with: fastpull mounts --root ${store.root} ${r.image.name}`);
+  if (flags.timings) for (const line of timingsLines(r.timings)) writeLine(io.stdout, `  ${line}`);
+}
+
+/**
+ * `--creds user:password` for the registries of the references being pulled, and nothing else (a
+ * mirror is asked about under its own host name, so it never gets them); every other registry gets
+ * what Docker's config.json holds for it. The password is never printed, not even in an error.
+ */
+export function cliCredentials(io: CliIO, refs: readonly string[], creds: string | undefined): CredentialsProvider {
+  const docker = dockerConfigProvider(io);
+  if (creds === undefined) return docker;
+  const colon = creds.indexOf(':');
+  if (colon <= 0) throw new UsageError('--creds: want user:password (the user name may not be empty)');
+  const given: Credentials = { username: creds.slice(0, colon), password: creds.slice(colon + 1) };
+  const registries = new Set<string>();
+  for (const ref of refs) {
+    try {
+      registries.add(parseReference(ref).registry);
+    } catch {
+      // The pull of this reference fails on its own.
+    }
+  }
+  return (registry) => (registries.has(registry) ? given : docker(registry));
 }
 
 /**
@@ -108,7 +184,7 @@ function positiveInt(value: string, flag: string): number {
  * them. Like the Docker CLI, a credential helper that fails does not stop a pull: it goes on
  * anonymously after one warning (which never holds a secret).
  */
-function cliCredentials(io: CliIO): CredentialsProvider {
+function dockerConfigProvider(io: CliIO): CredentialsProvider {
   const provider = dockerConfigCredentials({ env: io.env });
   const warned = new Set<string>();
   return async (registry) => {

@@ -1,0 +1,24 @@
+// `fastpull mount REF TARGET`: mount a pulled image writable at TARGET (overlayfs, as root).
+import { Command } from 'commander';
+import { openStore } from '@fastpull/core';
+import { doing } from '../errors.js';
+import { writeJSON, writeLine, type CliIO } from '../io.js';
+import { jsonOption, rootOption, withExample } from '../options.js';
+import { mountImage } from '../overlay.js';
+import { canonicalName } from '../refs.js';
+
+export function mountCommand(io: CliIO): Command {
+  const command = new Command('mount')
+    .description('mount a pulled image at TARGET as a writable overlay (fresh upper and work dirs under ROOT/mounts; needs root)')
+    .argument('<ref>', 'a pulled image')
+    .argument('<target>', 'an existing directory to mount on')
+    .addOption(rootOption(io.env))
+    .addOption(jsonOption('print the mount record as JSON'));
+  return withExample(command, ['mkdir -p /mnt/app && fastpull mount app:1 /mnt/app', 'fastpull unmount /mnt/app']).action(
+    async (ref: string, target: string, flags: { root: string; json?: boolean }) => {
+      const record = await doing(`mounting ${canonicalName(ref)} at ${target}`, () => mountImage(openStore(flags.root), ref, target));
+      if (flags.json) writeJSON(io.stdout, record);
+      else writeLine(io.stdout, `mounted ${record.image} at ${record.target} (changes go to ${record.upper}; \`fastpull unmount ${record.target}\` discards them)`);
+    },
+  );
+}

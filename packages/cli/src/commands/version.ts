@@ -1,0 +1,41 @@
+// `fastpull version`: what is running: fastpull, Node.js, and the gzip decoder pulls would use.
+import { Command } from 'commander';
+import { findInflater, inflaterFromEnv, isFastpullError, VERSION } from '@fastpull/core';
+import { writeJSON, writeLine, type CliIO } from '../io.js';
+import { jsonOption, withExample } from '../options.js';
+
+export interface VersionInfo {
+  readonly fastpull: string;
+  readonly node: string;
+  /** The gzip decoder a pull would use: igzip, pigz or zlib (built in); with its path when external. */
+  readonly inflater: { readonly choice: string; readonly kind: string; readonly path?: string; readonly error?: string };
+}
+
+export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
+  let choice = 'auto';
+  let inflater: VersionInfo['inflater'];
+  try {
+    choice = inflaterFromEnv(env) ?? 'auto';
+    const found = findInflater(choice as Parameters<typeof findInflater>[0]);
+    inflater = found ? { choice, kind: found.kind, path: found.path } : { choice, kind: 'zlib' };
+  } catch (e) {
+    // A FASTPULL_INFLATER that names a missing or unknown decoder: say so, a pull would fail on it.
+    inflater = { choice: env.FASTPULL_INFLATER ?? choice, kind: 'none', error: isFastpullError(e) ? e.message : String(e) };
+  }
+  return { fastpull: VERSION, node: process.version, inflater };
+}
+
+export function versionCommand(io: CliIO): Command {
+  const command = new Command('version').description('print the fastpull and Node.js versions and the gzip decoder in use').addOption(jsonOption());
+  return withExample(command, ['fastpull version', 'fastpull version --json']).action((flags: { json?: boolean }) => {
+    const v = versionInfo(io.env);
+    if (flags.json) {
+      writeJSON(io.stdout, v);
+      return;
+    }
+    writeLine(io.stdout, `fastpull ${v.fastpull}`);
+    writeLine(io.stdout, `node     ${v.node}`);
+    const i = v.inflater;
+    writeLine(io.stdout, `inflater ${i.error ? `${i.choice}: ${i.error}` : i.path ? `${i.kind} (${i.path})` : `${i.kind} (built in)`}`);
+  });
+}
