@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
-import { cliPath, runCli, tempDir } from './helpers.js';
+import { cliPath, ls, runCli, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping CLI command tests: docker-registry is not installed');
@@ -89,7 +89,46 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
     const head = lines.findIndex((l) => /^LAYER\s+STATE\s+FETCH\s+UNPACK\s+(.*\s+)?COMMIT$/.test(l));
     expect(head).toBeGreaterThan(0);
     for (const [i, l] of image.layers.entries()) expect(lines[head + 1 + i]).toMatch(new RegExp(`^${l.digest.slice(7, 19)}\\s+committed\\s+\\d`));
-    expect(lines[head + 1 + image.layers.length]).toMatch(/^resolve \d+ms, total \d/);
+    expect(lines[head + 1 + image.layers.length]).toMatch(/^sum\s+\d/);
+    expect(lines[head + 2 + image.layers.length]).toMatch(/^resolve \d+ms, total \d.*; most time: (fetch|verify|decompress|extract|commit) /);
+  });
+
+  it('rm forgets an image, gc removes what nothing else uses; layer blobs go unless --keep-blobs', () => {
+    const store = join(work.dir, 'root-rm');
+    const blobs = (): string[] => ls(join(store, 'content', 'blobs', 'sha256')).map((h) => `sha256:${h}`);
+    expect(runCli(['pull', '--root', store, '-q', ref]).status).toBe(0);
+    // Dropped after unpacking by default: manifest and config stay.
+    expect(blobs().sort()).toEqual([image.manifestDigest, image.configDigest].sort());
+    expect(runCli(['pull', '--root', store, '-q', '--keep-blobs', singleRef]).status).toBe(0);
+    expect(blobs()).toContain(single.layers[0]!.digest);
+
+    const dry = runCli(['gc', '--root', store, '--dry-run']);
+    expect(dry.status, dry.stderr).toBe(0);
+    expect(dry.stdout).toBe('would remove 0 snapshots and 0 blobs: 0 B\n');
+
+    const rm = runCli(['rm', '--root', store, ref]);
+    expect(rm.status, rm.stderr).toBe(0);
+    expect(rm.stdout).toBe(`removed ${ref}\n`);
+    const gone = runCli(['rm', '--root', store, ref]);
+    expect(gone.status).toBe(1);
+    expect(gone.stderr).toMatch(new RegExp(`^fastpull: removing ${escape(ref)}: image ${escape(ref)} is not in the store at .*\\(NOT_FOUND\\)\\n$`));
+
+    const gc = runCli(['gc', '--root', store, '--json']);
+    expect(gc.status, gc.stderr).toBe(0);
+    const r = JSON.parse(gc.stdout) as { snapshots: { chainID: string }[]; blobs: { digest: string }[]; bytes: number };
+    expect(r.snapshots).toHaveLength(image.layers.length); // chainIDs differ even where layers repeat
+    expect(r.blobs.map((b) => b.digest).sort()).toEqual([image.manifestDigest, image.configDigest].sort());
+    expect(r.bytes).toBeGreaterThan(0);
+    expect(blobs().sort()).toEqual([single.manifestDigest, single.configDigest, single.layers[0]!.digest].sort());
+    const left = JSON.parse(runCli(['images', '--root', store, '--json']).stdout) as { name: string }[];
+    expect(left.map((i) => i.name)).toEqual([singleRef]);
+    // The remaining image still mounts: its snapshot survived.
+    expect(runCli(['mounts', '--root', store, singleRef]).status).toBe(0);
+
+    const rmgc = runCli(['rm', '--root', store, '--gc', singleRef]);
+    expect(rmgc.status, rmgc.stderr).toBe(0);
+    expect(rmgc.stdout).toMatch(/^removed .*\ngc: removed 1 snapshots and 3 blobs, .* freed\n$/);
+    expect(blobs()).toEqual([]);
   });
 
   it('images: a table with digest, platform, layers, sizes and age; JSON with the unpacked size', () => {

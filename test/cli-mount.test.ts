@@ -109,7 +109,7 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     // The same CLI as an unprivileged user.
     const r = spawnSync(process.execPath, [cliPath, 'mount', '--root', root, ref, target], { encoding: 'utf8', uid: 65534, gid: 65534, env: { PATH: process.env.PATH } });
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe(`fastpull: mounting ${ref} at ${target}: mounting needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\` (INVALID_ARGUMENT)\n`);
+    expect(r.stderr).toBe(`fastpull: mounting ${ref} at ${target}: mounting needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\` (PERMISSION_DENIED)\n`);
     expect(mounted(target)).toBe(false);
   });
 });

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore, pull } from '@fastpull/core';
 import { Prng, buildImage, startLoopbackRegistry } from '@fastpull/core/testing';
-import { cliPath, corruptBlobs, ls, tempDir } from './helpers.js';
+import { cliPath, corruptBlobs, ls, runCliAsync as cliAsync, tempDir } from './helpers.js';
 
 const work = tempDir('crash');
 afterAll(() => work.cleanup());
@@ -49,9 +49,16 @@ describe('kill -9 during a pull', () => {
       expect(ls(join(root, 'content', 'ingest')).length).toBeGreaterThan(0);
       expect(ls(join(root, 'snapshots', 'active')).length).toBeGreaterThan(0);
 
+      // The CLI reads the store as it is: no image yet, and no error.
+      const listed = await cliAsync(['images', '--root', root, '--json']);
+      expect(listed.status, listed.stderr).toBe(0);
+      expect(JSON.parse(listed.stdout)).toEqual([]);
+
       reg.faults = {};
       const before = served();
       const { image: rec } = await pull(ref, { root });
+      const after = await cliAsync(['images', '--root', root, '--json']);
+      expect((JSON.parse(after.stdout) as { name: string }[]).map((i) => i.name)).toEqual([ref]);
       // The download resumed: the second pull fetched only what the first had not written.
       const total = image.layers.reduce((s, l) => s + l.size, 0);
       expect(served() - before).toBeLessThan(total);

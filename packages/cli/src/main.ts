@@ -1,11 +1,13 @@
 // The fastpull program: parses arguments, runs one command, prints a failure as one line with a code.
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '@fastpull/core';
+import { gcCommand } from './commands/gc.js';
 import { imagesCommand } from './commands/images.js';
 import { inspectCommand } from './commands/inspect.js';
 import { mountCommand } from './commands/mount.js';
 import { mountsCommand } from './commands/mounts.js';
 import { pullCommand } from './commands/pull.js';
+import { rmCommand } from './commands/rm.js';
 import { unmountCommand } from './commands/unmount.js';
 import { versionCommand } from './commands/version.js';
 import { debugReport, errorLine, EXIT_FAILURE, EXIT_USAGE, UsageError } from './errors.js';
@@ -32,7 +34,7 @@ export function createProgram(io: CliIO, signal: AbortSignal): Command {
     'after',
     '\nExit status: 0 success, 1 failure (one line on stderr: "fastpull: <doing>: <message> (<CODE>)"), 2 bad usage.\nDocumentation: docs/cli.md; error codes: docs/errors.md\n',
   );
-  const commands = [pullCommand(io, signal), imagesCommand(io), inspectCommand(io), mountsCommand(io), mountCommand(io), unmountCommand(io), versionCommand(io)];
+  const commands = [pullCommand(io, signal), imagesCommand(io), inspectCommand(io), rmCommand(io), gcCommand(io, signal), mountsCommand(io), mountCommand(io), unmountCommand(io), versionCommand(io)];
   for (const c of commands) program.addCommand(c.exitOverride().configureOutput(output));
   return program;
 }

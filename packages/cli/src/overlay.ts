@@ -48,7 +48,7 @@ function run(file: string, args: readonly string[]): Promise<void> {
 
 export function requireRoot(what: string): void {
   if (process.getuid?.() !== 0) {
-    throw new FastpullError('INVALID_ARGUMENT', `${what} needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\``);
+    throw new FastpullError('PERMISSION_DENIED', `${what} needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\``);
   }
 }
 

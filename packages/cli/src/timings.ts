@@ -1,40 +1,30 @@
 // `pull --timings`: where a pull's time went, per layer and in all, from core's PullTimings.
-import type { LayerTimings, PullTimings } from '@fastpull/core';
+import type { PhaseTotals, PullTimings } from '@fastpull/core';
 import { formatDuration, formatTable, shortDigest } from './io.js';
 
+const PHASES = [
+  ['fetchMs', 'fetch'],
+  ['verifyMs', 'verify'],
+  ['decompressMs', 'decompress'],
+  ['extractMs', 'extract'],
+  ['commitMs', 'commit'],
+] as const satisfies ReadonlyArray<readonly [keyof PhaseTotals, string]>;
+
 /**
- * LayerTimings with the finer phases that core may report besides the single unpack pass; each
- * column is shown only when some layer has it.
+ * The table lines: one row per layer (fetch, the unpack pass and its parts, commit), a row of sums
+ * over the layers, then the wall time and the phase with the largest sum.
  */
-export type DetailedLayerTimings = LayerTimings & {
-  readonly verifyMs?: number;
-  readonly decompressMs?: number;
-  readonly extractMs?: number;
-};
-
-const OPTIONAL_PHASES = [
-  ['verifyMs', 'VERIFY'],
-  ['decompressMs', 'DECOMPRESS'],
-  ['extractMs', 'EXTRACT'],
-] as const;
-
-/** The table lines, e.g. `LAYER  STATE  FETCH  UNPACK  COMMIT`, one row per layer, then the total. */
 export function timingsLines(timings: PullTimings): string[] {
-  const layers = timings.layers as readonly DetailedLayerTimings[];
-  const extra = OPTIONAL_PHASES.filter(([key]) => layers.some((l) => typeof l[key] === 'number'));
-  const rows: string[][] = [['LAYER', 'STATE', 'FETCH', 'UNPACK', ...extra.map(([, title]) => title), 'COMMIT']];
-  for (const l of layers) {
-    rows.push([
-      shortDigest(l.digest),
-      l.state,
-      formatDuration(l.fetchMs),
-      formatDuration(l.unpackMs),
-      ...extra.map(([key]) => (typeof l[key] === 'number' ? formatDuration(l[key]) : '-')),
-      formatDuration(l.commitMs),
-    ]);
+  const rows: string[][] = [['LAYER', 'STATE', 'FETCH', 'UNPACK', 'VERIFY', 'DECOMPRESS', 'EXTRACT', 'COMMIT']];
+  for (const l of timings.layers) {
+    rows.push([shortDigest(l.digest), l.state, ...[l.fetchMs, l.unpackMs, l.verifyMs, l.decompressMs, l.extractMs, l.commitMs].map(formatDuration)]);
   }
+  const p = timings.phases;
+  const unpack = timings.layers.reduce((n, l) => n + l.unpackMs, 0);
+  rows.push(['sum', '', ...[p.fetchMs, unpack, p.verifyMs, p.decompressMs, p.extractMs, p.commitMs].map(formatDuration)]);
+  const [, top] = PHASES.reduce((best, cur) => (p[cur[0]] > p[best[0]] ? cur : best));
   return [
     ...formatTable(rows),
-    `resolve ${formatDuration(timings.resolveMs)}, total ${formatDuration(timings.totalMs)} (layers run at once, so their phases overlap)`,
+    `resolve ${formatDuration(timings.resolveMs)}, total ${formatDuration(timings.totalMs)}; most time: ${top} (layers run at once and the unpack pass follows the download, so phases overlap)`,
   ];
 }

@@ -24,6 +24,7 @@ export const ErrorCodes = [
   'SIZE_MISMATCH',
   'HOSTILE_LAYER',
   'NO_SPACE',
+  'PERMISSION_DENIED',
   'ABORTED',
   'INTERNAL',
 ] as const;

@@ -6,7 +6,7 @@ import { formatAge, formatBytes, formatTable, shortDigest, writeJSON, writeLine,
 import { jsonOption, rootOption, withExample } from '../options.js';
 
 /** An image record with what the listing adds: its platform as text and its unpacked size. */
-export type ImageListing = ImageRecord & {
+export type ImageListing = Omit<ImageRecord, 'unpackedSize'> & {
   /** `os/arch[/variant]`. */
   readonly platformName: string;
   /** Sum of the uncompressed layer tars, from the snapshots; null when a snapshot is missing. */

@@ -35,6 +35,7 @@ interface PullFlags {
   inflater?: string;
   unpackConcurrency?: string;
   hostsDir?: string;
+  keepBlobs?: boolean;
 }
 
 /** Where containerd nodes keep registry host configuration (Spegel and Dragonfly write there). */
@@ -57,7 +58,8 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--inflater <auto|igzip|pigz|zlib>', 'gzip decoder; auto uses igzip when installed (env FASTPULL_INFLATER)')
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
-    .option('--timings', 'print how long each phase took, per layer and in all');
+    .option('--timings', 'print how long each phase took, per layer and in all')
+    .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)');
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
     async (refs: string[], flags: PullFlags) => {
       const options = pullOptions(io, refs, flags);
@@ -101,6 +103,7 @@ function pullOptions(io: CliIO, refs: readonly string[], flags: PullFlags): Comm
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
     ...(maxConnections !== undefined ? { maxConnections } : {}),
     ...(chunkSize !== undefined ? { chunkSize } : {}),
+    ...(flags.keepBlobs === true || io.env.FASTPULL_KEEP_BLOBS === '1' ? { keepBlobs: true } : {}),
     // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
     ...(io.env.FASTPULL_THREADS === '0' ? { threads: false } : {}),
   };

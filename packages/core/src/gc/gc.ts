@@ -1,8 +1,8 @@
 // Garbage collection: removes the blobs and snapshots that no image record, running pull (lease) or
 // live mount refers to, and the litter of dead processes. Safe while other processes pull into the
 // same store: see lease.ts for why nothing a pull needs can go.
-import { readFileSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { promises as fsp, readFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import type { Digest } from '../oci/digest.js';
 import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
@@ -25,7 +25,7 @@ export interface GcResult {
 
 /**
  * Removes what nothing refers to. A snapshot is kept while an image lists its chainID, a running
- * pull holds it, or a mount uses it. A manifest, config or index blob is kept while an image names
+ * pull holds it, a mount in this namespace uses it, or a `fastpull mount` record names it. A manifest, config or index blob is kept while an image names
  * it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
  * committed (it is needed to unpack), or a running pull holds it.
  * @example
@@ -40,7 +40,7 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
       const images = await store.images.list();
       const leased = await liveLeaseRefs(store.root);
       const mounted = mountedPaths();
-      const wantSnapshots = new Set<Digest>(leased.snapshots);
+      const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root))]);
       for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
       const snapshots: Array<{ chainID: Digest; size: number }> = [];
       const committed = new Set<Digest>();
@@ -90,6 +90,25 @@ export function blobsToKeep(images: readonly ImageRecord[], committed: ReadonlyS
     for (const l of img.layers) if (img.keepBlobs === true || !committed.has(l.chainID)) keep.add(l.digest);
   }
   return keep;
+}
+
+/**
+ * The snapshots that writable mounts made by `fastpull mount` use, from their records
+ * (`<root>/mounts/<id>/mount.json`, `snapshots`: chainIDs), kept until `fastpull unmount` removes
+ * the record, even when the mount itself is gone or lives in another mount namespace.
+ */
+async function recordedMountSnapshots(root: string): Promise<Digest[]> {
+  const dir = join(root, 'mounts');
+  const out: Digest[] = [];
+  for (const id of await fsp.readdir(dir).catch(() => [] as string[])) {
+    try {
+      const rec = JSON.parse(await fsp.readFile(join(dir, id, 'mount.json'), 'utf8')) as { snapshots?: unknown };
+      if (Array.isArray(rec.snapshots)) for (const s of rec.snapshots) if (typeof s === 'string') out.push(s as Digest);
+    } catch {
+      // No record (yet): the mount command writes it before it mounts.
+    }
+  }
+  return out;
 }
 
 /** Mount sources and options of this mount namespace: a snapshot in use by a mount appears there. */

@@ -108,8 +108,10 @@ export async function liveLeaseRefs(root: string, except?: string): Promise<{ bl
     try {
       refs = JSON.parse(await fsp.readFile(join(dir, 'refs.json'), 'utf8')) as LeaseRefs;
     } catch (e) {
-      // Held but without refs yet: impossible under the lock, since both are made inside it.
-      throw new FastpullError('INTERNAL', `lease ${name} has no readable refs.json`, { cause: e });
+      // Held but without refs: being released (its files go before its lock). It cannot be being
+      // made, for leases are made under the collection lock that our caller holds.
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw new FastpullError('INTERNAL', `lease ${name}: refs.json is unreadable`, { cause: e });
     }
     for (const b of refs.blobs) blobs.add(b);
     for (const s of refs.snapshots) snapshots.add(s);

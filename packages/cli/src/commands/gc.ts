@@ -1,0 +1,30 @@
+// `fastpull gc`: remove the snapshots and blobs that no image, running pull or mount refers to.
+import { Command } from 'commander';
+import { collectGarbage, openStore } from '@fastpull/core';
+import { doing } from '../errors.js';
+import { formatBytes, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
+import { jsonOption, rootOption, withExample } from '../options.js';
+
+export function gcCommand(io: CliIO, signal: AbortSignal): Command {
+  const command = new Command('gc')
+    .description('remove snapshots and blobs that no image, running pull or mount refers to, and what dead processes left behind')
+    .option('--dry-run', 'say what would be removed, remove nothing')
+    .option('-v, --verbose', 'name each snapshot and blob removed')
+    .addOption(rootOption(io.env))
+    .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n} as JSON'));
+  return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean }) => {
+    const store = openStore(flags.root);
+    const r = await doing(`collecting garbage in ${store.root}`, () => collectGarbage(store, { signal, ...(flags.dryRun ? { dryRun: true } : {}) }));
+    if (flags.json) {
+      writeJSON(io.stdout, { dryRun: flags.dryRun === true, ...r });
+      return;
+    }
+    const verb = flags.dryRun ? 'would remove' : 'removed';
+    if (flags.verbose) {
+      for (const s of r.snapshots) writeLine(io.stdout, `${verb} snapshot ${shortDigest(s.chainID)} (${formatBytes(s.size)})`);
+      for (const b of r.blobs) writeLine(io.stdout, `${verb} blob ${shortDigest(b.digest)} (${formatBytes(b.size)})`);
+    }
+    const litter = flags.dryRun ? '' : `, ${r.litter} leftovers of interrupted pulls`;
+    writeLine(io.stdout, `${verb} ${r.snapshots.length} snapshots and ${r.blobs.length} blobs${litter}: ${formatBytes(r.bytes)}`);
+  });
+}
