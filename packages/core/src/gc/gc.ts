@@ -37,8 +37,10 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
     store.root,
     'exclusive',
     async () => {
-      const images = await store.images.list();
+      // Leases before images: a pull records its image and only then ends its lease, so reading in
+      // this order sees every finishing pull at least once (as a lease, or as an image).
       const leased = await liveLeaseRefs(store.root);
+      const images = await store.images.list();
       const mounted = mountedPaths();
       const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root))]);
       for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
