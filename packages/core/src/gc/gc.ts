@@ -42,21 +42,28 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
       const leased = await liveLeaseRefs(store.root);
       const images = await store.images.list();
       const mounted = mountedPaths();
+      const mountedChains = new Set<Digest>();
+      const links = await store.snapshots.shortLinks();
+      // A mount of many layers names them by their short links (snapshots/l/<prefix>).
+      for (const [link, chainID] of links) if (mounted.some((m) => m.includes(`${link}:`) || m.includes(`${link},`) || m.endsWith(link))) mountedChains.add(chainID);
       const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root))]);
       for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
       const snapshots: Array<{ chainID: Digest; size: number }> = [];
-      const committed = new Set<Digest>();
+      const committed = new Set<Digest>(); // the snapshots that stay
       for (const info of await store.snapshots.list()) {
         // `committed/<hex>/fs`: a bind mount shows the path from the root of its filesystem, which
         // need not be the store's.
         const dir = dirname(store.snapshots.fsPath(info.chainID));
         const tail = `${basename(dirname(dir))}/${basename(dir)}/fs`;
-        if (wantSnapshots.has(info.chainID) || mounted.some((m) => m.includes(tail))) {
+        if (wantSnapshots.has(info.chainID) || mountedChains.has(info.chainID) || mounted.some((m) => m.includes(tail))) {
           committed.add(info.chainID);
           continue;
         }
         snapshots.push({ chainID: info.chainID, size: info.size });
         if (!options.dryRun) trash.push(await store.snapshots.discard(info.chainID));
+      }
+      if (!options.dryRun) {
+        for (const [link, chainID] of links) if (!committed.has(chainID)) await fsp.rm(link, { force: true });
       }
       const keepBlobs = blobsToKeep(images, committed);
       for (const b of leased.blobs) keepBlobs.add(b);

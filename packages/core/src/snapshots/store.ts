@@ -57,6 +57,14 @@ export interface Snapshotter {
   list(): Promise<SnapshotInfo[]>;
 }
 
+/**
+ * mount(2) takes its options in one page (4096 bytes with the NUL); this leaves room for the
+ * upperdir and workdir a writable mount adds.
+ */
+const MAX_MOUNT_OPTIONS = 3584;
+const LINKS_DIR = 'l';
+const SHORT_LINK_HEX = 12;
+
 /** The on-disk snapshot store under `<root>/snapshots`. */
 export class FileSnapshotter implements Snapshotter {
   readonly dir: string;
@@ -180,7 +188,64 @@ export class FileSnapshotter implements Snapshotter {
     // One layer needs no overlay: a read-only bind mount, as containerd does.
     if (dirs.length === 1) return [{ type: 'bind', source: dirs[0]!, options: ['ro', 'rbind'] }];
     // Rootless snapshots mark opaque directories with user.overlay.*, which overlayfs reads with userxattr.
-    return [{ type: 'overlay', source: 'overlay', options: [...(rootless ? ['userxattr'] : []), `lowerdir=${dirs.join(':')}`] }];
+    const flags = rootless ? ['userxattr'] : [];
+    let lower = `lowerdir=${dirs.join(':')}`;
+    if ([...flags, lower].join(',').length > MAX_MOUNT_OPTIONS) {
+      // mount(2) takes its options in one page: past a few dozen layers the full paths do not fit,
+      // so name each snapshot by a short link (as Docker's overlay2 driver does with its l/ dir).
+      const links: string[] = [];
+      for (const id of [...chainIDs].reverse()) links.push(await this.shortLink(id));
+      lower = `lowerdir=${links.join(':')}`;
+      const length = [...flags, lower].join(',').length;
+      if (length > MAX_MOUNT_OPTIONS) {
+        throw new FastpullError('INVALID_ARGUMENT', `an overlay of ${chainIDs.length} layers needs ${length} bytes of mount options, over the ${MAX_MOUNT_OPTIONS} mount(2) takes; use a shorter store root`, {
+          details: { layers: chainIDs.length, length },
+        });
+      }
+    }
+    return [{ type: 'overlay', source: 'overlay', options: [...flags, lower] }];
+  }
+
+  /**
+   * `<snapshots>/l/<first 12+ hex of chainID>`, a symlink to the committed snapshot's tree, made
+   * on first use (atomically: a temporary link renamed into place). A prefix another snapshot holds
+   * already is lengthened.
+   */
+  async shortLink(chainID: Digest): Promise<string> {
+    const target = this.fsPath(chainID);
+    const dir = join(this.dir, LINKS_DIR);
+    const { hex } = parseDigest(chainID);
+    try {
+      await fsp.mkdir(dir, { recursive: true });
+      for (let n = SHORT_LINK_HEX; n <= hex.length; n += 4) {
+        const link = join(dir, hex.slice(0, n));
+        const existing = await fsp.readlink(link).catch((e: NodeJS.ErrnoException) => {
+          if (e.code === 'ENOENT') return undefined;
+          throw e;
+        });
+        if (existing === target) return link;
+        if (existing !== undefined && (await fsp.stat(link).catch(() => undefined)) !== undefined) continue; // another live snapshot's
+        const tmp = join(dir, `.tmp-${randomId()}`);
+        await fsp.symlink(target, tmp);
+        await fsp.rename(tmp, link); // replaces a dangling link left by a removed snapshot
+        return link;
+      }
+    } catch (e) {
+      throw fromFsError(e, `linking snapshot ${chainID}`);
+    }
+    throw new FastpullError('INTERNAL', `no short name left for snapshot ${chainID}`);
+  }
+
+  /** The chainIDs that short links name (for collection: a mount may name its layers by these links). */
+  async shortLinks(): Promise<Map<string, Digest>> {
+    const dir = join(this.dir, LINKS_DIR);
+    const out = new Map<string, Digest>();
+    for (const name of await fsp.readdir(dir).catch(() => [] as string[])) {
+      const target = await fsp.readlink(join(dir, name)).catch(() => undefined);
+      const m = target === undefined ? null : /([0-9a-f]{64})\/fs$/.exec(target);
+      if (m) out.set(join(dir, name), `sha256:${m[1]}` as Digest);
+    }
+    return out;
   }
 
   async list(): Promise<SnapshotInfo[]> {
