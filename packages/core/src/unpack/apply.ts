@@ -324,6 +324,8 @@ class LayerWriter {
    */
   private readonly whitedOut = new Set<string>();
   private readonly isRoot = process.getuid?.() === 0;
+  private readonly euid = process.geteuid?.() ?? -1;
+  private readonly egid = process.getegid?.() ?? -1;
   /** The root as raw bytes (latin1 chars), to join with raw entry paths. */
   private readonly rawRoot: string;
   /** Bytes of all files made so far, sparse ones at full size. */
@@ -467,7 +469,9 @@ class LayerWriter {
     try {
       if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
       else await this.writeData(fd);
-      if (this.sameOwner) fs.fchownSync(fd, uid, gid);
+      // A new file already belongs to this process (no directory here is setgid until finish()):
+      // most files of most layers are root's, so the common case needs no call.
+      if (this.sameOwner && (uid !== this.euid || gid !== this.egid)) fs.fchownSync(fd, uid, gid);
       fs.fchmodSync(fd, mode); // after chown, which clears setuid
       this.setXattrs(rel, e);
       setTimesFd(fd, t);
