@@ -48,6 +48,12 @@ describe('rootless layout', () => {
       const root = join(work.dir, 'root');
       const { image: rec } = await pull(`${reg.host}/r/app:1`, { root, rootless: true });
       const store = openStore(root);
+      // The same layers for rootful mounts cannot come from this store: a clear error, nothing changed.
+      await expect(pull(`${reg.host}/r/app:1`, { root, rootless: false })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/unpacked for rootless overlay mounts, and this pull is rootful; use a separate store root/),
+      });
+      expect((await store.snapshots.list()).every((s) => s.rootless === true)).toBe(true);
       const upper = store.snapshots.fsPath(rec.layers[1]!.chainID);
       expect(nativeFs().lgetxattr(join(upper, 'd'), 'user.overlay.opaque')?.toString()).toBe('y');
       expect(nativeFs().lgetxattr(join(upper, 'd'), 'trusted.overlay.opaque')).toBeNull();

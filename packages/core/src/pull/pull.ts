@@ -331,6 +331,7 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     progress,
     layers,
     leaseId,
+    rootless: options.rootless ?? process.getuid?.() !== 0,
     lowersSettled: (index) => Promise.all(outcomes.slice(0, index)).then(() => undefined),
   };
   outcomes.push(
@@ -405,6 +406,8 @@ interface LayerContext {
   readonly layers: readonly ImageLayer[];
   /** This pull's lease (see gc/lease.ts). */
   readonly leaseId: string;
+  /** Unpack for rootless overlay mounts (PullOptions.rootless, default: not root). */
+  readonly rootless: boolean;
   /** Settles when every layer below `index` is committed, found, or failed (the pull then aborts). */
   readonly lowersSettled: (index: number) => Promise<void>;
 }
@@ -416,13 +419,27 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
     emit('exists', layer.size);
     return { digest: layer.digest, fetchMs: 0, unpackMs: 0, waitMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0, state: 'exists' };
   };
-  if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
+  // A snapshot laid out for the other kind of mount cannot serve this pull (overlayfs reads either
+  // trusted.overlay.* or, with userxattr, user.overlay.*, never both in one mount).
+  const committed = async (): Promise<boolean> => {
+    const info = await ctx.store.snapshots.info(layer.chainID);
+    if (info === undefined) return false;
+    if ((info.rootless === true) !== ctx.rootless) {
+      throw new FastpullError(
+        'INVALID_ARGUMENT',
+        `layer ${layer.digest}: the store at ${ctx.store.root} holds it unpacked for ${info.rootless === true ? 'rootless' : 'rootful'} overlay mounts, and this pull is ${ctx.rootless ? 'rootless' : 'rootful'}; use a separate store root for each`,
+        { details: { chainID: layer.chainID, storeRootless: info.rootless === true, rootless: ctx.rootless } },
+      );
+    }
+    return true;
+  };
+  if (await committed()) return exists();
   for (;;) {
     const running = inflight.get(layer.chainID);
     if (!running) break;
     emit('waiting', 0);
     await running.catch(() => undefined);
-    if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
+    if (await committed()) return exists();
   }
   let done!: () => void;
   const mine = new Promise<void>((r) => (done = r));
@@ -431,7 +448,7 @@ async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer,
   try {
     // Another process may be unpacking the same layer into this store: wait for it, then reuse.
     release = await lockSnapshot(ctx.store.snapshots.dir, layer.chainID, ctx.signal, () => emit('waiting', 0));
-    if (await ctx.store.snapshots.isCommitted(layer.chainID)) return exists();
+    if (await committed()) return exists();
     return await fetchAndUnpack(ctx, desc, layer, index, emit);
   } finally {
     release?.();
@@ -539,7 +556,7 @@ async function fetchAndUnpack(
       fetching.catch(() => undefined);
     }
 
-    const rootless = ctx.options.rootless ?? process.getuid?.() !== 0;
+    const rootless = ctx.rootless;
     // The unpacker starts as soon as a slot is free and follows the blob's watermark while the
     // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
     active = await store.snapshots.prepare();

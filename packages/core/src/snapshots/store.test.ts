@@ -51,4 +51,13 @@ describe('FileSnapshotter', () => {
     expect(await snaps.mounts(chains.slice(0, 1))).toEqual([{ type: 'bind', source: snaps.fsPath(chains[0]!), options: ['ro', 'rbind'] }]);
     await expect(snaps.mounts([sha256Digest('missing')])).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
+
+  it('mounts rootless stacks with userxattr, and refuses a stack that mixes both layouts', async () => {
+    for (let i = 0; i < 3; i++) {
+      const a = await snaps.prepare();
+      await snaps.commit(a, { chainID: chains[i]!, diffID: diffs[i]!, ...(i > 0 ? { parent: chains[i - 1]! } : {}), size: 0, ...(i < 2 ? { rootless: true } : {}) });
+    }
+    expect((await snaps.mounts(chains.slice(0, 2)))[0]!.options[0]).toBe('userxattr');
+    await expect(snaps.mounts(chains)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/mixes 2 snapshots laid out for rootless mounts with 1/) });
+  });
 });

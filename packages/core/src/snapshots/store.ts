@@ -178,17 +178,21 @@ export class FileSnapshotter implements Snapshotter {
 
   async mounts(chainIDs: readonly Digest[]): Promise<Mount[]> {
     if (chainIDs.length === 0) throw new FastpullError('INVALID_ARGUMENT', 'mounts of an empty snapshot stack');
-    let rootless = false;
+    let rootless = 0;
     for (const id of chainIDs) {
       const info = await this.info(id);
       if (!info) throw new FastpullError('NOT_FOUND', `snapshot ${id} is not committed`);
-      rootless ||= info.rootless === true;
+      if (info.rootless === true) rootless++;
+    }
+    if (rootless !== 0 && rootless !== chainIDs.length) {
+      // One overlay mount reads either trusted.overlay.* or (userxattr) user.overlay.*.
+      throw new FastpullError('INVALID_ARGUMENT', `the stack mixes ${rootless} snapshots laid out for rootless mounts with ${chainIDs.length - rootless} for rootful ones: no one overlay mount reads both`);
     }
     const dirs = chainIDs.map((id) => this.fsPath(id)).reverse();
     // One layer needs no overlay: a read-only bind mount, as containerd does.
     if (dirs.length === 1) return [{ type: 'bind', source: dirs[0]!, options: ['ro', 'rbind'] }];
     // Rootless snapshots mark opaque directories with user.overlay.*, which overlayfs reads with userxattr.
-    const flags = rootless ? ['userxattr'] : [];
+    const flags = rootless > 0 ? ['userxattr'] : [];
     let lower = `lowerdir=${dirs.join(':')}`;
     if ([...flags, lower].join(',').length > MAX_MOUNT_OPTIONS) {
       // mount(2) takes its options in one page: past a few dozen layers the full paths do not fit,
