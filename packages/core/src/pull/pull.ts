@@ -138,8 +138,10 @@ export interface PullResult {
   readonly timings: PullTimings;
 }
 
-/** Bytes between two 'fetching' progress events of one layer. */
+/** Bytes between two 'fetching' progress events of one layer at most... */
 const PROGRESS_STEP = 4 * 1024 * 1024;
+/** ...or this many milliseconds, whichever comes first, so slow and small layers show movement too. */
+const PROGRESS_INTERVAL_MS = 100;
 
 /** Layers being unpacked by this process, by chainID: a second pull of the same layer waits for the first. */
 const inflight = new Map<Digest, Promise<void>>();
@@ -522,6 +524,7 @@ async function fetchAndUnpack(
       watermark = ingest.watermark;
       let fetched = 0;
       let reported = 0;
+      let reportedAt = performance.now();
       emit('fetching', 0);
       const tf = performance.now();
       fetched = ingest.resumed.reduce((n, [a, b]) => n + b - a, 0);
@@ -536,8 +539,10 @@ async function fetchAndUnpack(
         onBytes: (n) => {
           ctx.progress.bytes();
           fetched += n;
-          if (fetched - reported >= PROGRESS_STEP || fetched === layer.size) {
+          const now = performance.now();
+          if (fetched - reported >= PROGRESS_STEP || now - reportedAt >= PROGRESS_INTERVAL_MS || fetched === layer.size) {
             reported = fetched;
+            reportedAt = now;
             emit('fetching', fetched);
           }
         },
