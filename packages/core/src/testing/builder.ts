@@ -340,6 +340,9 @@ function removeSubtree(tree: ExpectedTree, path: string, keep?: ReadonlySet<stri
  * Applies one layer to a tree with overlay semantics: whiteouts and opaque markers hide what lower
  * layers put there (never entries of the same layer), then the entries apply in tar order; a non-dir
  * replaces whatever was at its path, a dir over a dir only changes the attributes.
+ * @example
+ * const tree: ExpectedTree = new Map();
+ * for (const layer of image.layers) applyLayer(tree, layer); // the tree the image should unpack to
  */
 export function applyLayer(tree: ExpectedTree, layer: Pick<BuiltLayer, 'tarEntries'>): void {
   for (const e of layer.tarEntries) {

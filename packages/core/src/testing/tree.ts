@@ -83,6 +83,8 @@ function shortHash(b: Buffer): string {
  * Lists how `got` differs from `want`, one human-readable line per difference, sorted by path:
  * missing and extra paths, type, mode, owner, content (sizes and hashes, never the bytes) and
  * symlink target. Empty when the trees are equal.
+ * @example
+ * expect(diffTrees(await readTree(referenceDir), await readTree(unpackedDir))).toEqual([]);
  */
 export function diffTrees(want: ReadonlyMap<string, TreeEntry>, got: ReadonlyMap<string, TreeEntry>, options: DiffTreesOptions = {}): string[] {
   const owners = options.owners ?? true;
@@ -119,6 +121,8 @@ export function diffTrees(want: ReadonlyMap<string, TreeEntry>, got: ReadonlyMap
  * reference directory to compare an unpack with. Owners are set only when running as root; special
  * entries are refused. Directory modes are applied last, deepest first, so a read-only directory
  * still gets its children.
+ * @example
+ * await writeTree('/tmp/reference', image.expectedTree());
  */
 export async function writeTree(dir: string, tree: ReadonlyMap<string, TreeEntry>): Promise<void> {
   const asRoot = process.getuid?.() === 0;
