@@ -1,6 +1,7 @@
 // Guards the public surface of @fastpull/core. Each entry point must export exactly the names listed
 // here (an accidental export or removal fails), and every export must be documented: a TSDoc summary
-// on each, an @example on each function and class, no `any` in a public signature.
+// on each, an @example on each function and class, a comment on each public member of an interface
+// or class, no `any` in a public signature.
 //
 // Changing the surface on purpose: edit the entry file, run this test, and copy the names it reports
 // into SURFACE below; docs/library.md describes what each entry is for.
@@ -96,7 +97,7 @@ describe('public surface', () => {
     expect(Object.keys(await loaders[entry]()).sort()).toEqual(values);
   });
 
-  it.each(entries)('%s: every export has a summary, every function and class an @example, no `any`', (entry) => {
+  it.each(entries)('%s: every export has a summary, every function and class an @example, every member a comment, no `any`', (entry) => {
     expect(analysis()[entry].problems).toEqual([]);
   });
 
@@ -151,6 +152,7 @@ describe('surface check', () => {
         'loose: `any` in loose parameter x',
         'noExample: no @example',
         'Shape: `any` in Shape.field',
+        'Shape: member field has no comment',
         'Thing: no @example',
       ].sort(),
     );

@@ -1,7 +1,7 @@
 // Reads the public surface of @fastpull/core with the TypeScript compiler API: which names each entry
 // point exports (values and types), and whether each export is documented the way the library
-// promises (a TSDoc summary on everything, an @example on every function and class, no `any` in a
-// public signature). surface.test.ts compares the result with the committed list.
+// promises (a TSDoc summary on everything, an @example on every function and class, a comment on
+// every public member of an interface or class, no `any` in a public signature). surface.test.ts compares the result with the committed list.
 //
 // A `.testkit.ts` file: type-checked with the tests, never built into dist (core does not depend on
 // typescript at run time).
@@ -83,7 +83,21 @@ function checkExport(checker: ts.TypeChecker, symbol: ts.Symbol): string[] {
     if (!tags.includes('example')) problems.push('no @example');
   }
   for (const where of anyIn(checker, symbol)) problems.push(`\`any\` in ${where}`);
+  if (symbol.flags & (ts.SymbolFlags.Interface | ts.SymbolFlags.Class)) {
+    for (const member of publicMembers(checker, checker.getDeclaredTypeOfSymbol(symbol))) {
+      if (ts.displayPartsToString(member.getDocumentationComment(checker)).trim() === '') problems.push(`member ${member.name} has no comment`);
+    }
+  }
   return problems;
+}
+
+/** The public members of an interface or class that this package declares (not inherited from a library). */
+function publicMembers(checker: ts.TypeChecker, type: ts.Type): ts.Symbol[] {
+  return checker.getPropertiesOfType(type).filter((p) => {
+    const d = p.valueDeclaration ?? p.declarations?.[0];
+    if (!d || d.getSourceFile().isDeclarationFile || p.name.startsWith('#')) return false;
+    return (ts.getCombinedModifierFlags(d) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) === 0;
+  });
 }
 
 /** True for functions, and for constants holding one. */

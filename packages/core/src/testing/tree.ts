@@ -6,10 +6,15 @@ import type { ExpectedEntry } from './builder.js';
 
 /** A node that is none of file, dir or symlink (devices, fifos, sockets), e.g. a 0/0 character-device whiteout in a snapshot directory. */
 export interface SpecialEntry {
+  /** Always `special`. */
   readonly type: 'special';
+  /** What kind of special file it is. */
   readonly kind: 'char-device' | 'block-device' | 'fifo' | 'socket';
+  /** st_mode & 0o7777. */
   readonly mode: number;
+  /** Owner user id. */
   readonly uid: number;
+  /** Owner group id. */
   readonly gid: number;
   /** Device number (st_rdev); 0 for whiteouts. */
   readonly rdev: number;
