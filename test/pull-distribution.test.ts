@@ -2,7 +2,9 @@
 import { existsSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chainIDs, FileSnapshotter, hashFile, openStore, pull, pullEvents, type PullEvent } from '@fastpull/core';
+import { chainIDs, openStore, pull, pullEvents, type PullEvent } from '@fastpull/core';
+import { hashFile } from '@fastpull/core/content';
+import { FileSnapshotter } from '@fastpull/core/snapshots';
 import {
   blobDataPath,
   buildImage,

@@ -2,7 +2,8 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FetchScheduler, MediaTypes, openStore, pull, RegistryClient, sha256Digest } from '@fastpull/core';
+import { MediaTypes, openStore, pull, sha256Digest } from '@fastpull/core';
+import { FetchScheduler, RegistryClient } from '@fastpull/core/registry';
 import { buildImage, Prng, sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { corruptBlobs, ls, tempDir } from './helpers.js';
 

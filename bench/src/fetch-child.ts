@@ -2,7 +2,9 @@
 // blob into a content store ingest with fastpull's ranged fetch. Like curl, it neither hashes nor
 // fsyncs (in a pull, hashing runs in the unpack worker while the download goes on).
 // Usage: node fetch-child.js HOST:PORT DIGEST SIZE ROOT [CHUNK_MIB]
-import { fetchBlob, FileContentStore, parseReference, RegistryClient, type Digest } from '@fastpull/core';
+import { parseReference, type Digest } from '@fastpull/core';
+import { FileContentStore } from '@fastpull/core/content';
+import { fetchBlob, RegistryClient } from '@fastpull/core/registry';
 
 const [host, digest, size, root, chunkMiB] = process.argv.slice(2) as [string, Digest, string, string, string?];
 const desc = { mediaType: 'application/octet-stream', digest, size: Number(size) };

@@ -29,6 +29,9 @@ export const ErrorCodes = [
   'INTERNAL',
 ] as const;
 
+/**
+ * One of {@link ErrorCodes}: the kind of a {@link FastpullError}, stable across releases.
+ */
 export type ErrorCode = (typeof ErrorCodes)[number];
 
 /**
@@ -40,6 +43,7 @@ export type ErrorCode = (typeof ErrorCodes)[number];
  * catch (e) { if (isFastpullError(e) && e.code === 'NOT_FOUND') console.error('no such image') }
  */
 export class FastpullError extends Error {
+  /** What kind of failure this is; match on it, never on `message`. */
   readonly code: ErrorCode;
   /** Extra facts for machines (HTTP status, digest wanted/got, ...). Never holds secrets. */
   readonly details: Readonly<Record<string, unknown>>;
@@ -51,12 +55,23 @@ export class FastpullError extends Error {
     this.details = Object.freeze({ ...(options.details ?? {}) });
   }
 
+  /** The error as JSON for logs and `--json` output: code, message and details (no stack, no cause). */
   toJSON(): { code: ErrorCode; message: string; details: Readonly<Record<string, unknown>> } {
     return { code: this.code, message: this.message, details: this.details };
   }
 }
 
-/** True when `e` is a FastpullError (by its code, so copies from another module instance count too). */
+/**
+ * True when `e` is a FastpullError (by its name and code, so errors from another copy of this
+ * module count too).
+ * @example
+ * try {
+ *   await pull('app:1', { root });
+ * } catch (e) {
+ *   if (isFastpullError(e) && e.code === 'UNAUTHORIZED') console.error('log in first');
+ *   else throw e;
+ * }
+ */
 export function isFastpullError(e: unknown): e is FastpullError {
   return (
     e instanceof FastpullError ||

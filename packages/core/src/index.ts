@@ -1,13 +1,60 @@
-// @fastpull/core: the curated public surface.
+// @fastpull/core: the curated public surface, what a program that pulls images needs. Building blocks
+// live in subpath entries: @fastpull/core/content, /snapshots, /registry and /testing (see
+// docs/library.md). surface.test.ts holds the committed list of these names: change both together.
+
+/**
+ * The version of @fastpull/core, as in its package.json.
+ * @example
+ * console.log(`fastpull ${VERSION}`);
+ */
 export const VERSION = '0.1.0';
-export * from './errors.js';
-export * from './oci/index.js';
-export * from './registry/index.js';
-export * from './content/index.js';
-export * from './snapshots/index.js';
-export * from './images/index.js';
-export * from './store.js';
-export * from './pull/index.js';
-export * from './gc/index.js';
-export { UnpackPool, sharedUnpackPool, inflaterFromEnv, parseInflaterChoice, findInflater, type InflaterChoice, type UnpackPoolOptions } from './unpack/index.js';
+
+// Pulling.
+export {
+  pull,
+  pullEvents,
+  DEFAULT_NO_PROGRESS_TIMEOUT_MS,
+  type PullOptions,
+  type PullResult,
+  type PullEvent,
+  type LayerState,
+  type PullTimings,
+  type LayerTimings,
+  type PhaseTotals,
+} from './pull/pull.js';
+
+// The store and the images in it.
+export { openStore, defaultRoot, type Store } from './store.js';
 export { mountsFor, resolveImage } from './images/mounts.js';
+export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
+export type { Mount } from './snapshots/store.js';
+
+// Garbage collection and leases.
+export { collectGarbage, type GcOptions, type GcResult } from './gc/gc.js';
+export { acquireLease, type Lease, type LeaseRefs } from './gc/lease.js';
+
+// Errors.
+export { FastpullError, isFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
+
+// References, digests, platforms and the image model.
+export { parseReference, formatReference, referenceName, DEFAULT_REGISTRY, DEFAULT_TAG, type Reference } from './oci/reference.js';
+export { parseDigest, validateDigest, isDigest, sha256Digest, verifyBytes, type Digest } from './oci/digest.js';
+export { parsePlatform, formatPlatform, normalizePlatform, hostPlatform, platformMatches, selectPlatform, type Platform } from './oci/platform.js';
+export { chainIDs, chainID } from './oci/chainid.js';
+export { MediaTypes } from './oci/mediatypes.js';
+export type { Descriptor, ImageManifest, ImageIndex, ImageConfig } from './oci/manifest.js';
+
+// Credentials.
+export { dockerConfigCredentials, type DockerConfigOptions } from './registry/dockerconfig.js';
+export type { Credentials, CredentialsProvider } from './registry/auth.js';
+
+// Unpacking: the worker pool and the gzip decoder choice.
+export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions } from './unpack/pool.js';
+export {
+  findInflater,
+  inflaterFromEnv,
+  parseInflaterChoice,
+  INFLATER_CHOICES,
+  type InflaterChoice,
+  type ExternalInflater,
+} from './unpack/inflater.js';

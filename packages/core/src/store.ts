@@ -5,21 +5,42 @@ import { FileContentStore } from './content/store.js';
 import { FileImageStore } from './images/store.js';
 import { FileSnapshotter } from './snapshots/store.js';
 
-/** /var/lib/fastpull for root (like containerd's /var/lib/containerd), else the user's data dir. */
+/**
+ * The store root to use when none is given: `$FASTPULL_ROOT` when set, else `/var/lib/fastpull` for
+ * root (like containerd's /var/lib/containerd), else `$XDG_DATA_HOME/fastpull` (by default
+ * `~/.local/share/fastpull`).
+ * @param env - the environment to read; default `process.env`.
+ * @example
+ * const store = openStore(defaultRoot());
+ */
 export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
   if (env.FASTPULL_ROOT) return resolve(env.FASTPULL_ROOT);
   if (process.getuid?.() === 0) return '/var/lib/fastpull';
   return join(env.XDG_DATA_HOME || join(homedir(), '.local', 'share'), 'fastpull');
 }
 
+/**
+ * A store root opened for use: its three parts, all on disk under `root`. Several processes may
+ * use one store at once (the CLI and the daemon share it).
+ */
 export interface Store {
+  /** Absolute path of the store root. */
   readonly root: string;
+  /** Blobs and downloads in progress, under `<root>/content` (see `@fastpull/core/content`). */
   readonly content: FileContentStore;
+  /** Unpacked layers, under `<root>/snapshots` (see `@fastpull/core/snapshots`). */
   readonly snapshots: FileSnapshotter;
+  /** Image records, under `<root>/images`. */
   readonly images: FileImageStore;
 }
 
-/** Opens (lazily creating) the store at `root`. */
+/**
+ * Opens the store at `root`. Nothing is read or created until a part is used; directories are
+ * made on first write.
+ * @example
+ * const store = openStore('/var/lib/fastpull');
+ * for (const image of await store.images.list()) console.log(image.name);
+ */
 export function openStore(root: string): Store {
   const abs = resolve(root);
   return { root: abs, content: new FileContentStore(abs), snapshots: new FileSnapshotter(abs), images: new FileImageStore(abs) };

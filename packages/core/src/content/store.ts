@@ -10,8 +10,11 @@ import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
 import { Watermark } from './watermark.js';
 import { claimDir, sweepDeadDirs, tryClaimDir } from '../util/owner.js';
 
+/** A committed blob. */
 export interface BlobInfo {
+  /** Its digest. */
   readonly digest: Digest;
+  /** Its size in bytes. */
   readonly size: number;
 }
 
@@ -21,9 +24,11 @@ export interface BlobInfo {
  * removes it. Both close the ingest.
  */
 export interface Ingest {
+  /** Its directory's name under `<root>/content/ingest`. */
   readonly id: string;
   /** The data file; readers may follow it while it is written. */
   readonly path: string;
+  /** The blob being downloaded: commit checks against its size and digest. */
   readonly expected: Descriptor;
   /** Bytes from offset 0 on disk without a gap; readers may follow it while writes go on. */
   readonly watermark: Watermark;
@@ -32,6 +37,7 @@ export interface Ingest {
    * behind, resumed. Only the rest needs fetching; the whole blob is still verified.
    */
   readonly resumed: readonly (readonly [number, number])[];
+  /** Writes `data` at byte `position` and advances the watermark over it. */
   write(data: Uint8Array, position: number): Promise<void>;
 }
 
@@ -39,20 +45,26 @@ export interface Ingest {
 export interface ContentStore {
   /** Path of a committed blob (whether or not it exists). */
   blobPath(digest: Digest): string;
+  /** The committed blob's size, or undefined when it is not in the store. */
   info(digest: Digest): Promise<BlobInfo | undefined>;
+  /** A committed blob's bytes (NOT_FOUND when it is not there); for small blobs. */
   readBytes(digest: Digest): Promise<Buffer>;
   /** Stores small verified bytes (manifests, configs) directly. */
   putBytes(desc: Pick<Descriptor, 'digest' | 'size'>, bytes: Uint8Array): Promise<void>;
+  /** Starts (or resumes) a download of `expected`. */
   newIngest(expected: Descriptor): Promise<Ingest>;
   /**
    * Commits an ingest: checks its size, and its digest (`verified` is the digest the caller computed
    * while reading the complete file; without it the file is hashed here).
    */
   commit(ingest: Ingest, verified?: Digest): Promise<void>;
+  /** Drops an ingest and what it holds. */
   abort(ingest: Ingest): Promise<void>;
   /** Stops an ingest, keeping what landed for a later resume. */
   suspend(ingest: Ingest): Promise<void>;
+  /** Removes a committed blob; false when it was not there. */
   delete(digest: Digest): Promise<boolean>;
+  /** Every committed blob. */
   list(): Promise<BlobInfo[]>;
 }
 
@@ -64,8 +76,19 @@ interface OpenIngest extends Ingest {
   closed: boolean;
 }
 
-/** The on-disk content store under `<root>/content`. */
+/**
+ * The on-disk content store under `<root>/content`, reached as `openStore(root).content`. Blobs
+ * live at `blobs/<algorithm>/<hex>`; nothing appears there unverified. Methods throw NOT_FOUND,
+ * SIZE_MISMATCH, DIGEST_MISMATCH, NO_SPACE or INTERNAL as their documentation says.
+ * @example
+ * const content = openStore(root).content;
+ * const ingest = await content.newIngest(desc);
+ * await ingest.write(bytes, 0);
+ * await content.commit(ingest); // hashes the file, then renames it into place
+ * console.log(content.blobPath(desc.digest));
+ */
 export class FileContentStore implements ContentStore {
+  /** `<root>/content`. */
   readonly dir: string;
 
   constructor(root: string) {
@@ -269,7 +292,11 @@ async function close(ing: OpenIngest): Promise<void> {
   await ing.handle.close().catch(() => undefined);
 }
 
-/** Hashes a file with the algorithm of `like`. */
+/**
+ * Hashes a file with the algorithm of `like` (sha256 or sha512), streaming it.
+ * @example
+ * const ok = (await hashFile(store.content.blobPath(d), d)) === d;
+ */
 export async function hashFile(path: string, like: Digest): Promise<Digest> {
   const { algorithm } = parseDigest(like);
   const h = createHash(algorithm);

@@ -10,18 +10,30 @@ const SLOTS = 2;
 /** State slot values. */
 export const WatermarkState = { OPEN: 0n, FAILED: 1n } as const;
 
-/** The read side, usable on any thread that was handed the buffer. */
+/**
+ * The read side of a {@link Watermark}, usable on any thread that was handed its buffer.
+ * @example
+ * const view = new WatermarkView(buffer); // in a worker, from watermark.buffer
+ * let seen = 0;
+ * while (seen < size && !view.failed) {
+ *   await view.waitPast(seen);
+ *   seen = view.value; // bytes [0, seen) may be read now
+ * }
+ */
 export class WatermarkView {
   protected readonly slots: BigInt64Array;
 
+  /** @param buffer - the shared memory of a {@link Watermark}. */
   constructor(readonly buffer: SharedArrayBuffer) {
     this.slots = new BigInt64Array(buffer);
   }
 
+  /** Bytes from offset 0 on disk without a gap. */
   get value(): number {
     return Number(Atomics.load(this.slots, SLOT_MARK));
   }
 
+  /** True once the writer failed: no more bytes will come. */
   get failed(): boolean {
     return Atomics.load(this.slots, SLOT_STATE) !== WatermarkState.OPEN;
   }
@@ -38,12 +50,19 @@ export class WatermarkView {
   }
 }
 
-/** The write side: records landed ranges and publishes the contiguous prefix. */
+/**
+ * The write side: records landed ranges, in any order, and publishes the contiguous prefix.
+ * @example
+ * const w = new Watermark(100);
+ * w.add(50, 100); // w.value is 0
+ * w.add(0, 50); // w.value is 100
+ */
 export class Watermark extends WatermarkView {
   /** Landed ranges beyond the watermark, sorted, disjoint, as [start, end). */
   private pending: [number, number][] = [];
   private mark = 0;
 
+  /** @param size - the size of the blob being written. */
   constructor(readonly size: number) {
     super(new SharedArrayBuffer(SLOTS * 8));
   }

@@ -8,14 +8,19 @@ import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
 import { liveLeaseRefs, withCollectionLock } from './lease.js';
 
+/** Options of {@link collectGarbage}. */
 export interface GcOptions {
   /** Say what would be removed, remove nothing. */
   readonly dryRun?: boolean;
+  /** Stops waiting for the collection lock (ABORTED); a collection that holds it runs to the end. */
   readonly signal?: AbortSignal;
 }
 
+/** What {@link collectGarbage} removed (or, with `dryRun`, would remove). */
 export interface GcResult {
+  /** Blobs removed, with their sizes in bytes. */
   readonly blobs: readonly { readonly digest: Digest; readonly size: number }[];
+  /** Snapshots removed, with the uncompressed size of their layer in bytes. */
   readonly snapshots: readonly { readonly chainID: Digest; readonly size: number }[];
   /** Partial downloads and unpacks left by processes that died. */
   readonly litter: number;
@@ -27,7 +32,9 @@ export interface GcResult {
  * Removes what nothing refers to. A snapshot is kept while an image lists its chainID, a running
  * pull holds it, a mount in this namespace uses it, or a `fastpull mount` record names it. A manifest, config or index blob is kept while an image names
  * it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
- * committed (it is needed to unpack), or a running pull holds it.
+ * committed (it is needed to unpack), or a running pull holds it. Safe while other processes pull
+ * into the same store; also removes what dead processes left (partial downloads and unpacks).
+ * Throws ABORTED when `signal` fires while waiting for the collection lock.
  * @example
  * const { bytes } = await collectGarbage(openStore('/var/lib/fastpull'));
  */

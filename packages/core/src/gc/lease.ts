@@ -18,11 +18,15 @@ import { sleep } from '../util/retry.js';
 
 /** What a lease keeps: blob digests and snapshot chainIDs. */
 export interface LeaseRefs {
+  /** Digests of blobs to keep. */
   readonly blobs: readonly Digest[];
+  /** chainIDs of snapshots to keep. */
   readonly snapshots: readonly Digest[];
 }
 
+/** A hold on content in a store: garbage collection keeps what it names until it is released or its process dies. */
 export interface Lease {
+  /** Its name under `<root>/leases`. */
   readonly id: string;
   /** Ends the lease: what it kept is collectable again, unless an image refers to it. */
   release(): Promise<void>;
@@ -32,7 +36,12 @@ const LOCK_POLL_MS = 20;
 
 /**
  * Runs `fn` holding `<root>/gc.lock`: exclusive for collection, shared for whatever must not
- * interleave with one (taking a lease). Waits for the lock without blocking the thread.
+ * interleave with one (taking a lease). Waits for the lock without blocking the thread; throws
+ * ABORTED when `signal` fires first. Whoever deletes content outside collection holds it exclusively.
+ * @example
+ * await withCollectionLock(store.root, 'exclusive', async () => {
+ *   await store.content.delete(digest);
+ * });
  */
 export async function withCollectionLock<T>(root: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   await fsp.mkdir(root, { recursive: true });
@@ -48,7 +57,19 @@ export async function withCollectionLock<T>(root: string, mode: 'shared' | 'excl
   }
 }
 
-/** Takes a lease on `refs` in the store at `root`. */
+/**
+ * Takes a lease on `refs` in the store at `root`: garbage collection, in any process, keeps them
+ * until `release()` is called or this process exits. Pulls take one for what they use; take one to
+ * keep an image's snapshots while it is mounted. Throws ABORTED when `signal` fires while waiting
+ * for the collection lock, NO_SPACE or INTERNAL when the lease cannot be written.
+ * @example
+ * const lease = await acquireLease(store.root, { blobs: [], snapshots: image.layers.map((l) => l.chainID) });
+ * try {
+ *   // use the snapshots
+ * } finally {
+ *   await lease.release();
+ * }
+ */
 export async function acquireLease(root: string, refs: LeaseRefs, signal?: AbortSignal): Promise<Lease> {
   const id = randomId();
   const dir = join(root, 'leases', id);

@@ -8,14 +8,21 @@ import type { Descriptor } from '../oci/manifest.js';
 import type { Platform } from '../oci/platform.js';
 import { writeFileAtomic } from '../util/fs.js';
 
+/** One layer of a recorded image. */
 export interface ImageLayer {
+  /** Digest of the (compressed) layer blob. */
   readonly digest: Digest;
+  /** Size of the layer blob in bytes. */
   readonly size: number;
+  /** The layer's media type, which says how it is compressed. */
   readonly mediaType: string;
+  /** Digest of the uncompressed tar, from the image config. */
   readonly diffID: Digest;
+  /** chainID of the stack up to this layer: the name of its snapshot. */
   readonly chainID: Digest;
 }
 
+/** What a pull recorded about an image: what its name resolved to, and the snapshots it unpacked into. */
 export interface ImageRecord {
   /** Canonical reference, e.g. `docker.io/library/ubuntu:24.04`. */
   readonly name: string;
@@ -23,8 +30,11 @@ export interface ImageRecord {
   readonly target: Descriptor;
   /** The platform manifest that was unpacked. */
   readonly manifest: Descriptor;
+  /** The image config. */
   readonly config: Descriptor;
+  /** The platform of the unpacked manifest. */
   readonly platform: Platform;
+  /** The layers, bottom first. */
   readonly layers: readonly ImageLayer[];
   /** chainID of the whole stack (the top layer's). */
   readonly chainID: Digest;
@@ -34,18 +44,33 @@ export interface ImageRecord {
   readonly unpackedSize?: number;
   /** The layer blobs were kept after unpacking (`keepBlobs`); else they are dropped once unpacked. */
   readonly keepBlobs?: boolean;
+  /** When the record was written (ISO 8601). */
   readonly created: string;
 }
 
+/** Image records by canonical name (see formatReference). */
 export interface ImageStore {
+  /** The record of `name` (a canonical reference), or undefined. */
   get(name: string): Promise<ImageRecord | undefined>;
+  /** Writes a record, replacing any of the same name. */
   put(record: ImageRecord): Promise<void>;
+  /** Every record, sorted by name. */
   list(): Promise<ImageRecord[]>;
+  /** Removes a record; false when there was none. Its content stays until garbage collection. */
   delete(name: string): Promise<boolean>;
 }
 
-/** Image records as one JSON file each under `<root>/images`, replaced atomically. */
+/**
+ * Image records as one JSON file each under `<root>/images`, replaced atomically. Reached as
+ * `openStore(root).images`. Throws NO_SPACE or INTERNAL when the disk fails it; `put` throws
+ * INVALID_ARGUMENT for a record without layers.
+ * @example
+ * const store = openStore(root);
+ * const image = await store.images.get('docker.io/library/ubuntu:24.04');
+ * if (image) console.log(image.chainID, image.layers.length);
+ */
 export class FileImageStore implements ImageStore {
+  /** `<root>/images`. */
   readonly dir: string;
 
   constructor(root: string) {

@@ -5,7 +5,8 @@ import { validateDigest, type Digest } from './digest.js';
 
 /**
  * chainID(L1) = diffID(L1); chainID(L1..Ln) = sha256(chainID(L1..Ln-1) + " " + diffID(Ln)).
- * Returns one chainID per layer, bottom first.
+ * Returns one chainID per layer, bottom first; snapshots are named by them. Throws INVALID_DIGEST
+ * for a bad diffID.
  * @example chainIDs([d1, d2]) // [d1, sha256(d1 + ' ' + d2)]
  */
 export function chainIDs(diffIDs: readonly string[]): Digest[] {
@@ -18,7 +19,12 @@ export function chainIDs(diffIDs: readonly string[]): Digest[] {
   return out;
 }
 
-/** The chainID of the whole stack. */
+/**
+ * The chainID of the whole stack (its top layer's). Throws INVALID_ARGUMENT for an empty list and
+ * INVALID_DIGEST for a bad diffID.
+ * @example
+ * chainID(config.rootfs.diff_ids) === image.chainID
+ */
 export function chainID(diffIDs: readonly string[]): Digest {
   const ids = chainIDs(diffIDs);
   const top = ids[ids.length - 1];

@@ -26,12 +26,20 @@ export function parseDigest(value: string): { algorithm: 'sha256' | 'sha512'; he
   return { algorithm: algorithm as 'sha256' | 'sha512', hex, digest: value as Digest };
 }
 
-/** Validates and returns the digest. */
+/**
+ * Validates a digest and returns it typed as {@link Digest}. Throws INVALID_DIGEST when it is not one.
+ * @example
+ * const d: Digest = validateDigest(process.argv[2] ?? '');
+ */
 export function validateDigest(value: string): Digest {
   return parseDigest(value).digest;
 }
 
-/** True when `value` is a valid digest. */
+/**
+ * True when `value` is a valid digest (a string {@link parseDigest} accepts); never throws.
+ * @example
+ * if (isDigest(input)) console.log('pinned to', input);
+ */
 export function isDigest(value: unknown): value is Digest {
   if (typeof value !== 'string') return false;
   try {
@@ -42,18 +50,32 @@ export function isDigest(value: unknown): value is Digest {
   }
 }
 
-/** sha256 digest of bytes. */
+/**
+ * The sha256 digest of `data` (a string is hashed as UTF-8).
+ * @example
+ * sha256Digest('') // 'sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'
+ */
 export function sha256Digest(data: Uint8Array | string): Digest {
   return `sha256:${createHash('sha256').update(data).digest('hex')}`;
 }
 
-/** Digest of `data` computed with the same algorithm as `like`. */
+/**
+ * The digest of `data` computed with the algorithm of `like` (sha256 or sha512). Throws
+ * INVALID_DIGEST when `like` is not a valid digest.
+ * @example
+ * const got = digestLike(desc.digest, bytes); // same algorithm as the descriptor's
+ */
 export function digestLike(like: Digest, data: Uint8Array): Digest {
   const { algorithm } = parseDigest(like);
   return `${algorithm}:${createHash(algorithm).update(data).digest('hex')}`;
 }
 
-/** Throws DIGEST_MISMATCH unless `data` hashes to `want`. */
+/**
+ * Checks bytes against their digest. Throws DIGEST_MISMATCH (with `want`, `got` and `size` in
+ * details) unless `data` hashes to `want`; `what` starts the error message.
+ * @example
+ * verifyBytes(await store.content.readBytes(image.config.digest), image.config.digest, 'config');
+ */
 export function verifyBytes(data: Uint8Array, want: Digest, what: string): void {
   const got = digestLike(want, data);
   if (got !== want) {

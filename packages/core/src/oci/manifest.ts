@@ -7,35 +7,57 @@ import type { Platform } from './platform.js';
 
 /** A content descriptor (OCI descriptor.md). */
 export interface Descriptor {
+  /** Media type of the content, e.g. {@link MediaTypes}.OCI_MANIFEST. */
   readonly mediaType: string;
+  /** Digest of the content's bytes. */
   readonly digest: Digest;
+  /** Size of the content in bytes. */
   readonly size: number;
+  /** Other places the content may be fetched from (foreign layers). */
   readonly urls?: readonly string[];
+  /** Free-form metadata. */
   readonly annotations?: Readonly<Record<string, string>>;
+  /** In an index: the platform the manifest is for. */
   readonly platform?: Platform;
 }
 
+/** An image manifest (OCI manifest.md, Docker v2 schema 2): one platform's config and layers. */
 export interface ImageManifest {
+  /** Always 2. */
   readonly schemaVersion: 2;
+  /** The manifest's media type (from the document, else the registry's Content-Type). */
   readonly mediaType: string;
+  /** The image config. */
   readonly config: Descriptor;
+  /** The layers, bottom first. */
   readonly layers: readonly Descriptor[];
+  /** Free-form metadata. */
   readonly annotations?: Readonly<Record<string, string>>;
 }
 
+/** An image index (OCI image-index.md) or Docker manifest list: one manifest per platform. */
 export interface ImageIndex {
+  /** Always 2. */
   readonly schemaVersion: 2;
+  /** The index's media type. */
   readonly mediaType: string;
+  /** The platform manifests, in the publisher's order of preference. */
   readonly manifests: readonly Descriptor[];
+  /** Free-form metadata. */
   readonly annotations?: Readonly<Record<string, string>>;
 }
 
 /** The parts of an image config (config.md) that pulling needs. */
 export interface ImageConfig {
+  /** CPU architecture the image was built for ('' when the config names none). */
   readonly architecture: string;
+  /** Operating system the image was built for ('' when the config names none). */
   readonly os: string;
+  /** Architecture variant, when the config names one. */
   readonly variant?: string;
+  /** The layers' diffIDs (digests of the uncompressed tars), bottom first, one per manifest layer. */
   readonly rootfs: { readonly type: 'layers'; readonly diff_ids: readonly Digest[] };
+  /** The runtime configuration (Env, Cmd, ...), unchecked. */
   readonly config?: Readonly<Record<string, unknown>>;
 }
 
@@ -56,6 +78,12 @@ function parseJSON(bytes: Uint8Array, what: string): Record<string, unknown> {
 
 const MAX_BLOB_SIZE = 2 ** 53 - 1;
 
+/**
+ * Validates one descriptor of a parsed JSON document (a manifest's config or layer, an index
+ * entry). Throws INVALID_MANIFEST, starting the message with `what`, when it is not one.
+ * @example
+ * const config = parseDescriptor(JSON.parse(text).config, 'manifest config');
+ */
 export function parseDescriptor(v: unknown, what: string): Descriptor {
   if (typeof v !== 'object' || v === null) throw bad(what, 'descriptor is not an object');
   const d = v as Record<string, unknown>;
@@ -96,12 +124,17 @@ function rejectSchema1(obj: Record<string, unknown>, mediaType: string | undefin
   }
 }
 
+/** What {@link parseManifest} found: an index or a manifest. */
 export type ParsedManifest = { kind: 'index'; index: ImageIndex } | { kind: 'manifest'; manifest: ImageManifest };
 
 /**
  * Parses a manifest or index. `contentType` is the registry's Content-Type (or the descriptor's
  * media type); the document's own mediaType field wins when both are present and agree, and a
- * disagreement is an error.
+ * disagreement is an error. Throws INVALID_MANIFEST, or UNSUPPORTED_MEDIA_TYPE for schema 1 and
+ * types that are neither.
+ * @example
+ * const parsed = parseManifest(bytes, res.headers['content-type'], 'manifest of app:1');
+ * if (parsed.kind === 'index') console.log(parsed.index.manifests.length, 'platforms');
  */
 export function parseManifest(bytes: Uint8Array, contentType: string | undefined, what: string): ParsedManifest {
   const header = contentType?.split(';')[0]?.trim() || undefined;
@@ -136,7 +169,14 @@ export function parseManifest(bytes: Uint8Array, contentType: string | undefined
   throw new FastpullError('UNSUPPORTED_MEDIA_TYPE', `${what}: unsupported manifest media type ${JSON.stringify(mediaType)}`, { details: { mediaType } });
 }
 
-/** Parses an image config and checks that it lists one diffID per layer. */
+/**
+ * Parses an image config and validates its diffIDs. Throws INVALID_MANIFEST, or
+ * UNSUPPORTED_MEDIA_TYPE when `mediaType` is given and is not an image config's (an artifact).
+ * Checking one diffID per layer is the caller's part, against its manifest.
+ * @example
+ * const config = parseImageConfig(bytes, 'config of app:1', manifest.config.mediaType);
+ * console.log(config.rootfs.diff_ids.length, 'layers');
+ */
 export function parseImageConfig(bytes: Uint8Array, what: string, mediaType?: string): ImageConfig {
   if (mediaType !== undefined && !isConfigMediaType(mediaType)) {
     throw new FastpullError('UNSUPPORTED_MEDIA_TYPE', `${what}: ${mediaType} is not an image config (is this an artifact rather than an image?)`, {

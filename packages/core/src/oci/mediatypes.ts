@@ -1,6 +1,12 @@
 // Media types of the OCI image spec (https://github.com/opencontainers/image-spec/blob/main/media-types.md)
 // and of Docker's image manifest v2 schema 2.
 
+/**
+ * The media types fastpull knows: OCI image spec manifests, indexes, configs and layers, and
+ * their Docker image manifest v2 counterparts (schema 1 only to refuse it).
+ * @example
+ * if (image.manifest.mediaType === MediaTypes.DOCKER_MANIFEST) console.log('a Docker v2 image');
+ */
 export const MediaTypes = {
   OCI_INDEX: 'application/vnd.oci.image.index.v1+json',
   OCI_MANIFEST: 'application/vnd.oci.image.manifest.v1+json',
@@ -29,25 +35,52 @@ export const MANIFEST_ACCEPT = [
   MediaTypes.DOCKER_MANIFEST,
 ].join(', ');
 
+/**
+ * True for the media types of an index (OCI image index, Docker manifest list).
+ * @example
+ * isIndexMediaType(MediaTypes.OCI_INDEX) // true
+ */
 export function isIndexMediaType(t: string | undefined): boolean {
   return t === MediaTypes.OCI_INDEX || t === MediaTypes.DOCKER_MANIFEST_LIST;
 }
 
+/**
+ * True for the media types of a single-platform image manifest (OCI, Docker v2 schema 2).
+ * @example
+ * isManifestMediaType(MediaTypes.DOCKER_MANIFEST) // true
+ */
 export function isManifestMediaType(t: string | undefined): boolean {
   return t === MediaTypes.OCI_MANIFEST || t === MediaTypes.DOCKER_MANIFEST;
 }
 
+/**
+ * True for Docker's deprecated schema 1 manifests, which fastpull refuses (UNSUPPORTED_MEDIA_TYPE).
+ * @example
+ * isSchema1MediaType(MediaTypes.DOCKER_MANIFEST_SCHEMA1_SIGNED) // true
+ */
 export function isSchema1MediaType(t: string | undefined): boolean {
   return t === MediaTypes.DOCKER_MANIFEST_SCHEMA1 || t === MediaTypes.DOCKER_MANIFEST_SCHEMA1_SIGNED;
 }
 
+/**
+ * True for the media types of an image config (OCI, Docker); anything else is an artifact.
+ * @example
+ * isConfigMediaType(manifest.config.mediaType)
+ */
 export function isConfigMediaType(t: string | undefined): boolean {
   return t === MediaTypes.OCI_CONFIG || t === MediaTypes.DOCKER_CONFIG;
 }
 
-/** How a layer's blob is compressed, by its media type; undefined when the type is not a layer. */
+/** How a layer's blob is compressed, as {@link layerCompression} reads it from the media type. */
 export type LayerCompression = 'gzip' | 'zstd' | 'none';
 
+/**
+ * How a layer with media type `t` is compressed; undefined when `t` is not a container layer type
+ * (pull then fails with UNSUPPORTED_MEDIA_TYPE).
+ * @example
+ * layerCompression(MediaTypes.OCI_LAYER_ZSTD) // 'zstd'
+ * layerCompression('application/vnd.example+json') // undefined
+ */
 export function layerCompression(t: string): LayerCompression | undefined {
   switch (t) {
     case MediaTypes.OCI_LAYER_GZIP:

@@ -3,7 +3,9 @@
 import { FastpullError } from '../errors.js';
 import { parseDigest, type Digest } from './digest.js';
 
+/** The registry of a reference that names none: Docker Hub. */
 export const DEFAULT_REGISTRY = 'docker.io';
+/** The tag of a reference that names neither a tag nor a digest. */
 export const DEFAULT_TAG = 'latest';
 
 /** A normalised image reference. At least one of `tag` and `digest` is set. */
@@ -12,6 +14,7 @@ export interface Reference {
   readonly registry: string;
   /** Repository path, e.g. `library/ubuntu`. */
   readonly repository: string;
+  /** The tag, e.g. `24.04`; `latest` when the input named neither tag nor digest. */
   readonly tag?: string;
   /** When set, the manifest is fetched by this digest and the tag is informational. */
   readonly digest?: Digest;
@@ -60,7 +63,9 @@ function validateDomain(input: string, domain: string): void {
 }
 
 /**
- * Parses and normalises an image reference.
+ * Parses and normalises an image reference the way docker and containerd do: Docker Hub is the
+ * default registry, `library/` is its default namespace, and `latest` the default tag. Throws
+ * INVALID_REFERENCE for anything else than a valid reference.
  * @example
  * parseReference('ubuntu') // { registry: 'docker.io', repository: 'library/ubuntu', tag: 'latest' }
  * parseReference('localhost:5000/app@sha256:...') // digest set, no tag
@@ -110,12 +115,21 @@ export function parseReference(input: string): Reference {
   return { registry, repository, ...(tag !== undefined ? { tag } : {}), ...(digest !== undefined ? { digest } : {}) };
 }
 
-/** `registry/repository` of a reference. */
+/**
+ * The name of a reference without tag or digest: `registry/repository`.
+ * @example
+ * referenceName(parseReference('ubuntu:24.04')) // 'docker.io/library/ubuntu'
+ */
 export function referenceName(ref: Reference): string {
   return `${ref.registry}/${ref.repository}`;
 }
 
-/** The canonical string of a reference: `registry/repository[:tag][@digest]`. */
+/**
+ * The canonical string of a reference, `registry/repository[:tag][@digest]`: the name fastpull
+ * records images under.
+ * @example
+ * formatReference(parseReference('ubuntu')) // 'docker.io/library/ubuntu:latest'
+ */
 export function formatReference(ref: Reference): string {
   return `${referenceName(ref)}${ref.tag !== undefined ? `:${ref.tag}` : ''}${ref.digest !== undefined ? `@${ref.digest}` : ''}`;
 }

@@ -23,24 +23,41 @@ import { acquireLease, liveLeaseRefs, withCollectionLock } from '../gc/lease.js'
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { Watermark } from '../content/watermark.js';
 
+/**
+ * Where a layer of a pull is: `waiting` (for a download slot, or for another pull unpacking the
+ * same layer), `fetching`, `extracting` (the single pass that hashes, decompresses and extracts,
+ * following the download), `verifying`, then `committed`; or `exists` when its snapshot was
+ * already in the store.
+ */
 export type LayerState = 'waiting' | 'fetching' | 'verifying' | 'extracting' | 'committed' | 'exists';
 
-/** Progress of a pull, in the order things happen. */
+/**
+ * Progress of a pull, in the order things happen: one `resolved`, then `layer` events of all
+ * layers interleaved, then `done` (only when the pull succeeds).
+ */
 export type PullEvent =
   | {
       readonly type: 'resolved';
+      /** The canonical reference the image is recorded under. */
       readonly name: string;
+      /** Digest of the platform manifest. */
       readonly manifest: Digest;
+      /** The platform of the image. */
       readonly platform: Platform;
+      /** Every layer, bottom first. */
       readonly layers: readonly { readonly digest: Digest; readonly size: number; readonly chainID: Digest }[];
     }
   | {
       readonly type: 'layer';
+      /** Position of the layer, 0 at the bottom. */
       readonly index: number;
+      /** Digest of the layer blob. */
       readonly digest: Digest;
+      /** What is happening to the layer now. */
       readonly state: LayerState;
       /** Compressed bytes fetched so far (fetching) or the layer size once past fetching. */
       readonly bytes: number;
+      /** The layer blob's size. */
       readonly total: number;
     }
   | { readonly type: 'done'; readonly image: ImageRecord; readonly timings: PullTimings };
@@ -51,6 +68,7 @@ export type PullEvent =
  * the parts do not add up to wall time: the largest one is what bounds the layer.
  */
 export interface LayerTimings {
+  /** Digest of the layer blob. */
   readonly digest: Digest;
   /** Downloading (0 when the blob or snapshot was already there). */
   readonly fetchMs: number;
@@ -66,37 +84,56 @@ export interface LayerTimings {
   readonly extractMs: number;
   /** Committing: blob rename, settling against lower layers, snapshot rename, fsyncs. */
   readonly commitMs: number;
+  /** `exists` when the snapshot was already in the store (all times are then 0). */
   readonly state: 'committed' | 'exists';
 }
 
 /** Per-phase sums over all layers, in milliseconds (layers run at once, so sums exceed wall time). */
 export interface PhaseTotals {
+  /** Resolving the reference: manifests and config (once per pull, not per layer). */
   readonly resolveMs: number;
+  /** Sum of {@link LayerTimings.fetchMs}. */
   readonly fetchMs: number;
+  /** Sum of {@link LayerTimings.verifyMs}. */
   readonly verifyMs: number;
+  /** Sum of {@link LayerTimings.decompressMs}. */
   readonly decompressMs: number;
+  /** Sum of {@link LayerTimings.extractMs}. */
   readonly extractMs: number;
+  /** Sum of {@link LayerTimings.commitMs}. */
   readonly commitMs: number;
 }
 
+/** Where a pull's time went, in milliseconds: wall times, per layer and per phase. */
 export interface PullTimings {
+  /** Resolving the reference to a verified manifest and config. */
   readonly resolveMs: number;
   /** Wall time of the whole pull. */
   readonly totalMs: number;
+  /** One entry per layer, bottom first. */
   readonly layers: readonly LayerTimings[];
+  /** Sums over the layers. */
   readonly phases: PhaseTotals;
 }
 
+/** Options of {@link pull} and {@link pullEvents}. Only `root` is required. */
 export interface PullOptions {
   /** Store root; see defaultRoot(). */
   readonly root: string;
   /** `os/arch[/variant]` or a Platform; default: this host. */
   readonly platform?: string | Platform;
+  /** Plain HTTP for every registry (loopback registries use it anyway). */
   readonly plainHttp?: boolean;
+  /** Credentials per registry, e.g. `dockerConfigCredentials()`; default none (anonymous). */
   readonly credentials?: CredentialsProvider;
   /** containerd-style registry host configuration (`<dir>/<host>/hosts.toml`): mirrors to try first. */
   readonly hostsDir?: string;
+  /**
+   * Aborts the pull: it fails with ABORTED once every layer has stopped, and keeps what it
+   * downloaded for the next pull to resume.
+   */
   readonly signal?: AbortSignal;
+  /** Called with each progress event, synchronously, from the pull's own work: keep it quick. */
   readonly onProgress?: (event: PullEvent) => void;
   /** Bytes per range request. */
   readonly chunkSize?: number;
@@ -111,6 +148,7 @@ export interface PullOptions {
    * remainder re-requested on a fresh connection (defaults: 16 KiB/s over 10 s).
    */
   readonly stragglerFloor?: number;
+  /** The window over which the straggler floor is measured, in milliseconds. */
   readonly stragglerWindowMs?: number;
   /** Layers decompressed and extracted at once; default: the process-wide pool, one per core. */
   readonly unpackConcurrency?: number;
@@ -133,8 +171,11 @@ export interface PullOptions {
   readonly keepBlobs?: boolean;
 }
 
+/** What a successful pull returns. */
 export interface PullResult {
+  /** The image record written to the store. */
   readonly image: ImageRecord;
+  /** Where the time went. */
   readonly timings: PullTimings;
 }
 
@@ -149,7 +190,14 @@ const inflight = new Map<Digest, Promise<void>>();
 /**
  * Pulls an image: resolves the reference for the platform, fetches every layer not already
  * unpacked, verifies blob digests and diffIDs, unpacks all layers concurrently into snapshots named
- * by chainID, and records the image.
+ * by chainID, and records the image. Layers already unpacked are not fetched again, and several
+ * pulls (in this or other processes) of the same layer unpack it once.
+ *
+ * Rejects with a {@link FastpullError}: INVALID_REFERENCE, INVALID_ARGUMENT (options),
+ * NOT_FOUND, UNAUTHORIZED, DENIED, RATE_LIMITED, REGISTRY_ERROR, NETWORK_ERROR (also when no
+ * byte arrives for `noProgressTimeoutMs`), PLATFORM_NOT_FOUND, INVALID_MANIFEST,
+ * MANIFEST_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, DIGEST_MISMATCH, SIZE_MISMATCH, INVALID_LAYER,
+ * HOSTILE_LAYER, NO_SPACE, PERMISSION_DENIED, or ABORTED when `signal` fires.
  * @example
  * const { image } = await pull('127.0.0.1:5000/app:1', { root: '/var/lib/fastpull' });
  * console.log(image.chainID);

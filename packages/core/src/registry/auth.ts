@@ -5,17 +5,22 @@ import { request, type Dispatcher } from 'undici';
 import { FastpullError, throwIfAborted } from '../errors.js';
 import { isLoopbackHost } from './hosts.js';
 
+/** A user name and password (or token) for one registry. */
 export interface Credentials {
+  /** The user name; `<token>` when `password` is an identity token. */
   readonly username: string;
+  /** The password, token or identity token. Never logged, never in an error. */
   readonly password: string;
 }
 
 /** Looks up credentials for a registry name (as in references, e.g. `docker.io`). */
 export type CredentialsProvider = (registry: string) => Credentials | undefined | Promise<Credentials | undefined>;
 
+/** One challenge of a WWW-Authenticate header. */
 export interface Challenge {
   /** Lowercase scheme, e.g. `bearer`, `basic`. */
   readonly scheme: string;
+  /** Its parameters by lowercase name, e.g. `realm`, `service`, `scope`. */
   readonly params: Readonly<Record<string, string>>;
 }
 

@@ -37,13 +37,17 @@ const DEMOTION_MS = 60_000;
 /** undici waits 300 s by default; a registry that sends nothing for 30 s is not coming back. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 
+/** Options of a {@link RegistryClient}. */
 export interface RegistryClientOptions {
   /** Use plain HTTP for every registry (loopback registries use it anyway). */
   readonly plainHttp?: boolean;
+  /** Credentials per registry; default none (anonymous, with tokens where the registry offers them). */
   readonly credentials?: CredentialsProvider;
   /** An undici dispatcher to use instead of the client's own Agent (tests, proxies). */
   readonly dispatcher?: Dispatcher;
+  /** Connections per registry origin of the client's own Agent; default {@link DEFAULT_CONNECTIONS_PER_HOST}. */
   readonly connectionsPerHost?: number;
+  /** The User-Agent header; default `fastpull/0.1`. */
   readonly userAgent?: string;
   /**
    * A directory of containerd-style registry host configuration (`<dir>/<host>/hosts.toml`):
@@ -69,29 +73,41 @@ interface Endpoint {
   readonly query: string;
 }
 
+/** Options of {@link RegistryClient.request}. */
 export interface RequestOptions {
   /** What the request is for: 'resolve' (a tag) may use only hosts with that capability. Default 'pull'. */
   readonly op?: 'resolve' | 'pull';
+  /** HTTP method; default GET. */
   readonly method?: 'GET' | 'HEAD';
   /** Told the origin of each host the request is sent to, in turn. */
   readonly onEndpoint?: (origin: string) => void;
+  /** Extra request headers. */
   readonly headers?: Record<string, string>;
+  /** Aborts the request (ABORTED). */
   readonly signal?: AbortSignal | undefined;
 }
 
 /** One platform's image, resolved and verified. */
 export interface ResolvedImage {
+  /** The reference that was resolved. */
   readonly reference: Reference;
   /** What the reference points to: an index or a manifest. */
   readonly target: Descriptor;
   /** The platform manifest (equal to target when the reference names a manifest). */
   readonly manifestDescriptor: Descriptor;
+  /** The platform manifest, parsed. */
   readonly manifest: ImageManifest;
+  /** The platform manifest's verified bytes. */
   readonly manifestBytes: Buffer;
+  /** The index, when the reference names one. */
   readonly index?: ImageIndex;
+  /** The index's bytes, when the reference names one. */
   readonly indexBytes?: Buffer;
+  /** The image config, parsed. */
   readonly config: ImageConfig;
+  /** The image config's verified bytes. */
   readonly configBytes: Buffer;
+  /** The image's platform, from its config (else the platform asked for). */
   readonly platform: Platform;
 }
 
@@ -102,12 +118,18 @@ interface FetchedManifest {
 }
 
 /**
- * A client for OCI distribution registries.
+ * A client for OCI distribution registries: auth (Basic and Bearer tokens), redirects, mirrors from
+ * hosts.toml, retries, and verified reads of manifests and configs. Reuse one for many requests
+ * (it keeps connections and tokens), and close it when done. Its methods throw the registry error
+ * codes: NOT_FOUND, UNAUTHORIZED, DENIED, RATE_LIMITED, REGISTRY_ERROR, NETWORK_ERROR,
+ * INSECURE_REGISTRY, and for what they read DIGEST_MISMATCH, SIZE_MISMATCH, MANIFEST_TOO_LARGE,
+ * INVALID_MANIFEST, UNSUPPORTED_MEDIA_TYPE and PLATFORM_NOT_FOUND.
  * @example
  * const client = new RegistryClient({ plainHttp: true });
  * const image = await client.resolve(parseReference('127.0.0.1:5000/app:1'), { platform: hostPlatform() });
  */
 export class RegistryClient {
+  /** The undici dispatcher requests go through (the client's own Agent unless one was given). */
   readonly dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
   private readonly auth: Authorizer;
@@ -131,6 +153,7 @@ export class RegistryClient {
     this.auth = new Authorizer(this.dispatcher, options.credentials, this.userAgent);
   }
 
+  /** The registry's own API endpoint for `ref` (mirrors aside). */
   endpoint(ref: Reference): RegistryEndpoint {
     return registryEndpoint(ref.registry, { plainHttp: this.options.plainHttp === true });
   }

@@ -35,6 +35,7 @@ const CONFIG_SIZE_LIMIT = 4 * 1024 * 1024;
 const NOT_FOUND_PATTERN = /credentials not found/i;
 const HELPER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
+/** Options of {@link dockerConfigCredentials}. */
 export interface DockerConfigOptions {
   /** The config file. Default: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`. */
   readonly configPath?: string;
@@ -73,6 +74,11 @@ interface AuthEntry {
  * found under `https://index.docker.io/v1/` (Docker's key) or the host names `docker.io`,
  * `index.docker.io`, `registry-1.docker.io`. An `identitytoken` comes back as password with
  * user name `<token>`, Docker's convention for OAuth refresh tokens.
+ *
+ * The provider rejects with INVALID_ARGUMENT for a config file it cannot read or parse, and with
+ * UNAUTHORIZED when a credential helper fails; neither message holds a secret.
+ * @example
+ * await pull('ghcr.io/org/app:1', { root, credentials: dockerConfigCredentials() });
  */
 export function dockerConfigCredentials(options: DockerConfigOptions = {}): CredentialsProvider {
   const env = options.env ?? process.env;
@@ -105,7 +111,11 @@ export function dockerConfigCredentials(options: DockerConfigOptions = {}): Cred
   };
 }
 
-/** `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`, as the Docker CLI looks. */
+/**
+ * `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`, as the Docker CLI looks.
+ * @example
+ * defaultConfigPath({ DOCKER_CONFIG: '/etc/docker' }) // '/etc/docker/config.json'
+ */
 export function defaultConfigPath(env: NodeJS.ProcessEnv = process.env): string {
   if (env.DOCKER_CONFIG) return join(env.DOCKER_CONFIG, 'config.json');
   return join(env.HOME || homedir(), '.docker', 'config.json');

@@ -12,14 +12,17 @@ import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
 
 /** Where downloaded bytes go: positional writes into one file. */
 export interface RandomAccessSink {
+  /** Writes `data` at byte `position`; chunks arrive in any order, possibly concurrently. */
   write(data: Uint8Array, position: number): Promise<void>;
 }
 
+/** Options of {@link fetchBlob}. */
 export interface FetchOptions {
   /** Bytes per range request. 16 MiB ranges measured best on loopback (FACTS.md). */
   readonly chunkSize?: number;
   /** The scheduler of requests in flight; default the process-wide one. */
   readonly scheduler?: FetchScheduler;
+  /** Stops the download (ABORTED) once every request in flight has settled. */
   readonly signal?: AbortSignal;
   /** Called with the number of new bytes written, from any chunk. */
   readonly onBytes?: (n: number) => void;
@@ -61,6 +64,13 @@ interface Range {
  * Downloads a blob into `sink`. Blobs larger than one chunk are fetched as parallel Range requests;
  * a server that ignores Range (200 with the whole body) is used as one stream. The caller verifies
  * the digest of what landed (the unpacker hashes the file in the same pass that extracts it).
+ * Ranges are retried, and re-issued when they straggle. Throws INVALID_ARGUMENT for a chunk size
+ * under 64 KiB, the registry error codes (NOT_FOUND, UNAUTHORIZED, NETWORK_ERROR, ...),
+ * SIZE_MISMATCH when the registry sends more or less than the descriptor says, and ABORTED.
+ * @example
+ * const ingest = await store.content.newIngest(desc);
+ * await fetchBlob(client, parseReference('127.0.0.1:5000/app:1'), desc, ingest, { have: ingest.resumed });
+ * await store.content.commit(ingest); // verifies size and digest
  */
 export async function fetchBlob(client: RegistryClient, ref: Reference, desc: Descriptor, sink: RandomAccessSink, options: FetchOptions = {}): Promise<void> {
   const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
@@ -184,6 +194,7 @@ const MAX_STRAGGLER_REISSUES = 8;
  * left alone (16 connections at this floor is 256 KiB/s), high enough to catch a stalled one.
  */
 export const DEFAULT_STRAGGLER_FLOOR = 16 * 1024;
+/** The window over which the straggler floor is measured, in milliseconds. */
 export const DEFAULT_STRAGGLER_WINDOW_MS = 10_000;
 
 /** Watches one request: aborts it when its progress stays below the floor for a window. */

@@ -44,9 +44,11 @@ const HOSTS_FILE_SIZE_LIMIT = 1024 * 1024;
 const ALL_CAPABILITIES: readonly HostCapability[] = ['pull', 'resolve', 'push'];
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+/** Options of {@link loadHostsConfig}. */
 export interface HostsConfigOptions {
   /** Talk plain HTTP to the registry itself when hosts.toml names no `server` (as RegistryClientOptions.plainHttp). */
   readonly plainHttp?: boolean;
+  /** Aborts reading the files (ABORTED). */
   readonly signal?: AbortSignal;
 }
 
@@ -73,7 +75,12 @@ export function hostDirCandidates(registry: string): string[] {
  * certificates with the matching `*.key`, all for the registry itself.
  *
  * The result is in the order hosts are tried: `[host."..."]` tables in file order, then the server.
- * Relative `ca` and `client` paths are resolved against the host directory.
+ * Relative `ca` and `client` paths are resolved against the host directory. Throws
+ * INVALID_ARGUMENT for a file it cannot read or parse (naming file and line), INVALID_REFERENCE
+ * for a bad registry name, ABORTED when `signal` fires.
+ * @example
+ * const hosts = await loadHostsConfig('/etc/containerd/certs.d', 'docker.io');
+ * for (const h of hosts ?? []) console.log(h.url.href, [...h.capabilities]);
  */
 export async function loadHostsConfig(configDir: string, registry: string, options: HostsConfigOptions = {}): Promise<RegistryHost[] | undefined> {
   const what = `loading registry host configuration for ${registry}`;
@@ -107,7 +114,13 @@ export async function loadHostsConfig(configDir: string, registry: string, optio
 
 /**
  * Parses one hosts.toml. Pure: paths are resolved against `baseDir` but nothing is read.
- * Keys this module does not know are ignored, as containerd ignores them.
+ * Keys this module does not know are ignored, as containerd ignores them. Throws INVALID_ARGUMENT,
+ * naming `file` and the line, for what it cannot parse.
+ * @example
+ * const hosts = parseHostsConfig('server = "https://registry.example"\n[host."https://mirror.local"]\ncapabilities = ["pull"]\n', {
+ *   registry: 'registry.example',
+ *   baseDir: '/etc/containerd/certs.d/registry.example',
+ * });
  */
 export function parseHostsConfig(text: string, options: { registry: string; baseDir: string; file?: string; plainHttp?: boolean }): RegistryHost[] {
   const file = options.file ?? join(options.baseDir, HOSTS_FILE);
@@ -142,6 +155,8 @@ export function parseHostsConfig(text: string, options: { registry: string; base
  * The hosts to try for an operation, in order. Resolving a tag needs `pull` and `resolve` (as in
  * containerd's resolver); fetching blobs or manifests by digest needs `pull` only. So a mirror
  * without `resolve` serves only content addressed by digest.
+ * @example
+ * const forTags = hostsFor(hosts, 'resolve');
  */
 export function hostsFor(hosts: readonly RegistryHost[], op: 'resolve' | 'pull'): RegistryHost[] {
   return hosts.filter((h) => h.capabilities.has('pull') && (op === 'pull' || h.capabilities.has('resolve')));

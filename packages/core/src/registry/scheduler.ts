@@ -3,6 +3,7 @@
 // runs many) share the node's network and memory instead of each taking its own.
 import { FastpullError } from '../errors.js';
 
+/** Limits of a {@link FetchScheduler}; each must be a positive integer. */
 export interface FetchSchedulerOptions {
   /** Requests in flight across all hosts. */
   readonly maxRequests?: number;
@@ -18,7 +19,9 @@ export interface FetchSchedulerOptions {
  * mirror and its upstream share the global limit. 512 MiB of ranges in flight is 32 full chunks.
  */
 export const DEFAULT_MAX_REQUESTS = 16;
+/** Default {@link FetchSchedulerOptions.maxPerHost}: one registry may use every request slot. */
 export const DEFAULT_MAX_PER_HOST = 16;
+/** Default {@link FetchSchedulerOptions.maxBytes}: 512 MiB of ranges in flight. */
 export const DEFAULT_MAX_BYTES = 512 * 1024 * 1024;
 
 interface Waiter {
@@ -27,9 +30,20 @@ interface Waiter {
   readonly grant: () => void;
 }
 
+/**
+ * Shares the network among blob downloads: a limit on requests in flight, one per host, and a
+ * budget of bytes asked for but not yet landed. Throws INVALID_ARGUMENT for a limit that is not a
+ * positive integer; a withdrawn wait rejects with ABORTED.
+ * @example
+ * const scheduler = new FetchScheduler({ maxRequests: 4, maxPerHost: 4 });
+ * await pull('127.0.0.1:5000/app:1', { root, scheduler });
+ */
 export class FetchScheduler {
+  /** Requests in flight across all hosts. */
   readonly maxRequests: number;
+  /** Requests in flight to one host. */
   readonly maxPerHost: number;
+  /** Bytes of ranges in flight. */
   readonly maxBytes: number;
   private requests = 0;
   private bytes = 0;
@@ -126,7 +140,11 @@ function positive(n: number, name: string): number {
 
 let shared: FetchScheduler | undefined;
 
-/** The process-wide scheduler that pulls share unless given their own. */
+/**
+ * The process-wide scheduler that pulls share unless given their own, with the default limits.
+ * @example
+ * const { requests, bytes } = sharedFetchScheduler().inFlight;
+ */
 export function sharedFetchScheduler(): FetchScheduler {
   shared ??= new FetchScheduler();
   return shared;

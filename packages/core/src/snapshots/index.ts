@@ -1,2 +1,5 @@
-// Snapshot store: chainID-named overlay lower dirs and their mounts.
-export * from './store.js';
+// @fastpull/core/snapshots: the snapshot store. chainID-named overlay lower directories, their mounts
+// as data, and the settling of a layer's snapshot against the committed snapshots below it.
+export { FileSnapshotter, type Snapshotter, type ActiveSnapshot, type SnapshotInfo, type Mount } from './store.js';
+export { LowerView, reconcileWithLowers, type ReconcileOptions, type ReconcileStats } from './lowers.js';
+export type { LowerChecks } from '../unpack/apply.js';

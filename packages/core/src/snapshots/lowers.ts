@@ -18,11 +18,13 @@ const OPAQUE_XATTRS = ['trusted.overlay.opaque', 'user.overlay.opaque'] as const
 const OVERLAY_XATTR = /^(trusted|user)\.overlay\./;
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 
+/** Options of {@link reconcileWithLowers}. */
 export interface ReconcileOptions {
   /** Give implied directories the lower directory's owner (as root; a rootless unpack leaves owners). */
   readonly sameOwner: boolean;
 }
 
+/** What {@link reconcileWithLowers} changed. */
 export interface ReconcileStats {
   /** Whiteouts dropped because no lower layer has anything at their path. */
   readonly whiteoutsDropped: number;
@@ -36,6 +38,9 @@ export interface ReconcileStats {
  * The merged view of committed lower snapshots, top first, as overlayfs resolves it: a whiteout (a
  * 0:0 character device) or a non-directory hides everything below at its path, an opaque directory
  * hides the directories below it. Paths are raw bytes as latin1 strings, relative to the roots.
+ * @example
+ * const view = new LowerView([store.snapshots.fsPath(parentChainID)]);
+ * const below = view.lookup('etc/passwd'); // { path, stat } or undefined
  */
 export class LowerView {
   /** For a directory path: the lowers (indexes, top first) whose directory there is merged. */
@@ -82,7 +87,10 @@ export class LowerView {
 
 /**
  * Settles what `checks` lists (see the top of this file) in the snapshot tree `upper`, given the
- * committed lower snapshots `lowers`, top first. Runs before the snapshot is committed.
+ * committed lower snapshots `lowers`, top first. Runs before the snapshot is committed, on the
+ * calling thread; throws the filesystem's errors as they are.
+ * @example
+ * const stats = reconcileWithLowers(active.fs, lowerDirs, unpacked.stats.lowerChecks, { sameOwner: true });
  */
 export function reconcileWithLowers(upper: string, lowers: readonly string[], checks: LowerChecks, options: ReconcileOptions): ReconcileStats {
   const view = new LowerView(lowers);

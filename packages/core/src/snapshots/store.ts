@@ -13,21 +13,29 @@ import { parseDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
 import { claimDir, disownDir, sweepDeadDirs } from '../util/owner.js';
 
+/** A snapshot being written: invisible to mounts until it is committed. */
 export interface ActiveSnapshot {
+  /** Its directory's name under `<root>/snapshots/active`. */
   readonly key: string;
   /** The directory to extract into. */
   readonly fs: string;
+  /** The snapshot's own directory (holds `fs`). */
   readonly dir: string;
   /** Lets go of the directory's owner lock (commit and remove call it). */
   readonly release: () => void;
 }
 
+/** What the store records about a committed snapshot. */
 export interface SnapshotInfo {
+  /** Its name: the chainID of the layers up to and including its own. */
   readonly chainID: Digest;
+  /** Digest of its layer's uncompressed tar. */
   readonly diffID: Digest;
+  /** chainID of the snapshot below it; none for a bottom layer. */
   readonly parent?: Digest;
   /** Bytes of the uncompressed layer tar. */
   readonly size: number;
+  /** When it was committed (ISO 8601). */
   readonly created: string;
   /** Laid out for a rootless overlay mount (user.overlay.* xattrs; mount with `userxattr`). */
   readonly rootless?: boolean;
@@ -35,25 +43,33 @@ export interface SnapshotInfo {
 
 /** A mount as data, in the form `mount(8)` and containerd take. */
 export interface Mount {
+  /** Filesystem type: `overlay`, or `bind` for a single layer. */
   readonly type: string;
+  /** The source argument of mount(2). */
   readonly source: string;
+  /** Mount options, e.g. `lowerdir=...` (top layer first), `ro`, `userxattr`. */
   readonly options: readonly string[];
 }
 
 /** What pulling needs from a snapshot store. */
 export interface Snapshotter {
+  /** True when a snapshot of `chainID` is committed. */
   isCommitted(chainID: Digest): Promise<boolean>;
+  /** Makes a new active snapshot to unpack into. */
   prepare(): Promise<ActiveSnapshot>;
   /** Commits an active snapshot; returns false when another writer committed the same chainID first. */
   commit(active: ActiveSnapshot, info: Omit<SnapshotInfo, 'created'>): Promise<boolean>;
+  /** Drops an active snapshot. */
   remove(active: ActiveSnapshot): Promise<void>;
   /** Removes active snapshots whose writer died. */
   sweep(): Promise<string[]>;
+  /** What is recorded about a committed snapshot, or undefined when there is none. */
   info(chainID: Digest): Promise<SnapshotInfo | undefined>;
   /** The directory of a committed snapshot's tree. */
   fsPath(chainID: Digest): string;
   /** Read-only mounts presenting the stack of committed snapshots (bottom first) as one tree. */
   mounts(chainIDs: readonly Digest[]): Promise<Mount[]>;
+  /** Every committed snapshot. */
   list(): Promise<SnapshotInfo[]>;
 }
 
@@ -65,8 +81,20 @@ const MAX_MOUNT_OPTIONS = 3584;
 const LINKS_DIR = 'l';
 const SHORT_LINK_HEX = 12;
 
-/** The on-disk snapshot store under `<root>/snapshots`. */
+/**
+ * The on-disk snapshot store under `<root>/snapshots`, reached as `openStore(root).snapshots`.
+ * Committed snapshots are `committed/<hex of chainID>/fs`. `mounts` throws INVALID_ARGUMENT for an
+ * empty stack, a stack that mixes rootless and rootful layouts or options too long even through
+ * short links, and NOT_FOUND for a snapshot that is not committed; writes throw NO_SPACE or INTERNAL.
+ * @example
+ * const snapshots = openStore(root).snapshots;
+ * const active = await snapshots.prepare();
+ * // ... extract the layer into active.fs ...
+ * await snapshots.commit(active, { chainID, diffID, size });
+ * const [mount] = await snapshots.mounts([chainID]); // { type: 'bind', source: '.../fs', options: ['ro', 'rbind'] }
+ */
 export class FileSnapshotter implements Snapshotter {
+  /** `<root>/snapshots`. */
   readonly dir: string;
 
   constructor(root: string) {

@@ -71,7 +71,9 @@ export interface BuiltLayer {
   readonly diffID: Digest;
   /** Byte length of `blob`. */
   readonly size: number;
+  /** The layer media type, of the image format and compression. */
   readonly mediaType: string;
+  /** How `blob` is compressed. */
   readonly compression: Compression;
   /** The entries as given. */
   readonly entries: readonly LayerEntry[];
@@ -86,6 +88,7 @@ export interface BuiltLayer {
 
 /** Options of {@link buildLayer}. */
 export interface BuildLayerOptions {
+  /** How to compress the blob. */
   readonly compression: Compression;
   /** Media type family; default `oci`. */
   readonly format?: ImageFormat;
@@ -340,6 +343,9 @@ function removeSubtree(tree: ExpectedTree, path: string, keep?: ReadonlySet<stri
  * Applies one layer to a tree with overlay semantics: whiteouts and opaque markers hide what lower
  * layers put there (never entries of the same layer), then the entries apply in tar order; a non-dir
  * replaces whatever was at its path, a dir over a dir only changes the attributes.
+ * @example
+ * const tree: ExpectedTree = new Map();
+ * for (const layer of image.layers) applyLayer(tree, layer); // the tree the image should unpack to
  */
 export function applyLayer(tree: ExpectedTree, layer: Pick<BuiltLayer, 'tarEntries'>): void {
   for (const e of layer.tarEntries) {
@@ -384,15 +390,23 @@ function cloneTree(tree: ReadonlyMap<string, ExpectedEntry>): ExpectedTree {
 
 /** One built image: layers, config and manifest, with everything a registry must serve for it. */
 export interface BuiltImage {
+  /** The layers, bottom first. */
   readonly layers: readonly BuiltLayer[];
+  /** The image config's bytes. */
   readonly config: Buffer;
+  /** Digest of `config`. */
   readonly configDigest: Digest;
+  /** The manifest's bytes. */
   readonly manifest: Buffer;
+  /** Digest of `manifest`. */
   readonly manifestDigest: Digest;
+  /** The manifest's media type (OCI or Docker, by `format`). */
   readonly manifestMediaType: string;
   /** The manifest's descriptor, platform included (as an index lists it). */
   readonly manifestDescriptor: Descriptor;
+  /** The platform the config names. */
   readonly platform: Platform;
+  /** The media type family of manifest, config and layers. */
   readonly format: ImageFormat;
   /** Config and layer blobs by digest (a layer used twice appears once). */
   readonly blobs: ReadonlyMap<Digest, Buffer>;
@@ -491,8 +505,11 @@ export async function buildImage(options: BuildImageOptions): Promise<BuiltImage
 
 /** An image index (or Docker manifest list) over built images. */
 export interface BuiltIndex {
+  /** The index's bytes. */
   readonly index: Buffer;
+  /** Digest of `index`. */
   readonly digest: Digest;
+  /** OCI image index or Docker manifest list, by format. */
   readonly mediaType: string;
   /** The images it lists, in order. */
   readonly images: readonly BuiltImage[];

@@ -30,6 +30,8 @@ function isExecutable(path: string): boolean {
 /**
  * The path of a distribution registry binary: `/usr/bin/docker-registry`, else `registry` or
  * `docker-registry` on PATH; undefined when there is none.
+ * @example
+ * it.skipIf(findDistributionBinary() === undefined)('pulls from a real registry', async () => {});
  */
 export function findDistributionBinary(): string | undefined {
   if (isExecutable(DEBIAN_BINARY)) return DEBIAN_BINARY;
@@ -248,6 +250,10 @@ function trimBase(url: string): string {
 /**
  * Pushes an image (config and layer blobs, then the manifest under `tag`) through the distribution
  * push API. Returns the manifest digest. Throws with the registry's answer on any failure.
+ * @example
+ * const reg = await startDistribution();
+ * const image = await buildImage({ layers: [[{ type: 'file', path: 'hello', content: 'hi\n' }]] });
+ * const digest = await pushImage(reg.url, 'app', '1', image);
  */
 export async function pushImage(url: string, repository: string, tag: string, image: BuiltImage): Promise<Digest> {
   const base = trimBase(url);
@@ -258,6 +264,8 @@ export async function pushImage(url: string, repository: string, tag: string, im
 /**
  * Pushes every image of an index (blobs, then each manifest by digest), then the index under `tag`.
  * `images` defaults to the index's own. Returns the index digest.
+ * @example
+ * const digest = await pushIndex(reg.url, 'app', 'multi', buildIndex([amd64Image, arm64Image]));
  */
 export async function pushIndex(url: string, repository: string, tag: string, index: BuiltIndex, images: readonly BuiltImage[] = index.images): Promise<Digest> {
   const base = trimBase(url);
@@ -271,6 +279,8 @@ export async function pushIndex(url: string, repository: string, tag: string, in
 /**
  * The file in which the distribution registry stores a blob's bytes under its storage root, so a
  * test can corrupt a blob on the real registry's disk.
+ * @example
+ * await writeFile(blobDataPath(reg.storageDir, image.layers[0]!.digest), 'not the layer');
  */
 export function blobDataPath(storageDir: string, digest: Digest): string {
   const { algorithm, hex } = parseDigest(digest);

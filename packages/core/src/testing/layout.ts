@@ -34,6 +34,7 @@ export type OciLayoutImage = Pick<BuiltImage, 'manifest' | 'manifestDigest' | 'm
 export interface OciLayoutEntry {
   /** The `org.opencontainers.image.ref.name`, e.g. `latest` (what `umoci unpack --image DIR:TAG` selects). */
   readonly tag: string;
+  /** The image to write. */
   readonly image: OciLayoutImage;
 }
 

@@ -9,6 +9,7 @@ import type { BuiltImage, BuiltIndex } from './builder.js';
 
 /** One request the registry answered. `status` and `bytesSent` are filled in as the response goes out. */
 export interface RequestLog {
+  /** HTTP method. */
   readonly method: string;
   /** Path and query, as requested. */
   readonly path: string;
@@ -18,6 +19,7 @@ export interface RequestLog {
   readonly authorization: boolean;
   /** performance.now() when the request arrived. */
   readonly at: number;
+  /** The HTTP status sent (0 until the response starts). */
   status: number;
   /** Body bytes written so far. */
   bytesSent: number;
@@ -46,6 +48,7 @@ export type LoopbackAuth =
 export interface CountedFault {
   /** Matched against the URL path (no query); default every blob GET. */
   path?: RegExp;
+  /** How many more matching requests get the fault; counts down to 0. */
   times: number;
 }
 
@@ -106,6 +109,7 @@ export interface LoopbackRegistry {
   addBlob(repository: string, digest: Digest, bytes: Uint8Array): void;
   /** Serves a manifest under `reference` (a tag or digest) and, for a tag, under its digest too. */
   addManifest(repository: string, reference: string, bytes: Uint8Array, mediaType: string): void;
+  /** Counters of what the registry served. */
   readonly stats: LoopbackStats;
   /** Mutable: change at any time. */
   faults: LoopbackFaults;
@@ -115,9 +119,11 @@ export interface LoopbackRegistry {
 
 /** Options of {@link startLoopbackRegistry}. */
 export interface LoopbackRegistryOptions {
+  /** Require authentication; default none. */
   readonly auth?: LoopbackAuth;
   /** How many request logs to keep; default 10,000. */
   readonly maxLogEntries?: number;
+  /** Faults to inject from the start; default none. */
   readonly faults?: LoopbackFaults;
   /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP. */
   readonly tls?: { readonly key: string | Buffer; readonly cert: string | Buffer };

@@ -129,6 +129,8 @@ function churnLayer(rng: Prng, index: number): LayerEntry[] {
  * Layer 1 is a base tree; layer 2 modifies, adds, whiteouts two files and a directory, turns a file
  * into a symlink and a directory into a file; layer 3 is empty; layer 4 makes a directory opaque and
  * fills it again; further layers change a file and add a few. Fewer layers keep that prefix.
+ * @example
+ * const layer = await buildLayer(sampleLayerEntries(42, 2)[1]!); // the second layer alone
  */
 export function sampleLayerEntries(seed: number, layers = 4): LayerEntry[][] {
   if (!Number.isSafeInteger(layers) || layers < 1) throw new RangeError(`sampleImage: layers must be an integer >= 1, got ${layers}`);

@@ -6,10 +6,15 @@ import type { ExpectedEntry } from './builder.js';
 
 /** A node that is none of file, dir or symlink (devices, fifos, sockets), e.g. a 0/0 character-device whiteout in a snapshot directory. */
 export interface SpecialEntry {
+  /** Always `special`. */
   readonly type: 'special';
+  /** What kind of special file it is. */
   readonly kind: 'char-device' | 'block-device' | 'fifo' | 'socket';
+  /** st_mode & 0o7777. */
   readonly mode: number;
+  /** Owner user id. */
   readonly uid: number;
+  /** Owner group id. */
   readonly gid: number;
   /** Device number (st_rdev); 0 for whiteouts. */
   readonly rdev: number;
@@ -83,6 +88,8 @@ function shortHash(b: Buffer): string {
  * Lists how `got` differs from `want`, one human-readable line per difference, sorted by path:
  * missing and extra paths, type, mode, owner, content (sizes and hashes, never the bytes) and
  * symlink target. Empty when the trees are equal.
+ * @example
+ * expect(diffTrees(await readTree(referenceDir), await readTree(unpackedDir))).toEqual([]);
  */
 export function diffTrees(want: ReadonlyMap<string, TreeEntry>, got: ReadonlyMap<string, TreeEntry>, options: DiffTreesOptions = {}): string[] {
   const owners = options.owners ?? true;
@@ -119,6 +126,8 @@ export function diffTrees(want: ReadonlyMap<string, TreeEntry>, got: ReadonlyMap
  * reference directory to compare an unpack with. Owners are set only when running as root; special
  * entries are refused. Directory modes are applied last, deepest first, so a read-only directory
  * still gets its children.
+ * @example
+ * await writeTree('/tmp/reference', image.expectedTree());
  */
 export async function writeTree(dir: string, tree: ReadonlyMap<string, TreeEntry>): Promise<void> {
   const asRoot = process.getuid?.() === 0;

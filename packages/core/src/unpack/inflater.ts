@@ -37,6 +37,7 @@ export const INFLATER_ENV = 'FASTPULL_INFLATER';
 
 /** An external decompressor: a gunzip program, or zstd. */
 export interface ExternalInflater {
+  /** Which program it is. */
   kind: 'igzip' | 'pigz' | 'zstd';
   /** Absolute path of the program, run without a shell. */
   path: string;
@@ -85,7 +86,11 @@ function isExecutableFile(path: string): boolean {
   return found;
 }
 
-/** `value` as an {@link InflaterChoice}; INVALID_ARGUMENT naming `source` when it is none. */
+/**
+ * `value` as an {@link InflaterChoice}; INVALID_ARGUMENT naming `source` when it is none.
+ * @example
+ * const inflater = parseInflaterChoice(flags.inflater, '--inflater');
+ */
 export function parseInflaterChoice(value: string, source = 'inflater'): InflaterChoice {
   if ((INFLATER_CHOICES as readonly string[]).includes(value)) return value as InflaterChoice;
   throw new FastpullError('INVALID_ARGUMENT', `${source}: ${JSON.stringify(value)} is not one of ${INFLATER_CHOICES.join(', ')}`, {
@@ -96,6 +101,8 @@ export function parseInflaterChoice(value: string, source = 'inflater'): Inflate
 /**
  * The choice the {@link INFLATER_ENV} variable of `env` makes, or undefined when it is unset or empty.
  * INVALID_ARGUMENT when it holds anything else than an {@link InflaterChoice}.
+ * @example
+ * const inflater = inflaterFromEnv(process.env) ?? 'auto';
  */
 export function inflaterFromEnv(env: Readonly<Record<string, string | undefined>>): InflaterChoice | undefined {
   const value = env[INFLATER_ENV];
@@ -105,6 +112,9 @@ export function inflaterFromEnv(env: Readonly<Record<string, string | undefined>
 /**
  * The external program `choice` resolves to, or undefined for node:zlib ('zlib', or 'auto' without
  * igzip). An explicit 'igzip' or 'pigz' that is not installed is INVALID_ARGUMENT. `paths` is for tests.
+ * @example
+ * const tool = findInflater('auto');
+ * console.log(tool ? `gzip layers via ${tool.path}` : 'gzip layers via node:zlib');
  */
 export function findInflater(
   choice: InflaterChoice = DEFAULT_INFLATER,

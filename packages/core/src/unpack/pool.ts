@@ -8,6 +8,7 @@ import { abortError, FastpullError, type ErrorCode } from '../errors.js';
 import { unpackLayer, type UnpackedLayer } from './layer.js';
 import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
 
+/** Options of an {@link UnpackPool}. */
 export interface UnpackPoolOptions {
   /** Layers unpacked at once; default: the number of cores. */
   readonly size?: number;
@@ -15,7 +16,9 @@ export interface UnpackPoolOptions {
   readonly threads?: boolean;
 }
 
+/** Options of one {@link UnpackPool.run}. */
 export interface RunOptions {
+  /** Withdraws a waiting task or stops a running one (ABORTED). */
   readonly signal?: AbortSignal;
   /** Higher runs first among waiting tasks (pull uses the layer size). */
   readonly priority?: number;
@@ -45,7 +48,21 @@ interface Slot {
   busy: boolean;
 }
 
+/**
+ * Bounds how many layers unpack at once and runs each on a worker thread, largest waiting layer
+ * first. Pulls share {@link sharedUnpackPool} unless their options ask for their own. Throws
+ * INVALID_ARGUMENT for a size that is not an integer.
+ * @example
+ * const pool = new UnpackPool({ size: 2 });
+ * try {
+ *   const r = await pool.run({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: '/tmp/rootfs' });
+ *   console.log(r.diffID, r.uncompressedSize);
+ * } finally {
+ *   await pool.close();
+ * }
+ */
 export class UnpackPool {
+  /** Layers unpacked at once. */
   readonly size: number;
   private readonly script: string | undefined;
   private readonly idle: Slot[] = [];
@@ -66,7 +83,10 @@ export class UnpackPool {
     return this.script !== undefined;
   }
 
-  /** Unpacks one layer when a slot is free; the highest priority waiting task goes first. */
+  /**
+   * Unpacks one layer when a slot is free; the highest priority waiting task goes first. Rejects
+   * with the unpacker's error (INVALID_LAYER, HOSTILE_LAYER, NO_SPACE, ...), or ABORTED.
+   */
   async run(task: WorkerTask, options: RunOptions = {}): Promise<UnpackedLayer> {
     const { signal } = options;
     await this.acquire(options.priority ?? 0, signal);
@@ -187,7 +207,12 @@ function rebuildError(e: { code?: string; message: string; details?: Record<stri
 
 let shared: UnpackPool | undefined;
 
-/** The process-wide pool: one bound on unpacking for all pulls of the process. */
+/**
+ * The process-wide pool: one bound on unpacking for all pulls of the process, one slot per core.
+ * Its idle workers do not keep the process alive.
+ * @example
+ * console.log(sharedUnpackPool().size, 'layers unpack at once');
+ */
 export function sharedUnpackPool(): UnpackPool {
   shared ??= new UnpackPool();
   return shared;

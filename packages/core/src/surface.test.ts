@@ -1,0 +1,160 @@
+// Guards the public surface of @fastpull/core. Each entry point must export exactly the names listed
+// here (an accidental export or removal fails), and every export must be documented: a TSDoc summary
+// on each, an @example on each function and class, a comment on each public member of an interface
+// or class, no `any` in a public signature.
+//
+// Changing the surface on purpose: edit the entry file, run this test, and copy the names it reports
+// into SURFACE below; docs/library.md describes what each entry is for.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { analyseSurface, checkPackageExports, ENTRY_POINTS, type EntryPoint, type EntrySurface } from './surface.testkit.js';
+
+/** The committed surface: exported names per entry point, sorted; `type X` marks a type-only export. */
+const SURFACE: Record<EntryPoint, readonly string[]> = {
+  '.': [
+      'acquireLease', 'chainID', 'chainIDs', 'collectGarbage', 'type Credentials', 'type CredentialsProvider',
+      'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_TAG', 'defaultRoot', 'type Descriptor',
+      'type Digest', 'dockerConfigCredentials', 'type DockerConfigOptions', 'type ErrorCode', 'ErrorCodes',
+      'type ExternalInflater', 'FastpullError', 'FileImageStore', 'findInflater', 'formatPlatform',
+      'formatReference', 'type GcOptions', 'type GcResult', 'hostPlatform', 'type ImageConfig',
+      'type ImageIndex', 'type ImageLayer', 'type ImageManifest', 'type ImageRecord', 'type ImageStore',
+      'INFLATER_CHOICES', 'type InflaterChoice', 'inflaterFromEnv', 'isDigest', 'isFastpullError',
+      'type LayerState', 'type LayerTimings', 'type Lease', 'type LeaseRefs', 'MediaTypes', 'type Mount',
+      'mountsFor', 'normalizePlatform', 'openStore', 'parseDigest', 'parseInflaterChoice', 'parsePlatform',
+      'parseReference', 'type PhaseTotals', 'type Platform', 'platformMatches', 'pull', 'type PullEvent',
+      'pullEvents', 'type PullOptions', 'type PullResult', 'type PullTimings', 'type Reference',
+      'referenceName', 'resolveImage', 'selectPlatform', 'sha256Digest', 'sharedUnpackPool', 'type Store',
+      'UnpackPool', 'type UnpackPoolOptions', 'validateDigest', 'verifyBytes', 'VERSION',
+    ],
+  './content': [
+      'type BlobInfo', 'type ContentStore', 'digestLike', 'FileContentStore', 'hashFile', 'type Ingest',
+      'STALE_INGEST_MS', 'Watermark', 'WatermarkState', 'WatermarkView', 'withCollectionLock',
+    ],
+  './snapshots': [
+      'type ActiveSnapshot', 'FileSnapshotter', 'type LowerChecks', 'LowerView', 'type Mount',
+      'type ReconcileOptions', 'type ReconcileStats', 'reconcileWithLowers', 'type SnapshotInfo',
+      'type Snapshotter',
+    ],
+  './registry': [
+      'type Challenge', 'CONFIG_SIZE_LIMIT', 'type Credentials', 'type CredentialsProvider',
+      'DEFAULT_CHUNK_SIZE', 'DEFAULT_CONNECTIONS_PER_HOST', 'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_PER_HOST',
+      'DEFAULT_MAX_REQUESTS', 'DEFAULT_STRAGGLER_FLOOR', 'DEFAULT_STRAGGLER_WINDOW_MS', 'defaultConfigPath',
+      'dockerConfigCredentials', 'type DockerConfigOptions', 'fetchBlob', 'type FetchOptions', 'FetchScheduler',
+      'type FetchSchedulerOptions', 'type HostCapability', 'type HostsConfigOptions', 'hostsFor',
+      'isConfigMediaType', 'isIndexMediaType', 'isLoopbackHost', 'isManifestMediaType', 'isSchema1MediaType',
+      'layerCompression', 'type LayerCompression', 'loadHostsConfig', 'MANIFEST_ACCEPT', 'MANIFEST_SIZE_LIMIT',
+      'MediaTypes', 'parseChallenges', 'parseDescriptor', 'type ParsedManifest', 'parseHostsConfig',
+      'parseImageConfig', 'parseManifest', 'type RandomAccessSink', 'RegistryClient',
+      'type RegistryClientOptions', 'registryEndpoint', 'type RegistryEndpoint', 'type RegistryHost',
+      'type RequestOptions', 'type ResolvedImage', 'sharedFetchScheduler',
+    ],
+  './testing': [
+      'applyLayer', 'blobDataPath', 'buildImage', 'type BuildImageOptions', 'buildIndex', 'buildLayer',
+      'type BuildLayerOptions', 'type BuiltImage', 'type BuiltIndex', 'type BuiltLayer', 'type Compression',
+      'type CountedFault', 'DEFAULT_DIR_MODE', 'DEFAULT_FILE_MODE', 'DEFAULT_MTIME', 'diffTrees',
+      'type DiffTreesOptions', 'type DistributionRegistry', 'type ExpectedEntry', 'type ExpectedTree',
+      'findDistributionBinary', 'type ImageFormat', 'type LayerEntry', 'LOOPBACK_SERVICE', 'type LoopbackAuth',
+      'type LoopbackFaults', 'type LoopbackRegistry', 'type LoopbackRegistryOptions', 'type LoopbackStats',
+      'OCI_REF_NAME_ANNOTATION', 'type OciLayoutEntry', 'type OciLayoutImage', 'Prng', 'pushImage', 'pushIndex',
+      'readTree', 'type RequestLog', 'sampleImage', 'type SampleImageOptions', 'sampleLayerEntries',
+      'type SpecialEntry', 'startDistribution', 'type StartDistributionOptions', 'startLoopbackRegistry',
+      'type TarEntry', 'type TreeEntry', 'writeOciLayout', 'writeTree',
+    ],
+};
+
+const srcDir = dirname(fileURLToPath(import.meta.url));
+const packageDir = dirname(srcDir);
+
+/** What each entry point's module object holds at run time, through the package's own exports map. */
+const loaders: Record<EntryPoint, () => Promise<Record<string, unknown>>> = {
+  '.': () => import('@fastpull/core'),
+  './content': () => import('@fastpull/core/content'),
+  './snapshots': () => import('@fastpull/core/snapshots'),
+  './registry': () => import('@fastpull/core/registry'),
+  './testing': () => import('@fastpull/core/testing'),
+};
+
+const entries = Object.keys(ENTRY_POINTS) as EntryPoint[];
+
+describe('public surface', () => {
+  let analysed: Record<EntryPoint, EntrySurface> | undefined;
+  const analysis = (): Record<EntryPoint, EntrySurface> => (analysed ??= analyseSurface(srcDir));
+
+  it('package.json exports every entry point with its source, types and build output', () => {
+    expect(checkPackageExports(packageDir)).toEqual([]);
+  });
+
+  it.each(entries)('%s exports exactly the committed names', (entry) => {
+    expect(analysis()[entry].names).toEqual(SURFACE[entry]);
+  });
+
+  it.each(entries)('%s exports the committed values at run time', async (entry) => {
+    const values = SURFACE[entry].filter((n) => !n.startsWith('type ')).sort();
+    expect(Object.keys(await loaders[entry]()).sort()).toEqual(values);
+  });
+
+  it.each(entries)('%s: every export has a summary, every function and class an @example, every member a comment, no `any`', (entry) => {
+    expect(analysis()[entry].problems).toEqual([]);
+  });
+
+  it('VERSION is the package version', async () => {
+    const pkg = JSON.parse(await readFile(join(packageDir, 'package.json'), 'utf8')) as { version: string };
+    const { VERSION } = await loaders['.']();
+    expect(VERSION).toBe(pkg.version);
+  });
+});
+
+describe('surface check', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fastpull-surface-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reports a missing summary, a missing @example and `any`', () => {
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { strict: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', types: [] } }));
+    mkdirSync(join(dir, 'src'));
+    writeFileSync(
+      join(dir, 'src', 'mod.ts'),
+      [
+        '/**',
+        ' * Documented, with an example.',
+        ' * @example good(1)',
+        ' */',
+        'export function good(n: number): number { return n; }',
+        '/** Documented, but no example. */',
+        'export function noExample(): void {}',
+        'export function bare(): void {}',
+        '/**',
+        ' * A class without an example.',
+        ' */',
+        'export class Thing {}',
+        '/** Documented, with an any. @example loose(1) */',
+        'export function loose(x: any): unknown { return x; }',
+        '/** An interface whose field is any. */',
+        'export interface Shape { readonly field: any }',
+        '/** A type. */',
+        'export type Fine = { readonly n: number };',
+        '/** A constant holding a function. @example arrow() */',
+        'export const arrow = (): number => 1;',
+        '/** A constant holding a function, no example. */',
+        'export const arrowBare = (): number => 1;',
+      ].join('\n'),
+    );
+    const { names, problems } = analyseSurface(join(dir, 'src'), { '.': 'mod.ts' })['.'];
+    expect(names).toEqual(['arrow', 'arrowBare', 'bare', 'type Fine', 'good', 'loose', 'noExample', 'type Shape', 'Thing']);
+    expect(problems.sort()).toEqual(
+      [
+        'arrowBare: no @example',
+        'bare: no TSDoc summary',
+        'bare: no @example',
+        'loose: `any` in loose parameter x',
+        'noExample: no @example',
+        'Shape: `any` in Shape.field',
+        'Shape: member field has no comment',
+        'Thing: no @example',
+      ].sort(),
+    );
+  });
+});
