@@ -2,12 +2,7 @@
 // live in subpath entries: @fastpull/core/content, /snapshots, /registry and /testing (see
 // docs/library.md). surface.test.ts holds the committed list of these names: change both together.
 
-/**
- * The version of @fastpull/core, as in its package.json.
- * @example
- * console.log(`fastpull ${VERSION}`);
- */
-export const VERSION = '0.1.0';
+export { VERSION } from './version.js';
 
 // Pulling.
 export {
@@ -49,7 +44,9 @@ export { dockerConfigCredentials, type DockerConfigOptions } from './registry/do
 export type { Credentials, CredentialsProvider } from './registry/auth.js';
 
 // Unpacking: the worker pool and the gzip decoder choice.
-export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions } from './unpack/pool.js';
+export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';
+export type { WorkerTask } from './unpack/worker.js';
+export type { UnpackedLayer, UnpackTimings } from './unpack/layer.js';
 export {
   findInflater,
   inflaterFromEnv,

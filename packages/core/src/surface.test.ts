@@ -27,8 +27,8 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'mountsFor', 'normalizePlatform', 'openStore', 'parseDigest', 'parseInflaterChoice', 'parsePlatform',
       'parseReference', 'type PhaseTotals', 'type Platform', 'platformMatches', 'pull', 'type PullEvent',
       'pullEvents', 'type PullOptions', 'type PullResult', 'type PullTimings', 'type Reference',
-      'referenceName', 'resolveImage', 'selectPlatform', 'sha256Digest', 'sharedUnpackPool', 'type Store',
-      'UnpackPool', 'type UnpackPoolOptions', 'validateDigest', 'verifyBytes', 'VERSION',
+      'referenceName', 'resolveImage', 'type RunOptions', 'selectPlatform', 'sha256Digest', 'sharedUnpackPool', 'type Store',
+      'type UnpackedLayer', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest', 'verifyBytes', 'VERSION', 'type WorkerTask',
     ],
   './content': [
       'type BlobInfo', 'type ContentStore', 'digestLike', 'FileContentStore', 'hashFile', 'type Ingest',

@@ -1,5 +1,6 @@
 // The distribution API client: requests with auth and redirects, manifest resolution down to one
 // platform's image, and verified small-blob reads. Ranged layer fetch lives in fetch.ts.
+import { VERSION } from '../version.js';
 import { Agent, request, type Dispatcher } from 'undici';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { backoffMs, isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
@@ -31,7 +32,7 @@ const MAX_REDIRECTS = 5;
 const DEFAULT_ATTEMPTS = 4;
 /** Connections per registry origin. 16 parallel 16 MiB ranges reached 589 MB/s on loopback (FACTS.md). */
 export const DEFAULT_CONNECTIONS_PER_HOST = 16;
-const USER_AGENT = 'fastpull/0.1';
+const USER_AGENT = `fastpull/${VERSION}`;
 /** How long a host that straggled stays behind the others. */
 const DEMOTION_MS = 60_000;
 /** undici waits 300 s by default; a registry that sends nothing for 30 s is not coming back. */
@@ -47,7 +48,7 @@ export interface RegistryClientOptions {
   readonly dispatcher?: Dispatcher;
   /** Connections per registry origin of the client's own Agent; default {@link DEFAULT_CONNECTIONS_PER_HOST}. */
   readonly connectionsPerHost?: number;
-  /** The User-Agent header; default `fastpull/0.1`. */
+  /** The User-Agent header; default `fastpull/<VERSION>`. */
   readonly userAgent?: string;
   /**
    * A directory of containerd-style registry host configuration (`<dir>/<host>/hosts.toml`):

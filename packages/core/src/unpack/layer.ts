@@ -47,8 +47,11 @@ export interface UnpackedLayer {
   blobDigest: Digest;
   /** sha256 of the uncompressed tar (compare with the config's rootfs.diff_ids entry). */
   diffID: Digest;
+  /** Bytes of the blob read. */
   compressedSize: number;
+  /** Bytes of the tar (the uncompressed layer). */
   uncompressedSize: number;
+  /** What extraction did, and what the layers below must settle. */
   stats: ApplyStats;
   /** Where the pass spent its time; the stages overlap, so only `totalMs` is wall time. */
   timings: UnpackTimings;

@@ -24,6 +24,10 @@ async function blob(name: string, files: number): Promise<{ path: string; size: 
 const dest = (name: string) => mkdtempSync(join(work, `${name}-`));
 
 describe('UnpackPool', () => {
+  it('refuses a size that is not a positive integer', () => {
+    for (const size of [0, -1, 1.5, Number.NaN]) expect(() => new UnpackPool({ size }), String(size)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+
   it('unpacks on worker threads and returns both digests', async () => {
     const pool = new UnpackPool({ size: 2 });
     try {

@@ -73,8 +73,8 @@ export class UnpackPool {
   private nextId = 1;
 
   constructor(options: UnpackPoolOptions = {}) {
-    this.size = Math.max(1, options.size ?? availableParallelism());
-    if (!Number.isInteger(this.size)) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
+    this.size = options.size ?? Math.max(1, availableParallelism());
+    if (!Number.isInteger(this.size) || this.size < 1) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
     this.script = options.threads === false ? undefined : workerScript();
   }
 

@@ -4,6 +4,12 @@ import { parentPort } from 'node:worker_threads';
 import { isFastpullError } from '../errors.js';
 import { unpackLayer, type UnpackLayerOptions } from './layer.js';
 
+/**
+ * What {@link UnpackPool.run} unpacks: {@link UnpackLayerOptions} without the parts that cannot cross
+ * to a worker thread (the signal and the callback; the pool's RunOptions carry the signal).
+ * @example
+ * const task: WorkerTask = { blobPath, mediaType, dest: active.fs, follow: { watermark: ingest.watermark.buffer, size } };
+ */
 export type WorkerTask = Omit<UnpackLayerOptions, 'signal' | 'onBytes'>;
 
 export type ToWorker = { type: 'run'; id: number; task: WorkerTask } | { type: 'abort'; id: number };
