@@ -74,7 +74,7 @@ export function imageToWire(i: ImageRecord, unpackedSize?: number | null): WireI
     layers: i.layers.map((l) => ({ digest: l.digest, size: l.size, mediaType: l.mediaType, diffId: l.diffID, chainId: l.chainID })),
     chainId: i.chainID,
     size: i.size,
-    ...(unpacked !== undefined && unpacked !== null ? { unpackedSize: unpacked } : {}),
+    unpackedSize: unpacked ?? 0,
     keepBlobs: i.keepBlobs === true,
     created: i.created,
   };
@@ -91,7 +91,7 @@ export function imageFromWire(w: WireImage | null | undefined): ImageRecord {
     layers: w.layers.map((l) => ({ digest: l.digest as Digest, size: l.size, mediaType: l.mediaType, diffID: l.diffId as Digest, chainID: l.chainId as Digest })),
     chainID: w.chainId as Digest,
     size: w.size,
-    ...(typeof w.unpackedSize === 'number' ? { unpackedSize: w.unpackedSize } : {}),
+    ...(w.unpackedSize > 0 ? { unpackedSize: w.unpackedSize } : {}),
     ...(w.keepBlobs ? { keepBlobs: true } : {}),
     created: w.created,
   };

@@ -74,7 +74,8 @@ export interface WireImage {
   layers: WireImageLayer[];
   chainId: string;
   size: number;
-  unpackedSize?: number | null;
+  /** 0: not known. */
+  unpackedSize: number;
   keepBlobs: boolean;
   created: string;
 }
