@@ -13,13 +13,15 @@ as_root() {
 # Debian packages: docker-registry (the CNCF distribution registry the tests and the demo pull from),
 # isal (igzip, the fast gzip decoder fastpull uses when installed), zstd (the zstd decoder likewise,
 # and the tests' zstd encoder), umoci (the reference unpacker the parity test compares against),
-# openssl (the TLS test makes its certificate with it).
+# openssl (the TLS test makes its certificate with it), python3-grpcio and python3-grpc-tools (the
+# daemon's Python client test generates stubs from the .proto and calls fastpulld with them).
 missing=()
 [ -x /usr/bin/docker-registry ] || command -v registry >/dev/null || missing+=(docker-registry)
 [ -x /usr/bin/igzip ] || missing+=(isal)
 [ -x /usr/bin/zstd ] || missing+=(zstd)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v umoci >/dev/null || missing+=(umoci)
+/usr/bin/python3 -c 'import grpc, grpc_tools.protoc' 2>/dev/null || missing+=(python3-grpcio python3-grpc-tools)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   as_root apt-get update -qq
