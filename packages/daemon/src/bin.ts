@@ -87,31 +87,35 @@ const flags: RawConfig = {
 const configPath = v.config ?? (process.env.FASTPULLD_CONFIG || DEFAULT_CONFIG_PATH);
 const configRequired = v.config !== undefined || Boolean(process.env.FASTPULLD_CONFIG);
 
-let daemon: Daemon;
+// Handlers go in before the socket exists: a signal sent as soon as the daemon is seen serving must
+// find them (SIGHUP's default action would kill the process).
+let daemon: Daemon | undefined;
+let stopping = false;
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(sig, () => {
+    if (stopping) return;
+    stopping = true;
+    const d = daemon;
+    if (!d) process.exit(0); // still starting: nothing to stop yet
+    // Bounded: whatever happens, the process is gone shortly after the shutdown timeout.
+    setTimeout(() => {
+      d.log.error('shutdown timed out; exiting');
+      process.exit(1);
+    }, d.config.shutdownTimeoutMs + 2000).unref();
+    d.shutdown(`stopping on ${sig}`).then(
+      () => process.exit(0),
+      (e: unknown) => {
+        d.log.error({ err: e instanceof Error ? e.message : String(e) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  });
+}
+process.on('SIGHUP', () => daemon?.reload());
+
 try {
   const config = resolveConfig(readConfigFile(configPath, configRequired), flags);
   daemon = await Daemon.start({ config, configPath, configRequired, flags });
 } catch (e) {
   fail(`${e instanceof Error ? e.message : String(e)} (${isFastpullError(e) ? e.code : 'INTERNAL'})`, isFastpullError(e) && e.code === 'INVALID_ARGUMENT' ? 2 : 1);
 }
-
-let stopping = false;
-for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(sig, () => {
-    if (stopping) return;
-    stopping = true;
-    // Bounded: whatever happens, the process is gone shortly after the shutdown timeout.
-    setTimeout(() => {
-      daemon.log.error('shutdown timed out; exiting');
-      process.exit(1);
-    }, daemon.config.shutdownTimeoutMs + 2000).unref();
-    daemon.shutdown(`stopping on ${sig}`).then(
-      () => process.exit(0),
-      (e: unknown) => {
-        daemon.log.error({ err: e instanceof Error ? e.message : String(e) }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  });
-}
-process.on('SIGHUP', () => daemon.reload());
