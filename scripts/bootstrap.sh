@@ -13,7 +13,8 @@ as_root() {
 # Debian packages: docker-registry (the CNCF distribution registry the tests and the demo pull from),
 # isal (igzip, the fast gzip decoder fastpull uses when installed), zstd (the zstd decoder likewise,
 # and the tests' zstd encoder), umoci (the reference unpacker the parity test compares against),
-# openssl (the TLS test makes its certificate with it).
+# openssl (the TLS test makes its certificate with it), python3-grpcio and python3-grpc-tools (the
+# daemon's Python client test generates stubs from the .proto and calls fastpulld with them).
 missing=()
 [ -x /usr/bin/docker-registry ] || command -v registry >/dev/null || missing+=(docker-registry)
 [ -x /usr/bin/igzip ] || missing+=(isal)
@@ -24,6 +25,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Optional: without them only the Python client test skips.
+if ! /usr/bin/python3 -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
+  echo "bootstrap: installing python3-grpcio python3-grpc-tools"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-grpcio python3-grpc-tools >/dev/null ||
+    echo "bootstrap: python3-grpcio is not installable here; the daemon's Python client test will skip" >&2
 fi
 
 # pnpm 11 and later crash on Node 20: pin 10.

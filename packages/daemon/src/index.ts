@@ -1,3 +1,7 @@
-// fastpulld: the long-lived pull service. Its gRPC API over a unix socket is built by its own issue;
-// until then this package only re-exports the library version it serves.
+// fastpulld: the long-lived pull service (gRPC over a unix socket) and its typed client.
 export { VERSION } from '@fastpull/core';
+export { Daemon, prepareSocket, type DaemonOptions } from './server.js';
+export { FastpullClient, dialAddress, type HealthStatus, type RemoteImage, type RemotePullOptions, type RemotePullResult } from './client.js';
+export { CONFIG_KEYS, DEFAULT_CONFIG_PATH, DEFAULT_SHUTDOWN_TIMEOUT_MS, defaultSocket, readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
+export { CODE_METADATA_KEY, DETAILS_METADATA_KEY, GRPC_STATUS, fromServiceError, toStatus } from './errors.js';
+export { PROTO_DIR, FASTPULL_PROTO, HEALTH_PROTO, SERVICE_NAMES } from './proto.js';

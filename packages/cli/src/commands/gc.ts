@@ -4,6 +4,7 @@ import { collectGarbage, openStore } from '@fastpull/core';
 import { doing } from '../errors.js';
 import { formatBytes, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
+import { addressOption, daemonAddress, withDaemon } from '../remote.js';
 
 export function gcCommand(io: CliIO, signal: AbortSignal): Command {
   const command = new Command('gc')
@@ -11,10 +12,14 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--dry-run', 'say what would be removed, remove nothing')
     .option('-v, --verbose', 'name each snapshot and blob removed')
     .addOption(rootOption(io.env))
-    .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n} as JSON'));
-  return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean }) => {
-    const store = openStore(flags.root);
-    const r = await doing(`collecting garbage in ${store.root}`, () => collectGarbage(store, { signal, ...(flags.dryRun ? { dryRun: true } : {}) }));
+    .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n} as JSON'))
+    .addOption(addressOption());
+  return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean; address?: string }) => {
+    const address = daemonAddress(io, flags);
+    const options = { signal, ...(flags.dryRun ? { dryRun: true } : {}) };
+    const r = address
+      ? await doing(`collecting garbage through fastpulld at ${address}`, () => withDaemon(address, (client) => client.collectGarbage(options)))
+      : await doing(`collecting garbage in ${openStore(flags.root).root}`, () => collectGarbage(openStore(flags.root), options));
     if (flags.json) {
       writeJSON(io.stdout, { dryRun: flags.dryRun === true, ...r });
       return;

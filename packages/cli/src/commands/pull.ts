@@ -12,6 +12,7 @@ import {
   pull,
   type Credentials,
   type CredentialsProvider,
+  type Mount,
   type PullEvent,
   type PullResult,
 } from '@fastpull/core';
@@ -19,6 +20,7 @@ import { doing, UsageError } from '../errors.js';
 import { colorEnabled, parsePositiveInt, parseSize, writeJSONLine, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
 import { LiveProgress, LogProgress } from '../progress.js';
+import { addressOption, daemonAddress, withDaemon } from '../remote.js';
 import { canonicalName } from '../refs.js';
 import { timingsLines } from '../timings.js';
 
@@ -36,7 +38,18 @@ interface PullFlags {
   unpackConcurrency?: string;
   hostsDir?: string;
   keepBlobs?: boolean;
+  address?: string;
 }
+
+/** Where a pulled image lies: the store root, its snapshot directories, its mounts. */
+interface Placement {
+  readonly root: string;
+  readonly snapshots: readonly string[];
+  readonly mounts: readonly Mount[];
+}
+
+/** Flags that tune the puller itself: with a daemon, its configuration decides them. */
+const DAEMON_TUNED = ['hostsDir', 'concurrency', 'chunkSize', 'unpackConcurrency', 'inflater'] as const;
 
 /** Where containerd nodes keep registry host configuration (Spegel and Dragonfly write there). */
 const CONTAINERD_HOSTS_DIR = '/etc/containerd/certs.d';
@@ -59,12 +72,41 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')
-    .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)');
+    .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
+    .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
     async (refs: string[], flags: PullFlags) => {
       const options = pullOptions(io, refs, flags);
+      const address = daemonAddress(io, flags);
+      if (address) {
+        for (const k of DAEMON_TUNED) {
+          if (flags[k] !== undefined) throw new UsageError(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} is fastpulld's configuration; it does not go with --address`);
+        }
+        const creds = remoteCredentials(flags.creds);
+        await withDaemon(address, async (client) => {
+          for (const ref of refs) {
+            await doing(`pulling ${canonicalName(ref)}`, async () => {
+              const r = await pullOne(io, ref, flags, (onProgress) =>
+                client.pull(ref, {
+                  ...(flags.platform ? { platform: flags.platform } : {}),
+                  ...(flags.plainHttp ? { plainHttp: true } : {}),
+                  ...(options.keepBlobs ? { keepBlobs: true } : {}),
+                  ...(creds ? { credentials: creds } : {}),
+                  signal,
+                  ...(onProgress ? { onProgress } : {}),
+                }),
+              );
+              await report(io, ref, r, r, flags);
+            });
+          }
+        });
+        return;
+      }
       for (const ref of refs) {
-        await doing(`pulling ${canonicalName(ref)}`, async () => report(io, ref, await pullOne(io, ref, flags, options, signal), flags));
+        await doing(`pulling ${canonicalName(ref)}`, async () => {
+          const r = await pullOne(io, ref, flags, (onProgress) => pull(ref, { ...options, signal, ...(onProgress ? { onProgress } : {}) }));
+          await report(io, ref, r, await localPlacement(flags.root, r), flags);
+        });
       }
     },
   );
@@ -109,7 +151,15 @@ function pullOptions(io: CliIO, refs: readonly string[], flags: PullFlags): Comm
   };
 }
 
-async function pullOne(io: CliIO, ref: string, flags: PullFlags, options: CommonOptions, signal: AbortSignal): Promise<PullResult> {
+/** --creds for the daemon to use with the references' registry (it has its own Docker config for the rest). */
+function remoteCredentials(creds: string | undefined): Credentials | undefined {
+  if (creds === undefined) return undefined;
+  const colon = creds.indexOf(':');
+  if (colon <= 0) throw new UsageError('--creds: want user:password (the user name may not be empty)');
+  return { username: creds.slice(0, colon), password: creds.slice(colon + 1) };
+}
+
+async function pullOne<R extends PullResult>(io: CliIO, ref: string, flags: PullFlags, run: (onProgress: ((e: PullEvent) => void) | undefined) => Promise<R>): Promise<R> {
   const now = () => performance.now();
   let onProgress: ((e: PullEvent) => void) | undefined;
   let live: LiveProgress | undefined;
@@ -129,7 +179,7 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, options: Common
     onProgress = (e) => log.event(e);
   }
   try {
-    return await pull(ref, { ...options, signal, ...(onProgress ? { onProgress } : {}) });
+    return await run(onProgress);
   } catch (e) {
     if (flags.json) {
       const fe = isFastpullError(e) ? e.toJSON() : { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
@@ -142,21 +192,25 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, options: Common
   }
 }
 
-async function report(io: CliIO, ref: string, r: PullResult, flags: PullFlags): Promise<void> {
+async function localPlacement(root: string, r: PullResult): Promise<Placement> {
+  const store = openStore(root);
+  const chain = r.image.layers.map((l) => l.chainID);
+  return { root: store.root, snapshots: chain.map((id) => store.snapshots.fsPath(id)), mounts: await store.snapshots.mounts(chain) };
+}
+
+async function report(io: CliIO, ref: string, r: PullResult, where: Placement, flags: PullFlags): Promise<void> {
   if (flags.quiet) {
     writeLine(io.stdout, r.image.manifest.digest);
     return;
   }
-  const store = openStore(flags.root);
-  const snapshots = r.image.layers.map((l) => store.snapshots.fsPath(l.chainID));
+  const { root, snapshots, mounts } = where;
   if (flags.json) {
-    const mounts = await store.snapshots.mounts(r.image.layers.map((l) => l.chainID));
-    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root: store.root, snapshots, mounts, timings: r.timings });
+    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: r.timings });
     return;
   }
   writeLine(io.stdout, `pulled ${r.image.name} (${r.image.manifest.digest}) in ${(r.timings.totalMs / 1000).toFixed(2)}s`);
   writeLine(io.stdout, `  top snapshot ${snapshots[snapshots.length - 1]}`);
-  writeLine(io.stdout, `  mount with: fastpull mounts --root ${store.root} ${r.image.name}`);
+  writeLine(io.stdout, `  mount with: fastpull mounts --root ${root} ${r.image.name}`);
   if (flags.timings) for (const line of timingsLines(r.timings)) writeLine(io.stdout, `  ${line}`);
 }
 

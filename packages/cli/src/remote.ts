@@ -1,0 +1,25 @@
+// Commands that can run through fastpulld: given --address SOCKET (or FASTPULL_ADDRESS) they ask the
+// daemon, else they work on the store in-process. The output is the same either way.
+import { Option } from 'commander';
+import type { FastpullClient } from '@fastpull/daemon/client';
+import type { CliIO } from './io.js';
+
+export function addressOption(): Option {
+  return new Option('--address <socket>', "talk to fastpulld on this unix socket instead of opening the store (env FASTPULL_ADDRESS; the daemon's store and configuration apply)");
+}
+
+/** The daemon's address, when the command should go through one. */
+export function daemonAddress(io: CliIO, flags: { address?: string }): string | undefined {
+  return flags.address || io.env.FASTPULL_ADDRESS || undefined;
+}
+
+/** Runs `fn` with a client of the daemon at `address` (loaded only when used), then closes it. */
+export async function withDaemon<T>(address: string, fn: (client: FastpullClient) => Promise<T>): Promise<T> {
+  const { FastpullClient } = await import('@fastpull/daemon/client');
+  const client = new FastpullClient(address);
+  try {
+    return await fn(client);
+  } finally {
+    client.close();
+  }
+}

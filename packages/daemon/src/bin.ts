@@ -1,0 +1,121 @@
+#!/usr/bin/env node
+// The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
+import { parseArgs } from 'node:util';
+import { isFastpullError, VERSION } from '@fastpull/core';
+import { DEFAULT_CONFIG_PATH, readConfigFile, resolveConfig, type RawConfig } from './config.js';
+import { Daemon } from './server.js';
+
+const USAGE = `Usage: fastpulld [options]
+
+Serves the fastpull API (gRPC: fastpull.v1 Images, Snapshots, Content; grpc.health.v1; reflection) on a
+unix socket, over one store. Flags override the config file's keys of the same name (dashes for
+underscores). See docs/daemon.md.
+
+Options:
+  --config FILE              TOML config file (default ${DEFAULT_CONFIG_PATH} when it exists; env FASTPULLD_CONFIG)
+  --root DIR                 store root (default: as the CLI: $FASTPULL_ROOT, /var/lib/fastpull as root)
+  --socket PATH              unix socket (default /run/fastpull/fastpulld.sock as root)
+  --group NAME|GID           group owning the socket (mode 0660)
+  --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP)
+  --concurrency N            range requests in flight across all pulls (default 16)
+  --chunk-size SIZE          bytes per range request (default 16MiB)
+  --unpack-concurrency N     layers unpacked at once per pull (default: one shared pool, one per core)
+  --keep-blobs               keep compressed layer blobs after unpacking
+  --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464)
+  --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent
+  --shutdown-timeout DUR     how long SIGTERM waits for pulls to stop (default 10s)
+  --version, --help
+`;
+
+function fail(message: string, status: number): never {
+  process.stderr.write(`fastpulld: ${message}\n`);
+  process.exit(status);
+}
+
+let args: ReturnType<typeof parse>;
+function parse() {
+  return parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    allowPositionals: false,
+    options: {
+      config: { type: 'string' },
+      root: { type: 'string' },
+      socket: { type: 'string' },
+      group: { type: 'string' },
+      'hosts-dir': { type: 'string' },
+      concurrency: { type: 'string' },
+      'chunk-size': { type: 'string' },
+      'unpack-concurrency': { type: 'string' },
+      'keep-blobs': { type: 'boolean' },
+      'metrics-address': { type: 'string' },
+      'log-level': { type: 'string' },
+      'shutdown-timeout': { type: 'string' },
+      version: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
+try {
+  args = parse();
+} catch (e) {
+  fail(`${(e as Error).message}; see 'fastpulld --help' (INVALID_ARGUMENT)`, 2);
+}
+const v = args.values;
+if (v.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+if (v.version) {
+  process.stdout.write(`fastpulld ${VERSION}\n`);
+  process.exit(0);
+}
+
+const flags: RawConfig = {
+  root: v.root,
+  socket: v.socket,
+  group: v.group,
+  hosts_dir: v['hosts-dir'],
+  concurrency: v.concurrency,
+  chunk_size: v['chunk-size'],
+  unpack_concurrency: v['unpack-concurrency'],
+  keep_blobs: v['keep-blobs'],
+  metrics_address: v['metrics-address'],
+  log_level: v['log-level'],
+  shutdown_timeout: v['shutdown-timeout'],
+};
+const configPath = v.config ?? (process.env.FASTPULLD_CONFIG || DEFAULT_CONFIG_PATH);
+const configRequired = v.config !== undefined || Boolean(process.env.FASTPULLD_CONFIG);
+
+// Handlers go in before the socket exists: a signal sent as soon as the daemon is seen serving must
+// find them (SIGHUP's default action would kill the process).
+let daemon: Daemon | undefined;
+let stopping = false;
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(sig, () => {
+    if (stopping) return;
+    stopping = true;
+    const d = daemon;
+    if (!d) process.exit(0); // still starting: nothing to stop yet
+    // Bounded: whatever happens, the process is gone shortly after the shutdown timeout.
+    setTimeout(() => {
+      d.log.error('shutdown timed out; exiting');
+      process.exit(1);
+    }, d.config.shutdownTimeoutMs + 2000).unref();
+    d.shutdown(`stopping on ${sig}`).then(
+      () => process.exit(0),
+      (e: unknown) => {
+        d.log.error({ err: e instanceof Error ? e.message : String(e) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  });
+}
+process.on('SIGHUP', () => daemon?.reload());
+
+try {
+  const config = resolveConfig(readConfigFile(configPath, configRequired), flags);
+  daemon = await Daemon.start({ config, configPath, configRequired, flags });
+} catch (e) {
+  fail(`${e instanceof Error ? e.message : String(e)} (${isFastpullError(e) ? e.code : 'INTERNAL'})`, isFastpullError(e) && e.code === 'INVALID_ARGUMENT' ? 2 : 1);
+}

@@ -1,0 +1,182 @@
+// A typed client of fastpulld: the library's own types in and out (PullEvent, ImageRecord, GcResult,
+// Mount), and failures as the same FastpullError (code, message, details) the daemon hit.
+import * as grpc from '@grpc/grpc-js';
+import { FastpullError, type Credentials, type Digest, type GcResult, type ImageRecord, type Mount, type PullEvent, type PullResult, type SnapshotInfo } from '@fastpull/core';
+import { eventFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
+import { fromServiceError } from './errors.js';
+import { packageDefinition, type WireBlobInfo, type WireGcResponse, type WireGetImageResponse, type WireImage, type WireMount, type WirePullRequest, type WirePullResponse, type WireSnapshotInfo } from './proto.js';
+
+/** Options of a pull through the daemon. */
+export interface RemotePullOptions {
+  /** `os/arch[/variant]`; default: the daemon's host. */
+  readonly platform?: string;
+  readonly plainHttp?: boolean;
+  readonly keepBlobs?: boolean;
+  /** For the reference's registry only; sent to the daemon, never logged by it. */
+  readonly credentials?: Credentials;
+  /** Stops receiving (the daemon's pull goes on while other callers wait for it). */
+  readonly signal?: AbortSignal;
+}
+
+/** A finished pull: the library's result, and where the image lies in the daemon's store. */
+export interface RemotePullResult extends PullResult, PullPlacement {}
+
+/** What Images.Get answers. */
+export interface RemoteImage {
+  readonly image: ImageRecord;
+  readonly root: string;
+  readonly snapshots: readonly string[];
+}
+
+export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN';
+
+type Callback<T> = (e: grpc.ServiceError | null, r?: T) => void;
+type UnaryMethod = (req: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, cb: Callback<unknown>) => grpc.ClientUnaryCall;
+type GenericClient = grpc.Client & Record<string, UnaryMethod & ((req: unknown, options?: grpc.CallOptions) => grpc.ClientReadableStream<unknown>)>;
+
+/** The address as gRPC dials it: a bare path is a unix socket. */
+export function dialAddress(address: string): string {
+  return address.startsWith('unix:') ? address : `unix:${address}`;
+}
+
+export class FastpullClient {
+  /** The dialled address, `unix:<path>`. */
+  readonly address: string;
+  private readonly clients = new Map<string, GenericClient>();
+  private readonly channel: grpc.ChannelCredentials = grpc.credentials.createInsecure();
+
+  /** `address`: the daemon's socket path, or `unix:<path>`. Nothing is dialled until the first call. */
+  constructor(address: string) {
+    this.address = dialAddress(address);
+  }
+
+  private client(service: string): GenericClient {
+    let c = this.clients.get(service);
+    if (!c) {
+      const Ctor = grpc.makeClientConstructor(packageDefinition()[service] as grpc.ServiceDefinition, service);
+      // All services share one channel: the first client's.
+      const first = this.clients.values().next().value;
+      c = (first ? new Ctor(this.address, this.channel, { channelOverride: first.getChannel() }) : new Ctor(this.address, this.channel)) as unknown as GenericClient;
+      this.clients.set(service, c);
+    }
+    return c;
+  }
+
+  private unary<T>(service: string, method: string, req: unknown, signal?: AbortSignal): Promise<T> {
+    const what = `${method} at ${this.address}`;
+    return new Promise<T>((resolve, reject) => {
+      const call = this.client(service)[method]!(req, new grpc.Metadata(), {}, (e, r) => (e ? reject(fromServiceError(e, what)) : resolve(r as T)));
+      signal?.addEventListener('abort', () => call.cancel(), { once: true });
+    });
+  }
+
+  /**
+   * Pulls through the daemon: its progress events as the library's PullEvent objects, the last one
+   * `done`; the generator's return value adds where the image lies. Leaving the loop early stops
+   * receiving; the daemon stops the pull only when no other caller waits for it.
+   */
+  async *pullEvents(reference: string, options: RemotePullOptions = {}): AsyncGenerator<PullEvent, RemotePullResult, undefined> {
+    const req: WirePullRequest = {
+      reference,
+      platform: options.platform ?? '',
+      plainHttp: options.plainHttp === true,
+      keepBlobs: options.keepBlobs === true,
+      credentials: options.credentials ? { username: options.credentials.username ?? '', password: options.credentials.password ?? '' } : null,
+    };
+    const call = this.client('fastpull.v1.Images').Pull!(req) as grpc.ClientReadableStream<WirePullResponse>;
+    const abort = (): void => call.cancel();
+    options.signal?.addEventListener('abort', abort, { once: true });
+    let result: RemotePullResult | undefined;
+    try {
+      for await (const msg of call as AsyncIterable<WirePullResponse>) {
+        const { event, placement } = eventFromWire(msg);
+        if (event.type === 'done') result = { image: event.image, timings: event.timings, root: placement!.root, snapshots: placement!.snapshots, mounts: placement!.mounts };
+        yield event;
+      }
+    } catch (e) {
+      if (options.signal?.aborted) throw new FastpullError('ABORTED', `pulling ${reference} through ${this.address}: aborted`, { cause: options.signal.reason });
+      throw fromServiceError(e, `pulling ${reference} through ${this.address}`);
+    } finally {
+      options.signal?.removeEventListener('abort', abort);
+      if (!result) call.cancel();
+    }
+    if (!result) throw new FastpullError('INTERNAL', `pulling ${reference} through ${this.address}: the stream ended without a result`);
+    return result;
+  }
+
+  /** {@link pullEvents} with a callback: resolves with the result. */
+  async pull(reference: string, options: RemotePullOptions & { onProgress?: (e: PullEvent) => void } = {}): Promise<RemotePullResult> {
+    const it = this.pullEvents(reference, options);
+    for (;;) {
+      const n = await it.next();
+      if (n.done) return n.value;
+      options.onProgress?.(n.value);
+    }
+  }
+
+  /**
+   * The images in the daemon's store, by name. Each record's `unpackedSize` is the sum of its
+   * snapshots as they are now, absent when one of them is missing.
+   */
+  async listImages(signal?: AbortSignal): Promise<ImageRecord[]> {
+    const r = await this.unary<{ images: WireImage[] }>('fastpull.v1.Images', 'List', {}, signal);
+    return r.images.map(imageFromWire);
+  }
+
+  async getImage(name: string, signal?: AbortSignal): Promise<RemoteImage> {
+    const r = await this.unary<WireGetImageResponse>('fastpull.v1.Images', 'Get', { name }, signal);
+    return { image: imageFromWire(r.image), root: r.root, snapshots: r.snapshots };
+  }
+
+  /** Forgets an image; with `gc`, collects garbage afterwards. Returns its canonical name. */
+  async removeImage(name: string, options: { gc?: boolean; signal?: AbortSignal } = {}): Promise<{ name: string; gc?: GcResult }> {
+    const r = await this.unary<{ name: string; gc: WireGcResponse | null }>('fastpull.v1.Images', 'Remove', { name, gc: options.gc === true }, options.signal);
+    return { name: r.name, ...(r.gc ? { gc: gcFromWire(r.gc) } : {}) };
+  }
+
+  /** The mounts of an image (by reference) or of a snapshot stack (by its top chainID). */
+  async mounts(target: { image: string } | { chainID: string }, signal?: AbortSignal): Promise<Mount[]> {
+    const req = 'image' in target ? { image: target.image } : { chainId: target.chainID };
+    const r = await this.unary<{ mounts: WireMount[] }>('fastpull.v1.Snapshots', 'Mounts', req, signal);
+    return r.mounts.map(mountFromWire);
+  }
+
+  async listSnapshots(signal?: AbortSignal): Promise<SnapshotInfo[]> {
+    const r = await this.unary<{ snapshots: WireSnapshotInfo[] }>('fastpull.v1.Snapshots', 'List', {}, signal);
+    return r.snapshots.map(snapshotFromWire);
+  }
+
+  async snapshotUsage(chainID: string, signal?: AbortSignal): Promise<{ size: number; inodes: number }> {
+    return this.unary('fastpull.v1.Snapshots', 'Usage', { chainId: chainID }, signal);
+  }
+
+  async contentInfo(digest: string, signal?: AbortSignal): Promise<{ digest: Digest; size: number }> {
+    const r = await this.unary<{ info: WireBlobInfo }>('fastpull.v1.Content', 'Info', { digest }, signal);
+    return { digest: r.info.digest as Digest, size: r.info.size };
+  }
+
+  async listContent(signal?: AbortSignal): Promise<Array<{ digest: Digest; size: number }>> {
+    const r = await this.unary<{ blobs: WireBlobInfo[] }>('fastpull.v1.Content', 'List', {}, signal);
+    return r.blobs.map((b) => ({ digest: b.digest as Digest, size: b.size }));
+  }
+
+  async deleteContent(digest: string, signal?: AbortSignal): Promise<void> {
+    await this.unary('fastpull.v1.Content', 'Delete', { digest }, signal);
+  }
+
+  async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
+    return gcFromWire(await this.unary<WireGcResponse>('fastpull.v1.Content', 'GarbageCollect', { dryRun: options.dryRun === true }, options.signal));
+  }
+
+  /** grpc.health.v1 Check of `service` ("" for the whole server). */
+  async health(service = '', signal?: AbortSignal): Promise<HealthStatus> {
+    const r = await this.unary<{ status: HealthStatus }>('grpc.health.v1.Health', 'Check', { service }, signal);
+    return r.status;
+  }
+
+  /** Closes the connection. */
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+  }
+}

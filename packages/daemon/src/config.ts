@@ -1,0 +1,181 @@
+// fastpulld's configuration: a TOML file (every key optional) overridden by flags. The defaults live
+// here, each with its reason; docs/daemon.md lists them.
+import { readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+import { defaultRoot, FastpullError } from '@fastpull/core';
+
+export interface DaemonConfig {
+  /** The one store every pull writes into. */
+  readonly root: string;
+  /** The unix socket the API listens on. */
+  readonly socket: string;
+  /** Group that owns the socket (name or numeric id); unset: the daemon's own group. */
+  readonly group?: string;
+  /** containerd-style registry host configuration (`<dir>/<host>/hosts.toml`); reloaded on SIGHUP. */
+  readonly hostsDir?: string;
+  /** Range requests in flight across all pulls; unset: the library's shared scheduler (16). */
+  readonly concurrency?: number;
+  /** Bytes per range request; unset: the library's default (16 MiB). */
+  readonly chunkSize?: number;
+  /** Keep layer blobs after unpacking for every pull (a request may also ask for it). */
+  readonly keepBlobs: boolean;
+  /** Layers unpacked at once per pull; unset: the library's shared pool (one per core) for all pulls. */
+  readonly unpackConcurrency?: number;
+  /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics on; unset: no metrics endpoint. */
+  readonly metricsAddress?: string;
+  /** pino level: fatal, error, warn, info, debug, trace or silent. */
+  readonly logLevel: string;
+  /** Milliseconds SIGTERM waits for pulls to stop before the process exits anyway. */
+  readonly shutdownTimeoutMs: number;
+}
+
+/** Where the config file is read from when --config is not given (a missing file there is fine). */
+export const DEFAULT_CONFIG_PATH = '/etc/fastpull/fastpulld.toml';
+/** Long enough for every pull to suspend its downloads, short of systemd's 90 s stop timeout. */
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
+export const DEFAULT_LOG_LEVEL = 'info';
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+/** The smallest range worth a request (the CLI's floor too). */
+const MIN_CHUNK_SIZE = 64 * 1024;
+
+/** containerd keeps its socket in /run/containerd; fastpulld beside it, or in the user's runtime dir. */
+export function defaultSocket(env: NodeJS.ProcessEnv = process.env): string {
+  if (process.getuid?.() === 0) return '/run/fastpull/fastpulld.sock';
+  if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, 'fastpull', 'fastpulld.sock');
+  return join(defaultRoot(env), 'fastpulld.sock');
+}
+
+/** Config keys as written in the TOML file (and, with dashes, as flags). */
+export const CONFIG_KEYS = [
+  'root',
+  'socket',
+  'group',
+  'hosts_dir',
+  'concurrency',
+  'chunk_size',
+  'keep_blobs',
+  'unpack_concurrency',
+  'metrics_address',
+  'log_level',
+  'shutdown_timeout',
+] as const;
+export type ConfigKey = (typeof CONFIG_KEYS)[number];
+
+/** Raw values by key, as a TOML file or the command line gives them. */
+export type RawConfig = Partial<Record<ConfigKey, unknown>>;
+
+/** Reads a TOML config file; `required` false lets a missing file mean "all defaults". */
+export function readConfigFile(path: string, required: boolean): RawConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    if (!required && (e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new FastpullError('INVALID_ARGUMENT', `reading config ${path}: ${(e as Error).message}`, { cause: e });
+  }
+  let doc: Record<string, unknown>;
+  try {
+    doc = parseToml(text) as Record<string, unknown>;
+  } catch (e) {
+    throw new FastpullError('INVALID_ARGUMENT', `config ${path}: ${(e as Error).message.split('\n')[0]}`, { cause: e });
+  }
+  for (const key of Object.keys(doc)) {
+    if (!(CONFIG_KEYS as readonly string[]).includes(key)) {
+      throw new FastpullError('INVALID_ARGUMENT', `config ${path}: unknown key ${JSON.stringify(key)}; known: ${CONFIG_KEYS.join(', ')}`);
+    }
+  }
+  return doc as RawConfig;
+}
+
+/**
+ * The configuration from the file's values overridden by the flags' (both raw), defaults for the
+ * rest; every value checked. Relative paths are resolved against `cwd`.
+ */
+export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): DaemonConfig {
+  const raw: RawConfig = { ...file };
+  for (const [k, v] of Object.entries(flags)) if (v !== undefined) raw[k as ConfigKey] = v;
+  const path = (key: ConfigKey): string | undefined => {
+    const v = raw[key];
+    if (v === undefined || v === '') return undefined;
+    if (typeof v !== 'string') throw invalid(key, v, 'want a path');
+    return isAbsolute(v) ? v : resolve(cwd, v);
+  };
+  const root = path('root') ?? defaultRoot(env);
+  const group = raw.group === undefined || raw.group === '' ? undefined : String(raw.group);
+  const hostsDir = path('hosts_dir');
+  const concurrency = positiveInt('concurrency', raw.concurrency);
+  const unpackConcurrency = positiveInt('unpack_concurrency', raw.unpack_concurrency);
+  const chunkSize = raw.chunk_size === undefined ? undefined : parseSize('chunk_size', raw.chunk_size);
+  if (chunkSize !== undefined && chunkSize < MIN_CHUNK_SIZE) throw invalid('chunk_size', raw.chunk_size, 'want at least 64KiB');
+  const metricsAddress = raw.metrics_address === undefined || raw.metrics_address === '' ? undefined : loopbackAddress(String(raw.metrics_address));
+  const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : String(raw.log_level);
+  if (!LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
+  const timeout = raw.shutdown_timeout === undefined ? undefined : parseDuration('shutdown_timeout', raw.shutdown_timeout);
+  return {
+    root,
+    socket: path('socket') ?? defaultSocket(env),
+    ...(group !== undefined ? { group } : {}),
+    ...(hostsDir !== undefined ? { hostsDir } : {}),
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(chunkSize !== undefined ? { chunkSize } : {}),
+    keepBlobs: bool('keep_blobs', raw.keep_blobs),
+    ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
+    ...(metricsAddress !== undefined ? { metricsAddress } : {}),
+    logLevel,
+    shutdownTimeoutMs: timeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
+  };
+}
+
+function invalid(key: ConfigKey, value: unknown, want: string): FastpullError {
+  return new FastpullError('INVALID_ARGUMENT', `${key} ${JSON.stringify(value)}: ${want}`);
+}
+
+function positiveInt(key: ConfigKey, v: unknown): number | undefined {
+  if (v === undefined) return undefined;
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw invalid(key, v, 'want a positive integer');
+  return n;
+}
+
+function bool(key: ConfigKey, v: unknown): boolean {
+  if (v === undefined) return false;
+  if (typeof v === 'boolean') return v;
+  if (v === 'true' || v === '1') return true;
+  if (v === 'false' || v === '0') return false;
+  throw invalid(key, v, 'want true or false');
+}
+
+const SIZE_UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
+
+/** 16777216, "16MiB", "16M", "512KiB" -> bytes (binary units, as the CLI's --chunk-size). */
+export function parseSize(key: ConfigKey, v: unknown): number {
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v > 0) return v;
+  const m = typeof v === 'string' ? /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(v) : null;
+  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
+  if (!m || unit === undefined || Number(m[1]) < 1) throw invalid(key, v, 'want a size such as 16MiB, 8M or 1048576');
+  return Number(m[1]) * unit;
+}
+
+/** 10, "10s", "500ms", "1m" -> milliseconds (a bare number is seconds). */
+export function parseDuration(key: ConfigKey, v: unknown): number {
+  if (typeof v === 'number' && Number.isFinite(v) && v >= 0) return v * 1000;
+  const m = typeof v === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$/.exec(v) : null;
+  if (!m) throw invalid(key, v, 'want a duration such as 10s, 500ms or 1m');
+  const n = Number(m[1]);
+  return m[2] === 'ms' ? n : m[2] === 'm' ? n * 60_000 : n * 1000;
+}
+
+/** Metrics are opt-in and loopback only: they say what a node pulls, which is not for the network. */
+function loopbackAddress(v: string): string {
+  const m = /^(?:(127\.\d+\.\d+\.\d+)|\[(::1)\]|(localhost)):(\d{1,5})$/.exec(v);
+  const port = m ? Number(m[4]) : NaN;
+  if (!m || port > 65535) throw invalid('metrics_address', v, 'want a loopback HOST:PORT: 127.0.0.1:9464, [::1]:9464 or localhost:9464 (PORT 0 picks one)');
+  return v;
+}
+
+/** Host and port of a checked metrics address. */
+export function splitAddress(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  return { host: address.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(address.slice(i + 1)) };
+}

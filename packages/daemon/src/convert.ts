@@ -1,0 +1,229 @@
+// Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
+// the library are absent again after a round trip, and keys come back in the library's order, so a
+// record printed from the daemon reads exactly as one printed from the store.
+import type { Descriptor, Digest, GcResult, ImageRecord, LayerState, Mount, Platform, PullEvent, PullTimings, SnapshotInfo } from '@fastpull/core';
+import type {
+  WireDescriptor,
+  WireGcResponse,
+  WireImage,
+  WireLayerState,
+  WireMount,
+  WirePlatform,
+  WirePullResponse,
+  WirePullTimings,
+  WireSnapshotInfo,
+} from './proto.js';
+
+const STATES: Readonly<Record<LayerState, WireLayerState>> = {
+  waiting: 'LAYER_STATE_WAITING',
+  fetching: 'LAYER_STATE_FETCHING',
+  verifying: 'LAYER_STATE_VERIFYING',
+  extracting: 'LAYER_STATE_EXTRACTING',
+  committed: 'LAYER_STATE_COMMITTED',
+  exists: 'LAYER_STATE_EXISTS',
+};
+const STATE_OF_WIRE = new Map<string, LayerState>(Object.entries(STATES).map(([k, v]) => [v, k as LayerState]));
+
+export function platformToWire(p: Platform): WirePlatform {
+  return { os: p.os, architecture: p.architecture, variant: p.variant ?? '', osVersion: p['os.version'] ?? '', osFeatures: [...(p['os.features'] ?? [])] };
+}
+
+export function platformFromWire(p: WirePlatform | null | undefined): Platform {
+  if (!p) return { os: '', architecture: '' };
+  return {
+    os: p.os,
+    architecture: p.architecture,
+    ...(p.variant ? { variant: p.variant } : {}),
+    ...(p.osVersion ? { 'os.version': p.osVersion } : {}),
+    ...(p.osFeatures.length > 0 ? { 'os.features': p.osFeatures } : {}),
+  };
+}
+
+export function descriptorToWire(d: Descriptor): WireDescriptor {
+  return {
+    mediaType: d.mediaType,
+    digest: d.digest,
+    size: d.size,
+    urls: [...(d.urls ?? [])],
+    annotations: { ...(d.annotations ?? {}) },
+    platform: d.platform ? platformToWire(d.platform) : null,
+  };
+}
+
+export function descriptorFromWire(d: WireDescriptor | null | undefined): Descriptor {
+  if (!d) return { mediaType: '', digest: '' as Digest, size: 0 };
+  return {
+    mediaType: d.mediaType,
+    digest: d.digest as Digest,
+    size: d.size,
+    ...(d.urls.length > 0 ? { urls: d.urls } : {}),
+    ...(Object.keys(d.annotations).length > 0 ? { annotations: d.annotations } : {}),
+    ...(d.platform ? { platform: platformFromWire(d.platform) } : {}),
+  };
+}
+
+/** `unpackedSize` overrides the record's (null: unknown). */
+export function imageToWire(i: ImageRecord, unpackedSize?: number | null): WireImage {
+  const unpacked = unpackedSize === undefined ? i.unpackedSize : unpackedSize;
+  return {
+    name: i.name,
+    target: descriptorToWire(i.target),
+    manifest: descriptorToWire(i.manifest),
+    config: descriptorToWire(i.config),
+    platform: platformToWire(i.platform),
+    layers: i.layers.map((l) => ({ digest: l.digest, size: l.size, mediaType: l.mediaType, diffId: l.diffID, chainId: l.chainID })),
+    chainId: i.chainID,
+    size: i.size,
+    unpackedSize: unpacked ?? 0,
+    keepBlobs: i.keepBlobs === true,
+    created: i.created,
+  };
+}
+
+export function imageFromWire(w: WireImage | null | undefined): ImageRecord {
+  if (!w) throw new TypeError('the daemon sent no image');
+  return {
+    name: w.name,
+    target: descriptorFromWire(w.target),
+    manifest: descriptorFromWire(w.manifest),
+    config: descriptorFromWire(w.config),
+    platform: platformFromWire(w.platform),
+    layers: w.layers.map((l) => ({ digest: l.digest as Digest, size: l.size, mediaType: l.mediaType, diffID: l.diffId as Digest, chainID: l.chainId as Digest })),
+    chainID: w.chainId as Digest,
+    size: w.size,
+    ...(w.unpackedSize > 0 ? { unpackedSize: w.unpackedSize } : {}),
+    ...(w.keepBlobs ? { keepBlobs: true } : {}),
+    created: w.created,
+  };
+}
+
+export function mountToWire(m: Mount): WireMount {
+  return { type: m.type, source: m.source, options: [...m.options] };
+}
+
+export function mountFromWire(m: WireMount): Mount {
+  return { type: m.type, source: m.source, options: m.options };
+}
+
+export function timingsToWire(t: PullTimings): WirePullTimings {
+  return { resolveMs: t.resolveMs, totalMs: t.totalMs, layers: t.layers.map((l) => ({ ...l })), phases: { ...t.phases } };
+}
+
+export function timingsFromWire(t: WirePullTimings | null | undefined): PullTimings {
+  if (!t) throw new TypeError('the daemon sent no timings');
+  const p = t.phases ?? { resolveMs: 0, fetchMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0 };
+  return {
+    resolveMs: t.resolveMs,
+    totalMs: t.totalMs,
+    layers: t.layers.map((l) => ({
+      digest: l.digest as Digest,
+      fetchMs: l.fetchMs,
+      unpackMs: l.unpackMs,
+      waitMs: l.waitMs,
+      verifyMs: l.verifyMs,
+      decompressMs: l.decompressMs,
+      extractMs: l.extractMs,
+      commitMs: l.commitMs,
+      state: l.state === 'exists' ? 'exists' : 'committed',
+    })),
+    phases: { resolveMs: p.resolveMs, fetchMs: p.fetchMs, verifyMs: p.verifyMs, decompressMs: p.decompressMs, extractMs: p.extractMs, commitMs: p.commitMs },
+  };
+}
+
+/** Where a pulled image lies in the daemon's store (sent with `done`). */
+export interface PullPlacement {
+  readonly root: string;
+  readonly snapshots: readonly string[];
+  readonly mounts: readonly Mount[];
+}
+
+/** A progress event as sent; `done` needs the placement too. */
+export function eventToWire(e: PullEvent, placement?: PullPlacement): WirePullResponse {
+  switch (e.type) {
+    case 'resolved':
+      return {
+        resolved: {
+          name: e.name,
+          manifest: e.manifest,
+          platform: platformToWire(e.platform),
+          layers: e.layers.map((l) => ({ digest: l.digest, size: l.size, chainId: l.chainID })),
+        },
+      };
+    case 'layer':
+      return { layer: { index: e.index, digest: e.digest, state: STATES[e.state], bytes: e.bytes, total: e.total } };
+    case 'done':
+      return {
+        done: {
+          image: imageToWire(e.image),
+          timings: timingsToWire(e.timings),
+          root: placement?.root ?? '',
+          snapshots: [...(placement?.snapshots ?? [])],
+          mounts: (placement?.mounts ?? []).map(mountToWire),
+        },
+      };
+  }
+}
+
+/** A received message as the library's event; `done` comes with where the image lies. */
+export function eventFromWire(w: WirePullResponse): { event: PullEvent; placement?: PullPlacement } {
+  if (w.resolved) {
+    const r = w.resolved;
+    return {
+      event: {
+        type: 'resolved',
+        name: r.name,
+        manifest: r.manifest as Digest,
+        platform: platformFromWire(r.platform),
+        layers: r.layers.map((l) => ({ digest: l.digest as Digest, size: l.size, chainID: l.chainId as Digest })),
+      },
+    };
+  }
+  if (w.layer) {
+    const l = w.layer;
+    const state = STATE_OF_WIRE.get(l.state);
+    if (!state) throw new TypeError(`the daemon sent an unknown layer state ${l.state}`);
+    return { event: { type: 'layer', index: l.index, digest: l.digest as Digest, state, bytes: l.bytes, total: l.total } };
+  }
+  if (w.done) {
+    const d = w.done;
+    return {
+      event: { type: 'done', image: imageFromWire(d.image), timings: timingsFromWire(d.timings) },
+      placement: { root: d.root, snapshots: d.snapshots, mounts: d.mounts.map(mountFromWire) },
+    };
+  }
+  throw new TypeError('the daemon sent an empty progress message');
+}
+
+export function gcToWire(r: GcResult, dryRun: boolean): WireGcResponse {
+  return {
+    blobs: r.blobs.map((b) => ({ digest: b.digest, size: b.size })),
+    snapshots: r.snapshots.map((s) => ({ chainId: s.chainID, size: s.size })),
+    litter: r.litter,
+    bytes: r.bytes,
+    dryRun,
+  };
+}
+
+export function gcFromWire(w: WireGcResponse): GcResult {
+  return {
+    blobs: w.blobs.map((b) => ({ digest: b.digest as Digest, size: b.size })),
+    snapshots: w.snapshots.map((s) => ({ chainID: s.chainId as Digest, size: s.size })),
+    litter: w.litter,
+    bytes: w.bytes,
+  };
+}
+
+export function snapshotToWire(s: SnapshotInfo): WireSnapshotInfo {
+  return { chainId: s.chainID, diffId: s.diffID, parent: s.parent ?? '', size: s.size, created: s.created, rootless: s.rootless === true };
+}
+
+export function snapshotFromWire(w: WireSnapshotInfo): SnapshotInfo {
+  return {
+    chainID: w.chainId as Digest,
+    diffID: w.diffId as Digest,
+    ...(w.parent ? { parent: w.parent as Digest } : {}),
+    size: w.size,
+    created: w.created,
+    ...(w.rootless ? { rootless: true } : {}),
+  };
+}

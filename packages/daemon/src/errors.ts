@@ -1,0 +1,98 @@
+// fastpull's error codes on the wire: each library code maps onto one gRPC status code, and travels
+// itself in the trailing metadata (`fastpull-code`, with `fastpull-details` as JSON), so a client in any
+// language can tell INVALID_REFERENCE from INVALID_DIGEST and the TypeScript client rebuilds the same
+// FastpullError.
+import { Metadata, status as Status, type ServiceError, type StatusObject } from '@grpc/grpc-js';
+import { ErrorCodes, FastpullError, isFastpullError, type ErrorCode } from '@fastpull/core';
+
+/** Trailing metadata key holding the library's error code. */
+export const CODE_METADATA_KEY = 'fastpull-code';
+/** Trailing metadata key holding the error's details as a JSON object. */
+export const DETAILS_METADATA_KEY = 'fastpull-details';
+
+/**
+ * The gRPC status of each library code. Several codes share a status (the metadata tells them
+ * apart); each code has exactly one. Classes as containerd's errdefs uses them: the caller's input
+ * is INVALID_ARGUMENT, a missing thing NOT_FOUND, content the registry served that cannot be used
+ * FAILED_PRECONDITION, a registry that cannot be reached UNAVAILABLE.
+ */
+export const GRPC_STATUS: Readonly<Record<ErrorCode, Status>> = {
+  INVALID_ARGUMENT: Status.INVALID_ARGUMENT,
+  INVALID_REFERENCE: Status.INVALID_ARGUMENT,
+  INVALID_DIGEST: Status.INVALID_ARGUMENT,
+  INVALID_MANIFEST: Status.INVALID_ARGUMENT,
+  INVALID_LAYER: Status.INVALID_ARGUMENT,
+  MANIFEST_TOO_LARGE: Status.FAILED_PRECONDITION,
+  UNSUPPORTED_MEDIA_TYPE: Status.FAILED_PRECONDITION,
+  PLATFORM_NOT_FOUND: Status.NOT_FOUND,
+  NOT_FOUND: Status.NOT_FOUND,
+  UNAUTHORIZED: Status.UNAUTHENTICATED,
+  DENIED: Status.PERMISSION_DENIED,
+  RATE_LIMITED: Status.RESOURCE_EXHAUSTED,
+  REGISTRY_ERROR: Status.UNAVAILABLE,
+  NETWORK_ERROR: Status.UNAVAILABLE,
+  INSECURE_REGISTRY: Status.FAILED_PRECONDITION,
+  DIGEST_MISMATCH: Status.DATA_LOSS,
+  SIZE_MISMATCH: Status.DATA_LOSS,
+  HOSTILE_LAYER: Status.FAILED_PRECONDITION,
+  NO_SPACE: Status.RESOURCE_EXHAUSTED,
+  PERMISSION_DENIED: Status.PERMISSION_DENIED,
+  ABORTED: Status.CANCELLED,
+  INTERNAL: Status.INTERNAL,
+};
+
+/**
+ * For a status without `fastpull-code` (from the transport, or a server that is not fastpulld):
+ * the library code that best says what happened.
+ */
+const CODE_OF_STATUS: Readonly<Partial<Record<Status, ErrorCode>>> = {
+  [Status.INVALID_ARGUMENT]: 'INVALID_ARGUMENT',
+  [Status.NOT_FOUND]: 'NOT_FOUND',
+  [Status.UNAUTHENTICATED]: 'UNAUTHORIZED',
+  [Status.PERMISSION_DENIED]: 'PERMISSION_DENIED',
+  [Status.RESOURCE_EXHAUSTED]: 'RATE_LIMITED',
+  [Status.CANCELLED]: 'ABORTED',
+  [Status.DATA_LOSS]: 'DIGEST_MISMATCH',
+  [Status.UNAVAILABLE]: 'NETWORK_ERROR',
+  [Status.DEADLINE_EXCEEDED]: 'NETWORK_ERROR',
+};
+
+/** The gRPC status a failure is sent as. Anything that is not a FastpullError is INTERNAL. */
+export function toStatus(e: unknown): Partial<StatusObject> & { code: Status; details: string; metadata: Metadata } {
+  const fe = isFastpullError(e) ? e : new FastpullError('INTERNAL', e instanceof Error ? e.message : String(e), { cause: e });
+  const metadata = new Metadata();
+  metadata.set(CODE_METADATA_KEY, fe.code);
+  let details = '{}';
+  try {
+    details = JSON.stringify(fe.details);
+  } catch {
+    // Details that do not serialise are left out, never the error.
+  }
+  // Metadata values must be printable ASCII: escape the rest as JSON does.
+  metadata.set(DETAILS_METADATA_KEY, details.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+  return { code: GRPC_STATUS[fe.code], details: fe.message, metadata };
+}
+
+/** Rebuilds the library error from a failed call: same code and message, details when sent. */
+export function fromServiceError(e: unknown, what: string): FastpullError {
+  if (isFastpullError(e)) return e;
+  const se = e as Partial<ServiceError>;
+  if (typeof se.code !== 'number') return new FastpullError('INTERNAL', `${what}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  const sent = se.metadata?.get(CODE_METADATA_KEY)[0];
+  const code = typeof sent === 'string' && (ErrorCodes as readonly string[]).includes(sent) ? (sent as ErrorCode) : undefined;
+  if (code) {
+    let details: Record<string, unknown> = {};
+    const raw = se.metadata?.get(DETAILS_METADATA_KEY)[0];
+    if (typeof raw === 'string') {
+      try {
+        const parsed: unknown = JSON.parse(raw);
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) details = parsed as Record<string, unknown>;
+      } catch {
+        // Unreadable details: the code and message still say what happened.
+      }
+    }
+    return new FastpullError(code, se.details ?? se.message ?? 'unknown error', { details, cause: e });
+  }
+  const fallback = CODE_OF_STATUS[se.code as Status] ?? 'INTERNAL';
+  return new FastpullError(fallback, `${what}: ${se.details || se.message || 'call failed'} (gRPC ${Status[se.code] ?? se.code})`, { cause: e, details: { grpcCode: se.code } });
+}

@@ -1,0 +1,77 @@
+// Prometheus metrics of fastpulld, served on an opt-in loopback HTTP port at /metrics.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { isFastpullError, type PhaseTotals } from '@fastpull/core';
+import { splitAddress } from './config.js';
+
+/** Seconds: a small image on a fast node takes well under a second, a 30 GB one minutes. */
+const DURATION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/** PhaseTotals keys by the phase label they are exported under. */
+const PHASES: ReadonlyArray<readonly [string, keyof PhaseTotals]> = [
+  ['resolve', 'resolveMs'],
+  ['fetch', 'fetchMs'],
+  ['verify', 'verifyMs'],
+  ['decompress', 'decompressMs'],
+  ['extract', 'extractMs'],
+  ['commit', 'commitMs'],
+];
+
+export interface MetricsSources {
+  /** Shared pulls running now. */
+  readonly pullsInFlight: () => number;
+  /** Callers waiting on running pulls now. */
+  readonly pullCallers: () => number;
+  /** Range requests in flight in the fetch scheduler the daemon's pulls use. */
+  readonly requestsInFlight: () => number;
+}
+
+export class DaemonMetrics {
+  readonly registry = new Registry();
+  /** Shared pulls that settled, by result (ok, error, aborted) and library error code ("" when ok). */
+  readonly pulls = new Counter({ name: 'fastpull_pulls_total', help: 'Pulls finished, by result and error code', labelNames: ['result', 'code'] as const, registers: [this.registry] });
+  /** Pull requests (callers), by whether they joined a running pull. */
+  readonly requests = new Counter({ name: 'fastpull_pull_requests_total', help: 'Pull requests received, by whether they joined a pull already running', labelNames: ['joined'] as const, registers: [this.registry] });
+  readonly bytesFetched = new Counter({ name: 'fastpull_fetched_bytes_total', help: 'Compressed layer bytes fetched, as pull progress reports them', registers: [this.registry] });
+  readonly pullSeconds = new Histogram({ name: 'fastpull_pull_duration_seconds', help: 'Wall time of finished pulls', labelNames: ['result'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+  /** Per-phase sums over a pull's layers (layers run at once, so phases of one pull can exceed its wall time). */
+  readonly phaseSeconds = new Histogram({ name: 'fastpull_pull_phase_seconds', help: 'Time per phase of successful pulls, summed over their layers', labelNames: ['phase'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+
+  constructor(sources: MetricsSources) {
+    new Gauge({ name: 'fastpull_pulls_in_flight', help: 'Pulls running now (one per image, however many callers share it)', registers: [this.registry], collect() { this.set(sources.pullsInFlight()); } });
+    new Gauge({ name: 'fastpull_pull_callers', help: 'Callers receiving the progress of running pulls', registers: [this.registry], collect() { this.set(sources.pullCallers()); } });
+    new Gauge({ name: 'fastpull_fetch_requests_in_flight', help: 'Range requests (chunks) in flight in the shared fetch scheduler', registers: [this.registry], collect() { this.set(sources.requestsInFlight()); } });
+    collectDefaultMetrics({ register: this.registry, prefix: 'fastpulld_' });
+  }
+
+  /** Records a settled pull. */
+  settled(durationMs: number, phases: PhaseTotals | undefined, error: unknown): void {
+    const code = error === undefined ? '' : isFastpullError(error) ? error.code : 'INTERNAL';
+    const result = error === undefined ? 'ok' : code === 'ABORTED' ? 'aborted' : 'error';
+    this.pulls.inc({ result, code });
+    this.pullSeconds.observe({ result }, durationMs / 1000);
+    if (phases) for (const [phase, key] of PHASES) this.phaseSeconds.observe({ phase }, phases[key] / 1000);
+  }
+}
+
+/** Serves `registry` at http://ADDRESS/metrics; resolves with the server and the address it listens on. */
+export async function serveMetrics(address: string, registry: Registry): Promise<{ server: Server; url: string }> {
+  const { host, port } = splitAddress(address);
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at /metrics\n');
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${e instanceof Error ? e.message : String(e)}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const a = server.address() as AddressInfo;
+  return { server, url: `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}/metrics` };
+}

@@ -1,0 +1,180 @@
+// Pulls shared between callers: concurrent requests for the same image are one pull. Each caller gets
+// its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
+// a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
+// keeps what it downloaded for the next pull to resume).
+import { FastpullError, type PullEvent, type PullResult } from '@fastpull/core';
+
+/** One caller of a shared pull. */
+export interface PullSubscriber {
+  /** A progress event (never `done`: see finish). */
+  progress(event: PullEvent): void;
+  /** The pull succeeded. */
+  finish(result: PullResult): void;
+  /** The pull failed (ABORTED when the daemon is stopping). */
+  fail(error: unknown): void;
+}
+
+/** What starting a pull needs: its signal and where its progress goes. */
+export type StartPull = (signal: AbortSignal, onProgress: (e: PullEvent) => void) => Promise<PullResult>;
+
+/** What a shared pull reports when it settles. */
+export interface PullOutcome {
+  readonly key: string;
+  readonly name: string;
+  readonly result?: PullResult;
+  readonly error?: unknown;
+  /** Callers that joined over its life. */
+  readonly callers: number;
+  /** Compressed bytes the progress events reported as fetched. */
+  readonly bytesFetched: number;
+  readonly durationMs: number;
+}
+
+export interface PullHooks {
+  /** A shared pull starts (not called for a caller that joins one). */
+  readonly started?: (key: string, name: string) => void;
+  /** Bytes fetched since the last call, as progress reports them. */
+  readonly fetched?: (bytes: number) => void;
+  /** A shared pull settled. */
+  readonly settled?: (outcome: PullOutcome) => void;
+}
+
+class SharedPull {
+  readonly subscribers = new Set<PullSubscriber>();
+  readonly controller = new AbortController();
+  resolved: PullEvent | undefined;
+  /** The latest event of each layer, by index. */
+  readonly layers = new Map<number, PullEvent>();
+  private readonly fetchedByLayer = new Map<number, number>();
+  bytesFetched = 0;
+  callers = 0;
+  settled = false;
+  done!: Promise<void>;
+
+  constructor(
+    readonly key: string,
+    readonly name: string,
+  ) {}
+
+  /** Records an event and passes it on; returns the new bytes it reports fetched. */
+  event(e: PullEvent): number {
+    let fresh = 0;
+    if (e.type === 'resolved') this.resolved = e;
+    if (e.type === 'layer') {
+      this.layers.set(e.index, e);
+      if (e.state === 'fetching') {
+        const before = this.fetchedByLayer.get(e.index) ?? 0;
+        if (e.bytes > before) {
+          fresh = e.bytes - before;
+          this.fetchedByLayer.set(e.index, e.bytes);
+          this.bytesFetched += fresh;
+        }
+      }
+    }
+    for (const s of [...this.subscribers]) s.progress(e);
+    return fresh;
+  }
+}
+
+/** The shared pulls of one daemon. */
+export class PullManager {
+  private readonly running = new Map<string, SharedPull>();
+  /** Every pull not yet settled, including those aborted after their last caller left. */
+  private readonly unsettled = new Set<SharedPull>();
+
+  constructor(private readonly hooks: PullHooks = {}) {}
+
+  /** Shared pulls running now (including those stopping after their last caller left). */
+  get size(): number {
+    return this.unsettled.size;
+  }
+
+  /** Callers of running pulls now. */
+  get callers(): number {
+    let n = 0;
+    for (const p of this.running.values()) n += p.subscribers.size;
+    return n;
+  }
+
+  /**
+   * Joins the running pull of `key`, or starts one with `start`. Returns leave(): the subscriber gets
+   * nothing more; when it was the last caller of an unfinished pull, the pull is aborted.
+   */
+  join(key: string, name: string, start: StartPull, subscriber: PullSubscriber): { leave: () => void; joined: boolean } {
+    let shared = this.running.get(key);
+    const joined = shared !== undefined;
+    if (!shared) {
+      shared = this.start(key, name, start);
+    } else {
+      // A late caller: what it missed, as the latest state of everything.
+      if (shared.resolved) subscriber.progress(shared.resolved);
+      for (const index of [...shared.layers.keys()].sort((a, b) => a - b)) subscriber.progress(shared.layers.get(index)!);
+    }
+    shared.subscribers.add(subscriber);
+    shared.callers++;
+    const pullOf = shared;
+    return {
+      joined,
+      leave: () => {
+        if (!pullOf.subscribers.delete(subscriber)) return;
+        if (pullOf.subscribers.size === 0 && !pullOf.settled) {
+          // Nobody waits for it: a new request starts afresh rather than joining one being stopped.
+          if (this.running.get(key) === pullOf) this.running.delete(key);
+          pullOf.controller.abort(new FastpullError('ABORTED', `pulling ${name}: every caller went away`));
+        }
+      },
+    };
+  }
+
+  private start(key: string, name: string, start: StartPull): SharedPull {
+    const shared = new SharedPull(key, name);
+    this.running.set(key, shared);
+    this.unsettled.add(shared);
+    this.hooks.started?.(key, name);
+    const t0 = performance.now();
+    const finish = (result: PullResult | undefined, error: unknown): void => {
+      shared.settled = true;
+      this.unsettled.delete(shared);
+      if (this.running.get(key) === shared) this.running.delete(key);
+      this.hooks.settled?.({
+        key,
+        name,
+        ...(result ? { result } : { error }),
+        callers: shared.callers,
+        bytesFetched: shared.bytesFetched,
+        durationMs: performance.now() - t0,
+      });
+      for (const s of [...shared.subscribers]) {
+        if (result) s.finish(result);
+        else s.fail(error);
+      }
+      shared.subscribers.clear();
+    };
+    let running: Promise<PullResult>;
+    try {
+      running = start(shared.controller.signal, (e) => {
+        // `done` goes out with the result, once the pull has returned.
+        if (e.type === 'done') return;
+        const fresh = shared.event(e);
+        if (fresh > 0) this.hooks.fetched?.(fresh);
+      });
+    } catch (e) {
+      running = Promise.reject(e);
+    }
+    shared.done = running.then(
+      (r) => finish(r, undefined),
+      (e: unknown) => finish(undefined, e),
+    );
+    return shared;
+  }
+
+  /** Aborts every running pull with `reason` (an ABORTED FastpullError). */
+  abortAll(reason: FastpullError): void {
+    for (const p of this.unsettled) p.controller.abort(reason);
+  }
+
+  /** Settles when every pull running now has settled. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.unsettled].map((p) => p.done));
+  }
+}

@@ -1,0 +1,502 @@
+// fastpulld as a real process on a temporary unix socket, driven by its TypeScript client, a raw gRPC
+// reflection client and the CLI: pulls from real registries on loopback, shared pulls, errors,
+// health, reflection, the socket's mode, metrics, SIGHUP, SIGTERM mid-pull and resume, stale sockets.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { statSync, writeFileSync, existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { isFastpullError, type FastpullError, type PullEvent } from '@fastpull/core';
+import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { FastpullClient } from '@fastpull/daemon';
+import { repoRoot, runCliAsync, tempDir } from './helpers.js';
+
+const daemonBin = join(repoRoot, 'packages', 'daemon', 'dist', 'bin.js');
+const binary = findDistributionBinary();
+if (!binary) console.warn('skipping the fastpulld tests that use docker-registry: it is not installed');
+
+/** A fastpulld process and the JSON log lines it wrote. */
+interface RunningDaemon {
+  readonly proc: ChildProcess;
+  readonly socket: string;
+  readonly logs: Array<Record<string, unknown>>;
+  readonly stderr: () => string;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves with the first log line matching `fn`. */
+  waitLog(fn: (l: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+}
+
+function startDaemon(args: string[]): RunningDaemon {
+  const socket = args[args.indexOf('--socket') + 1]!;
+  const proc = spawn(process.execPath, [daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '' } });
+  const logs: Array<Record<string, unknown>> = [];
+  const waiters: Array<() => void> = [];
+  let buf = '';
+  let err = '';
+  proc.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        logs.push({ unparsed: line });
+      }
+      for (const w of [...waiters]) w();
+    }
+  });
+  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  return {
+    proc,
+    socket,
+    logs,
+    stderr: () => err,
+    exited,
+    waitLog(fn, timeoutMs = 20_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs} ms; logs: ${JSON.stringify(logs)}; stderr: ${err}`)), timeoutMs);
+        const check = (): void => {
+          const found = logs.find(fn);
+          if (found) {
+            clearTimeout(timer);
+            waiters.splice(waiters.indexOf(check), 1);
+            resolve(found);
+          }
+        };
+        waiters.push(check);
+        check();
+      });
+    },
+  };
+}
+
+/** Starts fastpulld and waits until it says it serves. */
+async function serve(args: string[]): Promise<RunningDaemon> {
+  const d = startDaemon(args);
+  await Promise.race([
+    d.waitLog((l) => l.msg === 'fastpulld serving'),
+    d.exited.then(({ code }) => {
+      throw new Error(`fastpulld exited with ${code}: ${d.stderr()}`);
+    }),
+  ]);
+  return d;
+}
+
+async function stop(d: RunningDaemon | undefined): Promise<void> {
+  if (!d || d.proc.exitCode !== null || d.proc.signalCode !== null) return;
+  d.proc.kill('SIGTERM');
+  await d.exited;
+}
+
+async function failure(p: Promise<unknown>): Promise<FastpullError> {
+  try {
+    await p;
+  } catch (e) {
+    if (isFastpullError(e)) return e;
+    throw e;
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** The gRPC status code a rebuilt error came from. */
+function grpcCode(e: FastpullError): number | undefined {
+  return (e.cause as { code?: number } | undefined)?.code;
+}
+
+describe('fastpulld', () => {
+  const work = tempDir('daemon');
+  const root = join(work.dir, 'root');
+  const socket = join(work.dir, 'fastpulld.sock');
+  let daemon: RunningDaemon | undefined;
+  let client: FastpullClient;
+  let loop: LoopbackRegistry;
+  let image: BuiltImage;
+  let loopRef = '';
+
+  beforeAll(async () => {
+    loop = await startLoopbackRegistry();
+    image = await sampleImage(61, { layers: 3 });
+    loop.addImage('daemon/app', 'v1', image);
+    loopRef = `${loop.host}/daemon/app:v1`;
+    daemon = await serve(['--socket', socket, '--root', root, '--metrics-address', '127.0.0.1:0']);
+    client = new FastpullClient(socket);
+  });
+  afterAll(async () => {
+    client?.close();
+    await stop(daemon);
+    await loop?.close();
+    work.cleanup();
+  });
+
+  it('creates its socket with mode 0660 and reports SERVING over grpc.health.v1', async () => {
+    expect(statSync(socket).isSocket()).toBe(true);
+    expect(statSync(socket).mode & 0o777).toBe(0o660);
+    expect(await client.health()).toBe('SERVING');
+    expect(await client.health('fastpull.v1.Images')).toBe('SERVING');
+    const e = await failure(client.health('no.such.Service'));
+    expect(grpcCode(e)).toBe(grpc.status.NOT_FOUND);
+  });
+
+  it('lists its services through server reflection', async () => {
+    const reflectionDir = join(dirname(createRequire(join(repoRoot, 'packages', 'daemon', 'package.json')).resolve('@grpc/reflection')), '..', 'proto');
+    const def = protoLoader.loadSync('grpc/reflection/v1/reflection.proto', { includeDirs: [reflectionDir], keepCase: false, defaults: true, oneofs: true });
+    const Ctor = grpc.makeClientConstructor(def['grpc.reflection.v1.ServerReflection'] as grpc.ServiceDefinition, 'ServerReflection');
+    const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { ServerReflectionInfo: () => grpc.ClientDuplexStream<unknown, { listServicesResponse?: { service: { name: string }[] }; fileDescriptorResponse?: { fileDescriptorProto: Buffer[] } }> };
+    try {
+      const ask = (req: unknown) =>
+        new Promise<{ listServicesResponse?: { service: { name: string }[] }; fileDescriptorResponse?: { fileDescriptorProto: Buffer[] } }>((resolve, reject) => {
+          const call = raw.ServerReflectionInfo();
+          call.on('data', (r) => {
+            resolve(r);
+            call.end();
+          });
+          call.on('error', reject);
+          call.write(req);
+        });
+      const list = await ask({ listServices: '' });
+      const names = list.listServicesResponse!.service.map((s) => s.name);
+      for (const s of ['fastpull.v1.Images', 'fastpull.v1.Snapshots', 'fastpull.v1.Content', 'grpc.health.v1.Health']) expect(names).toContain(s);
+      const file = await ask({ fileContainingSymbol: 'fastpull.v1.Images' });
+      expect(file.fileDescriptorResponse!.fileDescriptorProto.length).toBeGreaterThan(0);
+      expect(Buffer.concat(file.fileDescriptorResponse!.fileDescriptorProto).toString('latin1')).toContain('PullRequest');
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('answers bad requests with INVALID_ARGUMENT or NOT_FOUND, and keeps serving', async () => {
+    const badRef = await failure(client.pull('Not A Reference!!'));
+    expect(badRef.code).toBe('INVALID_REFERENCE');
+    expect(grpcCode(badRef)).toBe(grpc.status.INVALID_ARGUMENT);
+    const unknown = await failure(client.getImage(`${loop.host}/no/such:image`));
+    expect(unknown.code).toBe('NOT_FOUND');
+    expect(unknown.message).toContain('no/such:image');
+    expect(grpcCode(unknown)).toBe(grpc.status.NOT_FOUND);
+    // Requests name snapshots by chainID and blobs by digest: a path is not one.
+    const path = await failure(client.mounts({ chainID: '../../../etc' }));
+    expect(path.code).toBe('INVALID_DIGEST');
+    expect(grpcCode(path)).toBe(grpc.status.INVALID_ARGUMENT);
+    const blobPath = await failure(client.contentInfo('sha256/../../../../etc/passwd'));
+    expect(grpcCode(blobPath)).toBe(grpc.status.INVALID_ARGUMENT);
+    const noBlob = await failure(client.contentInfo(`sha256:${'0'.repeat(64)}`));
+    expect(noBlob.code).toBe('NOT_FOUND');
+    const noSnap = await failure(client.snapshotUsage(`sha256:${'1'.repeat(64)}`));
+    expect(noSnap.code).toBe('NOT_FOUND');
+    const notInRegistry = await failure(client.pull(`${loop.host}/daemon/missing:v1`));
+    expect(notInRegistry.code).toBe('NOT_FOUND');
+    expect(grpcCode(notInRegistry)).toBe(grpc.status.NOT_FOUND);
+    expect(await client.health()).toBe('SERVING');
+    expect(daemon!.proc.exitCode).toBeNull();
+  });
+
+  it('two clients pulling one image at once share one pull: each blob is served once', async () => {
+    loop.stats.reset();
+    // Slow enough that the second request arrives while the first is downloading.
+    loop.faults.bytesPerSecond = 2 * 1024 * 1024;
+    const other = new FastpullClient(`unix:${socket}`);
+    try {
+      const seen: PullEvent[][] = [[], []];
+      const [a, b] = await Promise.all([
+        client.pull(loopRef, { onProgress: (e) => seen[0]!.push(e) }),
+        other.pull(loopRef, { onProgress: (e) => seen[1]!.push(e) }),
+      ]);
+      expect(a.image).toEqual(b.image);
+      expect(a.image.manifest.digest).toBe(image.manifestDigest);
+      for (const l of image.layers) expect(loop.stats.blobBytesServed(l.digest)).toBe(l.size);
+      for (const events of seen) {
+        expect(events[0]!.type).toBe('resolved');
+        expect(events.at(-1)!.type).toBe('done');
+        for (let i = 0; i < image.layers.length; i++) {
+          expect(events.filter((e) => e.type === 'layer' && e.index === i).at(-1)).toMatchObject({ state: 'committed' });
+        }
+      }
+      const line = await daemon!.waitLog((l) => l.event === 'pull' && l.image === loopRef && l.result === 'ok');
+      expect(line.callers).toBe(2);
+      expect(line.phases).toMatchObject({ resolveMs: expect.any(Number), fetchMs: expect.any(Number), extractMs: expect.any(Number), commitMs: expect.any(Number) });
+      expect(JSON.stringify(daemon!.logs)).not.toMatch(/password|authorization/i);
+      expect(a.root).toBe(root);
+      expect(a.snapshots).toHaveLength(image.layers.length);
+      expect(a.mounts[0]!.type).toBe('overlay');
+    } finally {
+      loop.faults.bytesPerSecond = undefined;
+      other.close();
+    }
+  });
+
+  it('a caller that leaves stops receiving; the pull goes on for the caller that stays', async () => {
+    const img = await sampleImage(62, { layers: 2 });
+    loop.addImage('daemon/leave', 'v1', img);
+    const ref = `${loop.host}/daemon/leave:v1`;
+    loop.stats.reset();
+    loop.faults.bytesPerSecond = 1024 * 1024;
+    const leaver = new FastpullClient(socket);
+    try {
+      const controller = new AbortController();
+      let leaverEvents = 0;
+      const stayer = client.pull(ref);
+      const left = failure(
+        leaver.pull(ref, {
+          signal: controller.signal,
+          onProgress: (e) => {
+            leaverEvents++;
+            if (e.type === 'layer' && e.state === 'fetching') controller.abort();
+          },
+        }),
+      );
+      expect((await left).code).toBe('ABORTED');
+      const countAtLeave = leaverEvents;
+      const r = await stayer;
+      expect(r.image.manifest.digest).toBe(img.manifestDigest);
+      expect(leaverEvents).toBe(countAtLeave);
+      for (const l of img.layers) expect(loop.stats.blobBytesServed(l.digest)).toBe(l.size);
+    } finally {
+      loop.faults.bytesPerSecond = undefined;
+      leaver.close();
+    }
+  });
+
+  it('a pull whose only caller leaves is stopped', async () => {
+    const img = await sampleImage(63, { layers: 2 });
+    loop.addImage('daemon/alone', 'v1', img);
+    const ref = `${loop.host}/daemon/alone:v1`;
+    loop.faults.bytesPerSecond = 256 * 1024;
+    try {
+      const controller = new AbortController();
+      const e = await failure(client.pull(ref, { signal: controller.signal, onProgress: (ev) => ev.type === 'layer' && ev.state === 'fetching' && controller.abort() }));
+      expect(e.code).toBe('ABORTED');
+      const line = await daemon!.waitLog((l) => l.event === 'pull' && l.image === ref);
+      expect(line).toMatchObject({ result: 'aborted', code: 'ABORTED' });
+    } finally {
+      loop.faults.bytesPerSecond = undefined;
+    }
+  });
+
+  it('lists, gets, mounts, measures and removes through the client', async () => {
+    const images = await client.listImages();
+    const rec = images.find((i) => i.name === loopRef)!;
+    expect(rec.manifest.digest).toBe(image.manifestDigest);
+    expect(rec.unpackedSize).toBeGreaterThan(0);
+    const got = await client.getImage(loopRef);
+    expect(got.image.layers.map((l) => l.chainID)).toEqual(rec.layers.map((l) => l.chainID));
+    const byImage = await client.mounts({ image: loopRef });
+    const byChain = await client.mounts({ chainID: rec.chainID });
+    expect(byChain).toEqual(byImage);
+    expect(byImage[0]!.options.at(-1)!.split(':')).toEqual(got.snapshots.slice().reverse().map((s, i) => (i === 0 ? `lowerdir=${s}` : s)));
+    const snaps = await client.listSnapshots();
+    for (const l of rec.layers) expect(snaps.map((s) => s.chainID)).toContain(l.chainID);
+    const usage = await client.snapshotUsage(rec.layers[0]!.chainID);
+    expect(usage.inodes).toBeGreaterThan(1);
+    expect(usage.size).toBeGreaterThan(0);
+    const blob = await client.contentInfo(rec.config.digest);
+    expect(blob).toEqual({ digest: rec.config.digest, size: rec.config.size });
+    expect((await client.listContent()).map((b) => b.digest)).toContain(rec.manifest.digest);
+    const inUse = await failure(client.deleteContent(rec.config.digest));
+    expect(inUse.code).toBe('INVALID_ARGUMENT');
+    const removed = await client.removeImage(loopRef, { gc: true });
+    expect(removed.name).toBe(loopRef);
+    expect(removed.gc!.snapshots.map((s) => s.chainID)).toEqual(expect.arrayContaining(rec.layers.map((l) => l.chainID)));
+    expect((await failure(client.getImage(loopRef))).code).toBe('NOT_FOUND');
+    expect((await client.listImages()).map((i) => i.name)).not.toContain(loopRef);
+  });
+
+  it('serves Prometheus metrics on the loopback port it was given', async () => {
+    const serving = daemon!.logs.find((l) => l.msg === 'fastpulld serving')!;
+    const url = serving.metrics as string;
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    const text = await (await fetch(url)).text();
+    expect(text).toMatch(/^fastpull_pulls_total\{result="ok",code=""\} [1-9]/m);
+    expect(text).toMatch(/^fastpull_pulls_total\{result="aborted",code="ABORTED"\} [1-9]/m);
+    expect(text).toMatch(/^fastpull_fetched_bytes_total [1-9]\d*/m);
+    expect(text).toMatch(/^fastpull_pull_phase_seconds_count\{phase="fetch"\} [1-9]/m);
+    expect(text).toMatch(/^fastpull_pulls_in_flight 0$/m);
+    expect(text).toMatch(/^fastpull_pull_requests_total\{joined="true"\} [1-9]/m);
+  });
+
+  it('refuses a second daemon on a live socket, and replaces a stale one', async () => {
+    const second = startDaemon(['--socket', socket, '--root', join(work.dir, 'other')]);
+    const { code } = await second.exited;
+    expect(code).toBe(2);
+    expect(second.stderr()).toContain('another process is serving');
+    expect(await client.health()).toBe('SERVING');
+
+    const staleSocket = join(work.dir, 'stale.sock');
+    const crashed = await serve(['--socket', staleSocket, '--root', join(work.dir, 'stale-root')]);
+    crashed.proc.kill('SIGKILL');
+    await crashed.exited;
+    expect(existsSync(staleSocket)).toBe(true);
+    const again = await serve(['--socket', staleSocket, '--root', join(work.dir, 'stale-root')]);
+    const c = new FastpullClient(staleSocket);
+    try {
+      expect(await c.health()).toBe('SERVING');
+    } finally {
+      c.close();
+      await stop(again);
+    }
+    writeFileSync(join(work.dir, 'not-a-socket'), 'x');
+    const refused = startDaemon(['--socket', join(work.dir, 'not-a-socket'), '--root', join(work.dir, 'stale-root')]);
+    expect((await refused.exited).code).toBe(2);
+    expect(refused.stderr()).toContain('is not a socket');
+  });
+
+  it('reloads hosts_dir from its config file on SIGHUP', async () => {
+    const config = join(work.dir, 'fastpulld.toml');
+    const hup = join(work.dir, 'hup.sock');
+    writeFileSync(config, `root = "${join(work.dir, 'hup-root')}"\nhosts_dir = "${join(work.dir, 'hosts-a')}"\n`);
+    const d = await serve(['--config', config, '--socket', hup]);
+    try {
+      expect(d.logs.find((l) => l.msg === 'fastpulld serving')).toMatchObject({ hostsDir: join(work.dir, 'hosts-a'), root: join(work.dir, 'hup-root') });
+      writeFileSync(config, `root = "${join(work.dir, 'hup-root')}"\nhosts_dir = "${join(work.dir, 'hosts-b')}"\n`);
+      d.proc.kill('SIGHUP');
+      const line = await d.waitLog((l) => l.msg === 'configuration reloaded');
+      expect(line).toMatchObject({ hostsDir: join(work.dir, 'hosts-b'), previousHostsDir: join(work.dir, 'hosts-a') });
+    } finally {
+      await stop(d);
+    }
+  });
+
+  it('SIGTERM during a pull exits in bounded time; after a restart the pull resumes and completes', async () => {
+    const big = await sampleImage(64, { layers: 2 });
+    loop.addImage('daemon/big', 'v1', big);
+    const ref = `${loop.host}/daemon/big:v1`;
+    const total = big.layers.reduce((n, l) => n + l.size, 0);
+    const termSocket = join(work.dir, 'term.sock');
+    const termRoot = join(work.dir, 'term-root');
+    loop.stats.reset();
+    loop.faults.bytesPerSecond = 512 * 1024;
+    const d = await serve(['--socket', termSocket, '--root', termRoot, '--chunk-size', '64KiB']);
+    const c = new FastpullClient(termSocket);
+    try {
+      let signalled = 0;
+      const served = () => big.layers.reduce((n, l) => n + loop.stats.blobBytesServed(l.digest), 0);
+      // SIGTERM once a quarter of the bytes went out (progress events come per 4 MiB: too coarse here).
+      const watcher = setInterval(() => {
+        if (signalled === 0 && served() >= total / 4) {
+          signalled = performance.now();
+          d.proc.kill('SIGTERM');
+        }
+      }, 10);
+      const pulling = failure(c.pull(ref)).finally(() => clearInterval(watcher));
+      const e = await pulling;
+      expect(e.code).toBe('ABORTED');
+      const { code } = await d.exited;
+      expect(code).toBe(0);
+      expect(performance.now() - signalled).toBeLessThan(10_000);
+      expect(existsSync(termSocket)).toBe(false);
+      expect(signalled).toBeGreaterThan(0);
+      const firstServed = served();
+      expect(firstServed).toBeGreaterThan(0);
+      expect(firstServed).toBeLessThan(total);
+      loop.stats.reset();
+      loop.faults.bytesPerSecond = undefined;
+      const again = await serve(['--socket', termSocket, '--root', termRoot]);
+      const c2 = new FastpullClient(termSocket);
+      try {
+        const r = await c2.pull(ref);
+        expect(r.image.manifest.digest).toBe(big.manifestDigest);
+        const secondServed = served();
+        // Resumed: what was downloaded before the signal was not fetched again.
+        expect(secondServed).toBeLessThan(total);
+        expect(secondServed + firstServed).toBeLessThan(total + 4 * 64 * 1024 * big.layers.length);
+      } finally {
+        c2.close();
+        await stop(again);
+      }
+    } finally {
+      loop.faults.bytesPerSecond = undefined;
+      c.close();
+      await stop(d);
+    }
+  });
+
+  describe.skipIf(!binary)('against docker-registry', () => {
+    let registry: Awaited<ReturnType<typeof startDistribution>>;
+    let img: BuiltImage;
+    let ref = '';
+
+    beforeAll(async () => {
+      registry = await startDistribution({ dir: join(work.dir, 'registry') });
+      img = await sampleImage(65, { layers: 3 });
+      await pushImage(registry.url, 'daemon/real', 'v1', img);
+      ref = `${registry.host}/daemon/real:v1`;
+    });
+    afterAll(async () => {
+      await registry?.stop();
+    });
+
+    it('the TS client pulls, lists, gets and removes', async () => {
+      const events: PullEvent[] = [];
+      const r = await client.pull(ref, { onProgress: (e) => events.push(e) });
+      expect(r.image.name).toBe(ref);
+      expect(r.image.manifest.digest).toBe(img.manifestDigest);
+      expect(events.filter((e) => e.type === 'layer' && e.state === 'committed')).toHaveLength(img.layers.length);
+      expect((await client.listImages()).map((i) => i.name)).toContain(ref);
+      expect((await client.getImage(ref)).image).toEqual(r.image);
+      expect((await client.removeImage(ref)).name).toBe(ref);
+      expect((await failure(client.getImage(ref))).code).toBe('NOT_FOUND');
+    });
+
+    it('the CLI with --address prints what it prints in-process', async () => {
+      // A daemon of its own, so its store holds what the in-process store holds.
+      const local = join(work.dir, 'cli-local');
+      const root = join(work.dir, 'cli-daemon');
+      const socket = join(work.dir, 'cli.sock');
+      const d = await serve(['--socket', socket, '--root', root]);
+      const viaDaemon = ['--address', socket];
+      try {
+      const norm = (s: string) => s.replace(/in \d+\.\d\ds/g, 'in Xs').replaceAll(root, 'ROOT').replaceAll(local, 'ROOT');
+      const p1 = await runCliAsync(['pull', '--root', local, ref]);
+      const p2 = await runCliAsync(['pull', ...viaDaemon, ref]);
+      expect(p1.status, p1.stderr).toBe(0);
+      expect(p2.status, p2.stderr).toBe(0);
+      expect(norm(p2.stdout)).toBe(norm(p1.stdout));
+      expect(p2.stdout).toContain(`top snapshot ${root}`);
+      // Progress lines: the same lines, whatever order layers finished in. "download complete" shows
+      // only when a download ends before its unpacker starts: a race in-process as well.
+      const lines = (s: string) => s.split('\n').filter((l) => !l.endsWith(': download complete')).sort();
+      expect(lines(p2.stderr)).toEqual(lines(p1.stderr));
+      expect(lines(p2.stderr).filter((l) => l.includes(': pull complete ('))).toHaveLength(img.layers.length);
+
+      const q1 = await runCliAsync(['pull', '--quiet', '--root', local, ref]);
+      const q2 = await runCliAsync(['pull', '--quiet', ...viaDaemon, ref]);
+      expect(q2.stdout).toBe(q1.stdout);
+
+      const j1 = await runCliAsync(['images', '--json', '--root', local]);
+      const j2 = await runCliAsync(['images', '--json'], { FASTPULL_ADDRESS: socket });
+      expect(j2.status, j2.stderr).toBe(0);
+      const strip = (s: string) => (JSON.parse(s) as Array<Record<string, unknown>>).map(({ created: _c, ...rest }) => rest);
+      expect(strip(j2.stdout)).toEqual(strip(j1.stdout));
+      const t1 = await runCliAsync(['images', '--root', local]);
+      const t2 = await runCliAsync(['images', ...viaDaemon]);
+      // The images were pulled moments apart: their age column may differ.
+      const table = (s: string) => s.split('\n').map((l) => l.replace(/(just now|\d+ \w+ ago) *$/, 'AGE'));
+      expect(table(t2.stdout)).toEqual(table(t1.stdout));
+      expect(t2.stdout.split('\n')[1]).toContain(ref);
+
+      const r1 = await runCliAsync(['rm', '--root', local, ref]);
+      const r2 = await runCliAsync(['rm', ...viaDaemon, ref]);
+      expect(r2.status, r2.stderr).toBe(0);
+      expect(r2.stdout).toBe(r1.stdout);
+      const g1 = await runCliAsync(['gc', '--json', '--root', local]);
+      const g2 = await runCliAsync(['gc', '--json', ...viaDaemon]);
+      expect(g2.status, g2.stderr).toBe(0);
+      const gc1 = JSON.parse(g1.stdout) as { snapshots: unknown[]; blobs: unknown[] };
+      const gc2 = JSON.parse(g2.stdout) as { snapshots: unknown[]; blobs: unknown[] };
+      expect(gc2.snapshots.length).toBe(gc1.snapshots.length);
+      expect(gc2.snapshots.length).toBe(img.layers.length);
+      expect(Object.keys(gc2)).toEqual(Object.keys(gc1));
+
+      const e1 = await runCliAsync(['rm', '--root', local, ref]);
+      const e2 = await runCliAsync(['rm', ...viaDaemon, ref]);
+      expect(e2.status).toBe(1);
+      expect(e2.stderr.replaceAll(root, 'ROOT')).toBe(e1.stderr.replaceAll(local, 'ROOT'));
+      } finally {
+        await stop(d);
+      }
+    });
+  });
+});
