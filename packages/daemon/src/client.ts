@@ -1,7 +1,8 @@
 // A typed client of fastpulld: the library's own types in and out (PullEvent, ImageRecord, GcResult,
 // Mount), and failures as the same FastpullError (code, message, details) the daemon hit.
 import * as grpc from '@grpc/grpc-js';
-import { FastpullError, type Credentials, type Digest, type GcResult, type ImageRecord, type Mount, type PullEvent, type PullResult, type SnapshotInfo } from '@fastpull/core';
+import { FastpullError, type Credentials, type Digest, type GcResult, type ImageRecord, type Mount, type PullEvent, type PullResult } from '@fastpull/core';
+import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import { eventFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
 import { fromServiceError } from './errors.js';
 import { packageDefinition, type WireBlobInfo, type WireGcResponse, type WireGetImageResponse, type WireImage, type WireMount, type WirePullRequest, type WirePullResponse, type WireSnapshotInfo } from './proto.js';

@@ -1,7 +1,8 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import type { Descriptor, Digest, GcResult, ImageRecord, LayerState, Mount, Platform, PullEvent, PullTimings, SnapshotInfo } from '@fastpull/core';
+import type { Descriptor, Digest, GcResult, ImageRecord, LayerState, Mount, Platform, PullEvent, PullTimings } from '@fastpull/core';
+import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireDescriptor,
   WireGcResponse,

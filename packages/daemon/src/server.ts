@@ -11,7 +11,6 @@ import {
   collectGarbage,
   dockerConfigCredentials,
   FastpullError,
-  FetchScheduler,
   formatPlatform,
   formatReference,
   isFastpullError,
@@ -22,14 +21,14 @@ import {
   parseReference,
   pull,
   resolveImage,
-  sharedFetchScheduler,
-  withCollectionLock,
   type CredentialsProvider,
   type Digest,
   type ImageRecord,
   type PullResult,
   type Store,
 } from '@fastpull/core';
+import { withCollectionLock } from '@fastpull/core/content';
+import { FetchScheduler, sharedFetchScheduler } from '@fastpull/core/registry';
 import { readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
 import { eventToWire, gcToWire, imageToWire, mountToWire, snapshotToWire } from './convert.js';
 import { toStatus } from './errors.js';
