@@ -305,6 +305,13 @@ describe('fastpulld', () => {
   });
 
   it('serves Prometheus metrics on the loopback port it was given', async () => {
+    // A pull whose first request for its layer fails with 503: the retry is counted.
+    const retried = await sampleImage(23, { layers: 1 });
+    loop.addImage('daemon/retry', 'v1', retried);
+    loop.faults = { status: { path: new RegExp(`/blobs/${retried.layers[0]!.digest}$`), status: 503, times: 1 } };
+    await client.pull(`${loop.host}/daemon/retry:v1`);
+    expect(loop.faults.status?.times).toBe(0);
+    loop.faults = {};
     const serving = daemon!.logs.find((l) => l.msg === 'fastpulld serving')!;
     const url = serving.metrics as string;
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
@@ -315,6 +322,8 @@ describe('fastpulld', () => {
     expect(text).toMatch(/^fastpull_pull_phase_seconds_count\{phase="fetch"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_pulls_in_flight 0$/m);
     expect(text).toMatch(/^fastpull_pull_requests_total\{joined="true"\} [1-9]/m);
+    expect(text).toMatch(/^fastpull_fetch_retries_total [1-9]/m);
+    expect(text).toMatch(/^fastpull_fetch_stragglers_reissued_total \d+$/m);
   });
 
   it('refuses a second daemon on a live socket, and replaces a stale one', async () => {

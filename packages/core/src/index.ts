@@ -26,7 +26,7 @@ export type { Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
 export { collectGarbage, type GcOptions, type GcResult } from './gc/gc.js';
-export { acquireLease, type Lease, type LeaseRefs } from './gc/lease.js';
+export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
 
 // Errors.
 export { FastpullError, isFastpullError, ErrorCodes, type ErrorCode } from './errors.js';

@@ -23,7 +23,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'formatReference', 'type GcOptions', 'type GcResult', 'hostPlatform', 'type ImageConfig',
       'type ImageIndex', 'type ImageLayer', 'type ImageManifest', 'type ImageRecord', 'type ImageStore',
       'INFLATER_CHOICES', 'type InflaterChoice', 'inflaterFromEnv', 'isDigest', 'isFastpullError',
-      'type LayerState', 'type LayerTimings', 'type Lease', 'type LeaseRefs', 'MediaTypes', 'type Mount',
+      'type LayerState', 'type LayerTimings', 'type Lease', 'type LeaseRefs', 'liveLeaseRefs', 'MediaTypes', 'type Mount',
       'mountsFor', 'normalizePlatform', 'openStore', 'parseDigest', 'parseInflaterChoice', 'parsePlatform',
       'parseReference', 'type PhaseTotals', 'type Platform', 'platformMatches', 'pull', 'type PullEvent',
       'pullEvents', 'type PullOptions', 'type PullResult', 'type PullTimings', 'type Reference',

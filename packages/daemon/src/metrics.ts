@@ -33,6 +33,10 @@ export class DaemonMetrics {
   readonly pulls = new Counter({ name: 'fastpull_pulls_total', help: 'Pulls finished, by result and error code', labelNames: ['result', 'code'] as const, registers: [this.registry] });
   /** Pull requests (callers), by whether they joined a running pull. */
   readonly requests = new Counter({ name: 'fastpull_pull_requests_total', help: 'Pull requests received, by whether they joined a pull already running', labelNames: ['joined'] as const, registers: [this.registry] });
+  /** Range requests retried after an error, across all pulls. */
+  readonly retries = new Counter({ name: 'fastpull_fetch_retries_total', help: 'Range requests retried after an error', registers: [this.registry] });
+  /** Straggling ranges cancelled and re-issued on a fresh connection. */
+  readonly stragglers = new Counter({ name: 'fastpull_fetch_stragglers_reissued_total', help: 'Straggling range requests cancelled and re-issued', registers: [this.registry] });
   readonly bytesFetched = new Counter({ name: 'fastpull_fetched_bytes_total', help: 'Compressed layer bytes fetched, as pull progress reports them', registers: [this.registry] });
   readonly pullSeconds = new Histogram({ name: 'fastpull_pull_duration_seconds', help: 'Wall time of finished pulls', labelNames: ['result'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
   /** Per-phase sums over a pull's layers (layers run at once, so phases of one pull can exceed its wall time). */

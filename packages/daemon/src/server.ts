@@ -10,6 +10,8 @@ import { pino, type Logger } from 'pino';
 import {
   collectGarbage,
   dockerConfigCredentials,
+  liveLeaseRefs,
+  UnpackPool,
   FastpullError,
   formatPlatform,
   formatReference,
@@ -60,6 +62,8 @@ export class Daemon {
   readonly address: string;
   private hostsDir: string | undefined;
   private readonly scheduler: FetchScheduler;
+  /** One pool for every pull when unpack_concurrency is set; else the library's process-wide one. */
+  private readonly pool: UnpackPool | undefined;
   private readonly credentials: CredentialsProvider;
   private readonly server = new grpc.Server();
   private readonly health = new Map<string, ServingStatus>();
@@ -78,6 +82,7 @@ export class Daemon {
     this.address = `unix:${config.socket}`;
     this.hostsDir = config.hostsDir;
     this.scheduler = config.concurrency !== undefined ? new FetchScheduler({ maxRequests: config.concurrency, maxPerHost: config.concurrency }) : sharedFetchScheduler();
+    this.pool = config.unpackConcurrency !== undefined ? new UnpackPool({ size: config.unpackConcurrency }) : undefined;
     const docker = dockerConfigCredentials({ env: options.env ?? process.env });
     const warned = new Set<string>();
     this.credentials = async (registry) => {
@@ -233,9 +238,11 @@ export class Daemon {
           credentials,
           ...(this.hostsDir ? { hostsDir: this.hostsDir } : {}),
           ...(this.config.chunkSize !== undefined ? { chunkSize: this.config.chunkSize } : {}),
-          ...(this.config.unpackConcurrency !== undefined ? { unpackConcurrency: this.config.unpackConcurrency } : {}),
+          ...(this.pool ? { pool: this.pool } : {}),
           ...(req.keepBlobs || this.config.keepBlobs ? { keepBlobs: true } : {}),
           scheduler: this.scheduler,
+          onRetry: () => this.metrics.retries.inc(),
+          onStraggler: () => this.metrics.stragglers.inc(),
           signal,
           onProgress,
         }),
@@ -364,6 +371,9 @@ export class Daemon {
     const digest = checkDigest(digestText);
     // Under the collection lock, so no pull takes a lease on it meanwhile and no gc races.
     await withCollectionLock(this.store.root, 'exclusive', async () => {
+      if ((await liveLeaseRefs(this.store.root)).blobs.has(digest)) {
+        throw new FastpullError('INVALID_ARGUMENT', `blob ${digest} is in use by a running pull; try again when it is done`);
+      }
       const users = (await this.store.images.list()).filter(
         (i) => i.target.digest === digest || i.manifest.digest === digest || i.config.digest === digest || i.layers.some((l) => l.digest === digest),
       );
@@ -459,6 +469,7 @@ export class Daemon {
     await new Promise<void>((resolve) => (this.metricsServer ? this.metricsServer.close(() => resolve()) : resolve()));
     this.metricsServer?.closeAllConnections();
     await fsp.rm(this.config.socket, { force: true });
+    await this.pool?.close();
     this.log.info({ ms: Math.round(performance.now() - t0), pullsStopped: settled === 'settled', forced: drainedInTime === 'timeout' }, 'stopped');
   }
 

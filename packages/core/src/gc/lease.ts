@@ -104,6 +104,10 @@ export async function acquireLease(root: string, refs: LeaseRefs, signal?: Abort
 /**
  * The refs of every lease a live process holds, except `except` (the caller's own). Removes the
  * leases of dead processes on the way. Call under the collection lock for a stable answer.
+ * @example
+ * await withCollectionLock(root, 'exclusive', async () => {
+ *   if (!(await liveLeaseRefs(root)).blobs.has(digest)) await openStore(root).content.delete(digest);
+ * });
  */
 export async function liveLeaseRefs(root: string, except?: string): Promise<{ blobs: Set<Digest>; snapshots: Set<Digest> }> {
   const parent = join(root, 'leases');

@@ -152,6 +152,16 @@ export interface PullOptions {
   readonly stragglerWindowMs?: number;
   /** Layers decompressed and extracted at once; default: the process-wide pool, one per core. */
   readonly unpackConcurrency?: number;
+  /**
+   * The pool that unpacks the layers; default the process-wide one (or one of the pull's own when
+   * `unpackConcurrency` or `threads` is given). A long-running process that sizes its own pool
+   * passes it to every pull, so all pulls share it.
+   */
+  readonly pool?: UnpackPool;
+  /** Called when a range request is retried after an error (for metrics). */
+  readonly onRetry?: (error: unknown) => void;
+  /** Called when a straggling range is cancelled and re-issued on a fresh connection (for metrics). */
+  readonly onStraggler?: () => void;
   /** Unpack on worker threads (default true); false keeps every layer on the calling thread. */
   readonly threads?: boolean;
   /** gzip decoder: 'auto' (igzip when installed, else node:zlib), 'igzip', 'pigz' or 'zlib'. */
@@ -361,8 +371,10 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   // Every chunk request, back-off wait and unpack of the pull listens on this one signal.
   setMaxListeners(0, signal);
-  const ownPool = options.unpackConcurrency !== undefined || options.threads === false;
-  const pool = ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool();
+  const ownPool = options.pool === undefined && (options.unpackConcurrency !== undefined || options.threads === false);
+  const pool =
+    options.pool ??
+    (ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool());
   const scheduler = options.scheduler ?? (options.maxConnections !== undefined ? new FetchScheduler({ maxRequests: options.maxConnections, maxPerHost: options.maxConnections }) : sharedFetchScheduler());
   let failure: unknown;
   const progress = new ProgressWatch(options.noProgressTimeoutMs ?? DEFAULT_NO_PROGRESS_TIMEOUT_MS, (e) => {
@@ -584,6 +596,8 @@ async function fetchAndUnpack(
         ...(ctx.options.stragglerWindowMs !== undefined ? { stragglerWindowMs: ctx.options.stragglerWindowMs } : {}),
         scheduler: ctx.scheduler,
         signal: AbortSignal.any([signal, stopFetch.signal]),
+        ...(ctx.options.onRetry ? { onRetry: ctx.options.onRetry } : {}),
+        ...(ctx.options.onStraggler ? { onStraggler: ctx.options.onStraggler } : {}),
         onBytes: (n) => {
           ctx.progress.bytes();
           fetched += n;

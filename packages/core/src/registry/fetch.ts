@@ -36,6 +36,8 @@ export interface FetchOptions {
   readonly stragglerWindowMs?: number;
   /** Called when a straggling range is cancelled and re-issued. */
   readonly onStraggler?: () => void;
+  /** Called when a range request failed in a way worth retrying and is about to be retried. */
+  readonly onRetry?: (error: unknown) => void;
 }
 
 /**
@@ -163,6 +165,7 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
       // A server that asks for a longer pause than we wait is answered with the error now.
       if (!isRetryableStatus(res.statusCode) || (retryAfter ?? 0) > RETRY_AFTER_MAX_MS) throw err;
       lastError = err;
+      if (attempt + 1 < attempts) ctx.options.onRetry?.(err);
     } catch (e) {
       if (watchdog.fired && !ctx.options.signal?.aborted) {
         // A straggler: its remainder goes out again at once, on a fresh connection (aborting the
@@ -179,6 +182,7 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
       }
       if (!isRetryable(e)) throw e;
       lastError = e;
+      if (attempt + 1 < attempts) ctx.options.onRetry?.(e);
     } finally {
       watchdog.stop();
     }
