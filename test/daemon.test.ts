@@ -507,5 +507,29 @@ describe('fastpulld', () => {
         await stop(d);
       }
     });
+
+    // As root the default socket is /run/fastpull/fastpulld.sock: used only when no daemon of the
+    // machine's own is there.
+    const defaultSocket = '/run/fastpull/fastpulld.sock';
+    it.skipIf(process.getuid?.() !== 0 || existsSync(defaultSocket))('the CLI finds fastpulld at its default socket, unless told of a store of its own', async () => {
+      const root = join(work.dir, 'default-socket-root');
+      const d = await serve(['--socket', defaultSocket, '--root', root]);
+      try {
+        const env = { FASTPULL_ROOT: '', FASTPULL_ADDRESS: '' };
+        const pulled = await runCliAsync(['pull', '--quiet', ref], env);
+        expect(pulled.status, pulled.stderr).toBe(0);
+        // It went to the daemon's store.
+        const listed = JSON.parse((await runCliAsync(['images', '--json'], env)).stdout) as Array<{ name: string }>;
+        expect(listed.map((i) => i.name)).toEqual([ref]);
+        expect(d.logs.some((l) => l.event === 'pull' && l.image === ref)).toBe(true);
+        // --root means this store, in-process.
+        const own = join(work.dir, 'default-socket-own');
+        const mine = await runCliAsync(['images', '--json', '--root', own], env);
+        expect(JSON.parse(mine.stdout)).toEqual([]);
+      } finally {
+        await stop(d);
+      }
+      expect(existsSync(defaultSocket)).toBe(false);
+    });
   });
 });

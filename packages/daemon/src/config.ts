@@ -39,12 +39,8 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 /** The smallest range worth a request (the CLI's floor too). */
 const MIN_CHUNK_SIZE = 64 * 1024;
 
-/** containerd keeps its socket in /run/containerd; fastpulld beside it, or in the user's runtime dir. */
-export function defaultSocket(env: NodeJS.ProcessEnv = process.env): string {
-  if (process.getuid?.() === 0) return '/run/fastpull/fastpulld.sock';
-  if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, 'fastpull', 'fastpulld.sock');
-  return join(defaultRoot(env), 'fastpulld.sock');
-}
+export { defaultSocket } from './paths.js';
+import { defaultSocket } from './paths.js';
 
 /** Config keys as written in the TOML file (and, with dashes, as flags). */
 export const CONFIG_KEYS = [

@@ -15,7 +15,7 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
     .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n} as JSON'))
     .addOption(addressOption());
   return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean; address?: string }) => {
-    const address = daemonAddress(io, flags);
+    const address = daemonAddress(io, flags, command);
     const options = { signal, ...(flags.dryRun ? { dryRun: true } : {}) };
     const r = address
       ? await doing(`collecting garbage through fastpulld at ${address}`, () => withDaemon(address, (client) => client.collectGarbage(options)))

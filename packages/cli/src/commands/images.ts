@@ -40,7 +40,7 @@ export function imagesCommand(io: CliIO): Command {
     .addOption(jsonOption('print a JSON array of image records, each with platformName and unpackedSize'))
     .addOption(addressOption());
   return withExample(command, ['fastpull images', 'fastpull images --json | jq -r ".[].name"']).action(async (flags: { root: string; json?: boolean; address?: string }) => {
-    const address = daemonAddress(io, flags);
+    const address = daemonAddress(io, flags, command);
     const images = address
       ? await doing(`listing the images of fastpulld at ${address}`, () =>
           withDaemon(address, async (client) =>

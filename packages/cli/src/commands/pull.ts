@@ -77,7 +77,9 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
     async (refs: string[], flags: PullFlags) => {
       const options = pullOptions(io, refs, flags);
-      const address = daemonAddress(io, flags);
+      // The default socket is used only when nothing asks for a pull of this process's own.
+      const tuned = DAEMON_TUNED.some((k) => flags[k] !== undefined);
+      const address = daemonAddress(io, flags, tuned ? undefined : command);
       if (address) {
         for (const k of DAEMON_TUNED) {
           if (flags[k] !== undefined) throw new UsageError(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} is fastpulld's configuration; it does not go with --address`);

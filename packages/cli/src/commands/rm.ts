@@ -17,7 +17,7 @@ export function rmCommand(io: CliIO): Command {
     .addOption(jsonOption('print {"removed": [names], "gc": {...}} as JSON'))
     .addOption(addressOption());
   return withExample(command, ['fastpull rm app:1', 'fastpull rm --gc app:1 app:2']).action(async (refs: string[], flags: { root: string; gc?: boolean; json?: boolean; address?: string }) => {
-    const address = daemonAddress(io, flags);
+    const address = daemonAddress(io, flags, command);
     if (address) {
       await withDaemon(address, async (client) => {
         const removed: string[] = [];

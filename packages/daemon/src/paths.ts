@@ -1,0 +1,13 @@
+// Where fastpulld listens by default: light enough for the CLI to import without loading gRPC.
+import { join } from 'node:path';
+import { defaultRoot } from '@fastpull/core';
+
+/**
+ * containerd keeps its socket in /run/containerd; fastpulld beside it as root, else in the user's
+ * runtime dir, else beside the user's store.
+ */
+export function defaultSocket(env: NodeJS.ProcessEnv = process.env): string {
+  if (process.getuid?.() === 0) return '/run/fastpull/fastpulld.sock';
+  if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, 'fastpull', 'fastpulld.sock');
+  return join(defaultRoot(env), 'fastpulld.sock');
+}
