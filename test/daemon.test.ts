@@ -486,6 +486,11 @@ describe('fastpulld', () => {
       expect(table(t2.stdout)).toEqual(table(t1.stdout));
       expect(t2.stdout.split('\n')[1]).toContain(ref);
 
+      const m1 = await runCliAsync(['mounts', '--json', '--root', local, ref]);
+      const m2 = await runCliAsync(['mounts', '--json', ...viaDaemon, ref]);
+      expect(m2.status, m2.stderr).toBe(0);
+      expect(m2.stdout.replaceAll(root, 'ROOT')).toBe(m1.stdout.replaceAll(local, 'ROOT'));
+
       const r1 = await runCliAsync(['rm', '--root', local, ref]);
       const r2 = await runCliAsync(['rm', ...viaDaemon, ref]);
       expect(r2.status, r2.stderr).toBe(0);
