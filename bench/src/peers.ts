@@ -115,7 +115,7 @@ function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Lim
       const s = summarize(r);
       const note = [s.failed ? `${s.failed} of ${r.runs.length} runs failed` : '', ...s.notes].filter(Boolean).join('; ');
       out.push(
-        `| ${image.name} | ${cell(r.contender)} | ${f2(s.wall)} | ${f2(s.min)}-${f2(s.max)} | ${f2(s.cpu)} | ${f0(s.rss)} | ${f0(s.bytes / MIB)} | ${f2(s.wall / baseWall)}x | ${limit ? `${f2(s.wall / limit.bound)}x` : '-'} | ${cell(note)} |`,
+        `| ${image.name} | ${cell(r.contender)} | ${f2(s.wall)} | ${s.ok ? `${f2(s.min)}-${f2(s.max)}` : '-'} | ${f2(s.cpu)} | ${f0(s.rss)} | ${f0(s.bytes / MIB)} | ${s.ok ? `${f2(s.wall / baseWall)}x` : '-'} | ${limit && s.ok ? `${f2(s.wall / limit.bound)}x` : '-'} | ${cell(note)} |`,
       );
     }
     if (limit) out.push(`| ${image.name} | **bound** (${limit.dominant}) | ${f2(limit.bound)} | | | | | ${f2(limit.bound / baseWall)}x | 1.00x | |`);
@@ -299,7 +299,8 @@ try {
         const ref = `${proxy.host}/bench/${image.name}:${image.key}`;
         const r = await pullOnce(c, ref, FAULT_TIMEOUT_S);
         faultInfo.stalled.push(proxy.stalled());
-        faultRows.push({ image: image.name, contender: c.name, runs: [r] });
+        const note = [r.timedOut ? `killed after ${FAULT_TIMEOUT_S} s` : '', r.note ?? '', `connections stalled: ${proxy.stalled()}`].filter(Boolean).join('; ');
+        faultRows.push({ image: image.name, contender: c.name, runs: [{ ...r, note }] });
         log(`  ${c.name}: ${r.ok ? `${f2(r.wall)} s` : r.timedOut ? `did not finish within ${FAULT_TIMEOUT_S} s` : 'FAILED'} (stalled connections: ${proxy.stalled()})${r.note ? ` (${r.note})` : ''}`);
       } finally {
         await proxy.close();
@@ -335,7 +336,7 @@ if (faultRows.length && faultInfo) {
   for (const r of faultRows) {
     const x = r.runs[0];
     const t = !x ? '-' : x.ok ? f2(x.wall) : x.timedOut ? `did not complete within ${faultInfo.timeoutS}` : 'failed';
-    out.push(`| ${cell(r.contender)} | ${t} | ${cell(r.unavailable ?? (x && !x.ok && !x.timedOut ? x.note ?? '' : ''))} |`);
+    out.push(`| ${cell(r.contender)} | ${t} | ${cell(r.unavailable ?? x?.note ?? '')} |`);
   }
   sections.push(`### Fault: one stalled connection\n\nImage ${faultInfo.image}; the first GET of its largest layer sends ${faultInfo.afterBytes} bytes and then nothing, connection held open (loopback proxy in front of the registry).\n\n${out.join('\n')}`);
 }
