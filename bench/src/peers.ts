@@ -83,6 +83,12 @@ const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
 const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-');
 const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
+/** "skopeo copy 0.71 s + umoci unpack 3.94 s" (medians), or '' when the contender is one command. */
+function phaseMedians(runs: readonly PullResult[]): string {
+  const names = [...new Set(runs.flatMap((x) => Object.keys(x.phases ?? {})))];
+  return names.map((n) => `${n} ${f2(median(runs.map((x) => x.phases?.[n] ?? NaN).filter(Number.isFinite)))} s`).join(' + ');
+}
+
 function summarize(r: Row) {
   const good = r.runs.filter((x) => x.ok);
   const walls = good.map((x) => x.wall);
@@ -96,6 +102,7 @@ function summarize(r: Row) {
     rss: Math.max(...good.map((x) => x.rssMiB)),
     bytes: median(good.map((x) => x.bytes)),
     notes: [...new Set(r.runs.map((x) => x.note).filter((n): n is string => n !== undefined))],
+    phases: phaseMedians(good),
   };
 }
 
@@ -113,7 +120,7 @@ function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Lim
         continue;
       }
       const s = summarize(r);
-      const note = [s.failed ? `${s.failed} of ${r.runs.length} runs failed` : '', ...s.notes].filter(Boolean).join('; ');
+      const note = [s.failed ? `${s.failed} of ${r.runs.length} runs failed` : '', s.phases, ...s.notes].filter(Boolean).join('; ');
       out.push(
         `| ${image.name} | ${cell(r.contender)} | ${f2(s.wall)} | ${s.ok ? `${f2(s.min)}-${f2(s.max)}` : '-'} | ${f2(s.cpu)} | ${f0(s.rss)} | ${f0(s.bytes / MIB)} | ${s.ok ? `${f2(s.wall / baseWall)}x` : '-'} | ${limit && s.ok ? `${f2(s.wall / limit.bound)}x` : '-'} | ${cell(note)} |`,
       );
@@ -327,7 +334,8 @@ if (memoryRows.length) {
   const out = ['| layer | contender | wall s | peak RSS MiB | note |', '|---|---|---|---|---|'];
   for (const r of memoryRows) {
     const x = r.runs[0];
-    out.push(`| ${r.image.replace('one-layer-', '')} MiB | ${cell(r.contender)} | ${x?.ok ? f2(x.wall) : '-'} | ${x?.ok ? f0(x.rssMiB) : '-'} | ${cell(r.unavailable ?? (x && !x.ok ? x.note ?? 'failed' : x?.note ?? ''))} |`);
+    const note = r.unavailable ?? [x && !x.ok && !x.note ? 'failed' : '', x ? phaseMedians([x]) : '', x?.note ?? ''].filter(Boolean).join('; ');
+    out.push(`| ${r.image.replace('one-layer-', '')} MiB | ${cell(r.contender)} | ${x?.ok ? f2(x.wall) : '-'} | ${x?.ok ? f0(x.rssMiB) : '-'} | ${cell(note)} |`);
   }
   sections.push(`### Memory: one layer, small vs large\n\n${out.join('\n')}`);
 }

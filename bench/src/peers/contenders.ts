@@ -11,6 +11,8 @@ export interface PullResult extends Measured {
   readonly bytes: number;
   /** How it ran, e.g. the snapshotter used. */
   readonly note?: string;
+  /** Seconds of each step, for a contender made of several commands. */
+  readonly phases?: Readonly<Record<string, number>>;
 }
 
 export interface Contender {
@@ -22,7 +24,10 @@ export interface Contender {
 }
 
 function failure(what: string, m: Measured): string {
-  return `${what} ${m.timedOut ? 'timed out' : 'failed'}: ${m.output.trim().split('\n').slice(-3).join(' / ').slice(0, 400)}`;
+  if (m.timedOut) return `${what} timed out`;
+  // eslint-disable-next-line no-control-regex
+  const text = m.output.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').trim();
+  return `${what} failed: ${text.split('\n').slice(-3).join(' / ').slice(0, 400)}`;
 }
 
 export function fastpullCli(repo: string): Contender {
@@ -169,7 +174,8 @@ export function skopeoUmoci(): Contender {
         rssMiB: Math.max(copy.rssMiB, unpack.rssMiB),
         output: unpack.output,
         bytes: diskBytes(layout, bundle),
-        ...(unpack.ok ? { note: `copy ${copy.wall.toFixed(2)} s + unpack ${unpack.wall.toFixed(2)} s` } : { note: failure('umoci unpack', unpack) }),
+        phases: { 'skopeo copy': copy.wall, 'umoci unpack': unpack.wall },
+        ...(unpack.ok ? {} : { note: failure('umoci unpack', unpack) }),
       };
     },
   };
