@@ -30,6 +30,23 @@ function failure(what: string, m: Measured): string {
   return `${what} failed: ${text.split('\n').slice(-3).join(' / ').slice(0, 400)}`;
 }
 
+/**
+ * From `fastpull pull --json`: seconds to resolve, and the fetch and unpack time of the layer that
+ * took longest (the pipeline overlaps them, so they do not add up to the wall time).
+ */
+function fastpullTimings(output: string): Record<string, number> | undefined {
+  try {
+    const start = output.indexOf('[');
+    const parsed = JSON.parse(output.slice(start)) as { timings?: { resolveMs: number; layers: { fetchMs: number; unpackMs: number }[] } }[];
+    const t = parsed[0]?.timings;
+    if (!t || t.layers.length === 0) return undefined;
+    const slowest = t.layers.reduce((a, b) => (b.fetchMs + b.unpackMs > a.fetchMs + a.unpackMs ? b : a));
+    return { resolve: t.resolveMs / 1000, 'slowest layer fetch': slowest.fetchMs / 1000, 'slowest layer unpack': slowest.unpackMs / 1000 };
+  } catch {
+    return undefined;
+  }
+}
+
 export function fastpullCli(repo: string): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
   return {
@@ -37,8 +54,9 @@ export function fastpullCli(repo: string): Contender {
     unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
     async pull(ref, dir, timeoutMs) {
       const root = join(dir, 'root');
-      const m = await measure(process.execPath, [bin, 'pull', '--quiet', '--plain-http', '--root', root, ref], { timeoutMs });
-      return { ...m, bytes: diskBytes(root), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ref], { timeoutMs });
+      const timings = fastpullTimings(m.output);
+      return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
     },
   };
 }

@@ -94,7 +94,7 @@ export async function measure(cmd: string, args: readonly string[], options: Run
   });
   let output = '';
   const keep = (b: Buffer) => {
-    output = (output + b.toString('utf8')).slice(-8000);
+    output = (output + b.toString('utf8')).slice(-256 * 1024);
   };
   child.stdout.on('data', keep);
   child.stderr.on('data', keep);
