@@ -83,10 +83,10 @@ const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
 const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-');
 const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
-/** "skopeo copy 0.71 s + umoci unpack 3.94 s" (medians), or '' when the contender is one command. */
+/** "skopeo copy 0.71 s, umoci unpack 3.94 s" (medians), or '' when the contender is one command. */
 function phaseMedians(runs: readonly PullResult[]): string {
   const names = [...new Set(runs.flatMap((x) => Object.keys(x.phases ?? {})))];
-  return names.map((n) => `${n} ${f2(median(runs.map((x) => x.phases?.[n] ?? NaN).filter(Number.isFinite)))} s`).join(' + ');
+  return names.map((n) => `${n} ${f2(median(runs.map((x) => x.phases?.[n] ?? NaN).filter(Number.isFinite)))} s`).join(', ');
 }
 
 function summarize(r: Row) {

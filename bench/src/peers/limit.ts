@@ -91,6 +91,8 @@ export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) =
       closeSync(fd);
       if (r.status !== 0) throw new Error(`limit: decompressing layer ${i}: ${r.stderr.toString()}`);
     }
+    // The tars are dirty pages: write them back now, or the extraction's sync would count them.
+    spawnSync('sync');
     const inflateCpu = layers.reduce((a, l) => a + l.best.cpu, 0);
     log(`  limit: inflate CPU ${inflateCpu.toFixed(2)} s (best per layer: ${[...new Set(layers.map((l) => l.best.tool))].join(', ')})`);
 
