@@ -132,15 +132,15 @@ function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Lim
 
 function limitTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Limit>): string {
   const out = [
-    '| image | layers | compressed MiB | uncompressed MiB | network s (curl, +sync) | inflate CPU s (best per layer) | SHA-256 CPU s (compr. + uncompr.) | tar -x CPU s | CPU term s (/cores) | largest layer inflate s | disk s (tar -x + sync) | bound s | dominant |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| image | layers | compressed MiB | uncompressed MiB | network s (curl, +sync) | inflate CPU s (best per layer) | SHA-256 CPU s (compr. + uncompr.) | tar -x CPU s | CPU term s (/cores) | largest layer inflate s | disk s (tar -x + sync) | bound s | dominant | for reference: dd of as many bytes s |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const image of images) {
     const l = limits.get(image.name);
     if (!l) continue;
     const tools = [...new Set(l.layers.map((x) => x.best.tool))].join(', ');
     out.push(
-      `| ${image.name} | ${image.layers.length} | ${f0(image.layers.reduce((a, x) => a + x.size, 0) / MIB)} | ${f0(image.layers.reduce((a, x) => a + x.tarSize, 0) / MIB)} | ${f2(l.curl.wall)} (${f2(l.curl.wallWithSync)}) | ${f2(l.inflateCpu)} (${tools}) | ${f2(l.shaCompressedCpu)} + ${f2(l.shaUncompressedCpu)} | ${f2(l.extract.cpu)} | ${f2(l.terms.cpu)} | ${f2(l.terms['largest layer inflate'])} | ${f2(l.terms.disk)} | ${f2(l.bound)} | ${l.dominant} |`,
+      `| ${image.name} | ${image.layers.length} | ${f0(image.layers.reduce((a, x) => a + x.size, 0) / MIB)} | ${f0(image.layers.reduce((a, x) => a + x.tarSize, 0) / MIB)} | ${f2(l.curl.wall)} (${f2(l.curl.wallWithSync)}) | ${f2(l.inflateCpu)} (${tools}) | ${f2(l.shaCompressedCpu)} + ${f2(l.shaUncompressedCpu)} | ${f2(l.extract.cpu)} | ${f2(l.terms.cpu)} | ${f2(l.terms['largest layer inflate'])} | ${f2(l.terms.disk)} | ${f2(l.bound)} | ${l.dominant} | ${f2(l.rawWrite.wall)} |`,
     );
   }
   return out.join('\n');

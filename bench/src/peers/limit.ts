@@ -38,6 +38,8 @@ export interface Limit {
   readonly shaCompressedCpu: number;
   readonly shaUncompressedCpu: number;
   readonly extract: { cpu: number; wallWithSync: number };
+  /** For reading the disk term: writing the uncompressed bytes as one file with dd (fdatasync), no tar, no files. */
+  readonly rawWrite: { wall: number; bytes: number };
   readonly terms: Readonly<Record<TermName, number>>;
   readonly bound: number;
   readonly dominant: TermName;
@@ -107,6 +109,9 @@ export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) =
     for (let i = 0; i < tars.length; i++) mkdirSync(join(work, `x-${i}`));
     const script = 'n="$1"; shift; printf "%s\\n" "$@" | xargs -P "$n" -I{} sh -c \'tar -x -f "$0/layer-$1.tar" -C "$0/x-$1"\' "$0" {} && sync';
     const extract = ok(await measure('sh', ['-c', script, work, String(cores), ...tars.map((_, i) => String(i))]), 'tar -x');
+    const bytes = image.layers.reduce((a, l) => a + l.tarSize, 0);
+    const blocks = Math.ceil(bytes / (4 * 1024 * 1024));
+    const dd = ok(await measure('dd', ['if=/dev/zero', `of=${join(work, 'dd')}`, 'bs=4M', `count=${blocks}`, 'conv=fdatasync', 'status=none']), 'dd');
     const largest = image.layers.reduce((a, l, i) => (l.size > image.layers[a]!.size ? i : a), 0);
 
     const cpuTotal = inflateCpu + shaC.cpu + shaU.cpu + extract.cpu;
@@ -125,6 +130,7 @@ export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) =
       shaCompressedCpu: shaC.cpu,
       shaUncompressedCpu: shaU.cpu,
       extract: { cpu: extract.cpu, wallWithSync: extract.wall },
+      rawWrite: { wall: dd.wall, bytes: blocks * 4 * 1024 * 1024 },
       terms,
       bound: terms[dominant],
       dominant,
