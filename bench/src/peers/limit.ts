@@ -1,5 +1,5 @@
 // The machine's own limit for pulling one image, measured with the best tools it has, and the bound of
-// the performance model (docs: /work/shared/DESIGN.md, "Performance model"):
+// the design's performance model:
 //   max(network, (inflate + SHA-256 of compressed and uncompressed bytes + extraction) CPU / cores,
 //       largest layer's inflate, disk)
 // network = parallel curl of all blobs to disk; inflate = per layer, the fastest single-core tool
