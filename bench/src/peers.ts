@@ -1,0 +1,372 @@
+// fastpull against real peers (containerd, skopeo + umoci) and against the machine's own limit, in
+// one run. See bench/README.md ("Peers and the machine's limit") for what is measured and the knobs.
+//
+// Generates (and caches under bench/.cache) the benchmark images, serves them from the CNCF
+// distribution registry on loopback, measures the limit per image, then pulls each image with every
+// contender BENCH_RUNS times into a fresh store (page cache dropped first where permitted); then the
+// memory scenario (one small vs one large layer) and the fault scenario (one stalled connection).
+// Prints markdown tables and writes bench/results/peers-<time>.json and peers-latest.md.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { arch, availableParallelism, release, tmpdir, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { startDistribution } from '@fastpull/core/testing';
+import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
+import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, pushCached, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
+import { measureLimit, type Limit } from './peers/limit.js';
+import { dropCaches, which } from './peers/measure.js';
+import { startStallProxy } from './peers/stall-proxy.js';
+
+const here = import.meta.dirname;
+const benchDir = resolve(here, '..');
+const repo = resolve(benchDir, '..');
+const env = process.env;
+const num = (name: string, dflt: number) => (env[name] !== undefined && env[name] !== '' ? Number(env[name]) : dflt);
+const list = (name: string, dflt: string) => (env[name] ?? dflt).split(',').map((s) => s.trim()).filter(Boolean);
+
+const SCALE = num('BENCH_SCALE', 0.1);
+const RUNS = Math.max(1, num('BENCH_RUNS', 3));
+const IMAGES = list('BENCH_IMAGES', 'ml,ml-zstd,many-files,many-layers');
+const SCENARIOS = list('BENCH_SCENARIOS', 'pull,memory,fault');
+const CONTENDERS = list('BENCH_CONTENDERS', 'fastpull,fastpulld,containerd,skopeo');
+const MEM_MIB = list('BENCH_MEM_MIB', `${Math.max(16, Math.round(512 * SCALE))},${Math.max(64, Math.round(4096 * SCALE))}`).map(Number);
+const PULL_TIMEOUT_S = num('BENCH_TIMEOUT_S', 1800);
+const FAULT_TIMEOUT_S = num('BENCH_FAULT_TIMEOUT_S', 60);
+const FAULT_AFTER_BYTES = num('BENCH_FAULT_AFTER_KIB', 1024) * 1024;
+const CACHE = resolve(env.BENCH_CACHE ?? join(benchDir, '.cache'));
+const MIB = 1024 * 1024;
+
+const log = (s: string) => process.stderr.write(`${s}\n`);
+
+// ---- machine and tools ---------------------------------------------------------------------------
+
+function cpuModel(): string {
+  try {
+    return /model name\s*:\s*(.*)/.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+function version(cmd: string, args: string[]): string | undefined {
+  if (!which(cmd)) return undefined;
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
+  return `${r.stdout}${r.stderr}`.trim().split('\n')[0];
+}
+
+/** Installs missing peers with bench/setup.sh (Debian, as root) unless BENCH_SETUP=0. */
+function setupPeers(): string {
+  const missing = ['containerd', 'ctr', 'skopeo', 'umoci', 'igzip', 'pigz', 'zstd', 'openssl', 'curl'].filter((c) => !which(c));
+  if (!existsSync('/usr/bin/time')) missing.push('/usr/bin/time');
+  if (missing.length === 0) return 'all tools present';
+  if (env.BENCH_SETUP === '0') return `missing ${missing.join(', ')}; BENCH_SETUP=0, not installing`;
+  if (process.getuid?.() !== 0) return `missing ${missing.join(', ')}; not root, not installing (run bench/setup.sh as root)`;
+  log(`installing missing tools (${missing.join(', ')}) with bench/setup.sh`);
+  const r = spawnSync('bash', [join(benchDir, 'setup.sh')], { stdio: ['ignore', 'inherit', 'inherit'] });
+  return r.status === 0 ? `installed with bench/setup.sh (was missing ${missing.join(', ')})` : `bench/setup.sh failed (exit ${r.status}); missing ${missing.join(', ')}`;
+}
+
+// ---- results -------------------------------------------------------------------------------------
+
+interface Row {
+  readonly image: string;
+  readonly contender: string;
+  readonly runs: PullResult[];
+  readonly unavailable?: string;
+}
+
+const median = (xs: readonly number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
+const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-');
+const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
+
+/** "skopeo copy 0.71 s, umoci unpack 3.94 s" (medians), or '' when the contender is one command. */
+function phaseMedians(runs: readonly PullResult[]): string {
+  const names = [...new Set(runs.flatMap((x) => Object.keys(x.phases ?? {})))];
+  return names.map((n) => `${n} ${f2(median(runs.map((x) => x.phases?.[n] ?? NaN).filter(Number.isFinite)))} s`).join(', ');
+}
+
+function summarize(r: Row) {
+  const good = r.runs.filter((x) => x.ok);
+  const walls = good.map((x) => x.wall);
+  return {
+    ok: good.length,
+    failed: r.runs.length - good.length,
+    wall: median(walls),
+    min: Math.min(...walls),
+    max: Math.max(...walls),
+    cpu: median(good.map((x) => x.cpu)),
+    rss: Math.max(...good.map((x) => x.rssMiB)),
+    bytes: median(good.map((x) => x.bytes)),
+    notes: [...new Set(r.runs.map((x) => x.note).filter((n): n is string => n !== undefined))],
+    phases: phaseMedians(good),
+  };
+}
+
+function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Limit>, rows: readonly Row[]): string {
+  const out: string[] = [];
+  out.push('| image | contender | wall s (median) | min-max s | CPU s | peak RSS MiB | disk MiB | vs fastpull | vs bound | note |');
+  out.push('|---|---|---|---|---|---|---|---|---|---|');
+  for (const image of images) {
+    const limit = limits.get(image.name);
+    const base = rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull (CLI)'));
+    const baseWall = base ? summarize(base).wall : NaN;
+    for (const r of rows.filter((x) => x.image === image.name)) {
+      if (r.unavailable !== undefined) {
+        out.push(`| ${image.name} | ${cell(r.contender)} | - | - | - | - | - | - | - | ${cell(r.unavailable)} |`);
+        continue;
+      }
+      const s = summarize(r);
+      const note = [s.failed ? `${s.failed} of ${r.runs.length} runs failed` : '', s.phases, ...s.notes].filter(Boolean).join('; ');
+      out.push(
+        `| ${image.name} | ${cell(r.contender)} | ${f2(s.wall)} | ${s.ok ? `${f2(s.min)}-${f2(s.max)}` : '-'} | ${f2(s.cpu)} | ${f0(s.rss)} | ${f0(s.bytes / MIB)} | ${s.ok ? `${f2(s.wall / baseWall)}x` : '-'} | ${limit && s.ok ? `${f2(s.wall / limit.bound)}x` : '-'} | ${cell(note)} |`,
+      );
+    }
+    if (limit) out.push(`| ${image.name} | **bound** (${limit.dominant}) | ${f2(limit.bound)} | | | | | ${f2(limit.bound / baseWall)}x | 1.00x | |`);
+  }
+  return out.join('\n');
+}
+
+function limitTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Limit>): string {
+  const out = [
+    '| image | layers | compressed MiB | uncompressed MiB | network s (curl, +sync) | inflate CPU s (best per layer) | SHA-256 CPU s (compr. + uncompr.) | tar -x CPU s | CPU term s (/cores) | largest layer inflate s | disk s (tar -x + sync) | bound s | dominant | for reference: dd of as many bytes s |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const image of images) {
+    const l = limits.get(image.name);
+    if (!l) continue;
+    const tools = [...new Set(l.layers.map((x) => x.best.tool))].join(', ');
+    out.push(
+      `| ${image.name} | ${image.layers.length} | ${f0(image.layers.reduce((a, x) => a + x.size, 0) / MIB)} | ${f0(image.layers.reduce((a, x) => a + x.tarSize, 0) / MIB)} | ${f2(l.curl.wall)} (${f2(l.curl.wallWithSync)}) | ${f2(l.inflateCpu)} (${tools}) | ${f2(l.shaCompressedCpu)} + ${f2(l.shaUncompressedCpu)} | ${f2(l.extract.cpu)} | ${f2(l.terms.cpu)} | ${f2(l.terms['largest layer inflate'])} | ${f2(l.terms.disk)} | ${f2(l.bound)} | ${l.dominant} | ${f2(l.rawWrite.wall)} |`,
+    );
+  }
+  return out.join('\n');
+}
+
+function inflateTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Limit>): string {
+  const out = ['| image | largest layer (MiB compressed) | tool | wall s | CPU s |', '|---|---|---|---|---|'];
+  for (const image of images) {
+    const l = limits.get(image.name);
+    if (!l) continue;
+    const big = l.layers.reduce((a, b) => (b.size > a.size ? b : a));
+    for (const t of big.tries) out.push(`| ${image.name} | ${big.name} (${f0(big.size / MIB)}) | ${t.tool}${t === big.best ? ' (best)' : ''} | ${f2(t.wall)} | ${f2(t.cpu)} |`);
+  }
+  return out.join('\n');
+}
+
+// ---- the run -------------------------------------------------------------------------------------
+
+const allContenders: Record<string, Contender> = {
+  fastpull: fastpullCli(repo),
+  fastpulld: fastpulld(repo),
+  containerd: containerd(),
+  skopeo: skopeoUmoci(),
+};
+const contenders = CONTENDERS.map((n) => {
+  const c = allContenders[n];
+  if (!c) throw new Error(`BENCH_CONTENDERS: unknown contender ${n} (known: ${Object.keys(allContenders).join(', ')})`);
+  return c;
+});
+
+async function pullOnce(c: Contender, ref: string, timeoutS: number): Promise<PullResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'fastpull-bench-run-'));
+  try {
+    return await c.pull(ref, dir, timeoutS * 1000);
+  } catch (e) {
+    return { ok: false, timedOut: false, wall: NaN, cpu: NaN, rssMiB: NaN, bytes: NaN, output: '', note: `error: ${e instanceof Error ? e.message : String(e)}` };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    execFileSync('sync');
+  }
+}
+
+const setup = setupPeers();
+const machine = {
+  cores: availableParallelism(),
+  cpu: cpuModel(),
+  arch: arch(),
+  memGiB: Math.round(totalmem() / 2 ** 30),
+  kernel: release(),
+  node: process.version,
+  tools: {
+    containerd: version('containerd', ['--version']),
+    skopeo: version('skopeo', ['--version']),
+    umoci: version('umoci', ['--version']),
+    igzip: version('igzip', ['--version']),
+    pigz: version('pigz', ['--version']),
+    gzip: version('gzip', ['--version']),
+    zstd: version('zstd', ['--version']),
+    openssl: version('openssl', ['version']),
+    curl: version('curl', ['--version']),
+    tar: version('tar', ['--version']),
+    registry: version('docker-registry', ['--version']),
+  },
+};
+const sizes = sizesFor(SCALE, env);
+log(`fastpull peers bench: scale ${SCALE}, ${RUNS} run(s), ${machine.cores} cores (${machine.cpu}); tools: ${setup}`);
+log(`sizes: ${JSON.stringify(sizes)}`);
+
+mkdirSync(join(CACHE, 'registry'), { recursive: true });
+const registry = await startDistribution({ dir: join(CACHE, 'registry') });
+const started = new Date();
+const limits = new Map<string, Limit>();
+const rows: Row[] = [];
+const memoryRows: Row[] = [];
+const faultRows: Row[] = [];
+let faultInfo: { image: string; digest: string; afterBytes: number; timeoutS: number; stalled: number[] } | undefined;
+const pullImages: ImageMeta[] = [];
+const cacheDrops = new Set<string>();
+const drop = () => cacheDrops.add(dropCaches());
+
+try {
+  const specs: Record<string, () => ImageSpec> = {
+    ml: () => mlImage(sizes, 'gzip'),
+    'ml-zstd': () => mlImage(sizes, 'zstd'),
+    'many-files': () => manyFilesImage(sizes),
+    'many-layers': () => manyLayersImage(sizes),
+  };
+  const refs = new Map<string, string>();
+  const prepare = async (spec: ImageSpec) => {
+    const meta = ensureImage(CACHE, spec, log);
+    refs.set(meta.name, await pushCached(registry.url, registry.host, meta));
+    return meta;
+  };
+  const blobUrl = (image: ImageMeta) => (digest: string) => `${registry.url}/v2/bench/${image.name}/blobs/${digest}`;
+
+  if (SCENARIOS.includes('pull')) {
+    for (const name of IMAGES) {
+      const make = specs[name];
+      if (!make) throw new Error(`BENCH_IMAGES: unknown image ${name} (known: ${Object.keys(specs).join(', ')})`);
+      const image = await prepare(make());
+      pullImages.push(image);
+      const ref = refs.get(image.name)!;
+      log(`${image.name}: ${image.layers.length} layers, ${f0(image.layers.reduce((a, l) => a + l.size, 0) / MIB)} MiB compressed, ${f0(image.layers.reduce((a, l) => a + l.tarSize, 0) / MIB)} MiB uncompressed, ${image.layers.reduce((a, l) => a + l.files, 0)} files`);
+      const limit = await measureLimit(image, blobUrl(image), join(here, 'peers', 'inflate-child.js'), log);
+      cacheDrops.add(limit.cacheDrop);
+      limits.set(image.name, limit);
+      log(`  bound ${f2(limit.bound)} s (${limit.dominant}); terms ${JSON.stringify(Object.fromEntries(Object.entries(limit.terms).map(([k, v]) => [k, Number(v.toFixed(3))])))}`);
+      const byName = new Map<string, Row>();
+      for (const c of contenders) {
+        const why = c.unavailable();
+        const row: Row = why === undefined ? { image: image.name, contender: c.name, runs: [] } : { image: image.name, contender: c.name, runs: [], unavailable: why };
+        byName.set(c.name, row);
+        rows.push(row);
+      }
+      for (let run = 0; run < RUNS; run++) {
+        // Rotate the order each run, so no contender always goes first after the registry warmed up.
+        const order = contenders.map((_, i) => contenders[(i + run) % contenders.length]!);
+        for (const c of order) {
+          const row = byName.get(c.name)!;
+          if (row.unavailable !== undefined) continue;
+          drop();
+          const r = await pullOnce(c, ref, PULL_TIMEOUT_S);
+          row.runs.push(r);
+          log(`  run ${run + 1}/${RUNS} ${c.name}: ${r.ok ? `${f2(r.wall)} s, CPU ${f2(r.cpu)} s, RSS ${f0(r.rssMiB)} MiB, disk ${f0(r.bytes / MIB)} MiB` : 'FAILED'}${r.note ? ` (${r.note})` : ''}`);
+        }
+      }
+    }
+  }
+
+  if (SCENARIOS.includes('memory')) {
+    for (const mib of MEM_MIB) {
+      const image = await prepare(oneLayerImage(mib));
+      const ref = refs.get(image.name)!;
+      log(`memory: one layer of ${mib} MiB (${f0(image.layers[0]!.size / MIB)} MiB compressed)`);
+      for (const c of contenders) {
+        const why = c.unavailable();
+        if (why !== undefined) {
+          memoryRows.push({ image: image.name, contender: c.name, runs: [], unavailable: why });
+          continue;
+        }
+        drop();
+        const r = await pullOnce(c, ref, PULL_TIMEOUT_S);
+        memoryRows.push({ image: image.name, contender: c.name, runs: [r] });
+        log(`  ${c.name}: ${r.ok ? `${f2(r.wall)} s, peak RSS ${f0(r.rssMiB)} MiB` : 'FAILED'}${r.note ? ` (${r.note})` : ''}`);
+      }
+    }
+  }
+
+  if (SCENARIOS.includes('fault')) {
+    const image = await prepare(mlImage(sizes, 'gzip'));
+    const largest = image.layers.reduce((a, l) => (l.size > a.size ? l : a));
+    faultInfo = { image: image.name, digest: largest.digest, afterBytes: FAULT_AFTER_BYTES, timeoutS: FAULT_TIMEOUT_S, stalled: [] };
+    log(`fault: ${image.name}, the first GET of the largest layer (${f0(largest.size / MIB)} MiB) stalls after ${FAULT_AFTER_BYTES} bytes; limit ${FAULT_TIMEOUT_S} s`);
+    for (const c of contenders) {
+      const why = c.unavailable();
+      if (why !== undefined) {
+        faultRows.push({ image: image.name, contender: c.name, runs: [], unavailable: why });
+        continue;
+      }
+      const proxy = await startStallProxy(registry.url, largest.digest, FAULT_AFTER_BYTES);
+      try {
+        drop();
+        const ref = `${proxy.host}/bench/${image.name}:${image.key}`;
+        const r = await pullOnce(c, ref, FAULT_TIMEOUT_S);
+        faultInfo.stalled.push(proxy.stalled());
+        const note = [r.timedOut ? `killed after ${FAULT_TIMEOUT_S} s` : '', r.note ?? '', `connections stalled: ${proxy.stalled()}`].filter(Boolean).join('; ');
+        faultRows.push({ image: image.name, contender: c.name, runs: [{ ...r, note }] });
+        log(`  ${c.name}: ${r.ok ? `${f2(r.wall)} s` : r.timedOut ? `did not finish within ${FAULT_TIMEOUT_S} s` : 'FAILED'} (stalled connections: ${proxy.stalled()})${r.note ? ` (${r.note})` : ''}`);
+      } finally {
+        await proxy.close();
+      }
+    }
+  }
+} finally {
+  await registry.stop();
+}
+
+// ---- report --------------------------------------------------------------------------------------
+
+const header = [
+  `Machine: ${machine.cores} cores, ${machine.cpu}, ${machine.memGiB} GiB, Linux ${machine.kernel}, Node ${machine.node}.`,
+  `Scale ${SCALE} (BENCH_SCALE), ${RUNS} run(s) per contender (BENCH_RUNS); page cache before each pull: ${[...cacheDrops].join(', ') || 'not touched'}.`,
+].join('\n');
+const sections: string[] = [header];
+if (pullImages.length) {
+  sections.push(`### Pulls\n\nWall time until the puller exits (pulled and unpacked); CPU = user + system of the puller and its children (and containerd's daemon); peak RSS = largest sum over the puller's processes (daemon included); disk = what the store takes afterwards.\n\n${pullTable(pullImages, limits, rows)}`);
+  sections.push(`### The machine's limit (terms of the bound, ${machine.cores} cores)\n\n${limitTable(pullImages, limits)}`);
+  sections.push(`### Inflate, largest layer, single core\n\n${inflateTable(pullImages, limits)}`);
+}
+if (memoryRows.length) {
+  const out = ['| layer | contender | wall s | peak RSS MiB | note |', '|---|---|---|---|---|'];
+  for (const r of memoryRows) {
+    const x = r.runs[0];
+    const note = r.unavailable ?? [x && !x.ok && !x.note ? 'failed' : '', x ? phaseMedians([x]) : '', x?.note ?? ''].filter(Boolean).join('; ');
+    out.push(`| ${r.image.replace('one-layer-', '')} MiB | ${cell(r.contender)} | ${x?.ok ? f2(x.wall) : '-'} | ${x?.ok ? f0(x.rssMiB) : '-'} | ${cell(note)} |`);
+  }
+  sections.push(`### Memory: one layer, small vs large\n\n${out.join('\n')}`);
+}
+if (faultRows.length && faultInfo) {
+  const out = ['| contender | time to complete s | note |', '|---|---|---|'];
+  for (const r of faultRows) {
+    const x = r.runs[0];
+    const t = !x ? '-' : x.ok ? f2(x.wall) : x.timedOut ? `did not complete within ${faultInfo.timeoutS}` : 'failed';
+    out.push(`| ${cell(r.contender)} | ${t} | ${cell(r.unavailable ?? x?.note ?? '')} |`);
+  }
+  sections.push(`### Fault: one stalled connection\n\nImage ${faultInfo.image}; the first GET of its largest layer sends ${faultInfo.afterBytes} bytes and then nothing, connection held open (loopback proxy in front of the registry).\n\n${out.join('\n')}`);
+}
+const markdown = sections.join('\n\n');
+console.log(markdown);
+
+const resultsDir = join(benchDir, 'results');
+mkdirSync(resultsDir, { recursive: true });
+const stamp = started.toISOString().replace(/[:.]/g, '-');
+const json = {
+  started: started.toISOString(),
+  machine,
+  setup,
+  params: { scale: SCALE, runs: RUNS, sizes, images: IMAGES, scenarios: SCENARIOS, contenders: CONTENDERS, memMiB: MEM_MIB, faultAfterBytes: FAULT_AFTER_BYTES, faultTimeoutS: FAULT_TIMEOUT_S },
+  cacheDrops: [...cacheDrops],
+  images: pullImages.map((i) => ({ name: i.name, compression: i.compression, layers: i.layers.map((l) => ({ name: l.name, digest: l.digest, size: l.size, tarSize: l.tarSize, files: l.files })) })),
+  limits: Object.fromEntries(limits),
+  pulls: rows.map((r) => ({ ...r, summary: r.unavailable === undefined ? summarize(r) : undefined, runs: r.runs.map(({ output: _o, ...x }) => x) })),
+  memory: memoryRows.map((r) => ({ ...r, runs: r.runs.map(({ output: _o, ...x }) => x) })),
+  fault: faultInfo ? { ...faultInfo, rows: faultRows.map((r) => ({ ...r, runs: r.runs.map(({ output: _o, ...x }) => x) })) } : undefined,
+};
+const jsonPath = join(resultsDir, `peers-${stamp}.json`);
+writeFileSync(jsonPath, `${JSON.stringify(json, null, 1)}\n`);
+writeFileSync(join(resultsDir, 'peers-latest.md'), `${markdown}\n`);
+log(`\nwrote ${jsonPath} and bench/results/peers-latest.md`);

@@ -1,0 +1,200 @@
+// The pullers compared: fastpull (CLI, in-process), fastpulld (through the daemon, once it exists),
+// containerd's `ctr images pull` (its own daemon, root and socket) and `skopeo copy` + `umoci unpack`.
+// Each pull goes into a fresh store under the run directory; a contender that cannot run says why.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { diskBytes, measure, sleep, which, type Measured } from './measure.js';
+
+export interface PullResult extends Measured {
+  /** Bytes the store takes on disk afterwards (compressed copies kept, unpacked trees, metadata). */
+  readonly bytes: number;
+  /** How it ran, e.g. the snapshotter used. */
+  readonly note?: string;
+  /** Seconds of each step, for a contender made of several commands. */
+  readonly phases?: Readonly<Record<string, number>>;
+}
+
+export interface Contender {
+  readonly name: string;
+  /** Why it cannot run on this machine, or undefined when it can. */
+  unavailable(): string | undefined;
+  /** Pulls and unpacks `ref` into a fresh store under `dir` (which it may fill; the caller removes it). */
+  pull(ref: string, dir: string, timeoutMs: number): Promise<PullResult>;
+}
+
+function failure(what: string, m: Measured): string {
+  if (m.timedOut) return `${what} timed out`;
+  // eslint-disable-next-line no-control-regex
+  const text = m.output.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').trim();
+  return `${what} failed: ${text.split('\n').slice(-3).join(' / ').slice(0, 400)}`;
+}
+
+/**
+ * From `fastpull pull --json`: seconds to resolve, and the fetch and unpack time of the layer that
+ * took longest (the pipeline overlaps them, so they do not add up to the wall time).
+ */
+function fastpullTimings(output: string): Record<string, number> | undefined {
+  try {
+    const start = output.indexOf('[');
+    const parsed = JSON.parse(output.slice(start)) as { timings?: { resolveMs: number; layers: { fetchMs: number; unpackMs: number }[] } }[];
+    const t = parsed[0]?.timings;
+    if (!t || t.layers.length === 0) return undefined;
+    const slowest = t.layers.reduce((a, b) => (b.fetchMs + b.unpackMs > a.fetchMs + a.unpackMs ? b : a));
+    return { resolve: t.resolveMs / 1000, 'slowest layer fetch': slowest.fetchMs / 1000, 'slowest layer unpack': slowest.unpackMs / 1000 };
+  } catch {
+    return undefined;
+  }
+}
+
+export function fastpullCli(repo: string): Contender {
+  const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+  return {
+    name: 'fastpull (CLI)',
+    unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
+    async pull(ref, dir, timeoutMs) {
+      const root = join(dir, 'root');
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ref], { timeoutMs });
+      const timings = fastpullTimings(m.output);
+      return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
+    },
+  };
+}
+
+/**
+ * fastpulld: the daemon is started per pull (not timed), then the CLI pulls through it. The command
+ * lines are the ones the daemon issue plans (`fastpulld --root R --address SOCK`, `fastpull --address
+ * SOCK pull`); adjust here when the daemon lands with others.
+ */
+export function fastpulld(repo: string): Contender {
+  const daemon = join(repo, 'packages', 'daemon', 'dist', 'bin.js');
+  const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+  return {
+    name: 'fastpulld (daemon)',
+    unavailable: () => (existsSync(daemon) ? undefined : 'not available: packages/daemon has no server yet (no packages/daemon/dist/bin.js)'),
+    async pull(ref, dir, timeoutMs) {
+      const root = join(dir, 'root');
+      const sock = join(dir, 'fastpulld.sock');
+      const d = spawn(process.execPath, [daemon, '--root', root, '--address', sock], { stdio: 'ignore', detached: true });
+      try {
+        await waitFor(() => existsSync(sock), 10_000, 'fastpulld socket');
+        const m = await measure(process.execPath, [bin, '--address', sock, 'pull', '--quiet', '--plain-http', ref], { timeoutMs, daemons: [d.pid!] });
+        return { ...m, bytes: diskBytes(root), ...(m.ok ? {} : { note: failure('fastpulld pull', m) }) };
+      } finally {
+        await stop(d);
+      }
+    },
+  };
+}
+
+async function waitFor(ok: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`${what} did not come up within ${ms} ms`);
+    await sleep(50);
+  }
+}
+
+async function stop(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise<void>((r) => p.once('exit', () => r()));
+  p.kill('SIGTERM');
+  const t = setTimeout(() => p.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(t);
+}
+
+function containerdConfig(dir: string, sock: string): string {
+  const q = (s: string) => JSON.stringify(s);
+  return [
+    'version = 2',
+    `root = ${q(join(dir, 'root'))}`,
+    `state = ${q(join(dir, 'state'))}`,
+    // The CRI plugin and snapshotters this benchmark does not use only add start-up time and noise.
+    'disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]',
+    '[grpc]',
+    `  address = ${q(sock)}`,
+    '[ttrpc]',
+    `  address = ${q(`${sock}.ttrpc`)}`,
+    '[debug]',
+    '  level = "warn"',
+    '[plugins."io.containerd.internal.v1.opt"]',
+    `  path = ${q(join(dir, 'opt'))}`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * containerd: a containerd process of its own per pull (started and ready before the clock starts,
+ * its CPU and memory counted while `ctr images pull` runs), overlayfs snapshotter, native when
+ * overlayfs fails on this machine.
+ */
+export function containerd(): Contender {
+  let snapshotter: 'overlayfs' | 'native' = 'overlayfs';
+  let overlayError: string | undefined;
+  const one = async (ref: string, dir: string, timeoutMs: number): Promise<PullResult> => {
+    const cdir = join(dir, 'containerd');
+    mkdirSync(cdir, { recursive: true });
+    const sock = join(cdir, 'c.sock');
+    const config = join(cdir, 'config.toml');
+    writeFileSync(config, containerdConfig(cdir, sock));
+    let log = '';
+    const d = spawn('containerd', ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+    d.stderr!.on('data', (b: Buffer) => {
+      log = (log + b.toString('utf8')).slice(-4000);
+    });
+    try {
+      await waitFor(() => spawnSync('ctr', ['--address', sock, 'version'], { stdio: 'ignore', timeout: 5000 }).status === 0, 20_000, `containerd (${log.slice(-300)})`);
+      const m = await measure('ctr', ['--address', sock, '--namespace', 'bench', 'images', 'pull', '--plain-http', '--snapshotter', snapshotter, ref], {
+        timeoutMs,
+        daemons: [d.pid!],
+      });
+      return { ...m, bytes: diskBytes(join(cdir, 'root')), note: m.ok ? `${snapshotter} snapshotter` : failure(`ctr images pull (${snapshotter})`, m) };
+    } finally {
+      await stop(d);
+      // Overlay snapshots are not mounted after a pull, but a killed pull may leave an apply mount.
+      spawnSync('sh', ['-c', 'grep -o " $0[^ ]*" /proc/mounts | xargs -r -n1 umount -l', cdir], { stdio: 'ignore' });
+    }
+  };
+  return {
+    name: 'containerd (ctr images pull)',
+    unavailable: () => (which('containerd') && which('ctr') ? undefined : 'containerd or ctr not installed (Debian package containerd; bench/setup.sh installs it)'),
+    async pull(ref, dir, timeoutMs) {
+      const r = await one(ref, dir, timeoutMs);
+      if (r.ok || r.timedOut || snapshotter === 'native') return overlayError && r.ok ? { ...r, note: `native snapshotter (overlayfs failed: ${overlayError})` } : r;
+      // Overlayfs failed: try the native snapshotter from now on.
+      overlayError = r.note;
+      snapshotter = 'native';
+      rmSync(join(dir, 'containerd'), { recursive: true, force: true });
+      const again = await one(ref, dir, timeoutMs);
+      return again.ok ? { ...again, note: `native snapshotter (overlayfs failed: ${overlayError})` } : again;
+    },
+  };
+}
+
+/** skopeo copy to an OCI layout, then umoci unpack into a runtime bundle; times, CPU and bytes add up. */
+export function skopeoUmoci(): Contender {
+  return {
+    name: 'skopeo copy + umoci unpack',
+    unavailable: () => (which('skopeo') && which('umoci') ? undefined : 'skopeo or umoci not installed (Debian packages skopeo, umoci; bench/setup.sh installs them)'),
+    async pull(ref, dir, timeoutMs) {
+      const layout = join(dir, 'oci');
+      const bundle = join(dir, 'bundle');
+      const copy = await measure('skopeo', ['--insecure-policy', 'copy', '--quiet', '--src-tls-verify=false', `docker://${ref}`, `oci:${layout}:bench`], { timeoutMs });
+      if (!copy.ok) return { ...copy, bytes: diskBytes(layout), note: failure('skopeo copy', copy) };
+      const rootless = process.getuid?.() !== 0 ? ['--rootless'] : [];
+      const unpack = await measure('umoci', ['unpack', ...rootless, '--image', `${layout}:bench`, bundle], { timeoutMs: Math.max(1000, timeoutMs - copy.wall * 1000) });
+      return {
+        ok: unpack.ok,
+        timedOut: unpack.timedOut,
+        wall: copy.wall + unpack.wall,
+        cpu: copy.cpu + unpack.cpu,
+        rssMiB: Math.max(copy.rssMiB, unpack.rssMiB),
+        output: unpack.output,
+        bytes: diskBytes(layout, bundle),
+        phases: { 'skopeo copy': copy.wall, 'umoci unpack': unpack.wall },
+        ...(unpack.ok ? {} : { note: failure('umoci unpack', unpack) }),
+      };
+    },
+  };
+}

@@ -1,0 +1,170 @@
+// Measuring a puller: wall time, CPU time (user + system of the command and all its children, from
+// wait4 through /usr/bin/time, plus any daemon's CPU from /proc), peak RSS (the largest sum of the
+// process tree's and the daemons' resident memory, sampled every 50 ms, and never less than the
+// largest single process's peak that /usr/bin/time reports).
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const TICK = 100; // USER_HZ on Linux
+const PAGE_KIB = 4;
+
+export interface Measured {
+  readonly ok: boolean;
+  readonly timedOut: boolean;
+  /** Seconds. */
+  readonly wall: number;
+  /** User + system seconds of the command, its children and the daemons named. */
+  readonly cpu: number;
+  readonly rssMiB: number;
+  readonly output: string;
+}
+
+function statOf(pid: number): { ppid: number; ticks: number; rssKiB: number } | undefined {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    // f[0] is field 3 (state): ppid is field 4, utime 14, stime 15, rss 24.
+    return { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]), rssKiB: Number(f[21]) * PAGE_KIB };
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds a live process has used so far (its own, not its children's). */
+export function cpuSeconds(pid: number): number {
+  return (statOf(pid)?.ticks ?? 0) / TICK;
+}
+
+/** Peak RSS (VmHWM) of a live process, MiB. */
+export function peakRssMiB(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function treeRssKiB(root: number): number {
+  const kids = new Map<number, number[]>();
+  const rss = new Map<number, number>();
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid)) continue;
+    const s = statOf(pid);
+    if (!s) continue;
+    rss.set(pid, s.rssKiB);
+    const list = kids.get(s.ppid) ?? [];
+    list.push(pid);
+    kids.set(s.ppid, list);
+  }
+  let total = 0;
+  const stack = [...(kids.get(root) ?? [])]; // the root itself is /usr/bin/time: not counted
+  while (stack.length) {
+    const p = stack.pop()!;
+    total += rss.get(p) ?? 0;
+    stack.push(...(kids.get(p) ?? []));
+  }
+  return total;
+}
+
+export interface RunOptions {
+  readonly env?: NodeJS.ProcessEnv;
+  /** Kill the command (SIGKILL to its process group) after this many ms. */
+  readonly timeoutMs?: number;
+  /** Long-running processes that do part of the work (a daemon): their CPU and RSS count too. */
+  readonly daemons?: readonly number[];
+  readonly cwd?: string;
+}
+
+/** Runs `cmd args` measured. Never throws for a failing command: `ok` says. */
+export async function measure(cmd: string, args: readonly string[], options: RunOptions = {}): Promise<Measured> {
+  const dir = mkdtempSync(join(tmpdir(), 'fastpull-bench-time-'));
+  const timeFile = join(dir, 'time');
+  const daemons = options.daemons ?? [];
+  const daemonCpu0 = daemons.reduce((a, p) => a + cpuSeconds(p), 0);
+  const t0 = performance.now();
+  const child = spawn('/usr/bin/time', ['-o', timeFile, '-f', '%e %U %S %M', cmd, ...args], {
+    env: options.env ?? process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+  });
+  let output = '';
+  const keep = (b: Buffer) => {
+    output = (output + b.toString('utf8')).slice(-256 * 1024);
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  let peakKiB = 0;
+  const sample = () => {
+    let kib = child.pid !== undefined ? treeRssKiB(child.pid) : 0;
+    for (const d of daemons) kib += statOf(d)?.rssKiB ?? 0;
+    peakKiB = Math.max(peakKiB, kib);
+  };
+  const poll = setInterval(sample, 50);
+  let timedOut = false;
+  const timer = options.timeoutMs
+    ? setTimeout(() => {
+        timedOut = true;
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }, options.timeoutMs)
+    : undefined;
+  const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+  const wallJs = (performance.now() - t0) / 1000;
+  clearInterval(poll);
+  if (timer) clearTimeout(timer);
+  const daemonCpu = daemons.reduce((a, p) => a + cpuSeconds(p), 0) - daemonCpu0;
+  let wall = wallJs;
+  let cpu = daemonCpu;
+  let maxOneKiB = 0;
+  try {
+    const last = readFileSync(timeFile, 'utf8').trim().split('\n').at(-1)!;
+    const [e, u, s, m] = last.split(' ').map(Number);
+    if (!timedOut && Number.isFinite(e)) wall = e!;
+    if (Number.isFinite(u) && Number.isFinite(s)) cpu += u! + s!;
+    if (Number.isFinite(m)) maxOneKiB = m!;
+  } catch {
+    /* killed before time wrote */
+  }
+  rmSync(dir, { recursive: true, force: true });
+  return { ok: code === 0 && !timedOut, timedOut, wall, cpu, rssMiB: Math.max(peakKiB, maxOneKiB) / 1024, output };
+}
+
+/** Bytes a directory takes on disk (du), 0 when it is missing. */
+export function diskBytes(...dirs: string[]): number {
+  let total = 0;
+  for (const d of dirs) {
+    const r = spawnSync('du', ['-s', '-x', '--block-size=1', d], { encoding: 'utf8' });
+    if (r.status === 0) total += Number(r.stdout.split('\t')[0]);
+  }
+  return total;
+}
+
+export type CacheDrop = 'dropped' | string;
+
+/** `sync; echo 3 > /proc/sys/vm/drop_caches`; says why when it is not permitted. */
+export function dropCaches(): CacheDrop {
+  execFileSync('sync');
+  try {
+    writeFileSync('/proc/sys/vm/drop_caches', '3\n');
+    return 'dropped';
+  } catch (e) {
+    return `not permitted (${(e as NodeJS.ErrnoException).code ?? String(e)})`;
+  }
+}
+
+export function which(cmd: string): string | undefined {
+  const r = spawnSync('sh', ['-c', 'command -v "$0"', cmd], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : undefined;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
