@@ -62,9 +62,9 @@ export function fastpullCli(repo: string): Contender {
 }
 
 /**
- * fastpulld: the daemon is started per pull (not timed), then the CLI pulls through it. The command
- * lines are the ones the daemon issue plans (`fastpulld --root R --address SOCK`, `fastpull --address
- * SOCK pull`); adjust here when the daemon lands with others.
+ * fastpulld: the daemon is started per pull (not timed), then the CLI pulls through it
+ * (`fastpulld --socket SOCK --root R`, `fastpull pull --address SOCK`); the daemon's CPU and memory
+ * count with the CLI's.
  */
 export function fastpulld(repo: string): Contender {
   const daemon = join(repo, 'packages', 'daemon', 'dist', 'bin.js');
@@ -75,10 +75,10 @@ export function fastpulld(repo: string): Contender {
     async pull(ref, dir, timeoutMs) {
       const root = join(dir, 'root');
       const sock = join(dir, 'fastpulld.sock');
-      const d = spawn(process.execPath, [daemon, '--root', root, '--address', sock], { stdio: 'ignore', detached: true });
+      const d = spawn(process.execPath, [daemon, '--socket', sock, '--root', root], { stdio: 'ignore', detached: true });
       try {
         await waitFor(() => existsSync(sock), 10_000, 'fastpulld socket');
-        const m = await measure(process.execPath, [bin, '--address', sock, 'pull', '--quiet', '--plain-http', ref], { timeoutMs, daemons: [d.pid!] });
+        const m = await measure(process.execPath, [bin, 'pull', '--address', sock, '--quiet', '--plain-http', ref], { timeoutMs, daemons: [d.pid!] });
         return { ...m, bytes: diskBytes(root), ...(m.ok ? {} : { note: failure('fastpulld pull', m) }) };
       } finally {
         await stop(d);
