@@ -130,6 +130,18 @@ describe('ranged fetch', () => {
     expectCleanStore(root);
   });
 
+  it('re-issues a range whose body stops at once, without waiting for the floor\'s window', async () => {
+    const layer = big.layers[0]!;
+    reg.faults.stallAfter = { bytes: 100_000, times: 1, path: new RegExp(layer.digest) };
+    const root = freshRoot();
+    // The floor's window is a minute and the body idle timeout 30 s: only the stall timeout can end
+    // this range within the test's 10 s.
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerWindowMs: 60_000, stallTimeoutMs: 300 });
+    expect(reg.stats.requests.filter((r) => r.path.endsWith(layer.digest) && r.range === 'bytes=100000-1048575')).toHaveLength(1);
+    expect(reg.stats.blobBytesServed(layer.digest)).toBe(layer.size);
+    expectCleanStore(root);
+  }, 10_000); // without the stall timeout, the connection's 30 s idle timeout would end the range
+
   it('fails a pull that receives nothing at all, counting bytes across all its ranges', async () => {
     reg.faults.stallAfter = { bytes: 0, times: 1000, path: new RegExp(big.layers[0]!.digest) };
     const root = freshRoot();

@@ -150,6 +150,8 @@ export interface PullOptions {
   readonly stragglerFloor?: number;
   /** The window over which the straggler floor is measured, in milliseconds. */
   readonly stragglerWindowMs?: number;
+  /** A range whose body stops for this long after bytes came is re-issued at once (default 3 s; 0: off). */
+  readonly stallTimeoutMs?: number;
   /** Layers decompressed and extracted at once; default: the process-wide pool, one per core. */
   readonly unpackConcurrency?: number;
   /**
@@ -594,6 +596,7 @@ async function fetchAndUnpack(
         chunkSize: ctx.options.chunkSize ?? DEFAULT_CHUNK_SIZE,
         ...(ctx.options.stragglerFloor !== undefined ? { stragglerFloor: ctx.options.stragglerFloor } : {}),
         ...(ctx.options.stragglerWindowMs !== undefined ? { stragglerWindowMs: ctx.options.stragglerWindowMs } : {}),
+        ...(ctx.options.stallTimeoutMs !== undefined ? { stallTimeoutMs: ctx.options.stallTimeoutMs } : {}),
         scheduler: ctx.scheduler,
         signal: AbortSignal.any([signal, stopFetch.signal]),
         ...(ctx.options.onRetry ? { onRetry: ctx.options.onRetry } : {}),

@@ -34,6 +34,11 @@ export interface FetchOptions {
   readonly stragglerFloor?: number;
   /** The window over which the straggler floor is measured, in milliseconds. */
   readonly stragglerWindowMs?: number;
+  /**
+   * A range whose body stops, no byte for this long after bytes came, is a straggler at once,
+   * without waiting for the floor's window (default 3 s; 0: off). Slow first bytes do not count.
+   */
+  readonly stallTimeoutMs?: number;
   /** Called when a straggling range is cancelled and re-issued. */
   readonly onStraggler?: () => void;
   /** Called when a range request failed in a way worth retrying and is about to be retried. */
@@ -174,7 +179,8 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
         // A slow mirror goes behind the other hosts, so the remainder is asked of the next one.
         if (origin !== undefined) ctx.client.demote(ctx.ref, origin);
         if (++stragglers <= MAX_STRAGGLER_REISSUES) attempt--;
-        lastError = new FastpullError('NETWORK_ERROR', `${ctx.what}: the range from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`, {
+        const why = watchdog.stalled ? `stalled at offset ${cursor.pos}: no byte for ${watchdog.stallMs} ms` : `from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`;
+        lastError = new FastpullError('NETWORK_ERROR', `${ctx.what}: the range ${why}`, {
           cause: e,
           details: { offset: cursor.pos, straggler: true },
         });
@@ -201,34 +207,74 @@ export const DEFAULT_STRAGGLER_FLOOR = 16 * 1024;
 /** The window over which the straggler floor is measured, in milliseconds. */
 export const DEFAULT_STRAGGLER_WINDOW_MS = 10_000;
 
-/** Watches one request: aborts it when its progress stays below the floor for a window. */
+/**
+ * A range whose body stops is re-issued after this long without a byte: a stalled connection
+ * (a dead peer, a stuck proxy) is far likelier than a healthy one idle for seconds mid-body.
+ */
+export const DEFAULT_STALL_TIMEOUT_MS = 3_000;
+
+/**
+ * Watches one request: aborts it when its progress stays below the floor for a window, or when its
+ * body stops for the stall timeout after bytes came.
+ */
 class Watchdog {
   readonly floor: number;
   readonly windowMs: number;
+  readonly stallMs: number;
   readonly signal: AbortSignal;
   fired = false;
+  /** Fired by the stall timeout (else by the floor). */
+  stalled = false;
   private readonly controller = new AbortController();
-  private readonly timer: NodeJS.Timeout;
+  private readonly timers: NodeJS.Timeout[] = [];
   private mark: number;
 
   constructor(ctx: ChunkContext, cursor: { pos: number }) {
     this.floor = ctx.options.stragglerFloor ?? DEFAULT_STRAGGLER_FLOOR;
     this.windowMs = ctx.options.stragglerWindowMs ?? DEFAULT_STRAGGLER_WINDOW_MS;
+    this.stallMs = ctx.options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
     this.signal = ctx.options.signal ? AbortSignal.any([ctx.options.signal, this.controller.signal]) : this.controller.signal;
     this.mark = cursor.pos;
-    this.timer = setInterval(() => {
-      const moved = cursor.pos - this.mark;
-      this.mark = cursor.pos;
-      if (moved < (this.floor * this.windowMs) / 1000) {
-        this.fired = true;
-        this.controller.abort(new Error('straggler'));
-      }
-    }, this.windowMs);
-    this.timer.unref();
+    const fire = (stalled: boolean): void => {
+      if (this.fired) return;
+      this.fired = true;
+      this.stalled = stalled;
+      this.controller.abort(new Error(stalled ? 'stalled' : 'straggler'));
+    };
+    this.timers.push(
+      setInterval(() => {
+        const moved = cursor.pos - this.mark;
+        this.mark = cursor.pos;
+        if (moved < (this.floor * this.windowMs) / 1000) fire(false);
+      }, this.windowMs),
+    );
+    if (this.stallMs > 0) {
+      const start = cursor.pos;
+      const tickMs = Math.max(25, Math.min(500, this.stallMs / 4));
+      let last = cursor.pos;
+      let movedAt = performance.now();
+      let tickAt = movedAt;
+      this.timers.push(
+        setInterval(() => {
+          const now = performance.now();
+          // A tick that comes late means this thread was busy: bytes may be waiting unread, so
+          // the silence proves nothing; start counting again.
+          const late = now - tickAt > 2 * tickMs;
+          tickAt = now;
+          if (cursor.pos !== last || late) {
+            last = cursor.pos;
+            movedAt = now;
+          } else if (last > start && now - movedAt >= this.stallMs) {
+            fire(true);
+          }
+        }, tickMs),
+      );
+    }
+    for (const t of this.timers) t.unref();
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    for (const t of this.timers) clearInterval(t);
   }
 }
 
