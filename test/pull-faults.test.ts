@@ -194,6 +194,7 @@ describe('verification', () => {
 
   it('fails with DIGEST_MISMATCH on a corrupted layer and commits nothing of it', async () => {
     const victim = image.layers[0]!;
+    reg.stats.reset();
     reg.faults.corruptBlob = new Set([victim.digest]);
     const root = freshRoot();
     await expect(pull(`${reg.host}/v/app:1`, { root })).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
@@ -209,6 +210,9 @@ describe('verification', () => {
     reg.faults = {};
     await pull(`${reg.host}/v/app:1`, { root });
     expectCleanStore(root);
+    // What the failed pull verified or half-fetched of the other layers was kept (as an ingest or a
+    // snapshot): over both pulls each of them was served once; the victim twice (bad, then good).
+    for (const l of image.layers) expect(reg.stats.blobBytesServed(l.digest), l.digest).toBe(l.digest === victim.digest ? 2 * l.size : l.size);
   });
 
   it('drops a committed blob damaged on disk, so the next pull fetches a good copy', async () => {

@@ -676,8 +676,12 @@ async function fetchAndUnpack(
     }
     const tc = performance.now();
     throwIfAborted(signal, what);
-    // The blob is verified: keep it even if the snapshot does not make it (the next pull unpacks from it).
-    if (ingest) {
+    const keepBlob = ctx.options.keepBlobs === true;
+    // The blob is verified. Kept, it is committed now (fsync, rename), so it stays even if the
+    // snapshot does not make it. Not kept, committing it would fsync hundreds of MB only to delete
+    // them: it stays an ingest, which a failure below suspends for the next pull to resume from
+    // (an aborted pull) and success discards.
+    if (ingest && keepBlob) {
       await store.content.commit(ingest, r.blobDigest);
       ingest = undefined;
     }
@@ -701,7 +705,12 @@ async function fetchAndUnpack(
       ...(rootless ? { rootless } : {}),
     });
     active = undefined;
-    if (ctx.options.keepBlobs !== true) await dropLayerBlob(ctx, layer);
+    if (ingest) {
+      await store.content.abort(ingest);
+      ingest = undefined;
+    } else if (!keepBlob) {
+      await dropLayerBlob(ctx, layer); // it was in the store before this pull
+    }
     emit('committed', layer.size);
     const { waitMs, verifyMs, decompressMs, extractMs } = r.timings;
     return { digest: layer.digest, fetchMs, unpackMs, waitMs, verifyMs, decompressMs, extractMs, commitMs: performance.now() - tc, state: 'committed' as const };
