@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '@fastpull/core';
+import { formatBytes } from '@fastpull/cli';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
 import { cliPath, ls, runCli, tempDir } from './helpers.js';
 
@@ -40,8 +41,8 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
     expect(err[0]).toBe(`${ref}: resolved ${image.manifestDigest} (linux/amd64), 3 layers`);
     for (const l of image.layers) {
       const short = l.digest.slice(7, 19);
-      expect(err).toContain(`  ${short}: downloading (${fmt(l.size)})`);
-      expect(err).toContain(`  ${short}: pull complete (${fmt(l.size)})`);
+      expect(err).toContain(`  ${short}: downloading (${formatBytes(l.size)})`);
+      expect(err).toContain(`  ${short}: pull complete (${formatBytes(l.size)})`);
       // State changes only: one line per state, however many progress events came.
       expect(err.filter((line) => line.startsWith(`  ${short}: downloading`))).toHaveLength(1);
     }
@@ -140,8 +141,8 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
     const unpacked = (i: BuiltImage) => i.layers.reduce((s, l) => s + l.tar.length, 0);
     const compressed = (i: BuiltImage) => i.layers.reduce((s, l) => s + l.size, 0);
     expect(rows.slice(1)).toEqual([
-      [ref, image.manifestDigest.slice(7, 19), 'linux/amd64', '3', fmt(compressed(image)), fmt(unpacked(image)), expect.stringMatching(/ago$|^just now$/)],
-      [singleRef, single.manifestDigest.slice(7, 19), 'linux/amd64', '1', fmt(compressed(single)), fmt(unpacked(single)), expect.stringMatching(/ago$|^just now$/)],
+      [ref, image.manifestDigest.slice(7, 19), 'linux/amd64', '3', formatBytes(compressed(image)), formatBytes(unpacked(image)), expect.stringMatching(/ago$|^just now$/)],
+      [singleRef, single.manifestDigest.slice(7, 19), 'linux/amd64', '1', formatBytes(compressed(single)), formatBytes(unpacked(single)), expect.stringMatching(/ago$|^just now$/)],
     ]);
 
     const json = runCli(['images', '--root', root, '--json']);
@@ -208,16 +209,6 @@ describe('fastpull output to a reader that goes away', () => {
   });
 });
 
-function fmt(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB'];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : 1)} ${units[u]}`;
-}
 
 function escape(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { accessSync, constants, promises as fsp } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { FastpullError, resolveImage, type Store } from '@fastpull/core';
+import { mountInfo } from '@fastpull/core/snapshots';
 
 export interface MountRecord {
   readonly id: string;
@@ -86,13 +87,9 @@ export async function listMounts(store: Store): Promise<MountRecord[]> {
   return out;
 }
 
-/** Whether `path` is a mount point now, from /proc/self/mountinfo (field 5; spaces are escaped as \040). */
+/** Whether `path` is a mount point now. */
 export async function isMountPoint(path: string): Promise<boolean> {
-  const info = await fsp.readFile('/proc/self/mountinfo', 'utf8');
-  return info.split('\n').some((line) => {
-    const mountPoint = line.split(' ')[4];
-    return mountPoint !== undefined && mountPoint.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))) === path;
-  });
+  return (await mountInfo()).some((m) => m.mountPoint === path);
 }
 
 /**

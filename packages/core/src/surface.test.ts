@@ -35,7 +35,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'STALE_INGEST_MS', 'Watermark', 'WatermarkState', 'WatermarkView', 'withCollectionLock',
     ],
   './snapshots': [
-      'type ActiveSnapshot', 'FileSnapshotter', 'type LowerChecks', 'LowerView', 'type Mount',
+      'type ActiveSnapshot', 'FileSnapshotter', 'type LowerChecks', 'LowerView', 'type Mount', 'mountInfo', 'type MountInfo',
       'type ReconcileOptions', 'type ReconcileStats', 'reconcileWithLowers', 'type SnapshotInfo',
       'type Snapshotter',
     ],

@@ -1,12 +1,13 @@
 // Garbage collection: removes the blobs and snapshots that no image record, running pull (lease) or
 // live mount refers to, and the litter of dead processes. Safe while other processes pull into the
 // same store: see lease.ts for why nothing a pull needs can go.
-import { promises as fsp, readFileSync } from 'node:fs';
+import { promises as fsp } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Digest } from '../oci/digest.js';
 import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
 import { liveLeaseRefs, withCollectionLock } from './lease.js';
+import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
 
 /** Options of {@link collectGarbage}. */
 export interface GcOptions {
@@ -48,21 +49,24 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
       // this order sees every finishing pull at least once (as a lease, or as an image).
       const leased = await liveLeaseRefs(store.root);
       const images = await store.images.list();
-      const mounted = mountedPaths();
+      const mounted = mountedPaths(await mountInfo());
       const mountedChains = new Set<Digest>();
       const links = await store.snapshots.shortLinks();
       // A mount of many layers names them by their short links (snapshots/l/<prefix>).
-      for (const [link, chainID] of links) if (mounted.some((m) => m.includes(`${link}:`) || m.includes(`${link},`) || m.endsWith(link))) mountedChains.add(chainID);
+      for (const m of mounted) {
+        const chainID = links.get(m);
+        if (chainID !== undefined) mountedChains.add(chainID);
+      }
       const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root))]);
       for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
       const snapshots: Array<{ chainID: Digest; size: number }> = [];
       const committed = new Set<Digest>(); // the snapshots that stay
       for (const info of await store.snapshots.list()) {
-        // `committed/<hex>/fs`: a bind mount shows the path from the root of its filesystem, which
-        // need not be the store's.
+        // `/committed/<hex>/fs`, alone or with more below it: a bind mount shows its path from the
+        // root of its filesystem, which need not be the store's.
         const dir = dirname(store.snapshots.fsPath(info.chainID));
-        const tail = `${basename(dirname(dir))}/${basename(dir)}/fs`;
-        if (wantSnapshots.has(info.chainID) || mountedChains.has(info.chainID) || mounted.some((m) => m.includes(tail))) {
+        const tail = `/${basename(dirname(dir))}/${basename(dir)}/fs`;
+        if (wantSnapshots.has(info.chainID) || mountedChains.has(info.chainID) || mounted.some((m) => m.endsWith(tail) || m.includes(`${tail}/`))) {
           committed.add(info.chainID);
           continue;
         }
@@ -127,16 +131,18 @@ async function recordedMountSnapshots(root: string): Promise<Digest[]> {
   return out;
 }
 
-/** Mount sources and options of this mount namespace: a snapshot in use by a mount appears there. */
-function mountedPaths(): string[] {
-  let text: string;
-  try {
-    text = readFileSync('/proc/self/mountinfo', 'utf8');
-  } catch {
-    return [];
+/**
+ * The directories the mounts of this namespace show: each mount's root within its filesystem (a
+ * bind mount of a snapshot) and each overlay's lower directories (a snapshot, or its short link).
+ */
+function mountedPaths(mounts: readonly MountInfo[]): string[] {
+  const out: string[] = [];
+  for (const m of mounts) {
+    out.push(m.root);
+    if (m.fsType !== 'overlay') continue;
+    for (const option of m.superOptions.split(',')) {
+      if (option.startsWith('lowerdir=')) out.push(...option.slice('lowerdir='.length).split(':'));
+    }
   }
-  // Fields: id parent major:minor root mountpoint options ... - fstype source superoptions; the
-  // root of a bind mount and overlay's lowerdir (super options) name the snapshot directories.
-  // Paths there escape space, tab, newline and backslash as octal.
-  return text.split('\n').map((line) => line.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))));
+  return out;
 }

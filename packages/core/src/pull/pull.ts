@@ -191,7 +191,7 @@ export interface PullResult {
   readonly timings: PullTimings;
 }
 
-/** Bytes between two 'fetching' progress events of one layer at most... */
+/** A 'fetching' progress event of a layer comes after this many more bytes... */
 const PROGRESS_STEP = 4 * 1024 * 1024;
 /** ...or this many milliseconds, whichever comes first, so slow and small layers show movement too. */
 const PROGRESS_INTERVAL_MS = 100;

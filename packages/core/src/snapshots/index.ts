@@ -3,3 +3,4 @@
 export { FileSnapshotter, type Snapshotter, type ActiveSnapshot, type SnapshotInfo, type Mount } from './store.js';
 export { LowerView, reconcileWithLowers, type ReconcileOptions, type ReconcileStats } from './lowers.js';
 export type { LowerChecks } from '../unpack/apply.js';
+export { mountInfo, type MountInfo } from './mountinfo.js';

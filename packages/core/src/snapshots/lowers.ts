@@ -9,6 +9,7 @@
 // - a whiteout that hides nothing below is dropped, and so is an implied directory left empty by
 //   that (umoci makes nothing of such a whiteout; left alone, overlayfs would list a name whose
 //   lookup fails in a directory only the top snapshot has).
+import { isUtf8 } from 'node:buffer';
 import fs from 'node:fs';
 import { nativeFs } from '../unpack/native.js';
 import type { LowerChecks } from '../unpack/apply.js';
@@ -175,20 +176,19 @@ function isWhiteout(st: fs.BigIntStats): boolean {
 }
 
 function isOpaque(p: Buffer): boolean {
-  let fd: number;
-  try {
-    fd = fs.openSync(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-  } catch {
-    return false; // unreadable (mode 0, rootless): treated as merged, as its lookups find nothing
-  }
-  fs.closeSync(fd);
-  return withDir(p, (path) =>
+  // The UTF-8 path itself when it is one (the common case: no descriptor needed), else through one.
+  const marked = (path: string): boolean =>
     OPAQUE_XATTRS.some((name) => {
       try {
         return nativeFs().lgetxattr(path, name)?.toString() === 'y';
       } catch {
         return false; // trusted.* unreadable without privilege, or no xattr support: not marked
       }
-    }),
-  );
+    });
+  if (isUtf8(p)) return marked(p.toString('utf8'));
+  try {
+    return withDir(p, marked);
+  } catch {
+    return false; // unreadable (mode 0, rootless): treated as merged, as its lookups find nothing
+  }
 }
