@@ -12,13 +12,14 @@ as_root() {
 
 # Debian packages: docker-registry (the CNCF distribution registry the tests and the demo pull from),
 # isal (igzip, the fast gzip decoder fastpull uses when installed), zstd (the zstd decoder likewise,
-# and the tests' zstd encoder), umoci (the reference unpacker the parity test compares against),
+# and the tests' zstd encoder), pigz (the parallel gunzip tests decode its streams), umoci (the reference unpacker the parity test compares against),
 # openssl (the TLS test makes its certificate with it), python3-grpcio and python3-grpc-tools (the
 # daemon's Python client test generates stubs from the .proto and calls fastpulld with them).
 missing=()
 [ -x /usr/bin/docker-registry ] || command -v registry >/dev/null || missing+=(docker-registry)
 [ -x /usr/bin/igzip ] || missing+=(isal)
 [ -x /usr/bin/zstd ] || missing+=(zstd)
+command -v pigz >/dev/null || missing+=(pigz)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v umoci >/dev/null || missing+=(umoci)
 if [ ${#missing[@]} -gt 0 ]; then

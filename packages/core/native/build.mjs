@@ -7,9 +7,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = join(here, 'build', 'Release', 'fastpull_native.node');
-const sources = ['fastpull_native.c', 'binding.gyp'].map((f) => join(here, f));
-if (existsSync(out) && sources.every((s) => statSync(s).mtimeMs <= statSync(out).mtimeMs)) process.exit(0);
+const outs = ['fastpull_native.node', 'fastpull_inflate.node'].map((f) => join(here, 'build', 'Release', f));
+const sources = ["fastpull_native.c", "fastpull_inflate.c", "fastpull_inflate_core.h", "fastpull_inflate_loop.h", "binding.gyp"].map((f) => join(here, f));
+const oldest = (files) => Math.min(...files.map((f) => statSync(f).mtimeMs));
+if (outs.every((o) => existsSync(o)) && sources.every((s) => statSync(s).mtimeMs <= oldest(outs))) process.exit(0);
 
 const args = ['rebuild', '--release'];
 const prefix = dirname(dirname(process.execPath));

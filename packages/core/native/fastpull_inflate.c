@@ -1,0 +1,119 @@
+// Deflate decoding for parallel gunzip (see src/unpack/pargzip.ts for the design).
+//
+// One call decodes one job: a span of a gzip stream that starts either at a known decoder state (the
+// stream's start, a block boundary, a point inside a block) or at a block boundary found by searching
+// from a bit position. When the bytes before the span are unknown, references into the 32 KiB window
+// before it cannot be resolved yet: the job then writes 16-bit symbols, where 0-255 is a byte and
+// 0x8000 | i stands for byte i of that window (i = 32767 is the byte just before the span). Once the
+// last 32 KiB written hold no such marker, no later symbol can produce one, and the job continues
+// with plain bytes. The caller resolves markers once the window is known (resolveMarkers).
+//
+// The decoder accepts exactly what zlib's inflate accepts, with the same rules for code sets
+// (complete, except a single code of one bit), header fields, distances and gzip framing, so that a
+// parallel decode either equals zlib's output or fails where zlib fails.
+#include <node_api.h>
+#include <stdbool.h>
+
+#include "fastpull_inflate_core.h"
+
+// ---- N-API ----
+static int get_bytes(napi_env env, napi_value v, void** data, size_t* len) {
+  napi_typedarray_type type;
+  napi_value ab;
+  size_t off;
+  if (napi_get_typedarray_info(env, v, &type, len, data, &ab, &off) != napi_ok) return -1;
+  if (type == napi_uint16_array) *len *= 2;
+  else if (type == napi_float64_array) *len *= 8;
+  return 0;
+}
+
+static double get_num(napi_env env, napi_value v) {
+  double d = 0;
+  napi_get_value_double(env, v, &d);
+  return d;
+}
+
+// inflateJob(data, dataOffset, final, startKind, startBit, btype, bfinal, left, hdr, hdrBit,
+//            stopKey, out16, out8, cap, members, res): decodes one job; results go to res.
+// startKind: a state (ST_*), or -1 to search for a boundary from startBit.
+static napi_value inflate_job(napi_env env, napi_callback_info info) {
+  size_t argc = 16;
+  napi_value a[16];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc < 16) {
+    napi_throw_type_error(env, NULL, "inflateJob: 16 arguments");
+    return NULL;
+  }
+  void *data, *hdr = NULL, *o16, *o8, *members, *resv;
+  size_t dlen, hlen = 0, l16, l8, lm, lres;
+  napi_valuetype ht;
+  napi_typeof(env, a[8], &ht);
+  if (get_bytes(env, a[0], &data, &dlen) || get_bytes(env, a[11], &o16, &l16) || get_bytes(env, a[12], &o8, &l8) ||
+      get_bytes(env, a[14], &members, &lm) || get_bytes(env, a[15], &resv, &lres) ||
+      (ht != napi_null && ht != napi_undefined && get_bytes(env, a[8], &hdr, &hlen)) || lres < O_RESULT_LEN * 8 ||
+      l8 < WIN + 300) {
+    napi_throw_type_error(env, NULL, "inflateJob: bad buffers");
+    return NULL;
+  }
+  bool fin;
+  napi_get_value_bool(env, a[2], &fin);
+  job_args A = {
+      .data = data, .dlen = dlen, .data_offset = (uint64_t)get_num(env, a[1]), .final = fin,
+      .start_kind = (int)get_num(env, a[3]), .start_bit = (uint64_t)get_num(env, a[4]),
+      .btype = (int)get_num(env, a[5]), .bfinal = (int)get_num(env, a[6]), .left = (uint32_t)get_num(env, a[7]),
+      .hdr = hdr, .hlen = hlen, .hdr_bit = (uint64_t)get_num(env, a[9]), .stop_key = get_num(env, a[10]),
+      .o16 = o16, .l16 = l16, .o8 = o8, .l8 = l8, .cap = (size_t)get_num(env, a[13]), .members = members, .lm = lm,
+  };
+  if (decode_job(&A, (double*)resv) != 0) napi_throw_error(env, NULL, "inflateJob: out of memory");
+  return NULL;
+}
+
+// resolveMarkers(src16, count, window, minIndex, dst8): dst8[i] = src16[i] for a byte, window[m] for a
+// marker 0x8000|m. Returns -1, or the index of the first marker below minIndex (a distance reaching
+// before the start of the member).
+static napi_value resolve_markers(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value a[5];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  void *s, *w, *d;
+  size_t ls, lw, ld;
+  if (argc < 5 || get_bytes(env, a[0], &s, &ls) || get_bytes(env, a[2], &w, &lw) || get_bytes(env, a[4], &d, &ld) || lw < WIN) {
+    napi_throw_type_error(env, NULL, "resolveMarkers: bad arguments");
+    return NULL;
+  }
+  size_t n = (size_t)get_num(env, a[1]);
+  uint32_t min = (uint32_t)get_num(env, a[3]);
+  if (n * 2 > ls || n > ld) {
+    napi_throw_range_error(env, NULL, "resolveMarkers: count exceeds buffers");
+    return NULL;
+  }
+  const uint16_t* src = s;
+  const uint8_t* win = w;
+  uint8_t* dst = d;
+  double bad = -1;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t v = src[i];
+    if (v < 256) {
+      dst[i] = (uint8_t)v;
+    } else {
+      uint32_t m = v & 0x7fff;
+      if (m < min && bad < 0) bad = (double)i;
+      dst[i] = win[m];
+    }
+  }
+  napi_value out;
+  napi_create_double(env, bad, &out);
+  return out;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  init_static();
+  napi_property_descriptor props[] = {
+      {"inflateJob", NULL, inflate_job, NULL, NULL, NULL, napi_default, NULL},
+      {"resolveMarkers", NULL, resolve_markers, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

@@ -1,0 +1,183 @@
+// One decode job of the parallel gunzip (see pargzip.ts): its input, the native call, its result.
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** Decoder states, as native/fastpull_inflate.c numbers them. */
+export const St = {
+  /** At a gzip member header (or the end of the stream). */
+  Member: 0,
+  /** At a deflate block header. */
+  Block: 1,
+  /** Inside a Huffman-coded block. */
+  Huff: 2,
+  /** Inside a stored block. */
+  Stored: 3,
+  /** At a member's 8-byte trailer. */
+  Trailer: 4,
+  /** After the last member. */
+  End: 5,
+} as const;
+
+/** How a job ended, as native/fastpull_inflate.c numbers it. */
+export const Status = {
+  /** Reached a boundary whose key is at least the job's stop key. */
+  Stop: 0,
+  /** Wrote as much as it may. */
+  Cap: 1,
+  /** Needs bytes past its data. */
+  Need: 2,
+  /** The stream ended. */
+  End: 3,
+  /** A search found no boundary that decodes. */
+  NoStart: 4,
+  /** The stream is corrupt (for a search: every candidate was). */
+  Error: 5,
+} as const;
+/** A {@link Status} value. */
+export type StatusCode = (typeof Status)[keyof typeof Status];
+
+/** The decoder's error codes, by number, as zlib words them where zlib has the same error. */
+export const ERROR_TEXT: readonly string[] = [
+  'no error',
+  'unexpected end of file',
+  'incorrect header check',
+  'unknown compression method',
+  'unknown header flags set',
+  'header crc mismatch',
+  'invalid block type',
+  'invalid stored block lengths',
+  'too many length or distance symbols',
+  'invalid code lengths set',
+  'invalid bit length repeat',
+  'invalid code -- missing end-of-block',
+  'invalid literal/lengths set',
+  'invalid distances set',
+  'invalid literal/length code',
+  'invalid distance code',
+  'invalid distance too far back',
+  'incorrect data check',
+  'incorrect length check',
+];
+
+/** Bytes of the window a deflate distance may reach back. */
+export const WINDOW = 32768;
+/** Room the native decoder wants past the output cap. */
+const SLACK = 300;
+/**
+ * Most symbols a job writes with markers. Markers fade once 32 KiB go by without one, after some
+ * hundred KiB for typical data; a job where they last longer stops there and a continuation goes on.
+ */
+const MARKED_MAX = 4 * 1024 * 1024;
+/** Member ends one job may report; past that it stops at the next member. */
+const MEMBERS_PER_JOB = 256;
+/** Bytes of a dynamic block header a continuation carries (a header is at most 563 bytes). */
+const HEADER_BYTES = 1024;
+const RESULT_LEN = 16;
+
+/** Where a job starts: a decoder state, or a search for a block boundary from `bit`. */
+export interface JobStart {
+  /** A state, or -1 to search. */
+  kind: number;
+  /** Absolute bit position in the compressed stream. */
+  bit: number;
+  /** Block type (Huff), or, at Member, 1 when a member ended just before. */
+  btype: number;
+  /** The current block is the member's last (Huff, Stored). */
+  bfinal: number;
+  /** Bytes left in the stored block (Stored). */
+  left: number;
+  /** The bytes holding the current dynamic block's header, from the byte of `hdrBit` (Huff, when the header is not inside `data`). */
+  hdr: Uint8Array | null;
+  /** Absolute bit of the current block's header (Huff). */
+  hdrBit: number;
+}
+
+/** What a job decodes. */
+export interface JobInput extends JobStart {
+  /** Compressed bytes from `dataOffset`. */
+  data: Uint8Array;
+  /** Byte offset of data[0] in the stream. */
+  dataOffset: number;
+  /** `data` reaches the end of the stream. */
+  final: boolean;
+  /** Stop at the first boundary whose key is at least this (Infinity: never). */
+  stopKey: number;
+  /** Most symbols the job writes. */
+  cap: number;
+}
+
+/** What a job produced. */
+export interface JobResult {
+  status: StatusCode;
+  error: number;
+  /** Where decoding stopped: a state to resume from. */
+  end: JobStart;
+  /** The boundary key at a Stop. */
+  key: number;
+  /** Key and state of the boundary a search settled on (or the given start). */
+  startKey: number;
+  startKind: number;
+  /** Symbols with markers, then bytes. */
+  out16: Uint16Array;
+  out8: Uint8Array;
+  /** Member ends: output offset, CRC-32, ISIZE. */
+  members: number[];
+}
+
+interface NativeInflate {
+  inflateJob(
+    data: Uint8Array, dataOffset: number, final: boolean, startKind: number, startBit: number, btype: number, bfinal: number, left: number,
+    hdr: Uint8Array | null, hdrBit: number, stopKey: number, out16: Uint16Array, out8: Uint8Array, cap: number, members: Float64Array, res: Float64Array,
+  ): void;
+  resolveMarkers(src: Uint16Array, count: number, window: Uint8Array, minIndex: number, dst: Uint8Array): number;
+}
+
+const ADDON_URL = new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url);
+let loaded: NativeInflate | null | undefined;
+
+/** The inflate addon, or null when it is not built or does not load (the caller then decodes serially). */
+export function nativeInflate(): NativeInflate | null {
+  if (loaded !== undefined) return loaded;
+  try {
+    const m = createRequire(import.meta.url)(fileURLToPath(ADDON_URL)) as Partial<NativeInflate>;
+    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' ? (m as NativeInflate) : null;
+  } catch {
+    loaded = null;
+  }
+  return loaded;
+}
+
+/** Runs one job on this thread. */
+export function runJob(job: JobInput): JobResult {
+  const native = nativeInflate();
+  if (!native) throw new Error('the inflate addon is not built');
+  // Uninitialised memory of their own (no zeroing of tens of MiB per job; transferable).
+  const out16 = new Uint16Array(Buffer.allocUnsafeSlow(2 * (Math.min(job.cap, MARKED_MAX) + SLACK)).buffer);
+  const out8 = new Uint8Array(Buffer.allocUnsafeSlow(WINDOW + job.cap + SLACK).buffer);
+  const members = new Float64Array(3 * MEMBERS_PER_JOB);
+  const res = new Float64Array(RESULT_LEN);
+  native.inflateJob(
+    job.data, job.dataOffset, job.final, job.kind, job.bit, job.btype, job.bfinal, job.left, job.hdr, job.hdrBit,
+    job.stopKey === Infinity ? 2e19 : job.stopKey, out16, out8, job.cap, members, res,
+  );
+  const [status, error, state, bit, btype, bfinal, left, hdrBit, hdrLen, key, n16, n8, startKey, startKind, nMembers] = res as unknown as number[];
+  let hdr: Uint8Array | null = null;
+  if (state === St.Huff && btype === 2) {
+    if (hdrLen === -1) hdr = job.hdr;
+    else {
+      const from = Math.floor(hdrBit! / 8) - job.dataOffset;
+      hdr = job.data.slice(from, from + HEADER_BYTES);
+    }
+  }
+  return {
+    status: status as StatusCode,
+    error: error!,
+    end: { kind: state!, bit: bit!, btype: btype!, bfinal: bfinal!, left: left!, hdr, hdrBit: hdrBit! },
+    key: key!,
+    startKey: startKey!,
+    startKind: startKind!,
+    out16: out16.subarray(0, n16),
+    out8: out8.subarray(WINDOW, WINDOW + n8!),
+    members: Array.from(members.subarray(0, 3 * nMembers!)),
+  };
+}

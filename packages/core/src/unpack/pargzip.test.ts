@@ -1,0 +1,224 @@
+// Parallel gunzip: byte-for-byte equality with node:zlib over a corpus, every chunking, and corrupt input.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import zlib from 'node:zlib';
+import { afterAll, describe, expect, it } from 'vitest';
+import { isFastpullError } from '../errors.js';
+import { Prng } from '../testing/prng.js';
+import { createParallelGunzip, InflatePool, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
+
+const available = InflatePool.available();
+if (!available) console.log('skipping parallel gunzip tests: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');
+const hasPigz = existsSync('/usr/bin/pigz');
+if (!hasPigz) console.log('skipping the pigz corpus entries: /usr/bin/pigz (Debian package pigz) is not installed');
+
+// Jobs on the calling thread: deterministic and independent of the build; one test uses real threads.
+const inline = new InflatePool({ threads: 0 });
+const threaded = new InflatePool({ threads: 2 });
+afterAll(() => threaded.close());
+
+type Outcome = { ok: true; data: Buffer } | { ok: false; code: string; message: string };
+
+function zlibGunzip(input: Buffer): Outcome {
+  try {
+    // The stream API, as the unpacker uses it: it accepts what gunzipSync does, member after member.
+    return { ok: true, data: zlib.gunzipSync(input) };
+  } catch (e) {
+    return { ok: false, code: String((e as { code?: unknown }).code), message: (e as Error).message };
+  }
+}
+
+/** Writes `input` in pieces of random size and collects the output. */
+async function parallelGunzip(input: Buffer, rng: Prng, options: ParallelGunzipOptions & { maxWrite?: number } = {}): Promise<{ outcome: Outcome; stats: ParallelGunzipStats }> {
+  const g = createParallelGunzip({ pool: inline, ...options });
+  const out: Buffer[] = [];
+  const done = new Promise<Outcome>((resolve) => {
+    g.on('data', (c: Buffer) => out.push(c));
+    g.on('end', () => resolve({ ok: true, data: Buffer.concat(out) }));
+    g.on('error', (e) => resolve({ ok: false, code: isFastpullError(e) ? e.code : 'OTHER', message: e.message }));
+  });
+  const maxWrite = options.maxWrite ?? 256 * 1024;
+  let at = 0;
+  while (at < input.length) {
+    const n = Math.min(input.length - at, rng.int(1, maxWrite));
+    const ok = g.write(input.subarray(at, at + n));
+    at += n;
+    if (!ok) await Promise.race([new Promise((r) => g.once('drain', r)), done]);
+    if (g.destroyed) break;
+  }
+  g.end();
+  return { outcome: await done, stats: g.stats };
+}
+
+async function expectSame(input: Buffer, rng: Prng, options: ParallelGunzipOptions & { maxWrite?: number } = {}): Promise<ParallelGunzipStats> {
+  const want = zlibGunzip(input);
+  const { outcome: got, stats } = await parallelGunzip(input, rng, options);
+  if (want.ok) {
+    expect(got.ok, got.ok ? '' : `parallel failed where zlib did not: ${got.message}`).toBe(true);
+    if (got.ok) {
+      expect(got.data.length).toBe(want.data.length);
+      expect(got.data.equals(want.data)).toBe(true);
+    }
+  } else {
+    expect(got.ok, `zlib failed (${want.message}) but the parallel decoder did not`).toBe(false);
+    if (!got.ok) expect(got.code).toBe('INVALID_LAYER');
+  }
+  return stats;
+}
+
+function gzipWith(tool: string, args: string[], data: Buffer): Buffer {
+  const r = spawnSync(tool, args, { input: data, maxBuffer: 1 << 30 });
+  if (r.status !== 0) throw new Error(`${tool} ${args.join(' ')} failed: ${r.stderr.toString()}`);
+  return r.stdout;
+}
+
+/** Words from a small vocabulary: compresses like text, with long matches. */
+function textData(rng: Prng, n: number): Buffer {
+  const words = Array.from({ length: 300 }, () => rng.bytes(rng.int(2, 9)).toString('base64').replace(/[^a-z]/gi, '').toLowerCase() || 'x');
+  const parts: string[] = [];
+  let len = 0;
+  while (len < n) {
+    const w = rng.pick(words) + (rng.chance(0.1) ? '.\n' : ' ');
+    parts.push(w);
+    len += w.length;
+  }
+  return Buffer.from(parts.join('')).subarray(0, n);
+}
+
+/** Binary-like: records with counters, small integers, zero runs and some noise. */
+function binaryData(rng: Prng, n: number): Buffer {
+  const b = Buffer.alloc(n);
+  let i = 0;
+  while (i < n) {
+    const kind = rng.int(0, 3);
+    const len = Math.min(n - i, rng.int(16, 4096));
+    if (kind === 0) b.fill(0, i, i + len);
+    else if (kind === 1) for (let k = 0; k < len; k++) b[i + k] = (k * 7 + (k >> 8)) & 0xff;
+    else if (kind === 2) rng.bytes(len).copy(b, i);
+    else for (let k = 0; k < len; k += 4) b.writeUInt32LE(((i + k) * 2654435761) >>> 0 & 0xffff, i + k > n - 4 ? n - 4 : i + k);
+    i += len;
+  }
+  return b;
+}
+
+describe.skipIf(!available)('parallel gunzip', () => {
+  it('equals node:zlib over a corpus of contents, levels and encoders, in small chunks', async () => {
+    const rng = new Prng(9001);
+    const contents: [string, Buffer][] = [
+      ['text', textData(rng, 3_000_000)],
+      ['binary', binaryData(rng, 3_000_000)],
+      ['random', rng.bytes(1_500_000)],
+      ['zeros', Buffer.alloc(4_000_000)],
+      ['mixed', Buffer.concat([textData(rng, 800_000), rng.bytes(300_000), binaryData(rng, 900_000), Buffer.alloc(200_000)])],
+    ];
+    let guesses = 0;
+    for (const [name, data] of contents) {
+      const encodings: [string, Buffer][] = [];
+      for (const level of [1, 6, 9]) encodings.push([`gzip -${level}`, gzipWith('gzip', [`-${level}`, '-c', '-n'], data)]);
+      encodings.push(['zlib level 3', zlib.gzipSync(data, { level: 3 })]);
+      encodings.push(['zlib fixed only', zlib.gzipSync(data, { strategy: zlib.constants.Z_FIXED })]);
+      encodings.push(['zlib huffman only', zlib.gzipSync(data, { strategy: zlib.constants.Z_HUFFMAN_ONLY })]);
+      encodings.push(['zlib rle', zlib.gzipSync(data, { strategy: zlib.constants.Z_RLE, level: 2 })]);
+      if (hasPigz) encodings.push(['pigz', gzipWith('pigz', ['-c', '-n', '-b', '128'], data)]);
+      for (const [enc, gz] of encodings) {
+        const stats = await expectSame(gz, rng, { chunkSize: rng.int(20_000, 200_000) }).catch((e: unknown) => {
+          throw new Error(`${name}, ${enc}: ${(e as Error).message}`);
+        });
+        guesses += stats.guessesUsed;
+      }
+    }
+    // The corpus must really exercise the parallel path, not only the serial fallback.
+    expect(guesses).toBeGreaterThan(100);
+  });
+
+  it('decodes gzip -1..-9 of the same content identically at random chunk sizes', async () => {
+    const rng = new Prng(77);
+    const data = Buffer.concat([textData(rng, 600_000), binaryData(rng, 600_000)]);
+    for (let level = 1; level <= 9; level++) {
+      const gz = gzipWith('gzip', [`-${level}`, '-c'], data);
+      await expectSame(gz, rng, { chunkSize: rng.int(4096, 65_536), maxWrite: rng.int(1, 70_000) });
+    }
+  });
+
+  it('handles tiny and empty inputs, multi-member streams, header fields and trailing zeros', async () => {
+    const rng = new Prng(5);
+    const member = (data: Buffer) => zlib.gzipSync(data);
+    // A member with FEXTRA, FNAME, FCOMMENT and FHCRC set, built by hand around a raw deflate stream.
+    const withFields = (data: Buffer) => {
+      const extra = Buffer.from([4, 0, 0x41, 0x42, 1, 2]);
+      const head = Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 4 | 8 | 16 | 2, 0, 0, 0, 0, 0, 3]), extra, Buffer.from('name\0comment\0')]);
+      const hcrc = Buffer.alloc(2);
+      hcrc.writeUInt16LE(zlib.crc32(head) & 0xffff);
+      const trailer = Buffer.alloc(8);
+      trailer.writeUInt32LE(zlib.crc32(data), 0);
+      trailer.writeUInt32LE(data.length, 4);
+      return Buffer.concat([head, hcrc, zlib.deflateRawSync(data), trailer]);
+    };
+    const big = textData(rng, 400_000);
+    const cases: Buffer[] = [
+      member(Buffer.alloc(0)),
+      member(Buffer.from('a')),
+      member(Buffer.from('hello world')),
+      Buffer.concat([member(Buffer.from('one')), member(Buffer.alloc(0)), member(Buffer.from('three'))]),
+      Buffer.concat([member(big), member(rng.bytes(100_000)), member(big.subarray(1000))]),
+      Buffer.concat(Array.from({ length: 300 }, (_, i) => member(Buffer.from(`member ${i} `.repeat(i))))),
+      withFields(big),
+      Buffer.concat([withFields(Buffer.from('x')), member(big)]),
+      Buffer.concat([member(big), Buffer.alloc(100)]),
+      Buffer.concat([member(Buffer.from('z')), Buffer.alloc(4), member(Buffer.from('ignored, as zlib does'))]),
+    ];
+    for (const gz of cases) {
+      for (const chunkSize of [1024, 5000, 65_536]) await expectSame(gz, rng, { chunkSize, maxWrite: rng.int(1, 5000) });
+    }
+  });
+
+  it('goes on from mid-block states when a job reaches its output cap', async () => {
+    const rng = new Prng(11);
+    const data = Buffer.concat([textData(rng, 500_000), Buffer.alloc(3_000_000), binaryData(rng, 500_000)]);
+    for (const gz of [zlib.gzipSync(data), zlib.gzipSync(data, { level: 0 }), zlib.gzipSync(data, { strategy: zlib.constants.Z_FIXED })]) {
+      const stats = await expectSame(gz, rng, { chunkSize: 50_000, jobCap: rng.int(1000, 40_000) });
+      expect(stats.exactJobs).toBeGreaterThan(3);
+    }
+  });
+
+  it('refuses corrupt and truncated streams with INVALID_LAYER wherever zlib refuses them', async () => {
+    const rng = new Prng(31337);
+    const data = Buffer.concat([textData(rng, 300_000), binaryData(rng, 300_000)]);
+    const gz = gzipWith('gzip', ['-6', '-c'], data);
+    const bad: Buffer[] = [
+      Buffer.alloc(0),
+      Buffer.from('not gzip at all'),
+      gz.subarray(0, 5),
+      gz.subarray(0, gz.length - 1),
+      gz.subarray(0, gz.length - 9),
+      gz.subarray(0, gz.length >> 1),
+      Buffer.concat([gz, Buffer.from('garbage')]),
+      Buffer.concat([gz, Buffer.from([0x1f])]),
+    ];
+    // Flipped bits: in the header, the middle, the trailer's CRC and length.
+    for (const at of [3, 9, 100, gz.length >> 2, gz.length >> 1, gz.length - 6, gz.length - 2]) {
+      const b = Buffer.from(gz);
+      b[at]! ^= 1 << rng.int(0, 7);
+      bad.push(b);
+    }
+    for (let i = 0; i < 12; i++) {
+      const b = Buffer.from(gz);
+      for (let k = 0; k < 3; k++) b[rng.int(10, b.length - 1)] = rng.int(0, 255);
+      bad.push(b);
+    }
+    let refused = 0;
+    for (const b of bad) {
+      await expectSame(b, rng, { chunkSize: rng.int(2000, 40_000) });
+      if (!zlibGunzip(b).ok) refused++;
+    }
+    expect(refused).toBeGreaterThanOrEqual(bad.length - 3);
+  });
+
+  it('spreads jobs over worker threads with the same output', async () => {
+    const rng = new Prng(2024);
+    const data = Buffer.concat([textData(rng, 4_000_000), binaryData(rng, 4_000_000)]);
+    const gz = gzipWith('gzip', ['-6', '-c'], data);
+    const stats = await expectSame(gz, rng, { pool: threaded, chunkSize: 200_000, maxWrite: 1 << 20 });
+    expect(stats.guessesUsed).toBeGreaterThan(5);
+  });
+});
