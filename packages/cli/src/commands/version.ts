@@ -17,7 +17,7 @@ export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
   try {
     choice = inflaterFromEnv(env) ?? 'auto';
     const found = findInflater(choice as Parameters<typeof findInflater>[0]);
-    inflater = found ? { choice, kind: found.kind, path: found.path } : { choice, kind: 'zlib' };
+    inflater = found ? { choice, kind: found.kind, path: found.path } : { choice, kind: choice === 'parallel' ? 'parallel' : 'zlib' };
   } catch (e) {
     // A FASTPULL_INFLATER that names a missing or unknown decoder: say so, a pull would fail on it.
     inflater = { choice: env.FASTPULL_INFLATER ?? choice, kind: 'none', error: isFastpullError(e) ? e.message : String(e) };

@@ -4,6 +4,7 @@ import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
 import { layerCompression, type LayerCompression } from '../oci/mediatypes.js';
 import { createExternalGunzip, DEFAULT_INFLATER, findInflater, findZstd, type InflaterChoice } from './inflater.js';
+import { createParallelGunzip, InflatePool, sharedInflatePool } from './pargzip.js';
 import { createZstdDecompressor } from './zstd.js';
 
 /** How many leading bytes of a blob {@link detectCompression} looks at. */
@@ -44,18 +45,26 @@ export function resolveCompression(mediaType: string, head: Uint8Array, what = '
 export interface DecompressorOptions {
   /** The gunzip decoder for gzip layers; default {@link DEFAULT_INFLATER} ('auto': igzip when installed, else node:zlib). */
   inflater?: InflaterChoice;
+  /** The compressed size when known: it sizes the parallel decoder's chunks. */
+  size?: number;
 }
 
 /**
  * A Transform that undoes `kind`. gzip accepts concatenated members (multi-member gzip) as one
  * stream and runs through an external igzip or pigz process when `options.inflater` resolves to one
- * ({@link findInflater}: INVALID_ARGUMENT when an explicit choice is not installed), else through
- * node:zlib. zstd runs through an external `zstd -dc` when installed (unless the choice is 'zlib': the
+ * ({@link findInflater}: INVALID_ARGUMENT when an explicit choice is not installed), through the
+ * parallel decoder for 'parallel', else through node:zlib. zstd runs through an external `zstd -dc` when installed (unless the choice is 'zlib': the
  * built-in decoders only), else through fzstd.
  */
 export function createDecompressor(kind: LayerCompression, options: DecompressorOptions = {}): Transform {
   switch (kind) {
     case 'gzip': {
+      if (options.inflater === 'parallel') {
+        if (!InflatePool.available()) {
+          throw new FastpullError('INVALID_ARGUMENT', 'inflater parallel was asked for but its native decoder is not built (`pnpm --filter @fastpull/core build:native`); use auto or zlib instead');
+        }
+        return createParallelGunzip({ pool: sharedInflatePool(), ...(options.size !== undefined ? { size: options.size } : {}) });
+      }
       const tool = findInflater(options.inflater ?? DEFAULT_INFLATER);
       return tool ? createExternalGunzip(tool) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });
     }

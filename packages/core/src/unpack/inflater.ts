@@ -9,12 +9,14 @@ import { FastpullError } from '../errors.js';
  * - 'auto': igzip when one is installed, else node:zlib;
  * - 'igzip': the igzip program of Intel's ISA-L (Debian/Ubuntu package `isal`), required;
  * - 'pigz': `unpigz`/`pigz -d`, required;
- * - 'zlib': node:zlib in this process.
+ * - 'zlib': node:zlib in this process;
+ * - 'parallel': fastpull's own decoder, one gzip stream spread over threads (unpack/pargzip.ts);
+ *   INVALID_ARGUMENT when its native part is not built.
  */
-export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib';
+export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib' | 'parallel';
 
 /** Every {@link InflaterChoice}, in the order messages list them. */
-export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib'];
+export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib', 'parallel'];
 
 /**
  * 'auto' picks igzip and never pigz. Wall time of a Node process that streams the blob through the
@@ -110,8 +112,8 @@ export function inflaterFromEnv(env: Readonly<Record<string, string | undefined>
 }
 
 /**
- * The external program `choice` resolves to, or undefined for node:zlib ('zlib', or 'auto' without
- * igzip). An explicit 'igzip' or 'pigz' that is not installed is INVALID_ARGUMENT. `paths` is for tests.
+ * The external program `choice` resolves to, or undefined for an in-process decoder ('zlib',
+ * 'parallel', or 'auto' without igzip). An explicit 'igzip' or 'pigz' that is not installed is INVALID_ARGUMENT. `paths` is for tests.
  * @example
  * const tool = findInflater('auto');
  * console.log(tool ? `gzip layers via ${tool.path}` : 'gzip layers via node:zlib');
@@ -122,6 +124,7 @@ export function findInflater(
 ): ExternalInflater | undefined {
   switch (choice) {
     case 'zlib':
+    case 'parallel':
       return undefined;
     case 'auto':
       return locate('igzip', paths);
@@ -145,10 +148,10 @@ export function findInflater(
 
 /**
  * The external zstd decoder for `choice`: `zstd -dc` when installed, unless the choice is 'zlib'
- * (the built-in decoders only). Undefined means the built-in one (fzstd).
+ * or 'parallel' (the built-in decoders only). Undefined means the built-in one (fzstd).
  */
 export function findZstd(choice: InflaterChoice = DEFAULT_INFLATER, paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS): ExternalInflater | undefined {
-  return choice === 'zlib' ? undefined : locate('zstd', paths);
+  return choice === 'zlib' || choice === 'parallel' ? undefined : locate('zstd', paths);
 }
 
 function locate(kind: ExternalInflater['kind'], paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>>): ExternalInflater | undefined {

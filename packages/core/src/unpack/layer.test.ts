@@ -8,6 +8,7 @@ import zlib from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { unpackLayer } from './layer.js';
+import { Prng } from '../testing/prng.js';
 import { code, makeTar } from './tar.testkit.js';
 
 
@@ -161,3 +162,68 @@ describe('unpackLayer into overlayfs', () => {
 });
 
 if (!isRoot) console.warn('unpackLayer overlay test skipped: it mounts overlayfs, which needs root');
+
+describe('unpackLayer with the parallel gunzip', () => {
+  // Enough files and bytes that the parallel decoder cuts the blob into many chunks.
+  async function bigLayer(): Promise<Buffer> {
+    const entries: { name: string; body: string | Buffer }[] = [];
+    const rng = new Prng(4242);
+    for (let i = 0; i < 400; i++) {
+      const body =
+        i % 3 === 0 ? createHash('sha256').update(String(i)).digest().toString('hex').repeat(200 + i) : i % 3 === 1 ? rng.bytes(8000 + i * 40) : Buffer.alloc(5000 + i * 37, i & 0xff);
+      entries.push({ name: `d${i % 17}/f${i}`, body });
+    }
+    return zlib.gzipSync(await makeTar(entries));
+  }
+
+  function listTree(root: string): string[] {
+    const out: string[] = [];
+    const walk = (d: string) => {
+      for (const name of fs.readdirSync(d).sort()) {
+        const p = path.join(d, name);
+        const st = fs.lstatSync(p);
+        out.push(`${path.relative(root, p)} ${st.mode} ${st.isFile() ? createHash('sha256').update(fs.readFileSync(p)).digest('hex') : ''}`);
+        if (st.isDirectory()) walk(p);
+      }
+    };
+    walk(root);
+    return out;
+  }
+
+  it('gives the same digests and tree as node:zlib, also while the blob is still arriving', async () => {
+    const gz = await bigLayer();
+    const blobPath = writeBlob('big.tgz', gz);
+    expect(gz.length).toBeGreaterThan(1_000_000); // many chunks and many watermark steps
+    const viaZlib = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('zlib'), inflater: 'zlib' });
+    const viaParallel = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('parallel'), inflater: 'parallel' });
+    expect(viaParallel.diffID).toBe(viaZlib.diffID);
+    expect(viaParallel.blobDigest).toBe(sha256(gz));
+    expect(viaParallel.uncompressedSize).toBe(viaZlib.uncompressedSize);
+    expect(listTree(path.join(work, 'parallel'))).toEqual(listTree(path.join(work, 'zlib')));
+
+    // The blob lands in steps behind a watermark, as a download writes it.
+    const { Watermark } = await import('../content/watermark.js');
+    const mark = new Watermark(gz.length);
+    const following = unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('follow'), inflater: 'parallel', follow: { watermark: mark.buffer, size: gz.length } });
+    for (let at = 0; at < gz.length; ) {
+      const n = Math.min(gz.length - at, 150_000);
+      mark.add(at, at + n);
+      at += n;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const r = await following;
+    expect(r.diffID).toBe(viaZlib.diffID);
+    expect(listTree(path.join(work, 'follow'))).toEqual(listTree(path.join(work, 'zlib')));
+  });
+
+  it('fails a corrupt layer with INVALID_LAYER naming the layer', async () => {
+    const gz = await bigLayer();
+    gz[gz.length >> 1]! ^= 0x10;
+    gz[(gz.length >> 1) + 1]! ^= 0x01;
+    const blobPath = writeBlob('bad.tgz', gz);
+    await expect(unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('bad'), inflater: 'parallel' })).rejects.toMatchObject({
+      code: 'INVALID_LAYER',
+      message: expect.stringContaining(`unpacking layer ${blobPath}`),
+    });
+  });
+});

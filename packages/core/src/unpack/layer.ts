@@ -139,7 +139,8 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       waited.ms += performance.now() - t;
       headBytes = (await file.read(head, 0, want, 0)).bytesRead;
     }
-    decompressor = createDecompressor(resolveCompression(mediaType, head.subarray(0, headBytes), what), options.inflater ? { inflater: options.inflater } : {});
+    const size = options.follow ? options.follow.size : (await file.stat()).size;
+    decompressor = createDecompressor(resolveCompression(mediaType, head.subarray(0, headBytes), what), { ...(options.inflater ? { inflater: options.inflater } : {}), size });
     source = options.follow
       ? Readable.from(followFile(file, new WatermarkView(options.follow.watermark), options.follow.size, what, signal, waited), { objectMode: false, highWaterMark: BLOB_READ_CHUNK })
       : file.createReadStream({ start: 0, highWaterMark: BLOB_READ_CHUNK }); // closes the file when done
