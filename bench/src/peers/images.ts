@@ -202,6 +202,11 @@ export function manyLayersImage(s: Sizes): ImageSpec {
 }
 
 /** One layer of `mib` MiB (half incompressible, a quarter libraries, a quarter low-entropy), for the memory scenario. */
+/** The ML image's dominant layer alone ("framework and model", same mix and seed), `mib` MiB uncompressed. */
+export function mlDominantLayerImage(mib: number): ImageSpec {
+  return { name: `ml-dominant-${mib}`, compression: 'gzip', layers: [mixLayer('framework and model', 'opt/model', mib, { libs: 0.35, text: 0.1, weights: 0.4, lowEntropy: 0.15 }, 4)] };
+}
+
 export function oneLayerImage(mib: number): ImageSpec {
   return { name: `one-layer-${mib}`, compression: 'gzip', layers: [mixLayer(`${mib} MiB`, 'data', mib, { weights: 0.5, libs: 0.25, lowEntropy: 0.25 }, 200)] };
 }

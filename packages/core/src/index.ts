@@ -47,6 +47,7 @@ export type { Credentials, CredentialsProvider } from './registry/auth.js';
 export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';
 export type { WorkerTask } from './unpack/worker.js';
 export type { UnpackedLayer, UnpackTimings } from './unpack/layer.js';
+export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
 export {
   findInflater,
   inflaterFromEnv,

@@ -203,12 +203,17 @@ export function sharedInflatePool(): InflatePool {
  * @example
  * await pipeline(fs.createReadStream(blob), createParallelGunzip({ size: fs.statSync(blob).size }), tarExtractor);
  */
-export function createParallelGunzip(options: ParallelGunzipOptions = {}): ParallelGunzip {
+export function createParallelGunzip(options: ParallelGunzipOptions = {}): ParallelGunzipStream {
   return new ParallelGunzip(options);
 }
 
-/** The stream {@link createParallelGunzip} returns. */
-export class ParallelGunzip extends Transform {
+/** The stream {@link createParallelGunzip} returns: a Transform with the decode's counters. */
+export interface ParallelGunzipStream extends Transform {
+  /** Counters, final once the stream has ended. */
+  readonly stats: ParallelGunzipStats;
+}
+
+class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Counters, final once the stream has ended. */
   readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0 };
   private readonly pool: InflatePool;

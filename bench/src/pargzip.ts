@@ -1,0 +1,113 @@
+// One question (issue 9): how fast does the parallel gunzip decode one large gzip layer with 1, 2, 4
+// and all-core worker threads, against node:zlib (what the unpacker uses without igzip), `gzip -dc`
+// and `igzip -dc`? The layer is the ML image's dominant layer (bench/src/peers/images.ts: shared
+// libraries and text of this machine, random weights, low-entropy tensors), `gzip -n -6`, generated
+// once and cached under bench/.cache. Every decoder reads the blob from the page cache and drops its
+// output (the parallel decoder still checks every member's CRC-32 and length, as zlib does). Prints a
+// markdown table (medians of BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
+//   BENCH_PARGZIP_MIB  uncompressed size of the layer (default 1024)
+import { spawnSync } from 'node:child_process';
+import { createReadStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { createParallelGunzip, InflatePool } from '@fastpull/core';
+import { median } from './lib.js';
+import { ensureImage, mlDominantLayerImage } from './peers/images.js';
+
+const benchDir = resolve(import.meta.dirname, '..');
+const MIB = Number(process.env.BENCH_PARGZIP_MIB ?? 1024);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const cache = resolve(process.env.BENCH_CACHE ?? join(benchDir, '.cache'));
+
+interface Run {
+  wall: number;
+  cpu: number;
+  out: number;
+}
+
+const cpuNow = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
+async function inProcess(file: string, make: () => NodeJS.ReadWriteStream): Promise<Run> {
+  let out = 0;
+  const c = cpuNow();
+  const t = performance.now();
+  await pipeline(
+    createReadStream(file, { highWaterMark: 1024 * 1024 }),
+    make(),
+    new Writable({
+      write(chunk: Buffer, _e, cb) {
+        out += chunk.length;
+        cb();
+      },
+    }),
+  );
+  return { wall: (performance.now() - t) / 1000, cpu: cpuNow() - c, out };
+}
+
+function external(cmd: string, file: string): Run | undefined {
+  if (!existsSync(cmd)) return undefined;
+  const r = spawnSync('/usr/bin/time', ['-f', '%e %U %S', 'sh', '-c', `${cmd} -dc < "$1" | wc -c`, 'sh', file], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr}`);
+  const [wall, user, sys] = r.stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
+  return { wall: wall!, cpu: user! + sys!, out: Number(r.stdout.trim()) };
+}
+
+async function main(): Promise<void> {
+  if (!InflatePool.available()) throw new Error('the inflate addon is not built: pnpm --filter @fastpull/core build:native');
+  mkdirSync(cache, { recursive: true });
+  const meta = ensureImage(cache, mlDominantLayerImage(MIB), (s) => console.error(s));
+  const layer = meta.layers[0]!;
+  const file = join(meta.dir, layer.file);
+  const size = statSync(file).size;
+  readFileSync(file); // into the page cache
+  const cores = availableParallelism();
+  const threadCounts = [...new Set([1, 2, 4, cores])].sort((a, b) => a - b);
+  const contenders: [string, () => Promise<Run | undefined>][] = [
+    ['node:zlib createGunzip', () => inProcess(file, () => createGunzip({ chunkSize: 256 * 1024 }))],
+    ['gzip -dc', async () => external('/usr/bin/gzip', file)],
+    ['igzip -dc', async () => external('/usr/bin/igzip', file)],
+  ];
+  const pools = new Map<number, InflatePool>();
+  for (const n of threadCounts) {
+    const pool = new InflatePool({ threads: n });
+    pools.set(n, pool);
+    contenders.push([`parallel, ${n} thread${n === 1 ? '' : 's'}`, () => inProcess(file, () => createParallelGunzip({ pool, size }))]);
+  }
+  const runs = new Map<string, Run[]>();
+  // Rounds interleave the contenders, so a machine that slows down over time spreads over all of them.
+  for (let round = 0; round < RUNS; round++) {
+    for (const [name, run] of contenders) {
+      const r = await run();
+      if (!r) continue;
+      if (r.out !== layer.tarSize) throw new Error(`${name}: ${r.out} bytes out, want ${layer.tarSize}`);
+      runs.set(name, [...(runs.get(name) ?? []), r]);
+      console.error(`${name}: ${r.wall.toFixed(2)} s`);
+    }
+  }
+  for (const p of pools.values()) await p.close();
+  const base = median(runs.get('node:zlib createGunzip')!.map((r) => r.wall));
+  const rows = [...runs].map(([name, rs]) => {
+    const wall = median(rs.map((r) => r.wall));
+    return { name, wall, min: Math.min(...rs.map((r) => r.wall)), max: Math.max(...rs.map((r) => r.wall)), cpu: median(rs.map((r) => r.cpu)), mbps: layer.tarSize / 1e6 / wall, vsZlib: base / wall };
+  });
+  const lines = [
+    `Parallel gunzip, ${cpus()[0]?.model ?? 'unknown cpu'} (${cores} cores), Node ${process.version}; layer ${(size / 2 ** 20).toFixed(0)} MiB gzip -6 -> ${(layer.tarSize / 2 ** 20).toFixed(0)} MiB; median of ${RUNS}.`,
+    '',
+    '| decoder | wall s (min-max) | CPU s | MB/s out | vs node:zlib |',
+    '|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.name} | ${r.wall.toFixed(2)} (${r.min.toFixed(2)}-${r.max.toFixed(2)}) | ${r.cpu.toFixed(2)} | ${r.mbps.toFixed(0)} | ${r.vsZlib.toFixed(2)}x |`),
+  ];
+  console.log(lines.join('\n'));
+  const out = join(benchDir, 'results', `pargzip-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  mkdirSync(join(benchDir, 'results'), { recursive: true });
+  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), cores, layer: { compressed: size, uncompressed: layer.tarSize }, runs: Object.fromEntries(runs), rows }, null, 2));
+  console.error(`wrote ${out}`);
+}
+
+await main();
