@@ -34,23 +34,26 @@ static double get_num(napi_env env, napi_value v) {
 }
 
 // inflateJob(data, dataOffset, final, startKind, startBit, btype, bfinal, left, hdr, hdrBit,
-//            stopKey, out16, out8, cap, members, res): decodes one job; results go to res.
+//            stopKey, out16, out8, cap, members, res, window): decodes one job; results go to res.
+// window: the member's bytes before the start (at most 32 KiB) when known, else null (markers).
 // startKind: a state (ST_*), or -1 to search for a boundary from startBit.
 static napi_value inflate_job(napi_env env, napi_callback_info info) {
-  size_t argc = 16;
-  napi_value a[16];
+  size_t argc = 17;
+  napi_value a[17];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 16) {
-    napi_throw_type_error(env, NULL, "inflateJob: 16 arguments");
+  if (argc < 17) {
+    napi_throw_type_error(env, NULL, "inflateJob: 17 arguments");
     return NULL;
   }
-  void *data, *hdr = NULL, *o16, *o8, *members, *resv;
-  size_t dlen, hlen = 0, l16, l8, lm, lres;
-  napi_valuetype ht;
+  void *data, *hdr = NULL, *o16, *o8, *members, *resv, *win = NULL;
+  size_t dlen, hlen = 0, l16, l8, lm, lres, wlen = 0;
+  napi_valuetype ht, wt;
   napi_typeof(env, a[8], &ht);
+  napi_typeof(env, a[16], &wt);
   if (get_bytes(env, a[0], &data, &dlen) || get_bytes(env, a[11], &o16, &l16) || get_bytes(env, a[12], &o8, &l8) ||
       get_bytes(env, a[14], &members, &lm) || get_bytes(env, a[15], &resv, &lres) ||
-      (ht != napi_null && ht != napi_undefined && get_bytes(env, a[8], &hdr, &hlen)) || lres < O_RESULT_LEN * 8 ||
+      (ht != napi_null && ht != napi_undefined && get_bytes(env, a[8], &hdr, &hlen)) ||
+      (wt != napi_null && wt != napi_undefined && get_bytes(env, a[16], &win, &wlen)) || lres < O_RESULT_LEN * 8 ||
       l8 < WIN + 300) {
     napi_throw_type_error(env, NULL, "inflateJob: bad buffers");
     return NULL;
@@ -63,6 +66,7 @@ static napi_value inflate_job(napi_env env, napi_callback_info info) {
       .btype = (int)get_num(env, a[5]), .bfinal = (int)get_num(env, a[6]), .left = (uint32_t)get_num(env, a[7]),
       .hdr = hdr, .hlen = hlen, .hdr_bit = (uint64_t)get_num(env, a[9]), .stop_key = get_num(env, a[10]),
       .o16 = o16, .l16 = l16, .o8 = o8, .l8 = l8, .cap = (size_t)get_num(env, a[13]), .members = members, .lm = lm,
+      .window = win, .wlen = wlen,
   };
   if (decode_job(&A, (double*)resv) != 0) napi_throw_error(env, NULL, "inflateJob: out of memory");
   return NULL;

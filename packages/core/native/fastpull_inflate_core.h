@@ -498,7 +498,7 @@ static int run(job* j, double* res) {
             memcpy(j->o8 + WIN + j->n8, r->in + b, k);
             j->n8 += k;
           } else {
-            size_t room16 = j->cap16 - 300 - j->n16;
+            size_t room16 = j->cap16 > 300 + j->n16 ? j->cap16 - 300 - j->n16 : 0;
             if (k > room16) k = room16;
             if (k == 0) {
               rseek(r, (uint64_t)b * 8);
@@ -590,6 +590,8 @@ typedef struct {
   size_t cap;
   double* members;
   size_t lm;             // bytes
+  const uint8_t* window; // the bytes before the start when known (at most 32 KiB, all of the member's), or NULL
+  size_t wlen;
 } job_args;
 
 // Decodes one job; results go to res (O_* layout). 0, or -1 when out of memory.
@@ -616,7 +618,7 @@ static int decode_job(const job_args* A, double* res) {
   j->o8 = A->o8;
   j->cap8 = A->l8 - WIN;
   j->cap = A->cap;
-  if (j->cap16 < 300 + 258) j->cap = 0;  // the 16-bit part may be smaller than cap: it stops at its own end
+  // The 16-bit part may be smaller than cap (or empty when the window is known): it stops at its own end.
   if (j->cap + 300 > j->cap8) j->cap = j->cap8 > 300 ? j->cap8 - 300 : 0;
   j->members = A->members;
   j->members_cap = (int)(A->lm / 24);
@@ -629,6 +631,13 @@ static int decode_job(const job_args* A, double* res) {
     j->left = A->left;
     rseek(&j->r, start_bit - j->base);
     if (start_kind == ST_MEMBER) j->after_member = j->btype == 1;
+    if (A->window && start_kind != ST_MEMBER) {
+      // A known window: plain bytes from the start, distances checked against what it holds.
+      size_t w = A->wlen < WIN ? A->wlen : WIN;
+      memcpy(j->o8 + WIN - w, A->window + A->wlen - w, w);
+      j->mode8 = 1;
+      j->hist8 = WIN - w;
+    }
     if (start_kind == ST_HUFF) {
       j->hdr_bit = A->hdr_bit;
       if (j->btype == 1) {

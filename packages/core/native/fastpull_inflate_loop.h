@@ -159,7 +159,8 @@ static int huff16(job* j) {
   uint16_t* o = j->o16;
   size_t pos = j->n16;
   size_t clean = j->clean_from;
-  size_t cap16 = j->cap < j->cap16 - 300 ? j->cap : j->cap16 - 300;
+  size_t max16 = j->cap16 > 300 ? j->cap16 - 300 : 0;
+  size_t cap16 = j->cap < max16 ? j->cap : max16;
   size_t limit = cap16 > 258 ? cap16 - 258 : 0;
   int ret = -1;
   for (;;) {

@@ -104,6 +104,8 @@ export interface JobInput extends JobStart {
   stopKey: number;
   /** Most symbols the job writes. */
   cap: number;
+  /** The current member's bytes before the start (its last 32 KiB at most), when known: no markers then. */
+  window: Uint8Array | null;
 }
 
 /** What a job produced. */
@@ -128,6 +130,7 @@ interface NativeInflate {
   inflateJob(
     data: Uint8Array, dataOffset: number, final: boolean, startKind: number, startBit: number, btype: number, bfinal: number, left: number,
     hdr: Uint8Array | null, hdrBit: number, stopKey: number, out16: Uint16Array, out8: Uint8Array, cap: number, members: Float64Array, res: Float64Array,
+    window: Uint8Array | null,
   ): void;
   resolveMarkers(src: Uint16Array, count: number, window: Uint8Array, minIndex: number, dst: Uint8Array): number;
 }
@@ -152,13 +155,13 @@ export function runJob(job: JobInput): JobResult {
   const native = nativeInflate();
   if (!native) throw new Error('the inflate addon is not built');
   // Uninitialised memory of their own (no zeroing of tens of MiB per job; transferable).
-  const out16 = new Uint16Array(Buffer.allocUnsafeSlow(2 * (Math.min(job.cap, MARKED_MAX) + SLACK)).buffer);
+  const out16 = new Uint16Array(Buffer.allocUnsafeSlow(2 * ((job.window || job.kind === St.Member ? 0 : Math.min(job.cap, MARKED_MAX)) + SLACK)).buffer);
   const out8 = new Uint8Array(Buffer.allocUnsafeSlow(WINDOW + job.cap + SLACK).buffer);
   const members = new Float64Array(3 * MEMBERS_PER_JOB);
   const res = new Float64Array(RESULT_LEN);
   native.inflateJob(
     job.data, job.dataOffset, job.final, job.kind, job.bit, job.btype, job.bfinal, job.left, job.hdr, job.hdrBit,
-    job.stopKey === Infinity ? 2e19 : job.stopKey, out16, out8, job.cap, members, res,
+    job.stopKey === Infinity ? 2e19 : job.stopKey, out16, out8, job.cap, members, res, job.window,
   );
   const [status, error, state, bit, btype, bfinal, left, hdrBit, hdrLen, key, n16, n8, startKey, startKind, nMembers] = res as unknown as number[];
   let hdr: Uint8Array | null = null;

@@ -375,7 +375,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         const data = this.copyInput(start, end);
         nextSpec++;
         const p = pool.run(
-          { data, dataOffset: start, final: this.ended && end === this.written, kind: -1, bit: 8 * start, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0, stopKey: 8 * (start + C), cap: this.cap },
+          { data, dataOffset: start, final: this.ended && end === this.written, kind: -1, bit: 8 * start, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0, stopKey: 8 * (start + C), cap: this.cap, window: null },
           false,
           this.owner,
         );
@@ -463,7 +463,13 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
           const end = Math.min(this.written, want);
           rStop = stopKey;
           stats.exactJobs++;
-          r = await pool.run({ ...cursor, data: this.copyInput(from, end), dataOffset: from, final: this.ended && end === this.written, stopKey, cap: this.cap }, true, this.owner);
+          // The window is known here (all output so far is resolved): the job writes plain bytes.
+          const known = Math.min(memberOut, WINDOW);
+          r = await pool.run(
+            { ...cursor, data: this.copyInput(from, end), dataOffset: from, final: this.ended && end === this.written, stopKey, cap: this.cap, window: window.slice(WINDOW - known) },
+            true,
+            this.owner,
+          );
           const progressed = r.out16.length + r.out8.length > 0 || r.end.bit !== cursor.bit || r.end.kind !== cursor.kind;
           if (r.status === Status.Need && !progressed) {
             if (this.ended && end === this.written) throw corrupt('unexpected end of file', cursor.bit);
@@ -473,7 +479,8 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
           }
         }
         if (r.status === Status.Error) throw corrupt(ERROR_TEXT[r.error] ?? `error ${r.error}`, r.end.bit);
-        if (r.status === Status.Stop && r.out16.length + r.out8.length === 0 && r.key === cursorKey && r.end.kind === cursor.kind) {
+        const stuck = r.out16.length + r.out8.length === 0 && r.end.kind === cursor.kind && r.end.bit === cursor.bit;
+        if ((r.status === Status.Stop && r.key === cursorKey && stuck) || (r.status === Status.Cap && stuck)) {
           throw new FastpullError('INTERNAL', `parallel gunzip: no progress at compressed bit ${cursor.bit}`);
         }
 
