@@ -1,0 +1,59 @@
+// Inputs the hostile-input campaign once failed on, kept as concrete cases tried on every run
+// (test/reliability-fuzz.test.ts). Each says what went wrong and what the fix was.
+
+export interface Regression {
+  readonly parser: 'reference' | 'digest' | 'manifest' | 'www-authenticate' | 'hosts.toml' | 'fastpulld.toml' | 'tar';
+  /** The input: text, or for 'tar' the stream as base64. */
+  readonly input: string;
+  /** What it did wrong before the fix. */
+  readonly why: string;
+  /** What it must give now, where a parser's answer is checked exactly. */
+  readonly expect?: unknown;
+  /** For 'tar': the sizes of the chunks the stream is fed in. */
+  readonly chunks?: readonly number[];
+}
+
+export const REGRESSIONS: readonly Regression[] = [
+  {
+    parser: 'www-authenticate',
+    input: 'a __proto__=""',
+    why: 'a parameter named __proto__ was lost (params was a plain object); params now have no prototype',
+    expect: '[{"scheme":"a","params":{"__proto__":""}}]',
+  },
+  {
+    parser: 'www-authenticate',
+    input: 'Bearer realm="https://auth/token",constructor="x",__proto__="y"',
+    why: 'parameters named like Object.prototype members must be plain parameters',
+    expect: '[{"scheme":"bearer","params":{"realm":"https://auth/token","constructor":"x","__proto__":"y"}}]',
+  },
+  {
+    parser: 'hosts.toml',
+    input: 'header.__proto__ = []\n',
+    why: 'header.__proto__ = [] made an array the prototype of the headers object; headers now have no prototype',
+    expect: ['__proto__'],
+  },
+  {
+    parser: 'hosts.toml',
+    input: 'server = "https://r.example"\nheader.__proto__ = "x"\nheader.X-Ok = "1"\n',
+    why: 'a header named __proto__ was silently dropped',
+    expect: ['__proto__', 'X-Ok'],
+  },
+  {
+    parser: 'hosts.toml',
+    input: 'dial_timeout = "35792m"\n',
+    why: 'a dial timeout over 2^31-1 ms was kept, and a Node timer runs such a delay after 1 ms; it is now clamped',
+  },
+  {
+    parser: 'hosts.toml',
+    input: `dial_timeout = "${'9'.repeat(400)}h"\n`,
+    why: 'an overlong duration gave an infinite dial timeout',
+  },
+  { parser: 'fastpulld.toml', input: '[log_level]\nx = 0', why: 'a table as log_level threw a TypeError (String() of a prototype-less TOML table)', expect: 'INVALID_ARGUMENT' },
+  { parser: 'fastpulld.toml', input: '[group]\nx = 0', why: 'a table as group threw a TypeError', expect: 'INVALID_ARGUMENT' },
+  { parser: 'fastpulld.toml', input: '[metrics_address]\nx = 0', why: 'a table as metrics_address threw a TypeError', expect: 'INVALID_ARGUMENT' },
+  { parser: 'fastpulld.toml', input: 'group = 1000', why: 'a numeric gid stays accepted', expect: 'ok' },
+  { parser: 'fastpulld.toml', input: 'shutdown_timeout = 1e10', why: 'a shutdown timeout past what a timer holds was accepted, and the timer would fire at once', expect: 'INVALID_ARGUMENT' },
+  { parser: 'fastpulld.toml', input: 'shutdown_timeout = "99999999999m"', why: 'as above, in minutes', expect: 'INVALID_ARGUMENT' },
+  { parser: 'fastpulld.toml', input: 'chunk_size = "8388608G"', why: 'a chunk size past 2^53 was accepted', expect: 'INVALID_ARGUMENT' },
+  { parser: 'fastpulld.toml', input: 'chunk_size = "99999999999999999999G"', why: 'an infinite-ish chunk size was accepted', expect: 'INVALID_ARGUMENT' },
+];
