@@ -8,9 +8,11 @@
 //
 // Default: fixed seeds, about a minute. FASTPULL_RELIABILITY_LONG=1: 25 times the runs.
 // FASTPULL_FUZZ_SEED=N: another seed (printed with every failure, with fast-check's own seed and path).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -43,6 +45,9 @@ import {
   secretArb,
 } from './fuzz/gen.js';
 import { REGRESSIONS } from './fuzz/regressions.js';
+import { chunked, chunkingArb, tarArb, type Aim } from './fuzz/tar.js';
+import { TarReader } from '../packages/core/src/unpack/tarreader.js';
+import { unpackLayer } from '../packages/core/src/unpack/layer.js';
 
 /** A pure parser must answer within this per input (generous for a loaded 2-core machine; a hang or blow-up is far beyond it). */
 const PURE_CEILING_MS = 500;
@@ -327,6 +332,113 @@ describe("fastpulld's TOML config", () => {
   });
 });
 
+// --- tar: the reader alone, then the real unpacker into a snapshot inside a sentinel tree ---
+
+const TAR_CODES = ['INVALID_LAYER'] as const;
+const UNPACK_CODES = ['INVALID_LAYER', 'HOSTILE_LAYER', 'UNSUPPORTED_MEDIA_TYPE'] as const;
+
+/** The sandbox: sentinel files and links around the snapshot directory `dest`, which is the only place a layer may write. */
+const sandbox = join(tmp, 'sandbox');
+const dest = join(sandbox, 'snapshots', '1', 'fs');
+const aim: Aim = { sandbox, canary: `fastpull-fuzz-canary-${process.pid}` };
+mkdirSync(join(sandbox, 'victim', 'dir'), { recursive: true });
+mkdirSync(dest, { recursive: true });
+mkdirSync(join(sandbox, 'snapshots', '2', 'fs'), { recursive: true });
+writeFileSync(join(sandbox, 'victim', 'secret.txt'), 'do not touch\n');
+writeFileSync(join(sandbox, 'snapshots', '2', 'fs', 'neighbour'), 'another snapshot\n');
+symlinkSync(join(sandbox, 'victim'), join(sandbox, 'link-to-victim'));
+const blobDir = mkdtempSync(join(tmp, 'blobs-'));
+
+/** Everything in the sandbox but `dest`'s contents: type, mode, owner, size, mtime, link target, content hash. */
+function fingerprint(): string {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir).sort()) {
+      const p = join(dir, name);
+      const st = lstatSync(p);
+      let extra = '';
+      if (st.isSymbolicLink()) extra = readlinkSync(p);
+      else if (st.isFile()) extra = createHash('sha256').update(readFileSync(p)).digest('hex');
+      if (p === dest) continue; // the snapshot itself, the one place a layer writes (its root's mode and times too)
+      out.push(`${p.slice(sandbox.length)} ${st.mode.toString(8)} ${st.uid}:${st.gid} ${st.size} ${st.mtimeMs} ${extra}`);
+      if (st.isDirectory()) walk(p);
+    }
+  };
+  walk(sandbox);
+  return out.join('\n');
+}
+const baseline = fingerprint();
+
+/** Fails when anything outside `dest` changed, or the canary name exists in any directory above it. */
+function assertNothingOutside(input: unknown): void {
+  const now = fingerprint();
+  if (now !== baseline) expect.fail(`a layer changed the sandbox outside its snapshot: ${show(input)}\nbefore:\n${baseline}\nafter:\n${now}`);
+  for (let d = dirname(dest); ; d = dirname(d)) {
+    for (const name of [aim.canary, join('etc', aim.canary)]) if (existsSync(join(d, name))) expect.fail(`a layer wrote ${join(d, name)}: ${show(input)}`);
+    if (d === dirname(d)) break;
+  }
+}
+
+/** Empties the snapshot for the next input (names as bytes: a layer's names need not be UTF-8). */
+function emptyDest(): void {
+  for (const name of readdirSync(dest, { encoding: 'buffer' })) rmSync(Buffer.concat([Buffer.from(`${dest}/`), name]), { recursive: true, force: true });
+  expect(readdirSync(dest)).toEqual([]);
+}
+
+/** Reads a whole stream with the tar reader, reading the data of some entries and skipping the rest. */
+async function readTar(buf: Buffer, chunk: number, readData: boolean): Promise<number> {
+  const reader = new TarReader(chunked(buf, chunk), { what: 'fuzz', maxHeaderBytes: 64 * 1024, maxTarBytes: 1 << 24 });
+  let entries = 0;
+  let lastOffset = -1;
+  for (let e = await reader.next(); e !== null; e = await reader.next()) {
+    entries++;
+    expect(e.offset).toBeGreaterThan(lastOffset);
+    lastOffset = e.offset;
+    expect(Number.isSafeInteger(e.size) && e.size >= 0).toBe(true);
+    if (e.sparse) for (const r of e.sparse) expect(r.offset >= 0 && r.length >= 0 && r.offset + r.length <= e.size).toBe(true);
+    if (readData && entries % 2 === 1) for await (const piece of reader.data()) expect(piece.length).toBeGreaterThan(0);
+  }
+  await reader.drain();
+  expect(reader.bytesRead).toBe(buf.length);
+  return entries;
+}
+
+describe('tar streams', () => {
+  it('the tar reader reads entries or fails INVALID_LAYER, whatever the stream and its chunking', { timeout: BUDGET(60_000) }, async () => {
+    await check(
+      'tar reader',
+      fc.asyncProperty(tarArb(aim), chunkingArb, fc.boolean(), async (buf, chunk, readData) => {
+        await parseAsync('tar reader', TAR_CODES, PURE_CEILING_MS, { tar: buf, chunk }, () => readTar(buf, chunk, readData));
+      }),
+      params(70, 3000),
+    );
+  });
+
+  it('the unpacker writes only inside the snapshot, and fails INVALID_LAYER / HOSTILE_LAYER leaving it empty', { timeout: BUDGET(90_000) }, async () => {
+    let n = 0;
+    await check(
+      'unpacker',
+      fc.asyncProperty(tarArb(aim), fc.constantFrom('tar', 'tar', 'gzip'), async (buf, form) => {
+        const blobPath = join(blobDir, `blob-${n++}`);
+        writeFileSync(blobPath, form === 'gzip' ? gzipSync(buf) : buf);
+        const mediaType = form === 'gzip' ? 'application/vnd.oci.image.layer.v1.tar+gzip' : 'application/vnd.oci.image.layer.v1.tar';
+        try {
+          const r = await parseAsync('unpacker (tar -> snapshot)', UNPACK_CODES, IO_CEILING_MS, { tar: buf, form }, () =>
+            unpackLayer({ blobPath, mediaType, dest, inflater: 'zlib', limits: { maxPaxHeaderBytes: 64 * 1024, maxTotalBytes: 1 << 24 } }),
+          );
+          if (!r.ok) expect(readdirSync(dest), `failed apply left files behind: ${show(buf)}`).toEqual([]);
+          else expect(r.value.uncompressedSize).toBe(buf.length);
+          assertNothingOutside({ tar: buf, form });
+        } finally {
+          emptyDest();
+          rmSync(blobPath, { force: true });
+        }
+      }),
+      params(71, 1200),
+    );
+  });
+});
+
 // --- regressions: inputs that once failed, tried every run ---
 
 describe('regressions', () => {
@@ -347,5 +459,26 @@ describe('regressions', () => {
       const out = parseSync('fastpulld.toml', ['INVALID_ARGUMENT'], PURE_CEILING_MS, r.input, () => resolveConfig(readConfigFile(path, true), {}, { HOME: tmp }, tmp));
       if (r.expect !== undefined) expect(out.ok ? 'ok' : out.code).toBe(r.expect);
     } else throw new Error(`no runner for ${r.parser}`);
+  });
+
+  it.each(REGRESSIONS.filter((r) => r.parser === 'tar'))('tar: $why', async (r) => {
+    const gz = Buffer.from(r.input, 'base64');
+    const tar = gunzipSync(gz);
+    for (const chunk of r.chunks ?? [512]) {
+      const out = await parseAsync('tar reader', TAR_CODES, PURE_CEILING_MS, { tar, chunk }, () => readTar(tar, chunk, true));
+      expect(out.ok ? 'ok' : out.code, `chunks of ${chunk}`).toBe(r.expect);
+    }
+    for (const [form, bytes] of [['gzip', gz], ['tar', tar]] as const) {
+      const blobPath = join(blobDir, `regression-${form}`);
+      writeFileSync(blobPath, bytes);
+      const mediaType = form === 'gzip' ? 'application/vnd.oci.image.layer.v1.tar+gzip' : 'application/vnd.oci.image.layer.v1.tar';
+      try {
+        const out = await parseAsync('unpacker (tar -> snapshot)', UNPACK_CODES, IO_CEILING_MS, { tar, form }, () => unpackLayer({ blobPath, mediaType, dest, inflater: 'zlib' }));
+        expect(out.ok ? 'ok' : out.code).toBe(r.expect);
+        assertNothingOutside({ tar, form });
+      } finally {
+        emptyDest();
+      }
+    }
   });
 });
