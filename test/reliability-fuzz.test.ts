@@ -9,6 +9,8 @@
 // Default: fixed seeds, about a minute. FASTPULL_RELIABILITY_LONG=1: 25 times the runs.
 // FASTPULL_FUZZ_SEED=N: another seed (printed with every failure, with fast-check's own seed and path).
 import { createHash } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -28,7 +30,7 @@ import {
   validateDigest,
   type Platform,
 } from '@fastpull/core';
-import { dockerConfigCredentials, parseChallenges, parseHostsConfig, parseImageConfig, parseManifest } from '@fastpull/core/registry';
+import { dockerConfigCredentials, fetchBlob, FetchScheduler, parseChallenges, parseHostsConfig, parseImageConfig, parseManifest, RegistryClient } from '@fastpull/core/registry';
 import { readConfigFile, resolveConfig } from '@fastpull/daemon';
 import { anyString, check, LONG, params, parseAsync, parseSync, show, tallyReport } from './fuzz/harness.js';
 import {
@@ -93,15 +95,15 @@ function checkDigest(input: string): void {
 
 describe('references', () => {
   it('parse to a reference that round-trips through its canonical form, or fail INVALID_REFERENCE', { timeout: BUDGET(30_000) }, async () => {
-    await check('near-valid references', fc.property(referenceArb, (s) => void checkReference(s)), params(1, 4000));
-    await check('random strings as references', fc.property(anyString(300), (s) => void checkReference(s)), params(2, 2000));
+    await check('near-valid references', fc.property(referenceArb, (s) => void checkReference(s)), params(1, 8000));
+    await check('random strings as references', fc.property(anyString(300), (s) => void checkReference(s)), params(2, 4000));
     await check('long references', fc.property(fc.string({ minLength: 200, maxLength: 5000 }), (s) => void checkReference(s)), params(3, 100));
   });
 });
 
 describe('digests', () => {
   it('validate exactly when parseDigest accepts, or fail INVALID_DIGEST', { timeout: BUDGET(20_000) }, async () => {
-    await check('digest-shaped strings', fc.property(digestStringArb, (s) => void checkDigest(s)), params(10, 4000));
+    await check('digest-shaped strings', fc.property(digestStringArb, (s) => void checkDigest(s)), params(10, 6000));
     await check('random strings as digests', fc.property(anyString(200), (s) => void checkDigest(s)), params(11, 1000));
     await check(
       'computed digests validate',
@@ -169,13 +171,13 @@ function checkPlatform(spec: string): void {
 
 describe('manifests and indexes', () => {
   it('parse to descriptors with valid digests and sizes, or fail INVALID_MANIFEST / UNSUPPORTED_MEDIA_TYPE', { timeout: BUDGET(30_000) }, async () => {
-    await check('manifest and index documents', fc.property(manifestBytesArb, contentTypeArb, (b, ct) => void checkManifest(b, ct)), params(20, 3000));
-    await check('image configs', fc.property(configBytesArb, (b) => void checkConfig(b)), params(21, 1500));
+    await check('manifest and index documents', fc.property(manifestBytesArb, contentTypeArb, (b, ct) => void checkManifest(b, ct)), params(20, 6000));
+    await check('image configs', fc.property(configBytesArb, (b) => void checkConfig(b)), params(21, 3000));
     const platformArb = fc.oneof(
       fc.tuple(fc.constantFrom('linux', 'Linux', 'windows', ''), fc.constantFrom('amd64', 'x86_64', 'aarch64', 'arm', 'armhf', 'arm64', 'AMD64', ''), fc.option(fc.constantFrom('v7', '8', 'V8', 'v1', '5', '', 'v8/x'))).map(([o, a, v]) => [o, a, ...(v === null ? [] : [v])].join('/')),
       anyString(40),
     );
-    await check('platform specs', fc.property(platformArb, (s) => void checkPlatform(s)), params(22, 2000));
+    await check('platform specs', fc.property(platformArb, (s) => void checkPlatform(s)), params(22, 3000));
   });
 });
 
@@ -193,7 +195,7 @@ describe('WWW-Authenticate headers', () => {
           for (const k of Object.keys(c.params)) expect(k).toBe(k.toLowerCase());
         }
       }),
-      params(30, 3000),
+      params(30, 6000),
     );
     await check(
       'well-formed headers round-trip',
@@ -210,7 +212,7 @@ describe('WWW-Authenticate headers', () => {
           for (const k of Object.keys(want)) expect(Object.getOwnPropertyDescriptor(got, k)?.value, `${header}: ${k}`).toBe(want[k]);
         });
       }),
-      params(31, 3000),
+      params(31, 6000),
     );
     await check(
       'huge headers stay bounded',
@@ -253,11 +255,16 @@ function checkHostsToml(text: string): void {
 
 describe('hosts.toml', () => {
   it('parses to usable hosts, or fails INVALID_ARGUMENT naming file and line', { timeout: BUDGET(30_000) }, async () => {
-    await check('near-valid hosts.toml', fc.property(hostsTomlArb, (t) => void checkHostsToml(t)), params(40, 3000));
-    await check('random text as hosts.toml', fc.property(anyString(300), (t) => void checkHostsToml(t)), params(41, 1500));
+    await check('near-valid hosts.toml', fc.property(hostsTomlArb, (t) => void checkHostsToml(t)), params(40, 6000));
+    await check('random text as hosts.toml', fc.property(anyString(300), (t) => void checkHostsToml(t)), params(41, 3000));
     await check(
       'deep and long hosts.toml',
-      fc.property(fc.constantFrom('[', 'a.', '"', '[[', 'a = [', '#', '\n', 'a = "\\'), fc.integer({ min: 1000, max: 50_000 }), (unit, n) => void checkHostsToml(unit.repeat(n))),
+      fc.property(
+        fc.constantFrom('', 'a = ', 'client = ', 'x = [', '[host."https://m"]\nca = '),
+        fc.constantFrom('[', 'a.', '"', '[[', 'a = [', '#', '\n', 'a = "\\', '["a", ', '[[]', '{a='),
+        fc.integer({ min: 1000, max: 200_000 }),
+        (prefix, unit, n) => void checkHostsToml(prefix + unit.repeat(n)),
+      ),
       params(42, 40),
     );
   });
@@ -298,7 +305,7 @@ describe('docker config.json', () => {
           }
         },
       ),
-      params(50, 1500),
+      params(50, 2500),
     );
   });
 });
@@ -327,8 +334,83 @@ describe("fastpulld's TOML config", () => {
         expect(typeof c.keepBlobs).toBe('boolean');
         if (c.group !== undefined) expect(typeof c.group).toBe('string');
       }),
-      params(60, 2000),
+      params(60, 4000),
     );
+  });
+});
+
+// --- Content-Range: the real ranged download against a loopback server whose 206 answers carry fuzzed headers ---
+
+/** A Content-Range value the way the download engine must take it: bytes FIRST-LAST/SIZE or /*, numbers compared exactly. */
+function contentRangeMatches(header: string | null, start: number, end: number, size: number): boolean {
+  if (header === null) return false;
+  const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header.trim());
+  if (!m) return false;
+  return BigInt(m[1]!) === BigInt(start) && BigInt(m[2]!) === BigInt(end - 1) && (m[3] === '*' || BigInt(m[3]!) === BigInt(size));
+}
+
+describe('Content-Range', () => {
+  it('a ranged download completes with the right bytes exactly when every Content-Range matches its request, else fails REGISTRY_ERROR', { timeout: BUDGET(60_000) }, async () => {
+    const CHUNK = 64 * 1024;
+    const blob = Buffer.alloc(CHUNK * 2 + 1000, 7);
+    for (let i = 0; i < blob.length; i++) blob[i] = (i * 31 + 7) & 0xff;
+    const digest = sha256Digest(blob);
+    // Per range (by its first byte), what the server says: the true header, or this exchange's fuzzed one.
+    let fuzzed: { at: number; header: string | null } = { at: -1, header: null };
+    let served = 0;
+    const server = createServer((req, res) => {
+      const m = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '');
+      if (!m) {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(blob);
+        return;
+      }
+      const start = Number(m[1]);
+      const end = Math.min(Number(m[2]) + 1, blob.length);
+      served++;
+      const header = start === fuzzed.at * CHUNK ? fuzzed.header : `bytes ${start}-${end - 1}/${blob.length}`;
+      if (header !== null) res.setHeader('content-range', header);
+      res.writeHead(206, { 'content-type': 'application/octet-stream' }).end(blob.subarray(start, end));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const client = new RegistryClient({ plainHttp: true });
+    const ref = parseReference(`127.0.0.1:${port}/fuzz/app:1`);
+    const desc = { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest, size: blob.length };
+    const scheduler = new FetchScheduler();
+    // Header text as a server can send it (HTTP field values: tab, printable ASCII, obs-text).
+    const fieldChar = fc.oneof(fc.constantFrom(...'bytes 0123456789-/*,+.eE \t'), fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), fc.integer({ min: 0x80, max: 0xff }).map((c) => String.fromCharCode(c)));
+    const num = (n: number) => fc.oneof(fc.constant(String(n)), fc.constantFrom(`0${n}`, `${n + 1}`, `${n - 1}`, `-${n}`, `${n}.0`, `+${n}`, '', '18446744073709551616', `${n}0`, String(n).padStart(30, '0')));
+    const ranges = [[0, CHUNK], [CHUNK, 2 * CHUNK], [2 * CHUNK, blob.length]] as const;
+    const headerArb = fc.integer({ min: 0, max: 2 }).chain((at) => {
+      const [s, e] = ranges[at]!;
+      return fc.record({
+        at: fc.constant(at),
+        header: fc.oneof(
+          { weight: 4, arbitrary: fc.tuple(fc.constantFrom('bytes ', 'bytes  ', 'Bytes ', 'bytes=', ' bytes ', 'items ', ''), num(s), fc.constantFrom('-', ' - ', '--'), num(e - 1), fc.constantFrom('/', ' /'), fc.oneof(num(blob.length), fc.constantFrom('*', ' *', '**')), fc.constantFrom('', ' ', '\t', ',', ' junk')).map((p) => p.join('')) },
+          { weight: 2, arbitrary: fc.string({ unit: fieldChar, maxLength: 60 }) },
+          { weight: 1, arbitrary: fc.constantFrom(null, `bytes ${s}-${e - 1}/${blob.length}`, `bytes ${s}-${e - 1}/*`, `  bytes ${s}-${e - 1}/${blob.length}  `) },
+        ),
+      });
+    });
+    try {
+      await check(
+        'Content-Range',
+        fc.asyncProperty(headerArb, async (f) => {
+          fuzzed = f;
+          served = 0;
+          const got = Buffer.alloc(blob.length);
+          const sink = { write: async (data: Uint8Array, position: number) => void got.set(data, position) };
+          const r = await parseAsync('Content-Range (ranged download)', ['REGISTRY_ERROR'], IO_CEILING_MS, f, () => fetchBlob(client, ref, desc, sink, { chunkSize: CHUNK, attempts: 1, scheduler }));
+          const [s, e] = ranges[f.at]!;
+          expect(r.ok, `header ${show(f.header)} for bytes ${s}-${e - 1}`).toBe(contentRangeMatches(f.header, s, e, blob.length));
+          if (r.ok) expect(got.equals(blob)).toBe(true);
+        }),
+        params(80, 800),
+      );
+    } finally {
+      await client.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 
@@ -410,7 +492,7 @@ describe('tar streams', () => {
       fc.asyncProperty(tarArb(aim), chunkingArb, fc.boolean(), async (buf, chunk, readData) => {
         await parseAsync('tar reader', TAR_CODES, PURE_CEILING_MS, { tar: buf, chunk }, () => readTar(buf, chunk, readData));
       }),
-      params(70, 3000),
+      params(70, 6000),
     );
   });
 
@@ -434,7 +516,7 @@ describe('tar streams', () => {
           rmSync(blobPath, { force: true });
         }
       }),
-      params(71, 1200),
+      params(71, 2500),
     );
   });
 });
@@ -450,8 +532,10 @@ describe('regressions', () => {
       expect(JSON.stringify(parseChallenges(r.input as string))).toBe(r.expect);
     } else if (r.parser === 'hosts.toml') {
       checkHostsToml(r.input as string);
-      const hosts = parseHostsConfig(r.input as string, { registry: 'registry.example:5000', baseDir: '/etc/containerd/certs.d/registry.example:5000' });
-      if (r.expect !== undefined) expect(Object.keys(hosts[0]!.headers)).toEqual(r.expect);
+      if (r.expect !== undefined) {
+        const hosts = parseHostsConfig(r.input as string, { registry: 'registry.example:5000', baseDir: '/etc/containerd/certs.d/registry.example:5000' });
+        expect(Object.keys(hosts[0]!.headers)).toEqual(r.expect);
+      }
     }
     else if (r.parser === 'fastpulld.toml') {
       const path = join(tmp, 'regression.toml');

@@ -48,6 +48,12 @@ export const REGRESSIONS: readonly Regression[] = [
     input: `dial_timeout = "${'9'.repeat(400)}h"\n`,
     why: 'an overlong duration gave an infinite dial timeout',
   },
+  {
+    parser: 'hosts.toml',
+    input: `a = ${'['.repeat(20_000)}`,
+    why: 'deeply nested arrays overflowed the stack (RangeError instead of INVALID_ARGUMENT); nesting is now limited to 16',
+  },
+  { parser: 'hosts.toml', input: 'client = [["c.cert", "c.key"]]\n', why: 'the two-deep nesting hosts.toml uses stays accepted' },
   { parser: 'fastpulld.toml', input: '[log_level]\nx = 0', why: 'a table as log_level threw a TypeError (String() of a prototype-less TOML table)', expect: 'INVALID_ARGUMENT' },
   { parser: 'fastpulld.toml', input: '[group]\nx = 0', why: 'a table as group threw a TypeError', expect: 'INVALID_ARGUMENT' },
   { parser: 'fastpulld.toml', input: '[metrics_address]\nx = 0', why: 'a table as metrics_address threw a TypeError', expect: 'INVALID_ARGUMENT' },

@@ -385,8 +385,12 @@ export function parseTomlSubset(text: string, file = '<hosts.toml>'): TomlTable 
 
 const BARE_KEY_CHAR = /[A-Za-z0-9_-]/;
 
+/** Deepest array nesting parsed (hosts.toml needs 2). */
+const MAX_ARRAY_DEPTH = 16;
+
 class TomlParser {
   private pos = 0;
+  private arrayDepth = 0;
   private line = 1;
   private readonly src: string;
 
@@ -518,6 +522,9 @@ class TomlParser {
   }
 
   private array(): TomlValue[] {
+    // hosts.toml nests arrays two deep at most (client = [["cert", "key"]]); deeper nesting is
+    // refused before it can exhaust the stack.
+    if (++this.arrayDepth > MAX_ARRAY_DEPTH) throw this.error(`arrays nested more than ${MAX_ARRAY_DEPTH} deep`);
     const items: TomlValue[] = [];
     this.pos++;
     for (;;) {
@@ -533,6 +540,7 @@ class TomlParser {
       throw this.error(`expected "," or "]" in array, found ${this.describeHere()}`);
     }
     this.pos++;
+    this.arrayDepth--;
     return items;
   }
 
