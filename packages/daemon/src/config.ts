@@ -98,15 +98,15 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     return isAbsolute(v) ? v : resolve(cwd, v);
   };
   const root = path('root') ?? defaultRoot(env);
-  const group = raw.group === undefined || raw.group === '' ? undefined : String(raw.group);
+  const group = raw.group === undefined || raw.group === '' ? undefined : groupName(raw.group);
   const hostsDir = path('hosts_dir');
   const concurrency = positiveInt('concurrency', raw.concurrency);
   const unpackConcurrency = positiveInt('unpack_concurrency', raw.unpack_concurrency);
   const chunkSize = raw.chunk_size === undefined ? undefined : parseSize('chunk_size', raw.chunk_size);
   if (chunkSize !== undefined && chunkSize < MIN_CHUNK_SIZE) throw invalid('chunk_size', raw.chunk_size, 'want at least 64KiB');
-  const metricsAddress = raw.metrics_address === undefined || raw.metrics_address === '' ? undefined : loopbackAddress(String(raw.metrics_address));
-  const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : String(raw.log_level);
-  if (!LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
+  const metricsAddress = raw.metrics_address === undefined || raw.metrics_address === '' ? undefined : loopbackAddress(raw.metrics_address);
+  const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : raw.log_level;
+  if (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
   const timeout = raw.shutdown_timeout === undefined ? undefined : parseDuration('shutdown_timeout', raw.shutdown_timeout);
   return {
     root,
@@ -124,7 +124,23 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
 }
 
 function invalid(key: ConfigKey, value: unknown, want: string): FastpullError {
-  return new FastpullError('INVALID_ARGUMENT', `${key} ${JSON.stringify(value)}: ${want}`);
+  return new FastpullError('INVALID_ARGUMENT', `${key} ${show(value)}: ${want}`);
+}
+
+/** A value as an error shows it: JSON where it has one (a TOML table has no prototype, so no String()). */
+function show(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? typeof value;
+  } catch {
+    return typeof value;
+  }
+}
+
+/** A group name, or a numeric gid as TOML writes it (`group = 1000`). */
+function groupName(v: unknown): string {
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return String(v);
+  throw invalid('group', v, 'want a group name or a numeric gid');
 }
 
 function positiveInt(key: ConfigKey, v: unknown): number | undefined {
@@ -150,20 +166,32 @@ export function parseSize(key: ConfigKey, v: unknown): number {
   const m = typeof v === 'string' ? /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(v) : null;
   const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
   if (!m || unit === undefined || Number(m[1]) < 1) throw invalid(key, v, 'want a size such as 16MiB, 8M or 1048576');
-  return Number(m[1]) * unit;
+  const bytes = Number(m[1]) * unit;
+  if (!Number.isSafeInteger(bytes)) throw invalid(key, v, 'too large');
+  return bytes;
 }
 
 /** 10, "10s", "500ms", "1m" -> milliseconds (a bare number is seconds). */
 export function parseDuration(key: ConfigKey, v: unknown): number {
-  if (typeof v === 'number' && Number.isFinite(v) && v >= 0) return v * 1000;
-  const m = typeof v === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$/.exec(v) : null;
-  if (!m) throw invalid(key, v, 'want a duration such as 10s, 500ms or 1m');
-  const n = Number(m[1]);
-  return m[2] === 'ms' ? n : m[2] === 'm' ? n * 60_000 : n * 1000;
+  let ms: number;
+  if (typeof v === 'number' && Number.isFinite(v) && v >= 0) ms = v * 1000;
+  else {
+    const m = typeof v === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$/.exec(v) : null;
+    if (!m) throw invalid(key, v, 'want a duration such as 10s, 500ms or 1m');
+    const n = Number(m[1]);
+    ms = m[2] === 'ms' ? n : m[2] === 'm' ? n * 60_000 : n * 1000;
+  }
+  // A Node timer runs a longer delay (over 2^31-1 ms) after 1 ms: a huge timeout would mean none.
+  if (ms > MAX_DURATION_MS) throw invalid(key, v, 'want at most a day (24h = 1440m)');
+  return ms;
 }
 
+/** The longest duration the config takes: a day, well inside what a timer holds. */
+const MAX_DURATION_MS = 24 * 3_600_000;
+
 /** Metrics are opt-in and loopback only: they say what a node pulls, which is not for the network. */
-function loopbackAddress(v: string): string {
+function loopbackAddress(v: unknown): string {
+  if (typeof v !== 'string') throw invalid('metrics_address', v, 'want a loopback HOST:PORT such as 127.0.0.1:9464');
   const m = /^(?:(127\.\d+\.\d+\.\d+)|\[(::1)\]|(localhost)):(\d{1,5})$/.exec(v);
   const port = m ? Number(m[4]) : NaN;
   if (!m || port > 65535) throw invalid('metrics_address', v, 'want a loopback HOST:PORT: 127.0.0.1:9464, [::1]:9464 or localhost:9464 (PORT 0 picks one)');

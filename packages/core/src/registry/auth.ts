@@ -72,7 +72,8 @@ export function parseChallenges(header: string): Challenge[] {
       current.params[word.toLowerCase()] = value;
     } else {
       if (i === start) i++;
-      current = { scheme: word.toLowerCase(), params: {} };
+      // No prototype: a parameter named `__proto__` or `constructor` is a parameter like any other.
+      current = { scheme: word.toLowerCase(), params: Object.create(null) as Record<string, string> };
       out.push(current);
     }
   }

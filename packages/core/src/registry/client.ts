@@ -206,7 +206,7 @@ export class RegistryClient {
       });
       this.extraDispatchers.push(dispatcher);
     }
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = Object.create(null) as Record<string, string>; // names from hosts.toml, `__proto__` included
     for (const [name, values] of Object.entries(h.headers)) headers[name.toLowerCase()] = values.join(', ');
     return {
       origin: h.url.origin,

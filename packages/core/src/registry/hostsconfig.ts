@@ -37,6 +37,8 @@ export interface RegistryHost {
 export const DEFAULT_DIAL_TIMEOUT_MS = 30_000;
 /** The file read in each host directory. */
 export const HOSTS_FILE = 'hosts.toml';
+/** The longest delay a Node timer holds (2^31-1 ms); a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** The directory consulted when a registry has none of its own. */
 export const DEFAULT_HOST_DIR = '_default';
 /** Real files are a few hundred bytes; this only keeps a wrong path from being read into memory. */
@@ -243,7 +245,8 @@ function hostEntry(urlText: string, t: TomlTable, where: string, isServer: boole
 
   const skipVerify = optionalBoolean(t, 'skip_verify', keyName, file) ?? false;
 
-  const headers: Record<string, string[]> = {};
+  // No prototype: `header.__proto__ = [...]` must be a header, not a new prototype for the object.
+  const headers: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
   const headerValue = t.entries.get('header');
   if (headerValue !== undefined) {
     if (!(headerValue instanceof TomlTable)) throw invalid(file, line('header'), `${keyName('header')} must be a table`);
@@ -265,8 +268,9 @@ function hostEntry(urlText: string, t: TomlTable, where: string, isServer: boole
     if (ms === undefined || ms <= 0) {
       throw invalid(file, line('dial_timeout'), `${keyName('dial_timeout')} must be a positive duration such as "200ms", "30s" or "1m"`);
     }
-    // Sub-millisecond timeouts round up: a zero timeout would mean none at all.
-    dialTimeoutMs = Math.ceil(ms);
+    // Sub-millisecond timeouts round up: a zero timeout would mean none at all. Longer than a timer
+    // holds (about 24.8 days) is as good as no timeout, and Node would run a longer timer after 1 ms.
+    dialTimeoutMs = Math.min(Math.ceil(ms), MAX_TIMER_MS);
   }
 
   return { url, capabilities, ca, client, skipVerify, headers, dialTimeoutMs, isServer };
@@ -381,8 +385,12 @@ export function parseTomlSubset(text: string, file = '<hosts.toml>'): TomlTable 
 
 const BARE_KEY_CHAR = /[A-Za-z0-9_-]/;
 
+/** Deepest array nesting parsed (hosts.toml needs 2). */
+const MAX_ARRAY_DEPTH = 16;
+
 class TomlParser {
   private pos = 0;
+  private arrayDepth = 0;
   private line = 1;
   private readonly src: string;
 
@@ -514,6 +522,9 @@ class TomlParser {
   }
 
   private array(): TomlValue[] {
+    // hosts.toml nests arrays two deep at most (client = [["cert", "key"]]); deeper nesting is
+    // refused before it can exhaust the stack.
+    if (++this.arrayDepth > MAX_ARRAY_DEPTH) throw this.error(`arrays nested more than ${MAX_ARRAY_DEPTH} deep`);
     const items: TomlValue[] = [];
     this.pos++;
     for (;;) {
@@ -529,6 +540,7 @@ class TomlParser {
       throw this.error(`expected "," or "]" in array, found ${this.describeHere()}`);
     }
     this.pos++;
+    this.arrayDepth--;
     return items;
   }
 

@@ -312,6 +312,8 @@ export class TarReader {
 
   /** The data of a meta header (PAX records, long name), within the limit. */
   private async readMeta(size: number, kind: string, headerAt: number): Promise<Buffer> {
+    // As Go's reader: a negative size (base-256) is a corrupt header, not an empty one.
+    if (size < 0) throw this.invalid(`${kind} at byte ${headerAt} has a negative size ${size}`);
     if (size > this.options.maxHeaderBytes) throw this.tooLarge(`${kind} at byte ${headerAt} has ${size} bytes`, 'maxPaxHeaderBytes');
     const padded = padToBlock(size);
     if (!(await this.fill(padded))) throw this.truncated();
@@ -371,6 +373,8 @@ export class TarReader {
 
   /** Exactly `n` buffered bytes (a copy only when they span chunks). */
   private take(n: number): Buffer {
+    // An empty meta header (a PAX header of size 0) may end exactly where the buffered bytes do.
+    if (n === 0) return Buffer.alloc(0);
     const first = this.chunks[0]!;
     if (first.length >= n) return this.takeUpTo(n);
     const out = Buffer.allocUnsafe(n);
