@@ -77,6 +77,22 @@ describe('ranged fetch', () => {
     expectCleanStore(root);
   });
 
+  it('starts a whole-blob read over when a server that ignores Range drops the connection (issue 8, campaign 2)', async () => {
+    // Found by test/reliability-faults.test.ts (seed 2002, pull 25): the retry asked for the rest,
+    // got the whole blob again with 200, and the pull failed with REGISTRY_ERROR.
+    const layer = big.layers[0]!;
+    reg.faults.ignoreRange = true;
+    reg.faults.dropAfter = { bytes: 100_000, times: 2, path: new RegExp(layer.digest) };
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024, keepBlobs: true });
+    const gets = reg.stats.requests.filter((r) => r.path.endsWith(layer.digest));
+    expect(gets).toHaveLength(3);
+    expect(gets.map((r) => r.range)).toEqual(['bytes=0-65535', 'bytes=100000-' + (layer.size - 1), 'bytes=100000-' + (layer.size - 1)]);
+    expect(reg.stats.blobBytesServed(layer.digest)).toBe(2 * 100_000 + layer.size);
+    expect(await openStore(root).content.info(layer.digest)).toEqual({ digest: layer.digest, size: layer.size });
+    expectCleanStore(root);
+  });
+
   it('rejects a 206 whose Content-Range does not match the request', async () => {
     reg.faults.wrongContentRange = true;
     const root = freshRoot();
