@@ -178,6 +178,31 @@ describe('ranged fetch', () => {
     }
   });
 
+  it('retries a config read whose connection resets or stalls mid-body (issue 8, campaign 2)', async () => {
+    // Found by the network-faults campaign: the body's failure came out as SIZE_MISMATCH ("more
+    // bytes than the descriptor's") and was not retried.
+    const path = new RegExp(big.configDigest);
+    for (const fault of ['dropAfter', 'stallAfter'] as const) {
+      reg.stats.reset();
+      reg.faults = { [fault]: { bytes: 10, times: 2, path } };
+      const client = new RegistryClient({ idleTimeoutMs: 300 });
+      try {
+        const root = freshRoot();
+        await pull(`${reg.host}/big/app:1`, { root, client });
+        expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)), fault).toHaveLength(3);
+        expectCleanStore(root);
+        // Every attempt cut: NETWORK_ERROR, after 4 of them.
+        reg.stats.reset();
+        reg.faults = { [fault]: { bytes: 10, times: 100, path } };
+        const err = await pull(`${reg.host}/big/app:1`, { root: freshRoot(), client }).catch((e: unknown) => e);
+        expect(err, fault).toMatchObject({ code: 'NETWORK_ERROR', details: { body: true } });
+        expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)), fault).toHaveLength(4);
+      } finally {
+        await client.close();
+      }
+    }
+  });
+
   it('leaves a slow but moving range alone', async () => {
     reg.faults.bytesPerSecond = 1024 * 1024;
     const root = freshRoot();

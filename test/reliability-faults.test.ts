@@ -110,13 +110,14 @@ describe('network faults (campaign 2)', () => {
         const times = prng.int(1, Math.min(2, budget));
         budget -= times;
         const t = target();
-        blob.dropAfter = { bytes: prng.int(0, 48 * KiB), times, path: t.re };
+        // A config is a few hundred bytes: cut it inside its body.
+        blob.dropAfter = { bytes: prng.int(0, t.name === 'config' ? img.config.length - 1 : 48 * KiB), times, path: t.re };
         d.push(`reset after ${blob.dropAfter.bytes} bytes x${times} (${t.name})`);
       } else if (k === 'stall' && budget > 0) {
         const times = prng.int(1, Math.min(2, budget));
         budget -= times;
         const t = target();
-        blob.stallAfter = { bytes: prng.int(0, 48 * KiB), times, path: t.re };
+        blob.stallAfter = { bytes: prng.int(0, t.name === 'config' ? img.config.length - 1 : 48 * KiB), times, path: t.re };
         d.push(`stall after ${blob.stallAfter.bytes} bytes x${times} (${t.name})`);
       } else if (k === 'status' && budget > 0) {
         const times = prng.int(1, Math.min(2, budget));
