@@ -77,6 +77,22 @@ describe('ranged fetch', () => {
     expectCleanStore(root);
   });
 
+  it('starts a whole-blob read over when a server that ignores Range drops the connection (issue 8, campaign 2)', async () => {
+    // Found by test/reliability-faults.test.ts (seed 2002, pull 25): the retry asked for the rest,
+    // got the whole blob again with 200, and the pull failed with REGISTRY_ERROR.
+    const layer = big.layers[0]!;
+    reg.faults.ignoreRange = true;
+    reg.faults.dropAfter = { bytes: 100_000, times: 2, path: new RegExp(layer.digest) };
+    const root = freshRoot();
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024, keepBlobs: true });
+    const gets = reg.stats.requests.filter((r) => r.path.endsWith(layer.digest));
+    expect(gets).toHaveLength(3);
+    expect(gets.map((r) => r.range)).toEqual(['bytes=0-65535', 'bytes=100000-' + (layer.size - 1), 'bytes=100000-' + (layer.size - 1)]);
+    expect(reg.stats.blobBytesServed(layer.digest)).toBe(2 * 100_000 + layer.size);
+    expect(await openStore(root).content.info(layer.digest)).toEqual({ digest: layer.digest, size: layer.size });
+    expectCleanStore(root);
+  });
+
   it('rejects a 206 whose Content-Range does not match the request', async () => {
     reg.faults.wrongContentRange = true;
     const root = freshRoot();
@@ -159,6 +175,31 @@ describe('ranged fetch', () => {
       expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)).length).toBe(4);
     } finally {
       await client.close();
+    }
+  });
+
+  it('retries a config read whose connection resets or stalls mid-body (issue 8, campaign 2)', async () => {
+    // Found by the network-faults campaign: the body's failure came out as SIZE_MISMATCH ("more
+    // bytes than the descriptor's") and was not retried.
+    const path = new RegExp(big.configDigest);
+    for (const fault of ['dropAfter', 'stallAfter'] as const) {
+      reg.stats.reset();
+      reg.faults = { [fault]: { bytes: 10, times: 2, path } };
+      const client = new RegistryClient({ idleTimeoutMs: 300 });
+      try {
+        const root = freshRoot();
+        await pull(`${reg.host}/big/app:1`, { root, client });
+        expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)), fault).toHaveLength(3);
+        expectCleanStore(root);
+        // Every attempt cut: NETWORK_ERROR, after 4 of them.
+        reg.stats.reset();
+        reg.faults = { [fault]: { bytes: 10, times: 100, path } };
+        const err = await pull(`${reg.host}/big/app:1`, { root: freshRoot(), client }).catch((e: unknown) => e);
+        expect(err, fault).toMatchObject({ code: 'NETWORK_ERROR', details: { body: true } });
+        expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)), fault).toHaveLength(4);
+      } finally {
+        await client.close();
+      }
     }
   });
 

@@ -45,10 +45,16 @@ export class FastpullClient {
   readonly address: string;
   private readonly clients = new Map<string, GenericClient>();
   private readonly channel: grpc.ChannelCredentials = grpc.credentials.createInsecure();
+  private readonly channelOptions: grpc.ChannelOptions;
 
-  /** `address`: the daemon's socket path, or `unix:<path>`. Nothing is dialled until the first call. */
-  constructor(address: string) {
+  /**
+   * `address`: the daemon's socket path, or `unix:<path>`. Nothing is dialled until the first call.
+   * `options.ownConnection`: use a connection of this client's own; by default gRPC shares one
+   * connection among all clients of a process that dial the same address.
+   */
+  constructor(address: string, options: { ownConnection?: boolean } = {}) {
     this.address = dialAddress(address);
+    this.channelOptions = options.ownConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {};
   }
 
   private client(service: string): GenericClient {
@@ -57,7 +63,7 @@ export class FastpullClient {
       const Ctor = grpc.makeClientConstructor(packageDefinition()[service] as grpc.ServiceDefinition, service);
       // All services share one channel: the first client's.
       const first = this.clients.values().next().value;
-      c = (first ? new Ctor(this.address, this.channel, { channelOverride: first.getChannel() }) : new Ctor(this.address, this.channel)) as unknown as GenericClient;
+      c = (first ? new Ctor(this.address, this.channel, { channelOverride: first.getChannel() }) : new Ctor(this.address, this.channel, this.channelOptions)) as unknown as GenericClient;
       this.clients.set(service, c);
     }
     return c;

@@ -1,7 +1,7 @@
 // The content store: verified blobs under blobs/<alg>/<hex>; downloads land in ingests first and are
 // invisible until commit checks their size and digest and renames them into place.
 import { createHash } from 'node:crypto';
-import { createReadStream, promises as fsp, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { createReadStream, promises as fsp, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, verifyBytes, type Digest } from '../oci/digest.js';
@@ -353,8 +353,14 @@ function openIngest(o: {
   const save = (): void => {
     unsaved = 0;
     savedAt = Date.now();
-    writeFileSync(`${rangesPath}.tmp`, JSON.stringify(watermark.ranges()));
-    renameSync(`${rangesPath}.tmp`, rangesPath);
+    try {
+      writeFileSync(`${rangesPath}.tmp`, JSON.stringify(watermark.ranges()));
+      renameSync(`${rangesPath}.tmp`, rangesPath);
+    } catch (e) {
+      // A record cut short (ENOSPC) is litter that holds space: the previous record stands.
+      rmSync(`${rangesPath}.tmp`, { force: true });
+      throw e;
+    }
   };
   return {
     id: o.id,
@@ -371,12 +377,18 @@ function openIngest(o: {
       // Synchronous: a 64 KiB write into the page cache takes microseconds, and skipping the
       // thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571 MB/s
       // (bench/src/fetch-blob.ts).
-      let off = 0;
-      while (off < data.byteLength) off += writeSync(o.handle.fd, data, off, data.byteLength - off, position + off);
-      // Published only once the bytes are in the file, so a follower never reads a hole.
-      watermark.add(position, position + data.byteLength);
-      unsaved += data.byteLength;
-      if (unsaved >= RANGES_SAVE_BYTES || Date.now() - savedAt >= RANGES_SAVE_MS || watermark.value === o.expected.size) save();
+      // A failed write is the disk's fault (ENOSPC -> NO_SPACE), never the network's: callers
+      // must not take it for a broken connection and retry it.
+      try {
+        let off = 0;
+        while (off < data.byteLength) off += writeSync(o.handle.fd, data, off, data.byteLength - off, position + off);
+        // Published only once the bytes are in the file, so a follower never reads a hole.
+        watermark.add(position, position + data.byteLength);
+        unsaved += data.byteLength;
+        if (unsaved >= RANGES_SAVE_BYTES || Date.now() - savedAt >= RANGES_SAVE_MS || watermark.value === o.expected.size) save();
+      } catch (e) {
+        throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
+      }
     },
   };
 }

@@ -2,7 +2,7 @@
 // (distribution's token spec). Credentials only ever go to the registry that owns them or to the
 // token realm it names, and never over plain HTTP to a non-loopback host.
 import { request, type Dispatcher } from 'undici';
-import { FastpullError, throwIfAborted } from '../errors.js';
+import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { isLoopbackHost } from './hosts.js';
 
 /** A user name and password (or token) for one registry. */
@@ -174,7 +174,14 @@ export class Authorizer {
     } catch (e) {
       throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
     }
-    const body = await readCapped(res.body, TOKEN_RESPONSE_CAP, `authenticating to ${registry}`);
+    let body: Buffer;
+    try {
+      body = await readCapped(res.body, TOKEN_RESPONSE_CAP, `authenticating to ${registry}`);
+    } catch (e) {
+      if (isFastpullError(e)) throw e;
+      // A connection cut mid-body is the network's failure (and retried as one), not a raw error.
+      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token response from ${url.origin} failed: ${(e as Error).message}`, { cause: e });
+    }
     if (res.statusCode === 401 || res.statusCode === 403) {
       throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${url.origin} refused ${creds ? 'the credentials' : 'anonymous access'} (HTTP ${res.statusCode})`, {
         details: { status: res.statusCode },

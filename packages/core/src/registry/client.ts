@@ -338,8 +338,28 @@ export class RegistryClient {
     }
   }
 
+  /**
+   * Runs a small read (request and whole body) again when its body fails mid-way (a connection
+   * reset or an idle timeout after the headers came): requestWithRetry retries the request, this
+   * the body, up to `attempts` times in all.
+   */
+  private async retryBody<T>(signal: AbortSignal | undefined, read: () => Promise<T>, attempts = DEFAULT_ATTEMPTS): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await read();
+      } catch (e) {
+        if (attempt >= attempts || !isFastpullError(e) || e.code !== 'NETWORK_ERROR' || e.details.body !== true) throw e;
+        await sleep(backoffMs(attempt), signal);
+      }
+    }
+  }
+
   /** Fetches a manifest or index by tag or digest, verified and size-capped. */
   async fetchManifest(ref: Reference, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
+    return this.retryBody(signal, () => this.fetchManifestOnce(ref, reference, signal));
+  }
+
+  private async fetchManifestOnce(ref: Reference, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
     const what = `manifest ${ref.registry}/${ref.repository}:${reference}`.replace(/:(sha\d+:)/, '@$1');
     const byTag = !reference.includes(':');
     const res = await this.requestWithRetry(ref, `manifests/${reference}`, { op: byTag ? 'resolve' : 'pull', headers: { accept: MANIFEST_ACCEPT }, signal });
@@ -349,7 +369,7 @@ export class RegistryClient {
       await discard(res);
       throw new FastpullError('MANIFEST_TOO_LARGE', `${what}: ${length} bytes, over the ${MANIFEST_SIZE_LIMIT}-byte limit`, { details: { size: length } });
     }
-    const bytes = await readCapped(res.body, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE');
+    const bytes = await readBody(res, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE', signal);
     const mediaType = headerValue(res.headers['content-type']);
     let digest: Digest;
     if (reference.includes(':')) {
@@ -375,6 +395,10 @@ export class RegistryClient {
   async fetchBlobBytes(ref: Reference, desc: Descriptor, limit: number, signal?: AbortSignal): Promise<Buffer> {
     const what = `blob ${desc.digest} of ${ref.registry}/${ref.repository}`;
     if (desc.size > limit) throw new FastpullError('MANIFEST_TOO_LARGE', `${what}: ${desc.size} bytes, over the ${limit}-byte limit`);
+    return this.retryBody(signal, () => this.fetchBlobBytesOnce(ref, desc, what, signal));
+  }
+
+  private async fetchBlobBytesOnce(ref: Reference, desc: Descriptor, what: string, signal?: AbortSignal): Promise<Buffer> {
     const res = await this.requestWithRetry(ref, `blobs/${desc.digest}`, { signal });
     if (res.statusCode !== 200) throw await responseError(res, what);
     const length = headerValue(res.headers['content-length']);
@@ -382,8 +406,12 @@ export class RegistryClient {
       await discard(res);
       throw new FastpullError('SIZE_MISMATCH', `${what}: Content-Length ${length}, descriptor says ${desc.size}`, { details: { want: desc.size, got: Number(length) } });
     }
-    const bytes = await readCapped(res.body, desc.size, what, 'REGISTRY_ERROR').catch((e: unknown) => {
-      throw new FastpullError('SIZE_MISMATCH', `${what}: more bytes than the descriptor's ${desc.size}`, { cause: e });
+    const bytes = await readBody(res, desc.size, what, 'REGISTRY_ERROR', signal).catch((e: unknown) => {
+      // Only the cap is the descriptor's business; a broken connection stays NETWORK_ERROR.
+      if (isFastpullError(e) && e.code === 'REGISTRY_ERROR' && e.details.cap !== undefined) {
+        throw new FastpullError('SIZE_MISMATCH', `${what}: more bytes than the descriptor's ${desc.size}`, { cause: e, details: { want: desc.size } });
+      }
+      throw e;
     });
     if (bytes.length !== desc.size) {
       throw new FastpullError('SIZE_MISMATCH', `${what}: got ${bytes.length} bytes, descriptor says ${desc.size}`, { details: { want: desc.size, got: bytes.length } });
@@ -469,6 +497,21 @@ export class RegistryClient {
 
 export function headerValue(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * Reads a whole small body (capped). A transport failure mid-body (reset, idle timeout) is
+ * NETWORK_ERROR with `details.body`, which the small reads retry; an abort is ABORTED.
+ */
+async function readBody(res: Dispatcher.ResponseData, cap: number, what: string, code: 'MANIFEST_TOO_LARGE' | 'REGISTRY_ERROR', signal: AbortSignal | undefined): Promise<Buffer> {
+  try {
+    return await readCapped(res.body, cap, what, code);
+  } catch (e) {
+    if (isFastpullError(e)) throw e;
+    res.body.destroy();
+    if (signal?.aborted) throw new FastpullError('ABORTED', `${what}: aborted`, { cause: e });
+    throw new FastpullError('NETWORK_ERROR', `${what}: connection failed while reading the response: ${(e as Error).message}`, { cause: e, details: { body: true } });
+  }
 }
 
 export async function discard(res: Dispatcher.ResponseData): Promise<void> {

@@ -137,6 +137,9 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
   let lastError: unknown;
   let retryAfter: number | undefined;
   let stragglers = 0;
+  // Set once the server answered with the whole blob (it ignored Range): from then on this request
+  // stands for the whole blob, and a retry after a broken connection asks for the rest of it.
+  let whole = false;
   for (let attempt = 0; attempt < attempts; attempt++) {
     throwIfAborted(ctx.options.signal, ctx.what);
     if (attempt > 0) await sleep(retryDelayMs(attempt, retryAfter), ctx.options.signal);
@@ -145,23 +148,28 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
     let origin: string | undefined;
     try {
       const pos = cursor.pos;
+      const end = whole ? ctx.desc.size : range.end;
       const useRange = ranged || pos > range.start;
-      const headers: Record<string, string> = useRange ? { range: `bytes=${pos}-${range.end - 1}` } : {};
+      const headers: Record<string, string> = useRange ? { range: `bytes=${pos}-${end - 1}` } : {};
       const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal, onEndpoint: (o) => (origin = o) });
       if (res.statusCode === 206) {
-        checkContentRange(ctx, res, pos, range.end);
-        await writeBody(ctx, res, cursor, range.end);
-        return 'range';
+        checkContentRange(ctx, res, pos, end);
+        await writeBody(ctx, res, cursor, end);
+        return whole ? 'whole' : 'range';
       }
       if (res.statusCode === 200) {
-        // A server that ignores Range sends the whole blob: usable from offset 0 when this is the
-        // first request of the blob (a resumed download then starts over); later, it is an error.
-        if (pos !== 0 && !(probe && pos === range.start)) {
+        // A server that ignores Range sends the whole blob. That is usable by the request that may
+        // stand for the whole blob: the blob's only request, the first one (the other ranges have
+        // not started; a resumed download then starts over), or a retry of a whole-blob read cut
+        // off mid-body, which starts over at 0 (the same bytes land at the same offsets again; the
+        // digest is checked as always). Any other range is running beside others: an error.
+        if (ranged && !probe && !whole) {
           await discard(res);
-          throw new FastpullError('REGISTRY_ERROR', `${ctx.what}: server ignored the Range request for bytes ${pos}-${range.end - 1}`);
+          throw new FastpullError('REGISTRY_ERROR', `${ctx.what}: server ignored the Range request for bytes ${pos}-${end - 1}`);
         }
         checkLength(ctx, res, ctx.desc.size);
         cursor.pos = 0;
+        whole = true;
         await writeBody(ctx, res, cursor, ctx.desc.size);
         return 'whole';
       }

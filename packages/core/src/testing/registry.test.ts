@@ -312,6 +312,22 @@ describe('loopback registry: faults', () => {
     expect(performance.now() - t0).toBeGreaterThan(200);
   });
 
+  it('holds matching requests until the gate opens, and answers the others at once', async () => {
+    const r = await start();
+    const im = await image();
+    r.addImage('app', 'v1', im);
+    let open!: () => void;
+    r.faults.hold = { path: /\/manifests\//, until: new Promise<void>((resolve) => (open = resolve)) };
+    let answered = false;
+    const held = get(`${r.url}/v2/app/manifests/v1`).then((res) => ((answered = true), res));
+    expect((await get(`${r.url}/v2/app/blobs/${im.configDigest}`)).body.equals(im.config)).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(answered).toBe(false);
+    open();
+    expect((await held).body.equals(im.manifest)).toBe(true);
+    expect((await get(`${r.url}/v2/app/manifests/v1`)).body.equals(im.manifest)).toBe(true);
+  });
+
   it('lies in Docker-Content-Digest when told, and keeps the request log bounded', async () => {
     const r = await start({ maxLogEntries: 3 });
     const im = await image();

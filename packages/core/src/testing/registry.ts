@@ -75,6 +75,12 @@ export interface LoopbackFaults {
   stallAfter?: CountedFault & { bytes: number };
   /** Blob GET bodies are sent at about this rate. */
   bytesPerSecond?: number;
+  /**
+   * Requests whose path matches are answered only once `until` settles (a gate: e.g. hold the
+   * manifests until every client of a load test has asked). Requests that arrive after it settled
+   * are answered at once.
+   */
+  hold?: { path: RegExp; until: Promise<unknown> };
 }
 
 /** What the registry saw. */
@@ -543,13 +549,24 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
     else serveBlob(req, res, log, r, reference, pathname);
   };
 
-  const listener = (req: IncomingMessage, res: ServerResponse): void => {
+  const answer = (req: IncomingMessage, res: ServerResponse): void => {
     try {
       handle(req, res);
     } catch (e) {
       if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'text/plain' });
       res.end(String(e));
     }
+  };
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
+    const hold = registry.faults.hold;
+    if (hold !== undefined && hold.path.test(new URL(req.url ?? '/', 'http://loopback').pathname)) {
+      const go = (): void => {
+        if (!res.destroyed) answer(req, res);
+      };
+      void hold.until.then(go, go);
+      return;
+    }
+    answer(req, res);
   };
   const server = options.tls ? createHttpsServer({ key: options.tls.key, cert: options.tls.cert }, listener) : createServer(listener);
   server.on('connection', () => connections++);

@@ -22,9 +22,13 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
   try {
     await fh.writeFile(data);
     await fh.sync();
-  } finally {
-    await fh.close();
+  } catch (e) {
+    // A write that failed (ENOSPC) leaves no partial temp file holding space.
+    await fh.close().catch(() => undefined);
+    await fsp.rm(tmp, { force: true });
+    throw e;
   }
+  await fh.close();
   try {
     await fsp.rename(tmp, path);
   } catch (e) {
