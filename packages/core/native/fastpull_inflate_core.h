@@ -31,14 +31,17 @@ enum {
 };
 
 // ---- Huffman tables ----
-// An entry: bits 0-7 the code length (0 = no such code), bits 8-9 the kind, bits 10-14 the extra bits
-// (or a subtable's index bits), bits 16-31 the value (a byte, a base, a subtable offset).
-enum { K_LIT = 0, K_BASE = 1, K_EOB = 2, K_SUB = 3 };
+// An entry: bits 0-4 the bits to consume (the code, plus the extra bits of a length or distance),
+// bits 5-7 the kind, bits 8-11 the code's own length (where the extra bits start) or a subtable's
+// index bits, bits 16-31 the value (a byte, a base, a subtable offset). 0 is no code at all.
+enum { K_INVALID = 0, K_BASE = 1, K_EOB = 2, K_SUB = 3, K_LIT = 4 };
+#define KIND(e) (((e) >> 5) & 7)
+#define NBITS(e) ((e) & 31)
 #define LL_BITS 10
 #define D_BITS 8
 #define LL_SIZE 2048
 #define D_SIZE 1024
-#define ENT(len, kind, extra, val) ((uint32_t)(len) | ((uint32_t)(kind) << 8) | ((uint32_t)(extra) << 10) | ((uint32_t)(val) << 16))
+#define ENT(nbits, kind, aux, val) ((uint32_t)(nbits) | ((uint32_t)(kind) << 5) | ((uint32_t)(aux) << 8) | ((uint32_t)(val) << 16))
 
 static const uint16_t LEN_BASE[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31,
                                       35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
@@ -55,17 +58,19 @@ static uint32_t sym_entry(int type, int sym, int len) {
   if (type == T_LITLEN) {
     if (sym < 256) return ENT(len, K_LIT, 0, sym);
     if (sym == 256) return ENT(len, K_EOB, 0, 0);
-    if (sym < 286) return ENT(len, K_BASE, LEN_EXTRA[sym - 257], LEN_BASE[sym - 257]);
+    if (sym < 286) return ENT(len + LEN_EXTRA[sym - 257], K_BASE, len, LEN_BASE[sym - 257]);
     return 0;  // 286, 287: invalid literal/length code
   }
-  if (sym < 30) return ENT(len, K_BASE, DIST_EXTRA[sym], DIST_BASE[sym]);
+  if (sym < 30) return ENT(len + DIST_EXTRA[sym], K_BASE, len, DIST_BASE[sym]);
   return 0;  // 30, 31: invalid distance code
 }
 
-static uint32_t rev_bits(uint32_t code, int len) {
-  uint32_t r = 0;
-  for (int i = 0; i < len; i++) r = (r << 1) | ((code >> i) & 1);
-  return r;
+static uint8_t REV8[256];
+
+// The `len` low bits of code, reversed (deflate sends Huffman codes from their top bit).
+static inline uint32_t rev_bits(uint32_t code, int len) {
+  uint32_t r = ((uint32_t)REV8[code & 0xff] << 8) | REV8[(code >> 8) & 0xff];
+  return r >> (16 - len);
 }
 
 // Builds a decoding table as zlib's inflate_table would accept it: 0, or -1 for an over-subscribed
@@ -95,19 +100,20 @@ static int build_table(uint32_t* table, int size, int tbits, const uint8_t* lens
   int root = 1 << tbits;
   // Subtable widths per primary slot, from the longest code that starts there.
   uint8_t subw[1 << LL_BITS];
-  memset(subw, 0, (size_t)root);
   uint32_t codes[288];
+  int long_codes = 0;
   for (int s = 0; s < n; s++) {
     int len = lens[s];
     if (len == 0) continue;
     codes[s] = rev_bits(next[len]++, len);
     if (len > tbits) {
       uint32_t slot = codes[s] & (uint32_t)(root - 1);
+      if (long_codes++ == 0) memset(subw, 0, (size_t)root);
       if (len - tbits > subw[slot]) subw[slot] = (uint8_t)(len - tbits);
     }
   }
   int used = root;
-  for (int slot = 0; slot < root; slot++) {
+  for (int slot = 0; long_codes > 0 && slot < root; slot++) {
     if (subw[slot] == 0) continue;
     if (used + (1 << subw[slot]) > size) return -1;
     table[slot] = ENT(tbits, K_SUB, subw[slot], used);
@@ -136,6 +142,11 @@ static uint8_t HDR13_OK[1 << 13];
 static uint32_t CRC_TABLE[256];
 
 static void init_static(void) {
+  for (int i = 0; i < 256; i++) {
+    uint8_t r = 0;
+    for (int b = 0; b < 8; b++) r |= (uint8_t)(((i >> b) & 1) << (7 - b));
+    REV8[i] = r;
+  }
   uint8_t lens[288];
   for (int i = 0; i < 144; i++) lens[i] = 8;
   for (int i = 144; i < 256; i++) lens[i] = 9;
@@ -236,8 +247,8 @@ static int read_dynamic(reader* r, tables* t) {
   while (i < nlen + ndist) {
     refill(r);
     uint32_t e = ct[rbits(r, 7)];
-    if ((e & 0xff) == 0) return E_CL_SET;
-    rdrop(r, e & 0xff);
+    if (e == 0) return E_CL_SET;
+    rdrop(r, NBITS(e));
     int sym = (int)(e >> 16);
     if (sym < 16) {
       lens[i++] = (uint8_t)sym;

@@ -55,6 +55,8 @@ export interface ParallelGunzipStats {
   guessesDropped: number;
   /** Jobs run from a known state (the first, continuations, and the spans after a dropped guess). */
   exactJobs: number;
+  /** Output bytes that were written as 16-bit symbols (markers possible) and resolved afterwards. */
+  markedBytes: number;
 }
 
 /**
@@ -215,7 +217,7 @@ export interface ParallelGunzipStream extends Transform {
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Counters, final once the stream has ended. */
-  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0 };
+  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0 };
   private readonly pool: InflatePool;
   private readonly chunk: number;
   private readonly cap: number;
@@ -488,6 +490,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         const parts: Buffer[] = [];
         const n16 = r.out16.length;
         if (n16 > 0) {
+          stats.markedBytes += n16;
           const b = Buffer.allocUnsafe(n16);
           const bad = native.resolveMarkers(r.out16, n16, window, WINDOW - Math.min(memberOut, WINDOW), b);
           if (bad >= 0) throw corrupt('invalid distance too far back', r.startKey);
