@@ -68,6 +68,12 @@ static napi_value inflate_job(napi_env env, napi_callback_info info) {
       .o16 = o16, .l16 = l16, .o8 = o8, .l8 = l8, .cap = (size_t)get_num(env, a[13]), .members = members, .lm = lm,
       .window = win, .wlen = wlen,
   };
+  // The members array holds 3 numbers per member end and, after them, room for the segment CRCs.
+  // (4 * M + 1 numbers: M member ends, then M + 1 segment CRCs.)
+  size_t slots = lm / 8, m = slots > 0 ? (slots - 1) / 4 : 0;
+  A.lm = 24 * m;
+  A.crcs = (double*)members + 3 * m;
+  A.ncrcs = slots - 3 * m;
   if (decode_job(&A, (double*)resv) != 0) napi_throw_error(env, NULL, "inflateJob: out of memory");
   return NULL;
 }
@@ -110,11 +116,27 @@ static napi_value resolve_markers(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// crc32Combine(crc1, crc2, len2): the CRC-32 of A||B from crc(A), crc(B) and the length of B.
+static napi_value crc32_combine_js(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value a[3];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc < 3) {
+    napi_throw_type_error(env, NULL, "crc32Combine: 3 arguments");
+    return NULL;
+  }
+  uint32_t c = crc32_combine_((uint32_t)get_num(env, a[0]), (uint32_t)get_num(env, a[1]), (uint64_t)get_num(env, a[2]));
+  napi_value out;
+  napi_create_uint32(env, c, &out);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   init_static();
   napi_property_descriptor props[] = {
       {"inflateJob", NULL, inflate_job, NULL, NULL, NULL, napi_default, NULL},
       {"resolveMarkers", NULL, resolve_markers, NULL, NULL, NULL, napi_default, NULL},
+      {"crc32Combine", NULL, crc32_combine_js, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -141,6 +141,10 @@ static uint32_t FIXED_D[D_SIZE];
 static uint8_t HDR13_OK[1 << 13];
 static uint32_t CRC_TABLE[256];
 
+static uint32_t CRC8[8][256];
+static uint32_t X2N[32];
+static uint32_t mult_mod_p(uint32_t a, uint32_t b);
+
 static void init_static(void) {
   for (int i = 0; i < 256; i++) {
     uint8_t r = 0;
@@ -162,12 +166,61 @@ static void init_static(void) {
     for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
     CRC_TABLE[i] = c;
   }
+  for (int i = 0; i < 256; i++) {
+    CRC8[0][i] = CRC_TABLE[i];
+    for (int t = 1; t < 8; t++) CRC8[t][i] = (CRC8[t - 1][i] >> 8) ^ CRC_TABLE[CRC8[t - 1][i] & 0xff];
+  }
+  uint32_t x = 1u << 30;  // x^1
+  X2N[0] = x;
+  for (int k = 1; k < 32; k++) X2N[k] = x = mult_mod_p(x, x);
 }
 
 static uint32_t crc32_bytes(uint32_t crc, const uint8_t* p, size_t n) {
   crc = ~crc;
   for (size_t i = 0; i < n; i++) crc = CRC_TABLE[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
   return ~crc;
+}
+
+// CRC-32 eight bytes at a time (slicing by 8), on the decode threads instead of the output's.
+static uint32_t CRC8[8][256];
+
+static uint32_t crc32_fast(uint32_t crc, const uint8_t* p, size_t n) {
+  crc = ~crc;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    v ^= crc;
+    crc = CRC8[7][v & 0xff] ^ CRC8[6][(v >> 8) & 0xff] ^ CRC8[5][(v >> 16) & 0xff] ^ CRC8[4][(v >> 24) & 0xff] ^
+          CRC8[3][(v >> 32) & 0xff] ^ CRC8[2][(v >> 40) & 0xff] ^ CRC8[1][(v >> 48) & 0xff] ^ CRC8[0][v >> 56];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) crc = CRC_TABLE[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+// Combining CRCs: crc(A||B) from crc(A), crc(B) and |B|, by multiplying crc(A) with x^(8|B|)
+// modulo the CRC polynomial (bit-reflected arithmetic).
+static uint32_t mult_mod_p(uint32_t a, uint32_t b) {
+  uint32_t m = 1u << 31, prod = 0;
+  for (;;) {
+    if (a & m) {
+      prod ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    m >>= 1;
+    b = b & 1 ? (b >> 1) ^ 0xedb88320u : b >> 1;
+  }
+  return prod;
+}
+static uint32_t X2N[32];  // x^(2^k) mod p
+
+static uint32_t crc32_combine_(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+  uint32_t p = 1u << 31;  // x^0
+  unsigned k = 3;         // len2 bytes are 2^3 * len2 bits
+  for (uint64_t n = len2; n; n >>= 1, k++)
+    if (n & 1) p = mult_mod_p(X2N[k & 31], p);
+  return mult_mod_p(p, crc1) ^ crc2;
 }
 
 // ---- bit reader ----
@@ -603,6 +656,8 @@ typedef struct {
   size_t lm;             // bytes
   const uint8_t* window; // the bytes before the start when known (at most 32 KiB, all of the member's), or NULL
   size_t wlen;
+  double* crcs;          // CRC-32 per segment of the byte part (members + 1 entries), or NULL
+  size_t ncrcs;
 } job_args;
 
 // Decodes one job; results go to res (O_* layout). 0, or -1 when out of memory.
@@ -754,6 +809,17 @@ static int decode_job(const job_args* A, double* res) {
   res[O_N16] = (double)j->n16;
   res[O_N8] = (double)j->n8;
   res[O_MEMBERS] = j->nmembers;
+  // CRC-32 of the byte part, cut at each member end (their offsets count the 16-bit part too).
+  if (A->crcs) {
+    size_t from = 0;
+    int ncrc = 0;
+    for (int m = 0; m < j->nmembers && ncrc < (int)A->ncrcs - 1; m++) {
+      size_t at = (size_t)j->members[3 * m] - j->n16;
+      A->crcs[ncrc++] = (double)crc32_fast(0, j->o8 + WIN + from, at - from);
+      from = at;
+    }
+    A->crcs[ncrc++] = (double)crc32_fast(0, j->o8 + WIN + from, j->n8 - from);
+  }
   // Where a continuation inside a dynamic block finds its header: res[O_HDRLEN] bytes from the header's
   // byte, inside data (or inside hdr for a continuation of a continuation); the caller copies them.
   if (j->state == ST_HUFF && j->btype == 2) {

@@ -124,6 +124,8 @@ export interface JobResult {
   out8: Uint8Array;
   /** Member ends: output offset, CRC-32, ISIZE. */
   members: number[];
+  /** CRC-32 of the byte part (out8), cut at each member end: members.length / 3 + 1 values. */
+  crcs: number[];
 }
 
 interface NativeInflate {
@@ -133,6 +135,7 @@ interface NativeInflate {
     window: Uint8Array | null,
   ): void;
   resolveMarkers(src: Uint16Array, count: number, window: Uint8Array, minIndex: number, dst: Uint8Array): number;
+  crc32Combine(crc1: number, crc2: number, len2: number): number;
 }
 
 const ADDON_URL = new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url);
@@ -143,7 +146,7 @@ export function nativeInflate(): NativeInflate | null {
   if (loaded !== undefined) return loaded;
   try {
     const m = createRequire(import.meta.url)(fileURLToPath(ADDON_URL)) as Partial<NativeInflate>;
-    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' ? (m as NativeInflate) : null;
+    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' && typeof m.crc32Combine === 'function' ? (m as NativeInflate) : null;
   } catch {
     loaded = null;
   }
@@ -157,7 +160,7 @@ export function runJob(job: JobInput): JobResult {
   // Uninitialised memory of their own (no zeroing of tens of MiB per job; transferable).
   const out16 = new Uint16Array(Buffer.allocUnsafeSlow(2 * ((job.window || job.kind === St.Member ? 0 : Math.min(job.cap, MARKED_MAX)) + SLACK)).buffer);
   const out8 = new Uint8Array(Buffer.allocUnsafeSlow(WINDOW + job.cap + SLACK).buffer);
-  const members = new Float64Array(3 * MEMBERS_PER_JOB);
+  const members = new Float64Array(4 * MEMBERS_PER_JOB + 1);
   const res = new Float64Array(RESULT_LEN);
   native.inflateJob(
     job.data, job.dataOffset, job.final, job.kind, job.bit, job.btype, job.bfinal, job.left, job.hdr, job.hdrBit,
@@ -182,5 +185,6 @@ export function runJob(job: JobInput): JobResult {
     out16: out16.subarray(0, n16),
     out8: out8.subarray(WINDOW, WINDOW + n8!),
     members: Array.from(members.subarray(0, 3 * nMembers!)),
+    crcs: Array.from(members.subarray(3 * MEMBERS_PER_JOB, 3 * MEMBERS_PER_JOB + nMembers! + 1)),
   };
 }

@@ -57,6 +57,8 @@ export interface ParallelGunzipStats {
   exactJobs: number;
   /** Output bytes that were written as 16-bit symbols (markers possible) and resolved afterwards. */
   markedBytes: number;
+  /** Continuations of guesses launched before the output reached them. */
+  eagerJobs: number;
 }
 
 /**
@@ -217,7 +219,7 @@ export interface ParallelGunzipStream extends Transform {
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Counters, final once the stream has ended. */
-  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0 };
+  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0 };
   private readonly pool: InflatePool;
   private readonly chunk: number;
   private readonly cap: number;
@@ -325,7 +327,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
 
   /** A copy of input bytes [from, to), in a buffer of its own (it moves to a worker). */
   private copyInput(from: number, to: number): Uint8Array {
-    const out = new Uint8Array(new ArrayBuffer(to - from));
+    const out = new Uint8Array(Buffer.allocUnsafeSlow(to - from).buffer, 0, to - from);
     let at = this.kept;
     let o = 0;
     for (const p of this.pieces) {
@@ -360,14 +362,31 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     const pool = this.pool;
     const stats = this.stats;
     const specs = new Map<number, Promise<JobResult>>();
+    // Continuations launched as soon as a guess stopped at its output cap or data end (before the
+    // output reaches it), by exact start state and stop; the chunk they belong to drops them with it.
+    const conts = new Map<string, { k: number; p: Promise<JobResult> }>();
     let nextSpec = 1;
     let specWake: (() => void) | undefined;
     const maxAhead = Math.max(1, pool.threads) * 2;
+    const contKey = (st: JobStart, stop: number) => `${st.kind}:${st.bit}:${st.left}:${stop}`;
+    const launchEager = (k: number, r: JobResult, stop: number) => {
+      if (this.stopped || (r.status !== Status.Cap && r.status !== Status.Need)) return;
+      if (specs.size + conts.size >= maxAhead + pool.threads) return;
+      const from = Math.floor(r.end.bit / 8);
+      const to = Math.min(this.written, Math.ceil(stop / 8) + this.overrun);
+      if (from < this.kept || to <= from || (r.status === Status.Need && to <= from + 64 && !this.ended)) return;
+      const job: JobInput = { ...r.end, data: this.copyInput(from, to), dataOffset: from, final: this.ended && to === this.written, stopKey: stop, cap: this.cap, window: null };
+      const p = pool.run(job, false, this.owner);
+      p.then((next) => {
+        if (conts.has(contKey(r.end, stop))) launchEager(k, next, stop);
+      }, () => undefined);
+      conts.set(contKey(r.end, stop), { k, p });
+    };
 
     // Launches the speculative jobs, ahead of the output by at most maxAhead.
     const feeder = async () => {
       while (!this.stopped) {
-        while (specs.size >= maxAhead && !this.stopped) await new Promise<void>((r) => (specWake = r));
+        while (specs.size + conts.size >= maxAhead && !this.stopped) await new Promise<void>((r) => (specWake = r));
         const k = nextSpec;
         const start = k * C;
         await this.ready(start + C + this.overrun);
@@ -381,7 +400,9 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
           false,
           this.owner,
         );
-        p.catch(() => undefined);
+        p.then((r) => {
+          if (specs.has(k) && r.status !== Status.NoStart && r.status !== Status.Error) launchEager(k, r, 8 * (start + C));
+        }, () => undefined);
         specs.set(k, p);
         notifyLaunch();
       }
@@ -401,8 +422,9 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         await new Promise<void>((r) => launched.push(r));
       }
     };
-    const dropSpec = (k: number) => {
+    const dropSpec = (k: number, keepConts = false) => {
       specs.delete(k);
+      if (!keepConts) for (const [key, c] of conts) if (c.k === k) conts.delete(key);
       const w = specWake;
       specWake = undefined;
       w?.();
@@ -445,7 +467,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
               r = s;
               rStop = 8 * (k + 1) * C;
               stats.guessesUsed++;
-              dropSpec(k++);
+              dropSpec(k++, true);
             } else if (s.status === Status.NoStart || s.status === Status.Error || s.startKey <= cursorKey) {
               // A false boundary, or the right place in a state the guess did not assume (a last block).
               stats.guessesDropped++;
@@ -456,6 +478,16 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
             }
             break;
           }
+        }
+        const eager: { k: number; p: Promise<JobResult> } | undefined = cursorKey === undefined ? conts.get(contKey(cursor, stopKey)) : undefined;
+        if (!r && eager) {
+          conts.delete(contKey(cursor, stopKey));
+          const w = specWake;
+          specWake = undefined;
+          w?.();
+          rStop = stopKey;
+          stats.eagerJobs++;
+          r = await eager.p;
         }
         if (!r) {
           const from = Math.floor(cursor.bit / 8);
@@ -498,19 +530,24 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         }
         if (r.out8.length > 0) parts.push(Buffer.from(r.out8.buffer, r.out8.byteOffset, r.out8.length));
         const total = n16 + r.out8.length;
-        let pos = 0;
+        // The decode threads computed the CRC of the byte part per member segment; combine them.
+        if (n16 > 0) {
+          crc = zlib.crc32(parts[0]!, crc);
+          memberOut += n16;
+        }
+        let segStart = n16;
         for (let m = 0; m < r.members.length; m += 3) {
           const endAt = r.members[m]!;
-          crc = crcRange(parts, pos, endAt, crc);
-          memberOut += endAt - pos;
+          crc = native.crc32Combine(crc, r.crcs[m / 3]!, endAt - segStart);
+          memberOut += endAt - segStart;
           if (crc !== r.members[m + 1]) throw corrupt('incorrect data check', r.end.bit);
           if (memberOut % 2 ** 32 !== r.members[m + 2]) throw corrupt('incorrect length check', r.end.bit);
           crc = 0;
           memberOut = 0;
-          pos = endAt;
+          segStart = endAt;
         }
-        crc = crcRange(parts, pos, total, crc);
-        memberOut += total - pos;
+        crc = native.crc32Combine(crc, r.crcs[r.members.length / 3]!, total - segStart);
+        memberOut += total - segStart;
         window = slideWindow(window, parts, total);
         for (const p of parts) await this.pushOut(p);
 
@@ -554,17 +591,6 @@ function corrupt(reason: string, bit: number): FastpullError {
   return new FastpullError('INVALID_LAYER', `corrupt gzip stream: ${reason} (near compressed byte ${Math.floor(bit / 8)})`, {
     details: { compressedOffset: Math.floor(bit / 8) },
   });
-}
-
-/** CRC-32 of bytes [from, to) of the concatenation of `parts`, continuing `crc`. */
-function crcRange(parts: readonly Buffer[], from: number, to: number, crc: number): number {
-  let at = 0;
-  for (const p of parts) {
-    const end = at + p.length;
-    if (end > from && at < to) crc = zlib.crc32(p.subarray(Math.max(from, at) - at, Math.min(to, end) - at), crc);
-    at = end;
-  }
-  return crc;
 }
 
 /** The last 32 KiB of `window` followed by `parts`. */
