@@ -126,6 +126,8 @@ export interface JobResult {
   members: number[];
   /** CRC-32 of the byte part (out8), cut at each member end: members.length / 3 + 1 values. */
   crcs: number[];
+  /** The job's input buffer, back for reuse (set by the pool). */
+  input?: ArrayBuffer;
 }
 
 interface NativeInflate {
@@ -153,13 +155,36 @@ export function nativeInflate(): NativeInflate | null {
   return loaded;
 }
 
+/**
+ * Output buffers come back from the output thread once their bytes are copied out, and are used again:
+ * fresh buffers of tens of MiB cost a page fault per 4 KiB written, more than the decoding of it.
+ */
+const spare: ArrayBuffer[] = [];
+const SPARE_MAX = 8;
+
+/** A buffer of at least `bytes` (and not much more), reused when one is spare. */
+export function takeBuffer(bytes: number): ArrayBuffer {
+  const i = spare.findIndex((b) => b.byteLength >= bytes && b.byteLength <= bytes * 2);
+  if (i >= 0) return spare.splice(i, 1)[0]!;
+  return new ArrayBuffer(Math.ceil(bytes / 8) * 8);
+}
+
+/** Keeps `buffers` for {@link takeBuffer}. */
+export function giveBuffers(buffers: readonly ArrayBuffer[]): void {
+  for (const b of buffers) {
+    if (b.byteLength === 0) continue; // detached
+    if (spare.length >= SPARE_MAX) spare.shift();
+    spare.push(b);
+  }
+}
+
 /** Runs one job on this thread. */
 export function runJob(job: JobInput): JobResult {
   const native = nativeInflate();
   if (!native) throw new Error('the inflate addon is not built');
-  // Uninitialised memory of their own (no zeroing of tens of MiB per job; transferable).
-  const out16 = new Uint16Array(Buffer.allocUnsafeSlow(2 * ((job.window || job.kind === St.Member ? 0 : Math.min(job.cap, MARKED_MAX)) + SLACK)).buffer);
-  const out8 = new Uint8Array(Buffer.allocUnsafeSlow(WINDOW + job.cap + SLACK).buffer);
+  const cap16 = (job.window || job.kind === St.Member ? 0 : Math.min(job.cap, MARKED_MAX)) + SLACK;
+  const out16 = new Uint16Array(takeBuffer(2 * cap16), 0, cap16);
+  const out8 = new Uint8Array(takeBuffer(WINDOW + job.cap + SLACK), 0, WINDOW + job.cap + SLACK);
   const members = new Float64Array(4 * MEMBERS_PER_JOB + 1);
   const res = new Float64Array(RESULT_LEN);
   native.inflateJob(

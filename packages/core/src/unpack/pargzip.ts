@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
-import { ERROR_TEXT, nativeInflate, runJob, St, Status, WINDOW, type JobInput, type JobResult, type JobStart } from './pargzip-job.js';
+import { ERROR_TEXT, giveBuffers, nativeInflate, runJob, St, Status, WINDOW, type JobInput, type JobResult, type JobStart } from './pargzip-job.js';
 import type { FromInflateWorker, ToInflateWorker } from './pargzip-worker.js';
 
 /** Compressed bytes per chunk, at most. */
@@ -32,6 +32,8 @@ export const PARGZIP_CHUNK = 4 * 1024 * 1024;
 const MIN_CHUNK = 256 * 1024;
 /** Bytes past a chunk's end a job gets, for the block that crosses it (at most; see overrun). */
 const OVERRUN = 512 * 1024;
+/** Size of the output buffers the stream emits. */
+const OUTPUT_PIECE = 256 * 1024;
 /** Most symbols one job writes before it stops (a continuation goes on from there). */
 const JOB_CAP = 16 * 1024 * 1024;
 
@@ -81,6 +83,9 @@ export class InflatePool {
   private readonly queue: { job: JobInput; urgent: boolean; owner: object; resolve: (r: JobResult) => void; reject: (e: Error) => void }[] = [];
   private busy = 0;
   private nextId = 1;
+  private nextRecycle = 0;
+  /** Job input buffers back from the workers, for {@link takeInput}. */
+  private readonly inputs: ArrayBuffer[] = [];
 
   /**
    * `threads` defaults to the machine's cores; 0 decodes on the calling thread (tests). INVALID_ARGUMENT
@@ -103,7 +108,7 @@ export class InflatePool {
       return new Promise((resolve, reject) => {
         setImmediate(() => {
           try {
-            resolve(runJob(job));
+            resolve({ ...runJob(job), input: job.data.buffer as ArrayBuffer });
           } catch (e) {
             reject(e as Error);
           }
@@ -120,6 +125,31 @@ export class InflatePool {
       }
       this.pump();
     });
+  }
+
+  /** A buffer of at least `bytes` for a job's input, reused when one came back. */
+  takeInput(bytes: number): ArrayBuffer {
+    const i = this.inputs.findIndex((b) => b.byteLength >= bytes && b.byteLength <= bytes * 2);
+    return i >= 0 ? this.inputs.splice(i, 1)[0]! : new ArrayBuffer(bytes);
+  }
+
+  /** Hands a result's output buffers back to a decode thread, once their bytes are copied out. */
+  recycle(result: JobResult): void {
+    const buffers = [result.out16.buffer as ArrayBuffer, result.out8.buffer as ArrayBuffer];
+    if (!this.script) {
+      giveBuffers(buffers);
+      if (result.input) this.keepInput(result.input);
+      return;
+    }
+    const workers = [...this.all];
+    if (workers.length === 0) return;
+    const w = workers[this.nextRecycle++ % workers.length]!;
+    w.postMessage({ id: 0, recycle: buffers } satisfies ToInflateWorker, buffers);
+  }
+
+  private keepInput(b: ArrayBuffer): void {
+    if (this.inputs.length >= 8) this.inputs.shift();
+    this.inputs.push(b);
   }
 
   /** Drops the queued (not yet running) jobs of `owner`; their promises never settle. */
@@ -144,7 +174,10 @@ export class InflatePool {
         finish();
         worker.unref();
         this.idle.push(worker);
-        if (msg.ok) entry.resolve(msg.result);
+        if (msg.ok) {
+          if (msg.input) this.keepInput(msg.input);
+          entry.resolve(msg.result);
+        }
         else entry.reject(new FastpullError('INTERNAL', `inflate worker: ${msg.message}`));
         this.pump();
       };
@@ -156,7 +189,8 @@ export class InflatePool {
       };
       worker.on('message', onMessage);
       worker.on('error', onError);
-      const transfer = entry.job.data.byteOffset === 0 && entry.job.data.byteLength === entry.job.data.buffer.byteLength ? [entry.job.data.buffer as ArrayBuffer] : [];
+      // The input buffer is the job's own (a view from its start): it moves to the worker and back.
+      const transfer = entry.job.data.byteOffset === 0 ? [entry.job.data.buffer as ArrayBuffer] : [];
       worker.postMessage({ id, job: entry.job } satisfies ToInflateWorker, transfer);
     }
   }
@@ -327,7 +361,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
 
   /** A copy of input bytes [from, to), in a buffer of its own (it moves to a worker). */
   private copyInput(from: number, to: number): Uint8Array {
-    const out = new Uint8Array(Buffer.allocUnsafeSlow(to - from).buffer, 0, to - from);
+    const out = new Uint8Array(this.pool.takeInput(to - from), 0, to - from);
     let at = this.kept;
     let o = 0;
     for (const p of this.pieces) {
@@ -528,7 +562,12 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
           if (bad >= 0) throw corrupt('invalid distance too far back', r.startKey);
           parts.push(b);
         }
-        if (r.out8.length > 0) parts.push(Buffer.from(r.out8.buffer, r.out8.byteOffset, r.out8.length));
+        // Copied out in 256 KiB buffers (as zlib's output comes) so the job's buffers can be used again.
+        for (let at = 0; at < r.out8.length; at += OUTPUT_PIECE) {
+          const piece = Buffer.allocUnsafe(Math.min(OUTPUT_PIECE, r.out8.length - at));
+          piece.set(r.out8.subarray(at, at + piece.length));
+          parts.push(piece);
+        }
         const total = n16 + r.out8.length;
         // The decode threads computed the CRC of the byte part per member segment; combine them.
         if (n16 > 0) {
@@ -549,6 +588,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         crc = native.crc32Combine(crc, r.crcs[r.members.length / 3]!, total - segStart);
         memberOut += total - segStart;
         window = slideWindow(window, parts, total);
+        pool.recycle(r); // detaches r.out16 and r.out8: nothing below reads them
         for (const p of parts) await this.pushOut(p);
 
         switch (r.status) {
