@@ -1,5 +1,6 @@
 // Pulls built images from a real CNCF distribution registry on loopback with the library.
-import { existsSync, writeFileSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, lstatSync, readdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, openStore, pull, pullEvents, type PullEvent } from '@fastpull/core';
@@ -165,6 +166,32 @@ describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
       expect(rec.layers.map((l) => l.diffID)).toEqual(zstd.layers.map((l) => l.diffID));
       expect(corruptBlobs(root)).toEqual([]);
     }
+  });
+
+  it('pulls with the parallel gunzip into the same snapshots as node:zlib', async () => {
+    const trees: string[][] = [];
+    for (const inflater of ['zlib', 'parallel'] as const) {
+      const root = join(work.dir, `store-gunzip-${inflater}`);
+      const { image: rec } = await pull(`${registry.host}/sample/app:1.0`, { root, inflater });
+      expect(rec.layers.map((l) => l.chainID)).toEqual(chainIDs(image.layers.map((l) => l.diffID)));
+      const snaps = new FileSnapshotter(root);
+      const listing: string[] = [];
+      for (const l of rec.layers) {
+        const dir = snaps.fsPath(l.chainID);
+        const walk = (d: string, rel: string) => {
+          for (const name of readdirSync(d).sort()) {
+            const p = join(d, name);
+            const st = lstatSync(p);
+            listing.push(`${l.chainID} ${rel}${name} ${st.mode} ${st.uid} ${st.isFile() ? createHash('sha256').update(readFileSync(p)).digest('hex') : ''}`);
+            if (st.isDirectory()) walk(p, `${rel}${name}/`);
+          }
+        };
+        walk(dir, '');
+      }
+      trees.push(listing);
+    }
+    expect(trees[0]!.length).toBeGreaterThan(image.layers.length);
+    expect(trees[1]).toEqual(trees[0]);
   });
 
   it('fails with NOT_FOUND for an unknown tag or repository', async () => {
