@@ -8,6 +8,7 @@ import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
 import { liveLeaseRefs, withCollectionLock } from './lease.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
+import { sweepTempFiles } from '../util/fs.js';
 
 /** Options of {@link collectGarbage}. */
 export interface GcOptions {
@@ -23,7 +24,7 @@ export interface GcResult {
   readonly blobs: readonly { readonly digest: Digest; readonly size: number }[];
   /** Snapshots removed, with the uncompressed size of their layer in bytes. */
   readonly snapshots: readonly { readonly chainID: Digest; readonly size: number }[];
-  /** Partial downloads and unpacks left by processes that died. */
+  /** Partial downloads and unpacks, and temporary files of records and blobs, left by processes that died. */
   readonly litter: number;
   /** Blob bytes plus uncompressed layer bytes of the removed snapshots. */
   readonly bytes: number;
@@ -34,7 +35,8 @@ export interface GcResult {
  * pull holds it, a mount in this namespace uses it, or a `fastpull mount` record names it. A manifest, config or index blob is kept while an image names
  * it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
  * committed (it is needed to unpack), or a running pull holds it. Safe while other processes pull
- * into the same store; also removes what dead processes left (partial downloads and unpacks).
+ * into the same store; also removes what dead processes left (partial downloads and unpacks, and
+ * temporary files of interrupted record and blob writes once a minute old).
  * Throws ABORTED when `signal` fires while waiting for the collection lock.
  * @example
  * const { bytes } = await collectGarbage(openStore('/var/lib/fastpull'));
@@ -93,11 +95,27 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
   for (const remove of trash) await remove();
   let litter = 0;
   if (!options.dryRun) {
-    const [ingests, actives] = await Promise.all([store.content.sweep(0), store.snapshots.sweep()]);
-    litter = ingests.length + actives.length;
+    const [ingests, actives, temps] = await Promise.all([store.content.sweep(0), store.snapshots.sweep(), sweepTemps(store)]);
+    litter = ingests.length + actives.length + temps;
   }
   const bytes = result.blobs.reduce((n, b) => n + b.size, 0) + result.snapshots.reduce((n, s) => n + s.size, 0);
   return { ...result, litter, bytes };
+}
+
+/**
+ * A writer renames its temporary file (util/fs.ts TEMP_PREFIX) moments after making it; one this
+ * old was left by a process that died in between (a kill -9 while storing a manifest, say).
+ */
+const STALE_TEMP_MS = 60_000;
+
+/** Removes stale temporary files where atomic writes leave them: blob dirs, image records, short links. */
+async function sweepTemps(store: Store): Promise<number> {
+  const blobs = join(store.content.dir, 'blobs');
+  const algorithms = await fsp.readdir(blobs).catch(() => [] as string[]);
+  const dirs = [store.images.dir, join(store.snapshots.dir, 'l'), ...algorithms.map((a) => join(blobs, a))];
+  let removed = 0;
+  for (const dir of dirs) removed += await sweepTempFiles(dir, STALE_TEMP_MS);
+  return removed;
 }
 
 /** The blobs images need, given which of their snapshots are committed. */

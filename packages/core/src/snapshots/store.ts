@@ -10,7 +10,7 @@ import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
-import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
+import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
 import { claimDir, disownDir, sweepDeadDirs } from '../util/owner.js';
 
 /** A snapshot being written: invisible to mounts until it is committed. */
@@ -257,7 +257,7 @@ export class FileSnapshotter implements Snapshotter {
         });
         if (existing === target) return link;
         if (existing !== undefined && (await fsp.stat(link).catch(() => undefined)) !== undefined) continue; // another live snapshot's
-        const tmp = join(dir, `.tmp-${randomId()}`);
+        const tmp = join(dir, `${TEMP_PREFIX}${randomId()}`);
         await fsp.symlink(target, tmp);
         await fsp.rename(tmp, link); // replaces a dangling link left by a removed snapshot
         return link;

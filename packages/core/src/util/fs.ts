@@ -13,11 +13,17 @@ export async function syncDir(dir: string): Promise<void> {
   }
 }
 
+/**
+ * Prefix of the temporary names that writeFileAtomic and the snapshot store's short links are
+ * renamed from: never a digest, an image record or a link in use.
+ */
+export const TEMP_PREFIX = '.tmp-';
+
 /** Writes `data` to `path` atomically: temp file in the same dir, fsync, rename, fsync dir. */
 export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
   const dir = dirname(path);
   await fsp.mkdir(dir, { recursive: true });
-  const tmp = join(dir, `.tmp-${randomBytes(6).toString('hex')}`);
+  const tmp = join(dir, `${TEMP_PREFIX}${randomBytes(6).toString('hex')}`);
   const fh = await fsp.open(tmp, 'wx', 0o644);
   try {
     await fh.writeFile(data);
@@ -41,4 +47,28 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
 /** A short random id for ingests and active snapshots. */
 export function randomId(): string {
   return `${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`;
+}
+
+/**
+ * Removes from `dir` the temporary files (TEMP_PREFIX) last changed more than `olderThanMs` ago: a
+ * writer renames its own within moments, so these are what writers killed between creating and
+ * renaming left. Returns how many went.
+ */
+export async function sweepTempFiles(dir: string, olderThanMs: number): Promise<number> {
+  let names: string[];
+  try {
+    names = await fsp.readdir(dir);
+  } catch {
+    return 0;
+  }
+  let removed = 0;
+  for (const name of names) {
+    if (!name.startsWith(TEMP_PREFIX)) continue;
+    const path = join(dir, name);
+    const st = await fsp.lstat(path).catch(() => undefined);
+    if (!st || st.isDirectory() || Date.now() - st.mtimeMs < olderThanMs) continue;
+    await fsp.rm(path, { force: true });
+    removed++;
+  }
+  return removed;
 }
