@@ -35,7 +35,7 @@ const OVERRUN = 512 * 1024;
 /** Size of the output buffers the stream emits. */
 const OUTPUT_PIECE = 256 * 1024;
 /** Most symbols one job writes before it stops (a continuation goes on from there). */
-const JOB_CAP = 16 * 1024 * 1024;
+const JOB_CAP = 4 * 1024 * 1024;
 
 /** Options of {@link createParallelGunzip}. */
 export interface ParallelGunzipOptions {
