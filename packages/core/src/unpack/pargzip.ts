@@ -587,7 +587,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         }
         crc = native.crc32Combine(crc, r.crcs[r.members.length / 3]!, total - segStart);
         memberOut += total - segStart;
-        window = slideWindow(window, parts, total);
+        window = slideWindow(window, parts);
         pool.recycle(r); // detaches r.out16 and r.out8: nothing below reads them
         for (const p of parts) await this.pushOut(p);
 
@@ -634,7 +634,7 @@ function corrupt(reason: string, bit: number): FastpullError {
 }
 
 /** The last 32 KiB of `window` followed by `parts`. */
-function slideWindow(window: Uint8Array, parts: readonly Buffer[], total: number): Uint8Array {
+function slideWindow(window: Uint8Array, parts: readonly Buffer[]): Uint8Array {
   const next = new Uint8Array(WINDOW);
   let fill = WINDOW;
   for (let i = parts.length - 1; i >= 0 && fill > 0; i--) {
@@ -644,6 +644,5 @@ function slideWindow(window: Uint8Array, parts: readonly Buffer[], total: number
     fill -= take;
   }
   if (fill > 0) next.set(window.subarray(WINDOW - fill), 0);
-  void total;
   return next;
 }
