@@ -1,79 +1,19 @@
 // fastpulld as a real process on a temporary unix socket, driven by its TypeScript client, a raw gRPC
 // reflection client and the CLI: pulls from real registries on loopback, shared pulls, errors,
 // health, reflection, the socket's mode, metrics, SIGHUP, SIGTERM mid-pull and resume, stale sockets.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { statSync, writeFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { isFastpullError, type FastpullError, type PullEvent } from '@fastpull/core';
+import { type FastpullError, type PullEvent } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
-import { repoRoot, runCliAsync, tempDir } from './helpers.js';
+import { failure, repoRoot, runCliAsync, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
-const daemonBin = join(repoRoot, 'packages', 'daemon', 'dist', 'bin.js');
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping the fastpulld tests that use docker-registry: it is not installed');
-
-/** A fastpulld process and the JSON log lines it wrote. */
-interface RunningDaemon {
-  readonly proc: ChildProcess;
-  readonly socket: string;
-  readonly logs: Array<Record<string, unknown>>;
-  readonly stderr: () => string;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** Resolves with the first log line matching `fn`. */
-  waitLog(fn: (l: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
-}
-
-function startDaemon(args: string[]): RunningDaemon {
-  const socket = args[args.indexOf('--socket') + 1]!;
-  const proc = spawn(process.execPath, [daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '' } });
-  const logs: Array<Record<string, unknown>> = [];
-  const waiters: Array<() => void> = [];
-  let buf = '';
-  let err = '';
-  proc.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString();
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      try {
-        logs.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        logs.push({ unparsed: line });
-      }
-      for (const w of [...waiters]) w();
-    }
-  });
-  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
-  return {
-    proc,
-    socket,
-    logs,
-    stderr: () => err,
-    exited,
-    waitLog(fn, timeoutMs = 20_000) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs} ms; logs: ${JSON.stringify(logs)}; stderr: ${err}`)), timeoutMs);
-        const check = (): void => {
-          const found = logs.find(fn);
-          if (found) {
-            clearTimeout(timer);
-            waiters.splice(waiters.indexOf(check), 1);
-            resolve(found);
-          }
-        };
-        waiters.push(check);
-        check();
-      });
-    },
-  };
-}
 
 /** Starts fastpulld and waits until it says it serves. */
 async function serve(args: string[]): Promise<RunningDaemon> {
@@ -93,15 +33,6 @@ async function stop(d: RunningDaemon | undefined): Promise<void> {
   await d.exited;
 }
 
-async function failure(p: Promise<unknown>): Promise<FastpullError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isFastpullError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected the call to fail');
-}
 
 /** The gRPC status code a rebuilt error came from. */
 function grpcCode(e: FastpullError): number | undefined {

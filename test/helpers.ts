@@ -1,5 +1,6 @@
 // Shared helpers of the cross-package tests: temp dirs, store inspection, the built CLI.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { isFastpullError, type FastpullError } from '@fastpull/core';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -59,4 +60,77 @@ export function runCliAsync(args: string[], env: NodeJS.ProcessEnv = {}): Promis
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('close', (status) => resolve({ status, stdout, stderr }));
   });
+}
+
+/** The built fastpulld. */
+export const daemonBin = join(repoRoot, 'packages', 'daemon', 'dist', 'bin.js');
+
+/** A fastpulld process and the JSON log lines it wrote. */
+export interface RunningDaemon {
+  readonly proc: ChildProcess;
+  readonly socket: string;
+  readonly logs: Array<Record<string, unknown>>;
+  readonly stderr: () => string;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves with the first log line matching `fn`. */
+  waitLog(fn: (l: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+}
+
+/** Starts `fastpulld ARGS` (the built daemon, no config file) and collects its JSON log lines. */
+export function startDaemon(args: string[]): RunningDaemon {
+  const socket = args[args.indexOf('--socket') + 1]!;
+  const proc = spawn(process.execPath, [daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '' } });
+  const logs: Array<Record<string, unknown>> = [];
+  const waiters: Array<() => void> = [];
+  let buf = '';
+  let err = '';
+  proc.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        logs.push({ unparsed: line });
+      }
+      for (const w of [...waiters]) w();
+    }
+  });
+  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  return {
+    proc,
+    socket,
+    logs,
+    stderr: () => err,
+    exited,
+    waitLog(fn, timeoutMs = 20_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs} ms; logs: ${JSON.stringify(logs)}; stderr: ${err}`)), timeoutMs);
+        const check = (): void => {
+          const found = logs.find(fn);
+          if (found) {
+            clearTimeout(timer);
+            waiters.splice(waiters.indexOf(check), 1);
+            resolve(found);
+          }
+        };
+        waiters.push(check);
+        check();
+      });
+    },
+  };
+}
+
+/** The FastpullError `p` rejects with; fails the test when it resolves or rejects with anything else. */
+export async function failure(p: Promise<unknown>): Promise<FastpullError> {
+  try {
+    await p;
+  } catch (e) {
+    if (isFastpullError(e)) return e;
+    throw e;
+  }
+  throw new Error('expected a FastpullError, and the call succeeded');
 }

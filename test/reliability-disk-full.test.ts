@@ -10,9 +10,9 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectGarbage, isFastpullError, openStore, pull, type FastpullError } from '@fastpull/core';
+import { collectGarbage, isFastpullError, openStore, pull } from '@fastpull/core';
 import { Prng, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { corruptBlobs, runCliAsync, tempDir } from './helpers.js';
+import { corruptBlobs, failure, runCliAsync, tempDir } from './helpers.js';
 import { generatedImage, ingestDigest, litter, LONG, snapshotDiffs, suiteSeed, usedBytes } from './reliability-lib.js';
 
 const MiB = 1024 * 1024;
@@ -72,15 +72,6 @@ function fill(dir: string): string {
   return path;
 }
 
-async function failure(p: Promise<unknown>): Promise<FastpullError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isFastpullError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected the pull to fail');
-}
 
 /** Temp files of atomic writes (`.tmp-*`) anywhere under `dir`: a failed write must remove its own. */
 function tempFiles(dir: string): string[] {

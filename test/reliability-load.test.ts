@@ -8,51 +8,19 @@
 // every image's snapshots hold the builder's trees;
 // the daemon's connections number at least the clients'; the store is empty after rm + gc. Across
 // generations: the daemon's RSS stays flat. FASTPULL_RELIABILITY_LONG=1 runs 10 generations.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Prng, startLoopbackRegistry, type BuiltImage, type LayerEntry, type LoopbackRegistry, buildImage } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
-import { repoRoot, runCliAsync, tempDir } from './helpers.js';
+import { runCliAsync, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { layerEntries, LONG, snapshotDiffs, suiteSeed } from './reliability-lib.js';
 
-const daemonBin = join(repoRoot, 'packages', 'daemon', 'dist', 'bin.js');
 const CLIENTS = 32;
 const CLIS = 4;
 const IMAGES = 8;
 const GENERATIONS = LONG ? 10 : 3;
 const MiB = 1024 * 1024;
-
-interface Daemon {
-  readonly proc: ChildProcess;
-  readonly logs: Array<Record<string, unknown>>;
-  readonly exited: Promise<unknown>;
-  stderr(): string;
-}
-
-function startDaemon(args: string[]): Daemon {
-  const proc = spawn(process.execPath, [daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '' } });
-  const logs: Array<Record<string, unknown>> = [];
-  let buf = '';
-  let err = '';
-  proc.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString();
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      try {
-        logs.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        logs.push({ unparsed: line });
-      }
-    }
-  });
-  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise((resolve) => proc.on('exit', resolve));
-  return { proc, logs, exited, stderr: () => err };
-}
 
 async function until(what: string, fn: () => boolean, ms: number, detail: () => string = () => ''): Promise<void> {
   const end = performance.now() + ms;
@@ -88,7 +56,7 @@ describe('daemon load (campaign 5)', () => {
   const socket = join(work.dir, 'fastpulld.sock');
   const images: BuiltImage[] = [];
   let reg: LoopbackRegistry;
-  let daemon: Daemon;
+  let daemon: RunningDaemon;
   const figures: string[] = [];
 
   beforeAll(async () => {
