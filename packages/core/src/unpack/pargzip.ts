@@ -17,14 +17,13 @@
 // wrongly. Every member's CRC-32 and length are checked, as zlib does, and the decoder accepts and
 // refuses exactly what zlib does, so the output always equals node:zlib's.
 import { availableParallelism } from 'node:os';
-import { existsSync } from 'node:fs';
 import { Transform, type TransformCallback } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
 import { ERROR_TEXT, giveBuffers, nativeInflate, runJob, St, Status, WINDOW, type JobInput, type JobResult, type JobStart } from './pargzip-job.js';
 import type { FromInflateWorker, ToInflateWorker } from './pargzip-worker.js';
+import { compiledWorker } from './pool.js';
 
 /** Compressed bytes per chunk, at most. */
 export const PARGZIP_CHUNK = 4 * 1024 * 1024;
@@ -94,7 +93,7 @@ export class InflatePool {
   constructor(options: { threads?: number } = {}) {
     this.threads = options.threads ?? availableParallelism();
     if (!Number.isInteger(this.threads) || this.threads < 0) throw new FastpullError('INVALID_ARGUMENT', `inflate threads ${options.threads}: want an integer >= 0`);
-    this.script = this.threads === 0 ? undefined : workerScript();
+    this.script = this.threads === 0 ? undefined : compiledWorker('pargzip-worker.js');
   }
 
   /** Whether the native decoder is available (else {@link createParallelGunzip} cannot be used). */
@@ -213,13 +212,6 @@ export class InflatePool {
   }
 }
 
-/** The compiled worker script (tests run the sources; the worker loads the build). */
-function workerScript(): string | undefined {
-  const here = import.meta.url;
-  const url = here.endsWith('.ts') ? new URL('../../dist/unpack/pargzip-worker.js', here) : new URL('./pargzip-worker.js', here);
-  const path = fileURLToPath(url);
-  return existsSync(path) ? path : undefined;
-}
 
 let sharedPool: InflatePool | undefined;
 

@@ -27,12 +27,12 @@ export interface RunOptions {
 }
 
 /**
- * The compiled worker script. Tests run the TypeScript sources, which a worker thread cannot load,
+ * The compiled worker script `name` of this folder (undefined when not built). Tests run the TypeScript sources, which a worker thread cannot load,
  * so from src/ this points at the build output (`pnpm run build` makes it).
  */
-function workerScript(): string | undefined {
+export function compiledWorker(name: string): string | undefined {
   const here = import.meta.url;
-  const url = here.endsWith('.ts') ? new URL('../../dist/unpack/worker.js', here) : new URL('./worker.js', here);
+  const url = here.endsWith('.ts') ? new URL(`../../dist/unpack/${name}`, here) : new URL(`./${name}`, here);
   const path = fileURLToPath(url);
   return existsSync(path) ? path : undefined;
 }
@@ -75,7 +75,7 @@ export class UnpackPool {
   constructor(options: UnpackPoolOptions = {}) {
     this.size = options.size ?? Math.max(1, availableParallelism());
     if (!Number.isInteger(this.size) || this.size < 1) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
-    this.script = options.threads === false ? undefined : workerScript();
+    this.script = options.threads === false ? undefined : compiledWorker('worker.js');
   }
 
   /** Whether layers run on worker threads (false when disabled or the worker script is missing). */
