@@ -11,6 +11,8 @@
 // The decoder accepts exactly what zlib's inflate accepts, with the same rules for code sets
 // (complete, except a single code of one bit), header fields, distances and gzip framing, so that a
 // parallel decode either equals zlib's output or fails where zlib fails.
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <node_api.h>
 #include <stdbool.h>
 
@@ -116,6 +118,27 @@ static napi_value resolve_markers(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// copyBytes(dst, dstOffset, src, srcOffset, length): memcpy between byte views. V8 copies into or out
+// of a SharedArrayBuffer with relaxed atomic word copies, some 2 GB/s here; the job slots are shared.
+static napi_value copy_bytes(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value a[5];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  void *d, *s;
+  size_t ld, ls;
+  if (argc < 5 || get_bytes(env, a[0], &d, &ld) || get_bytes(env, a[2], &s, &ls)) {
+    napi_throw_type_error(env, NULL, "copyBytes: bad arguments");
+    return NULL;
+  }
+  double dof = get_num(env, a[1]), sof = get_num(env, a[3]), n = get_num(env, a[4]);
+  if (!(dof >= 0 && sof >= 0 && n >= 0) || dof + n > (double)ld || sof + n > (double)ls) {
+    napi_throw_range_error(env, NULL, "copyBytes: out of range");
+    return NULL;
+  }
+  memcpy((uint8_t*)d + (size_t)dof, (const uint8_t*)s + (size_t)sof, (size_t)n);
+  return NULL;
+}
+
 // crc32Combine(crc1, crc2, len2): the CRC-32 of A||B from crc(A), crc(B) and the length of B.
 static napi_value crc32_combine_js(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -131,12 +154,29 @@ static napi_value crc32_combine_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// Uses the process's zlib crc32_z when there is one and it gives the right answer.
+// FASTPULL_INFLATE_PORTABLE_CRC=1 keeps slicing by 8 (tests run both).
+static void find_zlib_crc(void) {
+  const char* portable = getenv("FASTPULL_INFLATE_PORTABLE_CRC");
+  if (portable && *portable && *portable != '0') return;
+  crc32_z_fn f = (crc32_z_fn)dlsym(RTLD_DEFAULT, "crc32_z");
+  static const uint8_t check[9] = {'1', '2', '3', '4', '5', '6', '7', '8', '9'};
+  uint8_t big[4096];
+  for (int i = 0; i < 4096; i++) big[i] = (uint8_t)(i * 131 + (i >> 7));
+  if (f && f(0, check, 9) == 0xcbf43926u && (uint32_t)f(0, big, sizeof big) == crc32_bytes(0, big, sizeof big)) zlib_crc32_z = f;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   init_static();
+  find_zlib_crc();
+  napi_value zlib_crc_used;
+  napi_get_boolean(env, zlib_crc32_z != NULL, &zlib_crc_used);
   napi_property_descriptor props[] = {
       {"inflateJob", NULL, inflate_job, NULL, NULL, NULL, napi_default, NULL},
       {"resolveMarkers", NULL, resolve_markers, NULL, NULL, NULL, napi_default, NULL},
+      {"copyBytes", NULL, copy_bytes, NULL, NULL, NULL, napi_default, NULL},
       {"crc32Combine", NULL, crc32_combine_js, NULL, NULL, NULL, napi_default, NULL},
+      {"zlibCrc", NULL, NULL, NULL, NULL, zlib_crc_used, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

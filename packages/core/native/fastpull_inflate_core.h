@@ -184,7 +184,13 @@ static uint32_t crc32_bytes(uint32_t crc, const uint8_t* p, size_t n) {
 // CRC-32 eight bytes at a time (slicing by 8), on the decode threads instead of the output's.
 static uint32_t CRC8[8][256];
 
+// zlib's crc32_z when the process has one (Node.js exports its zlib, whose CRC-32 folds with carry-less
+// multiplication: 5.5 GB/s here against about 1.3 GB/s for slicing by 8); set by the glue at load.
+typedef unsigned long (*crc32_z_fn)(unsigned long crc, const unsigned char* buf, size_t len);
+static crc32_z_fn zlib_crc32_z;
+
 static uint32_t crc32_fast(uint32_t crc, const uint8_t* p, size_t n) {
+  if (zlib_crc32_z) return (uint32_t)zlib_crc32_z(crc, p, n);
   crc = ~crc;
   while (n >= 8) {
     uint64_t v;

@@ -119,15 +119,17 @@ export interface JobResult {
   /** Key and state of the boundary a search settled on (or the given start). */
   startKey: number;
   startKind: number;
-  /** Symbols with markers, then bytes. */
+  /** Symbols with markers, then bytes: views on the slot, valid until it is released. */
   out16: Uint16Array;
   out8: Uint8Array;
   /** Member ends: output offset, CRC-32, ISIZE. */
   members: number[];
   /** CRC-32 of the byte part (out8), cut at each member end: members.length / 3 + 1 values. */
   crcs: number[];
-  /** The job's input buffer, back for reuse (set by the pool). */
-  input?: ArrayBuffer;
+  /** The slot holding out16, out8 and the input, until the pool's release. */
+  slot: JobSlot;
+  /** Which use of the slot this is (a release of an older use does nothing). */
+  lease: number;
 }
 
 interface NativeInflate {
@@ -138,6 +140,10 @@ interface NativeInflate {
   ): void;
   resolveMarkers(src: Uint16Array, count: number, window: Uint8Array, minIndex: number, dst: Uint8Array): number;
   crc32Combine(crc1: number, crc2: number, len2: number): number;
+  /** memcpy between byte views (V8's own copy into or out of shared memory is much slower). */
+  copyBytes(dst: Uint8Array, dstOffset: number, src: Uint8Array, srcOffset: number, length: number): void;
+  /** Whether member CRCs use the process's zlib (else slicing by 8; FASTPULL_INFLATE_PORTABLE_CRC=1). */
+  readonly zlibCrc: boolean;
 }
 
 const ADDON_URL = new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url);
@@ -148,7 +154,7 @@ export function nativeInflate(): NativeInflate | null {
   if (loaded !== undefined) return loaded;
   try {
     const m = createRequire(import.meta.url)(fileURLToPath(ADDON_URL)) as Partial<NativeInflate>;
-    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' && typeof m.crc32Combine === 'function' ? (m as NativeInflate) : null;
+    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' && typeof m.crc32Combine === 'function' && typeof m.copyBytes === 'function' ? (m as NativeInflate) : null;
   } catch {
     loaded = null;
   }
@@ -156,39 +162,62 @@ export function nativeInflate(): NativeInflate | null {
 }
 
 /**
- * Output buffers come back from the output thread once their bytes are copied out, and are used again:
- * fresh buffers of tens of MiB cost a page fault per 4 KiB written, more than the decoding of it.
+ * A job's memory: its output (16-bit symbols, then the window and bytes) and its compressed input, in
+ * one SharedArrayBuffer that the output thread and every decode thread see. A slot is allocated once
+ * and used by job after job: moving fresh buffers between threads made V8 collect garbage for the
+ * external memory each time (some 330 collections per GB), which cost more CPU than the decoding.
  */
-const spare: ArrayBuffer[] = [];
-const SPARE_MAX = 8;
+export class JobSlot {
+  /** Symbols with markers: 0-255 a byte, 0x8000 | i byte i of the unknown window. */
+  readonly out16: Uint16Array;
+  /** The window (32 KiB), then the job's bytes. */
+  readonly out8: Uint8Array;
+  /** Compressed bytes. */
+  readonly input: Uint8Array;
 
-/** A buffer of at least `bytes` (and not much more), reused when one is spare. */
-export function takeBuffer(bytes: number): ArrayBuffer {
-  const i = spare.findIndex((b) => b.byteLength >= bytes && b.byteLength <= bytes * 2);
-  if (i >= 0) return spare.splice(i, 1)[0]!;
-  return new ArrayBuffer(Math.ceil(bytes / 8) * 8);
-}
+  /** Views on `buffer` for jobs of at most `cap` symbols and `inputBytes` of input. */
+  constructor(
+    readonly id: number,
+    readonly cap: number,
+    readonly inputBytes: number,
+    readonly buffer: SharedArrayBuffer = new SharedArrayBuffer(JobSlot.bytes(cap, inputBytes)),
+  ) {
+    const n16 = Math.min(cap, MARKED_MAX) + SLACK;
+    const n8 = WINDOW + cap + SLACK;
+    const at8 = Math.ceil((2 * n16) / 8) * 8;
+    const atIn = Math.ceil((at8 + n8) / 8) * 8;
+    if (buffer.byteLength < atIn + inputBytes) throw new RangeError('job slot: buffer too small');
+    this.out16 = new Uint16Array(buffer, 0, n16);
+    this.out8 = new Uint8Array(buffer, at8, n8);
+    this.input = new Uint8Array(buffer, atIn, inputBytes);
+  }
 
-/** Keeps `buffers` for {@link takeBuffer}. */
-export function giveBuffers(buffers: readonly ArrayBuffer[]): void {
-  for (const b of buffers) {
-    if (b.byteLength === 0) continue; // detached
-    if (spare.length >= SPARE_MAX) spare.shift();
-    spare.push(b);
+  /** Bytes of a slot's buffer. */
+  static bytes(cap: number, inputBytes: number): number {
+    const n16 = Math.min(cap, MARKED_MAX) + SLACK;
+    return Math.ceil((2 * n16) / 8) * 8 + Math.ceil((WINDOW + cap + SLACK) / 8) * 8 + inputBytes;
   }
 }
 
-/** Runs one job on this thread. */
-export function runJob(job: JobInput): JobResult {
+/** A job as it travels to a decode thread: its input lies in the slot, `dataLength` bytes of it. */
+export type WireJob = Omit<JobInput, 'data'> & { dataLength: number };
+
+/** A job's result as it travels back: counts instead of the views (the slot holds the bytes). */
+export type WireResult = Omit<JobResult, 'out16' | 'out8' | 'slot' | 'lease'> & { n16: number; n8: number };
+
+/** Runs one job whose input is the first `job.dataLength` bytes of `slot.input`, on this thread. */
+export function runJob(job: WireJob, slot: JobSlot): WireResult {
   const native = nativeInflate();
   if (!native) throw new Error('the inflate addon is not built');
+  if (job.cap > slot.cap || job.dataLength > slot.inputBytes) throw new RangeError('job larger than its slot');
+  const data = slot.input.subarray(0, job.dataLength);
   const cap16 = (job.window || job.kind === St.Member ? 0 : Math.min(job.cap, MARKED_MAX)) + SLACK;
-  const out16 = new Uint16Array(takeBuffer(2 * cap16), 0, cap16);
-  const out8 = new Uint8Array(takeBuffer(WINDOW + job.cap + SLACK), 0, WINDOW + job.cap + SLACK);
+  const out16 = slot.out16.subarray(0, cap16);
+  const out8 = slot.out8.subarray(0, WINDOW + job.cap + SLACK);
   const members = new Float64Array(4 * MEMBERS_PER_JOB + 1);
   const res = new Float64Array(RESULT_LEN);
   native.inflateJob(
-    job.data, job.dataOffset, job.final, job.kind, job.bit, job.btype, job.bfinal, job.left, job.hdr, job.hdrBit,
+    data, job.dataOffset, job.final, job.kind, job.bit, job.btype, job.bfinal, job.left, job.hdr, job.hdrBit,
     job.stopKey === Infinity ? 2e19 : job.stopKey, out16, out8, job.cap, members, res, job.window,
   );
   const [status, error, state, bit, btype, bfinal, left, hdrBit, hdrLen, key, n16, n8, startKey, startKind, nMembers] = res as unknown as number[];
@@ -197,7 +226,7 @@ export function runJob(job: JobInput): JobResult {
     if (hdrLen === -1) hdr = job.hdr;
     else {
       const from = Math.floor(hdrBit! / 8) - job.dataOffset;
-      hdr = job.data.slice(from, from + HEADER_BYTES);
+      hdr = data.slice(from, from + HEADER_BYTES);
     }
   }
   return {
@@ -207,8 +236,8 @@ export function runJob(job: JobInput): JobResult {
     key: key!,
     startKey: startKey!,
     startKind: startKind!,
-    out16: out16.subarray(0, n16),
-    out8: out8.subarray(WINDOW, WINDOW + n8!),
+    n16: n16!,
+    n8: n8!,
     members: Array.from(members.subarray(0, 3 * nMembers!)),
     crcs: Array.from(members.subarray(3 * MEMBERS_PER_JOB, 3 * MEMBERS_PER_JOB + nMembers! + 1)),
   };

@@ -1,30 +1,42 @@
-// A thread of the parallel gunzip's decode pool: runs one job at a time (pargzip-job.ts).
+// A thread of the parallel gunzip's decode pool: runs one job at a time (pargzip-job.ts), in the slot
+// the output thread names. A slot's shared buffer comes with the first job that uses it here.
 import { parentPort } from 'node:worker_threads';
-import { giveBuffers, runJob, type JobInput, type JobResult } from './pargzip-job.js';
+import { JobSlot, runJob, type WireJob, type WireResult } from './pargzip-job.js';
 
-/** A job for the worker, or output buffers coming back for reuse. */
-export type ToInflateWorker = { id: number; job: JobInput } | { id: 0; recycle: ArrayBuffer[] };
+/** What a decode thread needs to know of a slot: its id, sizes, and (the first time) its buffer. */
+export interface SlotRef {
+  id: number;
+  cap: number;
+  inputBytes: number;
+  buffer?: SharedArrayBuffer;
+}
 
-/** The worker's answer; `input` is the job's data buffer, back for reuse. */
-export type FromInflateWorker = { id: number; ok: true; result: JobResult; input?: ArrayBuffer } | { id: number; ok: false; message: string };
+/** A job for the worker, or a slot it may forget. */
+export type ToInflateWorker = { id: number; job: WireJob; slot: SlotRef } | { id: 0; forget: number };
+
+/** The worker's answer. */
+export type FromInflateWorker = { id: number; ok: true; result: WireResult } | { id: number; ok: false; message: string };
 
 const port = parentPort;
 if (port) {
+  const slots = new Map<number, JobSlot>();
   port.on('message', (msg: ToInflateWorker) => {
-    if ('recycle' in msg) {
-      giveBuffers(msg.recycle);
+    if ('forget' in msg) {
+      slots.delete(msg.forget);
       return;
     }
     let reply: FromInflateWorker;
-    const transfer: ArrayBuffer[] = [];
     try {
-      const result = runJob(msg.job);
-      const input = msg.job.data.buffer as ArrayBuffer;
-      reply = { id: msg.id, ok: true, result, input };
-      transfer.push(result.out16.buffer as ArrayBuffer, result.out8.buffer as ArrayBuffer, input);
+      let slot = slots.get(msg.slot.id);
+      if (!slot) {
+        if (!msg.slot.buffer) throw new Error(`slot ${msg.slot.id} unknown`);
+        slot = new JobSlot(msg.slot.id, msg.slot.cap, msg.slot.inputBytes, msg.slot.buffer);
+        slots.set(slot.id, slot);
+      }
+      reply = { id: msg.id, ok: true, result: runJob(msg.job, slot) };
     } catch (e) {
       reply = { id: msg.id, ok: false, message: e instanceof Error ? e.message : String(e) };
     }
-    port.postMessage(reply, transfer);
+    port.postMessage(reply);
   });
 }

@@ -1,11 +1,13 @@
 // Parallel gunzip: byte-for-byte equality with node:zlib over a corpus, every chunking, and corrupt input.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
-import { createParallelGunzip, InflatePool, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
+import { nativeInflate, St, WINDOW } from './pargzip-job.js';
+import { createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
 
 const available = InflatePool.available();
 if (!available) console.log('skipping parallel gunzip tests: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');
@@ -47,7 +49,15 @@ async function parallelGunzip(input: Buffer, rng: Prng, options: ParallelGunzipO
     if (g.destroyed) break;
   }
   g.end();
-  return { outcome: await done, stats: g.stats };
+  const outcome = await done;
+  await slotsBack(options.pool ?? inline);
+  return { outcome, stats: g.stats };
+}
+
+/** Waits (boundedly) until every slot lent for a finished stream is back: none may leak, even on errors. */
+async function slotsBack(pool: InflatePool): Promise<void> {
+  for (let i = 0; i < 400 && pool.slotsLent > 0; i++) await new Promise((r) => setTimeout(r, 5));
+  expect(pool.slotsLent, 'slots still lent after the stream finished').toBe(0);
 }
 
 async function expectSame(input: Buffer, rng: Prng, options: ParallelGunzipOptions & { maxWrite?: number } = {}): Promise<ParallelGunzipStats> {
@@ -175,10 +185,17 @@ describe.skipIf(!available)('parallel gunzip', () => {
   it('goes on from mid-block states when a job reaches its output cap', async () => {
     const rng = new Prng(11);
     const data = Buffer.concat([textData(rng, 500_000), Buffer.alloc(3_000_000), binaryData(rng, 500_000)]);
+    let eager = 0;
     for (const gz of [zlib.gzipSync(data), zlib.gzipSync(data, { level: 0 }), zlib.gzipSync(data, { strategy: zlib.constants.Z_FIXED })]) {
-      const stats = await expectSame(gz, rng, { chunkSize: 50_000, jobCap: rng.int(1000, 40_000) });
-      expect(stats.exactJobs).toBeGreaterThan(3);
+      for (const pool of [inline, threaded]) {
+        const jobCap = pool === inline ? rng.int(1000, 40_000) : rng.int(60_000, 200_000);
+        const stats = await expectSame(gz, rng, { pool, chunkSize: 50_000, jobCap, maxWrite: 1 << 20 });
+        if (pool === inline) expect(stats.exactJobs).toBeGreaterThan(3);
+        eager += stats.eagerJobs;
+      }
     }
+    // Continuations of guesses ran ahead of the output, on threads.
+    expect(eager).toBeGreaterThan(0);
   });
 
   it('refuses corrupt and truncated streams with INVALID_LAYER wherever zlib refuses them', async () => {
@@ -218,7 +235,87 @@ describe.skipIf(!available)('parallel gunzip', () => {
     const rng = new Prng(2024);
     const data = Buffer.concat([textData(rng, 4_000_000), binaryData(rng, 4_000_000)]);
     const gz = gzipWith('gzip', ['-6', '-c'], data);
+    const before = threaded.slotsCreated;
     const stats = await expectSame(gz, rng, { pool: threaded, chunkSize: 200_000, maxWrite: 1 << 20 });
     expect(stats.guessesUsed).toBeGreaterThan(5);
+    // Shared slots are reused from job to job, not allocated for each.
+    const jobs = stats.guessesUsed + stats.guessesDropped + stats.exactJobs + stats.eagerJobs;
+    expect(threaded.slotsCreated - before).toBeLessThan(jobs / 2);
+    // Small jobs: guesses stop at their cap, and their continuations start at once, with a known window.
+    // (Random runs longer than the window end the markers: text alone keeps them for hundreds of KiB.)
+    const runs = Buffer.concat(Array.from({ length: 60 }, () => Buffer.concat([rng.bytes(40_000), textData(rng, 80_000)])));
+    const capped = await expectSame(gzipWith('gzip', ['-6', '-c'], runs), rng, { pool: threaded, chunkSize: 200_000, jobCap: 100_000, maxWrite: 1 << 20 });
+    expect(capped.eagerKnownWindow).toBeGreaterThan(5);
+  });
+
+  it('hands back every slot when the reader stops early or the stream is destroyed', async () => {
+    const rng = new Prng(404);
+    const gz = gzipWith('gzip', ['-6', '-c'], Buffer.concat([textData(rng, 2_000_000), binaryData(rng, 2_000_000)]));
+    for (const pool of [inline, threaded]) {
+      const g = createParallelGunzip({ pool, chunkSize: 100_000 });
+      g.on('error', () => undefined);
+      let got = 0;
+      const enough = new Promise<void>((resolve) => {
+        g.on('data', (c: Buffer) => {
+          got += c.length;
+          if (got > 500_000) resolve();
+        });
+      });
+      g.write(gz.subarray(0, gz.length >> 1));
+      await enough;
+      expect(pool.slotsLent).toBeGreaterThan(0);
+      g.destroy();
+      await slotsBack(pool);
+    }
+  });
+
+  it('takes the window of a continuation from its guess once every byte of it is known', () => {
+    const bytes = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff);
+    // A whole window of plain bytes: its last 32 KiB.
+    const out8 = bytes(WINDOW + 100, 1);
+    expect(knownTail({ out16: new Uint16Array(0), out8, members: [] })).toEqual(out8.subarray(100));
+    // A member began inside the job: its bytes only, even when fewer than 32 KiB.
+    const m8 = bytes(5000, 2);
+    expect(knownTail({ out16: new Uint16Array(WINDOW), out8: m8, members: [WINDOW + 1000, 0, 0] })).toEqual(m8.subarray(1000));
+    // Symbols without markers, then bytes: the tail spans both.
+    const s16 = Uint16Array.from(bytes(WINDOW, 3));
+    const tail = knownTail({ out16: s16, out8: bytes(1000, 4), members: [] })!;
+    expect(tail.length).toBe(WINDOW);
+    expect(tail.subarray(0, WINDOW - 1000)).toEqual(Uint8Array.from(s16.subarray(1000)));
+    expect(tail.subarray(WINDOW - 1000)).toEqual(bytes(1000, 4));
+    // A marker in reach, or too few bytes: unknown.
+    s16[WINDOW - 10] = 0x8000 | 5;
+    expect(knownTail({ out16: s16, out8: bytes(1000, 4), members: [] })).toBeNull();
+    expect(knownTail({ out16: new Uint16Array(100), out8: bytes(1000, 4), members: [] })).toBeNull();
+    expect(knownTail({ out16: new Uint16Array(100), out8: new Uint8Array(0), members: [] })).toBeNull();
+  });
+
+  it('computes member CRCs with the process zlib and with its own slicing-by-8 code alike', () => {
+    // The decoder uses the zlib that Node.js exports when it finds one; FASTPULL_INFLATE_PORTABLE_CRC=1
+    // keeps its own table code. Both decode the same multi-member stream in a fresh process.
+    const addon = fileURLToPath(new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url));
+    const script = `
+      const zlib = require('node:zlib');
+      const m = require(${JSON.stringify(addon)});
+      const parts = [Buffer.from('alpha '.repeat(5000)), Buffer.alloc(0), Buffer.from('omega').fill(7, 2), Buffer.alloc(70000, 'q')];
+      const gz = Buffer.concat(parts.map((p) => zlib.gzipSync(p)));
+      const out16 = new Uint16Array(400), out8 = new Uint8Array(${WINDOW} + 200000), members = new Float64Array(4 * 8 + 1), res = new Float64Array(16);
+      m.inflateJob(gz, 0, true, ${St.Member}, 0, 0, 0, 0, null, 0, 2e19, out16, out8, 199000, members, res, null);
+      const n = res[14];
+      const crcs = Array.from(members.subarray(3 * 8, 3 * 8 + n + 1));
+      const want = parts.map((p) => zlib.crc32(p));
+      const trailers = Array.from({ length: n }, (_, i) => members[3 * i + 1]);
+      console.log(JSON.stringify({ zlibCrc: m.zlibCrc, status: res[0], n, ok: JSON.stringify(crcs.slice(0, n)) === JSON.stringify(want) && JSON.stringify(trailers) === JSON.stringify(want) }));
+    `;
+    const seen = new Set<boolean>();
+    for (const portable of ['1', '']) {
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, FASTPULL_INFLATE_PORTABLE_CRC: portable } });
+      expect(r.status, r.stderr).toBe(0);
+      const got = JSON.parse(r.stdout) as { zlibCrc: boolean; status: number; n: number; ok: boolean };
+      expect(got).toMatchObject({ n: 4, ok: true });
+      if (portable) expect(got.zlibCrc).toBe(false);
+      seen.add(got.zlibCrc);
+    }
+    expect(nativeInflate()!.zlibCrc).toBe(seen.has(true));
   });
 });

@@ -21,8 +21,8 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
-import { ERROR_TEXT, giveBuffers, nativeInflate, runJob, St, Status, WINDOW, type JobInput, type JobResult, type JobStart } from './pargzip-job.js';
-import type { FromInflateWorker, ToInflateWorker } from './pargzip-worker.js';
+import { ERROR_TEXT, JobSlot, nativeInflate, runJob, St, Status, WINDOW, type JobInput, type JobResult, type JobStart, type WireJob, type WireResult } from './pargzip-job.js';
+import type { FromInflateWorker, SlotRef, ToInflateWorker } from './pargzip-worker.js';
 import { compiledWorker } from './pool.js';
 
 /** Compressed bytes per chunk, at most. */
@@ -60,11 +60,32 @@ export interface ParallelGunzipStats {
   markedBytes: number;
   /** Continuations of guesses launched before the output reached them. */
   eagerJobs: number;
+  /** Of those, the ones that started with a known window (no markers): the guess's last 32 KiB were all bytes. */
+  eagerKnownWindow: number;
 }
+
+/** A slot lent to a stream for one job (and its result, until released). */
+export interface SlotLease {
+  slot: JobSlot;
+  lease: number;
+}
+
+interface QueuedJob {
+  job: WireJob;
+  lease: SlotLease;
+  urgent: boolean;
+  owner: object;
+  resolve: (r: JobResult) => void;
+  reject: (e: Error) => void;
+}
+
+/** Free slots kept per decode thread (beyond them a released slot is let go). */
+const FREE_SLOTS_PER_THREAD = 4;
 
 /**
  * Worker threads that run decode jobs, one at a time each, in order of priority: a job the output is
- * waiting for goes before speculative ones.
+ * waiting for goes before speculative ones. Jobs read and write shared slots ({@link JobSlot}) that the
+ * pool lends and takes back, so no buffer moves between threads.
  * @example
  * const pool = new InflatePool({ threads: 4 });
  * try {
@@ -78,13 +99,16 @@ export class InflatePool {
   readonly threads: number;
   private readonly script: string | undefined;
   private readonly idle: Worker[] = [];
-  private readonly all = new Set<Worker>();
-  private readonly queue: { job: JobInput; urgent: boolean; owner: object; resolve: (r: JobResult) => void; reject: (e: Error) => void }[] = [];
+  /** Each worker, with the slots whose buffer it already has. */
+  private readonly all = new Map<Worker, Set<number>>();
+  private readonly queue: QueuedJob[] = [];
   private busy = 0;
   private nextId = 1;
-  private nextRecycle = 0;
-  /** Job input buffers back from the workers, for {@link takeInput}. */
-  private readonly inputs: ArrayBuffer[] = [];
+  private nextSlot = 1;
+  private nextLease = 1;
+  private readonly free: JobSlot[] = [];
+  /** Lent slots: the lease, its owner, and whether a job runs in it now. */
+  private readonly lent = new Map<JobSlot, { lease: number; owner: object; running: boolean; releaseWhenDone: boolean }>();
 
   /**
    * `threads` defaults to the machine's cores; 0 decodes on the calling thread (tests). INVALID_ARGUMENT
@@ -101,21 +125,71 @@ export class InflatePool {
     return nativeInflate() !== null;
   }
 
-  /** Runs a job; `urgent` ones go first. */
-  run(job: JobInput, urgent: boolean, owner: object): Promise<JobResult> {
-    if (!this.script) {
-      return new Promise((resolve, reject) => {
+  /** Slots allocated and not let go (lent plus free); for tests. */
+  get slotCount(): number {
+    return this.lent.size + this.free.length;
+  }
+
+  /** Slots ever allocated; for tests. */
+  get slotsCreated(): number {
+    return this.nextSlot - 1;
+  }
+
+  /** Slots lent out now; for tests. */
+  get slotsLent(): number {
+    return this.lent.size;
+  }
+
+  /** Lends `owner` a slot for a job of at most `cap` symbols and `inputBytes` of input. */
+  takeSlot(owner: object, cap: number, inputBytes: number): SlotLease {
+    let best = -1;
+    for (let i = 0; i < this.free.length; i++) {
+      const f = this.free[i]!;
+      if (f.cap === cap && f.inputBytes >= inputBytes && (best < 0 || f.inputBytes < this.free[best]!.inputBytes)) best = i;
+    }
+    const slot = best >= 0 ? this.free.splice(best, 1)[0]! : new JobSlot(this.nextSlot++, cap, Math.ceil(Math.max(inputBytes, 1) / SLOT_INPUT_STEP) * SLOT_INPUT_STEP);
+    const lease = this.nextLease++;
+    this.lent.set(slot, { lease, owner, running: false, releaseWhenDone: false });
+    return { slot, lease };
+  }
+
+  /** Takes a slot back (a job still running in it gives it back when done). Later calls for the same lease do nothing. */
+  release(l: SlotLease): void {
+    const info = this.lent.get(l.slot);
+    if (!info || info.lease !== l.lease) return;
+    if (info.running) {
+      info.releaseWhenDone = true;
+      return;
+    }
+    this.lent.delete(l.slot);
+    this.free.push(l.slot);
+    while (this.free.length > Math.max(1, this.threads) * FREE_SLOTS_PER_THREAD) {
+      const gone = this.free.shift()!;
+      for (const [w, known] of this.all) {
+        if (known.delete(gone.id)) w.postMessage({ id: 0, forget: gone.id } satisfies ToInflateWorker);
+      }
+    }
+  }
+
+  /** Runs a job whose input the caller wrote into its slot; `urgent` ones go first. */
+  run(job: JobInput, lease: SlotLease, urgent: boolean, owner: object): Promise<JobResult> {
+    if (job.data.buffer !== lease.slot.buffer || job.data.byteOffset !== lease.slot.input.byteOffset) throw new FastpullError('INTERNAL', 'inflate job: its input is not in its slot');
+    const { data, ...rest } = job;
+    const wire: WireJob = { ...rest, dataLength: data.length };
+    return new Promise((resolve, reject) => {
+      const entry: QueuedJob = { job: wire, lease, urgent, owner, resolve, reject };
+      if (!this.script) {
+        this.setRunning(lease, true);
         setImmediate(() => {
+          this.setRunning(lease, false);
           try {
-            resolve({ ...runJob(job), input: job.data.buffer as ArrayBuffer });
+            resolve(attach(runJob(wire, lease.slot), lease));
           } catch (e) {
             reject(e as Error);
           }
         });
-      });
-    }
-    return new Promise((resolve, reject) => {
-      const entry = { job, urgent, owner, resolve, reject };
+        return;
+      }
       if (urgent) {
         const i = this.queue.findIndex((q) => !q.urgent);
         this.queue.splice(i < 0 ? this.queue.length : i, 0, entry);
@@ -126,40 +200,24 @@ export class InflatePool {
     });
   }
 
-  /** A buffer of at least `bytes` for a job's input, reused when one came back. */
-  takeInput(bytes: number): ArrayBuffer {
-    const i = this.inputs.findIndex((b) => b.byteLength >= bytes && b.byteLength <= bytes * 2);
-    return i >= 0 ? this.inputs.splice(i, 1)[0]! : new ArrayBuffer(bytes);
-  }
-
-  /** Hands a result's output buffers back to a decode thread, once their bytes are copied out. */
-  recycle(result: JobResult): void {
-    const buffers = [result.out16.buffer as ArrayBuffer, result.out8.buffer as ArrayBuffer];
-    if (!this.script) {
-      giveBuffers(buffers);
-      if (result.input) this.keepInput(result.input);
-      return;
-    }
-    const workers = [...this.all];
-    if (workers.length === 0) return;
-    const w = workers[this.nextRecycle++ % workers.length]!;
-    w.postMessage({ id: 0, recycle: buffers } satisfies ToInflateWorker, buffers);
-  }
-
-  private keepInput(b: ArrayBuffer): void {
-    if (this.inputs.length >= 8) this.inputs.shift();
-    this.inputs.push(b);
-  }
-
-  /** Drops the queued (not yet running) jobs of `owner`; their promises never settle. */
+  /** Drops the queued (not yet running) jobs of `owner`, whose promises never settle, and takes back all its slots. */
   drop(owner: object): void {
     for (let i = this.queue.length - 1; i >= 0; i--) if (this.queue[i]!.owner === owner) this.queue.splice(i, 1);
+    for (const [slot, info] of [...this.lent]) if (info.owner === owner) this.release({ slot, lease: info.lease });
+  }
+
+  private setRunning(l: SlotLease, running: boolean): void {
+    const info = this.lent.get(l.slot);
+    if (!info || info.lease !== l.lease) return;
+    info.running = running;
+    if (!running && info.releaseWhenDone) this.release(l);
   }
 
   private pump(): void {
     while (this.busy < this.threads && this.queue.length > 0) {
       const entry = this.queue.shift()!;
       const worker = this.idle.pop() ?? this.spawn();
+      const known = this.all.get(worker)!;
       this.busy++;
       worker.ref();
       const id = this.nextId++;
@@ -173,30 +231,34 @@ export class InflatePool {
         finish();
         worker.unref();
         this.idle.push(worker);
-        if (msg.ok) {
-          if (msg.input) this.keepInput(msg.input);
-          entry.resolve(msg.result);
-        }
+        this.setRunning(entry.lease, false);
+        if (msg.ok) entry.resolve(attach(msg.result, entry.lease));
         else entry.reject(new FastpullError('INTERNAL', `inflate worker: ${msg.message}`));
         this.pump();
       };
       const onError = (e: Error) => {
         finish();
         this.all.delete(worker);
+        this.setRunning(entry.lease, false);
         entry.reject(new FastpullError('INTERNAL', `inflate worker failed: ${e.message}`, { cause: e }));
         this.pump();
       };
       worker.on('message', onMessage);
       worker.on('error', onError);
-      // The input buffer is the job's own (a view from its start): it moves to the worker and back.
-      const transfer = entry.job.data.byteOffset === 0 ? [entry.job.data.buffer as ArrayBuffer] : [];
-      worker.postMessage({ id, job: entry.job } satisfies ToInflateWorker, transfer);
+      const slot = entry.lease.slot;
+      const ref: SlotRef = { id: slot.id, cap: slot.cap, inputBytes: slot.inputBytes };
+      if (!known.has(slot.id)) {
+        ref.buffer = slot.buffer;
+        known.add(slot.id);
+      }
+      this.setRunning(entry.lease, true);
+      worker.postMessage({ id, job: entry.job, slot: ref } satisfies ToInflateWorker);
     }
   }
 
   private spawn(): Worker {
     const worker = new Worker(this.script!);
-    this.all.add(worker);
+    this.all.set(worker, new Set());
     worker.on('exit', () => {
       this.all.delete(worker);
       const i = this.idle.indexOf(worker);
@@ -208,10 +270,18 @@ export class InflatePool {
   /** Stops the threads. */
   async close(): Promise<void> {
     this.queue.length = 0;
-    await Promise.all([...this.all].map((w) => w.terminate()));
+    await Promise.all([...this.all.keys()].map((w) => w.terminate()));
   }
 }
 
+/** Slot inputs grow in steps of this many bytes. */
+const SLOT_INPUT_STEP = 256 * 1024;
+
+/** A result with its views on the slot. */
+function attach(w: WireResult, lease: SlotLease): JobResult {
+  const { n16, n8, ...rest } = w;
+  return { ...rest, out16: lease.slot.out16.subarray(0, n16), out8: lease.slot.out8.subarray(WINDOW, WINDOW + n8), slot: lease.slot, lease: lease.lease };
+}
 
 let sharedPool: InflatePool | undefined;
 
@@ -245,7 +315,7 @@ export interface ParallelGunzipStream extends Transform {
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Counters, final once the stream has ended. */
-  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0 };
+  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0 };
   private readonly pool: InflatePool;
   private readonly chunk: number;
   private readonly cap: number;
@@ -351,9 +421,11 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     });
   }
 
-  /** A copy of input bytes [from, to), in a buffer of its own (it moves to a worker). */
-  private copyInput(from: number, to: number): Uint8Array {
-    const out = new Uint8Array(this.pool.takeInput(to - from), 0, to - from);
+  /** A slot for a job, holding a copy of input bytes [from, to). */
+  private copyInput(from: number, to: number): { data: Uint8Array; lease: SlotLease } {
+    const native = nativeInflate()!;
+    const lease = this.pool.takeSlot(this.owner, this.cap, to - from);
+    const out = lease.slot.input.subarray(0, to - from);
     let at = this.kept;
     let o = 0;
     for (const p of this.pieces) {
@@ -361,14 +433,17 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
       if (pEnd > from && at < to) {
         const s = Math.max(from, at) - at;
         const e = Math.min(to, pEnd) - at;
-        out.set(p.subarray(s, e), o);
+        native.copyBytes(out, o, p, s, e - s);
         o += e - s;
       }
       at = pEnd;
       if (at >= to) break;
     }
-    if (o !== to - from) throw new FastpullError('INTERNAL', `parallel gunzip: input bytes ${from}-${to} are no longer kept`);
-    return out;
+    if (o !== to - from) {
+      this.pool.release(lease);
+      throw new FastpullError('INTERNAL', `parallel gunzip: input bytes ${from}-${to} are no longer kept`);
+    }
+    return { data: out, lease };
   }
 
   /** Forgets input below `low`. */
@@ -391,6 +466,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     // Continuations launched as soon as a guess stopped at its output cap or data end (before the
     // output reaches it), by exact start state and stop; the chunk they belong to drops them with it.
     const conts = new Map<string, { k: number; p: Promise<JobResult> }>();
+    const eagerKnown = new WeakSet<Promise<JobResult>>();
     let nextSpec = 1;
     let specWake: (() => void) | undefined;
     const maxAhead = Math.max(1, pool.threads) * 2;
@@ -401,8 +477,12 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
       const from = Math.floor(r.end.bit / 8);
       const to = Math.min(this.written, Math.ceil(stop / 8) + this.overrun);
       if (from < this.kept || to <= from || (r.status === Status.Need && to <= from + 64 && !this.ended)) return;
-      const job: JobInput = { ...r.end, data: this.copyInput(from, to), dataOffset: from, final: this.ended && to === this.written, stopKey: stop, cap: this.cap, window: null };
-      const p = pool.run(job, false, this.owner);
+      // The guess's own bytes give the window once they are all known (then no markers at all).
+      const window = knownTail(r);
+      const { data, lease } = this.copyInput(from, to);
+      const job: JobInput = { ...r.end, data, dataOffset: from, final: this.ended && to === this.written, stopKey: stop, cap: this.cap, window };
+      const p = pool.run(job, lease, false, this.owner);
+      if (window) eagerKnown.add(p);
       p.then((next) => {
         if (conts.has(contKey(r.end, stop))) launchEager(k, next, stop);
       }, () => undefined);
@@ -419,10 +499,11 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         if (this.stopped) return;
         if (this.ended && start >= this.written) return;
         const end = Math.min(this.written, start + C + this.overrun);
-        const data = this.copyInput(start, end);
+        const { data, lease } = this.copyInput(start, end);
         nextSpec++;
         const p = pool.run(
           { data, dataOffset: start, final: this.ended && end === this.written, kind: -1, bit: 8 * start, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0, stopKey: 8 * (start + C), cap: this.cap, window: null },
+          lease,
           false,
           this.owner,
         );
@@ -450,7 +531,13 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     };
     const dropSpec = (k: number, keepConts = false) => {
       specs.delete(k);
-      if (!keepConts) for (const [key, c] of conts) if (c.k === k) conts.delete(key);
+      if (!keepConts) {
+        for (const [key, c] of conts) {
+          if (c.k !== k) continue;
+          conts.delete(key);
+          c.p.then((r) => pool.release(r), () => undefined);
+        }
+      }
       const w = specWake;
       specWake = undefined;
       w?.();
@@ -497,6 +584,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
             } else if (s.status === Status.NoStart || s.status === Status.Error || s.startKey <= cursorKey) {
               // A false boundary, or the right place in a state the guess did not assume (a last block).
               stats.guessesDropped++;
+              pool.release(s);
               dropSpec(k++);
               continue;
             } else {
@@ -513,6 +601,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
           w?.();
           rStop = stopKey;
           stats.eagerJobs++;
+          if (eagerKnown.delete(eager.p)) stats.eagerKnownWindow++;
           r = await eager.p;
         }
         if (!r) {
@@ -525,8 +614,10 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
           stats.exactJobs++;
           // The window is known here (all output so far is resolved): the job writes plain bytes.
           const known = Math.min(memberOut, WINDOW);
+          const { data, lease } = this.copyInput(from, end);
           r = await pool.run(
-            { ...cursor, data: this.copyInput(from, end), dataOffset: from, final: this.ended && end === this.written, stopKey, cap: this.cap, window: window.slice(WINDOW - known) },
+            { ...cursor, data, dataOffset: from, final: this.ended && end === this.written, stopKey, cap: this.cap, window: window.slice(WINDOW - known) },
+            lease,
             true,
             this.owner,
           );
@@ -557,7 +648,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         // Copied out in 256 KiB buffers (as zlib's output comes) so the job's buffers can be used again.
         for (let at = 0; at < r.out8.length; at += OUTPUT_PIECE) {
           const piece = Buffer.allocUnsafe(Math.min(OUTPUT_PIECE, r.out8.length - at));
-          piece.set(r.out8.subarray(at, at + piece.length));
+          native.copyBytes(piece, 0, r.out8, at, piece.length);
           parts.push(piece);
         }
         const total = n16 + r.out8.length;
@@ -580,7 +671,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         crc = native.crc32Combine(crc, r.crcs[r.members.length / 3]!, total - segStart);
         memberOut += total - segStart;
         window = slideWindow(window, parts);
-        pool.recycle(r); // detaches r.out16 and r.out8: nothing below reads them
+        pool.release(r); // the slot goes to other jobs: nothing below reads r.out16 or r.out8
         for (const p of parts) await this.pushOut(p);
 
         switch (r.status) {
@@ -623,6 +714,32 @@ function corrupt(reason: string, bit: number): FastpullError {
   return new FastpullError('INVALID_LAYER', `corrupt gzip stream: ${reason} (near compressed byte ${Math.floor(bit / 8)})`, {
     details: { compressedOffset: Math.floor(bit / 8) },
   });
+}
+
+/**
+ * The last 32 KiB of a job's output (less where its current member began later), when every one of those
+ * bytes is known without the window before the job: after a member start, or once its byte part began
+ * (the decoder writes bytes only after 32 KiB of symbols without a marker). Else null.
+ */
+export function knownTail(r: Pick<JobResult, 'out16' | 'out8' | 'members'>): Uint8Array | null {
+  const n16 = r.out16.length;
+  const n8 = r.out8.length;
+  if (r.members.length > 0) {
+    // The last member ended in this job: its successor's bytes are all in the byte part.
+    const start = r.members[r.members.length - 3]! - n16;
+    return r.out8.slice(Math.max(start, n8 - WINDOW));
+  }
+  if (n8 >= WINDOW) return r.out8.slice(n8 - WINDOW);
+  if (n8 === 0 || n16 < WINDOW - n8) return null;
+  const tail = new Uint8Array(WINDOW);
+  const from = n16 - (WINDOW - n8);
+  for (let i = from; i < n16; i++) {
+    const v = r.out16[i]!;
+    if (v > 255) return null;
+    tail[i - from] = v;
+  }
+  tail.set(r.out8, WINDOW - n8);
+  return tail;
 }
 
 /** The last 32 KiB of `window` followed by `parts`. */
