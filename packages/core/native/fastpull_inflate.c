@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <node_api.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "fastpull_inflate_core.h"
@@ -154,29 +155,58 @@ static napi_value crc32_combine_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// Uses the process's zlib crc32_z when there is one and it gives the right answer.
-// FASTPULL_INFLATE_PORTABLE_CRC=1 keeps slicing by 8 (tests run both).
-static void find_zlib_crc(void) {
-  const char* portable = getenv("FASTPULL_INFLATE_PORTABLE_CRC");
-  if (portable && *portable && *portable != '0') return;
+// The process's zlib crc32_z (Node.js exports the zlib it bundles), when found and checked.
+static crc32_z_fn found_crc;
+
+static void find_zlib(void) {
   crc32_z_fn f = (crc32_z_fn)dlsym(RTLD_DEFAULT, "crc32_z");
   static const uint8_t check[9] = {'1', '2', '3', '4', '5', '6', '7', '8', '9'};
   uint8_t big[4096];
   for (int i = 0; i < 4096; i++) big[i] = (uint8_t)(i * 131 + (i >> 7));
-  if (f && f(0, check, 9) == 0xcbf43926u && (uint32_t)f(0, big, sizeof big) == crc32_bytes(0, big, sizeof big)) zlib_crc32_z = f;
+  if (f && f(0, check, 9) == 0xcbf43926u && (uint32_t)f(0, big, sizeof big) == crc32_bytes(0, big, sizeof big)) found_crc = f;
+}
+
+static void use_zlib(bool on) { zlib_crc32_z = on ? found_crc : NULL; }
+
+// useZlib(on?): with a boolean, switches between the process's zlib CRC-32 and this decoder's own
+// (slicing by 8); returns whether zlib's is in use. Process-wide. The default is on, unless
+// FASTPULL_INFLATE_PORTABLE=1. Tests run both. (Whole blocks through the process's inflate, once the
+// window is known, were tried: no faster than this decoder's loops, so they are not used.)
+static napi_value use_zlib_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value a[1];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc >= 1) {
+    napi_valuetype t;
+    napi_typeof(env, a[0], &t);
+    if (t == napi_boolean) {
+      bool on;
+      napi_get_value_bool(env, a[0], &on);
+      use_zlib(on);
+    }
+  }
+  napi_value out;
+  napi_get_boolean(env, zlib_crc32_z != NULL, &out);
+  return out;
+}
+
+// Once per process, not per thread that loads the addon (a useZlib switch holds for all of them).
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void init_process(void) {
+  init_static();
+  find_zlib();
+  const char* portable = getenv("FASTPULL_INFLATE_PORTABLE");
+  use_zlib(!(portable && *portable && *portable != '0'));
 }
 
 static napi_value init(napi_env env, napi_value exports) {
-  init_static();
-  find_zlib_crc();
-  napi_value zlib_crc_used;
-  napi_get_boolean(env, zlib_crc32_z != NULL, &zlib_crc_used);
+  pthread_once(&once, init_process);
   napi_property_descriptor props[] = {
       {"inflateJob", NULL, inflate_job, NULL, NULL, NULL, napi_default, NULL},
       {"resolveMarkers", NULL, resolve_markers, NULL, NULL, NULL, napi_default, NULL},
       {"copyBytes", NULL, copy_bytes, NULL, NULL, NULL, napi_default, NULL},
       {"crc32Combine", NULL, crc32_combine_js, NULL, NULL, NULL, napi_default, NULL},
-      {"zlibCrc", NULL, NULL, NULL, NULL, zlib_crc_used, napi_enumerable, NULL},
+      {"useZlib", NULL, use_zlib_js, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

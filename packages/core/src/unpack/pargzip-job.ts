@@ -142,8 +142,12 @@ interface NativeInflate {
   crc32Combine(crc1: number, crc2: number, len2: number): number;
   /** memcpy between byte views (V8's own copy into or out of shared memory is much slower). */
   copyBytes(dst: Uint8Array, dstOffset: number, src: Uint8Array, srcOffset: number, length: number): void;
-  /** Whether member CRCs use the process's zlib (else slicing by 8; FASTPULL_INFLATE_PORTABLE_CRC=1). */
-  readonly zlibCrc: boolean;
+  /**
+   * With a boolean, switches (process-wide) between the process's zlib CRC-32 and the decoder's own
+   * (slicing by 8); returns whether zlib's is in use. On by default where Node.js exports its zlib,
+   * unless FASTPULL_INFLATE_PORTABLE=1.
+   */
+  useZlib(on?: boolean): boolean;
 }
 
 const ADDON_URL = new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url);
@@ -154,7 +158,7 @@ export function nativeInflate(): NativeInflate | null {
   if (loaded !== undefined) return loaded;
   try {
     const m = createRequire(import.meta.url)(fileURLToPath(ADDON_URL)) as Partial<NativeInflate>;
-    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' && typeof m.crc32Combine === 'function' && typeof m.copyBytes === 'function' ? (m as NativeInflate) : null;
+    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' && typeof m.crc32Combine === 'function' && typeof m.copyBytes === 'function' && typeof m.useZlib === 'function' ? (m as NativeInflate) : null;
   } catch {
     loaded = null;
   }

@@ -290,9 +290,10 @@ describe.skipIf(!available)('parallel gunzip', () => {
     expect(knownTail({ out16: new Uint16Array(100), out8: new Uint8Array(0), members: [] })).toBeNull();
   });
 
-  it('computes member CRCs with the process zlib and with its own slicing-by-8 code alike', () => {
-    // The decoder uses the zlib that Node.js exports when it finds one; FASTPULL_INFLATE_PORTABLE_CRC=1
-    // keeps its own table code. Both decode the same multi-member stream in a fresh process.
+  it('computes member CRCs with the process zlib and with its own slicing-by-8 code alike', async () => {
+    // The decoder uses the CRC-32 of the zlib that Node.js exports when it finds one;
+    // FASTPULL_INFLATE_PORTABLE=1 (or useZlib(false)) keeps its own table code. First a raw job in a
+    // fresh process each way, checking the per-member CRCs against zlib.crc32.
     const addon = fileURLToPath(new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url));
     const script = `
       const zlib = require('node:zlib');
@@ -305,17 +306,35 @@ describe.skipIf(!available)('parallel gunzip', () => {
       const crcs = Array.from(members.subarray(3 * 8, 3 * 8 + n + 1));
       const want = parts.map((p) => zlib.crc32(p));
       const trailers = Array.from({ length: n }, (_, i) => members[3 * i + 1]);
-      console.log(JSON.stringify({ zlibCrc: m.zlibCrc, status: res[0], n, ok: JSON.stringify(crcs.slice(0, n)) === JSON.stringify(want) && JSON.stringify(trailers) === JSON.stringify(want) }));
+      console.log(JSON.stringify({ zlib: m.useZlib(), status: res[0], n, ok: JSON.stringify(crcs.slice(0, n)) === JSON.stringify(want) && JSON.stringify(trailers) === JSON.stringify(want) }));
     `;
     const seen = new Set<boolean>();
     for (const portable of ['1', '']) {
-      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, FASTPULL_INFLATE_PORTABLE_CRC: portable } });
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, FASTPULL_INFLATE_PORTABLE: portable } });
       expect(r.status, r.stderr).toBe(0);
-      const got = JSON.parse(r.stdout) as { zlibCrc: boolean; status: number; n: number; ok: boolean };
+      const got = JSON.parse(r.stdout) as { zlib: boolean; status: number; n: number; ok: boolean };
       expect(got).toMatchObject({ n: 4, ok: true });
-      if (portable) expect(got.zlibCrc).toBe(false);
-      seen.add(got.zlibCrc);
+      if (portable) expect(got.zlib).toBe(false);
+      seen.add(got.zlib);
     }
-    expect(nativeInflate()!.zlibCrc).toBe(seen.has(true));
+    const native = nativeInflate()!;
+    expect(native.useZlib()).toBe(seen.has(true));
+    // Then whole streams through the stream, with the table code switched on in this process: equal
+    // output, and a flipped CRC or length refused.
+    const was = native.useZlib();
+    try {
+      expect(native.useZlib(false)).toBe(false);
+      const rng = new Prng(8);
+      const gz = Buffer.concat([zlib.gzipSync(textData(rng, 300_000)), zlib.gzipSync(rng.bytes(70_000)), zlib.gzipSync(binaryData(rng, 200_000))]);
+      await expectSame(gz, rng, { chunkSize: 30_000 });
+      for (const at of [gz.length - 7, gz.length - 3]) {
+        const bad = Buffer.from(gz);
+        bad[at]! ^= 0x10;
+        await expectSame(bad, rng, { chunkSize: 30_000 });
+        expect(zlibGunzip(bad).ok).toBe(false);
+      }
+    } finally {
+      native.useZlib(was);
+    }
   });
 });
