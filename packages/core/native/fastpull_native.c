@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <stdbool.h>
 #include <node_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +270,35 @@ static napi_value js_futimes_ns(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// tuneAllocator(mmapThreshold, trimThreshold): mallopt(3) M_MMAP_THRESHOLD and M_TRIM_THRESHOLD where
+// the C library is glibc; true when both were set, false elsewhere. An unpack allocates output buffers
+// of 64 KiB to 1 MiB by the gigabyte; with glibc's defaults each one is a fresh mapping or a heap top
+// that was just trimmed, so every 4 KiB of output costs a page fault (zeroing included) and the
+// kernel time exceeds the inflating. Set once at startup, the heap keeps those pages.
+static napi_value js_tune_allocator(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (get_args(env, info, 2, argv)) return NULL;
+  double mmap_d, trim_d;
+  // Read as doubles: napi_get_value_int64 turns NaN into 0, which would ask for a trim on every free.
+  if (napi_get_value_double(env, argv[0], &mmap_d) != napi_ok || napi_get_value_double(env, argv[1], &trim_d) != napi_ok ||
+      !(mmap_d >= 0 && mmap_d <= (double)(1 << 30)) || !(trim_d >= 0 && trim_d <= 1099511627776.0) ||
+      mmap_d != (double)(int64_t)mmap_d || trim_d != (double)(int64_t)trim_d) {
+    napi_throw_type_error(env, NULL, "tuneAllocator(mmapThreshold: 0-1GiB, trimThreshold: 0-1TiB)");
+    return NULL;
+  }
+  int64_t mmap_at = (int64_t)mmap_d, trim_at = (int64_t)trim_d;
+  (void)mmap_at;
+  (void)trim_at;
+  bool ok = false;
+#ifdef __GLIBC__
+  ok = mallopt(M_MMAP_THRESHOLD, (int)mmap_at) == 1;
+  ok = mallopt(M_TRIM_THRESHOLD, (int)(trim_at > 0x7fffffff ? 0x7fffffff : trim_at)) == 1 && ok;
+#endif
+  napi_value out;
+  napi_get_boolean(env, ok, &out);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
@@ -277,6 +308,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"tryLock", NULL, js_try_lock, NULL, NULL, NULL, napi_default, NULL},
       {"lutimesNs", NULL, js_lutimes_ns, NULL, NULL, NULL, napi_default, NULL},
       {"futimesNs", NULL, js_futimes_ns, NULL, NULL, NULL, napi_default, NULL},
+      {"tuneAllocator", NULL, js_tune_allocator, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -16,7 +16,7 @@ import { analyseSurface, checkPackageExports, ENTRY_POINTS, type EntryPoint, typ
 /** The committed surface: exported names per entry point, sorted; `type X` marks a type-only export. */
 const SURFACE: Record<EntryPoint, readonly string[]> = {
   '.': [
-      'acquireLease', 'chainID', 'chainIDs', 'collectGarbage', 'createParallelGunzip', 'type Credentials', 'type CredentialsProvider',
+      'acquireLease', 'type AllocatorTuning', 'chainID', 'chainIDs', 'collectGarbage', 'createParallelGunzip', 'type Credentials', 'type CredentialsProvider',
       'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_TAG', 'defaultRoot', 'type Descriptor',
       'type Digest', 'dockerConfigCredentials', 'type DockerConfigOptions', 'type ErrorCode', 'ErrorCodes',
       'type ExternalInflater', 'FastpullError', 'FileImageStore', 'findInflater', 'formatPlatform',
@@ -27,7 +27,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'mountsFor', 'normalizePlatform', 'openStore', 'type ParallelGunzipOptions', 'type ParallelGunzipStats', 'type ParallelGunzipStream', 'parseDigest', 'parseInflaterChoice', 'parsePlatform',
       'parseReference', 'type PhaseTotals', 'type Platform', 'platformMatches', 'pull', 'type PullEvent',
       'pullEvents', 'type PullOptions', 'type PullResult', 'type PullTimings', 'type Reference',
-      'referenceName', 'resolveImage', 'type RunOptions', 'selectPlatform', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store',
+      'referenceName', 'resolveImage', 'type RunOptions', 'selectPlatform', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'tuneAllocator',
       'type UnpackedLayer', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest', 'verifyBytes', 'VERSION', 'type WorkerTask',
     ],
   './content': [

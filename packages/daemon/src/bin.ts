@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
-import { isFastpullError, VERSION } from '@fastpull/core';
+import { isFastpullError, tuneAllocator, VERSION } from '@fastpull/core';
 import { DEFAULT_CONFIG_PATH, readConfigFile, resolveConfig, type RawConfig } from './config.js';
 import { Daemon } from './server.js';
 
@@ -70,6 +70,9 @@ if (v.version) {
   process.stdout.write(`fastpulld ${VERSION}\n`);
   process.exit(0);
 }
+
+// Unpacking allocates output buffers by the gigabyte: keep their pages (FASTPULL_TUNE_MALLOC=0: don't).
+tuneAllocator();
 
 const flags: RawConfig = {
   root: v.root,

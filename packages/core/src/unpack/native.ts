@@ -29,9 +29,14 @@ export interface NativeFs {
   lutimesNs(path: string, atimeSec: number | bigint, atimeNsec: number, mtimeSec: number | bigint, mtimeNsec: number): void;
   /** futimens(2): {@link lutimesNs} on an open fd. */
   futimesNs(fd: number, atimeSec: number | bigint, atimeNsec: number, mtimeSec: number | bigint, mtimeNsec: number): void;
+  /**
+   * mallopt(3) M_MMAP_THRESHOLD and M_TRIM_THRESHOLD (glibc only): true when both were set, false where
+   * the C library is another. Bad values are a TypeError.
+   */
+  tuneAllocator(mmapThreshold: number, trimThreshold: number): boolean;
 }
 
-const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs'] as const satisfies ReadonlyArray<keyof NativeFs>;
+const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs', 'tuneAllocator'] as const satisfies ReadonlyArray<keyof NativeFs>;
 
 // src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
 const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);
