@@ -71,6 +71,9 @@ static napi_value inflate_job(napi_env env, napi_callback_info info) {
       .o16 = o16, .l16 = l16, .o8 = o8, .l8 = l8, .cap = (size_t)get_num(env, a[13]), .members = members, .lm = lm,
       .window = win, .wlen = wlen,
   };
+  // An empty window is a known one (a member that just began), not a missing one.
+  static const uint8_t no_bytes[1];
+  if (wt != napi_null && wt != napi_undefined && A.window == NULL) A.window = no_bytes;
   // The members array holds 3 numbers per member end and, after them, room for the segment CRCs.
   // (4 * M + 1 numbers: M member ends, then M + 1 segment CRCs.)
   size_t slots = lm / 8, m = slots > 0 ? (slots - 1) / 4 : 0;

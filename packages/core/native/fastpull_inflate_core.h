@@ -742,7 +742,13 @@ static int decode_job(const job_args* A, double* res) {
         }
       }
     }
-    res[O_START_KEY] = (double)start_bit;
+    // A block boundary is named by its key (a stored block by its LEN byte), as stops name them.
+    if (start_kind == ST_BLOCK && (size_t)((start_bit - j->base) >> 3) + 1 < A->dlen) {
+      int bt, fin;
+      res[O_START_KEY] = (double)block_key(j, start_bit, &bt, &fin);
+    } else {
+      res[O_START_KEY] = (double)start_bit;
+    }
     res[O_START_KIND] = start_kind;
     res[O_START_BIT] = (double)start_bit;
     status = j->error ? R_ERROR : run(j, res);

@@ -43,3 +43,4 @@ export {
   type DistributionRegistry,
   type StartDistributionOptions,
 } from './distribution.js';
+export { buildGzipCheckpoints, encodeZinfo, encodeZtoc, type ZtocFields } from './ztoc.js';

@@ -24,6 +24,7 @@ import { FastpullError } from '../errors.js';
 import { ERROR_TEXT, JobSlot, nativeInflate, runJob, St, Status, WINDOW, type JobInput, type JobResult, type JobStart, type WireJob, type WireResult } from './pargzip-job.js';
 import type { FromInflateWorker, SlotRef, ToInflateWorker } from './pargzip-worker.js';
 import { compiledWorker } from './pool.js';
+import type { GzipCheckpoint } from './ztoc.js';
 
 /** Compressed bytes per chunk, at most. */
 export const PARGZIP_CHUNK = 4 * 1024 * 1024;
@@ -46,6 +47,13 @@ export interface ParallelGunzipOptions {
   size?: number;
   /** Most symbols per job; for tests. */
   jobCap?: number;
+  /**
+   * Known places to start decoding (a SOCI zTOC's, see {@link parseZtoc}): chunks then begin at these
+   * instead of at guessed block boundaries, with their windows, so no markers are needed. Each one is
+   * checked when its turn comes (the bytes before it must be its window); one that does not fit is
+   * decoded past serially, as a wrong guess is.
+   */
+  checkpoints?: readonly GzipCheckpoint[];
 }
 
 /** Counters of one parallel decode, for benchmarks and tests. */
@@ -62,6 +70,10 @@ export interface ParallelGunzipStats {
   eagerJobs: number;
   /** Of those, the ones that started with a known window (no markers): the guess's last 32 KiB were all bytes. */
   eagerKnownWindow: number;
+  /** Chunks that started at a given checkpoint and were used (they count as guesses used too). */
+  checkpointsUsed: number;
+  /** Checkpoints whose window or place did not fit the stream. */
+  checkpointsDropped: number;
 }
 
 /** A slot lent to a stream for one job (and its result, until released). */
@@ -315,11 +327,13 @@ export interface ParallelGunzipStream extends Transform {
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Counters, final once the stream has ended. */
-  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0 };
+  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0, checkpointsUsed: 0, checkpointsDropped: 0 };
   private readonly pool: InflatePool;
   private readonly chunk: number;
   private readonly cap: number;
   private readonly overrun: number;
+  /** Checkpoints in order, past the start of the stream. */
+  private readonly checkpoints: readonly GzipCheckpoint[];
   // Compressed bytes written and kept: pieces from byte `kept`.
   private readonly pieces: Buffer[] = [];
   private kept = 0;
@@ -344,6 +358,15 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     // zlib's blocks span up to ~100 KiB of input; smaller chunks (tests) get a smaller margin, and a
     // job that still runs out asks for more (a Need continuation).
     this.overrun = Math.min(OVERRUN, Math.max(16 * 1024, this.chunk));
+    const cps: GzipCheckpoint[] = [];
+    for (const c of options.checkpoints ?? []) {
+      const prev = cps.at(-1);
+      if (!(Number.isSafeInteger(c.bit) && Number.isSafeInteger(c.out) && c.out > 0 && c.bit > 0)) continue;
+      if (c.window.length !== Math.min(c.out, WINDOW)) continue;
+      if (prev && (c.bit <= prev.bit || c.out <= prev.out)) continue;
+      cps.push(c);
+    }
+    this.checkpoints = cps;
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -489,26 +512,38 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
       conts.set(contKey(r.end, stop), { k, p });
     };
 
+    // Chunk k >= 1 starts at bit chunkBit(k): at the k-th checkpoint, or after the last one every C bytes.
+    const cps = this.checkpoints;
+    const lastCpByte = cps.length > 0 ? Math.floor(cps[cps.length - 1]!.bit / 8) : 0;
+    const chunkBit = (k: number): number => (k <= cps.length ? cps[k - 1]!.bit : 8 * (lastCpByte + (k - cps.length) * C));
+    const sameWindow = (cp: GzipCheckpoint, known: number): boolean => cp.out === memberOut && cp.window.length === known && Buffer.from(cp.window.buffer, cp.window.byteOffset, known).equals(Buffer.from(window.buffer, window.byteOffset + WINDOW - known, known));
+
     // Launches the speculative jobs, ahead of the output by at most maxAhead.
     const feeder = async () => {
       while (!this.stopped) {
         while (specs.size + conts.size >= maxAhead && !this.stopped) await new Promise<void>((r) => (specWake = r));
         const k = nextSpec;
-        const start = k * C;
-        await this.ready(start + C + this.overrun);
+        const startBit = chunkBit(k);
+        const stop = chunkBit(k + 1);
+        const start = Math.floor(startBit / 8);
+        const want = Math.ceil(stop / 8) + this.overrun;
+        await this.ready(want);
         if (this.stopped) return;
         if (this.ended && start >= this.written) return;
-        const end = Math.min(this.written, start + C + this.overrun);
+        const end = Math.min(this.written, want);
         const { data, lease } = this.copyInput(start, end);
         nextSpec++;
+        const cp = k <= cps.length ? cps[k - 1]! : undefined;
+        // At a checkpoint: decode from it with its window. Else: search for a boundary from the chunk's start.
+        const from: JobStart = cp ? { kind: St.Block, bit: cp.bit, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0 } : { kind: -1, bit: 8 * start, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0 };
         const p = pool.run(
-          { data, dataOffset: start, final: this.ended && end === this.written, kind: -1, bit: 8 * start, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0, stopKey: 8 * (start + C), cap: this.cap, window: null },
+          { ...from, data, dataOffset: start, final: this.ended && end === this.written, stopKey: stop, cap: this.cap, window: cp ? cp.window : null },
           lease,
           false,
           this.owner,
         );
         p.then((r) => {
-          if (specs.has(k) && r.status !== Status.NoStart && r.status !== Status.Error) launchEager(k, r, 8 * (start + C));
+          if (specs.has(k) && r.status !== Status.NoStart && r.status !== Status.Error) launchEager(k, r, stop);
         }, () => undefined);
         specs.set(k, p);
         notifyLaunch();
@@ -570,20 +605,26 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
           stopKey = Infinity;
           for (;;) {
             // Run up to chunk k's start without waiting for its guess; once there, the guess decides.
-            if (cursorKey < 8 * k * C && !(this.ended && k * C >= this.written)) {
-              stopKey = 8 * k * C;
+            const kBit = chunkBit(k);
+            if (cursorKey < kBit && !(this.ended && Math.floor(kBit / 8) >= this.written)) {
+              stopKey = kBit;
               break;
             }
             const s = await specFor(k);
             if (s === undefined) break;
-            if (s.status !== Status.NoStart && s.status !== Status.Error && s.startKey === cursorKey && matches(s, cursor)) {
+            const cp = k <= cps.length ? cps[k - 1]! : undefined;
+            const fits = cp ? cursor.kind === St.Block && sameWindow(cp, Math.min(memberOut, WINDOW)) : matches(s, cursor);
+            if (s.status !== Status.NoStart && s.status !== Status.Error && s.startKey === cursorKey && fits) {
               r = s;
-              rStop = 8 * (k + 1) * C;
+              rStop = chunkBit(k + 1);
               stats.guessesUsed++;
+              if (cp) stats.checkpointsUsed++;
               dropSpec(k++, true);
             } else if (s.status === Status.NoStart || s.status === Status.Error || s.startKey <= cursorKey) {
-              // A false boundary, or the right place in a state the guess did not assume (a last block).
+              // A false boundary, or the right place in a state the guess did not assume (a last block),
+              // or a checkpoint that does not fit.
               stats.guessesDropped++;
+              if (cp) stats.checkpointsDropped++;
               pool.release(s);
               dropSpec(k++);
               continue;
@@ -688,7 +729,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
             cursorKey = undefined;
             stopKey = rStop;
         }
-        this.release(Math.min(Math.floor(cursor.bit / 8), nextSpec * C));
+        this.release(Math.min(Math.floor(cursor.bit / 8), Math.floor(chunkBit(nextSpec) / 8)));
       }
     } finally {
       this.stopped = true;
