@@ -11,6 +11,7 @@ import { parsePlatform, type Platform } from '../oci/platform.js';
 import { formatReference, parseReference, type Reference } from '../oci/reference.js';
 import type { ImageLayer, ImageRecord } from '../images/store.js';
 import { RegistryClient, type ResolvedImage } from '../registry/client.js';
+import { findSociZtocs, type SociZtocs } from '../registry/soci.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import { DEFAULT_CHUNK_SIZE, fetchBlob } from '../registry/fetch.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
@@ -86,6 +87,11 @@ export interface LayerTimings {
   readonly commitMs: number;
   /** `exists` when the snapshot was already in the store (all times are then 0). */
   readonly state: 'committed' | 'exists';
+  /**
+   * With the parallel inflater and a SOCI zTOC for the layer in the registry: how many of the
+   * zTOC's checkpoints the inflater started chunks from (each one checked against the stream).
+   */
+  readonly ztocCheckpoints?: number;
 }
 
 /** Per-phase sums over all layers, in milliseconds (layers run at once, so sums exceed wall time). */
@@ -396,6 +402,8 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     layers,
     leaseId,
     rootless: options.rootless ?? process.getuid?.() !== 0,
+    // Only the parallel inflater uses zTOCs; the lookup runs while the downloads start.
+    soci: options.inflater === 'parallel' ? findSociZtocs(client, resolved.reference, resolved, signal).catch(() => undefined) : Promise.resolve(undefined),
     lowersSettled: (index) => Promise.all(outcomes.slice(0, index)).then(() => undefined),
   };
   outcomes.push(
@@ -474,6 +482,26 @@ interface LayerContext {
   readonly rootless: boolean;
   /** Settles when every layer below `index` is committed, found, or failed (the pull then aborts). */
   readonly lowersSettled: (index: number) => Promise<void>;
+  /** The image's SOCI index, when looked for and found. */
+  readonly soci: Promise<SociZtocs | undefined>;
+}
+
+/** Largest zTOC fetched for a layer: 32 KiB per checkpoint, one per 4 MiB of tar by default. */
+function ztocLimit(layerSize: number): number {
+  return 8 * 1024 * 1024 + Math.ceil(layerSize / 16);
+}
+
+/** The layer's zTOC bytes (digest-checked), or undefined: none, too large, or the fetch failed. */
+async function layerZtoc(ctx: LayerContext, layer: ImageLayer): Promise<Uint8Array | undefined> {
+  const soci = await ctx.soci;
+  const desc = soci?.ztocs.get(layer.digest);
+  if (!desc || desc.size > ztocLimit(layer.size)) return undefined;
+  try {
+    return await ctx.client.fetchBlobBytes(ctx.ref, desc, ztocLimit(layer.size), ctx.signal);
+  } catch (e) {
+    if (ctx.signal.aborted) throw e;
+    return undefined;
+  }
 }
 
 async function pullLayer(ctx: LayerContext, desc: Descriptor, layer: ImageLayer, index: number): Promise<LayerTimings> {
@@ -630,6 +658,7 @@ async function fetchAndUnpack(
     // The unpacker starts as soon as a slot is free and follows the blob's watermark while the
     // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
     active = await store.snapshots.prepare();
+    const ztoc = await layerZtoc(ctx, layer);
     const unpacking = ctx.pool.run(
       {
         blobPath,
@@ -639,6 +668,7 @@ async function fetchAndUnpack(
         rootless,
         follow: { watermark: watermark.buffer, size: layer.size },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
+        ...(ztoc ? { ztoc } : {}),
       },
       {
         signal,
@@ -713,7 +743,18 @@ async function fetchAndUnpack(
     }
     emit('committed', layer.size);
     const { waitMs, verifyMs, decompressMs, extractMs } = r.timings;
-    return { digest: layer.digest, fetchMs, unpackMs, waitMs, verifyMs, decompressMs, extractMs, commitMs: performance.now() - tc, state: 'committed' as const };
+    return {
+      digest: layer.digest,
+      fetchMs,
+      unpackMs,
+      waitMs,
+      verifyMs,
+      decompressMs,
+      extractMs,
+      commitMs: performance.now() - tc,
+      state: 'committed' as const,
+      ...(r.checkpointsUsed !== undefined ? { ztocCheckpoints: r.checkpointsUsed } : {}),
+    };
   } catch (e) {
     if (!isFastpullError(e) && signal.aborted) throw new FastpullError('ABORTED', `${what}: aborted`, { cause: e });
     throw e;

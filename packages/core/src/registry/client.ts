@@ -118,6 +118,12 @@ interface FetchedManifest {
   readonly digest: Digest;
 }
 
+/** An entry of a referrers list: a descriptor with the artifact type of what it names. */
+export interface Referrer extends Descriptor {
+  /** The referring manifest's artifact type (or its config's media type). */
+  readonly artifactType?: string;
+}
+
 /**
  * A client for OCI distribution registries: auth (Basic and Bearer tokens), redirects, mirrors from
  * hosts.toml, retries, and verified reads of manifests and configs. Reuse one for many requests
@@ -389,6 +395,55 @@ export class RegistryClient {
       digest = sha256Digest(bytes);
     }
     return { bytes, mediaType, digest };
+  }
+
+  /**
+   * The referrers of a manifest (OCI distribution spec): the index that GET /v2/<name>/referrers/<digest>
+   * returns, or, where the registry lacks that API (404, 400, 405), the index tagged
+   * `<alg>-<hex>` (the referrers tag schema); an empty list when neither exists. Each entry's
+   * `artifactType` is kept; `artifactType` filters on it.
+   */
+  async fetchReferrers(ref: Reference, digest: Digest, artifactType?: string, signal?: AbortSignal): Promise<Referrer[]> {
+    const what = `referrers of ${digest} in ${ref.registry}/${ref.repository}`;
+    const query = artifactType ? `?artifactType=${encodeURIComponent(artifactType)}` : '';
+    const res = await this.requestWithRetry(ref, `referrers/${digest}${query}`, { op: 'pull', headers: { accept: 'application/vnd.oci.image.index.v1+json' }, signal });
+    let bytes: Buffer | undefined;
+    if (res.statusCode === 200) {
+      bytes = await readBody(res, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE', signal);
+    } else if (res.statusCode === 404 || res.statusCode === 400 || res.statusCode === 405) {
+      await discard(res);
+      try {
+        bytes = (await this.fetchManifest(ref, digest.replace(':', '-'), signal)).bytes;
+      } catch (e) {
+        if (isFastpullError(e) && e.code === 'NOT_FOUND') return [];
+        throw e;
+      }
+    } else {
+      throw await responseError(res, what);
+    }
+    let doc: unknown;
+    try {
+      doc = JSON.parse(bytes.toString('utf8'));
+    } catch (e) {
+      throw new FastpullError('INVALID_MANIFEST', `${what}: not JSON`, { cause: e });
+    }
+    const manifests = (doc as { manifests?: unknown }).manifests;
+    if (!Array.isArray(manifests)) throw new FastpullError('INVALID_MANIFEST', `${what}: no manifests list`);
+    const out: Referrer[] = [];
+    for (const m of manifests as Record<string, unknown>[]) {
+      if (typeof m !== 'object' || m === null || typeof m.digest !== 'string' || typeof m.mediaType !== 'string' || !Number.isSafeInteger(m.size)) continue;
+      const type = typeof m.artifactType === 'string' ? m.artifactType : undefined;
+      if (artifactType && type !== artifactType) continue;
+      let d: Digest;
+      try {
+        d = parseDigest(m.digest).digest;
+      } catch {
+        continue;
+      }
+      const annotations = typeof m.annotations === 'object' && m.annotations !== null ? (m.annotations as Record<string, string>) : undefined;
+      out.push({ mediaType: m.mediaType, digest: d, size: m.size as number, ...(type ? { artifactType: type } : {}), ...(annotations ? { annotations } : {}) });
+    }
+    return out;
   }
 
   /** Reads a small blob (a config) into memory, verifying size and digest. */

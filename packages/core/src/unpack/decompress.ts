@@ -5,6 +5,7 @@ import { FastpullError } from '../errors.js';
 import { layerCompression, type LayerCompression } from '../oci/mediatypes.js';
 import { createExternalGunzip, DEFAULT_INFLATER, findInflater, findZstd, type InflaterChoice } from './inflater.js';
 import { createParallelGunzip, InflatePool, sharedInflatePool } from './pargzip.js';
+import type { GzipCheckpoint } from './ztoc.js';
 import { createZstdDecompressor } from './zstd.js';
 
 /** How many leading bytes of a blob {@link detectCompression} looks at. */
@@ -47,6 +48,8 @@ export interface DecompressorOptions {
   inflater?: InflaterChoice;
   /** The compressed size when known: it sizes the parallel decoder's chunks. */
   size?: number;
+  /** Known starting points for the parallel decoder (a SOCI zTOC's); others ignore them. */
+  checkpoints?: readonly GzipCheckpoint[];
 }
 
 /**
@@ -63,7 +66,11 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
         if (!InflatePool.available()) {
           throw new FastpullError('INVALID_ARGUMENT', 'inflater parallel was asked for but its native decoder is not built (`pnpm --filter @fastpull/core build:native`); use auto or zlib instead');
         }
-        return createParallelGunzip({ pool: sharedInflatePool(), ...(options.size !== undefined ? { size: options.size } : {}) });
+        return createParallelGunzip({
+          pool: sharedInflatePool(),
+          ...(options.size !== undefined ? { size: options.size } : {}),
+          ...(options.checkpoints ? { checkpoints: options.checkpoints } : {}),
+        });
       }
       const tool = findInflater(options.inflater ?? DEFAULT_INFLATER);
       return tool ? createExternalGunzip(tool) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });

@@ -9,6 +9,8 @@ import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
 import { createDecompressor, MAGIC_BYTES, resolveCompression } from './decompress.js';
 import type { InflaterChoice } from './inflater.js';
+import type { ParallelGunzipStream } from './pargzip.js';
+import { parseZtoc, type GzipCheckpoint } from './ztoc.js';
 
 /** Read size for layer blobs: large reads keep syscalls and stream hops per byte low. */
 export const BLOB_READ_CHUNK = 1024 * 1024;
@@ -33,6 +35,12 @@ export interface UnpackLayerOptions {
   follow?: { watermark: SharedArrayBuffer; size: number };
   /** Which gzip decoder to use; default 'auto'. */
   inflater?: InflaterChoice;
+  /**
+   * The layer's SOCI zTOC, when the registry has one: the parallel inflater starts chunks at its
+   * checkpoints instead of guessing (each checkpoint is verified before use). Other inflaters ignore
+   * it, and so does the parallel one when it does not parse.
+   */
+  ztoc?: Uint8Array;
   /** Names the layer (its digest) in error messages. */
   layer?: string;
   /** Limits on what one layer may hold; defaults in DEFAULT_APPLY_LIMITS. */
@@ -55,6 +63,8 @@ export interface UnpackedLayer {
   stats: ApplyStats;
   /** Where the pass spent its time; the stages overlap, so only `totalMs` is wall time. */
   timings: UnpackTimings;
+  /** zTOC checkpoints the parallel inflater started chunks from (absent when it had no zTOC that parsed). */
+  checkpointsUsed?: number;
 }
 
 /**
@@ -123,6 +133,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   }
   let source: Readable;
   let decompressor: Transform;
+  let checkpoints: readonly GzipCheckpoint[] | undefined;
   try {
     const head = Buffer.alloc(MAGIC_BYTES);
     const { bytesRead } = await file.read(head, 0, MAGIC_BYTES, 0);
@@ -140,7 +151,12 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       headBytes = (await file.read(head, 0, want, 0)).bytesRead;
     }
     const size = options.follow ? options.follow.size : (await file.stat()).size;
-    decompressor = createDecompressor(resolveCompression(mediaType, head.subarray(0, headBytes), what), { ...(options.inflater ? { inflater: options.inflater } : {}), size });
+    checkpoints = options.ztoc && options.inflater === 'parallel' ? ztocCheckpoints(options.ztoc) : undefined;
+    decompressor = createDecompressor(resolveCompression(mediaType, head.subarray(0, headBytes), what), {
+      ...(options.inflater ? { inflater: options.inflater } : {}),
+      size,
+      ...(checkpoints ? { checkpoints } : {}),
+    });
     source = options.follow
       ? Readable.from(followFile(file, new WatermarkView(options.follow.watermark), options.follow.size, what, signal, waited), { objectMode: false, highWaterMark: BLOB_READ_CHUNK })
       : file.createReadStream({ start: 0, highWaterMark: BLOB_READ_CHUNK }); // closes the file when done
@@ -192,7 +208,9 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   if (stats === undefined) throw new FastpullError('INTERNAL', `${what}: extraction ended without a result`);
   const totalMs = performance.now() - started;
   const verifyMs = compressed.ms + uncompressed.ms;
+  const parallel = (decompressor as Partial<ParallelGunzipStream>).stats;
   return {
+    ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
     blobDigest: compressed.digest(),
     diffID: uncompressed.digest(),
     compressedSize: compressed.bytes,
@@ -206,6 +224,15 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       decompressMs: Math.max(0, totalMs - waited.ms - verifyMs - stats.extractMs),
     },
   };
+}
+
+/** A zTOC's checkpoints, or undefined when it does not parse (it is only a hint). */
+function ztocCheckpoints(blob: Uint8Array): readonly GzipCheckpoint[] | undefined {
+  try {
+    return parseZtoc(blob).checkpoints;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
