@@ -3,7 +3,8 @@
 // and `igzip -dc`? The layer is the ML image's dominant layer (bench/src/peers/images.ts: shared
 // libraries and text of this machine, random weights, low-entropy tensors), `gzip -n -6`, generated
 // once and cached under bench/.cache. Every decoder reads the blob from the page cache and drops its
-// output (the parallel decoder still checks every member's CRC-32 and length, as zlib does). Prints a
+// output (the parallel decoder still checks every member's CRC-32 and length, as zlib does). The
+// "+ zTOC" rows start chunks at checkpoints every 4 MiB of output, as a SOCI zTOC gives them. Prints a
 // markdown table (medians of BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
 //   BENCH_PARGZIP_MIB  uncompressed size of the layer (default 1024)
 import { spawnSync } from 'node:child_process';
@@ -13,7 +14,8 @@ import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import { createParallelGunzip, InflatePool } from '@fastpull/core';
+import { createParallelGunzip, InflatePool, type GzipCheckpoint } from '@fastpull/core';
+import { buildGzipCheckpoints } from '@fastpull/core/testing';
 import { median } from './lib.js';
 import { ensureImage, mlDominantLayerImage } from './peers/images.js';
 
@@ -73,11 +75,19 @@ async function main(): Promise<void> {
     ['gzip -dc', async () => external('/usr/bin/gzip', file)],
     ['igzip -dc', async () => external('/usr/bin/igzip', file)],
   ];
+  // Checkpoints as a SOCI zTOC would give them (soci's default span, 4 MiB of tar), made once.
+  const tc = performance.now();
+  const checkpoints: GzipCheckpoint[] = buildGzipCheckpoints(readFileSync(file), 4 * 1024 * 1024);
+  console.error(`${checkpoints.length} zTOC-style checkpoints in ${((performance.now() - tc) / 1000).toFixed(1)} s`);
   const pools = new Map<number, InflatePool>();
   for (const n of threadCounts) {
     const pool = new InflatePool({ threads: n });
     pools.set(n, pool);
     contenders.push([`parallel, ${n} thread${n === 1 ? '' : 's'}`, () => inProcess(file, () => createParallelGunzip({ pool, size }))]);
+  }
+  for (const n of threadCounts) {
+    const pool = pools.get(n)!;
+    contenders.push([`parallel + zTOC, ${n} thread${n === 1 ? '' : 's'}`, () => inProcess(file, () => createParallelGunzip({ pool, size, checkpoints }))]);
   }
   const runs = new Map<string, Run[]>();
   // Rounds interleave the contenders, so a machine that slows down over time spreads over all of them.
