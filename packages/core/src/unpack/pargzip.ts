@@ -36,6 +36,8 @@ const OVERRUN = 512 * 1024;
 const OUTPUT_PIECE = 256 * 1024;
 /** Most symbols one job writes before it stops (a continuation goes on from there). */
 const JOB_CAP = 4 * 1024 * 1024;
+/** Most symbols of a job that starts at a checkpoint (its span is known). */
+const MAX_CHECKPOINT_JOB = 16 * 1024 * 1024;
 
 /** Options of {@link createParallelGunzip}. */
 export interface ParallelGunzipOptions {
@@ -330,10 +332,12 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0, checkpointsUsed: 0, checkpointsDropped: 0 };
   private readonly pool: InflatePool;
   private readonly chunk: number;
-  private readonly cap: number;
+  private cap: number;
   private readonly overrun: number;
   /** Checkpoints in order, past the start of the stream. */
   private readonly checkpoints: readonly GzipCheckpoint[];
+  /** Input bytes of the slots this stream asks for: its largest chunk and the overrun. */
+  private readonly slotInput: number;
   // Compressed bytes written and kept: pieces from byte `kept`.
   private readonly pieces: Buffer[] = [];
   private kept = 0;
@@ -364,9 +368,22 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
       if (!(Number.isSafeInteger(c.bit) && Number.isSafeInteger(c.out) && c.out > 0 && c.bit > 0)) continue;
       if (c.window.length !== Math.min(c.out, WINDOW)) continue;
       if (prev && (c.bit <= prev.bit || c.out <= prev.out)) continue;
-      cps.push(c);
+      // Each window goes to a decode thread with its job, and a structured clone copies the whole
+      // buffer under a view: keep windows in buffers of their own.
+      const own = c.window.byteOffset === 0 && c.window.buffer.byteLength === c.window.length;
+      cps.push(own ? c : { ...c, window: new Uint8Array(c.window) });
     }
     this.checkpoints = cps;
+    let span = this.chunk;
+    let outSpan = 0;
+    for (let i = 1; i < cps.length; i++) {
+      span = Math.max(span, Math.ceil((cps[i]!.bit - cps[i - 1]!.bit) / 8) + 1);
+      outSpan = Math.max(outSpan, cps[i]!.out - cps[i - 1]!.out);
+    }
+    this.slotInput = Math.min(span, 64 * 1024 * 1024) + this.overrun;
+    // A checkpoint's span (4 MiB of tar by soci's default, plus the block that crosses it) in one job,
+    // not one job and a small continuation.
+    if (options.jobCap === undefined && outSpan > 0) this.cap = Math.min(MAX_CHECKPOINT_JOB, Math.max(this.cap, Math.ceil(outSpan * 1.25) + 65536));
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -447,7 +464,9 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** A slot for a job, holding a copy of input bytes [from, to). */
   private copyInput(from: number, to: number): { data: Uint8Array; lease: SlotLease } {
     const native = nativeInflate()!;
-    const lease = this.pool.takeSlot(this.owner, this.cap, to - from);
+    // Slots are asked for at the size of the largest chunk, so that one fits every job of the stream
+    // and is reused, instead of a fresh (page-faulting) slot for each larger span.
+    const lease = this.pool.takeSlot(this.owner, this.cap, Math.max(to - from, this.slotInput));
     const out = lease.slot.input.subarray(0, to - from);
     let at = this.kept;
     let o = 0;

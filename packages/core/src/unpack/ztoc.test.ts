@@ -77,6 +77,10 @@ describe.skipIf(!available)('gzip checkpoints (SOCI zTOC)', () => {
       const z = parseZtoc(blob);
       expect(z).toMatchObject({ version: '1.0', buildTool: 'fastpull test', compressedSize: gz.length, uncompressedSize: data.length, algorithm: 1, spanSize: 400_000 });
       expect(z.checkpoints.length).toBe(checkpoints.length);
+      // Parsed from a Buffer (whose slice is a view), each window still has a buffer of its own: a
+      // view would take the whole zTOC along to the decode thread with every job.
+      const fromBuffer = parseZtoc(Buffer.from(blob)).checkpoints;
+      for (const c of fromBuffer) expect(c.window.buffer.byteLength).toBe(c.window.length);
       z.checkpoints.forEach((c, i) => {
         expect(c.bit).toBe(checkpoints[i]!.bit);
         expect(c.out).toBe(checkpoints[i]!.out);

@@ -178,7 +178,9 @@ export function parseZinfo(blob: Uint8Array): { spanSize: number; checkpoints: G
     const out = Number(outB);
     const bit = Number(inB) * 8 - bits;
     const keep = Math.min(out, WINDOW);
-    checkpoints.push({ bit, out, window: blob.slice(at + 17 + WINDOW - keep, at + 17 + WINDOW) });
+    // A copy, not a view: a window that shares the blob's buffer would carry all of it wherever it goes
+    // (a structured clone to a decode thread copies the whole buffer; Buffer#slice does not copy).
+    checkpoints.push({ bit, out, window: new Uint8Array(blob.subarray(at + 17 + WINDOW - keep, at + 17 + WINDOW)) });
   }
   for (let i = 1; i < checkpoints.length; i++) {
     if (checkpoints[i]!.bit <= checkpoints[i - 1]!.bit || checkpoints[i]!.out < checkpoints[i - 1]!.out) throw bad(`checkpoint ${i} is not after checkpoint ${i - 1}`);
