@@ -3,19 +3,23 @@
 // and `igzip -dc`? The layer is the ML image's dominant layer (bench/src/peers/images.ts: shared
 // libraries and text of this machine, random weights, low-entropy tensors), `gzip -n -6`, generated
 // once and cached under bench/.cache. Every decoder reads the blob from the page cache and drops its
-// output (the parallel decoder still checks every member's CRC-32 and length, as zlib does). The
-// "+ zTOC" rows start chunks at checkpoints every 4 MiB of output, as a SOCI zTOC gives them. Prints a
-// markdown table (medians of BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
+// output (the parallel decoder still checks every member's CRC-32 and length, as zlib does). Each
+// in-process run is a fresh `node` process (decode threads started before the clock), so no run
+// inherits another's heap or allocator state. The parallel rows run after tuneAllocator(), as the CLI
+// and fastpulld do; node:zlib runs both ways (stock Node, the baseline, and "allocator tuned").
+// The "+ zTOC" rows start chunks at checkpoints every 4 MiB of output, as a SOCI zTOC gives them
+// (made once with the test kit and cached next to the layer). Prints a markdown table (medians of
+// BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
 //   BENCH_PARGZIP_MIB  uncompressed size of the layer (default 1024)
 import { spawnSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip } from 'node:zlib';
-import { createParallelGunzip, InflatePool, type GzipCheckpoint } from '@fastpull/core';
-import { buildGzipCheckpoints } from '@fastpull/core/testing';
+import { createGunzip, gzipSync } from 'node:zlib';
+import { createParallelGunzip, InflatePool, parseZtoc, tuneAllocator, type GzipCheckpoint } from '@fastpull/core';
+import { buildGzipCheckpoints, encodeZtoc } from '@fastpull/core/testing';
 import { median } from './lib.js';
 import { ensureImage, mlDominantLayerImage } from './peers/images.js';
 
@@ -60,6 +64,45 @@ function external(cmd: string, file: string): Run | undefined {
   return { wall: wall!, cpu: user! + sys!, out: Number(r.stdout.trim()) };
 }
 
+/** The in-process contenders, by name: each runs in a fresh child process (see runChild). */
+function inProcessContender(name: string): { threads?: number; ztoc: boolean; tune: boolean } | undefined {
+  if (name === 'node:zlib createGunzip') return { ztoc: false, tune: false };
+  if (name === 'node:zlib, allocator tuned') return { ztoc: false, tune: true };
+  const m = /^parallel( \+ zTOC)?, (\d+) threads?$/.exec(name);
+  return m ? { threads: Number(m[2]), ztoc: m[1] !== undefined, tune: false } : undefined;
+}
+
+/**
+ * One run of one in-process contender, in this (child) process: a fresh heap and allocator, as a
+ * puller would have them (in one long process, earlier contenders change glibc's dynamic mmap
+ * threshold and so the page faults of later ones). Decode threads are started before the clock.
+ */
+async function child(name: string, file: string, ztocFile: string): Promise<void> {
+  const c = inProcessContender(name);
+  if (!c) throw new Error(`unknown contender ${name}`);
+  // fastpull's CLI and fastpulld run with the allocator tuned: so do the parallel rows.
+  if (c.tune || c.threads !== undefined) tuneAllocator({});
+  let run: Run;
+  if (c.threads === undefined) {
+    run = await inProcess(file, () => createGunzip({ chunkSize: 256 * 1024 }));
+  } else {
+    const pool = new InflatePool({ threads: c.threads });
+    const size = statSync(file).size;
+    const checkpoints = c.ztoc ? parseZtoc(readFileSync(ztocFile)).checkpoints : undefined;
+    // Start the threads: a small stream through the pool first.
+    await pipeline(Readable.from([gzipSync(Buffer.alloc(4 << 20, 7))]), createParallelGunzip({ pool, chunkSize: 64 * 1024 }), new Writable({ write: (_c, _e, cb) => cb() }));
+    run = await inProcess(file, () => createParallelGunzip({ pool, size, ...(checkpoints ? { checkpoints } : {}) }));
+    await pool.close();
+  }
+  process.stdout.write(JSON.stringify(run));
+}
+
+function runChild(name: string, file: string, ztocFile: string): Run {
+  const r = spawnSync(process.execPath, [process.argv[1]!], { encoding: 'utf8', maxBuffer: 1 << 20, env: { ...process.env, PARGZIP_ONE: name, PARGZIP_FILE: file, PARGZIP_ZTOC: ztocFile } });
+  if (r.status !== 0) throw new Error(`${name} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout) as Run;
+}
+
 async function main(): Promise<void> {
   if (!InflatePool.available()) throw new Error('the inflate addon is not built: pnpm --filter @fastpull/core build:native');
   mkdirSync(cache, { recursive: true });
@@ -70,24 +113,25 @@ async function main(): Promise<void> {
   readFileSync(file); // into the page cache
   const cores = availableParallelism();
   const threadCounts = [...new Set([1, 2, 4, cores])].sort((a, b) => a - b);
+  // Checkpoints as a SOCI zTOC gives them (soci's default span, 4 MiB of tar), made once and kept as a zTOC.
+  const ztocFile = `${file}.ztoc`;
+  if (!existsSync(ztocFile)) {
+    const tc = performance.now();
+    const checkpoints: GzipCheckpoint[] = buildGzipCheckpoints(readFileSync(file), 4 * 1024 * 1024);
+    writeFileSync(ztocFile, encodeZtoc({ checkpoints, compressedSize: size, uncompressedSize: layer.tarSize }));
+    console.error(`${checkpoints.length} zTOC checkpoints in ${((performance.now() - tc) / 1000).toFixed(1)} s`);
+  }
   const contenders: [string, () => Promise<Run | undefined>][] = [
-    ['node:zlib createGunzip', () => inProcess(file, () => createGunzip({ chunkSize: 256 * 1024 }))],
+    ['node:zlib createGunzip', async () => runChild('node:zlib createGunzip', file, ztocFile)],
+    ['node:zlib, allocator tuned', async () => runChild('node:zlib, allocator tuned', file, ztocFile)],
     ['gzip -dc', async () => external('/usr/bin/gzip', file)],
     ['igzip -dc', async () => external('/usr/bin/igzip', file)],
   ];
-  // Checkpoints as a SOCI zTOC would give them (soci's default span, 4 MiB of tar), made once.
-  const tc = performance.now();
-  const checkpoints: GzipCheckpoint[] = buildGzipCheckpoints(readFileSync(file), 4 * 1024 * 1024);
-  console.error(`${checkpoints.length} zTOC-style checkpoints in ${((performance.now() - tc) / 1000).toFixed(1)} s`);
-  const pools = new Map<number, InflatePool>();
-  for (const n of threadCounts) {
-    const pool = new InflatePool({ threads: n });
-    pools.set(n, pool);
-    contenders.push([`parallel, ${n} thread${n === 1 ? '' : 's'}`, () => inProcess(file, () => createParallelGunzip({ pool, size }))]);
-  }
-  for (const n of threadCounts) {
-    const pool = pools.get(n)!;
-    contenders.push([`parallel + zTOC, ${n} thread${n === 1 ? '' : 's'}`, () => inProcess(file, () => createParallelGunzip({ pool, size, checkpoints }))]);
+  for (const ztoc of [false, true]) {
+    for (const n of threadCounts) {
+      const name = `parallel${ztoc ? ' + zTOC' : ''}, ${n} thread${n === 1 ? '' : 's'}`;
+      contenders.push([name, async () => runChild(name, file, ztocFile)]);
+    }
   }
   const runs = new Map<string, Run[]>();
   // Rounds interleave the contenders, so a machine that slows down over time spreads over all of them.
@@ -100,7 +144,6 @@ async function main(): Promise<void> {
       console.error(`${name}: ${r.wall.toFixed(2)} s`);
     }
   }
-  for (const p of pools.values()) await p.close();
   const base = median(runs.get('node:zlib createGunzip')!.map((r) => r.wall));
   const rows = [...runs].map(([name, rs]) => {
     const wall = median(rs.map((r) => r.wall));
@@ -120,4 +163,5 @@ async function main(): Promise<void> {
   console.error(`wrote ${out}`);
 }
 
-await main();
+if (process.env.PARGZIP_ONE) await child(process.env.PARGZIP_ONE, process.env.PARGZIP_FILE!, process.env.PARGZIP_ZTOC!);
+else await main();
