@@ -1,6 +1,7 @@
 // zTOCs for tests: checkpoints of a gzip stream made with fastpull's own decoder, and their encoding
 // as a SOCI zTOC (FlatBuffers, with a zinfo checkpoints blob), as soci-snapshotter writes them.
 import { nativeInflate, St, Status, WINDOW } from '../unpack/pargzip-job.js';
+import { slideWindow } from '../unpack/pargzip.js';
 import type { GzipCheckpoint } from '../unpack/ztoc.js';
 
 /**
@@ -19,21 +20,10 @@ export function buildGzipCheckpoints(gz: Uint8Array, span: number): GzipCheckpoi
   const out16 = new Uint16Array(400);
   const members = new Float64Array(4 * 8 + 1);
   const res = new Float64Array(16);
-  const chunks: Uint8Array[] = [];
+  // The member's last 32 KiB so far (its first `total` bytes when fewer).
+  let win: Uint8Array = new Uint8Array(WINDOW);
   let total = 0;
-  const tail = () => {
-    // The member's last 32 KiB so far.
-    const want = Math.min(WINDOW, total);
-    const w = new Uint8Array(want);
-    let fill = want;
-    for (let i = chunks.length - 1; i >= 0 && fill > 0; i--) {
-      const c = chunks[i]!;
-      const take = Math.min(fill, c.length);
-      w.set(c.subarray(c.length - take), fill - take);
-      fill -= take;
-    }
-    return w;
-  };
+  const tail = () => win.slice(WINDOW - Math.min(total, WINDOW));
   let state = { kind: St.Member as number, bit: 0, btype: 0, bfinal: 0, left: 0, hdrBit: 0 };
   let stop = 1;
   let last = -Infinity;
@@ -44,9 +34,8 @@ export function buildGzipCheckpoints(gz: Uint8Array, span: number): GzipCheckpoi
     native.inflateJob(gz, 0, true, state.kind, state.bit, state.btype, state.bfinal, state.left, null, state.hdrBit, stop, out16, out8, cap, members, res, window);
     const [status, , kind, bit, btype, bfinal, left, hdrBit, , key, , n8] = res as unknown as number[];
     if (n8! > 0) {
-      chunks.push(out8.slice(WINDOW + Math.max(0, n8! - WINDOW), WINDOW + n8!));
+      win = slideWindow(win, [Buffer.from(out8.buffer, out8.byteOffset + WINDOW, n8!)]);
       total += n8!;
-      while (chunks.length > 2 && chunks.slice(1).reduce((a, c) => a + c.length, 0) >= WINDOW) chunks.shift();
     }
     if (status === Status.Cap) {
       state = { kind: kind!, bit: bit!, btype: btype!, bfinal: bfinal!, left: left!, hdrBit: hdrBit! };

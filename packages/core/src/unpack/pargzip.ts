@@ -803,7 +803,7 @@ export function knownTail(r: Pick<JobResult, 'out16' | 'out8' | 'members'>): Uin
 }
 
 /** The last 32 KiB of `window` followed by `parts`. */
-function slideWindow(window: Uint8Array, parts: readonly Buffer[]): Uint8Array {
+export function slideWindow(window: Uint8Array, parts: readonly Buffer[]): Uint8Array {
   const next = new Uint8Array(WINDOW);
   let fill = WINDOW;
   for (let i = parts.length - 1; i >= 0 && fill > 0; i--) {
