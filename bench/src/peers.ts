@@ -12,7 +12,7 @@ import { arch, availableParallelism, release, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
-import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, pushCached, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
+import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, pushCached, pushSociIndex, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
 import { dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
@@ -34,6 +34,8 @@ const PULL_TIMEOUT_S = num('BENCH_TIMEOUT_S', 1800);
 const FAULT_TIMEOUT_S = num('BENCH_FAULT_TIMEOUT_S', 60);
 const FAULT_AFTER_BYTES = num('BENCH_FAULT_AFTER_KIB', 1024) * 1024;
 const CACHE = resolve(env.BENCH_CACHE ?? join(benchDir, '.cache'));
+/** BENCH_SOCI=1: gzip images get a SOCI index (v1, through the referrers tag), which fastpull's parallel inflater uses. */
+const SOCI = env.BENCH_SOCI === '1';
 const MIB = 1024 * 1024;
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -232,6 +234,7 @@ try {
   const prepare = async (spec: ImageSpec) => {
     const meta = ensureImage(CACHE, spec, log);
     refs.set(meta.name, await pushCached(registry.url, registry.host, meta));
+    if (SOCI && meta.compression === 'gzip') log(`${meta.name}: SOCI index with ${await pushSociIndex(registry.url, meta)} zTOCs`);
     return meta;
   };
   const blobUrl = (image: ImageMeta) => (digest: string) => `${registry.url}/v2/bench/${image.name}/blobs/${digest}`;

@@ -336,3 +336,52 @@ export async function pushCached(registryUrl: string, host: string, image: Image
   if (put.status !== 201) throw new Error(`push manifest ${ref}: ${put.status}: ${put.body}`);
   return ref;
 }
+
+/** Layers at least this large get a zTOC (soci's default minimum layer size). */
+const SOCI_MIN_LAYER = 10 * 1024 * 1024;
+
+/**
+ * Gives a gzip image a SOCI index as soci-snapshotter's v1 does: zTOCs (checkpoints every 4 MiB of
+ * tar, made with the test kit and cached next to the layers) for layers of at least 10 MiB, a SOCI
+ * index manifest whose subject is the image manifest, and, since the distribution registry has no
+ * referrers API, the referrers tag (`sha256-<hex>`) listing it. Images and their digests stay as they
+ * are, so every contender pulls the same image and only fastpull's parallel inflater reads the index.
+ */
+export async function pushSociIndex(registryUrl: string, image: ImageMeta): Promise<number> {
+  const { buildGzipCheckpoints, encodeZtoc } = await import('@fastpull/core/testing');
+  const repo = `bench/${image.name}`;
+  const layers: { mediaType: string; digest: string; size: number; annotations: Record<string, string> }[] = [];
+  for (const l of image.layers) {
+    if (l.size < SOCI_MIN_LAYER || !l.mediaType.includes('gzip')) continue;
+    const file = join(image.dir, `${l.file}.ztoc`);
+    if (!existsSync(file)) writeFileSync(file, encodeZtoc({ checkpoints: buildGzipCheckpoints(readFileSync(join(image.dir, l.file)), 4 * 1024 * 1024), compressedSize: l.size, uncompressedSize: l.tarSize }));
+    const z = readFileSync(file);
+    const digest = `sha256:${sha256(z)}`;
+    await pushBlob(registryUrl, repo, digest, z);
+    layers.push({ mediaType: 'application/octet-stream', digest, size: z.length, annotations: { 'com.amazon.soci.image-layer-digest': l.digest, 'com.amazon.soci.image-layer-mediaType': l.mediaType } });
+  }
+  if (layers.length === 0) return 0;
+  const type = 'application/vnd.amazon.soci.index.v1+json';
+  const config = Buffer.from('{}');
+  await pushBlob(registryUrl, repo, `sha256:${sha256(config)}`, config);
+  const manifest = image.manifest;
+  const index = JSON.stringify({
+    schemaVersion: 2,
+    mediaType: 'application/vnd.oci.image.manifest.v1+json',
+    artifactType: type,
+    config: { mediaType: type, digest: `sha256:${sha256(config)}`, size: config.length },
+    layers,
+    subject: { mediaType: image.manifestMediaType, digest: `sha256:${sha256(manifest)}`, size: Buffer.byteLength(manifest) },
+  });
+  const indexDigest = `sha256:${sha256(index)}`;
+  let put = await http('PUT', `${registryUrl}/v2/${repo}/manifests/${indexDigest}`, { 'content-type': 'application/vnd.oci.image.manifest.v1+json' }, index);
+  if (put.status !== 201) throw new Error(`push SOCI index of ${repo}: ${put.status}: ${put.body}`);
+  const referrers = JSON.stringify({
+    schemaVersion: 2,
+    mediaType: 'application/vnd.oci.image.index.v1+json',
+    manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: indexDigest, size: Buffer.byteLength(index), artifactType: type }],
+  });
+  put = await http('PUT', `${registryUrl}/v2/${repo}/manifests/sha256-${sha256(manifest)}`, { 'content-type': 'application/vnd.oci.image.index.v1+json' }, referrers);
+  if (put.status !== 201) throw new Error(`push referrers tag of ${repo}: ${put.status}: ${put.body}`);
+  return layers.length;
+}
