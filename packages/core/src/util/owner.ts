@@ -2,7 +2,8 @@
 // writer holds an flock on `<dir>/owner` for as long as it works there; the kernel releases it when
 // the writer exits, kill -9 included. A directory whose lock can be taken has no live writer: it
 // is litter from a crash, and any process may remove it.
-import { closeSync, openSync, promises as fsp } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, promises as fsp, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { nativeFs } from '../unpack/native.js';
 
@@ -10,12 +11,23 @@ const OWNER_FILE = 'owner';
 /** A directory without an owner file is younger than this only if its writer is still creating it. */
 const UNCLAIMED_GRACE_MS = 60_000;
 
-/** Claims a fresh directory for this process; returns the release (call it once the work is done). */
+/**
+ * Claims a fresh directory for this process; returns the release (call it once the work is done).
+ * The owner file is locked under a name of its own and only then renamed to `owner`: a sweeper in
+ * another process that opened `owner` between its creation and its lock would have found it free,
+ * taken the directory for litter and removed it (a pull then failed with "cannot lock").
+ */
 export function claimDir(dir: string): () => void {
-  const fd = openSync(join(dir, OWNER_FILE), 'wx', 0o600);
-  if (!nativeFs().tryLock(fd, true)) {
+  const pending = join(dir, `${OWNER_FILE}.${process.pid}.${randomBytes(4).toString('hex')}`);
+  const fd = openSync(pending, 'wx', 0o600);
+  try {
+    if (!nativeFs().tryLock(fd, true)) throw new Error(`cannot lock ${pending}`);
+    // The lock belongs to the open file, not the name: it holds across the rename.
+    renameSync(pending, join(dir, OWNER_FILE));
+  } catch (e) {
     closeSync(fd);
-    throw new Error(`cannot lock ${join(dir, OWNER_FILE)}`);
+    rmSync(pending, { force: true });
+    throw e;
   }
   let open = true;
   return () => {
