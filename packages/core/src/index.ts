@@ -31,6 +31,7 @@ export {
   parsePositiveInt,
 } from './service/settings.js';
 export { credentialsIdentity, dockerCredentialsWithWarning, scopedCredentials } from './service/credentials.js';
+export { checkDirectory, type DirectoryUse } from './util/paths.js';
 
 // The store and the images in it.
 export { openStore, defaultRoot, type Store } from './store.js';

@@ -16,9 +16,9 @@ import { analyseSurface, checkPackageExports, ENTRY_POINTS, type EntryPoint, typ
 /** The committed surface: exported names per entry point, sorted; `type X` marks a type-only export. */
 const SURFACE: Record<EntryPoint, readonly string[]> = {
   '.': [
-      'acquireLease', 'type AllocatorTuning', 'type BlobEntry', 'chainID', 'chainIDs', 'collectGarbage',
+      'acquireLease', 'type AllocatorTuning', 'type BlobEntry', 'chainID', 'chainIDs', 'checkDirectory', 'collectGarbage',
       'CONTAINERD_HOSTS_DIR', 'createParallelGunzip', 'type Credentials', 'credentialsIdentity', 'type CredentialsProvider', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS',
-      'DEFAULT_REGISTRY', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot', 'type Descriptor', 'type Digest',
+      'DEFAULT_REGISTRY', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot', 'type Descriptor', 'type Digest', 'type DirectoryUse',
       'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning', 'type ErrorCode', 'ErrorCodes', 'type ExternalInflater',
       'FastpullError', 'type FastpullService', 'FileImageStore', 'findInflater', 'formatPlatform', 'formatReference',
       'type GcOptions', 'type GcResult', 'type GzipCheckpoint', 'hostPlatform', 'type ImageConfig', 'type ImageDetails',

@@ -12,6 +12,7 @@ import {
   FastpullError,
   formatPlatform,
   formatReference,
+  checkDirectory,
   isFastpullError,
   LocalService,
   parseDigest,
@@ -100,7 +101,9 @@ export class Daemon {
 
   private async listen(): Promise<void> {
     const { config } = this;
-    await fsp.mkdir(config.root, { recursive: true });
+    // Every path is checked before anything listens: a mistake fails the start at once, naming it.
+    await checkDirectory(config.root, 'store root', 'create');
+    if (config.hostsDir !== undefined) await checkDirectory(config.hostsDir, 'registry hosts directory (hosts_dir)', 'read', 'INVALID_ARGUMENT');
     await prepareSocket(config.socket);
     this.addServices();
     // The socket file takes its mode from the umask at bind(): 0660 from its first moment, so nobody
@@ -389,7 +392,7 @@ function mountTarget(req: WireMountsRequest): { image: string } | { chainID: Dig
  * a live one means another daemon serves there, which is an error, as is any file that is not a socket.
  */
 export async function prepareSocket(path: string): Promise<void> {
-  await fsp.mkdir(dirname(path), { recursive: true, mode: 0o755 });
+  await checkDirectory(dirname(path), 'socket directory', 'create');
   let st;
   try {
     st = await fsp.lstat(path);

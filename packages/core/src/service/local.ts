@@ -17,6 +17,7 @@ import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/u
 import { openStore, type Store } from '../store.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { UnpackPool } from '../unpack/pool.js';
+import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
 import type { BlobEntry, FastpullService, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
 
@@ -67,6 +68,8 @@ export class LocalService implements FastpullService {
   private readonly scheduler: FetchScheduler;
   private readonly pool: UnpackPool | undefined;
   private readonly credentials: CredentialsProvider;
+  /** The store root's check for each use, made once (a failed check is tried again next time). */
+  private readonly checked = new Map<DirectoryUse, Promise<string>>();
 
   constructor(private readonly options: LocalServiceOptions) {
     this.store = openStore(options.root);
@@ -84,7 +87,23 @@ export class LocalService implements FastpullService {
     return this.scheduler.inFlight.requests;
   }
 
+  /**
+   * Checks the store root for `use` before any other work: a pull makes it, commands that only read
+   * never create it (a missing store is NOT_FOUND naming the path, not an empty listing).
+   */
+  private async root(use: DirectoryUse): Promise<void> {
+    let check = this.checked.get(use);
+    if (!check) {
+      check = checkDirectory(this.options.root, 'store root', use);
+      this.checked.set(use, check);
+      check.catch(() => this.checked.delete(use));
+    }
+    await check;
+  }
+
   async pull(reference: string, options: ServicePullOptions = {}): Promise<PulledImage> {
+    await this.root('create');
+    if (this.hostsDir !== undefined) await checkDirectory(this.hostsDir, 'registry hosts directory', 'read', 'INVALID_ARGUMENT');
     const o = this.options;
     const registry = parseReference(reference).registry;
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
@@ -115,6 +134,7 @@ export class LocalService implements FastpullService {
   }
 
   async listImages(): Promise<ImageRecord[]> {
+    await this.root('read');
     const images = await this.store.images.list();
     return Promise.all(
       images.map(async (i) => {
@@ -125,17 +145,20 @@ export class LocalService implements FastpullService {
     );
   }
 
-  inspectImage(reference: string): Promise<ImageDetails> {
+  async inspectImage(reference: string): Promise<ImageDetails> {
+    await this.root('read');
     return inspectImage(this.store, reference);
   }
 
   async removeImage(reference: string): Promise<{ name: string }> {
+    await this.root('write');
     const image = await resolveImage(this.store, reference);
     await this.store.images.delete(image.name);
     return { name: image.name };
   }
 
   async mounts(target: MountTarget): Promise<Mount[]> {
+    await this.root('read');
     if ('image' in target) {
       const image = await resolveImage(this.store, target.image);
       return this.store.snapshots.mounts(image.layers.map((l) => l.chainID));
@@ -143,29 +166,35 @@ export class LocalService implements FastpullService {
     return this.store.snapshots.mounts(await snapshotChain(this.store.snapshots, target.chainID));
   }
 
-  collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
+  async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
+    await this.root(options.dryRun ? 'read' : 'write');
     return collectGarbage(this.store, options);
   }
 
   async listSnapshots(): Promise<SnapshotInfo[]> {
+    await this.root('read');
     return (await this.store.snapshots.list()).sort((a, b) => a.chainID.localeCompare(b.chainID));
   }
 
-  snapshotUsage(chainID: Digest): Promise<SnapshotUsage> {
+  async snapshotUsage(chainID: Digest): Promise<SnapshotUsage> {
+    await this.root('read');
     return snapshotUsage(this.store.snapshots, chainID);
   }
 
   async contentInfo(digest: Digest): Promise<BlobEntry> {
+    await this.root('read');
     const info = await this.store.content.info(digest);
     if (!info) throw new FastpullError('NOT_FOUND', `blob ${digest} is not in the store`);
     return { digest: info.digest, size: info.size };
   }
 
   async listContent(): Promise<BlobEntry[]> {
+    await this.root('read');
     return (await this.store.content.list()).map((b) => ({ digest: b.digest, size: b.size })).sort((a, b) => a.digest.localeCompare(b.digest));
   }
 
-  deleteContent(digest: Digest, signal?: AbortSignal): Promise<void> {
+  async deleteContent(digest: Digest, signal?: AbortSignal): Promise<void> {
+    await this.root('write');
     return deleteBlob(this.store, digest, signal);
   }
 
