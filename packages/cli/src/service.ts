@@ -2,7 +2,7 @@
 // FASTPULL_ADDRESS, or the daemon's default socket when it exists and no store was named) or a
 // LocalService over the store in this process. Commands then only call the FastpullService.
 import type { Command } from 'commander';
-import { defaultHostsDir, inflaterFromEnv, isFastpullError, LocalService, type FastpullService, type InflaterChoice } from '@fastpull/core';
+import { checkDirectory, defaultHostsDir, inflaterFromEnv, isFastpullError, LocalService, type FastpullService, type InflaterChoice } from '@fastpull/core';
 import { UsageError } from './errors.js';
 import { writeLine, type CliIO } from './io.js';
 import { daemonAddress } from './remote.js';
@@ -44,6 +44,8 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
     const { FastpullClient } = await import('@fastpull/daemon/client');
     return new FastpullClient(address);
   }
+  // A --hosts-dir given on the command line must be there: a typo would silently mean no mirrors.
+  if (tuning.hostsDir !== undefined) await checkDirectory(tuning.hostsDir, '--hosts-dir', 'read', 'INVALID_ARGUMENT');
   const hostsDir = tuning.hostsDir ?? defaultHostsDir(io.env);
   const inflater = tuning.inflater ?? asUsage(() => inflaterFromEnv(io.env));
   return new LocalService({

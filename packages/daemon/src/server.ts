@@ -1,6 +1,6 @@
 // fastpulld's gRPC server: fastpull.v1 (Images, Snapshots, Content), grpc.health.v1 and server
 // reflection on a unix socket, over one store root; shared pulls, logs, metrics, reload and shutdown.
-import { promises as fsp, readFileSync } from 'node:fs';
+import { existsSync, promises as fsp, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
@@ -103,7 +103,12 @@ export class Daemon {
     const { config } = this;
     // Every path is checked before anything listens: a mistake fails the start at once, naming it.
     await checkDirectory(config.root, 'store root', 'create');
-    if (config.hostsDir !== undefined) await checkDirectory(config.hostsDir, 'registry hosts directory (hosts_dir)', 'read', 'INVALID_ARGUMENT');
+    // A hosts_dir that does not exist yet means no mirrors until it does (SIGHUP re-reads it), as
+    // containerd's config_path; anything else wrong with it stops the start.
+    if (config.hostsDir !== undefined) {
+      if (existsSync(config.hostsDir)) await checkDirectory(config.hostsDir, 'registry hosts directory (hosts_dir)', 'read');
+      else this.log.warn({ hostsDir: config.hostsDir }, 'hosts_dir does not exist: no registry mirrors until it does');
+    }
     await prepareSocket(config.socket);
     this.addServices();
     // The socket file takes its mode from the umask at bind(): 0660 from its first moment, so nobody

@@ -1,6 +1,7 @@
 // The service in this process: a long-lived object that owns one store, the fetch scheduler and the
 // unpack pool its pulls share, and the credential sources; built once with its settings (as a puller
 // is), then used for every request.
+import { existsSync } from 'node:fs';
 import { collectGarbage, type GcResult } from '../gc/gc.js';
 import { deleteBlob } from '../gc/delete.js';
 import { FastpullError } from '../errors.js';
@@ -103,7 +104,9 @@ export class LocalService implements FastpullService {
 
   async pull(reference: string, options: ServicePullOptions = {}): Promise<PulledImage> {
     await this.root('create');
-    if (this.hostsDir !== undefined) await checkDirectory(this.hostsDir, 'registry hosts directory', 'read', 'INVALID_ARGUMENT');
+    // A hosts directory that does not exist (yet) means no mirrors, as containerd's config_path; one
+    // that is a file, a loop or unreadable is a mistake to say at once.
+    if (this.hostsDir !== undefined && existsSync(this.hostsDir)) await checkDirectory(this.hostsDir, 'registry hosts directory', 'read');
     const o = this.options;
     const registry = parseReference(reference).registry;
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
