@@ -1,6 +1,7 @@
 // Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes, nanosecond times, flock), once, on first use.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { isMainThread } from 'node:worker_threads';
 import { fallbackFs, WITHOUT_ADDON } from './native-fallback.js';
 
 /**
@@ -45,9 +46,9 @@ let loaded: NativeFs | undefined;
 
 /**
  * The native addon, loaded on the first call. Where it is missing or cannot be loaded, stand-ins
- * (native-fallback.ts) take its place, and the first call that goes through them emits one process
- * warning (code FASTPULL_NATIVE_ADDON) naming the file, why it did not load, what is off and how to
- * build it: a pull still works where a layer needs no extended attributes.
+ * (native-fallback.ts) take its place, and the first call through them in the main thread emits one
+ * process warning (code FASTPULL_NATIVE_ADDON): the file, why it did not load, what is off and how
+ * to build it. A pull still works where no layer needs extended attributes.
  */
 export function nativeFs(): NativeFs {
   if (loaded !== undefined) return loaded;
@@ -59,15 +60,17 @@ export function nativeFs(): NativeFs {
     if (missing.length === 0) return (loaded = m as NativeFs);
     why = `${file} lacks ${missing.join(', ')} (a build from an older source)`;
   } catch (e) {
-    why = `cannot load ${file}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`;
+    const notBuilt = (e as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND';
+    why = notBuilt ? `${file} does not exist` : `cannot load ${file}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`;
   }
-  let warned = false;
+  // Worker threads load this module again; only the main thread, where every pull takes its locks first, says it.
+  let warned = !isMainThread;
   loaded = fallbackFs(() => {
     if (warned) return;
     warned = true;
     process.emitWarning(
       `fastpull runs without its native addon (${why}): ${WITHOUT_ADDON}. Build it with \`npm rebuild @fastpull/core\` ` +
-        '(needs python3, make and a C compiler), or `pnpm --filter @fastpull/core build:native` in a source checkout.',
+        '(-g for a global install; it needs python3, make and a C compiler), or `pnpm --filter @fastpull/core build:native` in a source checkout.',
       { type: 'FastpullWarning', code: 'FASTPULL_NATIVE_ADDON' },
     );
   });
