@@ -196,4 +196,5 @@ export interface WireMountsRequest {
   target?: 'image' | 'chainId';
   image?: string;
   chainId?: string;
+  platform?: string;
 }

@@ -19,6 +19,7 @@ import {
   parsePlatform,
   parseReference,
   type Digest,
+  type MountTarget,
   type PulledImage,
   type Store,
 } from '@fastpull/core';
@@ -160,8 +161,8 @@ export class Daemon {
     this.server.addService(serviceDefinition('fastpull.v1.Images'), {
       Pull: (call: grpc.ServerWritableStream<WirePullRequest, unknown>) => this.pullCall(call),
       List: unary('Images.List', () => this.listImages()),
-      Get: unary('Images.Get', (req: { name: string }) => this.getImage(req.name)),
-      Remove: unary('Images.Remove', (req: { name: string; gc: boolean }) => this.removeImage(req.name, req.gc)),
+      Get: unary('Images.Get', (req: { name: string; platform: string }) => this.getImage(req.name, req.platform)),
+      Remove: unary('Images.Remove', (req: { name: string; gc: boolean; platform: string }) => this.removeImage(req.name, req.gc, req.platform)),
     });
     const service = this.service;
     this.server.addService(serviceDefinition('fastpull.v1.Snapshots'), {
@@ -260,8 +261,8 @@ export class Daemon {
     return { images: (await this.service.listImages()).map((i) => imageToWire(i, i.unpackedSize ?? null)) };
   }
 
-  private async getImage(name: string): Promise<unknown> {
-    const d = await this.service.inspectImage(checkReference(name));
+  private async getImage(name: string, platform: string): Promise<unknown> {
+    const d = await this.service.inspectImage(checkReference(name), platform ? { platform } : {});
     return {
       image: imageToWire(d.image, d.unpackedSize),
       root: d.root,
@@ -272,8 +273,8 @@ export class Daemon {
     };
   }
 
-  private async removeImage(name: string, gc: boolean): Promise<unknown> {
-    const removed = await this.service.removeImage(checkReference(name));
+  private async removeImage(name: string, gc: boolean, platform: string): Promise<unknown> {
+    const removed = await this.service.removeImage(checkReference(name), platform ? { platform } : {});
     this.log.info({ image: removed.name }, 'image removed');
     return { name: removed.name, ...(gc ? { gc: gcToWire(await this.service.collectGarbage(), false) } : {}) };
   }
@@ -386,8 +387,8 @@ function checkDigest(d: string): Digest {
 }
 
 /** What a Mounts request names: an image by reference or a snapshot stack by its top chainID. */
-function mountTarget(req: WireMountsRequest): { image: string } | { chainID: Digest } {
-  if (req.target === 'image' && req.image) return { image: checkReference(req.image) };
+function mountTarget(req: WireMountsRequest): MountTarget {
+  if (req.target === 'image' && req.image) return { image: checkReference(req.image), ...(req.platform ? { platform: req.platform } : {}) };
   if (req.target === 'chainId' && req.chainId) return { chainID: checkDigest(req.chainId) };
   throw new FastpullError('INVALID_ARGUMENT', 'mounts: name an image or a chain_id');
 }
