@@ -46,7 +46,7 @@ export { collectGarbage, type GcOptions, type GcResult } from './gc/gc.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
 
 // Errors.
-export { FastpullError, isFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
+export { FastpullError, isFastpullError, asFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
 
 // References, digests, platforms and the image model.
 export { parseReference, formatReference, referenceName, DEFAULT_REGISTRY, DEFAULT_TAG, type Reference } from './oci/reference.js';

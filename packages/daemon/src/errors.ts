@@ -3,7 +3,7 @@
 // language can tell INVALID_REFERENCE from INVALID_DIGEST and the TypeScript client rebuilds the same
 // FastpullError.
 import { Metadata, status as Status, type ServiceError, type StatusObject } from '@grpc/grpc-js';
-import { ErrorCodes, FastpullError, isFastpullError, type ErrorCode } from '@fastpull/core';
+import { asFastpullError, ErrorCodes, FastpullError, isFastpullError, type ErrorCode } from '@fastpull/core';
 
 /** Trailing metadata key holding the library's error code. */
 export const CODE_METADATA_KEY = 'fastpull-code';
@@ -59,7 +59,7 @@ const CODE_OF_STATUS: Readonly<Partial<Record<Status, ErrorCode>>> = {
 
 /** The gRPC status a failure is sent as. Anything that is not a FastpullError is INTERNAL. */
 export function toStatus(e: unknown): Partial<StatusObject> & { code: Status; details: string; metadata: Metadata } {
-  const fe = isFastpullError(e) ? e : new FastpullError('INTERNAL', e instanceof Error ? e.message : String(e), { cause: e });
+  const fe = asFastpullError(e);
   const metadata = new Metadata();
   metadata.set(CODE_METADATA_KEY, fe.code);
   let details = '{}';

@@ -9,6 +9,7 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 import {
+  asFastpullError,
   credentialsIdentity,
   FastpullError,
   formatPlatform,
@@ -312,8 +313,8 @@ export class Daemon {
   }
 
   private logFailure(method: string, e: unknown): void {
-    const code = isFastpullError(e) ? e.code : 'INTERNAL';
-    this.log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: e instanceof Error ? e.message : String(e) }, 'request failed');
+    const { code, message } = asFastpullError(e);
+    this.log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: message }, 'request failed');
   }
 
   /** The hosts directory new pulls use (SIGHUP changes it). */

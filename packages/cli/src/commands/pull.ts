@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs';
 import { Command } from 'commander';
 import {
+  asFastpullError,
   inflaterFromEnv,
   isFastpullError,
   parseChunkSize,
@@ -147,7 +148,7 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, service: Fastpu
     return await service.pull(ref, { ...options, ...(onProgress ? { onProgress } : {}) });
   } catch (e) {
     if (flags.json) {
-      const fe = isFastpullError(e) ? e.toJSON() : { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
+      const fe = asFastpullError(e).toJSON();
       writeJSONLine(io.stdout, { type: 'error', ref, ...fe });
     }
     throw e;
