@@ -36,8 +36,9 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
     ],
   './snapshots': [
       'type ActiveSnapshot', 'FileSnapshotter', 'type LowerChecks', 'LowerView', 'type Mount', 'mountInfo', 'type MountInfo',
-      'type ReconcileOptions', 'type ReconcileStats', 'reconcileWithLowers', 'type SnapshotInfo',
-      'type Snapshotter',
+      'type ReconcileOptions', 'type ReconcileStats', 'reconcileWithLowers', 'type RecordsStore', 'type SnapshotInfo',
+      'type SnapshotKind', 'type SnapshotRecordInfo', 'SnapshotRecords', 'type SnapshotRecordsOptions', 'type Snapshotter',
+      'type SnapshotUsage',
     ],
   './registry': [
       'type Challenge', 'CONFIG_SIZE_LIMIT', 'type Credentials', 'type CredentialsProvider',
