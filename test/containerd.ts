@@ -1,0 +1,136 @@
+// A private containerd for tests: its own root, state, gRPC address and config under a temporary
+// directory, with fastpulld's snapshotter socket as the proxy snapshotter `fastpull` (required: a
+// containerd that cannot load it fails to start). Shim sockets and runc state are shared with any
+// system containerd, so callers use their own namespace and unique container ids.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** What the CRI plugin should do, when a test needs it (else it is disabled). */
+export interface CriOptions {
+  /** The snapshotter CRI pulls unpack into. */
+  readonly snapshotter: string;
+  /** containerd's `disable_snapshot_annotations` (the remote-snapshotter labels are sent when false). */
+  readonly disableSnapshotAnnotations: boolean;
+}
+
+/** A running private containerd. */
+export interface PrivateContainerd {
+  /** Its gRPC socket. */
+  readonly address: string;
+  /** The namespace the `ctr` helper uses. */
+  readonly namespace: string;
+  /** Runs `ctr --address … --namespace … ARGS`; never throws on a non-zero exit. */
+  ctr(args: readonly string[], timeoutMs?: number): Promise<{ status: number | null; stdout: string; stderr: string }>;
+  /** containerd's log so far. */
+  log(): string;
+  stop(): Promise<void>;
+}
+
+/** Why a private containerd cannot run here, or undefined when it can. */
+export function containerdUnavailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'not running as root';
+  for (const bin of ['containerd', 'ctr', 'runc', 'containerd-shim-runc-v2']) {
+    if (spawnSync('sh', ['-c', `command -v ${bin}`]).status !== 0) return `${bin} is not installed`;
+  }
+  return undefined;
+}
+
+/** Runs a command without blocking the event loop (fastpulld's log pipe must keep draining). */
+export function run(cmd: string, args: readonly string[], timeoutMs = 120_000): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+/**
+ * Starts containerd with a config of its own under `dir`, `snapshotterSocket` as `fastpull`.
+ * Resolves once it answers; rejects with its log when it exits or does not answer in time.
+ */
+export async function startContainerd(dir: string, snapshotterSocket: string, cri?: CriOptions): Promise<PrivateContainerd> {
+  mkdirSync(dir, { recursive: true });
+  const address = join(dir, 'containerd.sock');
+  const criConfig = cri
+    ? `[plugins."io.containerd.grpc.v1.cri"]
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "${cri.snapshotter}"
+    disable_snapshot_annotations = ${cri.disableSnapshotAnnotations}
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "${join(dir, 'cni-bin')}"
+    conf_dir = "${join(dir, 'cni-conf')}"
+`
+    : '';
+  const config = `version = 2
+root = "${join(dir, 'root')}"
+state = "${join(dir, 'state')}"
+required_plugins = ["io.containerd.snapshotter.v1.fastpull"]
+disabled_plugins = [${cri ? '' : '"io.containerd.grpc.v1.cri", '}"io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = "${address}"
+[ttrpc]
+  address = "${address}.ttrpc"
+[debug]
+  level = "debug"
+
+[proxy_plugins.fastpull]
+  type = "snapshot"
+  address = "${snapshotterSocket}"
+${criConfig}`;
+  const configPath = join(dir, 'config.toml');
+  writeFileSync(configPath, config);
+  const logPath = join(dir, 'containerd.log');
+  const logFd = openSync(logPath, 'a');
+  const proc: ChildProcess = spawn('containerd', ['--config', configPath], { stdio: ['ignore', logFd, logFd] });
+  let exited: number | null | undefined;
+  const gone = new Promise<void>((resolve) =>
+    proc.on('exit', (code) => {
+      exited = code;
+      resolve();
+    }),
+  );
+  const log = (): string => (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '');
+  const namespace = `fastpull-test-${process.pid}`;
+  const ctr: PrivateContainerd['ctr'] = (args, timeoutMs) => run('ctr', ['--address', address, '--namespace', namespace, ...args], timeoutMs);
+  const stop = async (): Promise<void> => {
+    if (exited !== undefined) return;
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+    await gone;
+    clearTimeout(timer);
+  };
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (exited !== undefined) throw new Error(`containerd exited with ${exited}:\n${log().slice(-4000)}`);
+    if (existsSync(address) && (await ctr(['version'], 5_000)).status === 0) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`containerd did not answer within 30 s:\n${log().slice(-4000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { address, namespace, ctr, log, stop };
+}
+
+/** Waits until containerd reaches the proxy snapshotter `fastpull` (it retries with a back-off of up to a few seconds). */
+export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'ls'], 10_000);
+    if (r.status === 0) return;
+    if (Date.now() > deadline) throw new Error(`containerd does not reach the fastpull snapshotter: ${r.stderr}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
