@@ -1,7 +1,7 @@
 // fastpulld as a real process on a temporary unix socket, driven by its TypeScript client, a raw gRPC
 // reflection client and the CLI: pulls from real registries on loopback, shared pulls, errors,
 // health, reflection, the socket's mode, metrics, SIGHUP, SIGTERM mid-pull and resume, stale sockets.
-import { statSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -460,6 +460,8 @@ describe('fastpulld', () => {
         expect(d.logs.some((l) => l.event === 'pull' && l.image === ref)).toBe(true);
         // --root means this store, in-process.
         const own = join(work.dir, 'default-socket-own');
+        // An empty store of its own (a missing one would be NOT_FOUND: reading never creates a store).
+        mkdirSync(own);
         const mine = await runCliAsync(['images', '--json', '--root', own], env);
         expect(JSON.parse(mine.stdout)).toEqual([]);
       } finally {

@@ -18,10 +18,11 @@ Options:
   --snapshotter-socket PATH  serve containerd's snapshotter API there (default /run/fastpull/snapshotter.sock
                              as root with the default --socket; "" for none)
   --group NAME|GID           group owning the socket (mode 0660)
-  --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP)
+  --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP; default
+                             $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
   --concurrency N            range requests in flight across all pulls (default 16)
   --chunk-size SIZE          bytes per range request (default 16MiB)
-  --unpack-concurrency N     layers unpacked at once per pull (default: one shared pool, one per core)
+  --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per core)
   --keep-blobs               keep compressed layer blobs after unpacking
   --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464)
   --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent

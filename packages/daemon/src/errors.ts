@@ -77,8 +77,12 @@ export function toStatus(e: unknown): Partial<StatusObject> & { code: Status; de
   return { code: GRPC_STATUS[fe.code], details: fe.message, metadata };
 }
 
-/** Rebuilds the library error from a failed call: same code and message, details when sent. */
-export function fromServiceError(e: unknown, what: string): FastpullError {
+/**
+ * Rebuilds the library error from a failed call: same code and message, details when sent. With
+ * `address`, a call that never reached a server says that no fastpulld listens there, instead of the
+ * transport's own text.
+ */
+export function fromServiceError(e: unknown, what: string, address?: string): FastpullError {
   if (isFastpullError(e)) return e;
   const se = e as Partial<ServiceError>;
   if (typeof se.code !== 'number') return new FastpullError('INTERNAL', `${what}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
@@ -96,6 +100,13 @@ export function fromServiceError(e: unknown, what: string): FastpullError {
       }
     }
     return new FastpullError(code, se.details ?? se.message ?? 'unknown error', { details, cause: e });
+  }
+  if (address !== undefined && se.code === Status.UNAVAILABLE) {
+    const path = address.replace(/^unix:/, '');
+    return new FastpullError('NETWORK_ERROR', `${what}: no fastpulld listens at ${path}; start it (fastpulld --socket ${path}) or leave out --address and FASTPULL_ADDRESS to work on the store directly`, {
+      cause: e,
+      details: { grpcCode: se.code },
+    });
   }
   const fallback = CODE_OF_STATUS[se.code as Status] ?? 'INTERNAL';
   return new FastpullError(fallback, `${what}: ${se.details || se.message || 'call failed'} (gRPC ${Status[se.code] ?? se.code})`, { cause: e, details: { grpcCode: se.code } });

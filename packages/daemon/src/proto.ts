@@ -165,6 +165,9 @@ export interface WireGetImageResponse {
   image: WireImage | null;
   root: string;
   snapshots: string[];
+  manifestJson: string;
+  configJson: string;
+  indexJson: string;
 }
 
 export interface WireBlobInfo {

@@ -9,6 +9,7 @@ import type { Store } from '../store.js';
 import { liveLeaseRefs, withCollectionLock } from './lease.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
 import { recordedChainIDs } from '../snapshots/record-file.js';
+import { listMountRecords } from '../snapshots/mountrecords.js';
 import { sweepTempFiles } from '../util/fs.js';
 
 /** Options of {@link collectGarbage}. */
@@ -134,23 +135,9 @@ export function blobsToKeep(images: readonly ImageRecord[], committed: ReadonlyS
   return keep;
 }
 
-/**
- * The snapshots that writable mounts made by `fastpull mount` use, from their records
- * (`<root>/mounts/<id>/mount.json`, `snapshots`: chainIDs), kept until `fastpull unmount` removes
- * the record, even when the mount itself is gone or lives in another mount namespace.
- */
+/** The snapshots `fastpull mount` records use (a record is written before its mount is made). */
 async function recordedMountSnapshots(root: string): Promise<Digest[]> {
-  const dir = join(root, 'mounts');
-  const out: Digest[] = [];
-  for (const id of await fsp.readdir(dir).catch(() => [] as string[])) {
-    try {
-      const rec = JSON.parse(await fsp.readFile(join(dir, id, 'mount.json'), 'utf8')) as { snapshots?: unknown };
-      if (Array.isArray(rec.snapshots)) for (const s of rec.snapshots) if (typeof s === 'string') out.push(s as Digest);
-    } catch {
-      // No record (yet): the mount command writes it before it mounts.
-    }
-  }
-  return out;
+  return (await listMountRecords(root)).flatMap((r) => r.snapshots);
 }
 
 /**

@@ -5,5 +5,7 @@ export { FileSnapshotter, type Snapshotter, type ActiveSnapshot, type SnapshotIn
 export { LowerView, reconcileWithLowers, type ReconcileOptions, type ReconcileStats } from './lowers.js';
 export type { LowerChecks } from '../unpack/apply.js';
 export { mountInfo, type MountInfo } from './mountinfo.js';
+export { snapshotUsage, snapshotChain, treeUsage, type SnapshotUsage } from './usage.js';
+export { createMountRecord, listMountRecords, mountsDir, readMountRecord, removeMountRecord, type MountRecord } from './mountrecords.js';
 export { SnapshotRecords, type SnapshotRecordInfo, type SnapshotRecordsOptions, type RecordsStore } from './records.js';
-export type { SnapshotKind, SnapshotUsage } from './record-file.js';
+export type { SnapshotKind } from './record-file.js';

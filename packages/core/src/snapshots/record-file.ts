@@ -9,17 +9,10 @@ import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { isDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
+import type { SnapshotUsage } from './usage.js';
 
 /** The kinds of containerd snapshot: being written, read-only over a parent, or immutable. */
 export type SnapshotKind = 'active' | 'view' | 'committed';
-
-/** Disk usage of one snapshot's own files (not its parents'), as containerd counts it. */
-export interface SnapshotUsage {
-  /** Bytes of the blocks its files take. */
-  readonly size: number;
-  /** Distinct inodes, the snapshot's root directory included. */
-  readonly inodes: number;
-}
 
 /** One record as stored in `record.json`. */
 export interface RecordFile {

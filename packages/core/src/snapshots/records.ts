@@ -23,12 +23,11 @@ import {
   writeRecord,
   type RecordFile,
   type SnapshotKind,
-  type SnapshotUsage,
 } from './record-file.js';
 import { parseSnapshotFilters } from './record-filters.js';
 import { recordMounts, overlayIndexOff } from './record-mounts.js';
 import type { FileSnapshotter, Mount } from './store.js';
-import { diskUsage } from './usage.js';
+import { treeUsage, type SnapshotUsage } from './usage.js';
 
 /** What containerd sees of a snapshot (its `snapshots.Info`). */
 export interface SnapshotRecordInfo {
@@ -335,9 +334,9 @@ export class SnapshotRecords {
   async usage(key: string): Promise<SnapshotUsage> {
     const rec = this.get(key);
     if (rec.kind === 'view') return { size: 0, inodes: 0 };
-    if (rec.kind === 'active') return diskUsage(this.fsOf(rec));
+    if (rec.kind === 'active') return measure(this.fsOf(rec));
     if (rec.usage) return rec.usage;
-    const usage = await diskUsage(this.fsOf(rec));
+    const usage = await measure(this.fsOf(rec));
     // Kept so that kubelet's polling (every snapshot, every few seconds) costs nothing next time.
     await this.exclusive(async () => {
       const now = this.byName.get(key);
@@ -380,4 +379,13 @@ export class SnapshotRecords {
 
 function toInfo(r: RecordFile): SnapshotRecordInfo {
   return { name: r.name, ...(r.parent !== undefined ? { parent: r.parent } : {}), kind: r.kind, labels: { ...r.labels }, created: r.created, updated: r.updated };
+}
+
+/** A tree's usage, failures named by the tree (the caller knows it exists). */
+async function measure(dir: string): Promise<SnapshotUsage> {
+  try {
+    return await treeUsage(dir);
+  } catch (e) {
+    throw fromFsError(e, `measuring ${dir}`);
+  }
 }

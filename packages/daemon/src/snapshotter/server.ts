@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { FastpullError } from '@fastpull/core';
+import { checkDirectory, FastpullError } from '@fastpull/core';
 import { SnapshotRecords, type RecordsStore } from '@fastpull/core/snapshots';
 import { snapshotsService } from './proto.js';
 import { snapshotsHandlers, type PrepareHook } from './service.js';
@@ -79,7 +79,7 @@ export class SnapshotterServer {
  * then given to `group`.
  */
 async function listenUnix(server: grpc.Server, socket: string, group: string | undefined): Promise<void> {
-  await fsp.mkdir(dirname(socket), { recursive: true, mode: 0o755 });
+  await checkDirectory(dirname(socket), 'snapshotter socket directory', 'create');
   const st = await fsp.lstat(socket).catch((e: NodeJS.ErrnoException) => {
     if (e.code === 'ENOENT') return undefined;
     throw e;
