@@ -124,13 +124,20 @@ ${criConfig}`;
   return { address, namespace, ctr, log, stop };
 }
 
-/** Waits until containerd reaches the proxy snapshotter `fastpull` (it retries with a back-off of up to a few seconds). */
-export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutMs = 20_000): Promise<void> {
+/**
+ * Waits until containerd reaches the proxy snapshotter `fastpull`: it dials lazily and, after a
+ * failed dial, retries with a back-off of up to a few seconds; calls fail UNAVAILABLE meanwhile.
+ * Listing goes to containerd's own metadata only, so the probe prepares (then removes) a snapshot.
+ */
+export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const key = `fastpull-probe-${process.pid}`;
   for (;;) {
-    const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'ls'], 10_000);
-    if (r.status === 0) return;
+    const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', key], 10_000);
+    if (r.status === 0) break;
     if (Date.now() > deadline) throw new Error(`containerd does not reach the fastpull snapshotter: ${r.stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
+  const rm = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'rm', key], 10_000);
+  if (rm.status !== 0) throw new Error(`removing the probe snapshot: ${rm.stderr}`);
 }
