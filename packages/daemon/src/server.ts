@@ -28,6 +28,7 @@ import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
 import { PullManager, type PullOutcome } from './pulls.js';
+import { sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
 
 export interface DaemonOptions {
@@ -135,7 +136,7 @@ export class Daemon {
         throw new FastpullError('PERMISSION_DENIED', `giving ${config.socket} to group ${config.group}: ${(e as Error).message}`, { cause: e });
       }
     }
-    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log });
+    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
     for (const name of ['', ...SERVICE_NAMES]) this.health.set(name, 'SERVING');
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry);

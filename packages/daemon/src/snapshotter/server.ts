@@ -10,7 +10,8 @@ import type { Logger } from 'pino';
 import { checkDirectory, FastpullError } from '@fastpull/core';
 import { SnapshotRecords, type RecordsStore } from '@fastpull/core/snapshots';
 import { snapshotsService } from './proto.js';
-import { snapshotsHandlers, type PrepareHook } from './service.js';
+import { fastPathHook, type PullForSnapshot } from './fastpath.js';
+import { snapshotsHandlers } from './service.js';
 
 /** containerd caps its messages at 16 MiB; so does this server. */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -24,8 +25,11 @@ export interface SnapshotterServerOptions {
   /** The store whose records it serves. */
   readonly store: RecordsStore;
   readonly log: Logger;
-  /** The fast path for labelled Prepares; none: the normal path only. */
-  readonly prepareHook?: PrepareHook;
+  /**
+   * Pulls an image for the fast path (CRI's labelled Prepares: the layer comes from fastpull's own
+   * pull, containerd downloads nothing); none: every Prepare takes the normal path.
+   */
+  readonly pullForSnapshot?: PullForSnapshot;
 }
 
 /** The running snapshotter server. */
@@ -44,14 +48,15 @@ export class SnapshotterServer {
     const records = await SnapshotRecords.open(options.store);
     const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.max_send_message_length': MAX_MESSAGE_BYTES });
     try {
-      server.addService(snapshotsService(), snapshotsHandlers({ records, log: options.log, ...(options.prepareHook ? { prepareHook: options.prepareHook } : {}) }));
+      const prepareHook = options.pullForSnapshot ? fastPathHook({ records, snapshots: options.store.snapshots, pull: options.pullForSnapshot, log: options.log }) : undefined;
+      server.addService(snapshotsService(), snapshotsHandlers({ records, log: options.log, ...(prepareHook ? { prepareHook } : {}) }));
       await listenUnix(server, options.socket, options.group);
     } catch (e) {
       server.forceShutdown();
       records.close();
       throw e;
     }
-    options.log.info({ snapshotterSocket: options.socket, snapshots: records.list().length }, 'serving the containerd snapshotter API');
+    options.log.info({ snapshotterSocket: options.socket, snapshots: records.list().length, fastPath: options.pullForSnapshot !== undefined }, 'serving the containerd snapshotter API');
     return new SnapshotterServer(server, records, options);
   }
 

@@ -16,7 +16,7 @@ const LIST_BATCH = 100;
  * A Prepare that may be answered without mounts: the fast path looks at the request first and
  * either records the layer (then containerd is told ALREADY_EXISTS) or lets the normal path run.
  */
-export type PrepareHook = (req: { key: string; parent: string | undefined; labels: Readonly<Record<string, string>> }) => Promise<'handled' | 'normal'>;
+export type PrepareHook = (req: { key: string; parent: string | undefined; labels: Readonly<Record<string, string>>; signal: AbortSignal }) => Promise<'handled' | 'normal'>;
 
 /** What the handlers need. */
 export interface SnapshotsServiceOptions {
@@ -74,17 +74,37 @@ export function snapshotsHandlers(options: SnapshotsServiceOptions): grpc.Untype
           },
         );
     };
-  const prepare = async (req: WirePrepareRequest): Promise<{ mounts: WireMount[] }> => {
+  const prepare = (call: grpc.ServerUnaryCall<WirePrepareRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void => {
+    const req = call.request;
     const parent = req.parent || undefined;
     const labels = req.labels ?? {};
-    if (prepareHook && (await prepareHook({ key: req.key, parent, labels })) === 'handled') {
-      // The layer is recorded as a committed snapshot carrying the target label: containerd finds it.
-      throw new FastpullError('ALREADY_EXISTS', `snapshot ${labels['containerd.io/snapshot.ref'] ?? req.key} is already in the store`);
-    }
-    return mountsToWire(await records.prepare(req.key, parent, labels));
+    // containerd cancels a Prepare when its pull is cancelled: the fast path stops waiting then.
+    // grpc-js also says 'cancelled' once a finished call closes: only a call not yet answered counts.
+    const cancelled = new AbortController();
+    let answered = false;
+    call.on('cancelled', () => {
+      if (!answered) cancelled.abort();
+    });
+    (async () => {
+      if (prepareHook && (await prepareHook({ key: req.key, parent, labels, signal: cancelled.signal })) === 'handled') {
+        // The layer is recorded as a committed snapshot carrying the target label: containerd finds it.
+        throw new FastpullError('ALREADY_EXISTS', `snapshot ${labels['containerd.io/snapshot.ref'] ?? req.key} is already in the store`);
+      }
+      return mountsToWire(await records.prepare(req.key, parent, labels));
+    })().then(
+      (res) => {
+        answered = true;
+        callback(null, res);
+      },
+      (e: unknown) => {
+        answered = true;
+        fail('Prepare', e);
+        callback(toStatus(e));
+      },
+    );
   };
   return {
-    Prepare: unary('Prepare', prepare),
+    Prepare: prepare,
     View: unary('View', async (req: WirePrepareRequest) => mountsToWire(await records.view(req.key, req.parent || undefined, req.labels ?? {}))),
     Mounts: unary('Mounts', (req: WireKeyRequest) => mountsToWire(records.mounts(req.key))),
     Commit: unary('Commit', async (req: WireCommitRequest) => {
