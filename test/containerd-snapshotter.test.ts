@@ -3,16 +3,15 @@
 // the mounts fastpulld answers; `ctr run` runs a busybox container on them; the merged tree equals,
 // entry by entry, what containerd's own overlayfs snapshotter makes of the same image; removing the
 // image lets containerd's garbage collection remove fastpull's records and directories.
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '@fastpull/core';
-import { buildImage, diffTrees, findDistributionBinary, pushImage, readTree, startDistribution, type BuiltImage, type DistributionRegistry, type LayerEntry } from '@fastpull/core/testing';
-import { containerdUnavailable, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
+import { diffTrees, findDistributionBinary, pushImage, readTree, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { mountAll, snapshotsClient, unmount, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
 
-const BUSYBOX = '/bin/busybox';
 const work = tempDir('containerd');
 const snapSocket = join(work.dir, 'snapshotter.sock');
 
@@ -27,30 +26,6 @@ if (reason === undefined) {
   }
 }
 if (reason) console.warn(`skipping the containerd tests: ${reason}`);
-
-/** Three layers over a static busybox: files replaced, deleted (whiteout), hidden (opaque dir), hard-linked. */
-async function busyboxImage(): Promise<BuiltImage> {
-  const l1: LayerEntry[] = [
-    { type: 'file', path: 'bin/busybox', content: readFileSync(BUSYBOX), mode: 0o755 },
-    { type: 'symlink', path: 'bin/sh', target: 'busybox' },
-    { type: 'file', path: 'etc/one', content: 'one\n' },
-    { type: 'file', path: 'del/gone', content: 'gone\n' },
-    { type: 'file', path: 'del/kept', content: 'kept\n' },
-    { type: 'file', path: 'opq/a', content: 'a\n' },
-  ];
-  const l2: LayerEntry[] = [
-    { type: 'file', path: 'etc/two', content: 'two\n', mode: 0o600, uid: 1000, gid: 1000 },
-    { type: 'whiteout', path: 'del/gone' },
-    { type: 'opaque', path: 'opq' },
-    { type: 'file', path: 'opq/b', content: 'b\n' },
-  ];
-  const l3: LayerEntry[] = [
-    { type: 'file', path: 'etc/three', content: 'three\n' },
-    { type: 'hardlink', path: 'etc/three-link', target: 'etc/three' },
-    { type: 'file', path: 'etc/one', content: 'one v3\n' },
-  ];
-  return buildImage({ layers: [l1, l2, l3] });
-}
 
 describe.skipIf(reason !== undefined)('containerd with fastpulld as its snapshotter (normal path)', () => {
   let registry: DistributionRegistry;
@@ -115,8 +90,8 @@ describe.skipIf(reason !== undefined)('containerd with fastpulld as its snapshot
     for (const chain of chainIDs(image.layers.map((l) => l.diffID))) expect(committed.some((n) => n.endsWith(`/${chain}`))).toBe(true);
 
     const id = `fastpull-${process.pid}-${Date.now()}`;
-    const out = await ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, id, '/bin/busybox', 'sh', '-c', 'cat /etc/one /etc/two /etc/three /etc/three-link; ls /del; ls /opq; test -e /del/gone && echo gone-present || echo gone-absent']);
-    expect(out).toBe('one v3\ntwo\nthree\nthree\nkept\nb\ngone-absent\n');
+    const out = await ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, id, ...BUSYBOX_PROBE]);
+    expect(out).toBe(BUSYBOX_PROBE_OUTPUT);
 
     await ctr(['images', 'pull', '--plain-http', '--snapshotter', 'overlayfs', ref]);
     const viaFastpull = await mergedTree('fastpull');

@@ -1,10 +1,14 @@
 // A private containerd for tests: its own root, state, gRPC address and config under a temporary
 // directory, with fastpulld's snapshotter socket as the proxy snapshotter `fastpull` (required: a
 // containerd that cannot load it fails to start). Shim sockets and runc state are shared with any
-// system containerd, so callers use their own namespace and unique container ids.
+// system containerd, so callers use their own namespace and unique container ids. Also: a runnable
+// busybox image of several layers, and a client of the CRI image service.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { buildImage, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
 
 /** What the CRI plugin should do, when a test needs it (else it is disabled). */
 export interface CriOptions {
@@ -20,8 +24,8 @@ export interface PrivateContainerd {
   readonly address: string;
   /** The namespace the `ctr` helper uses. */
   readonly namespace: string;
-  /** Runs `ctr --address … --namespace … ARGS`; never throws on a non-zero exit. */
-  ctr(args: readonly string[], timeoutMs?: number): Promise<{ status: number | null; stdout: string; stderr: string }>;
+  /** Runs `ctr --address … --namespace … ARGS` (its own namespace unless told); never throws on a non-zero exit. */
+  ctr(args: readonly string[], options?: { timeoutMs?: number; namespace?: string }): Promise<{ status: number | null; stdout: string; stderr: string }>;
   /** containerd's log so far. */
   log(): string;
   stop(): Promise<void>;
@@ -103,7 +107,7 @@ ${criConfig}`;
   );
   const log = (): string => (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '');
   const namespace = `fastpull-test-${process.pid}`;
-  const ctr: PrivateContainerd['ctr'] = (args, timeoutMs) => run('ctr', ['--address', address, '--namespace', namespace, ...args], timeoutMs);
+  const ctr: PrivateContainerd['ctr'] = (args, options = {}) => run('ctr', ['--address', address, '--namespace', options.namespace ?? namespace, ...args], options.timeoutMs);
   const stop = async (): Promise<void> => {
     if (exited !== undefined) return;
     proc.kill('SIGTERM');
@@ -114,7 +118,7 @@ ${criConfig}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (exited !== undefined) throw new Error(`containerd exited with ${exited}:\n${log().slice(-4000)}`);
-    if (existsSync(address) && (await ctr(['version'], 5_000)).status === 0) break;
+    if (existsSync(address) && (await ctr(['version'], { timeoutMs: 5_000 })).status === 0) break;
     if (Date.now() > deadline) {
       await stop();
       throw new Error(`containerd did not answer within 30 s:\n${log().slice(-4000)}`);
@@ -133,11 +137,59 @@ export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutM
   const deadline = Date.now() + timeoutMs;
   const key = `fastpull-probe-${process.pid}`;
   for (;;) {
-    const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', key], 10_000);
+    const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', key], { timeoutMs: 10_000 });
     if (r.status === 0) break;
     if (Date.now() > deadline) throw new Error(`containerd does not reach the fastpull snapshotter: ${r.stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  const rm = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'rm', key], 10_000);
+  const rm = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'rm', key], { timeoutMs: 10_000 });
   if (rm.status !== 0) throw new Error(`removing the probe snapshot: ${rm.stderr}`);
+}
+
+/** Three layers over a static busybox: files replaced, deleted (whiteout), hidden (opaque dir), hard-linked. */
+export async function busyboxImage(): Promise<BuiltImage> {
+  const l1: LayerEntry[] = [
+    { type: 'file', path: 'bin/busybox', content: readFileSync('/bin/busybox'), mode: 0o755 },
+    { type: 'symlink', path: 'bin/sh', target: 'busybox' },
+    { type: 'file', path: 'etc/one', content: 'one\n' },
+    { type: 'file', path: 'del/gone', content: 'gone\n' },
+    { type: 'file', path: 'del/kept', content: 'kept\n' },
+    { type: 'file', path: 'opq/a', content: 'a\n' },
+  ];
+  const l2: LayerEntry[] = [
+    { type: 'file', path: 'etc/two', content: 'two\n', mode: 0o600, uid: 1000, gid: 1000 },
+    { type: 'whiteout', path: 'del/gone' },
+    { type: 'opaque', path: 'opq' },
+    { type: 'file', path: 'opq/b', content: 'b\n' },
+  ];
+  const l3: LayerEntry[] = [
+    { type: 'file', path: 'etc/three', content: 'three\n' },
+    { type: 'hardlink', path: 'etc/three-link', target: 'etc/three' },
+    { type: 'file', path: 'etc/one', content: 'one v3\n' },
+  ];
+  return buildImage({ layers: [l1, l2, l3] });
+}
+
+/** The output `ctr run` of {@link busyboxImage} gives for {@link BUSYBOX_PROBE}. */
+export const BUSYBOX_PROBE_OUTPUT = 'one v3\ntwo\nthree\nthree\nkept\nb\ngone-absent\n';
+/** A command that prints a file of every layer of {@link busyboxImage}, and what was deleted. */
+export const BUSYBOX_PROBE = ['/bin/busybox', 'sh', '-c', 'cat /etc/one /etc/two /etc/three /etc/three-link; ls /del; ls /opq; test -e /del/gone && echo gone-present || echo gone-absent'];
+
+/** A client of the CRI image service on containerd's socket (what kubelet calls). */
+export interface CriImages {
+  pullImage(image: string): Promise<string>;
+  removeImage(image: string): Promise<void>;
+  close(): void;
+}
+
+export function criImages(address: string): CriImages {
+  const def = protoLoader.loadSync(['runtime/v1/api.proto'], { keepCase: false, longs: Number, enums: String, defaults: true, includeDirs: [join(import.meta.dirname, 'proto')] });
+  const Ctor = grpc.makeGenericClientConstructor(def['runtime.v1.ImageService'] as grpc.ServiceDefinition, 'ImageService');
+  const raw = new Ctor(`unix:${address}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void> & { close(): void };
+  const call = <T>(method: string, req: unknown): Promise<T> => new Promise((resolve, reject) => raw[method]!.call(raw, req, (e, res) => (e ? reject(e) : resolve(res as T))));
+  return {
+    pullImage: async (image) => (await call<{ imageRef: string }>('PullImage', { image: { image } })).imageRef,
+    removeImage: async (image) => void (await call('RemoveImage', { image: { image } })),
+    close: () => raw.close(),
+  };
 }
