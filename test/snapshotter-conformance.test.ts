@@ -313,4 +313,69 @@ describe('containerd snapshotter API (conformance)', () => {
     await client.commit('rs/c2', 'rs/container');
     await mounted(await client.view('rs/v', 'rs/c2'), (dir) => expect(tree(dir)).toEqual({ kept: 'across restarts\n', written: 'by the container\n' }));
   });
+
+  it('a kill -9 amid a burst of calls leaves whole records: the next start loads them and sweeps the litter', async () => {
+    const crashRoot = join(work.dir, 'crash-root');
+    const crashSocket = join(work.dir, 'crash.sock');
+    const crashSnap = join(work.dir, 'crash-snap.sock');
+    const start = async (): Promise<RunningDaemon> => {
+      const d = startDaemon(['--socket', crashSocket, '--snapshotter-socket', crashSnap, '--root', crashRoot]);
+      await d.waitLog((l) => l.msg === 'fastpulld serving', 30_000);
+      return d;
+    };
+    let victim = await start();
+    const c = snapshotsClient(crashSnap);
+    // Chains of prepare, write, commit, and removals, in parallel lanes, until the kill.
+    let stopped = false;
+    const lane = async (n: number): Promise<void> => {
+      for (let i = 0; !stopped; i++) {
+        const base = `crash/${n}/${i}`;
+        try {
+          const [m] = await c.prepare(`${base}/a`);
+          writeFileSync(join(m!.source, 'f'), `${base}\n`);
+          await c.commit(`${base}/c`, `${base}/a`, { k: base });
+          await c.prepare(`${base}/child`, `${base}/c`);
+          if (i % 2 === 0) {
+            await c.remove(`${base}/child`);
+            await c.remove(`${base}/c`);
+          }
+        } catch {
+          return; // the daemon is gone
+        }
+      }
+    };
+    const lanes = [0, 1, 2, 3].map(lane);
+    await new Promise((r) => setTimeout(r, 400 + Math.floor(Math.random() * 400)));
+    victim.proc.kill('SIGKILL');
+    await victim.exited;
+    stopped = true;
+    await Promise.all(lanes);
+    c.close();
+
+    victim = await start();
+    const c2 = snapshotsClient(crashSnap);
+    try {
+      const listed = await c2.list();
+      expect(listed.length).toBeGreaterThan(0);
+      const dir = join(crashRoot, 'snapshots', 'containerd');
+      expect(readdirSync(dir).filter((n) => n.startsWith('.new-') || n.startsWith('.trash-'))).toEqual([]);
+      for (const info of listed) {
+        if (info.kind === 'COMMITTED') {
+          expect(info.labels.k).toBe(info.name.slice(0, -'/c'.length));
+          // Its tree holds what was written before the commit.
+          const [m] = await c2.view(`${info.name}/check`, info.name);
+          expect(readFileSync(join(m!.source, 'f'), 'utf8')).toBe(`${info.labels.k}\n`);
+          await c2.remove(`${info.name}/check`);
+        } else {
+          const [m] = await c2.mounts(info.name);
+          expect(m).toBeDefined();
+          if (info.parent === '') expect(existsSync(m!.source)).toBe(true);
+          else for (const o of m!.options.filter((x) => /^(upperdir|workdir)=/.test(x))) expect(existsSync(o.split('=')[1]!)).toBe(true);
+        }
+      }
+    } finally {
+      c2.close();
+      await stop(victim);
+    }
+  });
 });
