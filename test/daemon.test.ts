@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { type FastpullError, type PullEvent } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { FastpullClient } from '@fastpull/daemon';
+import { FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
 import { failure, repoRoot, runCliAsync, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -295,6 +295,37 @@ describe('fastpulld', () => {
       const line = await d.waitLog((l) => l.msg === 'configuration reloaded');
       expect(line).toMatchObject({ hostsDir: join(work.dir, 'hosts-b'), previousHostsDir: join(work.dir, 'hosts-a') });
     } finally {
+      await stop(d);
+    }
+  });
+
+  it('a health Watch sees NOT_SERVING on SIGTERM and its stream ends, so the daemon drains without being forced', async () => {
+    const wSocket = join(work.dir, 'watch.sock');
+    const d = await serve(['--socket', wSocket, '--root', join(work.dir, 'watch-root'), '--shutdown-timeout', '30s']);
+    const def = protoLoader.loadSync(HEALTH_PROTO, { includeDirs: [PROTO_DIR], keepCase: false, defaults: true, enums: String });
+    const Ctor = grpc.makeClientConstructor(def['grpc.health.v1.Health'] as grpc.ServiceDefinition, 'Health');
+    const raw = new Ctor(`unix:${wSocket}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Watch: (req: { service: string }) => grpc.ClientReadableStream<{ status: string }> };
+    try {
+      const seen: string[] = [];
+      const stream = raw.Watch({ service: 'fastpull.v1.Images' });
+      const ended = new Promise<void>((resolve) => {
+        stream.on('end', () => resolve());
+        stream.on('error', () => resolve());
+      });
+      let serving!: () => void;
+      const first = new Promise<void>((resolve) => (serving = resolve));
+      stream.on('data', (m: { status: string }) => {
+        seen.push(m.status);
+        if (m.status === 'SERVING') serving();
+      });
+      await first;
+      d.proc.kill('SIGTERM');
+      await ended;
+      expect(seen).toEqual(['SERVING', 'NOT_SERVING']);
+      expect((await d.exited).code).toBe(0);
+      expect(d.logs.find((l) => l.msg === 'stopped')).toMatchObject({ forced: false });
+    } finally {
+      raw.close();
       await stop(d);
     }
   });

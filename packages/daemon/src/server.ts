@@ -6,6 +6,7 @@ import { dirname } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 import {
   credentialsIdentity,
@@ -19,6 +20,7 @@ import {
   parsePlatform,
   parseReference,
   type Digest,
+  type MountTarget,
   type PulledImage,
   type Store,
 } from '@fastpull/core';
@@ -56,8 +58,11 @@ export class Daemon {
   /** `unix:<socket>`, what clients dial. */
   readonly address: string;
   private readonly server = new grpc.Server();
-  private readonly health = new Map<string, ServingStatus>();
-  private readonly watchers = new Set<{ service: string; call: grpc.ServerWritableStream<unknown, unknown> }>();
+  /** grpc.health.v1, from grpc-health-check; `healthNames` are the services it answers for. */
+  private readonly health = new HealthImplementation();
+  private readonly healthNames = new Set<string>();
+  /** Open Watch streams, ended at shutdown so the server can drain. */
+  private readonly watchers = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   private metricsServer: HttpServer | undefined;
   /** containerd's snapshotter API, on its own socket, when configured. */
   snapshotter: SnapshotterServer | undefined;
@@ -137,7 +142,7 @@ export class Daemon {
       }
     }
     if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
-    for (const name of ['', ...SERVICE_NAMES]) this.health.set(name, 'SERVING');
+    for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry);
       this.metricsServer = m.server;
@@ -165,8 +170,8 @@ export class Daemon {
     this.server.addService(serviceDefinition('fastpull.v1.Images'), {
       Pull: (call: grpc.ServerWritableStream<WirePullRequest, unknown>) => this.pullCall(call),
       List: unary('Images.List', () => this.listImages()),
-      Get: unary('Images.Get', (req: { name: string }) => this.getImage(req.name)),
-      Remove: unary('Images.Remove', (req: { name: string; gc: boolean }) => this.removeImage(req.name, req.gc)),
+      Get: unary('Images.Get', (req: { name: string; platform: string }) => this.getImage(req.name, req.platform)),
+      Remove: unary('Images.Remove', (req: { name: string; gc: boolean; platform: string }) => this.removeImage(req.name, req.gc, req.platform)),
     });
     const service = this.service;
     this.server.addService(serviceDefinition('fastpull.v1.Snapshots'), {
@@ -185,18 +190,19 @@ export class Daemon {
       }),
       GarbageCollect: unary('Content.GarbageCollect', async (req: { dryRun: boolean }) => gcToWire(await service.collectGarbage({ dryRun: req.dryRun }), req.dryRun)),
     });
-    this.server.addService(serviceDefinition('grpc.health.v1.Health'), {
-      Check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-        const status = this.health.get(call.request.service);
-        if (!status) callback({ code: grpc.status.NOT_FOUND, details: `unknown service ${JSON.stringify(call.request.service)}` });
-        else callback(null, { status });
-      },
-      Watch: (call: grpc.ServerWritableStream<{ service: string }, unknown>) => {
-        const service = call.request.service;
-        call.write({ status: this.health.get(service) ?? 'SERVICE_UNKNOWN' });
-        const watcher = { service, call };
-        this.watchers.add(watcher);
-        call.on('cancelled', () => this.watchers.delete(watcher));
+    // The health service is grpc-health-check's; its Watch streams are tracked here so that a
+    // shutdown can end them (the library never does, and the server would wait for them to drain).
+    this.health.addToServer({
+      addService: (definition, implementation) => {
+        const watch = implementation.watch as (call: grpc.ServerWritableStream<unknown, unknown>) => void;
+        this.server.addService(definition as grpc.ServiceDefinition, {
+          ...implementation,
+          watch: (call: grpc.ServerWritableStream<unknown, unknown>) => {
+            this.watchers.add(call);
+            call.on('cancelled', () => this.watchers.delete(call));
+            watch(call);
+          },
+        } as grpc.UntypedServiceImplementation);
       },
     });
     new ReflectionService(packageDefinition()).addToServer(this.server);
@@ -265,8 +271,8 @@ export class Daemon {
     return { images: (await this.service.listImages()).map((i) => imageToWire(i, i.unpackedSize ?? null)) };
   }
 
-  private async getImage(name: string): Promise<unknown> {
-    const d = await this.service.inspectImage(checkReference(name));
+  private async getImage(name: string, platform: string): Promise<unknown> {
+    const d = await this.service.inspectImage(checkReference(name), platform ? { platform } : {});
     return {
       image: imageToWire(d.image, d.unpackedSize),
       root: d.root,
@@ -277,8 +283,8 @@ export class Daemon {
     };
   }
 
-  private async removeImage(name: string, gc: boolean): Promise<unknown> {
-    const removed = await this.service.removeImage(checkReference(name));
+  private async removeImage(name: string, gc: boolean, platform: string): Promise<unknown> {
+    const removed = await this.service.removeImage(checkReference(name), platform ? { platform } : {});
     this.log.info({ image: removed.name }, 'image removed');
     return { name: removed.name, ...(gc ? { gc: gcToWire(await this.service.collectGarbage(), false) } : {}) };
   }
@@ -354,14 +360,14 @@ export class Daemon {
   private async stop(reason: string, timeoutMs: number): Promise<void> {
     const t0 = performance.now();
     this.log.info({ reason, pulls: this.pulls.size }, 'stopping');
-    for (const name of this.health.keys()) this.setHealth(name, 'NOT_SERVING');
+    for (const name of this.healthNames) this.setHealth(name, 'NOT_SERVING');
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     const drained = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
     const snapshotterStopped = this.snapshotter?.stop(timeoutMs);
     this.pulls.abortAll(new FastpullError('ABORTED', `fastpulld is ${reason}; the pull resumes when asked again`));
     const settled = await Promise.race([this.pulls.settled().then(() => 'settled' as const), deadline]);
-    for (const w of this.watchers) w.call.end();
+    for (const call of this.watchers) call.end();
     this.watchers.clear();
     const drainedInTime = await Promise.race([drained.then(() => 'drained' as const), deadline]);
     if (drainedInTime === 'timeout') this.server.forceShutdown();
@@ -375,8 +381,8 @@ export class Daemon {
   }
 
   private setHealth(service: string, status: ServingStatus): void {
-    this.health.set(service, status);
-    for (const w of this.watchers) if (w.service === service) w.call.write({ status });
+    this.healthNames.add(service);
+    this.health.setStatus(service, status);
   }
 }
 
@@ -393,8 +399,8 @@ function checkDigest(d: string): Digest {
 }
 
 /** What a Mounts request names: an image by reference or a snapshot stack by its top chainID. */
-function mountTarget(req: WireMountsRequest): { image: string } | { chainID: Digest } {
-  if (req.target === 'image' && req.image) return { image: checkReference(req.image) };
+function mountTarget(req: WireMountsRequest): MountTarget {
+  if (req.target === 'image' && req.image) return { image: checkReference(req.image), ...(req.platform ? { platform: req.platform } : {}) };
   if (req.target === 'chainId' && req.chainId) return { chainID: checkDigest(req.chainId) };
   throw new FastpullError('INVALID_ARGUMENT', 'mounts: name an image or a chain_id');
 }

@@ -7,7 +7,8 @@ import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
-import { discard, headerValue, responseError, type RegistryClient } from './client.js';
+import type { RegistryClient } from './client.js';
+import { discard, headerValue, responseError } from './response.js';
 import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
 
 /** Where downloaded bytes go: positional writes into one file. */

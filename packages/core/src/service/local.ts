@@ -6,7 +6,8 @@ import { collectGarbage, type GcResult } from '../gc/gc.js';
 import { deleteBlob } from '../gc/delete.js';
 import { FastpullError } from '../errors.js';
 import { inspectImage, type ImageDetails } from '../images/inspect.js';
-import { resolveImage, unpackedSize } from '../images/resolve.js';
+import { findImages, resolveImage, unpackedSize } from '../images/resolve.js';
+import { formatPlatform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
@@ -20,7 +21,7 @@ import type { InflaterChoice } from '../unpack/inflater.js';
 import { UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
-import type { BlobEntry, FastpullService, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
+import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
 
 /** How a local service is built; every setting applies to all of its pulls. */
 export interface LocalServiceOptions {
@@ -148,22 +149,22 @@ export class LocalService implements FastpullService {
     );
   }
 
-  async inspectImage(reference: string): Promise<ImageDetails> {
+  async inspectImage(reference: string, options: ImageOptions = {}): Promise<ImageDetails> {
     await this.root('read');
-    return inspectImage(this.store, reference);
+    return inspectImage(this.store, reference, options.platform);
   }
 
-  async removeImage(reference: string): Promise<{ name: string }> {
+  async removeImage(reference: string, options: ImageOptions = {}): Promise<{ name: string }> {
     await this.root('write');
-    const image = await resolveImage(this.store, reference);
-    await this.store.images.delete(image.name);
-    return { name: image.name };
+    const { name, records } = await findImages(this.store, reference, options.platform);
+    for (const r of records) await this.store.images.delete(name, formatPlatform(r.platform));
+    return { name };
   }
 
   async mounts(target: MountTarget): Promise<Mount[]> {
     await this.root('read');
     if ('image' in target) {
-      const image = await resolveImage(this.store, target.image);
+      const image = await resolveImage(this.store, target.image, target.platform);
       return this.store.snapshots.mounts(image.layers.map((l) => l.chainID));
     }
     return this.store.snapshots.mounts(await snapshotChain(this.store.snapshots, target.chainID));

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { FastpullError } from '../errors.js';
 import { isDigest, sha256Digest, type Digest } from '../oci/digest.js';
 import type { BuiltImage, BuiltIndex } from './builder.js';
+import { referrersAnswer } from './referrers.js';
 
 /** One request the registry answered. `status` and `bytesSent` are filled in as the response goes out. */
 export interface RequestLog {
@@ -133,6 +134,12 @@ export interface LoopbackRegistryOptions {
   readonly faults?: LoopbackFaults;
   /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP. */
   readonly tls?: { readonly key: string | Buffer; readonly cert: string | Buffer };
+  /**
+   * Serve the referrers API (`GET /v2/<name>/referrers/<digest>`, OCI distribution 1.1): the
+   * manifests added whose `subject` names the digest. Default off: 404, as distribution 2.8
+   * answers, so that clients use the referrers tag schema.
+   */
+  readonly referrers?: boolean;
 }
 
 /** The `service` of the bearer challenge and token endpoint, and the Basic realm. */
@@ -142,7 +149,7 @@ const DEFAULT_TOKEN_SECONDS = 300;
 /** Distribution's repository name grammar (distribution/reference). */
 const NAME_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/;
 const TAG_RE = /^[\w][\w.-]{0,127}$/;
-const ROUTE_RE = /^\/v2\/(.+)\/(manifests|blobs)\/([^/]+)$/;
+const ROUTE_RE = /^\/v2\/(.+)\/(manifests|blobs|referrers)\/([^/]+)$/;
 
 interface StoredManifest {
   readonly bytes: Buffer;
@@ -197,8 +204,8 @@ function takeCounted<T extends CountedFault>(fault: T | undefined, path: string)
 
 /**
  * Starts a registry on 127.0.0.1 with a free port. It serves `/v2/`, manifests and blobs
- * (GET and HEAD, ranges on blobs) of what the test adds, a bearer token endpoint when asked, and
- * misbehaves as `faults` says.
+ * (GET and HEAD, ranges on blobs) of what the test adds, a bearer token endpoint and the
+ * referrers API when asked, and misbehaves as `faults` says.
  *
  * @example
  * const registry = await startLoopbackRegistry({ auth: { type: 'bearer' } });
@@ -527,12 +534,12 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       return;
     }
     const m = ROUTE_RE.exec(pathname);
-    if (!m) {
+    if (!m || (m[2] === 'referrers' && options.referrers !== true)) {
       send(res, log, 404, errorBody('UNSUPPORTED', 'no such endpoint'), { 'Content-Type': 'application/json' });
       return;
     }
     const name = m[1] as string;
-    const kind = m[2] as 'manifests' | 'blobs';
+    const kind = m[2] as 'manifests' | 'blobs' | 'referrers';
     let reference: string;
     try {
       reference = decodeURIComponent(m[3] as string);
@@ -546,6 +553,10 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       return;
     }
     if (kind === 'manifests') serveManifest(req, res, log, r, reference);
+    else if (kind === 'referrers') {
+      const a = referrersAnswer(r.manifests.values(), reference, parsed.searchParams.get('artifactType') ?? undefined);
+      send(res, log, a.status, a.body, a.headers);
+    }
     else serveBlob(req, res, log, r, reference, pathname);
   };
 
