@@ -328,6 +328,7 @@ describe("fastpulld's TOML config", () => {
         if (!r.ok) return;
         const c = r.value;
         expect(c.root.startsWith('/') && c.socket.startsWith('/'), show(text)).toBe(true);
+        if (c.snapshotterSocket !== undefined) expect(c.snapshotterSocket.startsWith('/'), show(text)).toBe(true);
         if (c.concurrency !== undefined) expect(Number.isSafeInteger(c.concurrency) && c.concurrency >= 1, show(text)).toBe(true);
         if (c.unpackConcurrency !== undefined) expect(Number.isSafeInteger(c.unpackConcurrency) && c.unpackConcurrency >= 1, show(text)).toBe(true);
         if (c.chunkSize !== undefined) expect(Number.isSafeInteger(c.chunkSize) && c.chunkSize >= 64 * 1024, `chunkSize ${c.chunkSize} from ${show(text)}`).toBe(true);

@@ -27,6 +27,8 @@ export const ErrorCodes = [
   'PERMISSION_DENIED',
   'ABORTED',
   'INTERNAL',
+  'ALREADY_EXISTS',
+  'FAILED_PRECONDITION',
 ] as const;
 
 /**

@@ -43,8 +43,8 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
   './snapshots': [
       'type ActiveSnapshot', 'createMountRecord', 'FileSnapshotter', 'listMountRecords', 'type LowerChecks', 'LowerView',
       'type Mount', 'mountInfo', 'type MountInfo', 'type MountRecord', 'mountsDir', 'readMountRecord',
-      'type ReconcileOptions', 'type ReconcileStats', 'reconcileWithLowers', 'removeMountRecord', 'snapshotChain', 'type SnapshotInfo',
-      'type Snapshotter', 'snapshotUsage', 'type SnapshotUsage', 'treeUsage',
+      'type ReconcileOptions', 'type ReconcileStats', 'reconcileWithLowers', 'type RecordsStore', 'removeMountRecord', 'snapshotChain', 'type SnapshotInfo',
+      'type SnapshotKind', 'type SnapshotRecordInfo', 'SnapshotRecords', 'type SnapshotRecordsOptions', 'type Snapshotter', 'snapshotUsage', 'type SnapshotUsage', 'treeUsage',
     ],
   './registry': [
       'type Challenge', 'CONFIG_SIZE_LIMIT', 'type Credentials', 'type CredentialsProvider',

@@ -8,13 +8,15 @@ import { Daemon } from './server.js';
 const USAGE = `Usage: fastpulld [options]
 
 Serves the fastpull API (gRPC: fastpull.v1 Images, Snapshots, Content; grpc.health.v1; reflection) on a
-unix socket, over one store. Flags override the config file's keys of the same name (dashes for
-underscores). See docs/daemon.md.
+unix socket, over one store, and containerd's snapshotter API on a second socket. Flags override the
+config file's keys of the same name (dashes for underscores). See docs/daemon.md.
 
 Options:
   --config FILE              TOML config file (default ${DEFAULT_CONFIG_PATH} when it exists; env FASTPULLD_CONFIG)
   --root DIR                 store root (default: as the CLI: $FASTPULL_ROOT, /var/lib/fastpull as root)
   --socket PATH              unix socket (default /run/fastpull/fastpulld.sock as root)
+  --snapshotter-socket PATH  serve containerd's snapshotter API there (default /run/fastpull/snapshotter.sock
+                             as root with the default --socket; "" for none)
   --group NAME|GID           group owning the socket (mode 0660)
   --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP; default
                              $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
@@ -43,6 +45,7 @@ function parse() {
       config: { type: 'string' },
       root: { type: 'string' },
       socket: { type: 'string' },
+      'snapshotter-socket': { type: 'string' },
       group: { type: 'string' },
       'hosts-dir': { type: 'string' },
       concurrency: { type: 'string' },
@@ -78,6 +81,7 @@ tuneAllocator();
 const flags: RawConfig = {
   root: v.root,
   socket: v.socket,
+  snapshotter_socket: v['snapshotter-socket'],
   group: v.group,
   hosts_dir: v['hosts-dir'],
   concurrency: v.concurrency,

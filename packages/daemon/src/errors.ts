@@ -39,6 +39,8 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, Status>> = {
   PERMISSION_DENIED: Status.PERMISSION_DENIED,
   ABORTED: Status.CANCELLED,
   INTERNAL: Status.INTERNAL,
+  ALREADY_EXISTS: Status.ALREADY_EXISTS,
+  FAILED_PRECONDITION: Status.FAILED_PRECONDITION,
 };
 
 /**
@@ -48,6 +50,8 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, Status>> = {
 const CODE_OF_STATUS: Readonly<Partial<Record<Status, ErrorCode>>> = {
   [Status.INVALID_ARGUMENT]: 'INVALID_ARGUMENT',
   [Status.NOT_FOUND]: 'NOT_FOUND',
+  [Status.ALREADY_EXISTS]: 'ALREADY_EXISTS',
+  [Status.FAILED_PRECONDITION]: 'FAILED_PRECONDITION',
   [Status.UNAUTHENTICATED]: 'UNAUTHORIZED',
   [Status.PERMISSION_DENIED]: 'PERMISSION_DENIED',
   [Status.RESOURCE_EXHAUSTED]: 'RATE_LIMITED',

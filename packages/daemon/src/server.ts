@@ -31,6 +31,8 @@ import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
 import { PullManager, type PullOutcome } from './pulls.js';
+import { sharedSnapshotPuller } from './snapshotter/pull.js';
+import { SnapshotterServer } from './snapshotter/server.js';
 
 export interface DaemonOptions {
   readonly config: DaemonConfig;
@@ -63,6 +65,8 @@ export class Daemon {
   /** Open Watch streams, ended at shutdown so the server can drain. */
   private readonly watchers = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   private metricsServer: HttpServer | undefined;
+  /** containerd's snapshotter API, on its own socket, when configured. */
+  snapshotter: SnapshotterServer | undefined;
   /** http://HOST:PORT/metrics when metrics are served. */
   metricsUrl: string | undefined;
   private stopping: Promise<void> | undefined;
@@ -138,6 +142,7 @@ export class Daemon {
         throw new FastpullError('PERMISSION_DENIED', `giving ${config.socket} to group ${config.group}: ${(e as Error).message}`, { cause: e });
       }
     }
+    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
     for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry);
@@ -360,6 +365,7 @@ export class Daemon {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     const drained = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    const snapshotterStopped = this.snapshotter?.stop(timeoutMs);
     this.pulls.abortAll(new FastpullError('ABORTED', `fastpulld is ${reason}; the pull resumes when asked again`));
     const settled = await Promise.race([this.pulls.settled().then(() => 'settled' as const), deadline]);
     for (const call of this.watchers) call.end();
@@ -370,6 +376,7 @@ export class Daemon {
     await new Promise<void>((resolve) => (this.metricsServer ? this.metricsServer.close(() => resolve()) : resolve()));
     this.metricsServer?.closeAllConnections();
     await fsp.rm(this.config.socket, { force: true });
+    await snapshotterStopped;
     await this.service.close();
     this.log.info({ ms: Math.round(performance.now() - t0), pullsStopped: settled === 'settled', forced: drainedInTime === 'timeout' }, 'stopped');
   }
