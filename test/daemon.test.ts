@@ -10,28 +10,13 @@ import * as protoLoader from '@grpc/proto-loader';
 import { type FastpullError, type PullEvent } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
-import { failure, repoRoot, runCliAsync, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { failure, repoRoot, runCliAsync, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping the fastpulld tests that use docker-registry: it is not installed');
 
-/** Starts fastpulld and waits until it says it serves. */
-async function serve(args: string[]): Promise<RunningDaemon> {
-  const d = startDaemon(args);
-  await Promise.race([
-    d.waitLog((l) => l.msg === 'fastpulld serving'),
-    d.exited.then(({ code }) => {
-      throw new Error(`fastpulld exited with ${code}: ${d.stderr()}`);
-    }),
-  ]);
-  return d;
-}
-
-async function stop(d: RunningDaemon | undefined): Promise<void> {
-  if (!d || d.proc.exitCode !== null || d.proc.signalCode !== null) return;
-  d.proc.kill('SIGTERM');
-  await d.exited;
-}
+const serve = serveDaemon;
+const stop = stopDaemon;
 
 
 /** The gRPC status code a rebuilt error came from. */

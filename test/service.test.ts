@@ -18,27 +18,13 @@ import {
 } from '@fastpull/core';
 import { buildImage, buildIndex, findDistributionBinary, pushImage, pushIndex, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient, resolveConfig } from '@fastpull/daemon';
-import { failure, runCliAsync, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { failure, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping the service tests that use docker-registry: it is not installed');
 
-async function serve(args: string[]): Promise<RunningDaemon> {
-  const d = startDaemon(args);
-  await Promise.race([
-    d.waitLog((l) => l.msg === 'fastpulld serving'),
-    d.exited.then(({ code }) => {
-      throw new Error(`fastpulld exited with ${code}: ${d.stderr()}`);
-    }),
-  ]);
-  return d;
-}
-
-async function stop(d: RunningDaemon | undefined): Promise<void> {
-  if (!d || d.proc.exitCode !== null || d.proc.signalCode !== null) return;
-  d.proc.kill('SIGTERM');
-  await d.exited;
-}
+const serve = serveDaemon;
+const stop = stopDaemon;
 
 describe.skipIf(!binary)('one service, local or remote, over one store', () => {
   const work = tempDir('service');

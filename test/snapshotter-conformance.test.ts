@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { overlayUnavailable, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { mountAll, snapshotsClient, statusOf, unmount, type SnapshotInfo, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
 
 const noMounts = overlayUnavailable();
@@ -21,22 +21,11 @@ const snapSocket = join(work.dir, 'snapshotter.sock');
 let daemon: RunningDaemon | undefined;
 let client: SnapshotsClient;
 
-async function serve(): Promise<RunningDaemon> {
-  const d = startDaemon(['--socket', socket, '--snapshotter-socket', snapSocket, '--root', root, '--log-level', 'debug']);
-  await Promise.race([
-    d.waitLog((l) => l.msg === 'fastpulld serving'),
-    d.exited.then(({ code }) => {
-      throw new Error(`fastpulld exited with ${code}: ${d.stderr()}`);
-    }),
-  ]);
-  return d;
+function serve(): Promise<RunningDaemon> {
+  return serveDaemon(['--socket', socket, '--snapshotter-socket', snapSocket, '--root', root, '--log-level', 'debug']);
 }
 
-async function stop(d: RunningDaemon | undefined): Promise<void> {
-  if (!d || d.proc.exitCode !== null || d.proc.signalCode !== null) return;
-  d.proc.kill('SIGTERM');
-  await d.exited;
-}
+const stop = stopDaemon;
 
 let mountSeq = 0;
 /** Mounts `mounts` at a fresh directory, runs `fn` there, unmounts. */

@@ -31,8 +31,8 @@ export const HEALTH_PROTO = 'grpc/health/v1/health.proto';
 /** The fully qualified names of the services fastpulld serves (health and reflection aside). */
 export const SERVICE_NAMES = ['fastpull.v1.Images', 'fastpull.v1.Snapshots', 'fastpull.v1.Content'] as const;
 
-/** How both server and client turn messages into objects: the same options on both ends. */
-const LOADER_OPTIONS: protoLoader.Options = {
+/** How both server and client turn messages into objects: the same options on both ends, every API. */
+export const LOADER_OPTIONS: protoLoader.Options = {
   keepCase: false,
   longs: Number,
   enums: String,

@@ -1,8 +1,6 @@
 // fastpulld's gRPC server: fastpull.v1 (Images, Snapshots, Content), grpc.health.v1 and server
 // reflection on a unix socket, over one store root; shared pulls, logs, metrics, reload and shutdown.
-import { existsSync, promises as fsp, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { dirname } from 'node:path';
+import { existsSync, promises as fsp } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
@@ -30,6 +28,8 @@ import { eventToWire, gcToWire, imageToWire, mountToWire, snapshotToWire } from 
 import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
+export { prepareSocket } from './socket.js';
+import { listenUnix } from './socket.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
@@ -119,29 +119,9 @@ export class Daemon {
       if (existsSync(config.hostsDir)) await checkDirectory(config.hostsDir, 'registry hosts directory (hosts_dir)', 'read');
       else this.log.warn({ hostsDir: config.hostsDir }, 'hosts_dir does not exist: no registry mirrors until it does');
     }
-    await prepareSocket(config.socket);
+    // Services before the socket exists: a client that connects at once finds them.
     this.addServices();
-    // The socket file takes its mode from the umask at bind(): 0660 from its first moment, so nobody
-    // outside the group can connect in the window before the chmod.
-    const umask = process.umask(0o117);
-    try {
-      await new Promise<void>((resolve, reject) =>
-        this.server.bindAsync(this.address, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
-      );
-    } catch (e) {
-      throw new FastpullError('INTERNAL', `listening on ${config.socket}: ${(e as Error).message}`, { cause: e });
-    } finally {
-      process.umask(umask);
-    }
-    await fsp.chmod(config.socket, 0o660);
-    if (config.group !== undefined) {
-      const gid = groupId(config.group);
-      try {
-        await fsp.chown(config.socket, process.getuid?.() ?? -1, gid);
-      } catch (e) {
-        throw new FastpullError('PERMISSION_DENIED', `giving ${config.socket} to group ${config.group}: ${(e as Error).message}`, { cause: e });
-      }
-    }
+    await listenUnix(this.server, config.socket, config.group);
     if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
     for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
@@ -404,46 +384,4 @@ function mountTarget(req: WireMountsRequest): MountTarget {
   if (req.target === 'image' && req.image) return { image: checkReference(req.image), ...(req.platform ? { platform: req.platform } : {}) };
   if (req.target === 'chainId' && req.chainId) return { chainID: checkDigest(req.chainId) };
   throw new FastpullError('INVALID_ARGUMENT', 'mounts: name an image or a chain_id');
-}
-
-/**
- * Makes `path` free to listen on: a socket file nobody answers on (a daemon that crashed) is removed;
- * a live one means another daemon serves there, which is an error, as is any file that is not a socket.
- */
-export async function prepareSocket(path: string): Promise<void> {
-  await checkDirectory(dirname(path), 'socket directory', 'create');
-  let st;
-  try {
-    st = await fsp.lstat(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw e;
-  }
-  if (!st.isSocket()) throw new FastpullError('INVALID_ARGUMENT', `${path} exists and is not a socket; not replacing it`);
-  const answered = await new Promise<boolean>((resolve) => {
-    const s = connect(path);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-  if (answered) throw new FastpullError('INVALID_ARGUMENT', `another process is serving on ${path}; stop it first or choose another --socket`);
-  await fsp.rm(path, { force: true });
-}
-
-/** A group name or numeric id as a gid. */
-function groupId(group: string): number {
-  if (/^\d+$/.test(group)) return Number(group);
-  let text = '';
-  try {
-    text = readFileSync('/etc/group', 'utf8');
-  } catch {
-    // No group database: only numeric ids work.
-  }
-  for (const line of text.split('\n')) {
-    const [name, , gid] = line.split(':');
-    if (name === group && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
-  }
-  throw new FastpullError('INVALID_ARGUMENT', `group ${JSON.stringify(group)} does not exist`);
 }

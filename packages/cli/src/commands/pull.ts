@@ -1,5 +1,4 @@
 // `fastpull pull REF...`: pull images into the store, showing progress, and say where they landed.
-import { existsSync } from 'node:fs';
 import { Command } from 'commander';
 import {
   asFastpullError,
@@ -17,12 +16,12 @@ import {
   type ServicePullOptions,
 } from '@fastpull/core';
 import { doing, UsageError } from '../errors.js';
-import { colorEnabled, writeJSONLine, writeLine, type CliIO } from '../io.js';
+import { asUsageError, colorEnabled, writeJSONLine, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
 import { LiveProgress, LogProgress } from '../progress.js';
 import { addressOption } from '../remote.js';
 import { canonicalName } from '../refs.js';
-import { asUsage, withService, type LocalTuning } from '../service.js';
+import { withService, type LocalTuning } from '../service.js';
 import { timingsLines } from '../timings.js';
 
 interface PullFlags {
@@ -94,14 +93,14 @@ function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; optio
       throw new UsageError(`--platform: ${isFastpullError(e) ? e.message : String(e)}`);
     }
   }
-  const inflater = asUsage(() => (flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : undefined));
+  const inflater = asUsageError(() => (flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : undefined));
   // FASTPULL_INFLATER is read by openService for a pull in this process; checked here, before any work.
-  asUsage(() => inflaterFromEnv(io.env));
+  asUsageError(() => inflaterFromEnv(io.env));
   const tuning: LocalTuning = {
     ...(flags.hostsDir !== undefined ? { hostsDir: flags.hostsDir } : {}),
-    ...(flags.concurrency !== undefined ? { concurrency: asUsage(() => parsePositiveInt(flags.concurrency, '--concurrency')) } : {}),
-    ...(flags.chunkSize !== undefined ? { chunkSize: asUsage(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
-    ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsage(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
+    ...(flags.concurrency !== undefined ? { concurrency: asUsageError(() => parsePositiveInt(flags.concurrency, '--concurrency')) } : {}),
+    ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
+    ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
     ...(inflater ? { inflater } : {}),
   };
   const credentials = givenCredentials(flags.creds);

@@ -2,26 +2,16 @@
 // files, loaded at run time), and the wire shapes @grpc/proto-loader gives its messages.
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { PROTO_DIR } from '../proto.js';
+import { LOADER_OPTIONS } from '../proto.js';
 
 /** The snapshotter API's .proto, relative to the daemon's proto directory. */
 export const SNAPSHOTS_PROTO = 'containerd/services/snapshots/v1/snapshots.proto';
 /** The service containerd's proxy snapshotter calls. */
 export const SNAPSHOTS_SERVICE = 'containerd.services.snapshots.v1.Snapshots';
 
-/** The same conversions as fastpull.v1: camelCase fields, int64 as number, enums by name. */
-const LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: false,
-  longs: Number,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-  includeDirs: [PROTO_DIR],
-};
-
 let cached: protoLoader.PackageDefinition | undefined;
 
-/** containerd.services.snapshots.v1 and containerd.types, loaded once. */
+/** containerd.services.snapshots.v1 and containerd.types, loaded once, as fastpull.v1 is. */
 export function snapshotsPackage(): protoLoader.PackageDefinition {
   cached ??= protoLoader.loadSync([SNAPSHOTS_PROTO], LOADER_OPTIONS);
   return cached;

@@ -2,12 +2,10 @@
 // containerd can use fastpulld as a proxy snapshotter (`[proxy_plugins.fastpull] type = "snapshot"`).
 // It serves the store's containerd snapshot records; stopping it closes the socket and nothing else
 // (running containers hold snapshot directories as their lower and upper dirs).
-import { promises as fsp, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { dirname } from 'node:path';
+import { promises as fsp } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { checkDirectory, FastpullError } from '@fastpull/core';
+import { listenUnix } from '../socket.js';
 import { SnapshotRecords, type RecordsStore } from '@fastpull/core/snapshots';
 import { snapshotsService } from './proto.js';
 import { fastPathHook, type PullForSnapshot } from './fastpath.js';
@@ -50,7 +48,7 @@ export class SnapshotterServer {
     try {
       const prepareHook = options.pullForSnapshot ? fastPathHook({ records, snapshots: options.store.snapshots, pull: options.pullForSnapshot, log: options.log }) : undefined;
       server.addService(snapshotsService(), snapshotsHandlers({ records, log: options.log, ...(prepareHook ? { prepareHook } : {}) }));
-      await listenUnix(server, options.socket, options.group);
+      await listenUnix(server, options.socket, options.group, '--snapshotter-socket');
     } catch (e) {
       server.forceShutdown();
       records.close();
@@ -76,62 +74,4 @@ export class SnapshotterServer {
     })();
     return this.stopping;
   }
-}
-
-/**
- * Binds `server` to a unix socket as fastpulld binds its API socket: a stale socket file (nobody
- * answers) is replaced, a live one or any other file is an error; mode 0660 from the first moment,
- * then given to `group`.
- */
-async function listenUnix(server: grpc.Server, socket: string, group: string | undefined): Promise<void> {
-  await checkDirectory(dirname(socket), 'snapshotter socket directory', 'create');
-  const st = await fsp.lstat(socket).catch((e: NodeJS.ErrnoException) => {
-    if (e.code === 'ENOENT') return undefined;
-    throw e;
-  });
-  if (st && !st.isSocket()) throw new FastpullError('INVALID_ARGUMENT', `${socket} exists and is not a socket; not replacing it`);
-  if (st) {
-    const answered = await new Promise<boolean>((resolve) => {
-      const s = connect(socket);
-      s.once('connect', () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once('error', () => resolve(false));
-    });
-    if (answered) throw new FastpullError('INVALID_ARGUMENT', `another process is serving on ${socket}; stop it first or choose another --snapshotter-socket`);
-    await fsp.rm(socket, { force: true });
-  }
-  const umask = process.umask(0o117);
-  try {
-    await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
-  } catch (e) {
-    throw new FastpullError('INTERNAL', `listening on ${socket}: ${(e as Error).message}`, { cause: e });
-  } finally {
-    process.umask(umask);
-  }
-  await fsp.chmod(socket, 0o660);
-  if (group === undefined) return;
-  try {
-    await fsp.chown(socket, process.getuid?.() ?? -1, groupId(group));
-  } catch (e) {
-    if (e instanceof FastpullError) throw e;
-    throw new FastpullError('PERMISSION_DENIED', `giving ${socket} to group ${group}: ${(e as Error).message}`, { cause: e });
-  }
-}
-
-/** A group name or numeric id as a gid (from /etc/group). */
-function groupId(group: string): number {
-  if (/^\d+$/.test(group)) return Number(group);
-  let text = '';
-  try {
-    text = readFileSync('/etc/group', 'utf8');
-  } catch {
-    // No group database: only numeric ids work.
-  }
-  for (const line of text.split('\n')) {
-    const [name, , gid] = line.split(':');
-    if (name === group && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
-  }
-  throw new FastpullError('INVALID_ARGUMENT', `group ${JSON.stringify(group)} does not exist`);
 }
