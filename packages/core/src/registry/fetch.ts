@@ -19,7 +19,7 @@ export interface RandomAccessSink {
 
 /** Options of {@link fetchBlob}. */
 export interface FetchOptions {
-  /** Bytes per range request. 16 MiB ranges measured best on loopback (FACTS.md). */
+  /** Bytes per range request. 16 MiB ranges measured best on loopback (docs/architecture.md, figures). */
   readonly chunkSize?: number;
   /** The scheduler of requests in flight; default the process-wide one. */
   readonly scheduler?: FetchScheduler;
