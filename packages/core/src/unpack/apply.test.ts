@@ -10,7 +10,7 @@ import { chunksOf, code, makeTar, padded, type Entry } from './tar.testkit.js';
 
 
 /** A raw ustar header block, for tars tar-stream's packer cannot write (binary PAX values, odd names). */
-function rawHeader(name: string | Buffer, typeflag: string, size: number, mode = 0o644): Buffer {
+function rawHeader(name: string | Buffer, typeflag: string, size: number, mode = 0o644, dev: readonly [number, number] = [0, 0]): Buffer {
   const b = Buffer.alloc(512);
   if (Buffer.isBuffer(name)) name.copy(b, 0, 0, 100);
   else b.write(name, 0, 100, 'utf8');
@@ -21,6 +21,8 @@ function rawHeader(name: string | Buffer, typeflag: string, size: number, mode =
   b.write(`${(1_600_000_000).toString(8).padStart(11, '0')}\0`, 136);
   b.write(typeflag, 156);
   b.write('ustar\x0000', 257, 'latin1');
+  b.write(`${dev[0].toString(8).padStart(7, '0')}\0`, 329);
+  b.write(`${dev[1].toString(8).padStart(7, '0')}\0`, 337);
   b.fill(0x20, 148, 156);
   let sum = 0;
   for (const byte of b) sum += byte;
@@ -754,7 +756,7 @@ describe('applyLayer: names that are not UTF-8', () => {
     const tar = Buffer.concat([
       rawHeader(dirName, '5', 0, 0o755),
       rawHeader(latin1('r\xe9p/.wh.gon\xe9'), '0', 0),
-      rawHeader(latin1('r\xe9p/null\xff'), '3', 0, 0o666),
+      rawHeader(latin1('r\xe9p/null\xff'), '3', 0, 0o666, [1, 3]),
       rawHeader('PaxHeaders/x', 'x', xattr.length),
       padded(xattr),
       rawHeader(latin1('r\xe9p/f\xe9'), '0', 1),
@@ -775,6 +777,7 @@ describe('applyLayer: names that are not UTF-8', () => {
     expect(fs.lstatSync(at('r\xe9p/gon\xe9')).rdev).toBe(0);
     expect(fs.lstatSync(at('r\xe9p/gon\xe9')).isCharacterDevice()).toBe(true);
     expect(fs.lstatSync(at('r\xe9p/null\xff')).isCharacterDevice()).toBe(true);
+    expect(fs.lstatSync(at('r\xe9p/null\xff')).rdev).toBe(0x103);
     expect(fs.lstatSync(at('r\xe9p/sub\xe9')).mode & 0o7777).toBe(0o700);
     // The addon takes UTF-8 strings only, so reach them by descriptor to check.
     const fd = fs.openSync(at('r\xe9p'), 'r');

@@ -580,6 +580,16 @@ class LayerWriter {
       // mknod keeps only 12 bits of major and 20 of minor: 4097:1 would become 1:1 (/dev/mem).
       this.refuse('HOSTILE_LAYER', `device number ${major}:${minor} is out of range (major 0-${MAX_DEV_MAJOR}, minor 0-${MAX_DEV_MINOR})`, { devmajor: major, devminor: minor });
     }
+    if (type !== S_IFIFO && major === 0 && minor === 0) {
+      // overlayfs reads a character device 0:0 as a whiteout wherever it lies, so this entry would
+      // delete its name from the layers below; OCI layers say that only with `.wh.NAME`. A block
+      // device 0:0 is no device at all. Both layouts refuse: unprivileged users may make 0:0 too.
+      const why =
+        type === S_IFCHR
+          ? `a character device 0:0 is overlayfs's whiteout: it would hide ${JSON.stringify(display(rel))} of the layers below, a deletion OCI layers write only as a ".wh." entry`
+          : `a block device 0:0 names no device (and 0:0 is overlayfs's whiteout number; OCI layers delete only with ".wh." entries)`;
+      this.refuse('HOSTILE_LAYER', why, { devmajor: major, devminor: minor });
+    }
     const mode = modeOf(e);
     const { uid, gid } = this.owner(e);
     const t = this.timesOf(e);
