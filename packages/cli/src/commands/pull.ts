@@ -22,7 +22,7 @@ import { jsonOption, rootOption, withExample } from '../options.js';
 import { LiveProgress, LogProgress } from '../progress.js';
 import { addressOption, daemonAddress, withDaemon } from '../remote.js';
 import { canonicalName } from '../refs.js';
-import { timingsLines } from '../timings.js';
+import { jsonTimings, timingsLines } from '../timings.js';
 
 interface PullFlags {
   root: string;
@@ -207,7 +207,7 @@ async function report(io: CliIO, ref: string, r: PullResult, where: Placement, f
   }
   const { root, snapshots, mounts } = where;
   if (flags.json) {
-    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: r.timings });
+    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: jsonTimings(r.timings) });
     return;
   }
   writeLine(io.stdout, `pulled ${r.image.name} (${r.image.manifest.digest}) in ${(r.timings.totalMs / 1000).toFixed(2)}s`);
