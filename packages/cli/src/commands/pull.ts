@@ -38,6 +38,7 @@ interface PullFlags {
   unpackConcurrency?: string;
   hostsDir?: string;
   keepBlobs?: boolean;
+  sync?: boolean;
   address?: string;
 }
 
@@ -73,14 +74,16 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')
     .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
+    .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
     async (refs: string[], flags: PullFlags) => {
       const options = pullOptions(io, refs, flags);
       // The default socket is used only when nothing asks for a pull of this process's own.
-      const tuned = DAEMON_TUNED.some((k) => flags[k] !== undefined);
+      const tuned = DAEMON_TUNED.some((k) => flags[k] !== undefined) || flags.sync === false;
       const address = daemonAddress(io, flags, tuned ? undefined : command);
       if (address) {
+        if (flags.sync === false) throw new UsageError('--no-sync is fastpulld\'s configuration (sync = false); it does not go with --address');
         for (const k of DAEMON_TUNED) {
           if (flags[k] !== undefined) throw new UsageError(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} is fastpulld's configuration; it does not go with --address`);
         }
@@ -148,6 +151,7 @@ function pullOptions(io: CliIO, refs: readonly string[], flags: PullFlags): Comm
     ...(maxConnections !== undefined ? { maxConnections } : {}),
     ...(chunkSize !== undefined ? { chunkSize } : {}),
     ...(flags.keepBlobs === true || io.env.FASTPULL_KEEP_BLOBS === '1' ? { keepBlobs: true } : {}),
+    ...(flags.sync === false || io.env.FASTPULL_NO_SYNC === '1' ? { sync: false } : {}),
     // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
     ...(io.env.FASTPULL_THREADS === '0' ? { threads: false } : {}),
   };

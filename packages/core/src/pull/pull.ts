@@ -20,6 +20,7 @@ import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { lockSnapshot } from './lock.js';
 import { reconcileWithLowers } from '../snapshots/lowers.js';
+import { syncMethod, writebackFor } from '../snapshots/durable.js';
 import { acquireLease, liveLeaseRefs, withCollectionLock } from '../gc/lease.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { Watermark } from '../content/watermark.js';
@@ -187,6 +188,8 @@ export interface PullOptions {
    * image takes. Manifests and configs are always kept.
    */
   readonly keepBlobs?: boolean;
+  /** Flush each snapshot to stable storage before committing it (default true; false is unsafe, see StoreOptions.sync). */
+  readonly sync?: boolean;
 }
 
 /** What a successful pull returns. */
@@ -224,7 +227,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
   const t0 = performance.now();
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
-  const store = openStore(options.root);
+  const store = openStore(options.root, { sync: options.sync !== false });
   const client =
     options.client ??
     new RegistryClient({
@@ -666,6 +669,7 @@ async function fetchAndUnpack(
         dest: active.fs,
         layer: layer.digest,
         rootless,
+        ...(store.snapshots.sync ? writebackFor(syncMethod()) : {}),
         follow: { watermark: watermark.buffer, size: layer.size },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import { nativeFs } from './native.js';
 import { TarReader, type TarEntry } from './tarreader.js';
+import { FileWriteback, type WritebackMode } from './writeback.js';
 
 /** Options of {@link applyLayer}. */
 export interface ApplyOptions {
@@ -23,6 +24,8 @@ export interface ApplyOptions {
   layer?: string;
   /** Bounds on what one layer may hold; each one left out takes its {@link DEFAULT_APPLY_LIMITS} value. */
   limits?: Partial<ApplyLimits>;
+  /** Start files' write-back as they are written (snapshots/durable.ts flushes the rest). Default: none. */
+  writeback?: WritebackMode;
 }
 
 /**
@@ -193,7 +196,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     // grow with the layer.)
     ...(signal ? { race: <T>(p: Promise<T>) => raceAbort(p, signal, what) } : {}),
   });
-  const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader, rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR);
+  const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader, rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR, options.writeback);
   const started = performance.now();
   let ok = false;
   try {
@@ -343,6 +346,7 @@ class LayerWriter {
     private readonly what: string,
     private readonly reader: TarReader,
     private readonly opaqueXattr: string,
+    private readonly writeback: WritebackMode | undefined,
   ) {
     this.rawRoot = Buffer.from(root, 'utf8').toString('latin1');
   }
@@ -467,8 +471,10 @@ class LayerWriter {
     const fd = fs.openSync(fsPath(this.abs(rel)), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     parent.set(baseOf(rel), { kind: 'file' });
     try {
+      const writeback = FileWriteback.open(fd, this.writeback);
       if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
-      else await this.writeData(fd);
+      else await this.writeData(fd, writeback);
+      writeback?.end();
       // A new file already belongs to this process (no directory here is setgid until finish()):
       // most files of most layers are root's, so the common case needs no call.
       if (this.sameOwner && (uid !== this.euid || gid !== this.egid)) fs.fchownSync(fd, uid, gid);
@@ -481,11 +487,12 @@ class LayerWriter {
     this.stats.files++;
   }
 
-  private async writeData(fd: number): Promise<void> {
+  private async writeData(fd: number, writeback?: FileWriteback): Promise<void> {
     let position = 0;
     for await (const chunk of this.reader.data()) {
       writeAll(fd, chunk, position);
       position += chunk.length;
+      writeback?.wrote(position);
       this.stats.bytes += chunk.length;
       if (this.signal?.aborted) throw abortError(this.signal, this.what);
     }
