@@ -17,9 +17,9 @@ import type { WritebackMode } from '../unpack/writeback.js';
  * directory (what runs where the native addon cannot load). The benchmark sets
  * FASTPULL_SYNC_METHOD to compare them; nothing else should.
  */
-export type SyncMethod = 'syncfs' | 'syncfs-late' | 'syncfs-every-file' | 'fsync';
+export type SyncMethod = 'syncfs' | 'syncfs-late' | 'syncfs-every-file' | 'syncfs-progressive' | 'fsync';
 
-const METHODS: readonly SyncMethod[] = ['syncfs', 'syncfs-late', 'syncfs-every-file', 'fsync'];
+const METHODS: readonly SyncMethod[] = ['syncfs', 'syncfs-late', 'syncfs-every-file', 'syncfs-progressive', 'fsync'];
 
 /** The method FASTPULL_SYNC_METHOD names (benchmarks only), else `syncfs`; without the addon, `fsync`. */
 export function syncMethod(env: NodeJS.ProcessEnv = process.env): SyncMethod {
@@ -34,6 +34,7 @@ export function syncMethod(env: NodeJS.ProcessEnv = process.env): SyncMethod {
 export function writebackFor(method: SyncMethod): { writeback?: WritebackMode } {
   if (method === 'syncfs') return { writeback: 'large' };
   if (method === 'syncfs-every-file') return { writeback: 'all' };
+  if (method === 'syncfs-progressive') return { writeback: 'progressive' };
   return {};
 }
 

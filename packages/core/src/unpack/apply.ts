@@ -5,7 +5,7 @@ import path from 'node:path';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import { nativeFs } from './native.js';
 import { TarReader, type TarEntry } from './tarreader.js';
-import { FileWriteback, type WritebackMode } from './writeback.js';
+import { LayerWriteback, type FileWriteback, type WritebackMode } from './writeback.js';
 
 /** Options of {@link applyLayer}. */
 export interface ApplyOptions {
@@ -196,7 +196,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     // grow with the layer.)
     ...(signal ? { race: <T>(p: Promise<T>) => raceAbort(p, signal, what) } : {}),
   });
-  const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader, rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR, options.writeback);
+  const writer = new LayerWriter(root, sameOwner, limits, signal, what, reader, rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR, LayerWriteback.open(options.writeback, root));
   const started = performance.now();
   let ok = false;
   try {
@@ -346,7 +346,7 @@ class LayerWriter {
     private readonly what: string,
     private readonly reader: TarReader,
     private readonly opaqueXattr: string,
-    private readonly writeback: WritebackMode | undefined,
+    private readonly writeback: LayerWriteback | undefined,
   ) {
     this.rawRoot = Buffer.from(root, 'utf8').toString('latin1');
   }
@@ -471,7 +471,7 @@ class LayerWriter {
     const fd = fs.openSync(fsPath(this.abs(rel)), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     parent.set(baseOf(rel), { kind: 'file' });
     try {
-      const writeback = FileWriteback.open(fd, this.writeback);
+      const writeback = this.writeback?.file(fd);
       if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
       else await this.writeData(fd, writeback);
       writeback?.end();
