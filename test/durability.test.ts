@@ -160,10 +160,10 @@ describe.skipIf(!binary || noStrace !== undefined)('committed means durable (str
     work.cleanup();
   });
 
-  it.each([
-    ['syncfs, with write-back started while extracting (the default)', {}],
-    ['fsync of every file and directory (the fallback without the native addon)', { FASTPULL_SYNC_METHOD: 'fsync' }],
-  ])('flushes every entry of every snapshot before its commit, and the commits before the image record: %s', (_, env) => {
+  it.each<{ name: string; env: NodeJS.ProcessEnv }>([
+    { name: 'syncfs, with write-back started while extracting (the default)', env: {} },
+    { name: 'fsync of every file and directory (the fallback without the native addon)', env: { FASTPULL_SYNC_METHOD: 'fsync' } },
+  ])('flushes every entry of every snapshot before its commit, and the commits before the image record: $name', ({ env }) => {
     const t = tracedPull(join(work.dir, `run-${Object.keys(env).length}`), ref, [], env);
     expect(t.status, t.output).toBe(0);
     const r = checkDurability(t);
@@ -177,8 +177,11 @@ describe.skipIf(!binary || noStrace !== undefined)('committed means durable (str
     }
   });
 
-  it('finds the files unflushed with --no-sync, so the check can fail', () => {
-    const t = tracedPull(join(work.dir, 'run-nosync'), ref, ['--no-sync'], {});
+  it.each<{ name: string; args: string[]; env: NodeJS.ProcessEnv }>([
+    { name: '--no-sync', args: ['--no-sync'], env: {} },
+    { name: 'FASTPULL_NO_SYNC=1', args: [], env: { FASTPULL_NO_SYNC: '1' } },
+  ])('finds the files unflushed with $name, so the check can fail', ({ name, args, env }) => {
+    const t = tracedPull(join(work.dir, `run-${name.replace(/\W/g, '')}`), ref, args, env);
     expect(t.status, t.output).toBe(0);
     const r = checkDurability(t);
     expect(r.snapshots).toBe(image.layers.length);

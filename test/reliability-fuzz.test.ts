@@ -335,6 +335,7 @@ describe("fastpulld's TOML config", () => {
         expect(Number.isFinite(c.shutdownTimeoutMs) && c.shutdownTimeoutMs >= 0 && c.shutdownTimeoutMs <= 2 ** 31 - 1, `shutdownTimeoutMs ${c.shutdownTimeoutMs} from ${show(text)}`).toBe(true);
         expect(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).toContain(c.logLevel);
         expect(typeof c.keepBlobs).toBe('boolean');
+        expect(typeof c.sync).toBe('boolean');
         if (c.group !== undefined) expect(typeof c.group).toBe('string');
       }),
       params(60, 4000),

@@ -19,7 +19,7 @@ export {
 } from './pull/pull.js';
 
 // The store and the images in it.
-export { openStore, defaultRoot, type Store } from './store.js';
+export { openStore, defaultRoot, type Store, type StoreOptions } from './store.js';
 export { mountsFor, resolveImage } from './images/mounts.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
 export type { Mount } from './snapshots/store.js';

@@ -240,6 +240,7 @@ export class Daemon {
           ...(this.config.chunkSize !== undefined ? { chunkSize: this.config.chunkSize } : {}),
           ...(this.pool ? { pool: this.pool } : {}),
           ...(req.keepBlobs || this.config.keepBlobs ? { keepBlobs: true } : {}),
+          ...(this.config.sync ? {} : { sync: false }),
           scheduler: this.scheduler,
           onRetry: () => this.metrics.retries.inc(),
           onStraggler: () => this.metrics.stragglers.inc(),
