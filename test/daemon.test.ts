@@ -236,6 +236,8 @@ describe('fastpulld', () => {
     expect(text).toMatch(/^fastpull_pulls_total\{result="aborted",code="ABORTED"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_fetched_bytes_total [1-9]\d*/m);
     expect(text).toMatch(/^fastpull_pull_phase_seconds_count\{phase="fetch"\} [1-9]/m);
+    // Resolving is observed once per pull, apart from the per-layer sums.
+    expect(text).toMatch(/^fastpull_pull_phase_seconds_count\{phase="resolve"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_pulls_in_flight 0$/m);
     expect(text).toMatch(/^fastpull_pull_requests_total\{joined="true"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_fetch_retries_total [1-9]/m);

@@ -24,7 +24,7 @@ import {
   type Store,
 } from '@fastpull/core';
 import { readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
-import { eventToWire, gcToWire, imageToWire, mountToWire, snapshotToWire } from './convert.js';
+import { eventToWire, gcToWire, imageToWire, mountToWire, phasesToWire, snapshotToWire } from './convert.js';
 import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
@@ -274,7 +274,7 @@ export class Daemon {
   // ---- Logs, reload, shutdown ----
 
   private pullSettled(o: PullOutcome): void {
-    this.metrics.settled(o.durationMs, o.result?.timings.phases, o.error);
+    this.metrics.settled(o.durationMs, o.result?.timings, o.error);
     const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
     if (o.result) {
       const t = o.result.timings;
@@ -287,7 +287,7 @@ export class Daemon {
           layers: t.layers.length,
           layersFetched: t.layers.filter((l) => l.state === 'committed').length,
           totalMs: round(t.totalMs),
-          phases: Object.fromEntries(Object.entries(t.phases).map(([k, v]) => [k, round(v)])),
+          phases: Object.fromEntries(Object.entries(phasesToWire(t)).map(([k, v]) => [k, round(v)])),
         },
         'pull finished',
       );

@@ -22,7 +22,7 @@ import { LiveProgress, LogProgress } from '../progress.js';
 import { addressOption } from '../remote.js';
 import { canonicalName } from '../refs.js';
 import { withService, type LocalTuning } from '../service.js';
-import { timingsLines } from '../timings.js';
+import { jsonTimings, timingsLines } from '../timings.js';
 
 interface PullFlags {
   root: string;
@@ -167,7 +167,7 @@ function report(io: CliIO, ref: string, r: PulledImage, flags: PullFlags): void 
   }
   const { root, snapshots, mounts } = r;
   if (flags.json) {
-    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: r.timings });
+    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: jsonTimings(r.timings) });
     return;
   }
   writeLine(io.stdout, `pulled ${r.image.name} (${r.image.manifest.digest}) in ${(r.timings.totalMs / 1000).toFixed(2)}s`);
