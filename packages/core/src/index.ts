@@ -34,7 +34,7 @@ export { credentialsIdentity, dockerCredentialsWithWarning, scopedCredentials } 
 export { checkDirectory, type DirectoryUse } from './util/paths.js';
 
 // The store and the images in it.
-export { openStore, defaultRoot, type Store } from './store.js';
+export { openStore, defaultRoot, type Store, type StoreOptions } from './store.js';
 export { mountsFor, resolveImage } from './images/mounts.js';
 export { findImages, unpackedSize } from './images/resolve.js';
 export { inspectImage, type ImageDetails } from './images/inspect.js';

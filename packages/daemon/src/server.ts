@@ -86,6 +86,7 @@ export class Daemon {
       ...(config.chunkSize !== undefined ? { chunkSize: config.chunkSize } : {}),
       ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
       ...(config.keepBlobs ? { keepBlobs: true } : {}),
+      ...(config.sync ? {} : { sync: false }),
       onRetry: () => this.metrics.retries.inc(),
       onStraggler: () => this.metrics.stragglers.inc(),
     });

@@ -38,6 +38,7 @@ interface PullFlags {
   unpackConcurrency?: string;
   hostsDir?: string;
   keepBlobs?: boolean;
+  sync?: boolean;
   address?: string;
 }
 
@@ -61,6 +62,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')
     .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
+    .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
     async (refs: string[], flags: PullFlags) => {
@@ -102,6 +104,7 @@ function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; optio
     ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
     ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
     ...(inflater ? { inflater } : {}),
+    ...(flags.sync === false ? { sync: false } : {}),
   };
   const credentials = givenCredentials(flags.creds);
   const options: ServicePullOptions = {
