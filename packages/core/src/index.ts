@@ -17,6 +17,7 @@ export {
   type LayerTimings,
   type PhaseTotals,
 } from './pull/pull.js';
+export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
 
 // The service every front end stands on: the CLI, fastpulld and its containerd snapshotter.
 export { LocalService, type LocalServiceOptions } from './service/local.js';

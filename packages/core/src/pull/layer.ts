@@ -101,9 +101,11 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
     await verifyUnpacked(layer, r, () => bad.dropDamaged());
     const tc = performance.now();
     await commitLayer(ctx, index, active, r, download);
+    // Measured before the event, so the commit's time does not include the listener's.
+    const commitMs = performance.now() - tc;
     active = undefined;
     progress.committed();
-    return committedTimings(layer.digest, fetched.value, r, performance.now() - tc);
+    return committedTimings(layer.digest, fetched.value, r, commitMs);
   } catch (e) {
     if (!isFastpullError(e) && signal.aborted) throw new FastpullError('ABORTED', `layer ${layer.digest}: aborted`, { cause: e });
     throw e;
