@@ -27,7 +27,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'mountsFor', 'normalizePlatform', 'openStore', 'type ParallelGunzipOptions', 'type ParallelGunzipStats', 'type ParallelGunzipStream', 'parseDigest', 'parseInflaterChoice', 'parsePlatform',
       'parseReference', 'parseZtoc', 'type PhaseTotals', 'type Platform', 'platformMatches', 'pull', 'type PullEvent',
       'pullEvents', 'type PullOptions', 'type PullResult', 'type PullTimings', 'type Reference',
-      'referenceName', 'resolveImage', 'type RunOptions', 'selectPlatform', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'tuneAllocator',
+      'referenceName', 'resolveImage', 'type RunOptions', 'selectPlatform', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'trimAllocator', 'tuneAllocator',
       'type UnpackedLayer', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest', 'verifyBytes', 'VERSION', 'type WorkerTask', 'type Ztoc',
     ],
   './content': [

@@ -36,6 +36,7 @@ import { eventToWire, gcToWire, imageToWire, mountToWire, phasesToWire, snapshot
 import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
+import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 
 export interface DaemonOptions {
@@ -101,6 +102,7 @@ export class Daemon {
       started: (key, name) => this.log.debug({ image: name }, 'pull started'),
       fetched: (n) => this.metrics.bytesFetched.inc(n),
       settled: (o) => this.pullSettled(o),
+      idle: releaseIdleMemory,
     });
     this.metrics = new DaemonMetrics({
       pullsInFlight: () => this.pulls.size,
