@@ -22,7 +22,7 @@ import { chainIDs, collectGarbage, formatReference, mountsFor, openStore, parseR
 import { Prng, buildImage, diffTrees, readTree, startLoopbackRegistry, type BuiltImage, type LayerEntry, type LoopbackRegistry, type TreeEntry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { cliPath, overlayUnavailable, repoRoot, runCliAsync, tempDir } from './helpers.js';
-import { snapshotTreesOf, verifyStore, type StoreReport } from './store-verify.js';
+import { resumeBound, snapshotTreesOf, verifyStore, type StoreReport } from './store-verify.js';
 
 const LONG = process.env.FASTPULL_RELIABILITY_LONG === '1';
 const SEED = Number(process.env.FASTPULL_CRASH_SEED ?? 8_0001);
@@ -471,25 +471,6 @@ function servedOf(reg: LoopbackRegistry, image: BuiltImage): Map<Digest, number>
   return new Map(image.layers.map((l) => [l.digest, reg.stats.blobBytesServed(l.digest)]));
 }
 
-/**
- * What the next pull of `image` may fetch at most, per layer blob, given the store as the kill left
- * it: nothing for a layer whose snapshot (or blob) is committed; for one with ingests, what the
- * ingest it will resume has not recorded (the least recorded of them, as any may be taken over);
- * else the whole blob. No slack: a resumed download asks for exactly the gaps of its ranges record
- * (fetch.ts missingRanges), and the record never lists a byte that is not in the file.
- */
-async function resumeBound(root: string, image: BuiltImage, report: StoreReport): Promise<Map<Digest, number>> {
-  const store = openStore(root);
-  const out = new Map<Digest, number>();
-  const chains = chainIDs(image.layers.map((l) => l.diffID));
-  for (const [i, l] of image.layers.entries()) {
-    if (await store.snapshots.isCommitted(chains[i]!)) out.set(l.digest, 0);
-    else if ((await store.content.info(l.digest))?.size === l.size) out.set(l.digest, 0);
-    else out.set(l.digest, l.size - (report.ingested.get(l.digest) ?? 0));
-  }
-  return out;
-}
-
 function expectClean(report: StoreReport, context: string): void {
   figures.problems += report.problems.length;
   expect(report.problems, context).toEqual([]);
@@ -507,11 +488,16 @@ interface Lane {
   daemon?: { victim: Victim; client: FastpullClient };
 }
 
+const noOverlay = overlayUnavailable();
+if (noOverlay !== undefined) console.warn(`crash campaign: the merged tree is not mounted: ${noOverlay}`);
+
 describe('crash consistency: kill -9 at many points (campaign 1)', () => {
   let imgs: Images;
   let trees: Map<Digest, Map<string, TreeEntry>>;
   const lanes: Lane[] = [];
   let gcTemplate = '';
+  /** The store kill point #0 left, after its next pull (mounted by the last test). */
+  let keptRoot = '';
 
   beforeAll(async () => {
     imgs = await buildImages();
@@ -559,7 +545,6 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
         load[target]! += COST_MS[kp.kind];
       }
       let failed = false;
-      let keptRoot = '';
       await Promise.all(
         lanes.map(async (lane, i) => {
           for (const kp of queues[i]!) {
@@ -596,23 +581,23 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
       for (const p of ['fetch', 'extract', 'commit', 'gc'] as const) expect(figures.byPhase[p], p).toBeGreaterThan(0);
       for (const k of ['cli', 'daemon', 'gc', 'race'] as const) expect(figures.byKind[k], k).toBeGreaterThan(0);
 
-      // One store, mounted: exactly the tree the builder says image A is.
-      const noOverlay = overlayUnavailable();
-      if (noOverlay !== undefined) {
-        console.log(`crash campaign: merged tree not mounted: ${noOverlay}`);
-        return;
-      }
-      const [m] = await mountsFor(openStore(keptRoot), formatReference(parseReference(lanes[0]!.refA)));
-      const merged = mkdtempSync(join(work.dir, 'merged-'));
-      execFileSync('mount', ['-t', m!.type, m!.source, '-o', m!.options.join(','), merged]);
-      try {
-        expect(diffTrees(imgs.a.expectedTree(), await readTree(merged))).toEqual([]);
-      } finally {
-        execFileSync('umount', [merged]);
-      }
     },
     LONG ? 3_600_000 : 600_000,
   );
+
+  // One store the campaign left (kill point #0's, after its next pull), mounted: exactly the tree
+  // the builder says image A is.
+  it.skipIf(noOverlay !== undefined)('mounts a store left by a kill point as exactly image A', async (ctx) => {
+    if (keptRoot === '') ctx.skip('kill point #0 did not run (FASTPULL_CRASH_ONLY left it out, or the campaign failed)');
+    const [m] = await mountsFor(openStore(keptRoot), formatReference(parseReference(lanes[0]!.refA)));
+    const merged = mkdtempSync(join(work.dir, 'merged-'));
+    execFileSync('mount', ['-t', m!.type, m!.source, '-o', m!.options.join(','), merged]);
+    try {
+      expect(diffTrees(imgs.a.expectedTree(), await readTree(merged))).toEqual([]);
+    } finally {
+      execFileSync('umount', [merged]);
+    }
+  });
 
   // Regression (found by kill point #29 of seed 80001: kill -9 one millisecond after the first
   // metadata blob appeared): a process killed inside writeFileAtomic leaves `.tmp-*` beside the

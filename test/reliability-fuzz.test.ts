@@ -2,7 +2,7 @@
 // reads outside input. For random input and for near-valid input (valid documents mutated), each
 // parser returns a result that satisfies its invariants (round-trips where they exist) or throws a
 // FastpullError with its documented code (docs/errors.md); never another exception, never past a
-// time ceiling per input. Layers go through the real applier into a snapshot directory inside a
+// CPU-time ceiling per input. Layers go through the real applier into a snapshot directory inside a
 // sentinel tree that must not change. Inputs that once failed are in test/fuzz/regressions.ts and
 // run every time.
 //
@@ -51,9 +51,12 @@ import { chunked, chunkingArb, tarArb, type Aim } from './fuzz/tar.js';
 import { TarReader } from '../packages/core/src/unpack/tarreader.js';
 import { unpackLayer } from '../packages/core/src/unpack/layer.js';
 
-/** A pure parser must answer within this per input (generous for a loaded 2-core machine; a hang or blow-up is far beyond it). */
+/**
+ * CPU time a pure parser may use per input (the slowest real input takes a few ms; a blow-up is far
+ * beyond it). CPU time, not wall time: on a loaded machine the wait for a core is not the parser's.
+ */
 const PURE_CEILING_MS = 500;
-/** One layer applied to disk, or one HTTP exchange, must finish within this. */
+/** CPU time one layer applied to disk, or one HTTP exchange, may use; a hang is cut at 20 times it in wall time. */
 const IO_CEILING_MS = 5_000;
 const BUDGET = (ms: number) => (LONG ? ms * 30 : ms);
 
@@ -232,8 +235,11 @@ function checkHostsToml(text: string): void {
     parseHostsConfig(text, { registry: 'registry.example:5000', baseDir: '/etc/containerd/certs.d/registry.example:5000' }),
   );
   if (!r.ok) {
-    // Errors name the file and the line.
-    expect(r.error.message, show(text)).toMatch(/hosts\.toml:\d+: /);
+    // Errors name the file and where in it: the line and column of TOML that does not parse, or
+    // the key path of a value of the wrong kind.
+    expect(r.error.message, show(text)).toMatch(
+      /^\/etc\/containerd\/certs\.d\/registry\.example:5000\/hosts\.toml(?::\d+:\d+: invalid TOML: |: invalid TOML: keys nested too deep$|: (?:server|host|capabilities|ca|client|skip_verify|override_path|header|dial_timeout)\b.*?: )/,
+    );
     return;
   }
   expect(r.value.length).toBeGreaterThan(0);
@@ -254,7 +260,7 @@ function checkHostsToml(text: string): void {
 }
 
 describe('hosts.toml', () => {
-  it('parses to usable hosts, or fails INVALID_ARGUMENT naming file and line', { timeout: BUDGET(30_000) }, async () => {
+  it('parses to usable hosts, or fails INVALID_ARGUMENT naming file and line or key', { timeout: BUDGET(30_000) }, async () => {
     await check('near-valid hosts.toml', fc.property(hostsTomlArb, (t) => void checkHostsToml(t)), params(40, 6000));
     await check('random text as hosts.toml', fc.property(anyString(300), (t) => void checkHostsToml(t)), params(41, 3000));
     await check(
@@ -325,6 +331,7 @@ describe("fastpulld's TOML config", () => {
         if (!r.ok) return;
         const c = r.value;
         expect(c.root.startsWith('/') && c.socket.startsWith('/'), show(text)).toBe(true);
+        if (c.snapshotterSocket !== undefined) expect(c.snapshotterSocket.startsWith('/'), show(text)).toBe(true);
         if (c.concurrency !== undefined) expect(Number.isSafeInteger(c.concurrency) && c.concurrency >= 1, show(text)).toBe(true);
         if (c.unpackConcurrency !== undefined) expect(Number.isSafeInteger(c.unpackConcurrency) && c.unpackConcurrency >= 1, show(text)).toBe(true);
         if (c.chunkSize !== undefined) expect(Number.isSafeInteger(c.chunkSize) && c.chunkSize >= 64 * 1024, `chunkSize ${c.chunkSize} from ${show(text)}`).toBe(true);
@@ -332,6 +339,7 @@ describe("fastpulld's TOML config", () => {
         expect(Number.isFinite(c.shutdownTimeoutMs) && c.shutdownTimeoutMs >= 0 && c.shutdownTimeoutMs <= 2 ** 31 - 1, `shutdownTimeoutMs ${c.shutdownTimeoutMs} from ${show(text)}`).toBe(true);
         expect(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).toContain(c.logLevel);
         expect(typeof c.keepBlobs).toBe('boolean');
+        expect(typeof c.sync).toBe('boolean');
         if (c.group !== undefined) expect(typeof c.group).toBe('string');
       }),
       params(60, 4000),

@@ -145,8 +145,11 @@ describe('daemon load (campaign 5)', () => {
       }
       served += lib.length + cli.length;
       cliServed += cli.length;
-      // One pull per image, shared by all of its callers.
-      const pullLines = daemon.logs.slice(mark).filter((l) => l.event === 'pull');
+      // One pull per image, shared by all of its callers. A pull's log line may land just after its
+      // callers got their answer: wait for one per image (and check there is no more).
+      const pullLinesNow = () => daemon.logs.slice(mark).filter((l) => l.event === 'pull');
+      await until(`${label}: a log line per pull`, () => pullLinesNow().length >= IMAGES, 20_000, () => `(${pullLinesNow().length} lines)`);
+      const pullLines = pullLinesNow();
       expect(pullLines.map((l) => l.result)).toEqual(Array(IMAGES).fill('ok'));
       for (const [i, n] of callers) expect(pullLines.find((l) => l.image === refOf(i))?.callers, `${label}: callers of image ${i}`).toBe(n);
       // Each blob (layer or config) fetched once: its bytes and one GET, whatever shares it.

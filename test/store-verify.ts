@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chainIDs, openStore, type Digest, type ImageRecord } from '@fastpull/core';
+import { chainIDs, formatPlatform, openStore, type Digest, type ImageRecord } from '@fastpull/core';
 import { applyLayer, diffTrees, readTree, type BuiltImage, type ExpectedTree, type TreeEntry } from '@fastpull/core/testing';
 
 /** What {@link verifyStore} found. */
@@ -168,7 +168,8 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
     }
     try {
       const rec = JSON.parse(readFileSync(join(root, 'images', name), 'utf8')) as ImageRecord;
-      if (`${createHash('sha256').update(rec.name).digest('hex')}.json` !== name) problems.push(`images/${name}: holds the record of ${rec.name}`);
+      // Named by the SHA-256 of "name platform".
+      if (`${createHash('sha256').update(`${rec.name} ${formatPlatform(rec.platform)}`).digest('hex')}.json` !== name) problems.push(`images/${name}: holds the record of ${rec.name}`);
       records.push(rec);
     } catch (e) {
       problems.push(`images/${name}: unreadable (${(e as Error).message})`);
@@ -210,4 +211,39 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
   }
 
   return { problems, blobs: blobDigests.size, snapshots: committed.size, treesCompared, images: records.length, litter, ingested };
+}
+
+/**
+ * What the next pull of `image` may fetch at most, per layer blob, given the store as the kill left
+ * it: nothing for a layer whose snapshot (or blob) is committed; for one with ingests, what the
+ * ingest it will resume has not recorded (the least recorded of them, as any may be taken over);
+ * else the whole blob. No slack: a resumed download asks for exactly the gaps of its ranges record
+ * (fetch.ts missingRanges), and the record never lists a byte that is not in the file. `report`
+ * (verifyStore's) saves reading the ingests' records again.
+ */
+export async function resumeBound(root: string, image: BuiltImage, report?: StoreReport): Promise<Map<Digest, number>> {
+  const store = openStore(root);
+  const ingested = report?.ingested ?? recordedIngests(root);
+  const out = new Map<Digest, number>();
+  const chains = chainIDs(image.layers.map((l) => l.diffID));
+  for (const [i, l] of image.layers.entries()) {
+    if (await store.snapshots.isCommitted(chains[i]!)) out.set(l.digest, 0);
+    else if ((await store.content.info(l.digest))?.size === l.size) out.set(l.digest, 0);
+    else out.set(l.digest, l.size - (ingested.get(l.digest) ?? 0));
+  }
+  return out;
+}
+
+/** Per blob digest, the bytes its ingests have recorded as on disk (the least of them when several). */
+export function recordedIngests(root: string): Map<Digest, number> {
+  const out = new Map<Digest, number>();
+  for (const id of ls(join(root, 'content', 'ingest'))) {
+    try {
+      const ref = JSON.parse(readFileSync(join(root, 'content', 'ingest', id, 'ref'), 'utf8')) as { digest: Digest };
+      out.set(ref.digest, Math.min(out.get(ref.digest) ?? Infinity, recordedBytes(join(root, 'content', 'ingest', id))));
+    } catch {
+      // Killed before its ref was written: nothing in it can be resumed.
+    }
+  }
+  return out;
 }

@@ -1,26 +1,14 @@
 // Writable overlay mounts of pulled images (`fastpull mount` / `unmount`): each gets a fresh upper and
-// work dir under <root>/mounts/<id>/, recorded in mount.json beside them so unmount (and a future gc)
-// knows what is mounted where and which snapshots it uses.
+// work dir under <root>/mounts/<id>/, recorded by core's mount records so unmount and gc know what is
+// mounted where and which snapshots it uses. The image comes from the service (local or fastpulld);
+// the mount itself is made here, by this process, on this host.
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { accessSync, constants, promises as fsp } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { FastpullError, resolveImage, type Store } from '@fastpull/core';
-import { mountInfo } from '@fastpull/core/snapshots';
+import { basename, dirname, resolve } from 'node:path';
+import { FastpullError, formatPlatform, type FastpullService } from '@fastpull/core';
+import { createMountRecord, listMountRecords, mountInfo, readMountRecord, removeMountRecord, type MountRecord } from '@fastpull/core/snapshots';
 
-export interface MountRecord {
-  readonly id: string;
-  /** The image name and manifest digest that was mounted. */
-  readonly image: string;
-  readonly manifest: string;
-  /** chainIDs of the snapshots in the lowerdir stack, bottom first. */
-  readonly snapshots: readonly string[];
-  /** Absolute, symlinks resolved. */
-  readonly target: string;
-  readonly upper: string;
-  readonly work: string;
-  readonly created: string;
-}
+export type { MountRecord } from '@fastpull/core/snapshots';
 
 /** Fixed absolute paths: PATH is never searched for the programs that mount as root. */
 const MOUNT_PATHS = ['/usr/bin/mount', '/bin/mount'];
@@ -53,10 +41,6 @@ export function requireRoot(what: string): void {
   }
 }
 
-function mountsDir(store: Store): string {
-  return join(store.root, 'mounts');
-}
-
 /** The directory a target names, symlinks resolved; INVALID_ARGUMENT when it is not a directory. */
 async function targetDir(target: string): Promise<string> {
   let real: string;
@@ -69,24 +53,6 @@ async function targetDir(target: string): Promise<string> {
   return real;
 }
 
-export async function listMounts(store: Store): Promise<MountRecord[]> {
-  let ids: string[];
-  try {
-    ids = await fsp.readdir(mountsDir(store));
-  } catch {
-    return [];
-  }
-  const out: MountRecord[] = [];
-  for (const id of ids) {
-    try {
-      out.push(JSON.parse(await fsp.readFile(join(mountsDir(store), id, 'mount.json'), 'utf8')) as MountRecord);
-    } catch {
-      // A mount dir without its record was never finished; nothing refers to it.
-    }
-  }
-  return out;
-}
-
 /** Whether `path` is a mount point now. */
 export async function isMountPoint(path: string): Promise<boolean> {
   return (await mountInfo()).some((m) => m.mountPoint === path);
@@ -94,56 +60,60 @@ export async function isMountPoint(path: string): Promise<boolean> {
 
 /**
  * Mounts the image at `target` as a writable overlay: its snapshots as lowerdir (a one-layer image
- * too, which mountsFor would give as a read-only bind), a fresh upperdir and workdir. The snapshots
- * are never written: every change lands in the upper dir.
+ * too, which the read-only mounts give as a bind), a fresh upperdir and workdir. The snapshots are
+ * never written: every change lands in the upper dir.
  */
-export async function mountImage(store: Store, ref: string, target: string): Promise<MountRecord> {
+export async function mountImage(service: FastpullService, ref: string, target: string, platform?: string): Promise<MountRecord> {
   requireRoot('mounting');
-  const image = await resolveImage(store, ref);
+  const { image, root } = await service.inspectImage(ref, platform ? { platform } : {});
   const dir = await targetDir(target);
-  if ((await listMounts(store)).some((m) => m.target === dir)) {
+  if ((await listMountRecords(root)).some((m) => m.target === dir)) {
     throw new FastpullError('INVALID_ARGUMENT', `${dir} already holds a fastpull mount; unmount it first`);
   }
-  const chainIDs = image.layers.map((l) => l.chainID);
-  const [ro] = await store.snapshots.mounts(chainIDs);
-  const lower = ro!.type === 'overlay' ? ro!.options : [`lowerdir=${ro!.source}`];
-  const id = randomBytes(8).toString('hex');
-  const home = join(mountsDir(store), id);
-  const record: MountRecord = {
-    id,
-    image: image.name,
-    manifest: image.manifest.digest,
-    snapshots: chainIDs,
-    target: dir,
-    upper: join(home, 'upper'),
-    work: join(home, 'work'),
-    created: new Date().toISOString(),
-  };
-  await fsp.mkdir(record.upper, { recursive: true });
-  await fsp.mkdir(record.work, { recursive: true });
-  // The record is written before mounting, so a crash in between leaves something unmount can clean.
-  await fsp.writeFile(join(home, 'mount.json'), `${JSON.stringify(record, null, 2)}\n`);
+  const [ro] = await service.mounts({ image: image.name, platform: formatPlatform(image.platform) });
+  const lower = ro!.type === 'overlay' ? ro!.options.filter((o) => o !== 'ro') : [`lowerdir=${ro!.source}`];
+  const record = await createMountRecord(root, { image: image.name, manifest: image.manifest.digest, snapshots: image.layers.map((l) => l.chainID), target: dir });
   try {
     await run(program(MOUNT_PATHS), ['-t', 'overlay', 'overlay', '-o', [...lower, `upperdir=${record.upper}`, `workdir=${record.work}`].join(','), dir]);
   } catch (e) {
-    await fsp.rm(home, { recursive: true, force: true });
+    await removeMountRecord(root, record.id);
     throw e;
   }
   return record;
 }
 
-/** Unmounts a mount made by mountImage and removes its upper and work dirs (the changes made in it). */
-export async function unmountImage(store: Store, target: string): Promise<MountRecord> {
+/**
+ * Unmounts a mount made by mountImage and removes its upper and work dirs (the changes made in it).
+ * The record is found through the mount's upperdir (whatever store it belongs to), else among the
+ * records of the store at `root` (a mount that is gone can still have a record to clean up).
+ */
+export async function unmountImage(root: string | undefined, target: string): Promise<MountRecord> {
   let dir = resolve(target);
   try {
     dir = await fsp.realpath(dir);
   } catch {
     // A target that is gone can still have a record to clean up.
   }
-  const record = (await listMounts(store)).find((m) => m.target === dir);
-  if (!record) throw new FastpullError('NOT_FOUND', `no fastpull mount at ${dir} in the store at ${store.root}`);
+  const found = (await recordOfMount(dir)) ?? (root !== undefined ? await recordInStore(root, dir) : undefined);
+  if (!found) throw new FastpullError('NOT_FOUND', `no fastpull mount at ${dir}${root !== undefined ? ` in the store at ${root}` : ''}`);
   requireRoot('unmounting');
   if (await isMountPoint(dir)) await run(program(UMOUNT_PATHS), [dir]);
-  await fsp.rm(join(mountsDir(store), record.id), { recursive: true, force: true });
-  return record;
+  await removeMountRecord(found.root, found.record.id);
+  return found.record;
+}
+
+/** The record of the overlay mounted at `dir`, from its upperdir `<root>/mounts/<id>/upper`. */
+async function recordOfMount(dir: string): Promise<{ root: string; record: MountRecord } | undefined> {
+  const m = (await mountInfo()).filter((x) => x.mountPoint === dir && x.fsType === 'overlay').pop();
+  const upper = m?.superOptions.split(',').find((o) => o.startsWith('upperdir='))?.slice('upperdir='.length);
+  if (!upper || basename(upper) !== 'upper') return undefined;
+  const home = dirname(upper);
+  const record = await readMountRecord(home);
+  if (!record || record.target !== dir || basename(dirname(home)) !== 'mounts') return undefined;
+  return { root: dirname(dirname(home)), record };
+}
+
+async function recordInStore(root: string, dir: string): Promise<{ root: string; record: MountRecord } | undefined> {
+  const record = (await listMountRecords(root)).find((m) => m.target === dir);
+  return record ? { root, record } : undefined;
 }

@@ -17,10 +17,28 @@ export {
   type LayerTimings,
   type PhaseTotals,
 } from './pull/pull.js';
+export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
+
+// The service every front end stands on: the CLI, fastpulld and its containerd snapshotter.
+export { LocalService, type LocalServiceOptions } from './service/local.js';
+export type { FastpullService, ServicePullOptions, Placement, PulledImage, MountTarget, BlobEntry, ImageOptions } from './service/service.js';
+export {
+  CONTAINERD_HOSTS_DIR,
+  MIN_CHUNK_SIZE,
+  defaultHostsDir,
+  parseSize,
+  parseChunkSize,
+  parseDuration,
+  parsePositiveInt,
+} from './service/settings.js';
+export { credentialsIdentity, dockerCredentialsWithWarning, scopedCredentials } from './service/credentials.js';
+export { checkDirectory, type DirectoryUse } from './util/paths.js';
 
 // The store and the images in it.
-export { openStore, defaultRoot, type Store } from './store.js';
+export { openStore, defaultRoot, type Store, type StoreOptions } from './store.js';
 export { mountsFor, resolveImage } from './images/mounts.js';
+export { findImages, unpackedSize } from './images/resolve.js';
+export { inspectImage, type ImageDetails } from './images/inspect.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
 export type { Mount } from './snapshots/store.js';
 
@@ -29,7 +47,7 @@ export { collectGarbage, type GcOptions, type GcResult } from './gc/gc.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
 
 // Errors.
-export { FastpullError, isFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
+export { FastpullError, isFastpullError, asFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
 
 // References, digests, platforms and the image model.
 export { parseReference, formatReference, referenceName, DEFAULT_REGISTRY, DEFAULT_TAG, type Reference } from './oci/reference.js';

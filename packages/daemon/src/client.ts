@@ -1,7 +1,24 @@
-// A typed client of fastpulld: the library's own types in and out (PullEvent, ImageRecord, GcResult,
-// Mount), and failures as the same FastpullError (code, message, details) the daemon hit.
+// A typed client of fastpulld, and the fastpull service over gRPC: it implements the same
+// FastpullService as the library's LocalService (as containerd's proxy packages implement its
+// interfaces), with the library's own types in and out and failures as the same FastpullError (code,
+// message, details) the daemon hit.
 import * as grpc from '@grpc/grpc-js';
-import { FastpullError, type Credentials, type Digest, type GcResult, type ImageRecord, type Mount, type PullEvent, type PullResult } from '@fastpull/core';
+import {
+  FastpullError,
+  type BlobEntry,
+  type Credentials,
+  type Digest,
+  type FastpullService,
+  type GcResult,
+  type ImageDetails,
+  type ImageOptions,
+  type ImageRecord,
+  type Mount,
+  type MountTarget,
+  type PullEvent,
+  type PullResult,
+  type ServicePullOptions,
+} from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import { eventFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
 import { fromServiceError } from './errors.js';
@@ -40,9 +57,11 @@ export function dialAddress(address: string): string {
   return address.startsWith('unix:') ? address : `unix:${address}`;
 }
 
-export class FastpullClient {
+export class FastpullClient implements FastpullService {
   /** The dialled address, `unix:<path>`. */
   readonly address: string;
+  /** The same as `address`: where the service works, for messages. */
+  readonly location: string;
   private readonly clients = new Map<string, GenericClient>();
   private readonly channel: grpc.ChannelCredentials = grpc.credentials.createInsecure();
   private readonly channelOptions: grpc.ChannelOptions;
@@ -54,6 +73,7 @@ export class FastpullClient {
    */
   constructor(address: string, options: { ownConnection?: boolean } = {}) {
     this.address = dialAddress(address);
+    this.location = this.address;
     this.channelOptions = options.ownConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {};
   }
 
@@ -72,7 +92,7 @@ export class FastpullClient {
   private unary<T>(service: string, method: string, req: unknown, signal?: AbortSignal): Promise<T> {
     const what = `${method} at ${this.address}`;
     return new Promise<T>((resolve, reject) => {
-      const call = this.client(service)[method]!(req, new grpc.Metadata(), {}, (e, r) => (e ? reject(fromServiceError(e, what)) : resolve(r as T)));
+      const call = this.client(service)[method]!(req, new grpc.Metadata(), {}, (e, r) => (e ? reject(fromServiceError(e, what, this.address)) : resolve(r as T)));
       signal?.addEventListener('abort', () => call.cancel(), { once: true });
     });
   }
@@ -102,7 +122,7 @@ export class FastpullClient {
       }
     } catch (e) {
       if (options.signal?.aborted) throw new FastpullError('ABORTED', `pulling ${reference} through ${this.address}: aborted`, { cause: options.signal.reason });
-      throw fromServiceError(e, `pulling ${reference} through ${this.address}`);
+      throw fromServiceError(e, `pulling ${reference} through ${this.address}`, this.address);
     } finally {
       options.signal?.removeEventListener('abort', abort);
       if (!result) call.cancel();
@@ -112,7 +132,7 @@ export class FastpullClient {
   }
 
   /** {@link pullEvents} with a callback: resolves with the result. */
-  async pull(reference: string, options: RemotePullOptions & { onProgress?: (e: PullEvent) => void } = {}): Promise<RemotePullResult> {
+  async pull(reference: string, options: RemotePullOptions & ServicePullOptions = {}): Promise<RemotePullResult> {
     const it = this.pullEvents(reference, options);
     for (;;) {
       const n = await it.next();
@@ -135,15 +155,40 @@ export class FastpullClient {
     return { image: imageFromWire(r.image), root: r.root, snapshots: r.snapshots };
   }
 
-  /** Forgets an image; with `gc`, collects garbage afterwards. Returns its canonical name. */
-  async removeImage(name: string, options: { gc?: boolean; signal?: AbortSignal } = {}): Promise<{ name: string; gc?: GcResult }> {
-    const r = await this.unary<{ name: string; gc: WireGcResponse | null }>('fastpull.v1.Images', 'Remove', { name, gc: options.gc === true }, options.signal);
+  /** An image with its manifest, config and index, as the daemon's store holds them. */
+  async inspectImage(reference: string, options: ImageOptions = {}): Promise<ImageDetails> {
+    const r = await this.unary<WireGetImageResponse>('fastpull.v1.Images', 'Get', { name: reference, platform: options.platform ?? '' }, options.signal);
+    const image = imageFromWire(r.image);
+    const parse = (text: string, what: string): unknown => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch (e) {
+        throw new FastpullError('INTERNAL', `inspecting ${reference} through ${this.address}: the daemon sent no ${what} (is it older than this client?)`, { cause: e });
+      }
+    };
+    return {
+      image,
+      root: r.root,
+      unpackedSize: image.unpackedSize ?? null,
+      snapshots: r.snapshots,
+      ...(r.indexJson ? { index: parse(r.indexJson, 'index') } : {}),
+      manifest: parse(r.manifestJson, 'manifest'),
+      config: parse(r.configJson, 'config'),
+    };
+  }
+
+  /**
+   * Forgets an image (every platform of its name, or the one given); with `gc`, collects garbage
+   * afterwards. Returns its canonical name.
+   */
+  async removeImage(name: string, options: ImageOptions & { gc?: boolean } = {}): Promise<{ name: string; gc?: GcResult }> {
+    const r = await this.unary<{ name: string; gc: WireGcResponse | null }>('fastpull.v1.Images', 'Remove', { name, gc: options.gc === true, platform: options.platform ?? '' }, options.signal);
     return { name: r.name, ...(r.gc ? { gc: gcFromWire(r.gc) } : {}) };
   }
 
   /** The mounts of an image (by reference) or of a snapshot stack (by its top chainID). */
-  async mounts(target: { image: string } | { chainID: string }, signal?: AbortSignal): Promise<Mount[]> {
-    const req = 'image' in target ? { image: target.image } : { chainId: target.chainID };
+  async mounts(target: MountTarget | { chainID: string }, signal?: AbortSignal): Promise<Mount[]> {
+    const req = 'image' in target ? { image: target.image, ...('platform' in target && target.platform ? { platform: target.platform } : {}) } : { chainId: target.chainID };
     const r = await this.unary<{ mounts: WireMount[] }>('fastpull.v1.Snapshots', 'Mounts', req, signal);
     return r.mounts.map(mountFromWire);
   }
@@ -157,12 +202,12 @@ export class FastpullClient {
     return this.unary('fastpull.v1.Snapshots', 'Usage', { chainId: chainID }, signal);
   }
 
-  async contentInfo(digest: string, signal?: AbortSignal): Promise<{ digest: Digest; size: number }> {
+  async contentInfo(digest: string, signal?: AbortSignal): Promise<BlobEntry> {
     const r = await this.unary<{ info: WireBlobInfo }>('fastpull.v1.Content', 'Info', { digest }, signal);
     return { digest: r.info.digest as Digest, size: r.info.size };
   }
 
-  async listContent(signal?: AbortSignal): Promise<Array<{ digest: Digest; size: number }>> {
+  async listContent(signal?: AbortSignal): Promise<BlobEntry[]> {
     const r = await this.unary<{ blobs: WireBlobInfo[] }>('fastpull.v1.Content', 'List', {}, signal);
     return r.blobs.map((b) => ({ digest: b.digest as Digest, size: b.size }));
   }
@@ -181,9 +226,10 @@ export class FastpullClient {
     return r.status;
   }
 
-  /** Closes the connection. */
-  close(): void {
+  /** Closes the connection (at once; the promise is for FastpullService). */
+  close(): Promise<void> {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
+    return Promise.resolve();
   }
 }

@@ -3,16 +3,29 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
-import { defaultRoot, FastpullError } from '@fastpull/core';
+import {
+  defaultHostsDir,
+  defaultRoot,
+  FastpullError,
+  parseChunkSize,
+  parseDuration as parseDurationSetting,
+  parsePositiveInt,
+  parseSize as parseSizeSetting,
+} from '@fastpull/core';
 
 export interface DaemonConfig {
   /** The one store every pull writes into. */
   readonly root: string;
   /** The unix socket the API listens on. */
   readonly socket: string;
+  /** The unix socket of containerd's snapshotter API; unset: not served. */
+  readonly snapshotterSocket?: string;
   /** Group that owns the socket (name or numeric id); unset: the daemon's own group. */
   readonly group?: string;
-  /** containerd-style registry host configuration (`<dir>/<host>/hosts.toml`); reloaded on SIGHUP. */
+  /**
+   * containerd-style registry host configuration (`<dir>/<host>/hosts.toml`); reloaded on SIGHUP.
+   * Unset: `$FASTPULL_HOSTS_DIR`, else /etc/containerd/certs.d when it exists, as the CLI.
+   */
   readonly hostsDir?: string;
   /** Range requests in flight across all pulls; unset: the library's shared scheduler (16). */
   readonly concurrency?: number;
@@ -20,7 +33,9 @@ export interface DaemonConfig {
   readonly chunkSize?: number;
   /** Keep layer blobs after unpacking for every pull (a request may also ask for it). */
   readonly keepBlobs: boolean;
-  /** Layers unpacked at once per pull; unset: the library's shared pool (one per core) for all pulls. */
+  /** Flush each snapshot to disk before committing it (default true; false is unsafe against power loss). */
+  readonly sync: boolean;
+  /** Layers unpacked at once across all pulls (one pool they share); unset: the library's shared pool, one per core. */
   readonly unpackConcurrency?: number;
   /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics on; unset: no metrics endpoint. */
   readonly metricsAddress?: string;
@@ -36,21 +51,21 @@ export const DEFAULT_CONFIG_PATH = '/etc/fastpull/fastpulld.toml';
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 export const DEFAULT_LOG_LEVEL = 'info';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-/** The smallest range worth a request (the CLI's floor too). */
-const MIN_CHUNK_SIZE = 64 * 1024;
 
-export { defaultSocket } from './paths.js';
-import { defaultSocket } from './paths.js';
+export { defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET } from './paths.js';
+import { DEFAULT_SNAPSHOTTER_SOCKET, defaultSocket } from './paths.js';
 
 /** Config keys as written in the TOML file (and, with dashes, as flags). */
 export const CONFIG_KEYS = [
   'root',
   'socket',
+  'snapshotter_socket',
   'group',
   'hosts_dir',
   'concurrency',
   'chunk_size',
   'keep_blobs',
+  'sync',
   'unpack_concurrency',
   'metrics_address',
   'log_level',
@@ -99,28 +114,44 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   };
   const root = path('root') ?? defaultRoot(env);
   const group = raw.group === undefined || raw.group === '' ? undefined : groupName(raw.group);
-  const hostsDir = path('hosts_dir');
-  const concurrency = positiveInt('concurrency', raw.concurrency);
-  const unpackConcurrency = positiveInt('unpack_concurrency', raw.unpack_concurrency);
-  const chunkSize = raw.chunk_size === undefined ? undefined : parseSize('chunk_size', raw.chunk_size);
-  if (chunkSize !== undefined && chunkSize < MIN_CHUNK_SIZE) throw invalid('chunk_size', raw.chunk_size, 'want at least 64KiB');
+  // An explicit empty hosts_dir turns the default off.
+  const hostsDir = raw.hosts_dir === '' ? undefined : (path('hosts_dir') ?? defaultHostsDir(env));
+  const concurrency = raw.concurrency === undefined ? undefined : parsePositiveInt(raw.concurrency, 'concurrency');
+  const unpackConcurrency = raw.unpack_concurrency === undefined ? undefined : parsePositiveInt(raw.unpack_concurrency, 'unpack_concurrency');
+  const chunkSize = raw.chunk_size === undefined ? undefined : parseChunkSize(raw.chunk_size, 'chunk_size');
   const metricsAddress = raw.metrics_address === undefined || raw.metrics_address === '' ? undefined : loopbackAddress(raw.metrics_address);
   const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : raw.log_level;
   if (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
-  const timeout = raw.shutdown_timeout === undefined ? undefined : parseDuration('shutdown_timeout', raw.shutdown_timeout);
+  const timeout = raw.shutdown_timeout === undefined ? undefined : parseDurationSetting(raw.shutdown_timeout, 'shutdown_timeout');
+  const socket = path('socket') ?? defaultSocket(env);
+  const snapshotterSocket = snapshotterSocketOf(raw.snapshotter_socket, socket, env, cwd);
   return {
     root,
-    socket: path('socket') ?? defaultSocket(env),
+    socket,
+    ...(snapshotterSocket !== undefined ? { snapshotterSocket } : {}),
     ...(group !== undefined ? { group } : {}),
     ...(hostsDir !== undefined ? { hostsDir } : {}),
     ...(concurrency !== undefined ? { concurrency } : {}),
     ...(chunkSize !== undefined ? { chunkSize } : {}),
     keepBlobs: bool('keep_blobs', raw.keep_blobs),
+    sync: raw.sync === undefined || bool('sync', raw.sync),
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
     ...(metricsAddress !== undefined ? { metricsAddress } : {}),
     logLevel,
     shutdownTimeoutMs: timeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   };
+}
+
+/**
+ * The snapshotter socket: the one given; "" turns it off; unset, the default one as root when the
+ * API socket is the default one too (a second daemon on a socket of its own, e.g. for another store,
+ * does not take containerd's snapshotter socket unless told to), else none.
+ */
+function snapshotterSocketOf(v: unknown, socket: string, env: NodeJS.ProcessEnv, cwd: string): string | undefined {
+  if (v === '') return undefined;
+  if (v === undefined) return process.getuid?.() === 0 && socket === defaultSocket(env) ? DEFAULT_SNAPSHOTTER_SOCKET : undefined;
+  if (typeof v !== 'string') throw invalid('snapshotter_socket', v, 'want a path, or "" for none');
+  return isAbsolute(v) ? v : resolve(cwd, v);
 }
 
 function invalid(key: ConfigKey, value: unknown, want: string): FastpullError {
@@ -143,13 +174,6 @@ function groupName(v: unknown): string {
   throw invalid('group', v, 'want a group name or a numeric gid');
 }
 
-function positiveInt(key: ConfigKey, v: unknown): number | undefined {
-  if (v === undefined) return undefined;
-  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw invalid(key, v, 'want a positive integer');
-  return n;
-}
-
 function bool(key: ConfigKey, v: unknown): boolean {
   if (v === undefined) return false;
   if (typeof v === 'boolean') return v;
@@ -158,36 +182,15 @@ function bool(key: ConfigKey, v: unknown): boolean {
   throw invalid(key, v, 'want true or false');
 }
 
-const SIZE_UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
-
-/** 16777216, "16MiB", "16M", "512KiB" -> bytes (binary units, as the CLI's --chunk-size). */
+/** A size setting in bytes: the one grammar of every front end (see parseSize in @fastpull/core). */
 export function parseSize(key: ConfigKey, v: unknown): number {
-  if (typeof v === 'number' && Number.isSafeInteger(v) && v > 0) return v;
-  const m = typeof v === 'string' ? /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(v) : null;
-  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
-  if (!m || unit === undefined || Number(m[1]) < 1) throw invalid(key, v, 'want a size such as 16MiB, 8M or 1048576');
-  const bytes = Number(m[1]) * unit;
-  if (!Number.isSafeInteger(bytes)) throw invalid(key, v, 'too large');
-  return bytes;
+  return parseSizeSetting(v, key);
 }
 
-/** 10, "10s", "500ms", "1m" -> milliseconds (a bare number is seconds). */
+/** A duration setting in milliseconds: a bare number is seconds, text a Go duration ("10s", "1m30s"). */
 export function parseDuration(key: ConfigKey, v: unknown): number {
-  let ms: number;
-  if (typeof v === 'number' && Number.isFinite(v) && v >= 0) ms = v * 1000;
-  else {
-    const m = typeof v === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$/.exec(v) : null;
-    if (!m) throw invalid(key, v, 'want a duration such as 10s, 500ms or 1m');
-    const n = Number(m[1]);
-    ms = m[2] === 'ms' ? n : m[2] === 'm' ? n * 60_000 : n * 1000;
-  }
-  // A Node timer runs a longer delay (over 2^31-1 ms) after 1 ms: a huge timeout would mean none.
-  if (ms > MAX_DURATION_MS) throw invalid(key, v, 'want at most a day (24h = 1440m)');
-  return ms;
+  return parseDurationSetting(v, key);
 }
-
-/** The longest duration the config takes: a day, well inside what a timer holds. */
-const MAX_DURATION_MS = 24 * 3_600_000;
 
 /** Metrics are opt-in and loopback only: they say what a node pulls, which is not for the network. */
 function loopbackAddress(v: unknown): string {

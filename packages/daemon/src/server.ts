@@ -1,43 +1,39 @@
 // fastpulld's gRPC server: fastpull.v1 (Images, Snapshots, Content), grpc.health.v1 and server
 // reflection on a unix socket, over one store root; shared pulls, logs, metrics, reload and shutdown.
-import { promises as fsp, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { dirname } from 'node:path';
+import { existsSync, promises as fsp } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 import {
-  collectGarbage,
-  dockerConfigCredentials,
-  liveLeaseRefs,
-  UnpackPool,
+  asFastpullError,
+  credentialsIdentity,
   FastpullError,
   formatPlatform,
   formatReference,
+  checkDirectory,
   isFastpullError,
-  mountsFor,
-  openStore,
+  LocalService,
   parseDigest,
   parsePlatform,
   parseReference,
-  pull,
-  resolveImage,
-  type CredentialsProvider,
   type Digest,
-  type ImageRecord,
-  type PullResult,
+  type MountTarget,
+  type PulledImage,
   type Store,
 } from '@fastpull/core';
-import { withCollectionLock } from '@fastpull/core/content';
-import { FetchScheduler, sharedFetchScheduler } from '@fastpull/core/registry';
 import { readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
 import { eventToWire, gcToWire, imageToWire, mountToWire, phasesToWire, snapshotToWire } from './convert.js';
 import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
+export { prepareSocket } from './socket.js';
+import { listenUnix } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
+import { sharedSnapshotPuller } from './snapshotter/pull.js';
+import { SnapshotterServer } from './snapshotter/server.js';
 
 export interface DaemonOptions {
   readonly config: DaemonConfig;
@@ -56,20 +52,22 @@ type ServingStatus = 'SERVING' | 'NOT_SERVING';
 /** A running fastpulld. */
 export class Daemon {
   readonly store: Store;
+  /** The service every API of the daemon is a front end of. */
+  readonly service: LocalService;
   readonly metrics: DaemonMetrics;
   readonly pulls: PullManager;
   readonly log: Logger;
   /** `unix:<socket>`, what clients dial. */
   readonly address: string;
-  private hostsDir: string | undefined;
-  private readonly scheduler: FetchScheduler;
-  /** One pool for every pull when unpack_concurrency is set; else the library's process-wide one. */
-  private readonly pool: UnpackPool | undefined;
-  private readonly credentials: CredentialsProvider;
   private readonly server = new grpc.Server();
-  private readonly health = new Map<string, ServingStatus>();
-  private readonly watchers = new Set<{ service: string; call: grpc.ServerWritableStream<unknown, unknown> }>();
+  /** grpc.health.v1, from grpc-health-check; `healthNames` are the services it answers for. */
+  private readonly health = new HealthImplementation();
+  private readonly healthNames = new Set<string>();
+  /** Open Watch streams, ended at shutdown so the server can drain. */
+  private readonly watchers = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   private metricsServer: HttpServer | undefined;
+  /** containerd's snapshotter API, on its own socket, when configured. */
+  snapshotter: SnapshotterServer | undefined;
   /** http://HOST:PORT/metrics when metrics are served. */
   metricsUrl: string | undefined;
   private stopping: Promise<void> | undefined;
@@ -79,25 +77,21 @@ export class Daemon {
     private readonly options: DaemonOptions,
   ) {
     this.log = options.logger ?? pino({ level: config.logLevel, base: { service: 'fastpulld' } });
-    this.store = openStore(config.root);
     this.address = `unix:${config.socket}`;
-    this.hostsDir = config.hostsDir;
-    this.scheduler = config.concurrency !== undefined ? new FetchScheduler({ maxRequests: config.concurrency, maxPerHost: config.concurrency }) : sharedFetchScheduler();
-    this.pool = config.unpackConcurrency !== undefined ? new UnpackPool({ size: config.unpackConcurrency }) : undefined;
-    const docker = dockerConfigCredentials({ env: options.env ?? process.env });
-    const warned = new Set<string>();
-    this.credentials = async (registry) => {
-      try {
-        return await docker(registry);
-      } catch (e) {
-        // As the CLI and Docker do: a failing credential helper means an anonymous pull, once warned.
-        if (!warned.has(registry)) {
-          warned.add(registry);
-          this.log.warn({ registry, err: e instanceof Error ? e.message : String(e) }, 'no credentials from Docker config');
-        }
-        return undefined;
-      }
-    };
+    this.service = new LocalService({
+      root: config.root,
+      ...(config.hostsDir !== undefined ? { hostsDir: config.hostsDir } : {}),
+      env: options.env ?? process.env,
+      onWarning: (message) => this.log.warn(message),
+      ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
+      ...(config.chunkSize !== undefined ? { chunkSize: config.chunkSize } : {}),
+      ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
+      ...(config.keepBlobs ? { keepBlobs: true } : {}),
+      ...(config.sync ? {} : { sync: false }),
+      onRetry: () => this.metrics.retries.inc(),
+      onStraggler: () => this.metrics.stragglers.inc(),
+    });
+    this.store = this.service.store;
     this.pulls = new PullManager({
       started: (key, name) => this.log.debug({ image: name }, 'pull started'),
       fetched: (n) => this.metrics.bytesFetched.inc(n),
@@ -107,7 +101,7 @@ export class Daemon {
     this.metrics = new DaemonMetrics({
       pullsInFlight: () => this.pulls.size,
       pullCallers: () => this.pulls.callers,
-      requestsInFlight: () => this.scheduler.inFlight.requests,
+      requestsInFlight: () => this.service.requestsInFlight,
     });
   }
 
@@ -120,38 +114,26 @@ export class Daemon {
 
   private async listen(): Promise<void> {
     const { config } = this;
-    await fsp.mkdir(config.root, { recursive: true });
-    await prepareSocket(config.socket);
+    // Every path is checked before anything listens: a mistake fails the start at once, naming it.
+    await checkDirectory(config.root, 'store root', 'create');
+    // A hosts_dir that does not exist yet means no mirrors until it does (SIGHUP re-reads it), as
+    // containerd's config_path; anything else wrong with it stops the start.
+    if (config.hostsDir !== undefined) {
+      if (existsSync(config.hostsDir)) await checkDirectory(config.hostsDir, 'registry hosts directory (hosts_dir)', 'read');
+      else this.log.warn({ hostsDir: config.hostsDir }, 'hosts_dir does not exist: no registry mirrors until it does');
+    }
+    // Services before the socket exists: a client that connects at once finds them.
     this.addServices();
-    // The socket file takes its mode from the umask at bind(): 0660 from its first moment, so nobody
-    // outside the group can connect in the window before the chmod.
-    const umask = process.umask(0o117);
-    try {
-      await new Promise<void>((resolve, reject) =>
-        this.server.bindAsync(this.address, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
-      );
-    } catch (e) {
-      throw new FastpullError('INTERNAL', `listening on ${config.socket}: ${(e as Error).message}`, { cause: e });
-    } finally {
-      process.umask(umask);
-    }
-    await fsp.chmod(config.socket, 0o660);
-    if (config.group !== undefined) {
-      const gid = groupId(config.group);
-      try {
-        await fsp.chown(config.socket, process.getuid?.() ?? -1, gid);
-      } catch (e) {
-        throw new FastpullError('PERMISSION_DENIED', `giving ${config.socket} to group ${config.group}: ${(e as Error).message}`, { cause: e });
-      }
-    }
-    for (const name of ['', ...SERVICE_NAMES]) this.health.set(name, 'SERVING');
+    await listenUnix(this.server, config.socket, config.group);
+    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
+    for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry);
       this.metricsServer = m.server;
       this.metricsUrl = m.url;
     }
     this.log.info(
-      { socket: config.socket, root: this.store.root, group: config.group, hostsDir: this.hostsDir, concurrency: config.concurrency, chunkSize: config.chunkSize, unpackConcurrency: config.unpackConcurrency, keepBlobs: config.keepBlobs, metrics: this.metricsUrl, pid: process.pid },
+      { socket: config.socket, root: this.store.root, group: config.group, hostsDir: this.service.hostsDir, concurrency: config.concurrency, chunkSize: config.chunkSize, unpackConcurrency: config.unpackConcurrency, keepBlobs: config.keepBlobs, metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
   }
@@ -160,7 +142,8 @@ export class Daemon {
     const unary =
       <Req, Res>(method: string, fn: (req: Req) => Promise<Res>) =>
       (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>): void => {
-        fn(call.request).then(
+        // Through a promise, so a request checked (and refused) synchronously still gets its status.
+        Promise.resolve(call.request).then(fn).then(
           (res) => callback(null, res),
           (e: unknown) => {
             this.logFailure(method, e);
@@ -171,37 +154,39 @@ export class Daemon {
     this.server.addService(serviceDefinition('fastpull.v1.Images'), {
       Pull: (call: grpc.ServerWritableStream<WirePullRequest, unknown>) => this.pullCall(call),
       List: unary('Images.List', () => this.listImages()),
-      Get: unary('Images.Get', (req: { name: string }) => this.getImage(req.name)),
-      Remove: unary('Images.Remove', (req: { name: string; gc: boolean }) => this.removeImage(req.name, req.gc)),
+      Get: unary('Images.Get', (req: { name: string; platform: string }) => this.getImage(req.name, req.platform)),
+      Remove: unary('Images.Remove', (req: { name: string; gc: boolean; platform: string }) => this.removeImage(req.name, req.gc, req.platform)),
     });
+    const service = this.service;
     this.server.addService(serviceDefinition('fastpull.v1.Snapshots'), {
-      Mounts: unary('Snapshots.Mounts', (req: WireMountsRequest) => this.mounts(req)),
-      List: unary('Snapshots.List', async () => ({ snapshots: (await this.store.snapshots.list()).sort((a, b) => a.chainID.localeCompare(b.chainID)).map(snapshotToWire) })),
-      Usage: unary('Snapshots.Usage', (req: { chainId: string }) => this.usage(req.chainId)),
+      Mounts: unary('Snapshots.Mounts', async (req: WireMountsRequest) => ({ mounts: (await service.mounts(mountTarget(req))).map(mountToWire) })),
+      List: unary('Snapshots.List', async () => ({ snapshots: (await service.listSnapshots()).map(snapshotToWire) })),
+      Usage: unary('Snapshots.Usage', (req: { chainId: string }) => service.snapshotUsage(checkDigest(req.chainId))),
     });
     this.server.addService(serviceDefinition('fastpull.v1.Content'), {
-      Info: unary('Content.Info', async (req: { digest: string }) => {
+      Info: unary('Content.Info', async (req: { digest: string }) => ({ info: await service.contentInfo(checkDigest(req.digest)) })),
+      List: unary('Content.List', async () => ({ blobs: await service.listContent() })),
+      Delete: unary('Content.Delete', async (req: { digest: string }) => {
         const digest = checkDigest(req.digest);
-        const info = await this.store.content.info(digest);
-        if (!info) throw new FastpullError('NOT_FOUND', `blob ${digest} is not in the store`);
-        return { info: { digest: info.digest, size: info.size } };
+        await service.deleteContent(digest);
+        this.log.info({ digest }, 'blob deleted');
+        return {};
       }),
-      List: unary('Content.List', async () => ({ blobs: (await this.store.content.list()).sort((a, b) => a.digest.localeCompare(b.digest)).map((b) => ({ digest: b.digest, size: b.size })) })),
-      Delete: unary('Content.Delete', (req: { digest: string }) => this.deleteBlob(req.digest)),
-      GarbageCollect: unary('Content.GarbageCollect', async (req: { dryRun: boolean }) => gcToWire(await collectGarbage(this.store, { dryRun: req.dryRun }), req.dryRun)),
+      GarbageCollect: unary('Content.GarbageCollect', async (req: { dryRun: boolean }) => gcToWire(await service.collectGarbage({ dryRun: req.dryRun }), req.dryRun)),
     });
-    this.server.addService(serviceDefinition('grpc.health.v1.Health'), {
-      Check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-        const status = this.health.get(call.request.service);
-        if (!status) callback({ code: grpc.status.NOT_FOUND, details: `unknown service ${JSON.stringify(call.request.service)}` });
-        else callback(null, { status });
-      },
-      Watch: (call: grpc.ServerWritableStream<{ service: string }, unknown>) => {
-        const service = call.request.service;
-        call.write({ status: this.health.get(service) ?? 'SERVICE_UNKNOWN' });
-        const watcher = { service, call };
-        this.watchers.add(watcher);
-        call.on('cancelled', () => this.watchers.delete(watcher));
+    // The health service is grpc-health-check's; its Watch streams are tracked here so that a
+    // shutdown can end them (the library never does, and the server would wait for them to drain).
+    this.health.addToServer({
+      addService: (definition, implementation) => {
+        const watch = implementation.watch as (call: grpc.ServerWritableStream<unknown, unknown>) => void;
+        this.server.addService(definition as grpc.ServiceDefinition, {
+          ...implementation,
+          watch: (call: grpc.ServerWritableStream<unknown, unknown>) => {
+            this.watchers.add(call);
+            call.on('cancelled', () => this.watchers.delete(call));
+            watch(call);
+          },
+        } as grpc.UntypedServiceImplementation);
       },
     });
     new ReflectionService(packageDefinition()).addToServer(this.server);
@@ -214,37 +199,29 @@ export class Daemon {
     let name: string;
     let key: string;
     let platform: string | undefined;
+    const given = req.credentials && req.credentials.username ? { username: req.credentials.username, password: req.credentials.password } : undefined;
     try {
       if (!req.reference) throw new FastpullError('INVALID_REFERENCE', 'pull: the request names no image reference');
       const ref = parseReference(req.reference);
       name = formatReference(ref);
       platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
-      key = JSON.stringify([name, platform ?? '', req.plainHttp, req.keepBlobs || this.config.keepBlobs]);
+      // Callers share a pull only with the same credentials: nobody rides on a secret that is not theirs.
+      key = JSON.stringify([name, platform ?? '', req.plainHttp, req.keepBlobs || this.config.keepBlobs, credentialsIdentity(given)]);
     } catch (e) {
       this.logFailure('Images.Pull', e);
       call.emit('error', toStatus(e));
       return;
     }
-    const registry = parseReference(name).registry;
-    const given = req.credentials && req.credentials.username ? { username: req.credentials.username, password: req.credentials.password } : undefined;
-    const credentials: CredentialsProvider = given ? (r) => (r === registry ? given : this.credentials(r)) : this.credentials;
     let open = true;
     const { leave, joined } = this.pulls.join(
       key,
       name,
       (signal, onProgress) =>
-        pull(name, {
-          root: this.store.root,
+        this.service.pull(name, {
           ...(platform ? { platform } : {}),
           ...(req.plainHttp ? { plainHttp: true } : {}),
-          credentials,
-          ...(this.hostsDir ? { hostsDir: this.hostsDir } : {}),
-          ...(this.config.chunkSize !== undefined ? { chunkSize: this.config.chunkSize } : {}),
-          ...(this.pool ? { pool: this.pool } : {}),
-          ...(req.keepBlobs || this.config.keepBlobs ? { keepBlobs: true } : {}),
-          scheduler: this.scheduler,
-          onRetry: () => this.metrics.retries.inc(),
-          onStraggler: () => this.metrics.stragglers.inc(),
+          ...(req.keepBlobs ? { keepBlobs: true } : {}),
+          ...(given ? { credentials: given } : {}),
           signal,
           onProgress,
         }),
@@ -254,18 +231,10 @@ export class Daemon {
         },
         finish: (r) => {
           if (!open) return;
-          void this.placement(r).then(
-            (placement) => {
-              if (!open) return;
-              open = false;
-              call.write(eventToWire({ type: 'done', image: r.image, timings: r.timings }, placement));
-              call.end();
-            },
-            (e: unknown) => {
-              open = false;
-              call.emit('error', toStatus(e));
-            },
-          );
+          open = false;
+          const { root, snapshots, mounts } = r as PulledImage;
+          call.write(eventToWire({ type: 'done', image: r.image, timings: r.timings }, { root, snapshots, mounts }));
+          call.end();
         },
         fail: (e) => {
           if (!open) return;
@@ -282,108 +251,26 @@ export class Daemon {
     });
   }
 
-  /** Where a pulled image lies: the store root, its snapshot directories, its mounts. */
-  private async placement(r: PullResult): Promise<{ root: string; snapshots: string[]; mounts: Awaited<ReturnType<Store['snapshots']['mounts']>> }> {
-    const chain = r.image.layers.map((l) => l.chainID);
-    return { root: this.store.root, snapshots: chain.map((id) => this.store.snapshots.fsPath(id)), mounts: await this.store.snapshots.mounts(chain) };
-  }
-
-  private async unpackedSize(image: ImageRecord): Promise<number | null> {
-    let total = 0;
-    for (const l of image.layers) {
-      const info = await this.store.snapshots.info(l.chainID);
-      if (!info) return null;
-      total += info.size;
-    }
-    return total;
-  }
-
   private async listImages(): Promise<unknown> {
-    const images = await this.store.images.list();
-    return { images: await Promise.all(images.map(async (i) => imageToWire(i, await this.unpackedSize(i)))) };
+    return { images: (await this.service.listImages()).map((i) => imageToWire(i, i.unpackedSize ?? null)) };
   }
 
-  private async getImage(name: string): Promise<unknown> {
-    const image = await resolveImage(this.store, checkReference(name));
-    return { image: imageToWire(image), root: this.store.root, snapshots: image.layers.map((l) => this.store.snapshots.fsPath(l.chainID)) };
-  }
-
-  private async removeImage(name: string, gc: boolean): Promise<unknown> {
-    const image = await resolveImage(this.store, checkReference(name));
-    await this.store.images.delete(image.name);
-    this.log.info({ image: image.name }, 'image removed');
-    return { name: image.name, ...(gc ? { gc: gcToWire(await collectGarbage(this.store), false) } : {}) };
-  }
-
-  // ---- Snapshots ----
-
-  private async mounts(req: WireMountsRequest): Promise<unknown> {
-    if (req.target === 'image' && req.image) return { mounts: (await mountsFor(this.store, checkReference(req.image))).map(mountToWire) };
-    if (req.target === 'chainId' && req.chainId) {
-      const top = checkDigest(req.chainId);
-      // The stack below a snapshot, from its parents, bottom first.
-      const chain: Digest[] = [];
-      const seen = new Set<Digest>();
-      for (let id: Digest | undefined = top; id !== undefined; ) {
-        if (seen.has(id)) throw new FastpullError('INTERNAL', `snapshot ${top}: its parents form a loop at ${id}`);
-        seen.add(id);
-        const info = await this.store.snapshots.info(id);
-        if (!info) throw new FastpullError('NOT_FOUND', id === top ? `snapshot ${id} is not committed` : `snapshot ${top}: its parent ${id} is not committed`);
-        chain.unshift(id);
-        id = info.parent;
-      }
-      return { mounts: (await this.store.snapshots.mounts(chain)).map(mountToWire) };
-    }
-    throw new FastpullError('INVALID_ARGUMENT', 'mounts: name an image or a chain_id');
-  }
-
-  private async usage(chainId: string): Promise<unknown> {
-    const id = checkDigest(chainId);
-    if (!(await this.store.snapshots.isCommitted(id))) throw new FastpullError('NOT_FOUND', `snapshot ${id} is not committed`);
-    let size = 0;
-    let inodes = 0;
-    const seen = new Set<string>();
-    const walk = async (dir: string): Promise<void> => {
-      for (const entry of await fsp.readdir(dir, { withFileTypes: true })) {
-        const path = `${dir}/${entry.name}`;
-        const st = await fsp.lstat(path, { bigint: true });
-        const ino = `${st.dev}:${st.ino}`;
-        if (seen.has(ino)) continue;
-        seen.add(ino);
-        inodes++;
-        size += Number(st.blocks) * 512;
-        if (entry.isDirectory()) await walk(path);
-      }
+  private async getImage(name: string, platform: string): Promise<unknown> {
+    const d = await this.service.inspectImage(checkReference(name), platform ? { platform } : {});
+    return {
+      image: imageToWire(d.image, d.unpackedSize),
+      root: d.root,
+      snapshots: d.snapshots,
+      manifestJson: JSON.stringify(d.manifest),
+      configJson: JSON.stringify(d.config),
+      indexJson: d.index !== undefined ? JSON.stringify(d.index) : '',
     };
-    const root = this.store.snapshots.fsPath(id);
-    try {
-      const st = await fsp.lstat(root);
-      inodes++;
-      size += st.blocks * 512;
-      await walk(root);
-    } catch (e) {
-      throw new FastpullError('INTERNAL', `measuring snapshot ${id}: ${(e as Error).message}`, { cause: e });
-    }
-    return { size, inodes };
   }
 
-  // ---- Content ----
-
-  private async deleteBlob(digestText: string): Promise<unknown> {
-    const digest = checkDigest(digestText);
-    // Under the collection lock, so no pull takes a lease on it meanwhile and no gc races.
-    await withCollectionLock(this.store.root, 'exclusive', async () => {
-      if ((await liveLeaseRefs(this.store.root)).blobs.has(digest)) {
-        throw new FastpullError('INVALID_ARGUMENT', `blob ${digest} is in use by a running pull; try again when it is done`);
-      }
-      const users = (await this.store.images.list()).filter(
-        (i) => i.target.digest === digest || i.manifest.digest === digest || i.config.digest === digest || i.layers.some((l) => l.digest === digest),
-      );
-      if (users.length > 0) throw new FastpullError('INVALID_ARGUMENT', `blob ${digest} is in use by image ${users[0]!.name}; remove the image first`);
-      if (!(await this.store.content.delete(digest))) throw new FastpullError('NOT_FOUND', `blob ${digest} is not in the store`);
-    });
-    this.log.info({ digest }, 'blob deleted');
-    return {};
+  private async removeImage(name: string, gc: boolean, platform: string): Promise<unknown> {
+    const removed = await this.service.removeImage(checkReference(name), platform ? { platform } : {});
+    this.log.info({ image: removed.name }, 'image removed');
+    return { name: removed.name, ...(gc ? { gc: gcToWire(await this.service.collectGarbage(), false) } : {}) };
   }
 
   // ---- Logs, reload, shutdown ----
@@ -414,13 +301,13 @@ export class Daemon {
   }
 
   private logFailure(method: string, e: unknown): void {
-    const code = isFastpullError(e) ? e.code : 'INTERNAL';
-    this.log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: e instanceof Error ? e.message : String(e) }, 'request failed');
+    const { code, message } = asFastpullError(e);
+    this.log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: message }, 'request failed');
   }
 
   /** The hosts directory new pulls use (SIGHUP changes it). */
   get currentHostsDir(): string | undefined {
-    return this.hostsDir;
+    return this.service.hostsDir;
   }
 
   /**
@@ -430,15 +317,15 @@ export class Daemon {
    */
   reload(): void {
     if (!this.options.configPath) {
-      this.log.info({ hostsDir: this.hostsDir }, 'reload: no config file; nothing to reload');
+      this.log.info({ hostsDir: this.service.hostsDir }, 'reload: no config file; nothing to reload');
       return;
     }
     try {
       const next = resolveConfig(readConfigFile(this.options.configPath, this.options.configRequired === true), this.options.flags ?? {}, this.options.env ?? process.env);
-      const before = this.hostsDir;
-      this.hostsDir = next.hostsDir;
+      const before = this.service.hostsDir;
+      this.service.hostsDir = next.hostsDir;
       const ignored = (Object.keys(next) as Array<keyof DaemonConfig>).filter((k) => k !== 'hostsDir' && JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-      this.log.info({ config: this.options.configPath, hostsDir: this.hostsDir, previousHostsDir: before, ...(ignored.length > 0 ? { needRestart: ignored } : {}) }, 'configuration reloaded');
+      this.log.info({ config: this.options.configPath, hostsDir: this.service.hostsDir, previousHostsDir: before, ...(ignored.length > 0 ? { needRestart: ignored } : {}) }, 'configuration reloaded');
     } catch (e) {
       this.log.error({ config: this.options.configPath, err: e instanceof Error ? e.message : String(e) }, 'reload failed; keeping the running configuration');
     }
@@ -457,13 +344,14 @@ export class Daemon {
   private async stop(reason: string, timeoutMs: number): Promise<void> {
     const t0 = performance.now();
     this.log.info({ reason, pulls: this.pulls.size }, 'stopping');
-    for (const name of this.health.keys()) this.setHealth(name, 'NOT_SERVING');
+    for (const name of this.healthNames) this.setHealth(name, 'NOT_SERVING');
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     const drained = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    const snapshotterStopped = this.snapshotter?.stop(timeoutMs);
     this.pulls.abortAll(new FastpullError('ABORTED', `fastpulld is ${reason}; the pull resumes when asked again`));
     const settled = await Promise.race([this.pulls.settled().then(() => 'settled' as const), deadline]);
-    for (const w of this.watchers) w.call.end();
+    for (const call of this.watchers) call.end();
     this.watchers.clear();
     const drainedInTime = await Promise.race([drained.then(() => 'drained' as const), deadline]);
     if (drainedInTime === 'timeout') this.server.forceShutdown();
@@ -471,13 +359,14 @@ export class Daemon {
     await new Promise<void>((resolve) => (this.metricsServer ? this.metricsServer.close(() => resolve()) : resolve()));
     this.metricsServer?.closeAllConnections();
     await fsp.rm(this.config.socket, { force: true });
-    await this.pool?.close();
+    await snapshotterStopped;
+    await this.service.close();
     this.log.info({ ms: Math.round(performance.now() - t0), pullsStopped: settled === 'settled', forced: drainedInTime === 'timeout' }, 'stopped');
   }
 
   private setHealth(service: string, status: ServingStatus): void {
-    this.health.set(service, status);
-    for (const w of this.watchers) if (w.service === service) w.call.write({ status });
+    this.healthNames.add(service);
+    this.health.setStatus(service, status);
   }
 }
 
@@ -493,44 +382,9 @@ function checkDigest(d: string): Digest {
   return parseDigest(d).digest;
 }
 
-/**
- * Makes `path` free to listen on: a socket file nobody answers on (a daemon that crashed) is removed;
- * a live one means another daemon serves there, which is an error, as is any file that is not a socket.
- */
-export async function prepareSocket(path: string): Promise<void> {
-  await fsp.mkdir(dirname(path), { recursive: true, mode: 0o755 });
-  let st;
-  try {
-    st = await fsp.lstat(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw e;
-  }
-  if (!st.isSocket()) throw new FastpullError('INVALID_ARGUMENT', `${path} exists and is not a socket; not replacing it`);
-  const answered = await new Promise<boolean>((resolve) => {
-    const s = connect(path);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-  if (answered) throw new FastpullError('INVALID_ARGUMENT', `another process is serving on ${path}; stop it first or choose another --socket`);
-  await fsp.rm(path, { force: true });
-}
-
-/** A group name or numeric id as a gid. */
-function groupId(group: string): number {
-  if (/^\d+$/.test(group)) return Number(group);
-  let text = '';
-  try {
-    text = readFileSync('/etc/group', 'utf8');
-  } catch {
-    // No group database: only numeric ids work.
-  }
-  for (const line of text.split('\n')) {
-    const [name, , gid] = line.split(':');
-    if (name === group && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
-  }
-  throw new FastpullError('INVALID_ARGUMENT', `group ${JSON.stringify(group)} does not exist`);
+/** What a Mounts request names: an image by reference or a snapshot stack by its top chainID. */
+function mountTarget(req: WireMountsRequest): MountTarget {
+  if (req.target === 'image' && req.image) return { image: checkReference(req.image), ...(req.platform ? { platform: req.platform } : {}) };
+  if (req.target === 'chainId' && req.chainId) return { chainID: checkDigest(req.chainId) };
+  throw new FastpullError('INVALID_ARGUMENT', 'mounts: name an image or a chain_id');
 }

@@ -1,10 +1,10 @@
 // `fastpull gc`: remove the snapshots and blobs that no image, running pull or mount refers to.
 import { Command } from 'commander';
-import { collectGarbage, openStore } from '@fastpull/core';
 import { doing } from '../errors.js';
 import { formatBytes, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
-import { addressOption, daemonAddress, withDaemon } from '../remote.js';
+import { addressOption } from '../remote.js';
+import { withService } from '../service.js';
 
 export function gcCommand(io: CliIO, signal: AbortSignal): Command {
   const command = new Command('gc')
@@ -15,11 +15,8 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
     .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n} as JSON'))
     .addOption(addressOption());
   return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean; address?: string }) => {
-    const address = daemonAddress(io, flags, command);
     const options = { signal, ...(flags.dryRun ? { dryRun: true } : {}) };
-    const r = address
-      ? await doing(`collecting garbage through fastpulld at ${address}`, () => withDaemon(address, (client) => client.collectGarbage(options)))
-      : await doing(`collecting garbage in ${openStore(flags.root).root}`, () => collectGarbage(openStore(flags.root), options));
+    const r = await withService(io, flags, command, (service) => doing(`collecting garbage in ${service.location}`, () => service.collectGarbage(options)));
     if (flags.json) {
       writeJSON(io.stdout, { dryRun: flags.dryRun === true, ...r });
       return;

@@ -1,36 +1,11 @@
 // `fastpull images`: list the images in the store, as a table or JSON.
 import { Command } from 'commander';
-import { formatPlatform, openStore, type ImageRecord, type Store } from '@fastpull/core';
+import { formatPlatform } from '@fastpull/core';
 import { doing } from '../errors.js';
 import { formatAge, formatBytes, formatTable, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
-import { addressOption, daemonAddress, withDaemon } from '../remote.js';
-
-/** An image record with what the listing adds: its platform as text and its unpacked size. */
-export type ImageListing = Omit<ImageRecord, 'unpackedSize'> & {
-  /** `os/arch[/variant]`. */
-  readonly platformName: string;
-  /** Sum of the uncompressed layer tars, from the snapshots; null when a snapshot is missing. */
-  readonly unpackedSize: number | null;
-};
-
-export async function listImages(store: Store): Promise<ImageListing[]> {
-  const images = await store.images.list();
-  return Promise.all(
-    images.map(async (i) => ({ ...i, platformName: formatPlatform(i.platform), unpackedSize: await unpackedSize(store, i) })),
-  );
-}
-
-/** Bytes of the image's uncompressed layers, or null when one of its snapshots is gone. */
-export async function unpackedSize(store: Store, image: ImageRecord): Promise<number | null> {
-  let total = 0;
-  for (const l of image.layers) {
-    const info = await store.snapshots.info(l.chainID);
-    if (!info) return null;
-    total += info.size;
-  }
-  return total;
-}
+import { addressOption } from '../remote.js';
+import { withService } from '../service.js';
 
 export function imagesCommand(io: CliIO): Command {
   const command = new Command('images')
@@ -40,15 +15,12 @@ export function imagesCommand(io: CliIO): Command {
     .addOption(jsonOption('print a JSON array of image records, each with platformName and unpackedSize'))
     .addOption(addressOption());
   return withExample(command, ['fastpull images', 'fastpull images --json | jq -r ".[].name"']).action(async (flags: { root: string; json?: boolean; address?: string }) => {
-    const address = daemonAddress(io, flags, command);
-    const images = address
-      ? await doing(`listing the images of fastpulld at ${address}`, () =>
-          withDaemon(address, async (client) =>
-            // The daemon sends each record with unpackedSize as its snapshots say now (absent: one is missing).
-            (await client.listImages()).map((i) => ({ ...i, platformName: formatPlatform(i.platform), unpackedSize: i.unpackedSize ?? null })),
-          ),
-        )
-      : await doing(`listing the images in ${openStore(flags.root).root}`, () => listImages(openStore(flags.root)));
+    const images = await withService(io, flags, command, (service) =>
+      doing(`listing the images of ${service.location}`, async () =>
+        // unpackedSize is what the snapshots hold now; null when one of them is missing.
+        (await service.listImages()).map((i) => ({ ...i, platformName: formatPlatform(i.platform), unpackedSize: i.unpackedSize ?? null })),
+      ),
+    );
     if (flags.json) {
       writeJSON(io.stdout, images);
       return;

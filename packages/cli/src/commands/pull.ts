@@ -1,27 +1,30 @@
 // `fastpull pull REF...`: pull images into the store, showing progress, and say where they landed.
-import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import {
-  dockerConfigCredentials,
+  asFastpullError,
   inflaterFromEnv,
   isFastpullError,
-  openStore,
+  parseChunkSize,
   parseInflaterChoice,
   parsePlatform,
-  parseReference,
-  pull,
+  parsePositiveInt,
+  CONTAINERD_HOSTS_DIR,
+  LocalService,
+  TraceRecorder,
   type Credentials,
-  type CredentialsProvider,
-  type Mount,
+  type FastpullService,
+  type PulledImage,
   type PullEvent,
-  type PullResult,
+  type ServicePullOptions,
 } from '@fastpull/core';
 import { doing, UsageError } from '../errors.js';
-import { colorEnabled, parsePositiveInt, parseSize, writeJSONLine, writeLine, type CliIO } from '../io.js';
+import { asUsageError, colorEnabled, writeJSONLine, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
 import { LiveProgress, LogProgress } from '../progress.js';
-import { addressOption, daemonAddress, withDaemon } from '../remote.js';
+import { addressOption } from '../remote.js';
 import { canonicalName } from '../refs.js';
+import { withService, type LocalTuning } from '../service.js';
 import { jsonTimings, timingsLines } from '../timings.js';
 
 interface PullFlags {
@@ -38,21 +41,11 @@ interface PullFlags {
   unpackConcurrency?: string;
   hostsDir?: string;
   keepBlobs?: boolean;
+  sync?: boolean;
   address?: string;
+  trace?: string;
 }
 
-/** Where a pulled image lies: the store root, its snapshot directories, its mounts. */
-interface Placement {
-  readonly root: string;
-  readonly snapshots: readonly string[];
-  readonly mounts: readonly Mount[];
-}
-
-/** Flags that tune the puller itself: with a daemon, its configuration decides them. */
-const DAEMON_TUNED = ['hostsDir', 'concurrency', 'chunkSize', 'unpackConcurrency', 'inflater'] as const;
-
-/** Where containerd nodes keep registry host configuration (Spegel and Dragonfly write there). */
-const CONTAINERD_HOSTS_DIR = '/etc/containerd/certs.d';
 /** Milliseconds between redraws of the live view when no event comes (rates and ETAs keep moving). */
 const LIVE_TICK_MS = 100;
 
@@ -68,57 +61,40 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--concurrency <n>', 'range requests in flight for this pull (default: the shared scheduler)')
     .option('--chunk-size <size>', 'bytes per range request, e.g. 16MiB, 8M, 1048576 (default 16MiB; at least 64KiB)')
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per core)')
-    .option('--inflater <auto|igzip|pigz|zlib>', 'gzip decoder; auto uses igzip when installed (env FASTPULL_INFLATER)')
+    .option('--inflater <auto|igzip|pigz|zlib|parallel>', 'gzip decoder; auto uses igzip when installed, parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')
+    .option('--trace <file>', 'write the pull as a Chrome trace-event JSON file (open it in Perfetto or chrome://tracing): a track per layer, byte and memory counters')
     .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
+    .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
     async (refs: string[], flags: PullFlags) => {
-      const options = pullOptions(io, refs, flags);
-      // The default socket is used only when nothing asks for a pull of this process's own.
-      const tuned = DAEMON_TUNED.some((k) => flags[k] !== undefined);
-      const address = daemonAddress(io, flags, tuned ? undefined : command);
-      if (address) {
-        for (const k of DAEMON_TUNED) {
-          if (flags[k] !== undefined) throw new UsageError(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} is fastpulld's configuration; it does not go with --address`);
-        }
-        const creds = remoteCredentials(flags.creds);
-        await withDaemon(address, async (client) => {
+      if (flags.trace !== undefined && refs.length > 1) throw new UsageError('--trace: one reference at a time (the file holds one pull)');
+      const { tuning, options } = pullSettings(io, flags);
+      await withService(
+        io,
+        flags,
+        command,
+        async (service) => {
           for (const ref of refs) {
             await doing(`pulling ${canonicalName(ref)}`, async () => {
-              const r = await pullOne(io, ref, flags, (onProgress) =>
-                client.pull(ref, {
-                  ...(flags.platform ? { platform: flags.platform } : {}),
-                  ...(flags.plainHttp ? { plainHttp: true } : {}),
-                  ...(options.keepBlobs ? { keepBlobs: true } : {}),
-                  ...(creds ? { credentials: creds } : {}),
-                  signal,
-                  ...(onProgress ? { onProgress } : {}),
-                }),
-              );
-              await report(io, ref, r, r, flags);
+              const r = await pullOne(io, ref, flags, service, { ...options, signal });
+              report(io, ref, r, flags);
             });
           }
-        });
-        return;
-      }
-      for (const ref of refs) {
-        await doing(`pulling ${canonicalName(ref)}`, async () => {
-          const r = await pullOne(io, ref, flags, (onProgress) => pull(ref, { ...options, signal, ...(onProgress ? { onProgress } : {}) }));
-          await report(io, ref, r, await localPlacement(flags.root, r), flags);
-        });
-      }
+        },
+        tuning,
+      );
     },
   );
 }
 
-type CommonOptions = Omit<Parameters<typeof pull>[1], 'signal' | 'onProgress'>;
-
-/** Every flag checked and turned into pull options before anything is fetched. */
-function pullOptions(io: CliIO, refs: readonly string[], flags: PullFlags): CommonOptions {
+/** Every flag checked and turned into the service's settings and the pull's options before anything is fetched. */
+function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; options: ServicePullOptions } {
   if (flags.json && flags.quiet) throw new UsageError('--json and --quiet do not go together');
+  if (flags.trace !== undefined && flags.trace === '') throw new UsageError('--trace: want a file name');
   if (flags.platform !== undefined) {
     try {
       parsePlatform(flags.platform);
@@ -126,42 +102,39 @@ function pullOptions(io: CliIO, refs: readonly string[], flags: PullFlags): Comm
       throw new UsageError(`--platform: ${isFastpullError(e) ? e.message : String(e)}`);
     }
   }
-  let inflater = undefined;
-  try {
-    inflater = flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : inflaterFromEnv(io.env);
-  } catch (e) {
-    throw new UsageError(isFastpullError(e) ? e.message : String(e));
-  }
-  const unpackConcurrency = flags.unpackConcurrency !== undefined ? parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency') : undefined;
-  const maxConnections = flags.concurrency !== undefined ? parsePositiveInt(flags.concurrency, '--concurrency') : undefined;
-  const chunkSize = flags.chunkSize !== undefined ? parseSize(flags.chunkSize, '--chunk-size') : undefined;
-  if (chunkSize !== undefined && chunkSize < 64 * 1024) throw new UsageError(`--chunk-size ${JSON.stringify(flags.chunkSize)}: want at least 64KiB`);
-  const hostsDir = flags.hostsDir ?? (io.env.FASTPULL_HOSTS_DIR || (existsSync(CONTAINERD_HOSTS_DIR) ? CONTAINERD_HOSTS_DIR : undefined));
-  return {
-    root: flags.root,
+  const inflater = asUsageError(() => (flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : undefined));
+  // FASTPULL_INFLATER is read by openService for a pull in this process; checked here, before any work.
+  asUsageError(() => inflaterFromEnv(io.env));
+  const tuning: LocalTuning = {
+    ...(flags.hostsDir !== undefined ? { hostsDir: flags.hostsDir } : {}),
+    ...(flags.concurrency !== undefined ? { concurrency: asUsageError(() => parsePositiveInt(flags.concurrency, '--concurrency')) } : {}),
+    ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
+    ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
+    ...(inflater ? { inflater } : {}),
+    ...(flags.sync === false ? { sync: false } : {}),
+  };
+  const credentials = givenCredentials(flags.creds);
+  const options: ServicePullOptions = {
     ...(flags.platform ? { platform: flags.platform } : {}),
     ...(flags.plainHttp ? { plainHttp: true } : {}),
-    credentials: cliCredentials(io, refs, flags.creds),
-    ...(hostsDir ? { hostsDir } : {}),
-    ...(inflater ? { inflater } : {}),
-    ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
-    ...(maxConnections !== undefined ? { maxConnections } : {}),
-    ...(chunkSize !== undefined ? { chunkSize } : {}),
     ...(flags.keepBlobs === true || io.env.FASTPULL_KEEP_BLOBS === '1' ? { keepBlobs: true } : {}),
-    // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
-    ...(io.env.FASTPULL_THREADS === '0' ? { threads: false } : {}),
+    ...(credentials ? { credentials } : {}),
   };
+  return { tuning, options };
 }
 
-/** --creds for the daemon to use with the references' registry (it has its own Docker config for the rest). */
-function remoteCredentials(creds: string | undefined): Credentials | undefined {
+/**
+ * `--creds user:password`, for the registry of each reference pulled and nothing else (a mirror is
+ * asked about under its own host name, so it never gets them). The password is never printed.
+ */
+function givenCredentials(creds: string | undefined): Credentials | undefined {
   if (creds === undefined) return undefined;
   const colon = creds.indexOf(':');
   if (colon <= 0) throw new UsageError('--creds: want user:password (the user name may not be empty)');
   return { username: creds.slice(0, colon), password: creds.slice(colon + 1) };
 }
 
-async function pullOne<R extends PullResult>(io: CliIO, ref: string, flags: PullFlags, run: (onProgress: ((e: PullEvent) => void) | undefined) => Promise<R>): Promise<R> {
+async function pullOne(io: CliIO, ref: string, flags: PullFlags, service: FastpullService, options: ServicePullOptions): Promise<PulledImage> {
   const now = () => performance.now();
   let onProgress: ((e: PullEvent) => void) | undefined;
   let live: LiveProgress | undefined;
@@ -180,32 +153,34 @@ async function pullOne<R extends PullResult>(io: CliIO, ref: string, flags: Pull
     const log = new LogProgress(io.stderr, now);
     onProgress = (e) => log.event(e);
   }
+  const trace = flags.trace !== undefined ? new TraceRecorder({ rssIntervalMs: service instanceof LocalService ? 100 : 0 }) : undefined;
+  const show = onProgress;
+  if (trace) onProgress = (e) => (trace.event(e), show?.(e));
+  let result: PulledImage | undefined;
+  trace?.start();
   try {
-    return await run(onProgress);
+    result = await service.pull(ref, { ...options, ...(onProgress ? { onProgress } : {}) });
+    return result;
   } catch (e) {
     if (flags.json) {
-      const fe = isFastpullError(e) ? e.toJSON() : { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
+      const fe = asFastpullError(e).toJSON();
       writeJSONLine(io.stdout, { type: 'error', ref, ...fe });
     }
     throw e;
   } finally {
     if (timer) clearInterval(timer);
     live?.finish();
+    // Written for a failed pull too: its spans show where it stopped.
+    if (trace) await doing(`writing the trace to ${flags.trace}`, () => writeFile(flags.trace!, JSON.stringify(trace.finish(result?.timings)) + '\n'));
   }
 }
 
-async function localPlacement(root: string, r: PullResult): Promise<Placement> {
-  const store = openStore(root);
-  const chain = r.image.layers.map((l) => l.chainID);
-  return { root: store.root, snapshots: chain.map((id) => store.snapshots.fsPath(id)), mounts: await store.snapshots.mounts(chain) };
-}
-
-async function report(io: CliIO, ref: string, r: PullResult, where: Placement, flags: PullFlags): Promise<void> {
+function report(io: CliIO, ref: string, r: PulledImage, flags: PullFlags): void {
   if (flags.quiet) {
     writeLine(io.stdout, r.image.manifest.digest);
     return;
   }
-  const { root, snapshots, mounts } = where;
+  const { root, snapshots, mounts } = r;
   if (flags.json) {
     writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: jsonTimings(r.timings) });
     return;
@@ -214,47 +189,4 @@ async function report(io: CliIO, ref: string, r: PullResult, where: Placement, f
   writeLine(io.stdout, `  top snapshot ${snapshots[snapshots.length - 1]}`);
   writeLine(io.stdout, `  mount with: fastpull mounts --root ${root} ${r.image.name}`);
   if (flags.timings) for (const line of timingsLines(r.timings)) writeLine(io.stdout, `  ${line}`);
-}
-
-/**
- * `--creds user:password` for the registries of the references being pulled, and nothing else (a
- * mirror is asked about under its own host name, so it never gets them); every other registry gets
- * what Docker's config.json holds for it. The password is never printed, not even in an error.
- */
-export function cliCredentials(io: CliIO, refs: readonly string[], creds: string | undefined): CredentialsProvider {
-  const docker = dockerConfigProvider(io);
-  if (creds === undefined) return docker;
-  const colon = creds.indexOf(':');
-  if (colon <= 0) throw new UsageError('--creds: want user:password (the user name may not be empty)');
-  const given: Credentials = { username: creds.slice(0, colon), password: creds.slice(colon + 1) };
-  const registries = new Set<string>();
-  for (const ref of refs) {
-    try {
-      registries.add(parseReference(ref).registry);
-    } catch {
-      // The pull of this reference fails on its own.
-    }
-  }
-  return (registry) => (registries.has(registry) ? given : docker(registry));
-}
-
-/**
- * Credentials from Docker's config.json (auths, credsStore, credHelpers), as `docker pull` finds
- * them. Like the Docker CLI, a credential helper that fails does not stop a pull: it goes on
- * anonymously after one warning (which never holds a secret).
- */
-function dockerConfigProvider(io: CliIO): CredentialsProvider {
-  const provider = dockerConfigCredentials({ env: io.env });
-  const warned = new Set<string>();
-  return async (registry) => {
-    try {
-      return await provider(registry);
-    } catch (e) {
-      if (!warned.has(registry)) {
-        warned.add(registry);
-        writeLine(io.stderr, `fastpull: warning: no credentials for ${registry}: ${e instanceof Error ? e.message : String(e)}`);
-      }
-      return undefined;
-    }
-  };
 }

@@ -8,6 +8,8 @@ import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
 import { liveLeaseRefs, readLiveLeases, withCollectionLock } from './lease.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
+import { recordedChainIDs } from '../snapshots/record-file.js';
+import { listMountRecords } from '../snapshots/mountrecords.js';
 import { sweepTempFiles } from '../util/fs.js';
 import { sweepDeadDirs } from '../util/owner.js';
 
@@ -37,8 +39,10 @@ export interface GcResult {
 
 /**
  * Removes what nothing refers to. A snapshot is kept while an image lists its chainID, a running
- * pull holds it, a mount in this namespace uses it, or a `fastpull mount` record names it. A manifest, config or index blob is kept while an image names
- * it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
+ * pull holds it, a mount in this namespace uses it, a `fastpull mount` record names it, or a
+ * containerd snapshot record (`snapshots/containerd`, see SnapshotRecords) borrows it; the records'
+ * own directories are containerd's to remove, never collection's. A manifest, config or index blob
+ * is kept while an image names it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
  * committed (it is needed to unpack), or a running pull holds it. Safe while other processes pull
  * into the same store; also removes what dead processes left (partial downloads and unpacks, and
  * temporary files of interrupted record and blob writes once a minute old).
@@ -65,7 +69,8 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
         const chainID = links.get(m);
         if (chainID !== undefined) mountedChains.add(chainID);
       }
-      const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root))]);
+      // containerd's snapshot records (served by fastpulld) that borrow committed snapshots keep them.
+      const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root)), ...(await recordedChainIDs(store.root))]);
       for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
       const snapshots: Array<{ chainID: Digest; size: number }> = [];
       const committed = new Set<Digest>(); // the snapshots that stay
@@ -141,23 +146,9 @@ export function blobsToKeep(images: readonly ImageRecord[], committed: ReadonlyS
   return keep;
 }
 
-/**
- * The snapshots that writable mounts made by `fastpull mount` use, from their records
- * (`<root>/mounts/<id>/mount.json`, `snapshots`: chainIDs), kept until `fastpull unmount` removes
- * the record, even when the mount itself is gone or lives in another mount namespace.
- */
+/** The snapshots `fastpull mount` records use (a record is written before its mount is made). */
 async function recordedMountSnapshots(root: string): Promise<Digest[]> {
-  const dir = join(root, 'mounts');
-  const out: Digest[] = [];
-  for (const id of await fsp.readdir(dir).catch(() => [] as string[])) {
-    try {
-      const rec = JSON.parse(await fsp.readFile(join(dir, id, 'mount.json'), 'utf8')) as { snapshots?: unknown };
-      if (Array.isArray(rec.snapshots)) for (const s of rec.snapshots) if (typeof s === 'string') out.push(s as Digest);
-    } catch {
-      // No record (yet): the mount command writes it before it mounts.
-    }
-  }
-  return out;
+  return (await listMountRecords(root)).flatMap((r) => r.snapshots);
 }
 
 /**

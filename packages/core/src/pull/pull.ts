@@ -42,7 +42,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
   const t0 = performance.now();
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
-  const store = openStore(options.root);
+  const store = openStore(options.root, { sync: options.sync !== false });
   const client =
     options.client ??
     new RegistryClient({

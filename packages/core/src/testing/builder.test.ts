@@ -62,6 +62,27 @@ describe('buildLayer', () => {
     expect(layer.digest).toBe(layer.diffID);
   });
 
+  it('writes device nodes with their numbers, and expects them in the tree with the rdev stat(2) gives', async () => {
+    const image = await buildImage({
+      layers: [
+        [{ type: 'file', path: 'dev/null', content: 'replaced below' }],
+        [
+          { type: 'device', path: 'dev/null', device: 'char', major: 1, minor: 3, mode: 0o666 },
+          { type: 'device', path: 'dev/big', device: 'block', major: 259, minor: 0x12345, gid: 6 },
+        ],
+      ],
+      compression: 'none',
+    });
+    const headers = await tarHeaders(image.layers[1]!.tar);
+    const byName = new Map(headers.map((h) => [h.header.name, h.header]));
+    expect(byName.get('dev/null')).toMatchObject({ type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 });
+    expect(byName.get('dev/big')).toMatchObject({ type: 'block-device', devmajor: 259, devminor: 0x12345, gid: 6 });
+    const tree = image.expectedTree();
+    expect(tree.get('dev/null')).toEqual({ type: 'special', kind: 'char-device', mode: 0o666, uid: 0, gid: 0, rdev: 0x103 });
+    // glibc's makedev: minor's low byte, then 12 bits of major, then the rest of minor from bit 20.
+    expect(tree.get('dev/big')).toEqual({ type: 'special', kind: 'block-device', mode: 0o644, uid: 0, gid: 6, rdev: 0x45 + (259 << 8) + (0x123 << 20) });
+  });
+
   it('makes an empty layer a tar of just the two end blocks', async () => {
     const layer = await buildLayer([], { compression: 'gzip' });
     expect(layer.tar.equals(Buffer.alloc(1024))).toBe(true);
@@ -78,6 +99,8 @@ describe('buildLayer', () => {
       [{ type: 'file', path: 'etc/.wh.x', content: '' }],
       [{ type: 'file', path: 'x', content: '', mode: 0 }],
       [{ type: 'hardlink', path: 'a', target: 'b' }],
+      [{ type: 'device', path: 'mem', device: 'char', major: 4096, minor: 1 }],
+      [{ type: 'device', path: 'blk', device: 'block', major: 7, minor: -1 }],
     ];
     for (const entries of bad) {
       const err = await buildLayer(entries, { compression: 'none' }).catch((e: unknown) => e);

@@ -32,6 +32,8 @@ const OPAQUE_MARKER = '.wh..wh..opq';
  * - `whiteout`: deletes `path` (and everything below it) from lower layers; tar entry `dir/.wh.name`.
  * - `opaque`: the directory `path` hides everything below it from lower layers; tar entries for the
  *   directory and `path/.wh..wh..opq`. Entries of the same layer stay.
+ * - `device`: a character or block device node (numbers up to 4095:1048575, what mknod(2) keeps).
+ *   A character device 0:0 is what overlayfs takes for a whiteout: unpackers must refuse it.
  */
 export type LayerEntry =
   | { type: 'file'; path: string; content: string | Uint8Array; mode?: number; uid?: number; gid?: number; mtime?: number }
@@ -39,13 +41,16 @@ export type LayerEntry =
   | { type: 'symlink'; path: string; target: string; uid?: number; gid?: number; mtime?: number }
   | { type: 'hardlink'; path: string; target: string }
   | { type: 'whiteout'; path: string }
-  | { type: 'opaque'; path: string };
+  | { type: 'opaque'; path: string }
+  | { type: 'device'; path: string; device: 'char' | 'block'; major: number; minor: number; mode?: number; uid?: number; gid?: number; mtime?: number };
 
 /** What a path of an unpacked image must be. `mode` is the permission bits including setuid/setgid/sticky (st_mode & 0o7777). */
 export type ExpectedEntry =
   | { type: 'file'; mode: number; uid: number; gid: number; content: Buffer }
   | { type: 'dir'; mode: number; uid: number; gid: number }
-  | { type: 'symlink'; target: string; uid: number; gid: number };
+  | { type: 'symlink'; target: string; uid: number; gid: number }
+  /** A device node; `rdev` is its device number as stat(2) gives it. */
+  | { type: 'special'; kind: 'char-device' | 'block-device'; mode: number; uid: number; gid: number; rdev: number };
 
 /** A file system tree keyed by relative path (no leading slash; the root itself is not a key). */
 export type ExpectedTree = Map<string, ExpectedEntry>;
@@ -57,7 +62,8 @@ export type TarEntry =
   | { type: 'symlink'; path: string; target: string; uid: number; gid: number; mtime: number }
   | { type: 'hardlink'; path: string; target: string; mode: number; uid: number; gid: number; mtime: number }
   | { type: 'whiteout'; path: string }
-  | { type: 'opaque'; path: string };
+  | { type: 'opaque'; path: string }
+  | { type: 'device'; path: string; device: 'char' | 'block'; major: number; minor: number; mode: number; uid: number; gid: number; mtime: number };
 
 /** One built layer: its uncompressed tar, its blob, and their digests. */
 export interface BuiltLayer {
@@ -123,6 +129,20 @@ function checkMode(mode: number, path: string): number {
 function checkId(id: number, path: string): number {
   if (!Number.isInteger(id) || id < 0 || id > 0o777777) throw invalid(`layer entry ${JSON.stringify(path)}: uid/gid must be in 0..262143, got ${id}`);
   return id;
+}
+
+/** Largest numbers mknod(2) keeps whole in a Linux dev_t as it takes them: 12 bits of major, 20 of minor. */
+const MAX_DEV_MAJOR = 0xfff;
+const MAX_DEV_MINOR = 0xfffff;
+
+function checkDev(n: number, max: number, path: string): number {
+  if (!Number.isInteger(n) || n < 0 || n > max) throw invalid(`layer entry ${JSON.stringify(path)}: device numbers must be in 0..${max}, got ${n}`);
+  return n;
+}
+
+/** The device number stat(2) reports for major:minor (glibc's makedev; numbers within the limits above). */
+function makedev(major: number, minor: number): number {
+  return (minor & 0xff) + major * 0x100 + Math.floor(minor / 0x100) * 0x100000;
 }
 
 function parentsOf(path: string): string[] {
@@ -234,6 +254,23 @@ function toTarEntries(entries: readonly LayerEntry[], lower: ReadonlyMap<string,
         ensureDir(e.path, i);
         out.push({ type: 'opaque', path: e.path });
         return;
+      case 'device': {
+        if (e.device !== 'char' && e.device !== 'block') throw invalid(`${what}: device ${e.path} must be 'char' or 'block'`);
+        ensureParents(e.path, i);
+        wroteNonDir(e.path);
+        out.push({
+          type: 'device',
+          path: e.path,
+          device: e.device,
+          major: checkDev(e.major, MAX_DEV_MAJOR, e.path),
+          minor: checkDev(e.minor, MAX_DEV_MINOR, e.path),
+          mode: checkMode(e.mode ?? DEFAULT_FILE_MODE, e.path),
+          uid: checkId(e.uid ?? 0, e.path),
+          gid: checkId(e.gid ?? 0, e.path),
+          mtime: e.mtime ?? DEFAULT_MTIME,
+        });
+        return;
+      }
       default:
         throw invalid(`${what}: unknown entry type ${JSON.stringify((e as { type?: unknown }).type)}`);
     }
@@ -282,6 +319,11 @@ async function writeTar(entries: readonly TarEntry[]): Promise<Buffer> {
       case 'opaque':
         p.entry({ name: markerPath(e.path, OPAQUE_MARKER), type: 'file', mode: DEFAULT_FILE_MODE, mtime: date(DEFAULT_MTIME) }, Buffer.alloc(0));
         break;
+      case 'device': {
+        const type = e.device === 'char' ? 'character-device' : 'block-device';
+        p.entry({ name: e.path, type, devmajor: e.major, devminor: e.minor, mode: e.mode, uid: e.uid, gid: e.gid, mtime: date(e.mtime) });
+        break;
+      }
     }
   }
   p.finalize();
@@ -377,6 +419,10 @@ export function applyLayer(tree: ExpectedTree, layer: Pick<BuiltLayer, 'tarEntri
         tree.set(e.path, { ...target });
         break;
       }
+      case 'device':
+        removeSubtree(tree, e.path);
+        tree.set(e.path, { type: 'special', kind: e.device === 'char' ? 'char-device' : 'block-device', mode: e.mode, uid: e.uid, gid: e.gid, rdev: makedev(e.major, e.minor) });
+        break;
       case 'whiteout':
       case 'opaque':
         break;

@@ -4,13 +4,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { applyLayer, cleanEntryPath, DEFAULT_APPLY_LIMITS, parsePaxTime } from './apply.js';
+import { applyLayer, DEFAULT_APPLY_LIMITS } from './apply.js';
 import { nativeFs } from './native.js';
 import { chunksOf, code, makeTar, padded, type Entry } from './tar.testkit.js';
 
 
 /** A raw ustar header block, for tars tar-stream's packer cannot write (binary PAX values, odd names). */
-function rawHeader(name: string | Buffer, typeflag: string, size: number, mode = 0o644): Buffer {
+function rawHeader(name: string | Buffer, typeflag: string, size: number, mode = 0o644, dev: readonly [number, number] = [0, 0]): Buffer {
   const b = Buffer.alloc(512);
   if (Buffer.isBuffer(name)) name.copy(b, 0, 0, 100);
   else b.write(name, 0, 100, 'utf8');
@@ -21,6 +21,8 @@ function rawHeader(name: string | Buffer, typeflag: string, size: number, mode =
   b.write(`${(1_600_000_000).toString(8).padStart(11, '0')}\0`, 136);
   b.write(typeflag, 156);
   b.write('ustar\x0000', 257, 'latin1');
+  b.write(`${dev[0].toString(8).padStart(7, '0')}\0`, 329);
+  b.write(`${dev[1].toString(8).padStart(7, '0')}\0`, 337);
   b.fill(0x20, 148, 156);
   let sum = 0;
   for (const byte of b) sum += byte;
@@ -340,13 +342,6 @@ describe('applyLayer: hostile layers', () => {
     const tar = await makeTar([{ name: 'a/../../evil', body: 'x' }]);
     await expect(applyLayer(chunksOf(tar), dest)).rejects.toThrow(/a\/\.\.\/\.\.\/evil/);
   });
-
-  it('cleans paths and rejects NUL and ..', () => {
-    expect(cleanEntryPath('./a//b/./c/', 't')).toBe('a/b/c');
-    expect(cleanEntryPath('/', 't')).toBe('');
-    expect(() => cleanEntryPath('a\0b', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER' }));
-    expect(() => cleanEntryPath('a/b/../c', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER' }));
-  });
 });
 
 describe('applyLayer: later entries replace earlier ones', () => {
@@ -472,20 +467,6 @@ describe('applyLayer: times', () => {
     await expect(applyLayer(chunksOf(tar), dest)).rejects.toMatchObject({ code: 'INVALID_LAYER', message: /out of range/ });
   });
 
-  it('parses PAX times exactly, as Go does', () => {
-    expect(parsePaxTime('1600000000.123456789')).toEqual({ sec: 1_600_000_000, nsec: 123_456_789 });
-    expect(parsePaxTime('1600000000')).toEqual({ sec: 1_600_000_000, nsec: 0 });
-    expect(parsePaxTime('1.5')).toEqual({ sec: 1, nsec: 500_000_000 });
-    expect(parsePaxTime('-1.25')).toEqual({ sec: -2, nsec: 750_000_000 });
-    expect(parsePaxTime('-0.5')).toEqual({ sec: -1, nsec: 500_000_000 });
-    expect(parsePaxTime('-0')).toEqual({ sec: 0, nsec: 0 });
-    expect(Object.is(parsePaxTime('-0')!.sec, 0)).toBe(true);
-    expect(parsePaxTime('-7')).toEqual({ sec: -7, nsec: 0 });
-    expect(parsePaxTime('2.0000000009')).toEqual({ sec: 2, nsec: 0 });
-    expect(parsePaxTime('1e9')).toBeUndefined();
-    expect(parsePaxTime('.5')).toBeUndefined();
-  });
-
   it('sets nanosecond times through the native addon, taking bigint seconds and refusing fractions', () => {
     const f = path.join(dest, 'f');
     fs.writeFileSync(f, '');
@@ -590,14 +571,14 @@ describe('applyLayer: abort and errors', () => {
     await expect(applyLayer(broken(), dest)).rejects.toMatchObject({ message: 'source broke', code: 'Z_DATA_ERROR' });
   });
 
-  it.skipIf(!isRoot)('reports a full filesystem as NO_SPACE', async () => {
+  it.skipIf(!isRoot)('reports a full filesystem as NO_SPACE', async (ctx) => {
     const small = path.join(sandbox, 'small');
     fs.mkdirSync(small);
     try {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', small], { stdio: 'pipe' });
     } catch (e) {
       console.warn(`skipping NO_SPACE test: cannot mount tmpfs: ${(e as Error).message}`);
-      return;
+      ctx.skip(`cannot mount tmpfs: ${(e as Error).message}`);
     }
     try {
       const tar = await makeTar([{ name: 'big', body: Buffer.alloc(1024 * 1024, 1) }]);
@@ -754,7 +735,7 @@ describe('applyLayer: names that are not UTF-8', () => {
     const tar = Buffer.concat([
       rawHeader(dirName, '5', 0, 0o755),
       rawHeader(latin1('r\xe9p/.wh.gon\xe9'), '0', 0),
-      rawHeader(latin1('r\xe9p/null\xff'), '3', 0, 0o666),
+      rawHeader(latin1('r\xe9p/null\xff'), '3', 0, 0o666, [1, 3]),
       rawHeader('PaxHeaders/x', 'x', xattr.length),
       padded(xattr),
       rawHeader(latin1('r\xe9p/f\xe9'), '0', 1),
@@ -775,6 +756,7 @@ describe('applyLayer: names that are not UTF-8', () => {
     expect(fs.lstatSync(at('r\xe9p/gon\xe9')).rdev).toBe(0);
     expect(fs.lstatSync(at('r\xe9p/gon\xe9')).isCharacterDevice()).toBe(true);
     expect(fs.lstatSync(at('r\xe9p/null\xff')).isCharacterDevice()).toBe(true);
+    expect(fs.lstatSync(at('r\xe9p/null\xff')).rdev).toBe(0x103);
     expect(fs.lstatSync(at('r\xe9p/sub\xe9')).mode & 0o7777).toBe(0o700);
     // The addon takes UTF-8 strings only, so reach them by descriptor to check.
     const fd = fs.openSync(at('r\xe9p'), 'r');

@@ -154,12 +154,12 @@ interface Case {
   message?: RegExp;
 }
 
-async function run(c: Case): Promise<void> {
+async function run(c: Case, rootless?: boolean): Promise<void> {
   const before = world();
   const tar = c.tar(outside);
   let err: unknown;
   try {
-    await applyLayer(chunksOf(tar), snap, c.limits ? { limits: c.limits } : {});
+    await applyLayer(chunksOf(tar), snap, { ...(c.limits ? { limits: c.limits } : {}), ...(rootless === undefined ? {} : { rootless }) });
   } catch (e) {
     err = e;
   }
@@ -372,6 +372,54 @@ describe('applyLayer: layers that look hostile but are legal', () => {
     await run(c);
   });
 });
+
+// overlayfs reads a character device 0:0 as a whiteout wherever it lies: written under an ordinary
+// name it would delete that name of the layers below, which the OCI spec expresses only as `.wh.NAME`.
+const deviceZero: Array<[string, Case]> = [
+  ['a character device 0:0 at an ordinary name (a forged whiteout)', { tar: () => tarOf(dir('etc/'), entry({ name: 'etc/passwd', flag: '3', mode: 0o644 })), expect: 'HOSTILE_LAYER', message: /entry "etc\/passwd": a character device 0:0 is overlayfs's whiteout/ }],
+  ['a block device 0:0 at an ordinary name', { tar: () => tarOf(entry({ name: 'disk', flag: '4', mode: 0o600 })), expect: 'HOSTILE_LAYER', message: /entry "disk": a block device 0:0/ }],
+  ['a character device 0:0 whose name comes from a PAX path', { tar: () => tarOf(pax([['path', 'usr/bin/sudo']]), entry({ name: 'innocent', flag: '3' })), expect: 'HOSTILE_LAYER', message: /"usr\/bin\/sudo"/ }],
+  ['a character device 0:0 given in base-256 numbers', { tar: () => tarOf(entry({ name: 'f', flag: '3', raw: { 329: base256(0n, 8), 337: base256(0n, 8) } })), expect: 'HOSTILE_LAYER' }],
+  ['a character device 0:0 after a file of its name in the same layer', { tar: () => tarOf(file('f', 'kept?'), entry({ name: 'f', flag: '3' })), expect: 'HOSTILE_LAYER' }],
+];
+
+/** Real device nodes: made as root, skipped with a warning without privilege (mknod's EPERM). */
+const realDevices: Array<[string, Case]> = [
+  ['a character device 1:3 (/dev/null)', {
+    tar: () => tarOf(entry({ name: 'dev/null', flag: '3', mode: 0o666, devmajor: 1, devminor: 3 })),
+    expect: 'ok',
+    check: (s) => {
+      const st = fs.lstatSync(path.join(s, 'dev/null'));
+      expect([st.isCharacterDevice(), st.rdev, st.mode & 0o7777]).toEqual([true, 0x103, 0o666]);
+    },
+  }],
+  ['a block device 7:0 and a character device 0:1 (not 0:0, so no whiteout)', {
+    tar: () => tarOf(entry({ name: 'loop0', flag: '4', mode: 0o660, devmajor: 7 }), entry({ name: 'zero-one', flag: '3', devminor: 1 })),
+    expect: 'ok',
+    check: (s) => {
+      expect([fs.lstatSync(path.join(s, 'loop0')).isBlockDevice(), fs.lstatSync(path.join(s, 'loop0')).rdev]).toEqual([true, 0x700]);
+      expect([fs.lstatSync(path.join(s, 'zero-one')).isCharacterDevice(), fs.lstatSync(path.join(s, 'zero-one')).rdev]).toEqual([true, 1]);
+    },
+  }],
+];
+
+describe.each([
+  ['rootful', false],
+  ['rootless', true],
+])('applyLayer: device nodes 0:0 in the %s layout', (_, rootless) => {
+  it.each(deviceZero)('refuses %s', async (_, c) => {
+    await run(c, rootless);
+  });
+
+  it.skipIf(!isRoot && !rootless)('still writes a whiteout from ".wh.NAME" as a character device 0:0', async () => {
+    await run({ tar: () => tarOf(file('.wh.gone', '')), expect: 'ok', check: (s) => expect([fs.lstatSync(path.join(s, 'gone')).isCharacterDevice(), fs.lstatSync(path.join(s, 'gone')).rdev]).toEqual([true, 0]) }, rootless);
+  });
+
+  it.skipIf(!isRoot).each(realDevices)('applies %s as root', async (_, c) => {
+    await run(c, rootless);
+  });
+});
+if (!isRoot) console.warn('skipping real device nodes and rootful whiteouts: mknod of devices needs root');
 
 describe('applyLayer: errors name the layer and the entry', () => {
   it('puts the layer, the entry and its offset in the error', async () => {

@@ -1,7 +1,8 @@
 // Helpers shared by the unpack tests (not part of the build): tars from entry lists, block padding,
-// chunked streams, and the error code a promise fails with.
+// chunked streams, the error code a promise fails with, and entries as the tar reader gives them.
 import { pack, type Header } from 'tar-stream';
 import { isFastpullError } from '../errors.js';
+import type { TarEntry } from './tarreader.js';
 
 export type Entry = Partial<Header> & { name: string; body?: string | Buffer };
 
@@ -47,4 +48,25 @@ export async function code(p: Promise<unknown>): Promise<string> {
     throw e;
   }
   throw new Error('expected a FastpullError, got success');
+}
+
+/** A tar entry as the reader gives it, for tests of the parts that take one: a 0644 file of root's at `name`, fields overridden. */
+export function tarEntry(fields: Partial<TarEntry> & { name: string }): TarEntry {
+  return {
+    type: 'file',
+    flag: '0',
+    linkname: '',
+    mode: 0o644,
+    uid: 0,
+    gid: 0,
+    size: 0,
+    mtime: 1_600_000_000,
+    atime: undefined,
+    devmajor: 0,
+    devminor: 0,
+    pax: new Map(),
+    sparse: undefined,
+    offset: 0,
+    ...fields,
+  };
 }

@@ -1,0 +1,214 @@
+// The service in this process: a long-lived object that owns one store, the fetch scheduler and the
+// unpack pool its pulls share, and the credential sources; built once with its settings (as a puller
+// is), then used for every request.
+import { existsSync } from 'node:fs';
+import { collectGarbage, type GcResult } from '../gc/gc.js';
+import { deleteBlob } from '../gc/delete.js';
+import { FastpullError } from '../errors.js';
+import { inspectImage, type ImageDetails } from '../images/inspect.js';
+import { findImages, resolveImage, unpackedSize } from '../images/resolve.js';
+import { formatPlatform } from '../oci/platform.js';
+import type { ImageRecord } from '../images/store.js';
+import { parseReference } from '../oci/reference.js';
+import type { Digest } from '../oci/digest.js';
+import { pull } from '../pull/pull.js';
+import type { CredentialsProvider } from '../registry/auth.js';
+import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
+import type { Mount, SnapshotInfo } from '../snapshots/store.js';
+import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
+import { openStore, type Store } from '../store.js';
+import type { InflaterChoice } from '../unpack/inflater.js';
+import { UnpackPool } from '../unpack/pool.js';
+import { checkDirectory, type DirectoryUse } from '../util/paths.js';
+import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
+import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
+
+/** How a local service is built; every setting applies to all of its pulls. */
+export interface LocalServiceOptions {
+  /** The store root. */
+  readonly root: string;
+  /** Registry host configuration (`<dir>/<host>/hosts.toml`); none when unset (see defaultHostsDir()). */
+  readonly hostsDir?: string;
+  /** The service's own credential source; default Docker's config.json, a failing helper warned once. */
+  readonly credentials?: CredentialsProvider;
+  /** Where warnings go (a credential helper that failed); default nowhere. */
+  readonly onWarning?: (message: string) => void;
+  /** The environment Docker's config is found through; default process.env. */
+  readonly env?: NodeJS.ProcessEnv;
+  /** Range requests in flight across all pulls of this service; default the process-wide scheduler. */
+  readonly concurrency?: number;
+  /** Bytes per range request; default the library's (16 MiB). */
+  readonly chunkSize?: number;
+  /** Layers unpacked at once across all pulls of this service; default the process-wide pool. */
+  readonly unpackConcurrency?: number;
+  /** gzip decoder; default auto. */
+  readonly inflater?: InflaterChoice;
+  /** Keep layer blobs for every pull. */
+  readonly keepBlobs?: boolean;
+  /**
+   * Flush each snapshot to stable storage before committing it (default true). False is unsafe:
+   * after a power cut a committed snapshot may hold empty or short files (see StoreOptions.sync).
+   */
+  readonly sync?: boolean;
+  /** Unpack on worker threads (default true). */
+  readonly threads?: boolean;
+  /** A range request was retried (metrics). */
+  readonly onRetry?: (error: unknown) => void;
+  /** A straggling range was re-issued (metrics). */
+  readonly onStraggler?: () => void;
+}
+
+/**
+ * fastpull's operations over one store in this process.
+ * @example
+ * const service = new LocalService({ root: defaultRoot(), hostsDir: defaultHostsDir() });
+ * const { mounts } = await service.pull('ubuntu:24.04');
+ * await service.close();
+ */
+export class LocalService implements FastpullService {
+  /** The store this service works on. */
+  readonly store: Store;
+  /** The store root, for messages. */
+  readonly location: string;
+  /** Registry host configuration for pulls that start from now on (a daemon reloads it). */
+  hostsDir: string | undefined;
+  private readonly scheduler: FetchScheduler;
+  private readonly pool: UnpackPool | undefined;
+  private readonly credentials: CredentialsProvider;
+  /** The store root's check for each use, made once (a failed check is tried again next time). */
+  private readonly checked = new Map<DirectoryUse, Promise<string>>();
+
+  constructor(private readonly options: LocalServiceOptions) {
+    this.store = openStore(options.root, { sync: options.sync !== false });
+    this.location = this.store.root;
+    this.hostsDir = options.hostsDir;
+    this.scheduler = options.concurrency !== undefined ? new FetchScheduler({ maxRequests: options.concurrency, maxPerHost: options.concurrency }) : sharedFetchScheduler();
+    this.pool = options.unpackConcurrency !== undefined ? new UnpackPool({ size: options.unpackConcurrency }) : undefined;
+    this.credentials =
+      options.credentials ??
+      dockerCredentialsWithWarning(options.env ?? process.env, (registry, message) => options.onWarning?.(`no credentials for ${registry}: ${message}`));
+  }
+
+  /** Range requests this service's pulls have in flight now. */
+  get requestsInFlight(): number {
+    return this.scheduler.inFlight.requests;
+  }
+
+  /**
+   * Checks the store root for `use` before any other work: a pull makes it, commands that only read
+   * never create it (a missing store is NOT_FOUND naming the path, not an empty listing).
+   */
+  private async root(use: DirectoryUse): Promise<void> {
+    let check = this.checked.get(use);
+    if (!check) {
+      check = checkDirectory(this.options.root, 'store root', use);
+      this.checked.set(use, check);
+      check.catch(() => this.checked.delete(use));
+    }
+    await check;
+  }
+
+  async pull(reference: string, options: ServicePullOptions = {}): Promise<PulledImage> {
+    await this.root('create');
+    // A hosts directory that does not exist (yet) means no mirrors, as containerd's config_path; one
+    // that is a file, a loop or unreadable is a mistake to say at once.
+    if (this.hostsDir !== undefined && existsSync(this.hostsDir)) await checkDirectory(this.hostsDir, 'registry hosts directory', 'read');
+    const o = this.options;
+    const registry = parseReference(reference).registry;
+    const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
+    const result = await pull(reference, {
+      root: this.store.root,
+      ...(options.platform ? { platform: options.platform } : {}),
+      ...(options.plainHttp ? { plainHttp: true } : {}),
+      credentials,
+      ...(this.hostsDir ? { hostsDir: this.hostsDir } : {}),
+      ...(o.chunkSize !== undefined ? { chunkSize: o.chunkSize } : {}),
+      scheduler: this.scheduler,
+      ...(this.pool ? { pool: this.pool } : {}),
+      ...(o.inflater ? { inflater: o.inflater } : {}),
+      ...(o.threads === false ? { threads: false } : {}),
+      ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
+      ...(o.sync === false ? { sync: false } : {}),
+      ...(o.onRetry ? { onRetry: o.onRetry } : {}),
+      ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
+    return { ...result, ...(await this.placement(result.image)) };
+  }
+
+  /** Where an image's snapshots lie and the mounts that stack them. */
+  async placement(image: ImageRecord): Promise<Placement> {
+    const chain = image.layers.map((l) => l.chainID);
+    return { root: this.store.root, snapshots: chain.map((id) => this.store.snapshots.fsPath(id)), mounts: await this.store.snapshots.mounts(chain) };
+  }
+
+  async listImages(): Promise<ImageRecord[]> {
+    await this.root('read');
+    const images = await this.store.images.list();
+    return Promise.all(
+      images.map(async (i) => {
+        const { unpackedSize: _recorded, ...rest } = i;
+        const size = await unpackedSize(this.store, i);
+        return size === null ? rest : { ...rest, unpackedSize: size };
+      }),
+    );
+  }
+
+  async inspectImage(reference: string, options: ImageOptions = {}): Promise<ImageDetails> {
+    await this.root('read');
+    return inspectImage(this.store, reference, options.platform);
+  }
+
+  async removeImage(reference: string, options: ImageOptions = {}): Promise<{ name: string }> {
+    await this.root('write');
+    const { name, records } = await findImages(this.store, reference, options.platform);
+    for (const r of records) await this.store.images.delete(name, formatPlatform(r.platform));
+    return { name };
+  }
+
+  async mounts(target: MountTarget): Promise<Mount[]> {
+    await this.root('read');
+    if ('image' in target) {
+      const image = await resolveImage(this.store, target.image, target.platform);
+      return this.store.snapshots.mounts(image.layers.map((l) => l.chainID));
+    }
+    return this.store.snapshots.mounts(await snapshotChain(this.store.snapshots, target.chainID));
+  }
+
+  async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
+    await this.root(options.dryRun ? 'read' : 'write');
+    return collectGarbage(this.store, options);
+  }
+
+  async listSnapshots(): Promise<SnapshotInfo[]> {
+    await this.root('read');
+    return (await this.store.snapshots.list()).sort((a, b) => a.chainID.localeCompare(b.chainID));
+  }
+
+  async snapshotUsage(chainID: Digest): Promise<SnapshotUsage> {
+    await this.root('read');
+    return snapshotUsage(this.store.snapshots, chainID);
+  }
+
+  async contentInfo(digest: Digest): Promise<BlobEntry> {
+    await this.root('read');
+    const info = await this.store.content.info(digest);
+    if (!info) throw new FastpullError('NOT_FOUND', `blob ${digest} is not in the store`);
+    return { digest: info.digest, size: info.size };
+  }
+
+  async listContent(): Promise<BlobEntry[]> {
+    await this.root('read');
+    return (await this.store.content.list()).map((b) => ({ digest: b.digest, size: b.size })).sort((a, b) => a.digest.localeCompare(b.digest));
+  }
+
+  async deleteContent(digest: Digest, signal?: AbortSignal): Promise<void> {
+    await this.root('write');
+    return deleteBlob(this.store, digest, signal);
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
+}

@@ -1,0 +1,105 @@
+// Settings every front end shares: one parser and one default for each, so the CLI's flags, the
+// daemon's config keys and the library's options can never disagree (a test compares them).
+import { existsSync } from 'node:fs';
+import { FastpullError } from '../errors.js';
+import { parseGoDuration } from '../registry/hostsconfig.js';
+
+/** Where containerd nodes keep registry host configuration; Spegel and Dragonfly write there. */
+export const CONTAINERD_HOSTS_DIR = '/etc/containerd/certs.d';
+
+/** The smallest range worth a request: below it, request overhead outweighs the parallelism. */
+export const MIN_CHUNK_SIZE = 64 * 1024;
+
+/** A day: the longest duration a setting takes, well inside what a Node timer holds (2^31-1 ms). */
+export const MAX_DURATION_MS = 24 * 3_600_000;
+
+/**
+ * The registry host configuration directory when none is given: `$FASTPULL_HOSTS_DIR`, else
+ * containerd's `/etc/containerd/certs.d` when it exists (a node configured for containerd's mirrors
+ * gets the same mirrors), else none.
+ * @example defaultHostsDir({ FASTPULL_HOSTS_DIR: '/etc/fastpull/certs.d' }) // '/etc/fastpull/certs.d'
+ */
+export function defaultHostsDir(env: NodeJS.ProcessEnv = process.env, exists: (path: string) => boolean = existsSync): string | undefined {
+  if (env.FASTPULL_HOSTS_DIR) return env.FASTPULL_HOSTS_DIR;
+  return exists(CONTAINERD_HOSTS_DIR) ? CONTAINERD_HOSTS_DIR : undefined;
+}
+
+const SIZE_UNITS: Readonly<Record<string, number>> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gib: 1024 ** 3,
+  kb: 1000,
+  mb: 1000 ** 2,
+  gb: 1000 ** 3,
+};
+
+/**
+ * A byte count as people write it: 1048576, "1048576", "8M", "16MiB", "512k", "1.5GiB". K, M, G and
+ * the -iB forms are powers of 1024 (as `docker run --memory` reads them); kB, MB, GB are powers of
+ * 1000. Throws INVALID_ARGUMENT naming `what` on anything else.
+ * @example parseSize('16MiB', '--chunk-size') // 16777216
+ */
+export function parseSize(value: unknown, what: string): number {
+  if (typeof value === 'number') {
+    if (Number.isSafeInteger(value) && value > 0) return value;
+    throw new FastpullError('INVALID_ARGUMENT', `${what} ${value}: want a positive whole number of bytes`);
+  }
+  const m = typeof value === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value) : null;
+  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
+  const n = m && unit !== undefined ? Number(m[1]) * unit : NaN;
+  if (!Number.isSafeInteger(n) || n < 1) {
+    throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a whole number of bytes, e.g. 1048576, 8M or 16MiB`);
+  }
+  return n;
+}
+
+/**
+ * A range size: a size of at least {@link MIN_CHUNK_SIZE}.
+ * @example parseChunkSize('8M', 'chunk_size') // 8388608
+ */
+export function parseChunkSize(value: unknown, what: string): number {
+  const n = parseSize(value, what);
+  if (n < MIN_CHUNK_SIZE) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want at least 64KiB`);
+  return n;
+}
+
+/**
+ * A duration in milliseconds: a bare number is seconds (TOML `shutdown_timeout = 10`); text is a Go
+ * duration as containerd's files write them ("500ms", "10s", "1m30s", "1.5h"). At most a day.
+ * @example parseDuration('1m30s', 'shutdown_timeout') // 90000
+ */
+export function parseDuration(value: unknown, what: string): number {
+  let ms: number | undefined;
+  if (typeof value === 'number') ms = Number.isFinite(value) && value >= 0 ? value * 1000 : undefined;
+  else if (typeof value === 'string') {
+    const text = value.trim();
+    ms = /^\d+(?:\.\d+)?$/.test(text) ? Number(text) * 1000 : parseGoDuration(text);
+  }
+  if (ms === undefined) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a duration such as 10s, 500ms or 1m30s`);
+  if (ms > MAX_DURATION_MS) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want at most a day (24h)`);
+  return ms;
+}
+
+/**
+ * A positive integer, from a number or its decimal text.
+ * @example parsePositiveInt('16', '--concurrency') // 16
+ */
+export function parsePositiveInt(value: unknown, what: string): number {
+  const n = typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a positive integer`);
+  return n;
+}
+
+/** A value as an error shows it: JSON where it has one (a TOML table has no prototype, so no String()). */
+function show(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? typeof value;
+  } catch {
+    return typeof value;
+  }
+}

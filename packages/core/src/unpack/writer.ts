@@ -1,0 +1,291 @@
+// The generic apply: writes each tar entry into the layer's tree, leaving deletions to a whiteout converter.
+import fs from 'node:fs';
+import { abortError, isFastpullError } from '../errors.js';
+import { LayerTree } from './layertree.js';
+import { type ApplyLimits, limitCode } from './limits.js';
+import { nativeFs } from './native.js';
+import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
+import { type ApplyReport, fsError } from './report.js';
+import type { TarEntry, TarReader } from './tarreader.js';
+import { entryTimes, setTimesAt, setTimesFd, type Times } from './times.js';
+import type { WhiteoutConverter } from './whiteouts.js';
+import type { FileWriteback, LayerWriteback } from './writeback.js';
+import { setXattrs } from './xattrs.js';
+
+const { S_IFCHR, S_IFBLK, S_IFIFO, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+/** Linux dev_t as the kernel takes it from mknod: 12 bits of major, 20 of minor. Larger numbers would be truncated into other devices. */
+const MAX_DEV_MAJOR = 0xfff;
+const MAX_DEV_MINOR = 0xfffff;
+/** (uid_t)-1 tells chown "leave it": an owner the layer names must never mean that. */
+const MAX_ID = 0xffff_fffe;
+
+/** Makes the whiteout converter of one apply, over its tree; `owner` checks the owner an entry names. */
+export type WhiteoutConverterFactory = (tree: LayerTree, report: ApplyReport, owner: (e: TarEntry) => { uid: number; gid: number }) => WhiteoutConverter;
+
+/** What a {@link LayerWriter} writes with. */
+export interface LayerWriterOptions {
+  /** The destination: an existing empty directory. */
+  root: string;
+  /** Give files the owners the layer names. */
+  sameOwner: boolean;
+  limits: ApplyLimits;
+  signal: AbortSignal | undefined;
+  /** Where file data comes from: the reader that gave the entry. */
+  reader: TarReader;
+  whiteouts: WhiteoutConverterFactory;
+  /** Starts the write-back of files as they are written (apply.ts ApplyOptions.writeback); none when undefined. */
+  writeback?: LayerWriteback | undefined;
+}
+
+/** Writes entries into the directory, in order; see applyLayer for the rules. */
+export class LayerWriter {
+  private readonly tree: LayerTree;
+  private readonly whiteouts: WhiteoutConverter;
+  private readonly sameOwner: boolean;
+  private readonly limits: ApplyLimits;
+  private readonly signal: AbortSignal | undefined;
+  private readonly reader: TarReader;
+  private readonly writeback: LayerWriteback | undefined;
+  private readonly euid = process.geteuid?.() ?? -1;
+  private readonly egid = process.getegid?.() ?? -1;
+  /** Bytes of all files made so far, sparse ones at full size. */
+  private fileBytes = 0;
+
+  constructor(
+    private readonly report: ApplyReport,
+    options: LayerWriterOptions,
+  ) {
+    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader, writeback: this.writeback } = options);
+    this.tree = new LayerTree(options.root, report, (dir) => this.whiteouts.madeDir(dir, true));
+    this.whiteouts = options.whiteouts(this.tree, report, (e) => this.owner(e));
+  }
+
+  async entry(e: TarEntry): Promise<void> {
+    const report = this.report;
+    report.begin(e);
+    try {
+      if (report.stats.entries > this.limits.maxEntries) this.overLimit('maxEntries', `the layer has more than ${this.limits.maxEntries} entries`);
+      const rel = this.cleanPath(e.name, 'path');
+      if (rel === '') {
+        // The root is the snapshot directory itself; containerd ignores such entries too.
+        report.stats.skipped++;
+      } else if (!this.whiteouts.convert(rel, e)) {
+        await this.write(rel, e);
+      }
+    } catch (err) {
+      if (isFastpullError(err) || err === this.reader.sourceError) throw err;
+      if (this.signal?.aborted) throw abortError(this.signal, report.what);
+      throw fsError(err, report.label, report.entryDetails);
+    }
+  }
+
+  /** Applies directory modes and mtimes, deepest first, and lists what the layers below must settle. */
+  finish(): void {
+    this.tree.finish(this.report.stats.lowerChecks);
+  }
+
+  private overLimit(limit: keyof ApplyLimits, message: string): never {
+    this.report.refuse(limitCode(limit), `${message} (limit ${limit} = ${this.limits[limit]})`, { limit, max: this.limits[limit] });
+  }
+
+  /** A name or hardlink target from the tar, cleaned and within the limits. */
+  private cleanPath(raw: string, what: string): string {
+    if (raw.length > this.limits.maxPathBytes) this.overLimit('maxPathBytes', `the ${what} has ${raw.length} bytes`);
+    const rel = cleanEntryPath(raw, `${this.report.label}: ${what}`);
+    let depth = rel === '' ? 0 : 1;
+    for (let i = rel.indexOf('/'); i !== -1; i = rel.indexOf('/', i + 1)) depth++;
+    if (depth > this.limits.maxPathDepth) this.overLimit('maxPathDepth', `the ${what} has ${depth} components`);
+    return rel;
+  }
+
+  private async write(rel: string, e: TarEntry): Promise<void> {
+    switch (e.type) {
+      case 'file':
+        return this.file(rel, e);
+      case 'directory':
+        return this.directory(rel, e);
+      case 'symlink':
+        return this.symlink(rel, e);
+      case 'link':
+        return this.hardlink(rel, e);
+      case 'character-device':
+      case 'block-device':
+      case 'fifo':
+        return this.special(rel, e);
+      default:
+        // Skipping it would drop content silently (containerd fails here too).
+        this.report.refuse('INVALID_LAYER', `unsupported tar entry type ${JSON.stringify(e.flag)} (0x${e.flag.charCodeAt(0).toString(16).padStart(2, '0')})`, {
+          typeflag: e.flag,
+        });
+    }
+  }
+
+  private async file(rel: string, e: TarEntry): Promise<void> {
+    this.fileBytes += e.size;
+    if (this.fileBytes > this.limits.maxTotalBytes) this.overLimit('maxTotalBytes', `the layer's files reach ${this.fileBytes} bytes`);
+    const mode = modeOf(e);
+    const { uid, gid } = this.owner(e);
+    const t = this.timesOf(e);
+    const parent = this.tree.prepare(rel, false);
+    // O_EXCL: never through an existing name, a symlink above all.
+    const fd = fs.openSync(this.tree.paths.fs(rel), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    parent.set(baseOf(rel), { kind: 'file' });
+    try {
+      const writeback = this.writeback?.file(fd);
+      if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
+      else await this.writeData(fd, writeback);
+      writeback?.end();
+      // A new file already belongs to this process (no directory here is setgid until finish()):
+      // most files of most layers are root's, so the common case needs no call.
+      if (this.sameOwner && (uid !== this.euid || gid !== this.egid)) fs.fchownSync(fd, uid, gid);
+      fs.fchmodSync(fd, mode); // after chown, which clears setuid
+      setXattrs(this.tree.paths, this.report, rel, e);
+      setTimesFd(fd, t);
+    } finally {
+      fs.closeSync(fd);
+    }
+    this.report.stats.files++;
+  }
+
+  private async writeData(fd: number, writeback?: FileWriteback): Promise<void> {
+    const stats = this.report.stats;
+    let position = 0;
+    for await (const chunk of this.reader.data()) {
+      writeAll(fd, chunk, position);
+      position += chunk.length;
+      writeback?.wrote(position);
+      stats.bytes += chunk.length;
+      if (this.signal?.aborted) throw abortError(this.signal, this.report.what);
+    }
+  }
+
+  /** Puts each region's bytes at its offset; the holes between are never written, so they take no disk. */
+  private async writeSparse(fd: number, regions: readonly { offset: number; length: number }[], size: number): Promise<void> {
+    const stats = this.report.stats;
+    let r = 0;
+    let done = 0; // bytes of regions[r] written
+    for await (const chunk of this.reader.data()) {
+      let at = 0;
+      while (at < chunk.length) {
+        while (done === regions[r]!.length) {
+          r++;
+          done = 0;
+        }
+        const region = regions[r]!;
+        const n = Math.min(region.length - done, chunk.length - at);
+        writeAll(fd, chunk.subarray(at, at + n), region.offset + done);
+        at += n;
+        done += n;
+      }
+      stats.bytes += chunk.length;
+      if (this.signal?.aborted) throw abortError(this.signal, this.report.what);
+    }
+    fs.ftruncateSync(fd, size); // the trailing hole, if any
+  }
+
+  private directory(rel: string, e: TarEntry): void {
+    const mode = modeOf(e);
+    const { uid, gid } = this.owner(e);
+    const times = this.timesOf(e);
+    let node = this.tree.lookup(rel);
+    if (node?.kind !== 'dir') {
+      const replaced = node !== undefined;
+      const parent = this.tree.prepare(rel, true);
+      // Owner-only until finish() sets the real mode: a 0555 directory must still take its children.
+      fs.mkdirSync(this.tree.paths.fs(rel), 0o700);
+      node = { kind: 'dir', children: new Map() };
+      parent.set(baseOf(rel), node);
+      this.whiteouts.madeDir(rel, replaced);
+    }
+    if (this.sameOwner) fs.lchownSync(this.tree.paths.fs(rel), uid, gid);
+    setXattrs(this.tree.paths, this.report, rel, e);
+    node.meta = { mode, times };
+  }
+
+  private symlink(rel: string, e: TarEntry): void {
+    const target = e.linkname;
+    if (!target) this.report.refuse('INVALID_LAYER', 'symlink without a target');
+    if (target.includes('\0')) this.report.refuse('HOSTILE_LAYER', 'NUL in symlink target');
+    if (target.length > this.limits.maxSymlinkBytes) this.overLimit('maxSymlinkBytes', `the symlink target has ${target.length} bytes`);
+    const { uid, gid } = this.owner(e);
+    const t = this.timesOf(e);
+    const parent = this.tree.prepare(rel, false);
+    const abs = this.tree.paths.fs(rel);
+    fs.symlinkSync(fsPath(target), abs); // kept verbatim: it resolves inside the container, never here
+    parent.set(baseOf(rel), { kind: 'symlink' });
+    if (this.sameOwner) fs.lchownSync(abs, uid, gid);
+    setXattrs(this.tree.paths, this.report, rel, e);
+    setTimesAt(this.tree.paths, rel, t);
+  }
+
+  private hardlink(rel: string, e: TarEntry): void {
+    if (!e.linkname) this.report.refuse('INVALID_LAYER', 'hardlink without a target');
+    const target = this.cleanPath(e.linkname, 'hardlink target');
+    const shown = JSON.stringify(display(e.linkname));
+    const kind = this.tree.lookup(target, `hardlink target ${shown}`)?.kind;
+    if (kind === undefined || kind === 'dir' || kind === 'whiteout') {
+      this.report.refuse(
+        'INVALID_LAYER',
+        `hardlink target ${shown} is not a file made earlier in this layer${kind === undefined ? '' : ` (it is a ${kind === 'dir' ? 'directory' : 'whiteout'})`}`,
+      );
+    }
+    if (target === rel) return; // a link to itself changes nothing
+    const parent = this.tree.prepare(rel, false);
+    // Making way may have removed the target (a directory replaced by a link to its own child).
+    if (this.tree.lookup(target)?.kind !== kind) this.report.refuse('INVALID_LAYER', `hardlink target ${shown} was removed by this very entry`);
+    // link(2) never follows a symlink target: a link to a symlink is a second name for the symlink.
+    fs.linkSync(this.tree.paths.fs(target), this.tree.paths.fs(rel));
+    parent.set(baseOf(rel), { kind });
+  }
+
+  private special(rel: string, e: TarEntry): void {
+    const type = e.type === 'character-device' ? S_IFCHR : e.type === 'block-device' ? S_IFBLK : S_IFIFO;
+    const { devmajor: major, devminor: minor } = e;
+    if (type !== S_IFIFO && !(Number.isInteger(major) && major >= 0 && major <= MAX_DEV_MAJOR && Number.isInteger(minor) && minor >= 0 && minor <= MAX_DEV_MINOR)) {
+      // mknod keeps only 12 bits of major and 20 of minor: 4097:1 would become 1:1 (/dev/mem).
+      this.report.refuse('HOSTILE_LAYER', `device number ${major}:${minor} is out of range (major 0-${MAX_DEV_MAJOR}, minor 0-${MAX_DEV_MINOR})`, { devmajor: major, devminor: minor });
+    }
+    const mode = modeOf(e);
+    const { uid, gid } = this.owner(e);
+    const t = this.timesOf(e);
+    const parent = this.tree.prepare(rel, false);
+    try {
+      this.tree.paths.native(rel, true, (p) => nativeFs().mknod(p, type | mode, type === S_IFIFO ? 0 : major, type === S_IFIFO ? 0 : minor));
+    } catch (err) {
+      if (errnoOf(err) !== 'EPERM') throw err;
+      this.report.warn(`${this.report.label}: skipped: creating a ${e.type} needs privilege (EPERM)`, true);
+      return;
+    }
+    parent.set(baseOf(rel), { kind: 'special' });
+    const abs = this.tree.paths.fs(rel);
+    if (this.sameOwner) fs.lchownSync(abs, uid, gid);
+    // chmod follows symlinks, but mknod just made this very name (it fails on an existing one), and only this apply writes here.
+    fs.chmodSync(abs, mode); // mknod's mode passed through the umask
+    setXattrs(this.tree.paths, this.report, rel, e);
+    setTimesAt(this.tree.paths, rel, t);
+  }
+
+  private owner(e: TarEntry): { uid: number; gid: number } {
+    for (const [what, id] of [['uid', e.uid], ['gid', e.gid]] as const) {
+      if (!Number.isInteger(id) || id < 0 || id > MAX_ID) {
+        this.report.refuse('HOSTILE_LAYER', `${what} ${id} is out of range (0-${MAX_ID}; ${MAX_ID + 1} would mean "leave unchanged")`, { [what]: id });
+      }
+    }
+    return { uid: e.uid, gid: e.gid };
+  }
+
+  private timesOf(e: TarEntry): Times {
+    return entryTimes(e, this.timeOutOfRange);
+  }
+
+  private readonly timeOutOfRange = (time: number): never => this.report.refuse('INVALID_LAYER', `time ${time} is out of range`);
+}
+
+function writeAll(fd: number, chunk: Buffer, position: number): void {
+  let off = 0;
+  while (off < chunk.length) off += fs.writeSync(fd, chunk, off, chunk.length - off, position + off);
+}
+
+function modeOf(e: TarEntry): number {
+  return e.mode & 0o7777;
+}

@@ -1,0 +1,66 @@
+// Pulls of images with a hostile layer, from the real CNCF distribution registry: the pull fails with
+// HOSTILE_LAYER, and nothing of that layer is committed (no snapshot, no blob, no image record).
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chainIDs, openStore, pull } from '@fastpull/core';
+import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
+import { ls, tempDir } from './helpers.js';
+
+const binary = findDistributionBinary();
+if (!binary) console.warn('skipping hostile-layer pulls: docker-registry is not installed (scripts/bootstrap.sh installs it)');
+
+const BASE: LayerEntry[] = [
+  { type: 'file', path: 'etc/passwd', content: 'root:x:0:0::/root:/bin/sh\n' },
+  { type: 'file', path: 'bin/sh', content: 'ELF', mode: 0o755 },
+];
+
+describe.skipIf(!binary)('pulling an image with a hostile layer from the CNCF distribution registry', () => {
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  let base: BuiltImage;
+  let forged: BuiltImage;
+  const work = tempDir('hostile');
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    base = await buildImage({ layers: [BASE] });
+    // A character device 0:0 under an ordinary name: overlayfs would take it for a whiteout and hide
+    // the base layer's /etc/passwd, a deletion the image does not express (that is `.wh.passwd`).
+    forged = await buildImage({ layers: [BASE, [{ type: 'device', path: 'etc/passwd', device: 'char', major: 0, minor: 0 }]] });
+    expect(forged.layers[0]!.digest).toBe(base.layers[0]!.digest);
+    await pushImage(registry.url, 'hostile/base', '1', base);
+    await pushImage(registry.url, 'hostile/forged-whiteout', '1', forged);
+  });
+  afterAll(async () => {
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  it.each([
+    ['rootful', false],
+    ['rootless', true],
+  ])('refuses a character device 0:0 at an ordinary name (%s layout) and commits nothing of it', async (_, rootless) => {
+    const root = join(work.dir, `store-${rootless ? 'rootless' : 'rootful'}`);
+    // The base is in the store first, so the failed pull has only the hostile layer to unpack.
+    await pull(`${registry.host}/hostile/base:1`, { root, rootless, keepBlobs: true });
+    const store = openStore(root);
+    const before = (await store.snapshots.list()).map((s) => s.chainID);
+    expect(before).toEqual([chainIDs(base.layers.map((l) => l.diffID))[0]]);
+
+    const ref = `${registry.host}/hostile/forged-whiteout:1`;
+    const err = await pull(ref, { root, rootless, keepBlobs: true }).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'HOSTILE_LAYER',
+      message: expect.stringMatching(/entry "etc\/passwd": a character device 0:0 is overlayfs's whiteout/),
+    });
+    expect((err as Error).message).toContain(forged.layers[1]!.digest);
+
+    const hostileChainID = chainIDs(forged.layers.map((l) => l.diffID))[1]!;
+    expect(await store.snapshots.isCommitted(hostileChainID)).toBe(false);
+    expect((await store.snapshots.list()).map((s) => s.chainID)).toEqual(before);
+    expect(await store.content.info(forged.layers[1]!.digest)).toBeUndefined();
+    expect(await store.content.info(base.layers[0]!.digest)).toBeDefined();
+    expect((await store.images.list()).map((i) => i.name)).toEqual([`${registry.host}/hostile/base:1`]);
+    expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+  });
+});
