@@ -1,7 +1,7 @@
 // fastpulld as a real process on a temporary unix socket, driven by its TypeScript client, a raw gRPC
 // reflection client and the CLI: pulls from real registries on loopback, shared pulls, errors,
 // health, reflection, the socket's mode, metrics, SIGHUP, SIGTERM mid-pull and resume, stale sockets.
-import { statSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,29 +9,14 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { type FastpullError, type PullEvent } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { FastpullClient } from '@fastpull/daemon';
-import { failure, repoRoot, runCliAsync, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
+import { failure, repoRoot, runCliAsync, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping the fastpulld tests that use docker-registry: it is not installed');
 
-/** Starts fastpulld and waits until it says it serves. */
-async function serve(args: string[]): Promise<RunningDaemon> {
-  const d = startDaemon(args);
-  await Promise.race([
-    d.waitLog((l) => l.msg === 'fastpulld serving'),
-    d.exited.then(({ code }) => {
-      throw new Error(`fastpulld exited with ${code}: ${d.stderr()}`);
-    }),
-  ]);
-  return d;
-}
-
-async function stop(d: RunningDaemon | undefined): Promise<void> {
-  if (!d || d.proc.exitCode !== null || d.proc.signalCode !== null) return;
-  d.proc.kill('SIGTERM');
-  await d.exited;
-}
+const serve = serveDaemon;
+const stop = stopDaemon;
 
 
 /** The gRPC status code a rebuilt error came from. */
@@ -251,6 +236,8 @@ describe('fastpulld', () => {
     expect(text).toMatch(/^fastpull_pulls_total\{result="aborted",code="ABORTED"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_fetched_bytes_total [1-9]\d*/m);
     expect(text).toMatch(/^fastpull_pull_phase_seconds_count\{phase="fetch"\} [1-9]/m);
+    // Resolving is observed once per pull, apart from the per-layer sums.
+    expect(text).toMatch(/^fastpull_pull_phase_seconds_count\{phase="resolve"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_pulls_in_flight 0$/m);
     expect(text).toMatch(/^fastpull_pull_requests_total\{joined="true"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_fetch_retries_total [1-9]/m);
@@ -295,6 +282,37 @@ describe('fastpulld', () => {
       const line = await d.waitLog((l) => l.msg === 'configuration reloaded');
       expect(line).toMatchObject({ hostsDir: join(work.dir, 'hosts-b'), previousHostsDir: join(work.dir, 'hosts-a') });
     } finally {
+      await stop(d);
+    }
+  });
+
+  it('a health Watch sees NOT_SERVING on SIGTERM and its stream ends, so the daemon drains without being forced', async () => {
+    const wSocket = join(work.dir, 'watch.sock');
+    const d = await serve(['--socket', wSocket, '--root', join(work.dir, 'watch-root'), '--shutdown-timeout', '30s']);
+    const def = protoLoader.loadSync(HEALTH_PROTO, { includeDirs: [PROTO_DIR], keepCase: false, defaults: true, enums: String });
+    const Ctor = grpc.makeClientConstructor(def['grpc.health.v1.Health'] as grpc.ServiceDefinition, 'Health');
+    const raw = new Ctor(`unix:${wSocket}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Watch: (req: { service: string }) => grpc.ClientReadableStream<{ status: string }> };
+    try {
+      const seen: string[] = [];
+      const stream = raw.Watch({ service: 'fastpull.v1.Images' });
+      const ended = new Promise<void>((resolve) => {
+        stream.on('end', () => resolve());
+        stream.on('error', () => resolve());
+      });
+      let serving!: () => void;
+      const first = new Promise<void>((resolve) => (serving = resolve));
+      stream.on('data', (m: { status: string }) => {
+        seen.push(m.status);
+        if (m.status === 'SERVING') serving();
+      });
+      await first;
+      d.proc.kill('SIGTERM');
+      await ended;
+      expect(seen).toEqual(['SERVING', 'NOT_SERVING']);
+      expect((await d.exited).code).toBe(0);
+      expect(d.logs.find((l) => l.msg === 'stopped')).toMatchObject({ forced: false });
+    } finally {
+      raw.close();
       await stop(d);
     }
   });
@@ -460,6 +478,8 @@ describe('fastpulld', () => {
         expect(d.logs.some((l) => l.event === 'pull' && l.image === ref)).toBe(true);
         // --root means this store, in-process.
         const own = join(work.dir, 'default-socket-own');
+        // An empty store of its own (a missing one would be NOT_FOUND: reading never creates a store).
+        mkdirSync(own);
         const mine = await runCliAsync(['images', '--json', '--root', own], env);
         expect(JSON.parse(mine.stdout)).toEqual([]);
       } finally {

@@ -124,6 +124,25 @@ export function startDaemon(args: string[]): RunningDaemon {
   };
 }
 
+/** Starts `fastpulld ARGS` and waits until it says it serves; fails with its stderr if it exits first. */
+export async function serveDaemon(args: string[]): Promise<RunningDaemon> {
+  const d = startDaemon(args);
+  await Promise.race([
+    d.waitLog((l) => l.msg === 'fastpulld serving'),
+    d.exited.then(({ code }) => {
+      throw new Error(`fastpulld exited with ${code}: ${d.stderr()}`);
+    }),
+  ]);
+  return d;
+}
+
+/** SIGTERM to a running fastpulld, and its exit awaited; nothing for one already gone. */
+export async function stopDaemon(d: RunningDaemon | undefined): Promise<void> {
+  if (!d || d.proc.exitCode !== null || d.proc.signalCode !== null) return;
+  d.proc.kill('SIGTERM');
+  await d.exited;
+}
+
 /** The FastpullError `p` rejects with; fails the test when it resolves or rejects with anything else. */
 export async function failure(p: Promise<unknown>): Promise<FastpullError> {
   try {

@@ -232,8 +232,11 @@ function checkHostsToml(text: string): void {
     parseHostsConfig(text, { registry: 'registry.example:5000', baseDir: '/etc/containerd/certs.d/registry.example:5000' }),
   );
   if (!r.ok) {
-    // Errors name the file and the line.
-    expect(r.error.message, show(text)).toMatch(/hosts\.toml:\d+: /);
+    // Errors name the file and where in it: the line and column of TOML that does not parse, or
+    // the key path of a value of the wrong kind.
+    expect(r.error.message, show(text)).toMatch(
+      /^\/etc\/containerd\/certs\.d\/registry\.example:5000\/hosts\.toml(?::\d+:\d+: invalid TOML: |: invalid TOML: keys nested too deep$|: (?:server|host|capabilities|ca|client|skip_verify|override_path|header|dial_timeout)\b.*?: )/,
+    );
     return;
   }
   expect(r.value.length).toBeGreaterThan(0);
@@ -254,7 +257,7 @@ function checkHostsToml(text: string): void {
 }
 
 describe('hosts.toml', () => {
-  it('parses to usable hosts, or fails INVALID_ARGUMENT naming file and line', { timeout: BUDGET(30_000) }, async () => {
+  it('parses to usable hosts, or fails INVALID_ARGUMENT naming file and line or key', { timeout: BUDGET(30_000) }, async () => {
     await check('near-valid hosts.toml', fc.property(hostsTomlArb, (t) => void checkHostsToml(t)), params(40, 6000));
     await check('random text as hosts.toml', fc.property(anyString(300), (t) => void checkHostsToml(t)), params(41, 3000));
     await check(
@@ -325,6 +328,7 @@ describe("fastpulld's TOML config", () => {
         if (!r.ok) return;
         const c = r.value;
         expect(c.root.startsWith('/') && c.socket.startsWith('/'), show(text)).toBe(true);
+        if (c.snapshotterSocket !== undefined) expect(c.snapshotterSocket.startsWith('/'), show(text)).toBe(true);
         if (c.concurrency !== undefined) expect(Number.isSafeInteger(c.concurrency) && c.concurrency >= 1, show(text)).toBe(true);
         if (c.unpackConcurrency !== undefined) expect(Number.isSafeInteger(c.unpackConcurrency) && c.unpackConcurrency >= 1, show(text)).toBe(true);
         if (c.chunkSize !== undefined) expect(Number.isSafeInteger(c.chunkSize) && c.chunkSize >= 64 * 1024, `chunkSize ${c.chunkSize} from ${show(text)}`).toBe(true);

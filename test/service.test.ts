@@ -4,7 +4,7 @@
 // the same credentials; the CLI's front-end behaviour that rests on the service (inspect, mount and
 // unmount through --address, an unreachable daemon, rm of several names with --gc); and the CLI and the
 // daemon agree on every default.
-import { existsSync, lstatSync, readdirSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -16,29 +16,15 @@ import {
   parseSize,
   type FastpullService,
 } from '@fastpull/core';
-import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { buildImage, buildIndex, findDistributionBinary, pushImage, pushIndex, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient, resolveConfig } from '@fastpull/daemon';
-import { failure, runCliAsync, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { failure, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping the service tests that use docker-registry: it is not installed');
 
-async function serve(args: string[]): Promise<RunningDaemon> {
-  const d = startDaemon(args);
-  await Promise.race([
-    d.waitLog((l) => l.msg === 'fastpulld serving'),
-    d.exited.then(({ code }) => {
-      throw new Error(`fastpulld exited with ${code}: ${d.stderr()}`);
-    }),
-  ]);
-  return d;
-}
-
-async function stop(d: RunningDaemon | undefined): Promise<void> {
-  if (!d || d.proc.exitCode !== null || d.proc.signalCode !== null) return;
-  d.proc.kill('SIGTERM');
-  await d.exited;
-}
+const serve = serveDaemon;
+const stop = stopDaemon;
 
 describe.skipIf(!binary)('one service, local or remote, over one store', () => {
   const work = tempDir('service');
@@ -236,5 +222,65 @@ describe('the CLI and fastpulld agree on every default', () => {
     expect(parseDuration(10, 'x')).toBe(10_000);
     expect(() => parseDuration('25h', 'x')).toThrow(/at most a day/);
     expect(() => parseChunkSize('1KiB', 'x')).toThrow(/at least 64KiB/);
+  });
+});
+
+describe.skipIf(!binary)('a name pulled for several platforms', () => {
+  const work = tempDir('service-platforms');
+  const root = join(work.dir, 'root');
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  let arm: BuiltImage;
+  let s390: BuiltImage;
+  let ref = '';
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    // Neither is this host's platform, so nothing picks one silently.
+    arm = await buildImage({ layers: [[{ type: 'file', path: 'arch', content: 'arm64\n' }]], platform: { os: 'linux', architecture: 'arm64', variant: 'v8' } });
+    s390 = await buildImage({ layers: [[{ type: 'file', path: 'arch', content: 's390x\n' }]], platform: { os: 'linux', architecture: 's390x' } });
+    await pushIndex(registry.url, 'multi/app', '1', buildIndex([arm, s390]));
+    ref = `${registry.host}/multi/app:1`;
+  });
+  afterAll(async () => {
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  it('keeps one record per platform: the second pull adds, gc keeps both, each is found by --platform', async () => {
+    for (const p of ['linux/arm64', 'linux/s390x']) {
+      const r = await runCliAsync(['pull', '--root', root, '--quiet', '--platform', p, ref]);
+      expect(r.status, r.stderr).toBe(0);
+    }
+    const listed = JSON.parse((await runCliAsync(['images', '--root', root, '--json'])).stdout) as Array<{ name: string; platformName: string }>;
+    expect(listed.map((i) => [i.name, i.platformName])).toEqual([
+      [ref, 'linux/arm64/v8'],
+      [ref, 'linux/s390x'],
+    ]);
+    const gc = JSON.parse((await runCliAsync(['gc', '--root', root, '--json'])).stdout) as { snapshots: unknown[] };
+    expect(gc.snapshots).toEqual([]);
+    for (const [p, image] of [['linux/arm64', arm], ['linux/s390x', s390]] as const) {
+      const r = await runCliAsync(['inspect', '--root', root, '--platform', p, ref]);
+      expect(r.status, r.stderr).toBe(0);
+      expect((JSON.parse(r.stdout) as { image: { manifest: { digest: string } } }).image.manifest.digest).toBe(image.manifestDigest);
+      const m = await runCliAsync(['mounts', '--root', root, '--json', '--platform', p, ref]);
+      expect(readFileSync(join((JSON.parse(m.stdout) as Array<{ source: string }>)[0]!.source, 'arch'), 'utf8')).toBe(`${p.split('/')[1]}\n`);
+    }
+  });
+
+  it('without --platform, a name held for several others than this host is INVALID_ARGUMENT naming them; rm --platform takes one', async () => {
+    const r = await runCliAsync(['inspect', '--root', root, ref]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('linux/arm64/v8, linux/s390x');
+    expect(r.stderr).toMatch(/--platform \(INVALID_ARGUMENT\)\n$/);
+    const rm = await runCliAsync(['rm', '--root', root, '--platform', 'linux/s390x', ref]);
+    expect(rm.status, rm.stderr).toBe(0);
+    // One left: found without --platform; asking for the removed one is NOT_FOUND saying what is there.
+    expect((await runCliAsync(['inspect', '--root', root, ref])).status).toBe(0);
+    const gone = await runCliAsync(['inspect', '--root', root, '--platform', 'linux/s390x', ref]);
+    expect(gone.stderr).toContain('it is there for linux/arm64/v8');
+    expect(gone.stderr).toMatch(/\(NOT_FOUND\)\n$/);
+    const all = await runCliAsync(['rm', '--root', root, ref]);
+    expect(all.status, all.stderr).toBe(0);
+    expect(JSON.parse((await runCliAsync(['images', '--root', root, '--json'])).stdout)).toEqual([]);
   });
 });

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chainIDs, openStore, type Digest, type ImageRecord } from '@fastpull/core';
+import { chainIDs, formatPlatform, openStore, type Digest, type ImageRecord } from '@fastpull/core';
 import { applyLayer, diffTrees, readTree, type BuiltImage, type ExpectedTree, type TreeEntry } from '@fastpull/core/testing';
 
 /** What {@link verifyStore} found. */
@@ -168,7 +168,8 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
     }
     try {
       const rec = JSON.parse(readFileSync(join(root, 'images', name), 'utf8')) as ImageRecord;
-      if (`${createHash('sha256').update(rec.name).digest('hex')}.json` !== name) problems.push(`images/${name}: holds the record of ${rec.name}`);
+      // Named by the SHA-256 of "name platform".
+      if (`${createHash('sha256').update(`${rec.name} ${formatPlatform(rec.platform)}`).digest('hex')}.json` !== name) problems.push(`images/${name}: holds the record of ${rec.name}`);
       records.push(rec);
     } catch (e) {
       problems.push(`images/${name}: unreadable (${(e as Error).message})`);

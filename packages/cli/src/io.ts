@@ -1,6 +1,7 @@
 // The streams and environment a command runs with, injected so tests can capture them; and the
 // formatting every command shares (sizes, durations, tables, JSON).
 import type { Writable } from 'node:stream';
+import { isFastpullError, parsePositiveInt as parsePositiveIntSetting, parseSize as parseSizeSetting } from '@fastpull/core';
 import { UsageError } from './errors.js';
 
 export interface CliIO {
@@ -71,40 +72,27 @@ export function shortDigest(d: string): string {
   return d.slice(i + 1, i + 13);
 }
 
-const SIZE_UNITS: Readonly<Record<string, number>> = {
-  '': 1,
-  b: 1,
-  k: 1024,
-  kib: 1024,
-  m: 1024 ** 2,
-  mib: 1024 ** 2,
-  g: 1024 ** 3,
-  gib: 1024 ** 3,
-  kb: 1000,
-  mb: 1000 ** 2,
-  gb: 1000 ** 3,
-};
-
 /**
- * A byte count as people write it: "1048576", "8M", "16MiB", "512k", "1.5GiB". K, M, G and the
- * -iB forms are powers of 1024 (as `docker run --memory` reads them); kB, MB, GB are powers of 1000.
- * Throws a usage error naming `what` on anything else.
+ * A byte count as people write it ("1048576", "8M", "16MiB", "512k", "1.5GiB"), read as every front
+ * end reads sizes (core's parseSize); anything else is a usage error naming `what`.
  */
 export function parseSize(value: string, what: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
-  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
-  const n = m && unit !== undefined ? Number(m[1]) * unit : NaN;
-  if (!Number.isSafeInteger(n) || n < 1) {
-    throw new UsageError(`${what} ${JSON.stringify(value)}: want a whole number of bytes, e.g. 1048576, 8M or 16MiB`);
-  }
-  return n;
+  return asUsageError(() => parseSizeSetting(value, what));
 }
 
 /** A positive integer flag value, or a usage error naming `what`. */
 export function parsePositiveInt(value: string, what: string): number {
-  const n = /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`${what} ${JSON.stringify(value)}: want a positive integer`);
-  return n;
+  return asUsageError(() => parsePositiveIntSetting(value, what));
+}
+
+/** A setting's INVALID_ARGUMENT as a usage error (exit 2): a bad flag value is bad usage. */
+export function asUsageError<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (isFastpullError(e) && e.code === 'INVALID_ARGUMENT' && !(e instanceof UsageError)) throw new UsageError(e.message);
+    throw e;
+  }
 }
 
 /** Rows as columns two spaces apart; the last column is not padded. */

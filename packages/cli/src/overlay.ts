@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { accessSync, constants, promises as fsp } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import { FastpullError, type FastpullService } from '@fastpull/core';
+import { FastpullError, formatPlatform, type FastpullService } from '@fastpull/core';
 import { createMountRecord, listMountRecords, mountInfo, readMountRecord, removeMountRecord, type MountRecord } from '@fastpull/core/snapshots';
 
 export type { MountRecord } from '@fastpull/core/snapshots';
@@ -63,14 +63,14 @@ export async function isMountPoint(path: string): Promise<boolean> {
  * too, which the read-only mounts give as a bind), a fresh upperdir and workdir. The snapshots are
  * never written: every change lands in the upper dir.
  */
-export async function mountImage(service: FastpullService, ref: string, target: string): Promise<MountRecord> {
+export async function mountImage(service: FastpullService, ref: string, target: string, platform?: string): Promise<MountRecord> {
   requireRoot('mounting');
-  const { image, root } = await service.inspectImage(ref);
+  const { image, root } = await service.inspectImage(ref, platform ? { platform } : {});
   const dir = await targetDir(target);
   if ((await listMountRecords(root)).some((m) => m.target === dir)) {
     throw new FastpullError('INVALID_ARGUMENT', `${dir} already holds a fastpull mount; unmount it first`);
   }
-  const [ro] = await service.mounts({ image: image.name });
+  const [ro] = await service.mounts({ image: image.name, platform: formatPlatform(image.platform) });
   const lower = ro!.type === 'overlay' ? ro!.options.filter((o) => o !== 'ro') : [`lowerdir=${ro!.source}`];
   const record = await createMountRecord(root, { image: image.name, manifest: image.manifest.digest, snapshots: image.layers.map((l) => l.chainID), target: dir });
   try {

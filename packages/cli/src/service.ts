@@ -2,9 +2,9 @@
 // FASTPULL_ADDRESS, or the daemon's default socket when it exists and no store was named) or a
 // LocalService over the store in this process. Commands then only call the FastpullService.
 import type { Command } from 'commander';
-import { defaultHostsDir, inflaterFromEnv, isFastpullError, LocalService, type FastpullService, type InflaterChoice } from '@fastpull/core';
+import { checkDirectory, defaultHostsDir, inflaterFromEnv, LocalService, type FastpullService, type InflaterChoice } from '@fastpull/core';
 import { UsageError } from './errors.js';
-import { writeLine, type CliIO } from './io.js';
+import { asUsageError, writeLine, type CliIO } from './io.js';
 import { daemonAddress } from './remote.js';
 
 /** The flags every command that reaches the store has. */
@@ -44,8 +44,10 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
     const { FastpullClient } = await import('@fastpull/daemon/client');
     return new FastpullClient(address);
   }
+  // A --hosts-dir given on the command line must be there: a typo would silently mean no mirrors.
+  if (tuning.hostsDir !== undefined) await checkDirectory(tuning.hostsDir, '--hosts-dir', 'read', 'INVALID_ARGUMENT');
   const hostsDir = tuning.hostsDir ?? defaultHostsDir(io.env);
-  const inflater = tuning.inflater ?? asUsage(() => inflaterFromEnv(io.env));
+  const inflater = tuning.inflater ?? asUsageError(() => inflaterFromEnv(io.env));
   return new LocalService({
     root: flags.root,
     ...(hostsDir ? { hostsDir } : {}),
@@ -67,15 +69,5 @@ export async function withService<T>(io: CliIO, flags: ServiceFlags, command: Co
     return await fn(service);
   } finally {
     await service.close();
-  }
-}
-
-/** A setting's parse error as a usage error (exit 2), so a bad flag value reads as bad usage. */
-export function asUsage<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (e) {
-    if (isFastpullError(e) && e.code === 'INVALID_ARGUMENT' && !(e instanceof UsageError)) throw new UsageError(e.message);
-    throw e;
   }
 }

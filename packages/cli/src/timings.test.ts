@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Digest, LayerTimings, PullTimings } from '@fastpull/core';
-import { timingsLines } from './timings.js';
+import { jsonTimings, timingsLines } from './timings.js';
 
 const d = (c: string) => `sha256:${c.repeat(64)}` as Digest;
 
@@ -14,7 +14,7 @@ describe('timingsLines', () => {
       resolveMs: 35,
       totalMs: 2345,
       layers,
-      phases: { resolveMs: 35, fetchMs: 1200, verifyMs: 50, decompressMs: 150, extractMs: 100, commitMs: 3 },
+      phases: { fetchMs: 1200, verifyMs: 50, decompressMs: 150, extractMs: 100, commitMs: 3 },
     };
     expect(timingsLines(t)).toEqual([
       'LAYER         STATE      FETCH  UNPACK  VERIFY  DECOMPRESS  EXTRACT  COMMIT',
@@ -25,5 +25,14 @@ describe('timingsLines', () => {
     ]);
     const decompressBound = timingsLines({ ...t, phases: { ...t.phases, fetchMs: 10 } });
     expect(decompressBound.at(-1)).toMatch(/most time: decompress /);
+  });
+
+  it('pull --json keeps the pull\'s resolveMs among the phases, where readers of earlier builds find it', () => {
+    const t: PullTimings = { resolveMs: 35, totalMs: 100, layers: [], phases: { fetchMs: 1, verifyMs: 2, decompressMs: 3, extractMs: 4, commitMs: 5 } };
+    const json = JSON.parse(JSON.stringify(jsonTimings(t))) as { resolveMs: number; phases: Record<string, number> };
+    expect(json.resolveMs).toBe(35);
+    expect(json.phases).toEqual({ resolveMs: 35, fetchMs: 1, verifyMs: 2, decompressMs: 3, extractMs: 4, commitMs: 5 });
+    // The library's own sums are per-layer phases only.
+    expect(Object.keys(t.phases)).not.toContain('resolveMs');
   });
 });

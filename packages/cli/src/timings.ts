@@ -11,6 +11,14 @@ const PHASES = [
 ] as const satisfies ReadonlyArray<readonly [keyof PhaseTotals, string]>;
 
 /**
+ * Timings as `pull --json` prints them: core's, with the pull's `resolveMs` also among `phases`,
+ * where earlier builds had it (deprecated there: it is no per-layer sum; read `resolveMs`).
+ */
+export function jsonTimings(timings: PullTimings): PullTimings & { readonly phases: PhaseTotals & { readonly resolveMs: number } } {
+  return { ...timings, phases: { resolveMs: timings.resolveMs, ...timings.phases } };
+}
+
+/**
  * The table lines: one row per layer (fetch, the unpack pass and its parts, commit), a row of sums
  * over the layers, then the wall time and the phase with the largest sum.
  */

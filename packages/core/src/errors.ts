@@ -27,6 +27,8 @@ export const ErrorCodes = [
   'PERMISSION_DENIED',
   'ABORTED',
   'INTERNAL',
+  'ALREADY_EXISTS',
+  'FAILED_PRECONDITION',
 ] as const;
 
 /**
@@ -77,6 +79,18 @@ export function isFastpullError(e: unknown): e is FastpullError {
     e instanceof FastpullError ||
     (e instanceof Error && e.name === 'FastpullError' && typeof (e as { code?: unknown }).code === 'string')
   );
+}
+
+/**
+ * Any thrown value as a FastpullError: itself when it is one, else INTERNAL with its message (a bug:
+ * every failure fastpull expects has a code of its own). The one way to serialise an error for logs,
+ * `--json` and the wire is `asFastpullError(e).toJSON()`.
+ * @example
+ * catch (e) { console.log(JSON.stringify({ type: 'error', ...asFastpullError(e).toJSON() })) }
+ */
+export function asFastpullError(e: unknown): FastpullError {
+  if (isFastpullError(e)) return e;
+  return new FastpullError('INTERNAL', e instanceof Error ? e.message : String(e), { cause: e });
 }
 
 /** Turns an abort signal's reason into an ABORTED error, keeping the reason as the cause. */

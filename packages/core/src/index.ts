@@ -20,7 +20,7 @@ export {
 
 // The service every front end stands on: the CLI, fastpulld and its containerd snapshotter.
 export { LocalService, type LocalServiceOptions } from './service/local.js';
-export type { FastpullService, ServicePullOptions, Placement, PulledImage, MountTarget, BlobEntry } from './service/service.js';
+export type { FastpullService, ServicePullOptions, Placement, PulledImage, MountTarget, BlobEntry, ImageOptions } from './service/service.js';
 export {
   CONTAINERD_HOSTS_DIR,
   MIN_CHUNK_SIZE,
@@ -31,11 +31,12 @@ export {
   parsePositiveInt,
 } from './service/settings.js';
 export { credentialsIdentity, dockerCredentialsWithWarning, scopedCredentials } from './service/credentials.js';
+export { checkDirectory, type DirectoryUse } from './util/paths.js';
 
 // The store and the images in it.
 export { openStore, defaultRoot, type Store } from './store.js';
 export { mountsFor, resolveImage } from './images/mounts.js';
-export { unpackedSize } from './images/resolve.js';
+export { findImages, unpackedSize } from './images/resolve.js';
 export { inspectImage, type ImageDetails } from './images/inspect.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
 export type { Mount } from './snapshots/store.js';
@@ -45,7 +46,7 @@ export { collectGarbage, type GcOptions, type GcResult } from './gc/gc.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
 
 // Errors.
-export { FastpullError, isFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
+export { FastpullError, isFastpullError, asFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
 
 // References, digests, platforms and the image model.
 export { parseReference, formatReference, referenceName, DEFAULT_REGISTRY, DEFAULT_TAG, type Reference } from './oci/reference.js';

@@ -8,18 +8,21 @@ import { Daemon } from './server.js';
 const USAGE = `Usage: fastpulld [options]
 
 Serves the fastpull API (gRPC: fastpull.v1 Images, Snapshots, Content; grpc.health.v1; reflection) on a
-unix socket, over one store. Flags override the config file's keys of the same name (dashes for
-underscores). See docs/daemon.md.
+unix socket, over one store, and containerd's snapshotter API on a second socket. Flags override the
+config file's keys of the same name (dashes for underscores). See docs/daemon.md.
 
 Options:
   --config FILE              TOML config file (default ${DEFAULT_CONFIG_PATH} when it exists; env FASTPULLD_CONFIG)
   --root DIR                 store root (default: as the CLI: $FASTPULL_ROOT, /var/lib/fastpull as root)
   --socket PATH              unix socket (default /run/fastpull/fastpulld.sock as root)
+  --snapshotter-socket PATH  serve containerd's snapshotter API there (default /run/fastpull/snapshotter.sock
+                             as root with the default --socket; "" for none)
   --group NAME|GID           group owning the socket (mode 0660)
-  --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP)
+  --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP; default
+                             $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
   --concurrency N            range requests in flight across all pulls (default 16)
   --chunk-size SIZE          bytes per range request (default 16MiB)
-  --unpack-concurrency N     layers unpacked at once per pull (default: one shared pool, one per core)
+  --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per core)
   --keep-blobs               keep compressed layer blobs after unpacking
   --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464)
   --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent
@@ -42,6 +45,7 @@ function parse() {
       config: { type: 'string' },
       root: { type: 'string' },
       socket: { type: 'string' },
+      'snapshotter-socket': { type: 'string' },
       group: { type: 'string' },
       'hosts-dir': { type: 'string' },
       concurrency: { type: 'string' },
@@ -77,6 +81,7 @@ tuneAllocator();
 const flags: RawConfig = {
   root: v.root,
   socket: v.socket,
+  snapshotter_socket: v['snapshotter-socket'],
   group: v.group,
   hosts_dir: v['hosts-dir'],
   concurrency: v.concurrency,

@@ -11,6 +11,7 @@ import {
   type FastpullService,
   type GcResult,
   type ImageDetails,
+  type ImageOptions,
   type ImageRecord,
   type Mount,
   type MountTarget,
@@ -155,8 +156,8 @@ export class FastpullClient implements FastpullService {
   }
 
   /** An image with its manifest, config and index, as the daemon's store holds them. */
-  async inspectImage(reference: string, signal?: AbortSignal): Promise<ImageDetails> {
-    const r = await this.unary<WireGetImageResponse>('fastpull.v1.Images', 'Get', { name: reference }, signal);
+  async inspectImage(reference: string, options: ImageOptions = {}): Promise<ImageDetails> {
+    const r = await this.unary<WireGetImageResponse>('fastpull.v1.Images', 'Get', { name: reference, platform: options.platform ?? '' }, options.signal);
     const image = imageFromWire(r.image);
     const parse = (text: string, what: string): unknown => {
       try {
@@ -177,18 +178,17 @@ export class FastpullClient implements FastpullService {
   }
 
   /**
-   * Forgets an image; with `gc`, collects garbage afterwards. Returns its canonical name. Takes a
-   * signal alone, as FastpullService does, or options.
+   * Forgets an image (every platform of its name, or the one given); with `gc`, collects garbage
+   * afterwards. Returns its canonical name.
    */
-  async removeImage(name: string, options: { gc?: boolean; signal?: AbortSignal } | AbortSignal = {}): Promise<{ name: string; gc?: GcResult }> {
-    const o = options instanceof AbortSignal ? { signal: options } : options;
-    const r = await this.unary<{ name: string; gc: WireGcResponse | null }>('fastpull.v1.Images', 'Remove', { name, gc: o.gc === true }, o.signal);
+  async removeImage(name: string, options: ImageOptions & { gc?: boolean } = {}): Promise<{ name: string; gc?: GcResult }> {
+    const r = await this.unary<{ name: string; gc: WireGcResponse | null }>('fastpull.v1.Images', 'Remove', { name, gc: options.gc === true, platform: options.platform ?? '' }, options.signal);
     return { name: r.name, ...(r.gc ? { gc: gcFromWire(r.gc) } : {}) };
   }
 
   /** The mounts of an image (by reference) or of a snapshot stack (by its top chainID). */
   async mounts(target: MountTarget | { chainID: string }, signal?: AbortSignal): Promise<Mount[]> {
-    const req = 'image' in target ? { image: target.image } : { chainId: target.chainID };
+    const req = 'image' in target ? { image: target.image, ...('platform' in target && target.platform ? { platform: target.platform } : {}) } : { chainId: target.chainID };
     const r = await this.unary<{ mounts: WireMount[] }>('fastpull.v1.Snapshots', 'Mounts', req, signal);
     return r.mounts.map(mountFromWire);
   }

@@ -18,6 +18,8 @@ export interface DaemonConfig {
   readonly root: string;
   /** The unix socket the API listens on. */
   readonly socket: string;
+  /** The unix socket of containerd's snapshotter API; unset: not served. */
+  readonly snapshotterSocket?: string;
   /** Group that owns the socket (name or numeric id); unset: the daemon's own group. */
   readonly group?: string;
   /**
@@ -48,13 +50,14 @@ export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 export const DEFAULT_LOG_LEVEL = 'info';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-export { defaultSocket } from './paths.js';
-import { defaultSocket } from './paths.js';
+export { defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET } from './paths.js';
+import { DEFAULT_SNAPSHOTTER_SOCKET, defaultSocket } from './paths.js';
 
 /** Config keys as written in the TOML file (and, with dashes, as flags). */
 export const CONFIG_KEYS = [
   'root',
   'socket',
+  'snapshotter_socket',
   'group',
   'hosts_dir',
   'concurrency',
@@ -117,9 +120,12 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : raw.log_level;
   if (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
   const timeout = raw.shutdown_timeout === undefined ? undefined : parseDurationSetting(raw.shutdown_timeout, 'shutdown_timeout');
+  const socket = path('socket') ?? defaultSocket(env);
+  const snapshotterSocket = snapshotterSocketOf(raw.snapshotter_socket, socket, env, cwd);
   return {
     root,
-    socket: path('socket') ?? defaultSocket(env),
+    socket,
+    ...(snapshotterSocket !== undefined ? { snapshotterSocket } : {}),
     ...(group !== undefined ? { group } : {}),
     ...(hostsDir !== undefined ? { hostsDir } : {}),
     ...(concurrency !== undefined ? { concurrency } : {}),
@@ -130,6 +136,18 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     logLevel,
     shutdownTimeoutMs: timeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   };
+}
+
+/**
+ * The snapshotter socket: the one given; "" turns it off; unset, the default one as root when the
+ * API socket is the default one too (a second daemon on a socket of its own, e.g. for another store,
+ * does not take containerd's snapshotter socket unless told to), else none.
+ */
+function snapshotterSocketOf(v: unknown, socket: string, env: NodeJS.ProcessEnv, cwd: string): string | undefined {
+  if (v === '') return undefined;
+  if (v === undefined) return process.getuid?.() === 0 && socket === defaultSocket(env) ? DEFAULT_SNAPSHOTTER_SOCKET : undefined;
+  if (typeof v !== 'string') throw invalid('snapshotter_socket', v, 'want a path, or "" for none');
+  return isAbsolute(v) ? v : resolve(cwd, v);
 }
 
 function invalid(key: ConfigKey, value: unknown, want: string): FastpullError {

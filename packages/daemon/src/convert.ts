@@ -10,6 +10,7 @@ import type {
   WireLayerState,
   WireMount,
   WirePlatform,
+  WirePhaseTotals,
   WirePullResponse,
   WirePullTimings,
   WireSnapshotInfo,
@@ -107,12 +108,21 @@ export function mountFromWire(m: WireMount): Mount {
 }
 
 export function timingsToWire(t: PullTimings): WirePullTimings {
-  return { resolveMs: t.resolveMs, totalMs: t.totalMs, layers: t.layers.map((l) => ({ ...l })), phases: { ...t.phases } };
+  return { resolveMs: t.resolveMs, totalMs: t.totalMs, layers: t.layers.map((l) => ({ ...l })), phases: phasesToWire(t) };
+}
+
+/**
+ * The per-layer phase sums, plus the pull's resolve time as `resolveMs` among them: where the wire
+ * (and the daemon's log line of a pull) had it before it moved out of the library's PhaseTotals.
+ * Deprecated there, and still sent so that readers written before keep working.
+ */
+export function phasesToWire(t: PullTimings): WirePhaseTotals {
+  return { resolveMs: t.resolveMs, ...t.phases };
 }
 
 export function timingsFromWire(t: WirePullTimings | null | undefined): PullTimings {
   if (!t) throw new TypeError('the daemon sent no timings');
-  const p = t.phases ?? { resolveMs: 0, fetchMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0 };
+  const p = t.phases ?? { fetchMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0 };
   return {
     resolveMs: t.resolveMs,
     totalMs: t.totalMs,
@@ -127,7 +137,7 @@ export function timingsFromWire(t: WirePullTimings | null | undefined): PullTimi
       commitMs: l.commitMs,
       state: l.state === 'exists' ? 'exists' : 'committed',
     })),
-    phases: { resolveMs: p.resolveMs, fetchMs: p.fetchMs, verifyMs: p.verifyMs, decompressMs: p.decompressMs, extractMs: p.extractMs, commitMs: p.commitMs },
+    phases: { fetchMs: p.fetchMs, verifyMs: p.verifyMs, decompressMs: p.decompressMs, extractMs: p.extractMs, commitMs: p.commitMs },
   };
 }
 

@@ -3,7 +3,7 @@
 // language can tell INVALID_REFERENCE from INVALID_DIGEST and the TypeScript client rebuilds the same
 // FastpullError.
 import { Metadata, status as Status, type ServiceError, type StatusObject } from '@grpc/grpc-js';
-import { ErrorCodes, FastpullError, isFastpullError, type ErrorCode } from '@fastpull/core';
+import { asFastpullError, ErrorCodes, FastpullError, isFastpullError, type ErrorCode } from '@fastpull/core';
 
 /** Trailing metadata key holding the library's error code. */
 export const CODE_METADATA_KEY = 'fastpull-code';
@@ -39,6 +39,8 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, Status>> = {
   PERMISSION_DENIED: Status.PERMISSION_DENIED,
   ABORTED: Status.CANCELLED,
   INTERNAL: Status.INTERNAL,
+  ALREADY_EXISTS: Status.ALREADY_EXISTS,
+  FAILED_PRECONDITION: Status.FAILED_PRECONDITION,
 };
 
 /**
@@ -48,6 +50,8 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, Status>> = {
 const CODE_OF_STATUS: Readonly<Partial<Record<Status, ErrorCode>>> = {
   [Status.INVALID_ARGUMENT]: 'INVALID_ARGUMENT',
   [Status.NOT_FOUND]: 'NOT_FOUND',
+  [Status.ALREADY_EXISTS]: 'ALREADY_EXISTS',
+  [Status.FAILED_PRECONDITION]: 'FAILED_PRECONDITION',
   [Status.UNAUTHENTICATED]: 'UNAUTHORIZED',
   [Status.PERMISSION_DENIED]: 'PERMISSION_DENIED',
   [Status.RESOURCE_EXHAUSTED]: 'RATE_LIMITED',
@@ -59,7 +63,7 @@ const CODE_OF_STATUS: Readonly<Partial<Record<Status, ErrorCode>>> = {
 
 /** The gRPC status a failure is sent as. Anything that is not a FastpullError is INTERNAL. */
 export function toStatus(e: unknown): Partial<StatusObject> & { code: Status; details: string; metadata: Metadata } {
-  const fe = isFastpullError(e) ? e : new FastpullError('INTERNAL', e instanceof Error ? e.message : String(e), { cause: e });
+  const fe = asFastpullError(e);
   const metadata = new Metadata();
   metadata.set(CODE_METADATA_KEY, fe.code);
   let details = '{}';

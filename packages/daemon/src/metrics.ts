@@ -2,15 +2,14 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { isFastpullError, type PhaseTotals } from '@fastpull/core';
+import { isFastpullError, type PhaseTotals, type PullTimings } from '@fastpull/core';
 import { splitAddress } from './config.js';
 
 /** Seconds: a small image on a fast node takes well under a second, a 30 GB one minutes. */
 const DURATION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
 
-/** PhaseTotals keys by the phase label they are exported under. */
+/** PhaseTotals keys by the phase label they are exported under (besides `resolve`, once per pull). */
 const PHASES: ReadonlyArray<readonly [string, keyof PhaseTotals]> = [
-  ['resolve', 'resolveMs'],
   ['fetch', 'fetchMs'],
   ['verify', 'verifyMs'],
   ['decompress', 'decompressMs'],
@@ -49,13 +48,15 @@ export class DaemonMetrics {
     collectDefaultMetrics({ register: this.registry, prefix: 'fastpulld_' });
   }
 
-  /** Records a settled pull. */
-  settled(durationMs: number, phases: PhaseTotals | undefined, error: unknown): void {
+  /** Records a settled pull (`timings` when it succeeded). */
+  settled(durationMs: number, timings: PullTimings | undefined, error: unknown): void {
     const code = error === undefined ? '' : isFastpullError(error) ? error.code : 'INTERNAL';
     const result = error === undefined ? 'ok' : code === 'ABORTED' ? 'aborted' : 'error';
     this.pulls.inc({ result, code });
     this.pullSeconds.observe({ result }, durationMs / 1000);
-    if (phases) for (const [phase, key] of PHASES) this.phaseSeconds.observe({ phase }, phases[key] / 1000);
+    if (!timings) return;
+    this.phaseSeconds.observe({ phase: 'resolve' }, timings.resolveMs / 1000);
+    for (const [phase, key] of PHASES) this.phaseSeconds.observe({ phase }, timings.phases[key] / 1000);
   }
 }
 

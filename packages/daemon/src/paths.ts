@@ -11,3 +11,6 @@ export function defaultSocket(env: NodeJS.ProcessEnv = process.env): string {
   if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, 'fastpull', 'fastpulld.sock');
   return join(defaultRoot(env), 'fastpulld.sock');
 }
+
+/** Where containerd finds fastpulld's snapshotter API (`[proxy_plugins.fastpull] address`) by default. */
+export const DEFAULT_SNAPSHOTTER_SOCKET = '/run/fastpull/snapshotter.sock';

@@ -1,8 +1,27 @@
-// Loads the .proto files at run time (no codegen step) and declares the wire shapes of fastpull.v1 as
-// @grpc/proto-loader presents them: camelCase fields, int64 as number, enums as their names.
+// Loads the .proto files at run time and names the wire shapes of fastpull.v1, generated from the
+// .proto, as @grpc/proto-loader presents them: camelCase fields, int64 as number, enums as their names.
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import type { BlobInfo__Output } from './generated/fastpull/v1/BlobInfo.js';
+import type { Descriptor__Output } from './generated/fastpull/v1/Descriptor.js';
+import type { GarbageCollectResponse__Output } from './generated/fastpull/v1/GarbageCollectResponse.js';
+import type { GetImageResponse__Output } from './generated/fastpull/v1/GetImageResponse.js';
+import type { Image__Output } from './generated/fastpull/v1/Image.js';
+import type { ImageLayer__Output } from './generated/fastpull/v1/ImageLayer.js';
+import type { LayerProgress__Output } from './generated/fastpull/v1/LayerProgress.js';
+import type { LayerState__Output } from './generated/fastpull/v1/LayerState.js';
+import type { LayerTimings__Output } from './generated/fastpull/v1/LayerTimings.js';
+import type { Mount__Output } from './generated/fastpull/v1/Mount.js';
+import type { MountsRequest__Output } from './generated/fastpull/v1/MountsRequest.js';
+import type { PhaseTotals__Output } from './generated/fastpull/v1/PhaseTotals.js';
+import type { Platform__Output } from './generated/fastpull/v1/Platform.js';
+import type { PullDone__Output } from './generated/fastpull/v1/PullDone.js';
+import type { PullRequest__Output } from './generated/fastpull/v1/PullRequest.js';
+import type { PullResponse__Output } from './generated/fastpull/v1/PullResponse.js';
+import type { PullTimings__Output } from './generated/fastpull/v1/PullTimings.js';
+import type { Resolved__Output } from './generated/fastpull/v1/Resolved.js';
+import type { SnapshotInfo__Output } from './generated/fastpull/v1/SnapshotInfo.js';
 
 /** The directory holding fastpull/v1/fastpull.proto and grpc/health/v1/health.proto (src and dist alike sit beside it). */
 export const PROTO_DIR = fileURLToPath(new URL('../proto', import.meta.url));
@@ -12,8 +31,8 @@ export const HEALTH_PROTO = 'grpc/health/v1/health.proto';
 /** The fully qualified names of the services fastpulld serves (health and reflection aside). */
 export const SERVICE_NAMES = ['fastpull.v1.Images', 'fastpull.v1.Snapshots', 'fastpull.v1.Content'] as const;
 
-/** How both server and client turn messages into objects: the same options on both ends. */
-const LOADER_OPTIONS: protoLoader.Options = {
+/** How both server and client turn messages into objects: the same options on both ends, every API. */
+export const LOADER_OPTIONS: protoLoader.Options = {
   keepCase: false,
   longs: Number,
   enums: String,
@@ -38,162 +57,27 @@ export function serviceDefinition(name: string): grpc.ServiceDefinition {
   return def as grpc.ServiceDefinition;
 }
 
-// ---- Wire shapes (see fastpull.proto for each field's meaning) ----
+// ---- Wire shapes: the types generated from fastpull.proto (src/generated, by scripts/gen-proto.mjs),
+// as the loader options above present messages: every field present, camelCase, int64 as number,
+// enums as names. A message sent is built to the same full shape.
 
-export interface WirePlatform {
-  os: string;
-  architecture: string;
-  variant: string;
-  osVersion: string;
-  osFeatures: string[];
-}
-
-export interface WireDescriptor {
-  mediaType: string;
-  digest: string;
-  size: number;
-  urls: string[];
-  annotations: Record<string, string>;
-  platform: WirePlatform | null;
-}
-
-export interface WireImageLayer {
-  digest: string;
-  size: number;
-  mediaType: string;
-  diffId: string;
-  chainId: string;
-}
-
-export interface WireImage {
-  name: string;
-  target: WireDescriptor | null;
-  manifest: WireDescriptor | null;
-  config: WireDescriptor | null;
-  platform: WirePlatform | null;
-  layers: WireImageLayer[];
-  chainId: string;
-  size: number;
-  /** 0: not known. */
-  unpackedSize: number;
-  keepBlobs: boolean;
-  created: string;
-}
-
-export interface WireMount {
-  type: string;
-  source: string;
-  options: string[];
-}
-
-export interface WirePullRequest {
-  reference: string;
-  platform: string;
-  plainHttp: boolean;
-  keepBlobs: boolean;
-  credentials: { username: string; password: string } | null;
-}
-
-export type WireLayerState =
-  | 'LAYER_STATE_UNSPECIFIED'
-  | 'LAYER_STATE_WAITING'
-  | 'LAYER_STATE_FETCHING'
-  | 'LAYER_STATE_VERIFYING'
-  | 'LAYER_STATE_EXTRACTING'
-  | 'LAYER_STATE_COMMITTED'
-  | 'LAYER_STATE_EXISTS';
-
-export interface WireResolved {
-  name: string;
-  manifest: string;
-  platform: WirePlatform | null;
-  layers: { digest: string; size: number; chainId: string }[];
-}
-
-export interface WireLayerProgress {
-  index: number;
-  digest: string;
-  state: WireLayerState;
-  bytes: number;
-  total: number;
-}
-
-export interface WireLayerTimings {
-  digest: string;
-  fetchMs: number;
-  unpackMs: number;
-  waitMs: number;
-  verifyMs: number;
-  decompressMs: number;
-  extractMs: number;
-  commitMs: number;
-  state: string;
-}
-
-export interface WirePhaseTotals {
-  resolveMs: number;
-  fetchMs: number;
-  verifyMs: number;
-  decompressMs: number;
-  extractMs: number;
-  commitMs: number;
-}
-
-export interface WirePullTimings {
-  resolveMs: number;
-  totalMs: number;
-  layers: WireLayerTimings[];
-  phases: WirePhaseTotals | null;
-}
-
-export interface WirePullDone {
-  image: WireImage | null;
-  timings: WirePullTimings | null;
-  root: string;
-  snapshots: string[];
-  mounts: WireMount[];
-}
-
-export interface WirePullResponse {
-  event?: 'resolved' | 'layer' | 'done';
-  resolved?: WireResolved | null;
-  layer?: WireLayerProgress | null;
-  done?: WirePullDone | null;
-}
-
-export interface WireGetImageResponse {
-  image: WireImage | null;
-  root: string;
-  snapshots: string[];
-  manifestJson: string;
-  configJson: string;
-  indexJson: string;
-}
-
-export interface WireBlobInfo {
-  digest: string;
-  size: number;
-}
-
-export interface WireGcResponse {
-  blobs: WireBlobInfo[];
-  snapshots: { chainId: string; size: number }[];
-  litter: number;
-  bytes: number;
-  dryRun: boolean;
-}
-
-export interface WireSnapshotInfo {
-  chainId: string;
-  diffId: string;
-  parent: string;
-  size: number;
-  created: string;
-  rootless: boolean;
-}
-
-export interface WireMountsRequest {
-  target?: 'image' | 'chainId';
-  image?: string;
-  chainId?: string;
-}
+export type WirePlatform = Platform__Output;
+export type WireDescriptor = Descriptor__Output;
+export type WireImageLayer = ImageLayer__Output;
+/** `unpackedSize` 0: not known. */
+export type WireImage = Image__Output;
+export type WireMount = Mount__Output;
+export type WirePullRequest = PullRequest__Output;
+export type WireLayerState = LayerState__Output;
+export type WireResolved = Resolved__Output;
+export type WireLayerProgress = LayerProgress__Output;
+export type WireLayerTimings = LayerTimings__Output;
+export type WirePhaseTotals = PhaseTotals__Output;
+export type WirePullTimings = PullTimings__Output;
+export type WirePullDone = PullDone__Output;
+export type WirePullResponse = PullResponse__Output;
+export type WireGetImageResponse = GetImageResponse__Output;
+export type WireBlobInfo = BlobInfo__Output;
+export type WireGcResponse = GarbageCollectResponse__Output;
+export type WireSnapshotInfo = SnapshotInfo__Output;
+export type WireMountsRequest = MountsRequest__Output;

@@ -1,32 +1,38 @@
 // fastpulld's gRPC server: fastpull.v1 (Images, Snapshots, Content), grpc.health.v1 and server
 // reflection on a unix socket, over one store root; shared pulls, logs, metrics, reload and shutdown.
-import { promises as fsp, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { dirname } from 'node:path';
+import { existsSync, promises as fsp } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 import {
+  asFastpullError,
   credentialsIdentity,
   FastpullError,
   formatPlatform,
   formatReference,
+  checkDirectory,
   isFastpullError,
   LocalService,
   parseDigest,
   parsePlatform,
   parseReference,
   type Digest,
+  type MountTarget,
   type PulledImage,
   type Store,
 } from '@fastpull/core';
 import { readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
-import { eventToWire, gcToWire, imageToWire, mountToWire, snapshotToWire } from './convert.js';
+import { eventToWire, gcToWire, imageToWire, mountToWire, phasesToWire, snapshotToWire } from './convert.js';
 import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
+export { prepareSocket } from './socket.js';
+import { listenUnix } from './socket.js';
 import { PullManager, type PullOutcome } from './pulls.js';
+import { sharedSnapshotPuller } from './snapshotter/pull.js';
+import { SnapshotterServer } from './snapshotter/server.js';
 
 export interface DaemonOptions {
   readonly config: DaemonConfig;
@@ -53,9 +59,14 @@ export class Daemon {
   /** `unix:<socket>`, what clients dial. */
   readonly address: string;
   private readonly server = new grpc.Server();
-  private readonly health = new Map<string, ServingStatus>();
-  private readonly watchers = new Set<{ service: string; call: grpc.ServerWritableStream<unknown, unknown> }>();
+  /** grpc.health.v1, from grpc-health-check; `healthNames` are the services it answers for. */
+  private readonly health = new HealthImplementation();
+  private readonly healthNames = new Set<string>();
+  /** Open Watch streams, ended at shutdown so the server can drain. */
+  private readonly watchers = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   private metricsServer: HttpServer | undefined;
+  /** containerd's snapshotter API, on its own socket, when configured. */
+  snapshotter: SnapshotterServer | undefined;
   /** http://HOST:PORT/metrics when metrics are served. */
   metricsUrl: string | undefined;
   private stopping: Promise<void> | undefined;
@@ -100,31 +111,19 @@ export class Daemon {
 
   private async listen(): Promise<void> {
     const { config } = this;
-    await fsp.mkdir(config.root, { recursive: true });
-    await prepareSocket(config.socket);
+    // Every path is checked before anything listens: a mistake fails the start at once, naming it.
+    await checkDirectory(config.root, 'store root', 'create');
+    // A hosts_dir that does not exist yet means no mirrors until it does (SIGHUP re-reads it), as
+    // containerd's config_path; anything else wrong with it stops the start.
+    if (config.hostsDir !== undefined) {
+      if (existsSync(config.hostsDir)) await checkDirectory(config.hostsDir, 'registry hosts directory (hosts_dir)', 'read');
+      else this.log.warn({ hostsDir: config.hostsDir }, 'hosts_dir does not exist: no registry mirrors until it does');
+    }
+    // Services before the socket exists: a client that connects at once finds them.
     this.addServices();
-    // The socket file takes its mode from the umask at bind(): 0660 from its first moment, so nobody
-    // outside the group can connect in the window before the chmod.
-    const umask = process.umask(0o117);
-    try {
-      await new Promise<void>((resolve, reject) =>
-        this.server.bindAsync(this.address, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
-      );
-    } catch (e) {
-      throw new FastpullError('INTERNAL', `listening on ${config.socket}: ${(e as Error).message}`, { cause: e });
-    } finally {
-      process.umask(umask);
-    }
-    await fsp.chmod(config.socket, 0o660);
-    if (config.group !== undefined) {
-      const gid = groupId(config.group);
-      try {
-        await fsp.chown(config.socket, process.getuid?.() ?? -1, gid);
-      } catch (e) {
-        throw new FastpullError('PERMISSION_DENIED', `giving ${config.socket} to group ${config.group}: ${(e as Error).message}`, { cause: e });
-      }
-    }
-    for (const name of ['', ...SERVICE_NAMES]) this.health.set(name, 'SERVING');
+    await listenUnix(this.server, config.socket, config.group);
+    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
+    for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry);
       this.metricsServer = m.server;
@@ -152,8 +151,8 @@ export class Daemon {
     this.server.addService(serviceDefinition('fastpull.v1.Images'), {
       Pull: (call: grpc.ServerWritableStream<WirePullRequest, unknown>) => this.pullCall(call),
       List: unary('Images.List', () => this.listImages()),
-      Get: unary('Images.Get', (req: { name: string }) => this.getImage(req.name)),
-      Remove: unary('Images.Remove', (req: { name: string; gc: boolean }) => this.removeImage(req.name, req.gc)),
+      Get: unary('Images.Get', (req: { name: string; platform: string }) => this.getImage(req.name, req.platform)),
+      Remove: unary('Images.Remove', (req: { name: string; gc: boolean; platform: string }) => this.removeImage(req.name, req.gc, req.platform)),
     });
     const service = this.service;
     this.server.addService(serviceDefinition('fastpull.v1.Snapshots'), {
@@ -172,18 +171,19 @@ export class Daemon {
       }),
       GarbageCollect: unary('Content.GarbageCollect', async (req: { dryRun: boolean }) => gcToWire(await service.collectGarbage({ dryRun: req.dryRun }), req.dryRun)),
     });
-    this.server.addService(serviceDefinition('grpc.health.v1.Health'), {
-      Check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-        const status = this.health.get(call.request.service);
-        if (!status) callback({ code: grpc.status.NOT_FOUND, details: `unknown service ${JSON.stringify(call.request.service)}` });
-        else callback(null, { status });
-      },
-      Watch: (call: grpc.ServerWritableStream<{ service: string }, unknown>) => {
-        const service = call.request.service;
-        call.write({ status: this.health.get(service) ?? 'SERVICE_UNKNOWN' });
-        const watcher = { service, call };
-        this.watchers.add(watcher);
-        call.on('cancelled', () => this.watchers.delete(watcher));
+    // The health service is grpc-health-check's; its Watch streams are tracked here so that a
+    // shutdown can end them (the library never does, and the server would wait for them to drain).
+    this.health.addToServer({
+      addService: (definition, implementation) => {
+        const watch = implementation.watch as (call: grpc.ServerWritableStream<unknown, unknown>) => void;
+        this.server.addService(definition as grpc.ServiceDefinition, {
+          ...implementation,
+          watch: (call: grpc.ServerWritableStream<unknown, unknown>) => {
+            this.watchers.add(call);
+            call.on('cancelled', () => this.watchers.delete(call));
+            watch(call);
+          },
+        } as grpc.UntypedServiceImplementation);
       },
     });
     new ReflectionService(packageDefinition()).addToServer(this.server);
@@ -252,8 +252,8 @@ export class Daemon {
     return { images: (await this.service.listImages()).map((i) => imageToWire(i, i.unpackedSize ?? null)) };
   }
 
-  private async getImage(name: string): Promise<unknown> {
-    const d = await this.service.inspectImage(checkReference(name));
+  private async getImage(name: string, platform: string): Promise<unknown> {
+    const d = await this.service.inspectImage(checkReference(name), platform ? { platform } : {});
     return {
       image: imageToWire(d.image, d.unpackedSize),
       root: d.root,
@@ -264,8 +264,8 @@ export class Daemon {
     };
   }
 
-  private async removeImage(name: string, gc: boolean): Promise<unknown> {
-    const removed = await this.service.removeImage(checkReference(name));
+  private async removeImage(name: string, gc: boolean, platform: string): Promise<unknown> {
+    const removed = await this.service.removeImage(checkReference(name), platform ? { platform } : {});
     this.log.info({ image: removed.name }, 'image removed');
     return { name: removed.name, ...(gc ? { gc: gcToWire(await this.service.collectGarbage(), false) } : {}) };
   }
@@ -273,7 +273,7 @@ export class Daemon {
   // ---- Logs, reload, shutdown ----
 
   private pullSettled(o: PullOutcome): void {
-    this.metrics.settled(o.durationMs, o.result?.timings.phases, o.error);
+    this.metrics.settled(o.durationMs, o.result?.timings, o.error);
     const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
     if (o.result) {
       const t = o.result.timings;
@@ -286,7 +286,7 @@ export class Daemon {
           layers: t.layers.length,
           layersFetched: t.layers.filter((l) => l.state === 'committed').length,
           totalMs: round(t.totalMs),
-          phases: Object.fromEntries(Object.entries(t.phases).map(([k, v]) => [k, round(v)])),
+          phases: Object.fromEntries(Object.entries(phasesToWire(t)).map(([k, v]) => [k, round(v)])),
         },
         'pull finished',
       );
@@ -298,8 +298,8 @@ export class Daemon {
   }
 
   private logFailure(method: string, e: unknown): void {
-    const code = isFastpullError(e) ? e.code : 'INTERNAL';
-    this.log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: e instanceof Error ? e.message : String(e) }, 'request failed');
+    const { code, message } = asFastpullError(e);
+    this.log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: message }, 'request failed');
   }
 
   /** The hosts directory new pulls use (SIGHUP changes it). */
@@ -341,13 +341,14 @@ export class Daemon {
   private async stop(reason: string, timeoutMs: number): Promise<void> {
     const t0 = performance.now();
     this.log.info({ reason, pulls: this.pulls.size }, 'stopping');
-    for (const name of this.health.keys()) this.setHealth(name, 'NOT_SERVING');
+    for (const name of this.healthNames) this.setHealth(name, 'NOT_SERVING');
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     const drained = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    const snapshotterStopped = this.snapshotter?.stop(timeoutMs);
     this.pulls.abortAll(new FastpullError('ABORTED', `fastpulld is ${reason}; the pull resumes when asked again`));
     const settled = await Promise.race([this.pulls.settled().then(() => 'settled' as const), deadline]);
-    for (const w of this.watchers) w.call.end();
+    for (const call of this.watchers) call.end();
     this.watchers.clear();
     const drainedInTime = await Promise.race([drained.then(() => 'drained' as const), deadline]);
     if (drainedInTime === 'timeout') this.server.forceShutdown();
@@ -355,13 +356,14 @@ export class Daemon {
     await new Promise<void>((resolve) => (this.metricsServer ? this.metricsServer.close(() => resolve()) : resolve()));
     this.metricsServer?.closeAllConnections();
     await fsp.rm(this.config.socket, { force: true });
+    await snapshotterStopped;
     await this.service.close();
     this.log.info({ ms: Math.round(performance.now() - t0), pullsStopped: settled === 'settled', forced: drainedInTime === 'timeout' }, 'stopped');
   }
 
   private setHealth(service: string, status: ServingStatus): void {
-    this.health.set(service, status);
-    for (const w of this.watchers) if (w.service === service) w.call.write({ status });
+    this.healthNames.add(service);
+    this.health.setStatus(service, status);
   }
 }
 
@@ -378,50 +380,8 @@ function checkDigest(d: string): Digest {
 }
 
 /** What a Mounts request names: an image by reference or a snapshot stack by its top chainID. */
-function mountTarget(req: WireMountsRequest): { image: string } | { chainID: Digest } {
-  if (req.target === 'image' && req.image) return { image: checkReference(req.image) };
+function mountTarget(req: WireMountsRequest): MountTarget {
+  if (req.target === 'image' && req.image) return { image: checkReference(req.image), ...(req.platform ? { platform: req.platform } : {}) };
   if (req.target === 'chainId' && req.chainId) return { chainID: checkDigest(req.chainId) };
   throw new FastpullError('INVALID_ARGUMENT', 'mounts: name an image or a chain_id');
-}
-
-/**
- * Makes `path` free to listen on: a socket file nobody answers on (a daemon that crashed) is removed;
- * a live one means another daemon serves there, which is an error, as is any file that is not a socket.
- */
-export async function prepareSocket(path: string): Promise<void> {
-  await fsp.mkdir(dirname(path), { recursive: true, mode: 0o755 });
-  let st;
-  try {
-    st = await fsp.lstat(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw e;
-  }
-  if (!st.isSocket()) throw new FastpullError('INVALID_ARGUMENT', `${path} exists and is not a socket; not replacing it`);
-  const answered = await new Promise<boolean>((resolve) => {
-    const s = connect(path);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-  if (answered) throw new FastpullError('INVALID_ARGUMENT', `another process is serving on ${path}; stop it first or choose another --socket`);
-  await fsp.rm(path, { force: true });
-}
-
-/** A group name or numeric id as a gid. */
-function groupId(group: string): number {
-  if (/^\d+$/.test(group)) return Number(group);
-  let text = '';
-  try {
-    text = readFileSync('/etc/group', 'utf8');
-  } catch {
-    // No group database: only numeric ids work.
-  }
-  for (const line of text.split('\n')) {
-    const [name, , gid] = line.split(':');
-    if (name === group && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
-  }
-  throw new FastpullError('INVALID_ARGUMENT', `group ${JSON.stringify(group)} does not exist`);
 }

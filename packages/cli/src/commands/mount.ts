@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import { doing } from '../errors.js';
 import { writeJSON, writeLine, type CliIO } from '../io.js';
-import { jsonOption, rootOption, withExample } from '../options.js';
+import { checkedPlatform, jsonOption, platformOption, rootOption, withExample } from '../options.js';
 import { mountImage } from '../overlay.js';
 import { canonicalName } from '../refs.js';
 import { addressOption } from '../remote.js';
@@ -15,10 +15,12 @@ export function mountCommand(io: CliIO): Command {
     .argument('<target>', 'an existing directory to mount on')
     .addOption(rootOption(io.env))
     .addOption(jsonOption('print the mount record as JSON'))
+    .addOption(platformOption("which platform's image, for a name pulled for several (default: this host's, or the only one)"))
     .addOption(addressOption());
   return withExample(command, ['mkdir -p /mnt/app && fastpull mount app:1 /mnt/app', 'fastpull unmount /mnt/app']).action(
-    async (ref: string, target: string, flags: { root: string; json?: boolean; address?: string }) => {
-      const record = await withService(io, flags, command, (service) => doing(`mounting ${canonicalName(ref)} at ${target}`, () => mountImage(service, ref, target)));
+    async (ref: string, target: string, flags: { root: string; json?: boolean; address?: string; platform?: string }) => {
+      const platform = checkedPlatform(flags.platform);
+      const record = await withService(io, flags, command, (service) => doing(`mounting ${canonicalName(ref)} at ${target}`, () => mountImage(service, ref, target, platform)));
       if (flags.json) writeJSON(io.stdout, record);
       else writeLine(io.stdout, `mounted ${record.image} at ${record.target} (changes go to ${record.upper}; \`${unmountHint(command, flags, record.target)}\` discards them)`);
     },

@@ -1,7 +1,7 @@
 // `fastpull pull REF...`: pull images into the store, showing progress, and say where they landed.
-import { existsSync } from 'node:fs';
 import { Command } from 'commander';
 import {
+  asFastpullError,
   inflaterFromEnv,
   isFastpullError,
   parseChunkSize,
@@ -16,13 +16,13 @@ import {
   type ServicePullOptions,
 } from '@fastpull/core';
 import { doing, UsageError } from '../errors.js';
-import { colorEnabled, writeJSONLine, writeLine, type CliIO } from '../io.js';
+import { asUsageError, colorEnabled, writeJSONLine, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
 import { LiveProgress, LogProgress } from '../progress.js';
 import { addressOption } from '../remote.js';
 import { canonicalName } from '../refs.js';
-import { asUsage, withService, type LocalTuning } from '../service.js';
-import { timingsLines } from '../timings.js';
+import { withService, type LocalTuning } from '../service.js';
+import { jsonTimings, timingsLines } from '../timings.js';
 
 interface PullFlags {
   root: string;
@@ -93,14 +93,14 @@ function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; optio
       throw new UsageError(`--platform: ${isFastpullError(e) ? e.message : String(e)}`);
     }
   }
-  const inflater = asUsage(() => (flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : undefined));
+  const inflater = asUsageError(() => (flags.inflater !== undefined ? parseInflaterChoice(flags.inflater, '--inflater') : undefined));
   // FASTPULL_INFLATER is read by openService for a pull in this process; checked here, before any work.
-  asUsage(() => inflaterFromEnv(io.env));
+  asUsageError(() => inflaterFromEnv(io.env));
   const tuning: LocalTuning = {
     ...(flags.hostsDir !== undefined ? { hostsDir: flags.hostsDir } : {}),
-    ...(flags.concurrency !== undefined ? { concurrency: asUsage(() => parsePositiveInt(flags.concurrency, '--concurrency')) } : {}),
-    ...(flags.chunkSize !== undefined ? { chunkSize: asUsage(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
-    ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsage(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
+    ...(flags.concurrency !== undefined ? { concurrency: asUsageError(() => parsePositiveInt(flags.concurrency, '--concurrency')) } : {}),
+    ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
+    ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
     ...(inflater ? { inflater } : {}),
   };
   const credentials = givenCredentials(flags.creds);
@@ -147,7 +147,7 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, service: Fastpu
     return await service.pull(ref, { ...options, ...(onProgress ? { onProgress } : {}) });
   } catch (e) {
     if (flags.json) {
-      const fe = isFastpullError(e) ? e.toJSON() : { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
+      const fe = asFastpullError(e).toJSON();
       writeJSONLine(io.stdout, { type: 'error', ref, ...fe });
     }
     throw e;
@@ -164,7 +164,7 @@ function report(io: CliIO, ref: string, r: PulledImage, flags: PullFlags): void 
   }
   const { root, snapshots, mounts } = r;
   if (flags.json) {
-    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: r.timings });
+    writeJSONLine(io.stdout, { type: 'done', ref, image: r.image, root, snapshots, mounts, timings: jsonTimings(r.timings) });
     return;
   }
   writeLine(io.stdout, `pulled ${r.image.name} (${r.image.manifest.digest}) in ${(r.timings.totalMs / 1000).toFixed(2)}s`);

@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import { CommandFailure, doing, errorLine } from '../errors.js';
 import { formatBytes, writeJSON, writeLine, type CliIO } from '../io.js';
-import { jsonOption, rootOption, withExample } from '../options.js';
+import { checkedPlatform, jsonOption, platformOption, rootOption, withExample } from '../options.js';
 import { canonicalName } from '../refs.js';
 import { addressOption } from '../remote.js';
 import { withService } from '../service.js';
@@ -15,8 +15,10 @@ export function rmCommand(io: CliIO): Command {
     .option('--gc', 'collect garbage afterwards: remove the snapshots and blobs no other image, pull or mount uses')
     .addOption(rootOption(io.env))
     .addOption(jsonOption('print {"removed": [names], "gc": {...}} as JSON'))
+    .addOption(platformOption('remove only this platform of each name (default: every platform pulled)'))
     .addOption(addressOption());
-  return withExample(command, ['fastpull rm app:1', 'fastpull rm --gc app:1 app:2']).action(async (refs: string[], flags: { root: string; gc?: boolean; json?: boolean; address?: string }) => {
+  return withExample(command, ['fastpull rm app:1', 'fastpull rm --gc app:1 app:2']).action(async (refs: string[], flags: { root: string; gc?: boolean; json?: boolean; address?: string; platform?: string }) => {
+    const platform = checkedPlatform(flags.platform);
     await withService(io, flags, command, async (service) => {
       const removed: string[] = [];
       // Every image named is tried, and the collection --gc asks for runs, before a failure is
@@ -24,7 +26,7 @@ export function rmCommand(io: CliIO): Command {
       const failures: CommandFailure[] = [];
       for (const ref of refs) {
         try {
-          const { name } = await doing(`removing ${canonicalName(ref)}`, () => service.removeImage(ref));
+          const { name } = await doing(`removing ${canonicalName(ref)}`, () => service.removeImage(ref, platform ? { platform } : {}));
           removed.push(name);
           if (!flags.json) writeLine(io.stdout, `removed ${name}`);
         } catch (e) {

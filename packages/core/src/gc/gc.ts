@@ -8,6 +8,7 @@ import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
 import { liveLeaseRefs, withCollectionLock } from './lease.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
+import { recordedChainIDs } from '../snapshots/record-file.js';
 import { listMountRecords } from '../snapshots/mountrecords.js';
 import { sweepTempFiles } from '../util/fs.js';
 
@@ -33,8 +34,10 @@ export interface GcResult {
 
 /**
  * Removes what nothing refers to. A snapshot is kept while an image lists its chainID, a running
- * pull holds it, a mount in this namespace uses it, or a `fastpull mount` record names it. A manifest, config or index blob is kept while an image names
- * it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
+ * pull holds it, a mount in this namespace uses it, a `fastpull mount` record names it, or a
+ * containerd snapshot record (`snapshots/containerd`, see SnapshotRecords) borrows it; the records'
+ * own directories are containerd's to remove, never collection's. A manifest, config or index blob
+ * is kept while an image names it; a layer blob only while an image pulled with `keepBlobs` lists it, its snapshot is not
  * committed (it is needed to unpack), or a running pull holds it. Safe while other processes pull
  * into the same store; also removes what dead processes left (partial downloads and unpacks, and
  * temporary files of interrupted record and blob writes once a minute old).
@@ -60,7 +63,8 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
         const chainID = links.get(m);
         if (chainID !== undefined) mountedChains.add(chainID);
       }
-      const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root))]);
+      // containerd's snapshot records (served by fastpulld) that borrow committed snapshots keep them.
+      const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root)), ...(await recordedChainIDs(store.root))]);
       for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
       const snapshots: Array<{ chainID: Digest; size: number }> = [];
       const committed = new Set<Digest>(); // the snapshots that stay

@@ -30,8 +30,8 @@ export interface ImageDetails {
  * @example
  * const { manifest, config } = await inspectImage(openStore(root), 'app:1');
  */
-export async function inspectImage(store: Store, reference: string): Promise<ImageDetails> {
-  const image = await resolveImage(store, reference);
+export async function inspectImage(store: Store, reference: string, platform?: string): Promise<ImageDetails> {
+  const image = await resolveImage(store, reference, platform);
   const [manifest, config] = await Promise.all([readJSON(store, image.manifest, 'manifest'), readJSON(store, image.config, 'config')]);
   const index = image.target.digest !== image.manifest.digest ? await readJSON(store, image.target, 'index') : undefined;
   return {

@@ -12,7 +12,7 @@ export { resolveImage } from './resolve.js';
  * @example
  * const [m] = await mountsFor(openStore(root), 'app:1'); // { type: 'overlay', options: ['lowerdir=...'] }
  */
-export async function mountsFor(store: Store, reference: string): Promise<Mount[]> {
-  const image = await resolveImage(store, reference);
+export async function mountsFor(store: Store, reference: string, platform?: string): Promise<Mount[]> {
+  const image = await resolveImage(store, reference, platform);
   return store.snapshots.mounts(image.layers.map((l) => l.chainID));
 }

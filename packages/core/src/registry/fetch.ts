@@ -7,7 +7,8 @@ import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
-import { discard, headerValue, responseError, type RegistryClient } from './client.js';
+import type { RegistryClient } from './client.js';
+import { discard, headerValue, responseError } from './response.js';
 import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
 
 /** Where downloaded bytes go: positional writes into one file. */
@@ -286,9 +287,15 @@ class Watchdog {
   }
 }
 
+/**
+ * Registry errors worth another try (a Content-Range that disagrees, as a proxy's cache can send
+ * once): known here, kept out of the error's public `details`.
+ */
+const retryableErrors = new WeakSet<Error>();
+
 function isRetryable(e: unknown): boolean {
   if (!isFastpullError(e)) return true;
-  return e.code === 'NETWORK_ERROR' || (e.code === 'REGISTRY_ERROR' && e.details.retryable === true);
+  return e.code === 'NETWORK_ERROR' || (e.code === 'REGISTRY_ERROR' && retryableErrors.has(e));
 }
 
 function checkLength(ctx: ChunkContext, res: Dispatcher.ResponseData, want: number): void {
@@ -309,9 +316,9 @@ function checkContentRange(ctx: ChunkContext, res: Dispatcher.ResponseData, star
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header.trim());
   if (!m || Number(m[1]) !== start || Number(m[2]) !== end - 1 || (m[3] !== '*' && Number(m[3]) !== ctx.desc.size)) {
     void discard(res);
-    throw new FastpullError('REGISTRY_ERROR', `${ctx.what}: Content-Range ${JSON.stringify(header)} does not match the request for bytes ${start}-${end - 1}/${ctx.desc.size}`, {
-      details: { retryable: true },
-    });
+    const e = new FastpullError('REGISTRY_ERROR', `${ctx.what}: Content-Range ${JSON.stringify(header)} does not match the request for bytes ${start}-${end - 1}/${ctx.desc.size}`);
+    retryableErrors.add(e);
+    throw e;
   }
   checkLength(ctx, res, end - start);
 }

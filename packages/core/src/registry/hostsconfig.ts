@@ -2,11 +2,11 @@
 // for a registry, in which order, for which operations, with which TLS files and headers.
 //
 // Format: containerd docs/hosts.md (and core/remotes/docker/config/hosts.go, whose behaviour is
-// mirrored where the docs are silent). Only the small TOML subset those files use is parsed here:
-// basic and literal strings, booleans, arrays (also of arrays), tables with dotted and quoted
-// headers, dotted keys and comments. Anything else is refused with the file and line.
+// mirrored where the docs are silent). The TOML is read by smol-toml; this file gives its values
+// their meaning and refuses wrong ones by key path (`host."https://m".capabilities: ...`).
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
+import { parse as parseToml, TomlError } from 'smol-toml';
 import { FastpullError, fromFsError, throwIfAborted } from '../errors.js';
 import { registryEndpoint } from './hosts.js';
 
@@ -43,6 +43,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export const DEFAULT_HOST_DIR = '_default';
 /** Real files are a few hundred bytes; this only keeps a wrong path from being read into memory. */
 const HOSTS_FILE_SIZE_LIMIT = 1024 * 1024;
+/** Deepest nesting of inline arrays and tables parsed: hosts.toml needs 2 (client = [["cert", "key"]]). */
+const MAX_NESTING = 16;
 const ALL_CAPABILITIES: readonly HostCapability[] = ['pull', 'resolve', 'push'];
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
@@ -78,8 +80,8 @@ export function hostDirCandidates(registry: string): string[] {
  *
  * The result is in the order hosts are tried: `[host."..."]` tables in file order, then the server.
  * Relative `ca` and `client` paths are resolved against the host directory. Throws
- * INVALID_ARGUMENT for a file it cannot read or parse (naming file and line), INVALID_REFERENCE
- * for a bad registry name, ABORTED when `signal` fires.
+ * INVALID_ARGUMENT for a file it cannot read or parse (naming the file, and the line or the key),
+ * INVALID_REFERENCE for a bad registry name, ABORTED when `signal` fires.
  * @example
  * const hosts = await loadHostsConfig('/etc/containerd/certs.d', 'docker.io');
  * for (const h of hosts ?? []) console.log(h.url.href, [...h.capabilities]);
@@ -116,8 +118,9 @@ export async function loadHostsConfig(configDir: string, registry: string, optio
 
 /**
  * Parses one hosts.toml. Pure: paths are resolved against `baseDir` but nothing is read.
- * Keys this module does not know are ignored, as containerd ignores them. Throws INVALID_ARGUMENT,
- * naming `file` and the line, for what it cannot parse.
+ * Keys this module does not know are ignored, as containerd ignores them. Throws INVALID_ARGUMENT:
+ * for TOML it cannot parse, naming `file`, line and column (`details.line`, `details.column`); for
+ * a value of the wrong kind, naming `file` and the key path (`details.key`).
  * @example
  * const hosts = parseHostsConfig('server = "https://registry.example"\n[host."https://mirror.local"]\ncapabilities = ["pull"]\n', {
  *   registry: 'registry.example',
@@ -126,28 +129,30 @@ export async function loadHostsConfig(configDir: string, registry: string, optio
  */
 export function parseHostsConfig(text: string, options: { registry: string; baseDir: string; file?: string; plainHttp?: boolean }): RegistryHost[] {
   const file = options.file ?? join(options.baseDir, HOSTS_FILE);
-  const root = parseTomlSubset(text, file);
+  const root = readToml(text, file);
   const ctx: EntryContext = { file, baseDir: options.baseDir };
   const hosts: RegistryHost[] = [];
-  const hostTable = root.entries.get('host');
+  const hostTable = root.host;
   if (hostTable !== undefined) {
-    if (!(hostTable instanceof TomlTable)) throw invalid(file, root.lineOf('host'), '"host" must be a table of [host."<url>"] tables');
-    for (const [key, value] of hostTable.entries) {
-      const where = `host.${formatKeyPart(key)}`;
-      if (!(value instanceof TomlTable)) throw invalid(file, hostTable.lineOf(key), `${where} must be a table`);
+    if (!isTable(hostTable)) throw invalid(file, 'host', 'want a table of [host."<url>"] tables');
+    // Tables keep their keys in file order, which is the order mirrors are tried in. (A key that is
+    // an array index, `[host."1"]`, would come first: no URL of a mirror looks like one.)
+    for (const [key, value] of Object.entries(hostTable)) {
+      const where = keyPath('host', key);
+      if (!isTable(value)) throw invalid(file, where, 'want a table');
       hosts.push(hostEntry(key, value, where, false, ctx));
     }
   }
-  const server = root.entries.get('server');
+  const server = root.server;
   if (server !== undefined) {
-    if (typeof server !== 'string') throw invalid(file, root.lineOf('server'), '"server" must be a string');
-    hosts.push(hostEntry(server, root, 'server', true, ctx));
+    if (typeof server !== 'string') throw invalid(file, 'server', 'want a string');
+    hosts.push(hostEntry(server, root, '', true, ctx));
   } else {
     // Without `server`, containerd talks to the registry itself with every capability and the /v2
     // path, whatever the top-level `capabilities` or `override_path` say; the TLS keys, headers and
     // dial timeout at the top level still apply to it.
     const origin = registryEndpoint(options.registry, options.plainHttp ? { plainHttp: true } : {}).origin;
-    const base = hostEntry(origin, root, 'server', true, ctx);
+    const base = hostEntry(origin, root, '', true, ctx);
     hosts.push({ ...base, url: new URL(`${origin}/v2`), capabilities: new Set(ALL_CAPABILITIES) });
   }
   return hosts;
@@ -184,6 +189,46 @@ export function parseGoDuration(s: string): number | undefined {
 }
 
 // ---------------------------------------------------------------------------------------------
+// TOML values
+
+/** A TOML table as smol-toml gives it (an object without prototype, keys in file order). */
+type Table = Record<string, unknown>;
+
+function isTable(v: unknown): v is Table {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
+}
+
+function stringArray(v: unknown): string[] | undefined {
+  return Array.isArray(v) && v.every((x): x is string => typeof x === 'string') ? v : undefined;
+}
+
+/** Parses the TOML, or fails naming file, line and column. */
+function readToml(text: string, file: string): Table {
+  try {
+    return parseToml(text, { maxDepth: MAX_NESTING });
+  } catch (e) {
+    if (e instanceof TomlError) {
+      // The first line is the reason; the rest quotes the file, which the line and column point into.
+      const reason = e.message.split('\n', 1)[0]!.replace(/^Invalid TOML document: /, '');
+      throw new FastpullError('INVALID_ARGUMENT', `${file}:${e.line}:${e.column}: invalid TOML: ${reason}`, { cause: e, details: { file, line: e.line, column: e.column } });
+    }
+    // Keys dotted thousands deep recurse past the stack in the parser.
+    if (e instanceof RangeError) throw new FastpullError('INVALID_ARGUMENT', `${file}: invalid TOML: keys nested too deep`, { details: { file } });
+    throw e;
+  }
+}
+
+/** A key path as the file would spell it: `host."https://m:5000".header.x-a`. */
+function keyPath(parent: string, key: string): string {
+  const part = /^[A-Za-z0-9_-]+$/.test(key) ? key : JSON.stringify(key);
+  return parent === '' ? part : `${parent}.${part}`;
+}
+
+function invalid(file: string, key: string, message: string): FastpullError {
+  return new FastpullError('INVALID_ARGUMENT', `${file}: ${key}: ${message}`, { details: { file, key } });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Host entries
 
 interface EntryContext {
@@ -191,27 +236,25 @@ interface EntryContext {
   readonly baseDir: string;
 }
 
-function hostEntry(urlText: string, t: TomlTable, where: string, isServer: boolean, ctx: EntryContext): RegistryHost {
+/** One host from its table: `where` is the table's key path ('' for the top level, which describes the server). */
+function hostEntry(urlText: string, t: Table, where: string, isServer: boolean, ctx: EntryContext): RegistryHost {
   const { file } = ctx;
-  const line = (key: string) => t.lineOf(key);
-  const keyName = (key: string) => (where === 'server' ? key : `${where}.${key}`);
-  const urlLine = where === 'server' ? t.lineOf('server') : t.line;
+  const key = (k: string) => keyPath(where, k);
 
-  const overridePath = optionalBoolean(t, 'override_path', keyName, file) ?? false;
-  const url = hostUrl(urlText, overridePath, () => invalid(file, urlLine, `${where}: ${JSON.stringify(urlText)} is not an http(s) URL with a host`));
+  const overridePath = optionalBoolean(t, 'override_path', key, file) ?? false;
+  const url = hostUrl(urlText, overridePath, () => invalid(file, where === '' ? 'server' : where, `${JSON.stringify(urlText)} is not an http(s) URL with a host`));
 
   let capabilities = new Set<HostCapability>(ALL_CAPABILITIES);
-  const caps = t.entries.get('capabilities');
-  if (caps !== undefined) {
-    const list = stringArray(caps);
-    if (list === undefined) throw invalid(file, line('capabilities'), `${keyName('capabilities')} must be an array of strings`);
+  if (t.capabilities !== undefined) {
+    const list = stringArray(t.capabilities);
+    if (list === undefined) throw invalid(file, key('capabilities'), 'want an array of strings');
     // As containerd: an empty list means the default, every capability.
     if (list.length > 0) {
       capabilities = new Set();
       for (const c of list) {
         const cap = c.toLowerCase();
         if (cap !== 'pull' && cap !== 'resolve' && cap !== 'push') {
-          throw invalid(file, line('capabilities'), `${keyName('capabilities')}: unknown capability ${JSON.stringify(c)} (known: pull, resolve, push)`);
+          throw invalid(file, key('capabilities'), `unknown capability ${JSON.stringify(c)} (known: pull, resolve, push)`);
         }
         capabilities.add(cap);
       }
@@ -220,18 +263,16 @@ function hostEntry(urlText: string, t: TomlTable, where: string, isServer: boole
 
   const abs = (p: string) => (isAbsolute(p) ? p : join(ctx.baseDir, p));
   let ca: string[] = [];
-  const caValue = t.entries.get('ca');
-  if (caValue !== undefined) {
-    const list = typeof caValue === 'string' ? [caValue] : stringArray(caValue);
-    if (list === undefined) throw invalid(file, line('ca'), `${keyName('ca')} must be a string or an array of strings`);
+  if (t.ca !== undefined) {
+    const list = typeof t.ca === 'string' ? [t.ca] : stringArray(t.ca);
+    if (list === undefined) throw invalid(file, key('ca'), 'want a string or an array of strings');
     ca = list.map(abs);
   }
 
   const client: Array<readonly [string, string?]> = [];
-  const clientValue = t.entries.get('client');
-  if (clientValue !== undefined) {
-    const bad = () => invalid(file, line('client'), `${keyName('client')} must be a path, an array of paths, or an array of [cert, key] pairs`);
-    const items = typeof clientValue === 'string' ? [clientValue] : Array.isArray(clientValue) ? clientValue : undefined;
+  if (t.client !== undefined) {
+    const bad = () => invalid(file, key('client'), 'want a path, an array of paths, or an array of [cert, key] pairs');
+    const items: unknown[] | undefined = typeof t.client === 'string' ? [t.client] : Array.isArray(t.client) ? t.client : undefined;
     if (items === undefined) throw bad();
     for (const item of items) {
       if (typeof item === 'string') client.push([abs(item)]);
@@ -243,37 +284,36 @@ function hostEntry(urlText: string, t: TomlTable, where: string, isServer: boole
     }
   }
 
-  const skipVerify = optionalBoolean(t, 'skip_verify', keyName, file) ?? false;
-
-  // No prototype: `header.__proto__ = [...]` must be a header, not a new prototype for the object.
-  const headers: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
-  const headerValue = t.entries.get('header');
-  if (headerValue !== undefined) {
-    if (!(headerValue instanceof TomlTable)) throw invalid(file, line('header'), `${keyName('header')} must be a table`);
-    for (const [name, value] of headerValue.entries) {
-      const hline = headerValue.lineOf(name);
-      const hwhere = `${keyName('header')}.${formatKeyPart(name)}`;
-      if (!HEADER_NAME.test(name)) throw invalid(file, hline, `${hwhere}: not a valid HTTP header name`);
-      const values = typeof value === 'string' ? [value] : stringArray(value);
-      if (values === undefined) throw invalid(file, hline, `${hwhere} must be a string or an array of strings`);
-      if (values.some((v) => /[\r\n\0]/.test(v))) throw invalid(file, hline, `${hwhere}: header values cannot hold CR, LF or NUL`);
-      headers[name] = values;
-    }
-  }
+  const skipVerify = optionalBoolean(t, 'skip_verify', key, file) ?? false;
+  const headers = hostHeaders(t.header, key('header'), file);
 
   let dialTimeoutMs = DEFAULT_DIAL_TIMEOUT_MS;
-  const dial = t.entries.get('dial_timeout');
-  if (dial !== undefined) {
-    const ms = typeof dial === 'string' ? parseGoDuration(dial) : undefined;
-    if (ms === undefined || ms <= 0) {
-      throw invalid(file, line('dial_timeout'), `${keyName('dial_timeout')} must be a positive duration such as "200ms", "30s" or "1m"`);
-    }
+  if (t.dial_timeout !== undefined) {
+    const ms = typeof t.dial_timeout === 'string' ? parseGoDuration(t.dial_timeout) : undefined;
+    if (ms === undefined || ms <= 0) throw invalid(file, key('dial_timeout'), 'want a positive duration such as "200ms", "30s" or "1m"');
     // Sub-millisecond timeouts round up: a zero timeout would mean none at all. Longer than a timer
     // holds (about 24.8 days) is as good as no timeout, and Node would run a longer timer after 1 ms.
     dialTimeoutMs = Math.min(Math.ceil(ms), MAX_TIMER_MS);
   }
 
   return { url, capabilities, ca, client, skipVerify, headers, dialTimeoutMs, isServer };
+}
+
+/** The `header` table: names checked as HTTP tokens, values a string or strings without CR, LF or NUL. */
+function hostHeaders(value: unknown, where: string, file: string): Record<string, string[]> {
+  // No prototype: `header.__proto__ = [...]` must be a header, not a new prototype for the object.
+  const headers: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
+  if (value === undefined) return headers;
+  if (!isTable(value)) throw invalid(file, where, 'want a table');
+  for (const [name, v] of Object.entries(value)) {
+    const hwhere = keyPath(where, name);
+    if (!HEADER_NAME.test(name)) throw invalid(file, hwhere, 'not a valid HTTP header name');
+    const values = typeof v === 'string' ? [v] : stringArray(v);
+    if (values === undefined) throw invalid(file, hwhere, 'want a string or an array of strings');
+    if (values.some((s) => /[\r\n\0]/.test(s))) throw invalid(file, hwhere, 'header values cannot hold CR, LF or NUL');
+    headers[name] = values;
+  }
+  return headers;
 }
 
 /** containerd's URL rule: no scheme means https; `/v2` is appended unless present or overridden. */
@@ -295,15 +335,11 @@ function hostUrl(text: string, overridePath: boolean, bad: () => FastpullError):
   return new URL(`${u.protocol}//${u.host}${path}`);
 }
 
-function optionalBoolean(t: TomlTable, key: string, keyName: (k: string) => string, file: string): boolean | undefined {
-  const v = t.entries.get(key);
+function optionalBoolean(t: Table, name: string, key: (k: string) => string, file: string): boolean | undefined {
+  const v = t[name];
   if (v === undefined) return undefined;
-  if (typeof v !== 'boolean') throw invalid(file, t.lineOf(key), `${keyName(key)} must be true or false`);
+  if (typeof v !== 'boolean') throw invalid(file, key(name), 'want true or false');
   return v;
-}
-
-function stringArray(v: TomlValue): string[] | undefined {
-  return Array.isArray(v) && v.every((x): x is string => typeof x === 'string') ? v : undefined;
 }
 
 /** The docker certs.d layout: `*.crt` CAs, `*.cert` client certificates with `*.key` keys. */
@@ -340,317 +376,4 @@ function checkRegistryName(registry: string): void {
   // registryEndpoint checks the characters; a name made of dots would climb out of the config dir.
   registryEndpoint(registry);
   if (registry.startsWith('.')) throw new FastpullError('INVALID_REFERENCE', `invalid registry host ${JSON.stringify(registry)}`);
-}
-
-function invalid(file: string, line: number, message: string): FastpullError {
-  return new FastpullError('INVALID_ARGUMENT', `${file}:${line}: ${message}`, { details: { file, line } });
-}
-
-// ---------------------------------------------------------------------------------------------
-// The TOML subset (https://toml.io/en/v1.0.0)
-
-/** A value of the TOML subset: strings, booleans, arrays and tables. */
-export type TomlValue = string | boolean | TomlValue[] | TomlTable;
-
-/** A TOML table that keeps its keys in file order and remembers the line of each. */
-export class TomlTable {
-  readonly entries = new Map<string, TomlValue>();
-  private readonly lines = new Map<string, number>();
-
-  constructor(
-    /** How the table came to be: named in a `[header]`, created by a dotted key, or only implied by a longer header. */
-    public definedBy: 'header' | 'dotted' | 'implicit',
-    /** The line where the table first appeared. */
-    readonly line: number,
-  ) {}
-
-  set(key: string, value: TomlValue, line: number): void {
-    this.entries.set(key, value);
-    this.lines.set(key, line);
-  }
-
-  /** The line where `key` was set (the table's own line when it was not). */
-  lineOf(key: string): number {
-    return this.lines.get(key) ?? this.line;
-  }
-}
-
-/**
- * Parses the TOML subset hosts.toml files use. Refuses, naming file and line: numbers, dates,
- * inline tables, arrays of tables, multi-line strings, duplicate keys and tables defined twice.
- */
-export function parseTomlSubset(text: string, file = '<hosts.toml>'): TomlTable {
-  return new TomlParser(text, file).parse();
-}
-
-const BARE_KEY_CHAR = /[A-Za-z0-9_-]/;
-
-/** Deepest array nesting parsed (hosts.toml needs 2). */
-const MAX_ARRAY_DEPTH = 16;
-
-class TomlParser {
-  private pos = 0;
-  private arrayDepth = 0;
-  private line = 1;
-  private readonly src: string;
-
-  constructor(
-    text: string,
-    private readonly file: string,
-  ) {
-    this.src = text.startsWith('\uFEFF') ? text.slice(1) : text;
-  }
-
-  parse(): TomlTable {
-    const root = new TomlTable('header', 1);
-    let current = root;
-    while (this.pos < this.src.length) {
-      this.skipSpaces();
-      const c = this.src[this.pos];
-      if (c === '[') {
-        if (this.src[this.pos + 1] === '[') throw this.error('arrays of tables ([[...]]) are not supported');
-        this.pos++;
-        this.skipSpaces();
-        const keys = this.parseKey();
-        this.skipSpaces();
-        this.expect(']', `expected "]" to close the table header [${formatKey(keys)}]`);
-        current = this.openTable(root, keys);
-      } else if (c !== undefined && c !== '#' && c !== '\n' && c !== '\r') {
-        const keys = this.parseKey();
-        this.skipSpaces();
-        this.expect('=', `expected "=" after key ${formatKey(keys)}`);
-        this.skipSpaces();
-        const line = this.line;
-        const value = this.parseValue();
-        this.assign(current, keys, value, line);
-      }
-      this.skipSpaces();
-      if (this.src[this.pos] === '#') this.skipComment();
-      this.endOfLine();
-    }
-    return root;
-  }
-
-  private openTable(root: TomlTable, keys: string[]): TomlTable {
-    let t = root;
-    keys.forEach((k, i) => {
-      const last = i === keys.length - 1;
-      const existing = t.entries.get(k);
-      if (existing === undefined) {
-        const created = new TomlTable(last ? 'header' : 'implicit', this.line);
-        t.set(k, created, this.line);
-        t = created;
-      } else if (existing instanceof TomlTable) {
-        if (last) {
-          if (existing.definedBy === 'header') throw this.error(`table [${formatKey(keys)}] is defined twice (first on line ${existing.line})`);
-          if (existing.definedBy === 'dotted') throw this.error(`table [${formatKey(keys)}] was already defined with dotted keys on line ${existing.line}`);
-          existing.definedBy = 'header';
-        }
-        t = existing;
-      } else {
-        throw this.error(`key ${formatKey(keys.slice(0, i + 1))} already holds a value (line ${t.lineOf(k)}), not a table`);
-      }
-    });
-    return t;
-  }
-
-  private assign(table: TomlTable, keys: string[], value: TomlValue, line: number): void {
-    let t = table;
-    for (let i = 0; i < keys.length - 1; i++) {
-      const k = keys[i]!;
-      const existing = t.entries.get(k);
-      if (existing === undefined) {
-        const created = new TomlTable('dotted', line);
-        t.set(k, created, line);
-        t = created;
-      } else if (existing instanceof TomlTable && existing.definedBy === 'dotted') {
-        t = existing;
-      } else {
-        const what = existing instanceof TomlTable ? 'is a table defined elsewhere' : 'already holds a value';
-        throw this.error(`key ${formatKey(keys.slice(0, i + 1))} ${what} (line ${t.lineOf(k)})`, line);
-      }
-    }
-    const last = keys[keys.length - 1]!;
-    if (t.entries.has(last)) throw this.error(`duplicate key ${formatKey(keys)} (first on line ${t.lineOf(last)})`, line);
-    t.set(last, value, line);
-  }
-
-  private parseKey(): string[] {
-    const parts = [this.simpleKey()];
-    for (;;) {
-      const save = this.pos;
-      this.skipSpaces();
-      if (this.src[this.pos] !== '.') {
-        this.pos = save;
-        return parts;
-      }
-      this.pos++;
-      this.skipSpaces();
-      parts.push(this.simpleKey());
-    }
-  }
-
-  private simpleKey(): string {
-    const c = this.src[this.pos];
-    if (c === '"' || c === "'") {
-      if (this.src.startsWith(c.repeat(3), this.pos)) throw this.error('multi-line strings cannot be keys');
-      return c === '"' ? this.basicString() : this.literalString();
-    }
-    const start = this.pos;
-    while (this.pos < this.src.length && BARE_KEY_CHAR.test(this.src[this.pos]!)) this.pos++;
-    if (this.pos === start) throw this.error(`expected a key, found ${this.describeHere()}`);
-    return this.src.slice(start, this.pos);
-  }
-
-  private parseValue(): TomlValue {
-    const c = this.src[this.pos];
-    if (c === '"' || c === "'") {
-      if (this.src.startsWith(c.repeat(3), this.pos)) throw this.error('multi-line strings are not supported');
-      return c === '"' ? this.basicString() : this.literalString();
-    }
-    if (c === '[') return this.array();
-    if (c === '{') throw this.error('inline tables ({...}) are not supported; use a [table] header');
-    for (const word of ['true', 'false'] as const) {
-      if (this.src.startsWith(word, this.pos) && !BARE_KEY_CHAR.test(this.src[this.pos + word.length] ?? '')) {
-        this.pos += word.length;
-        return word === 'true';
-      }
-    }
-    if (c !== undefined && /[0-9+-]/.test(c)) throw this.error('numbers, dates and times are not supported; hosts.toml values are strings, booleans or arrays');
-    if (c === undefined || c === '\n' || c === '\r' || c === '#') throw this.error('missing value after "="');
-    throw this.error(`invalid value starting with ${this.describeHere()} (strings must be quoted)`);
-  }
-
-  private array(): TomlValue[] {
-    // hosts.toml nests arrays two deep at most (client = [["cert", "key"]]); deeper nesting is
-    // refused before it can exhaust the stack.
-    if (++this.arrayDepth > MAX_ARRAY_DEPTH) throw this.error(`arrays nested more than ${MAX_ARRAY_DEPTH} deep`);
-    const items: TomlValue[] = [];
-    this.pos++;
-    for (;;) {
-      this.skipBlank();
-      if (this.src[this.pos] === ']') break;
-      items.push(this.parseValue());
-      this.skipBlank();
-      if (this.src[this.pos] === ',') {
-        this.pos++;
-        continue;
-      }
-      if (this.src[this.pos] === ']') break;
-      throw this.error(`expected "," or "]" in array, found ${this.describeHere()}`);
-    }
-    this.pos++;
-    this.arrayDepth--;
-    return items;
-  }
-
-  private basicString(): string {
-    const startLine = this.line;
-    this.pos++;
-    let out = '';
-    for (;;) {
-      const c = this.src[this.pos];
-      if (c === undefined || c === '\n' || c === '\r') throw this.error('unterminated string', startLine);
-      this.pos++;
-      if (c === '"') return out;
-      if (c === '\\') {
-        out += this.escape();
-        continue;
-      }
-      this.checkStringChar(c);
-      out += c;
-    }
-  }
-
-  private escape(): string {
-    const e = this.src[this.pos++];
-    const simple: Record<string, string> = { b: '\b', t: '\t', n: '\n', f: '\f', r: '\r', '"': '"', '\\': '\\' };
-    if (e !== undefined && simple[e] !== undefined) return simple[e];
-    if (e === 'u' || e === 'U') {
-      const len = e === 'u' ? 4 : 8;
-      const hex = this.src.slice(this.pos, this.pos + len);
-      const cp = /^[0-9A-Fa-f]+$/.test(hex) && hex.length === len ? parseInt(hex, 16) : -1;
-      if (cp < 0 || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) throw this.error(`invalid unicode escape \\${e}${hex}`);
-      this.pos += len;
-      return String.fromCodePoint(cp);
-    }
-    throw this.error(`invalid escape sequence \\${e ?? ''} in string`);
-  }
-
-  private literalString(): string {
-    const startLine = this.line;
-    const start = ++this.pos;
-    for (;;) {
-      const c = this.src[this.pos];
-      if (c === undefined || c === '\n' || c === '\r') throw this.error('unterminated string', startLine);
-      if (c === "'") break;
-      this.checkStringChar(c);
-      this.pos++;
-    }
-    return this.src.slice(start, this.pos++);
-  }
-
-  private checkStringChar(c: string): void {
-    const code = c.charCodeAt(0);
-    if ((code < 0x20 && c !== '\t') || code === 0x7f) throw this.error(`control character U+${code.toString(16).padStart(4, '0')} in string`);
-  }
-
-  private skipSpaces(): void {
-    while (this.src[this.pos] === ' ' || this.src[this.pos] === '\t') this.pos++;
-  }
-
-  /** Spaces, newlines and comments: what may sit between array elements. */
-  private skipBlank(): void {
-    for (;;) {
-      this.skipSpaces();
-      const c = this.src[this.pos];
-      if (c === '#') this.skipComment();
-      else if (c === '\n' || c === '\r') this.endOfLine();
-      else return;
-    }
-  }
-
-  private skipComment(): void {
-    while (this.pos < this.src.length && this.src[this.pos] !== '\n' && this.src[this.pos] !== '\r') {
-      const code = this.src.charCodeAt(this.pos);
-      if ((code < 0x20 && code !== 0x09) || code === 0x7f) throw this.error(`control character U+${code.toString(16).padStart(4, '0')} in comment`);
-      this.pos++;
-    }
-  }
-
-  private endOfLine(): void {
-    const c = this.src[this.pos];
-    if (c === undefined) return;
-    if (c === '\n' || (c === '\r' && this.src[this.pos + 1] === '\n')) {
-      this.pos += c === '\n' ? 1 : 2;
-      this.line++;
-      return;
-    }
-    throw this.error(`expected the end of the line, found ${this.describeHere()}`);
-  }
-
-  private expect(ch: string, message: string): void {
-    if (this.src[this.pos] !== ch) throw this.error(`${message}, found ${this.describeHere()}`);
-    this.pos++;
-  }
-
-  private describeHere(): string {
-    const c = this.src[this.pos];
-    if (c === undefined) return 'the end of the file';
-    if (c === '\n') return 'the end of the line';
-    if (c === '\r') return this.src[this.pos + 1] === '\n' ? 'the end of the line' : 'a carriage return without a line feed';
-    return JSON.stringify(c);
-  }
-
-  private error(message: string, line = this.line): FastpullError {
-    return invalid(this.file, line, message);
-  }
-}
-
-function formatKeyPart(k: string): string {
-  return /^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k);
-}
-
-function formatKey(keys: readonly string[]): string {
-  return keys.map(formatKeyPart).join('.');
 }

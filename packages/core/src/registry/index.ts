@@ -1,7 +1,11 @@
 // @fastpull/core/registry: the distribution client. Endpoints and mirrors (hosts.toml), auth and
 // Docker credentials, manifest resolution, ranged blob fetch and the process-wide request scheduler,
 // and the manifest parsing and media types they work with.
-export { RegistryClient, MANIFEST_SIZE_LIMIT, CONFIG_SIZE_LIMIT, DEFAULT_CONNECTIONS_PER_HOST, type Referrer, type RegistryClientOptions, type ResolvedImage, type RequestOptions } from './client.js';
+export { RegistryClient, type RegistryClientOptions } from './client.js';
+export { MANIFEST_SIZE_LIMIT, CONFIG_SIZE_LIMIT, DEFAULT_CONNECTIONS_PER_HOST } from './defaults.js';
+export type { RequestOptions } from './transport.js';
+export type { ResolvedImage } from './resolver.js';
+export type { Referrer } from './referrers.js';
 export { findSociZtocs, SOCI_IMAGE_MANIFEST_ANNOTATION, type SociZtocs } from './soci.js';
 export { fetchBlob, DEFAULT_CHUNK_SIZE, DEFAULT_STRAGGLER_FLOOR, DEFAULT_STRAGGLER_WINDOW_MS, type FetchOptions, type RandomAccessSink } from './fetch.js';
 export { FetchScheduler, sharedFetchScheduler, DEFAULT_MAX_REQUESTS, DEFAULT_MAX_PER_HOST, DEFAULT_MAX_BYTES, type FetchSchedulerOptions } from './scheduler.js';

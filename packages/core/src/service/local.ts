@@ -1,11 +1,13 @@
 // The service in this process: a long-lived object that owns one store, the fetch scheduler and the
 // unpack pool its pulls share, and the credential sources; built once with its settings (as a puller
 // is), then used for every request.
+import { existsSync } from 'node:fs';
 import { collectGarbage, type GcResult } from '../gc/gc.js';
 import { deleteBlob } from '../gc/delete.js';
 import { FastpullError } from '../errors.js';
 import { inspectImage, type ImageDetails } from '../images/inspect.js';
-import { resolveImage, unpackedSize } from '../images/resolve.js';
+import { findImages, resolveImage, unpackedSize } from '../images/resolve.js';
+import { formatPlatform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
@@ -17,8 +19,9 @@ import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/u
 import { openStore, type Store } from '../store.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { UnpackPool } from '../unpack/pool.js';
+import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
-import type { BlobEntry, FastpullService, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
+import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
 
 /** How a local service is built; every setting applies to all of its pulls. */
 export interface LocalServiceOptions {
@@ -67,6 +70,8 @@ export class LocalService implements FastpullService {
   private readonly scheduler: FetchScheduler;
   private readonly pool: UnpackPool | undefined;
   private readonly credentials: CredentialsProvider;
+  /** The store root's check for each use, made once (a failed check is tried again next time). */
+  private readonly checked = new Map<DirectoryUse, Promise<string>>();
 
   constructor(private readonly options: LocalServiceOptions) {
     this.store = openStore(options.root);
@@ -84,7 +89,25 @@ export class LocalService implements FastpullService {
     return this.scheduler.inFlight.requests;
   }
 
+  /**
+   * Checks the store root for `use` before any other work: a pull makes it, commands that only read
+   * never create it (a missing store is NOT_FOUND naming the path, not an empty listing).
+   */
+  private async root(use: DirectoryUse): Promise<void> {
+    let check = this.checked.get(use);
+    if (!check) {
+      check = checkDirectory(this.options.root, 'store root', use);
+      this.checked.set(use, check);
+      check.catch(() => this.checked.delete(use));
+    }
+    await check;
+  }
+
   async pull(reference: string, options: ServicePullOptions = {}): Promise<PulledImage> {
+    await this.root('create');
+    // A hosts directory that does not exist (yet) means no mirrors, as containerd's config_path; one
+    // that is a file, a loop or unreadable is a mistake to say at once.
+    if (this.hostsDir !== undefined && existsSync(this.hostsDir)) await checkDirectory(this.hostsDir, 'registry hosts directory', 'read');
     const o = this.options;
     const registry = parseReference(reference).registry;
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
@@ -115,6 +138,7 @@ export class LocalService implements FastpullService {
   }
 
   async listImages(): Promise<ImageRecord[]> {
+    await this.root('read');
     const images = await this.store.images.list();
     return Promise.all(
       images.map(async (i) => {
@@ -125,47 +149,56 @@ export class LocalService implements FastpullService {
     );
   }
 
-  inspectImage(reference: string): Promise<ImageDetails> {
-    return inspectImage(this.store, reference);
+  async inspectImage(reference: string, options: ImageOptions = {}): Promise<ImageDetails> {
+    await this.root('read');
+    return inspectImage(this.store, reference, options.platform);
   }
 
-  async removeImage(reference: string): Promise<{ name: string }> {
-    const image = await resolveImage(this.store, reference);
-    await this.store.images.delete(image.name);
-    return { name: image.name };
+  async removeImage(reference: string, options: ImageOptions = {}): Promise<{ name: string }> {
+    await this.root('write');
+    const { name, records } = await findImages(this.store, reference, options.platform);
+    for (const r of records) await this.store.images.delete(name, formatPlatform(r.platform));
+    return { name };
   }
 
   async mounts(target: MountTarget): Promise<Mount[]> {
+    await this.root('read');
     if ('image' in target) {
-      const image = await resolveImage(this.store, target.image);
+      const image = await resolveImage(this.store, target.image, target.platform);
       return this.store.snapshots.mounts(image.layers.map((l) => l.chainID));
     }
     return this.store.snapshots.mounts(await snapshotChain(this.store.snapshots, target.chainID));
   }
 
-  collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
+  async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
+    await this.root(options.dryRun ? 'read' : 'write');
     return collectGarbage(this.store, options);
   }
 
   async listSnapshots(): Promise<SnapshotInfo[]> {
+    await this.root('read');
     return (await this.store.snapshots.list()).sort((a, b) => a.chainID.localeCompare(b.chainID));
   }
 
-  snapshotUsage(chainID: Digest): Promise<SnapshotUsage> {
+  async snapshotUsage(chainID: Digest): Promise<SnapshotUsage> {
+    await this.root('read');
     return snapshotUsage(this.store.snapshots, chainID);
   }
 
   async contentInfo(digest: Digest): Promise<BlobEntry> {
+    await this.root('read');
     const info = await this.store.content.info(digest);
     if (!info) throw new FastpullError('NOT_FOUND', `blob ${digest} is not in the store`);
     return { digest: info.digest, size: info.size };
   }
 
   async listContent(): Promise<BlobEntry[]> {
+    await this.root('read');
     return (await this.store.content.list()).map((b) => ({ digest: b.digest, size: b.size })).sort((a, b) => a.digest.localeCompare(b.digest));
   }
 
-  deleteContent(digest: Digest, signal?: AbortSignal): Promise<void> {
+  async deleteContent(digest: Digest, signal?: AbortSignal): Promise<void> {
+    await this.root('write');
     return deleteBlob(this.store, digest, signal);
   }
 

@@ -47,8 +47,19 @@ export interface Placement {
 /** A finished pull: the record and timings, and where the image lies. */
 export interface PulledImage extends PullResult, Placement {}
 
-/** What to present as mounts: an image by reference, or a stack of snapshots by its top chainID. */
-export type MountTarget = { readonly image: string } | { readonly chainID: Digest };
+/**
+ * What to present as mounts: an image by reference (and platform, for a name pulled for several), or
+ * a stack of snapshots by its top chainID.
+ */
+export type MountTarget = { readonly image: string; readonly platform?: string } | { readonly chainID: Digest };
+
+/** Which record of a name pulled for several platforms, and a signal. */
+export interface ImageOptions {
+  /** `os/arch[/variant]`; default this host's record, or the only one (for remove: every one). */
+  readonly platform?: string;
+  /** Stops waiting for the answer. */
+  readonly signal?: AbortSignal;
+}
 
 /** A blob of the content store. */
 export interface BlobEntry {
@@ -67,9 +78,12 @@ export interface FastpullService {
   /** Every image record, by name; `unpackedSize` is what its snapshots hold now, absent when one is gone. */
   listImages(signal?: AbortSignal): Promise<ImageRecord[]>;
   /** One image, found by any spelling of its reference (digests too), with its documents. NOT_FOUND when absent. */
-  inspectImage(reference: string, signal?: AbortSignal): Promise<ImageDetails>;
-  /** Forgets an image record (its snapshots and blobs stay until gc); returns its canonical name. */
-  removeImage(reference: string, signal?: AbortSignal): Promise<{ readonly name: string }>;
+  inspectImage(reference: string, options?: ImageOptions): Promise<ImageDetails>;
+  /**
+   * Forgets an image's records (every platform, or the one named; its snapshots and blobs stay until
+   * gc); returns its canonical name.
+   */
+  removeImage(reference: string, options?: ImageOptions): Promise<{ readonly name: string }>;
   /** The read-only mounts of an image or snapshot stack. */
   mounts(target: MountTarget, signal?: AbortSignal): Promise<Mount[]>;
   /** Removes what nothing refers to (or, with dryRun, says what it would remove). */

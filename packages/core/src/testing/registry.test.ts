@@ -341,4 +341,37 @@ describe('loopback registry: faults', () => {
     r.stats.reset();
     expect(r.stats.requests).toEqual([]);
   });
+
+  it('serves the referrers API when asked: manifests whose subject names the digest, filtered by artifactType', async () => {
+    const im = await image();
+    const referrer = (artifactType: string) =>
+      Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaTypes.OCI_MANIFEST, artifactType, subject: im.manifestDescriptor, config: { mediaType: 'application/vnd.oci.empty.v1+json', digest: sha256Digest(Buffer.from('{}')), size: 2 }, layers: [], annotations: { a: artifactType } }));
+    const sig = referrer('application/vnd.example.sig');
+    const sbom = referrer('application/vnd.example.sbom');
+    const without = await start();
+    without.addImage('app', 'v1', im);
+    expect((await get(`${without.url}/v2/app/referrers/${im.manifestDigest}`)).status).toBe(404);
+
+    const r = await start({ referrers: true });
+    r.addImage('app', 'v1', im);
+    r.addManifest('app', 'sig', sig, MediaTypes.OCI_MANIFEST);
+    r.addManifest('app', sha256Digest(sbom), sbom, MediaTypes.OCI_MANIFEST);
+    const all = await get(`${r.url}/v2/app/referrers/${im.manifestDigest}`);
+    expect(all.status).toBe(200);
+    expect(all.header('content-type')).toBe(MediaTypes.OCI_INDEX);
+    expect(all.header('oci-filters-applied')).toBeUndefined();
+    const list = JSON.parse(all.body.toString()) as { mediaType: string; manifests: { digest: string; size: number; artifactType: string; annotations: object }[] };
+    expect(list.mediaType).toBe(MediaTypes.OCI_INDEX);
+    // The referrer added under a tag is listed once, not once more for its digest.
+    expect(list.manifests.map((m) => [m.digest, m.size, m.artifactType])).toEqual([
+      [sha256Digest(sig), sig.length, 'application/vnd.example.sig'],
+      [sha256Digest(sbom), sbom.length, 'application/vnd.example.sbom'],
+    ]);
+    expect(list.manifests[0]!.annotations).toEqual({ a: 'application/vnd.example.sig' });
+    const filtered = await get(`${r.url}/v2/app/referrers/${im.manifestDigest}?artifactType=${encodeURIComponent('application/vnd.example.sbom')}`);
+    expect(filtered.header('oci-filters-applied')).toBe('artifactType');
+    expect((JSON.parse(filtered.body.toString()) as { manifests: { digest: string }[] }).manifests.map((m) => m.digest)).toEqual([sha256Digest(sbom)]);
+    expect((JSON.parse((await get(`${r.url}/v2/app/referrers/${sha256Digest(sig)}`)).body.toString()) as { manifests: unknown[] }).manifests).toEqual([]);
+    expect((await get(`${r.url}/v2/app/referrers/latest`)).status).toBe(400);
+  });
 });

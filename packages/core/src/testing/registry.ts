@@ -6,143 +6,18 @@ import type { AddressInfo } from 'node:net';
 import { FastpullError } from '../errors.js';
 import { isDigest, sha256Digest, type Digest } from '../oci/digest.js';
 import type { BuiltImage, BuiltIndex } from './builder.js';
+import { checkName, errorBody, parseRange, takeCounted } from './registry-http.js';
+import type { CountedFault, LoopbackAuth, LoopbackFaults, LoopbackRegistry, LoopbackRegistryOptions, LoopbackStats, RequestLog } from './registry-types.js';
 
-/** One request the registry answered. `status` and `bytesSent` are filled in as the response goes out. */
-export interface RequestLog {
-  /** HTTP method. */
-  readonly method: string;
-  /** Path and query, as requested. */
-  readonly path: string;
-  /** The Range header, when sent. */
-  readonly range: string | undefined;
-  /** Whether an Authorization header came with the request (its value is never kept). */
-  readonly authorization: boolean;
-  /** performance.now() when the request arrived. */
-  readonly at: number;
-  /** The HTTP status sent (0 until the response starts). */
-  status: number;
-  /** Body bytes written so far. */
-  bytesSent: number;
-}
-
-/** Authentication the registry demands. */
-export type LoopbackAuth =
-  | { readonly type: 'basic'; readonly username: string; readonly password: string }
-  | {
-      readonly type: 'bearer';
-      /** When set, the token endpoint demands these Basic credentials; otherwise it hands out anonymous tokens. */
-      readonly username?: string;
-      readonly password?: string;
-      /** Token lifetime in seconds; default 300. After it the registry refuses the token. */
-      readonly expiresIn?: number;
-      /** Repositories a token may be granted pull on; default all. Others are left out of the token. */
-      readonly repositories?: readonly string[];
-      /**
-       * An OAuth2 refresh token (what `docker login` stores as an identity token): a POST to the
-       * token endpoint with grant_type=refresh_token and this token gets a token too.
-       */
-      readonly refreshToken?: string;
-    };
-
-/** A fault that applies to the next `times` matching requests, then switches itself off. */
-export interface CountedFault {
-  /** Matched against the URL path (no query); default every blob GET. */
-  path?: RegExp;
-  /** How many more matching requests get the fault; counts down to 0. */
-  times: number;
-}
-
-/**
- * Faults, each off by default and settable at any time through `registry.faults`.
- * Counted faults decrement `times` as they fire.
- */
-export interface LoopbackFaults {
-  /** Blobs served with the byte at the middle of the blob flipped (a consistently corrupted copy, so ranges that miss the middle are clean). */
-  corruptBlob?: Set<Digest>;
-  /** Answer ranged blob GETs with 200 and the whole blob. */
-  ignoreRange?: boolean;
-  /** Answer ranged blob GETs with 206 for a different range than asked (shifted by one byte; body and Content-Range agree with each other). */
-  wrongContentRange?: boolean;
-  /** The next `times` requests whose path matches get `status` (checked before auth), with an error body and `headers`. */
-  status?: { path: RegExp; status: number; times: number; headers?: Record<string, string> };
-  /** Blob GETs answer 307 to the same path and query on this origin (e.g. a second registry's `url`). */
-  redirectBlobsTo?: string;
-  /** Manifests carry a Docker-Content-Digest that does not match their bytes. */
-  wrongDockerContentDigest?: boolean;
-  /** Blob GET bodies: after `bytes` body bytes, the connection is destroyed. */
-  dropAfter?: CountedFault & { bytes: number };
-  /** Blob GET bodies: after `bytes` body bytes, nothing more is sent until the client gives up. */
-  stallAfter?: CountedFault & { bytes: number };
-  /** Blob GET bodies are sent at about this rate. */
-  bytesPerSecond?: number;
-  /**
-   * Requests whose path matches are answered only once `until` settles (a gate: e.g. hold the
-   * manifests until every client of a load test has asked). Requests that arrive after it settled
-   * are answered at once.
-   */
-  hold?: { path: RegExp; until: Promise<unknown> };
-}
-
-/** What the registry saw. */
-export interface LoopbackStats {
-  /** The most recent requests, oldest first (bounded by `maxLogEntries`). */
-  readonly requests: RequestLog[];
-  /** Blob body bytes sent for `digest` (all repositories, all responses, ranges included). */
-  blobBytesServed(digest: Digest): number;
-  /** Tokens handed out by the bearer token endpoint. */
-  readonly tokensIssued: number;
-  /** Requests being answered now. */
-  readonly inFlight: number;
-  /** Most requests answered at once since start (or the last reset). */
-  readonly maxInFlight: number;
-  /** TCP connections accepted. */
-  readonly connections: number;
-  /** Forgets all of the above. */
-  reset(): void;
-}
-
-/** A running loopback registry. */
-export interface LoopbackRegistry {
-  /** `127.0.0.1:PORT`, as a reference's registry part. */
-  readonly host: string;
-  /** `http://127.0.0.1:PORT`. */
-  readonly url: string;
-  /** Serves the image's blobs and its manifest by `tag` and by digest. */
-  addImage(repository: string, tag: string, image: BuiltImage): void;
-  /** Serves the index by `tag` and digest, and each image's manifest (by digest) and blobs. `images` defaults to the index's own. */
-  addIndex(repository: string, tag: string, index: BuiltIndex, images?: readonly BuiltImage[]): void;
-  /** Serves `bytes` as the blob `digest` (not checked, so a test can store a wrong one). */
-  addBlob(repository: string, digest: Digest, bytes: Uint8Array): void;
-  /** Serves a manifest under `reference` (a tag or digest) and, for a tag, under its digest too. */
-  addManifest(repository: string, reference: string, bytes: Uint8Array, mediaType: string): void;
-  /** Counters of what the registry served. */
-  readonly stats: LoopbackStats;
-  /** Mutable: change at any time. */
-  faults: LoopbackFaults;
-  /** Stops listening and cuts open connections. */
-  close(): Promise<void>;
-}
-
-/** Options of {@link startLoopbackRegistry}. */
-export interface LoopbackRegistryOptions {
-  /** Require authentication; default none. */
-  readonly auth?: LoopbackAuth;
-  /** How many request logs to keep; default 10,000. */
-  readonly maxLogEntries?: number;
-  /** Faults to inject from the start; default none. */
-  readonly faults?: LoopbackFaults;
-  /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP. */
-  readonly tls?: { readonly key: string | Buffer; readonly cert: string | Buffer };
-}
+export type { CountedFault, LoopbackAuth, LoopbackFaults, LoopbackRegistry, LoopbackRegistryOptions, LoopbackStats, RequestLog } from './registry-types.js';
+import { referrersAnswer } from './referrers.js';
 
 /** The `service` of the bearer challenge and token endpoint, and the Basic realm. */
 export const LOOPBACK_SERVICE = 'fastpull-test';
 const DEFAULT_MAX_LOG = 10_000;
 const DEFAULT_TOKEN_SECONDS = 300;
-/** Distribution's repository name grammar (distribution/reference). */
-const NAME_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/;
 const TAG_RE = /^[\w][\w.-]{0,127}$/;
-const ROUTE_RE = /^\/v2\/(.+)\/(manifests|blobs)\/([^/]+)$/;
+const ROUTE_RE = /^\/v2\/(.+)\/(manifests|blobs|referrers)\/([^/]+)$/;
 
 interface StoredManifest {
   readonly bytes: Buffer;
@@ -160,45 +35,10 @@ interface Token {
   readonly expiresAt: number;
 }
 
-type ByteRange = { start: number; end: number } | 'unsatisfiable' | undefined;
-
-/** Parses a single `bytes=` range; undefined means "ignore the header" (absent, malformed or multi-range), as RFC 9110 allows. */
-function parseRange(header: string | undefined, total: number): ByteRange {
-  if (header === undefined) return undefined;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m) return undefined;
-  const [, a = '', b = ''] = m;
-  if (a === '' && b === '') return undefined;
-  if (a === '') {
-    const suffix = Number(b);
-    if (suffix === 0 || total === 0) return 'unsatisfiable';
-    return { start: Math.max(0, total - suffix), end: total - 1 };
-  }
-  const start = Number(a);
-  const end = b === '' ? total - 1 : Math.min(Number(b), total - 1);
-  if (start >= total || (b !== '' && Number(b) < start)) return 'unsatisfiable';
-  return { start, end };
-}
-
-function errorBody(code: string, message: string, detail?: unknown): Buffer {
-  return Buffer.from(JSON.stringify({ errors: [{ code, message, ...(detail !== undefined ? { detail } : {}) }] }));
-}
-
-function checkName(repository: string): void {
-  if (!NAME_RE.test(repository) || repository.length > 255) throw new FastpullError('INVALID_ARGUMENT', `invalid repository name ${JSON.stringify(repository)}`);
-}
-
-function takeCounted<T extends CountedFault>(fault: T | undefined, path: string): T | undefined {
-  if (fault === undefined || fault.times <= 0) return undefined;
-  if (fault.path !== undefined && !fault.path.test(path)) return undefined;
-  fault.times--;
-  return fault;
-}
-
 /**
  * Starts a registry on 127.0.0.1 with a free port. It serves `/v2/`, manifests and blobs
- * (GET and HEAD, ranges on blobs) of what the test adds, a bearer token endpoint when asked, and
- * misbehaves as `faults` says.
+ * (GET and HEAD, ranges on blobs) of what the test adds, a bearer token endpoint and the
+ * referrers API when asked, and misbehaves as `faults` says.
  *
  * @example
  * const registry = await startLoopbackRegistry({ auth: { type: 'bearer' } });
@@ -527,12 +367,12 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       return;
     }
     const m = ROUTE_RE.exec(pathname);
-    if (!m) {
+    if (!m || (m[2] === 'referrers' && options.referrers !== true)) {
       send(res, log, 404, errorBody('UNSUPPORTED', 'no such endpoint'), { 'Content-Type': 'application/json' });
       return;
     }
     const name = m[1] as string;
-    const kind = m[2] as 'manifests' | 'blobs';
+    const kind = m[2] as 'manifests' | 'blobs' | 'referrers';
     let reference: string;
     try {
       reference = decodeURIComponent(m[3] as string);
@@ -546,6 +386,10 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       return;
     }
     if (kind === 'manifests') serveManifest(req, res, log, r, reference);
+    else if (kind === 'referrers') {
+      const a = referrersAnswer(r.manifests.values(), reference, parsed.searchParams.get('artifactType') ?? undefined);
+      send(res, log, a.status, a.body, a.headers);
+    }
     else serveBlob(req, res, log, r, reference, pathname);
   };
 

@@ -1,7 +1,8 @@
 // Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes, nanosecond times, flock), once, on first use.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { FastpullError } from '../errors.js';
+import { isMainThread } from 'node:worker_threads';
+import { fallbackFs, WITHOUT_ADDON } from './native-fallback.js';
 
 /**
  * The addon built from `native/fastpull_native.c`. Every call acts on the path itself and never
@@ -44,28 +45,34 @@ const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', imp
 let loaded: NativeFs | undefined;
 
 /**
- * The native addon, loaded on the first call. Throws INTERNAL, naming the path and the command that
- * builds it, when it is missing or cannot be loaded.
+ * The native addon, loaded on the first call. Where it is missing or cannot be loaded, stand-ins
+ * (native-fallback.ts) take its place, and the first call through them in the main thread emits one
+ * process warning (code FASTPULL_NATIVE_ADDON): the file, why it did not load, what is off and how
+ * to build it. A pull still works where no layer needs extended attributes.
  */
 export function nativeFs(): NativeFs {
   if (loaded !== undefined) return loaded;
   const file = fileURLToPath(ADDON_URL);
-  let mod: unknown;
+  let why: string;
   try {
-    mod = createRequire(import.meta.url)(file);
+    const m = createRequire(import.meta.url)(file) as Partial<NativeFs> | null;
+    const missing = FUNCTIONS.filter((name) => typeof m?.[name] !== 'function');
+    if (missing.length === 0) return (loaded = m as NativeFs);
+    why = `${file} lacks ${missing.join(', ')} (a build from an older source)`;
   } catch (e) {
-    throw new FastpullError(
-      'INTERNAL',
-      `cannot load the native addon ${file}: ${e instanceof Error ? e.message : String(e)}; build it with \`pnpm --filter @fastpull/core build:native\``,
-      { cause: e },
+    const notBuilt = (e as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND';
+    why = notBuilt ? `${file} does not exist` : `cannot load ${file}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`;
+  }
+  // Worker threads load this module again; only the main thread, where every pull takes its locks first, says it.
+  let warned = !isMainThread;
+  loaded = fallbackFs(() => {
+    if (warned) return;
+    warned = true;
+    process.emitWarning(
+      `fastpull runs without its native addon (${why}): ${WITHOUT_ADDON}. Build it with \`npm rebuild @fastpull/core\` ` +
+        '(-g for a global install; it needs python3, make and a C compiler), or `pnpm --filter @fastpull/core build:native` in a source checkout.',
+      { type: 'FastpullWarning', code: 'FASTPULL_NATIVE_ADDON' },
     );
-  }
-  const m = mod as Partial<NativeFs> | null;
-  const missing = FUNCTIONS.filter((name) => typeof m?.[name] !== 'function');
-  if (missing.length > 0) {
-    // A build from an older source, made before these calls existed.
-    throw new FastpullError('INTERNAL', `the native addon ${file} lacks ${missing.join(', ')}; rebuild it with \`pnpm --filter @fastpull/core build:native\``);
-  }
-  loaded = m as NativeFs;
+  });
   return loaded;
 }

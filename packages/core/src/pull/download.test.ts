@@ -1,0 +1,113 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildImage } from '../testing/builder.js';
+import { Prng } from '../testing/prng.js';
+import { LayerDownload } from './download.js';
+import { LayerProgress } from './progress.js';
+import { downloadContext, freshStore, serve, statesByLayer, workDir } from './pull.testkit.js';
+import type { PullEvent } from './types.js';
+
+const work = workDir('download');
+afterAll(() => work.cleanup());
+const ingests = async (root: string) => readdir(join(root, 'content', 'ingest')).catch(() => [] as string[]);
+
+describe('LayerDownload', () => {
+  const prng = new Prng(77);
+
+  it('fetches a blob into an ingest the unpacker can follow, and commits it when kept', async () => {
+    const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(300 * 1024) }]], compression: 'none' });
+    const served = await serve(image);
+    try {
+      const store = freshStore(work.dir, 'keep');
+      const ctx = downloadContext(served, store);
+      const layer = served.layers[0]!;
+      const events: PullEvent[] = [];
+      const d = await LayerDownload.start({ ...ctx, options: { chunkSize: 64 * 1024 } }, layer, layer, new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)));
+      expect(d.fromStore).toBe(false);
+      expect(d.downloading).toBe(true);
+      expect(await d.done).toBeGreaterThan(0);
+      expect(d.watermark.value).toBe(layer.size);
+      expect(readFileSync(d.blobPath).equals(image.layers[0]!.blob)).toBe(true);
+      const states = statesByLayer(events).get(0)!;
+      expect(states[0]).toBe('fetching');
+      expect(events.at(-1)).toMatchObject({ state: 'fetching', bytes: layer.size });
+      await d.keep(layer.digest);
+      expect(d.downloading).toBe(false);
+      await d.close(false);
+      expect(await store.content.info(layer.digest)).toEqual({ digest: layer.digest, size: layer.size });
+      expect(await ingests(store.root)).toEqual([]);
+      ctx.watch.stop();
+    } finally {
+      await served.close();
+    }
+  });
+
+  it('keeps what landed when stopped from outside, and the next download resumes from it', async () => {
+    const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(1024 * 1024) }]], compression: 'none' });
+    const served = await serve(image);
+    try {
+      const store = freshStore(work.dir, 'resume');
+      const layer = served.layers[0]!;
+      served.reg.faults.bytesPerSecond = 1024 * 1024;
+      const stop = new AbortController();
+      const ctx = downloadContext(served, store, stop.signal);
+      const first = await LayerDownload.start({ ...ctx, options: { chunkSize: 64 * 1024 } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      while (served.reg.stats.blobBytesServed(layer.digest) < 256 * 1024) await new Promise((r) => setTimeout(r, 20));
+      stop.abort();
+      await expect(first.done).rejects.toMatchObject({ code: 'ABORTED' });
+      await first.close(true);
+      expect(await ingests(store.root)).toHaveLength(1);
+      ctx.watch.stop();
+
+      served.reg.faults = {};
+      // The registry may still be writing into the connections the stop cut: let it see that.
+      let before = -1;
+      while (before !== served.reg.stats.blobBytesServed(layer.digest)) {
+        before = served.reg.stats.blobBytesServed(layer.digest);
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      const events: PullEvent[] = [];
+      const again = downloadContext(served, store);
+      const second = await LayerDownload.start(again, layer, layer, new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)));
+      await second.done;
+      const resumed = events[0]!.type === 'layer' ? events[0]!.bytes : 0;
+      expect(resumed).toBeGreaterThan(0);
+      expect(served.reg.stats.blobBytesServed(layer.digest) - before).toBeLessThanOrEqual(layer.size - resumed);
+      expect(readFileSync(second.blobPath).equals(image.layers[0]!.blob)).toBe(true);
+      // Failed itself (not stopped from outside): what it downloaded goes.
+      await second.close(false);
+      expect(await ingests(store.root)).toEqual([]);
+      again.watch.stop();
+    } finally {
+      await served.close();
+    }
+  });
+
+  it('reads a blob already in the store without a request, and drops it only when it is damaged', async () => {
+    const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: 'stored' }]] });
+    const served = await serve(image);
+    try {
+      const store = freshStore(work.dir, 'stored');
+      const layer = served.layers[0]!;
+      await store.content.putBytes(layer, image.layers[0]!.blob);
+      served.reg.stats.reset();
+      const ctx = downloadContext(served, store);
+      const events: PullEvent[] = [];
+      const d = await LayerDownload.start(ctx, layer, layer, new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)));
+      expect(d.fromStore).toBe(true);
+      expect(d.blobPath).toBe(store.content.blobPath(layer.digest));
+      expect(d.watermark.value).toBe(layer.size);
+      expect(await d.done).toBe(0);
+      expect(events).toEqual([]);
+      expect(served.reg.stats.requests).toEqual([]);
+      await d.dropDamaged();
+      expect(existsSync(store.content.blobPath(layer.digest))).toBe(false);
+      await d.close(false);
+      ctx.watch.stop();
+    } finally {
+      await served.close();
+    }
+  });
+});

@@ -1,0 +1,148 @@
+// The download step of a layer: its blob comes from the content store when it is there, else it is
+// fetched into an ingest with ranged requests while the unpacker follows the bytes that landed.
+import type { Ingest } from '../content/store.js';
+import { Watermark } from '../content/watermark.js';
+import type { Digest } from '../oci/digest.js';
+import type { Descriptor } from '../oci/manifest.js';
+import type { Reference } from '../oci/reference.js';
+import type { ImageLayer } from '../images/store.js';
+import type { RegistryClient } from '../registry/client.js';
+import { DEFAULT_CHUNK_SIZE, fetchBlob } from '../registry/fetch.js';
+import type { FetchScheduler } from '../registry/scheduler.js';
+import type { Store } from '../store.js';
+import { hasBlob } from './plan.js';
+import type { LayerProgress } from './progress.js';
+import type { PullOptions } from './types.js';
+import type { ProgressWatch } from './watchdog.js';
+
+/** What a layer's download needs from its pull. */
+export interface DownloadContext {
+  readonly store: Store;
+  readonly client: RegistryClient;
+  readonly ref: Reference;
+  readonly scheduler: FetchScheduler;
+  /** The pull's signal: it stops every download of the pull. */
+  readonly signal: AbortSignal;
+  /** The pull's no-progress timeout, fed by every download. */
+  readonly watch: ProgressWatch;
+  readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler'>;
+}
+
+/**
+ * One layer's blob while it is unpacked. Lifecycle: `start` opens it (a committed blob, or an
+ * ingest, resumed when a dead pull left one, with its download running); then `keep` (commit the
+ * verified ingest as a blob) and `discard` (drop the ingest once the snapshot is committed) as the
+ * commit step decides; `close` always, last: it stops the download, waits for it, and puts away
+ * an ingest still open (kept for a resume when the pull was stopped from outside, else dropped).
+ */
+export class LayerDownload {
+  private ingest: Ingest | undefined;
+  private readonly stop = new AbortController();
+
+  private constructor(
+    private readonly store: Store,
+    private readonly layer: ImageLayer,
+    /** The file the unpacker reads: the committed blob, or the ingest's data file. */
+    readonly blobPath: string,
+    /** How much of `blobPath` has landed without a gap. */
+    readonly watermark: Watermark,
+    ingest: Ingest | undefined,
+  ) {
+    this.ingest = ingest;
+    this.fromStore = ingest === undefined;
+  }
+
+  /** True when the blob came from the content store (nothing is downloaded). */
+  readonly fromStore: boolean;
+
+  /** Settles with the download's wall time in ms (0 when the blob was in the store), or its error. */
+  done: Promise<number> = Promise.resolve(0);
+
+  /** Opens the layer's blob and, when it is not in the store, starts downloading it. */
+  static async start(ctx: DownloadContext, desc: Descriptor, layer: ImageLayer, progress: LayerProgress): Promise<LayerDownload> {
+    const { store } = ctx;
+    if (await hasBlob(store, layer)) return new LayerDownload(store, layer, store.content.blobPath(layer.digest), Watermark.complete(layer.size), undefined);
+    const ingest = await store.content.newIngest(desc);
+    const d = new LayerDownload(store, layer, ingest.path, ingest.watermark, ingest);
+    d.done = d.fetch(ctx, desc, ingest, progress);
+    // Awaited by the unpack step (or by close): a failure while the layer is busy elsewhere is not
+    // an unhandled rejection.
+    d.done.catch(() => undefined);
+    return d;
+  }
+
+  private async fetch(ctx: DownloadContext, desc: Descriptor, ingest: Ingest, progress: LayerProgress): Promise<number> {
+    const { options } = ctx;
+    progress.fetchStarted(ingest.resumed.reduce((n, [a, b]) => n + b - a, 0));
+    const t0 = performance.now();
+    const ended = ctx.watch.start();
+    try {
+      await fetchBlob(ctx.client, ctx.ref, desc, ingest, {
+        have: ingest.resumed,
+        chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE,
+        ...(options.stragglerFloor !== undefined ? { stragglerFloor: options.stragglerFloor } : {}),
+        ...(options.stragglerWindowMs !== undefined ? { stragglerWindowMs: options.stragglerWindowMs } : {}),
+        ...(options.stallTimeoutMs !== undefined ? { stallTimeoutMs: options.stallTimeoutMs } : {}),
+        scheduler: ctx.scheduler,
+        signal: AbortSignal.any([ctx.signal, this.stop.signal]),
+        ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+        ...(options.onStraggler ? { onStraggler: options.onStraggler } : {}),
+        onBytes: (n) => {
+          ctx.watch.bytes();
+          progress.fetched(n);
+        },
+      });
+    } catch (e) {
+      // Wakes the unpacker that follows this blob, so it stops too.
+      this.watermark.fail();
+      throw e;
+    } finally {
+      ended();
+    }
+    progress.fetchDone();
+    return performance.now() - t0;
+  }
+
+  /** True while an ingest is open (it is dropped on commit, or put away by close). */
+  get downloading(): boolean {
+    return this.ingest !== undefined;
+  }
+
+  /** Commits the downloaded blob (verified: `digest` is what the unpack pass computed) to the content store. */
+  async keep(digest: Digest): Promise<void> {
+    if (!this.ingest) return;
+    const ingest = this.ingest;
+    this.ingest = undefined;
+    await this.store.content.commit(ingest, digest);
+  }
+
+  /** Drops the ingest: the layer's snapshot is committed and the blob is not kept. */
+  async discard(): Promise<void> {
+    if (!this.ingest) return;
+    const ingest = this.ingest;
+    this.ingest = undefined;
+    await this.store.content.abort(ingest);
+  }
+
+  /**
+   * The blob failed to verify. A committed blob that no longer hashes right was damaged on disk:
+   * it is removed so the next pull fetches a good copy instead of failing on it forever. (A bad
+   * download is dropped by `close`.)
+   */
+  async dropDamaged(): Promise<void> {
+    if (this.fromStore) await this.store.content.delete(this.layer.digest);
+  }
+
+  /**
+   * Stops the download and waits until no write can land any more; an ingest still open is then
+   * suspended for the next pull to resume when `stoppedFromOutside` (the caller aborted, another
+   * layer failed, no progress), else dropped (this layer failed itself).
+   */
+  async close(stoppedFromOutside: boolean): Promise<void> {
+    this.stop.abort();
+    await this.done.catch(() => undefined);
+    const ingest = this.ingest;
+    this.ingest = undefined;
+    if (ingest) await (stoppedFromOutside ? this.store.content.suspend(ingest) : this.store.content.abort(ingest));
+  }
+}

@@ -1,0 +1,188 @@
+// The public types of pulling: options, progress events and their layer states, results, timings.
+import type { Digest } from '../oci/digest.js';
+import type { Platform } from '../oci/platform.js';
+import type { ImageRecord } from '../images/store.js';
+import type { CredentialsProvider } from '../registry/auth.js';
+import type { RegistryClient } from '../registry/client.js';
+import type { FetchScheduler } from '../registry/scheduler.js';
+import type { UnpackPool } from '../unpack/pool.js';
+import type { InflaterChoice } from '../unpack/inflater.js';
+
+/**
+ * Where a layer of a pull is, in the order a layer goes through them; a layer's states only move
+ * forward. `waiting`: for a download slot, or for another pull unpacking the same layer.
+ * `fetching`: its blob is downloading (`bytes` counts up). `extracting`: every byte is in and the
+ * single pass that hashes, decompresses and extracts runs (it starts while the download goes on, and
+ * has caught up or is catching up). `verifying`: both digests are being checked and the snapshot
+ * committed. `committed`: its snapshot is in the store. Or `exists` straight from `waiting`: its
+ * snapshot was already there (or another pull committed it meanwhile). A layer whose blob is
+ * already in the store goes from `waiting` to `extracting`.
+ */
+export type LayerState = 'waiting' | 'fetching' | 'extracting' | 'verifying' | 'committed' | 'exists';
+
+/**
+ * Progress of a pull, in the order things happen: one `resolved`, then `layer` events of all
+ * layers interleaved (each layer's states in {@link LayerState} order, never back), then `done`
+ * (only when the pull succeeds).
+ */
+export type PullEvent =
+  | {
+      readonly type: 'resolved';
+      /** The canonical reference the image is recorded under. */
+      readonly name: string;
+      /** Digest of the platform manifest. */
+      readonly manifest: Digest;
+      /** The platform of the image. */
+      readonly platform: Platform;
+      /** Every layer, bottom first. */
+      readonly layers: readonly { readonly digest: Digest; readonly size: number; readonly chainID: Digest }[];
+    }
+  | {
+      readonly type: 'layer';
+      /** Position of the layer, 0 at the bottom. */
+      readonly index: number;
+      /** Digest of the layer blob. */
+      readonly digest: Digest;
+      /** What is happening to the layer now. */
+      readonly state: LayerState;
+      /** Compressed bytes fetched so far (`fetching`; 0 while `waiting`), the layer size after that. */
+      readonly bytes: number;
+      /** The layer blob's size. */
+      readonly total: number;
+    }
+  | { readonly type: 'done'; readonly image: ImageRecord; readonly timings: PullTimings };
+
+/**
+ * Where one layer's time went, in milliseconds. Download and unpack overlap (the unpacker follows
+ * the download), and inside the unpack pass hashing, decompression and extraction interleave, so
+ * the parts do not add up to wall time: the largest one is what bounds the layer.
+ */
+export interface LayerTimings {
+  /** Digest of the layer blob. */
+  readonly digest: Digest;
+  /** Downloading (0 when the blob or snapshot was already there). */
+  readonly fetchMs: number;
+  /** Wall time of the single pass that hashes, decompresses and extracts. */
+  readonly unpackMs: number;
+  /** Of the pass: waiting for downloaded bytes. */
+  readonly waitMs: number;
+  /** Of the pass: SHA-256 of the blob and of the tar (diffID). */
+  readonly verifyMs: number;
+  /** Of the pass: decompressing (or waiting for the decoder process). */
+  readonly decompressMs: number;
+  /** Of the pass: reading tar headers and writing files. */
+  readonly extractMs: number;
+  /** Committing: blob rename, settling against lower layers, snapshot rename, fsyncs. */
+  readonly commitMs: number;
+  /** `exists` when the snapshot was already in the store (all times are then 0). */
+  readonly state: 'committed' | 'exists';
+  /**
+   * With the parallel inflater and a SOCI zTOC for the layer in the registry: how many of the
+   * zTOC's checkpoints the inflater started chunks from (each one checked against the stream).
+   */
+  readonly ztocCheckpoints?: number;
+}
+
+/**
+ * Per-phase sums over all layers, in milliseconds (layers run at once, so sums exceed wall time).
+ * Only per-layer phases: resolving happens once per pull, see {@link PullTimings.resolveMs}.
+ */
+export interface PhaseTotals {
+  /** Sum of {@link LayerTimings.fetchMs}. */
+  readonly fetchMs: number;
+  /** Sum of {@link LayerTimings.verifyMs}. */
+  readonly verifyMs: number;
+  /** Sum of {@link LayerTimings.decompressMs}. */
+  readonly decompressMs: number;
+  /** Sum of {@link LayerTimings.extractMs}. */
+  readonly extractMs: number;
+  /** Sum of {@link LayerTimings.commitMs}. */
+  readonly commitMs: number;
+}
+
+/** Where a pull's time went, in milliseconds: wall times, per layer and per phase. */
+export interface PullTimings {
+  /** Resolving the reference to a verified manifest and config (once per pull, before any layer). */
+  readonly resolveMs: number;
+  /** Wall time of the whole pull. */
+  readonly totalMs: number;
+  /** One entry per layer, bottom first. */
+  readonly layers: readonly LayerTimings[];
+  /** Sums over the layers, phase by phase. */
+  readonly phases: PhaseTotals;
+}
+
+/** Options of {@link pull} and {@link pullEvents}. Only `root` is required. */
+export interface PullOptions {
+  /** Store root; see defaultRoot(). */
+  readonly root: string;
+  /** `os/arch[/variant]` or a Platform; default: this host. */
+  readonly platform?: string | Platform;
+  /** Plain HTTP for every registry (loopback registries use it anyway). */
+  readonly plainHttp?: boolean;
+  /** Credentials per registry, e.g. `dockerConfigCredentials()`; default none (anonymous). */
+  readonly credentials?: CredentialsProvider;
+  /** containerd-style registry host configuration (`<dir>/<host>/hosts.toml`): mirrors to try first. */
+  readonly hostsDir?: string;
+  /**
+   * Aborts the pull: it fails with ABORTED once every layer has stopped, and keeps what it
+   * downloaded for the next pull to resume.
+   */
+  readonly signal?: AbortSignal;
+  /** Called with each progress event, synchronously, from the pull's own work: keep it quick. */
+  readonly onProgress?: (event: PullEvent) => void;
+  /** Bytes per range request. */
+  readonly chunkSize?: number;
+  /** Requests in flight for this pull alone (it then gets its own scheduler). */
+  readonly maxConnections?: number;
+  /** The scheduler of blob requests; default the process-wide one that all pulls share. */
+  readonly scheduler?: FetchScheduler;
+  /** Fail the pull when no byte arrives for this long across all its downloads (default 2 min). */
+  readonly noProgressTimeoutMs?: number;
+  /**
+   * A range receiving fewer bytes per second than this over `stragglerWindowMs` is cancelled and its
+   * remainder re-requested on a fresh connection (defaults: 16 KiB/s over 10 s).
+   */
+  readonly stragglerFloor?: number;
+  /** The window over which the straggler floor is measured, in milliseconds. */
+  readonly stragglerWindowMs?: number;
+  /** A range whose body stops for this long after bytes came is re-issued at once (default 3 s; 0: off). */
+  readonly stallTimeoutMs?: number;
+  /** Layers decompressed and extracted at once; default: the process-wide pool, one per core. */
+  readonly unpackConcurrency?: number;
+  /**
+   * The pool that unpacks the layers; default the process-wide one (or one of the pull's own when
+   * `unpackConcurrency` or `threads` is given). A long-running process that sizes its own pool
+   * passes it to every pull, so all pulls share it.
+   */
+  readonly pool?: UnpackPool;
+  /** Called when a range request is retried after an error (for metrics). */
+  readonly onRetry?: (error: unknown) => void;
+  /** Called when a straggling range is cancelled and re-issued on a fresh connection (for metrics). */
+  readonly onStraggler?: () => void;
+  /** Unpack on worker threads (default true); false keeps every layer on the calling thread. */
+  readonly threads?: boolean;
+  /** gzip decoder: 'auto' (igzip when installed, else node:zlib), 'igzip', 'pigz' or 'zlib'. */
+  readonly inflater?: InflaterChoice;
+  /**
+   * Unpack for a rootless overlay mount (user.overlay.* xattrs, owners unchanged; mounts then carry
+   * `userxattr`). Default: when not running as root.
+   */
+  readonly rootless?: boolean;
+  /** A client to reuse (its connection pool and tokens); the pull does not close it. */
+  readonly client?: RegistryClient;
+  /**
+   * Keep each layer's compressed blob in the content store after its snapshot is committed.
+   * Default false: a node needs the unpacked layers only, and keeping both doubles the disk an
+   * image takes. Manifests and configs are always kept.
+   */
+  readonly keepBlobs?: boolean;
+}
+
+/** What a successful pull returns. */
+export interface PullResult {
+  /** The image record written to the store. */
+  readonly image: ImageRecord;
+  /** Where the time went. */
+  readonly timings: PullTimings;
+}

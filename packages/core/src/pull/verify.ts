@@ -1,0 +1,52 @@
+// The verify step of a layer: what the unpack pass computed (blob digest and size, diffID) against
+// what the manifest and config promise, and the truthful error when the pass itself failed.
+import { FastpullError, isFastpullError } from '../errors.js';
+import { hashFile } from '../content/store.js';
+import type { Digest } from '../oci/digest.js';
+import type { ImageLayer } from '../images/store.js';
+import type { UnpackedLayer } from '../unpack/index.js';
+
+/**
+ * Throws unless the pass read exactly the manifest's size (SIZE_MISMATCH), its blob digest is the
+ * manifest's (DIGEST_MISMATCH; `onBadBlob` runs first) and its diffID is the config's
+ * (DIGEST_MISMATCH). Only then may the layer be committed.
+ */
+export async function verifyUnpacked(layer: ImageLayer, r: Pick<UnpackedLayer, 'blobDigest' | 'diffID' | 'compressedSize' | 'uncompressedSize'>, onBadBlob: () => Promise<unknown>): Promise<void> {
+  const what = `layer ${layer.digest}`;
+  if (r.compressedSize !== layer.size) {
+    throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });
+  }
+  if (r.blobDigest !== layer.digest) {
+    await onBadBlob();
+    throw new FastpullError('DIGEST_MISMATCH', `${what}: blob digest mismatch: got ${r.blobDigest}, want ${layer.digest} (${r.compressedSize} bytes checked)`, {
+      details: { want: layer.digest, got: r.blobDigest, size: r.compressedSize },
+    });
+  }
+  if (r.diffID !== layer.diffID) {
+    throw new FastpullError('DIGEST_MISMATCH', `${what}: diffID mismatch: uncompressed layer is ${r.diffID}, config says ${layer.diffID}`, {
+      details: { want: layer.diffID, got: r.diffID, size: r.uncompressedSize },
+    });
+  }
+}
+
+/**
+ * The error to report for a failed unpack pass. A blob that fails to decompress or extract may
+ * simply be corrupt: then the truthful error is the digest mismatch, not whatever the decoder
+ * tripped over (`onBadBlob` runs first). Hashing the blob again costs a read, on the failure path
+ * only; ABORTED, NO_SPACE and UNSUPPORTED_MEDIA_TYPE say all there is already.
+ */
+export async function diagnoseUnpackFailure(e: unknown, blobPath: string, layer: ImageLayer, onBadBlob: () => Promise<unknown>): Promise<unknown> {
+  if (isFastpullError(e) && (e.code === 'ABORTED' || e.code === 'NO_SPACE' || e.code === 'UNSUPPORTED_MEDIA_TYPE')) return e;
+  let got: Digest;
+  try {
+    got = await hashFile(blobPath, layer.digest);
+  } catch {
+    return e;
+  }
+  if (got === layer.digest) return e;
+  await onBadBlob();
+  return new FastpullError('DIGEST_MISMATCH', `layer ${layer.digest}: blob digest mismatch: got ${got}, want ${layer.digest}`, {
+    cause: e,
+    details: { want: layer.digest, got },
+  });
+}

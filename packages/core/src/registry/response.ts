@@ -1,0 +1,71 @@
+// Reading registry responses: header values, small capped bodies, and the error a failed response means.
+import type { Dispatcher } from 'undici';
+import { FastpullError, isFastpullError } from '../errors.js';
+import { readCapped } from './auth.js';
+import { ERROR_BODY_CAP } from './defaults.js';
+
+/** The first value of a header undici may hand over as a list. */
+export function headerValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * Reads a whole small body (capped). A transport failure mid-body (reset, idle timeout) is
+ * NETWORK_ERROR with `details.body`, which the small reads retry; an abort is ABORTED.
+ */
+export async function readBody(
+  res: Dispatcher.ResponseData,
+  cap: number,
+  what: string,
+  code: 'MANIFEST_TOO_LARGE' | 'REGISTRY_ERROR',
+  signal: AbortSignal | undefined,
+): Promise<Buffer> {
+  try {
+    return await readCapped(res.body, cap, what, code);
+  } catch (e) {
+    if (isFastpullError(e)) throw e;
+    res.body.destroy();
+    if (signal?.aborted) throw new FastpullError('ABORTED', `${what}: aborted`, { cause: e });
+    throw new FastpullError('NETWORK_ERROR', `${what}: connection failed while reading the response: ${(e as Error).message}`, { cause: e, details: { body: true } });
+  }
+}
+
+/** Drops a body that is not wanted, reading at most a little of it so the connection can be reused. */
+export async function discard(res: Dispatcher.ResponseData): Promise<void> {
+  try {
+    await res.body.dump({ limit: ERROR_BODY_CAP });
+  } catch {
+    // The connection is being dropped anyway.
+  }
+}
+
+/** Turns a non-success response into the matching error, reading the distribution error body (capped). */
+export async function responseError(res: Dispatcher.ResponseData, what: string): Promise<FastpullError> {
+  let detail = '';
+  try {
+    const body = await readCapped(res.body, ERROR_BODY_CAP, what);
+    const parsed = JSON.parse(body.toString('utf8')) as { errors?: { code?: string; message?: string }[] };
+    const first = parsed.errors?.[0];
+    if (first) detail = `: ${[first.code, first.message].filter(Boolean).join(' ')}`.slice(0, 300);
+  } catch {
+    await discard(res);
+  }
+  const status = res.statusCode;
+  const details = { status };
+  switch (status) {
+    case 401:
+      return new FastpullError('UNAUTHORIZED', `${what}: unauthorized (HTTP 401)${detail}`, { details });
+    case 403:
+      return new FastpullError('DENIED', `${what}: access denied (HTTP 403)${detail}`, { details });
+    case 404:
+      return new FastpullError('NOT_FOUND', `${what}: not found${detail}`, { details });
+    case 429: {
+      const retryAfter = headerValue(res.headers['retry-after']);
+      return new FastpullError('RATE_LIMITED', `${what}: rate limited by the registry (HTTP 429)${retryAfter ? `, retry after ${retryAfter}` : ''}${detail}`, {
+        details: { status, ...(retryAfter ? { retryAfter } : {}) },
+      });
+    }
+    default:
+      return new FastpullError('REGISTRY_ERROR', `${what}: registry answered HTTP ${status}${detail}`, { details });
+  }
+}

@@ -1,0 +1,86 @@
+// Generated from proto/fastpull/v1/fastpull.proto by scripts/gen-proto.mjs; do not edit.
+
+
+/**
+ * Where one layer's time went (see PullTimings in @fastpull/core).
+ */
+export interface LayerTimings {
+  /**
+   * Digest of the layer blob.
+   */
+  'digest'?: (string);
+  /**
+   * Downloading (0 when the blob or snapshot was already there).
+   */
+  'fetchMs'?: (number | string);
+  /**
+   * Wall time of the single pass that hashes, decompresses and extracts.
+   */
+  'unpackMs'?: (number | string);
+  /**
+   * Of the pass: waiting for downloaded bytes.
+   */
+  'waitMs'?: (number | string);
+  /**
+   * Of the pass: SHA-256 of the blob and of the tar.
+   */
+  'verifyMs'?: (number | string);
+  /**
+   * Of the pass: decompressing.
+   */
+  'decompressMs'?: (number | string);
+  /**
+   * Of the pass: reading tar headers and writing files.
+   */
+  'extractMs'?: (number | string);
+  /**
+   * Committing the blob and the snapshot.
+   */
+  'commitMs'?: (number | string);
+  /**
+   * "committed" or "exists".
+   */
+  'state'?: (string);
+}
+
+/**
+ * Where one layer's time went (see PullTimings in @fastpull/core).
+ */
+export interface LayerTimings__Output {
+  /**
+   * Digest of the layer blob.
+   */
+  'digest': (string);
+  /**
+   * Downloading (0 when the blob or snapshot was already there).
+   */
+  'fetchMs': (number);
+  /**
+   * Wall time of the single pass that hashes, decompresses and extracts.
+   */
+  'unpackMs': (number);
+  /**
+   * Of the pass: waiting for downloaded bytes.
+   */
+  'waitMs': (number);
+  /**
+   * Of the pass: SHA-256 of the blob and of the tar.
+   */
+  'verifyMs': (number);
+  /**
+   * Of the pass: decompressing.
+   */
+  'decompressMs': (number);
+  /**
+   * Of the pass: reading tar headers and writing files.
+   */
+  'extractMs': (number);
+  /**
+   * Committing the blob and the snapshot.
+   */
+  'commitMs': (number);
+  /**
+   * "committed" or "exists".
+   */
+  'state': (string);
+}

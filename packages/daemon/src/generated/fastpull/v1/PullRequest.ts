@@ -1,0 +1,55 @@
+// Generated from proto/fastpull/v1/fastpull.proto by scripts/gen-proto.mjs; do not edit.
+
+import type { Credentials as _fastpull_v1_Credentials, Credentials__Output as _fastpull_v1_Credentials__Output } from '../../fastpull/v1/Credentials.js';
+
+/**
+ * Pull an image.
+ */
+export interface PullRequest {
+  /**
+   * Image reference, e.g. "ubuntu:24.04" or "host:5000/team/app@sha256:...".
+   */
+  'reference'?: (string);
+  /**
+   * Platform "os/arch[/variant]" to pull from a multi-platform image; empty: the daemon's host.
+   */
+  'platform'?: (string);
+  /**
+   * Talk to the registry over plain HTTP (loopback registries always may).
+   */
+  'plainHttp'?: (boolean);
+  /**
+   * Keep the compressed layer blobs after unpacking.
+   */
+  'keepBlobs'?: (boolean);
+  /**
+   * Credentials for the reference's registry, before the daemon's own Docker config; optional.
+   */
+  'credentials'?: (_fastpull_v1_Credentials | null);
+}
+
+/**
+ * Pull an image.
+ */
+export interface PullRequest__Output {
+  /**
+   * Image reference, e.g. "ubuntu:24.04" or "host:5000/team/app@sha256:...".
+   */
+  'reference': (string);
+  /**
+   * Platform "os/arch[/variant]" to pull from a multi-platform image; empty: the daemon's host.
+   */
+  'platform': (string);
+  /**
+   * Talk to the registry over plain HTTP (loopback registries always may).
+   */
+  'plainHttp': (boolean);
+  /**
+   * Keep the compressed layer blobs after unpacking.
+   */
+  'keepBlobs': (boolean);
+  /**
+   * Credentials for the reference's registry, before the daemon's own Docker config; optional.
+   */
+  'credentials': (_fastpull_v1_Credentials__Output | null);
+}

@@ -1,0 +1,150 @@
+// The remote-snapshotter fast path: when containerd's CRI plugin unpacks an image it sends, on each
+// layer's Prepare, labels naming the image, its manifest and the layer's chainID. Instead of letting
+// containerd download and apply the layer, fastpulld pulls the whole image with its own engine (one
+// shared pull for all the image's layers), waits for this layer's chainID snapshot, records it as a
+// committed snapshot that borrows that snapshot (carrying the target label, over the parent
+// containerd asked for) and answers ALREADY_EXISTS: containerd finds the record and skips the layer.
+// Any failure falls back to the normal path (mounts), so the pull still succeeds.
+import type { Logger } from 'pino';
+import { FastpullError, isDigest, isFastpullError, parseReference, type Digest, type PullResult } from '@fastpull/core';
+import type { FileSnapshotter, SnapshotRecords } from '@fastpull/core/snapshots';
+import type { PrepareHook } from './service.js';
+
+/** Label containerd puts on every unpack Prepare: the chainID the layer will have. */
+export const TARGET_LABEL = 'containerd.io/snapshot.ref';
+/** Labels containerd's CRI plugin adds when `disable_snapshot_annotations = false`. */
+export const IMAGE_REF_LABEL = 'containerd.io/snapshot/cri.image-ref';
+export const MANIFEST_LABEL = 'containerd.io/snapshot/cri.manifest-digest';
+export const LAYER_LABEL = 'containerd.io/snapshot/cri.layer-digest';
+
+/**
+ * Pulls an image (by its reference and platform manifest digest) into the store, shared with any
+ * pull of it already running; rejects when the pull fails or `signal` fires.
+ */
+export type PullForSnapshot = (ref: string, manifestDigest: Digest, signal: AbortSignal) => Promise<PullResult>;
+
+/** What the fast path needs. */
+export interface FastPathOptions {
+  readonly records: SnapshotRecords;
+  readonly snapshots: FileSnapshotter;
+  readonly pull: PullForSnapshot;
+  readonly log: Logger;
+  /** How often to look whether the layer's snapshot is committed while the pull runs. */
+  readonly pollMs?: number;
+}
+
+/** The fast-path labels of a Prepare, or undefined when it has none (or malformed ones). */
+function fastPathLabels(labels: Readonly<Record<string, string>>): { target: Digest; ref: string; manifest: Digest } | undefined {
+  const target = labels[TARGET_LABEL];
+  const ref = labels[IMAGE_REF_LABEL];
+  const manifest = labels[MANIFEST_LABEL];
+  if (!target || !ref || !manifest || !labels[LAYER_LABEL]) return undefined;
+  if (!isDigest(target) || !isDigest(manifest)) return undefined;
+  try {
+    parseReference(ref);
+  } catch {
+    return undefined;
+  }
+  return { target, ref, manifest };
+}
+
+/**
+ * The Prepare hook of the fast path: 'handled' when the layer is recorded (containerd is then told
+ * ALREADY_EXISTS), 'normal' when containerd should unpack it itself.
+ */
+export function fastPathHook(options: FastPathOptions): PrepareHook {
+  const { records, snapshots, pull, log } = options;
+  const pollMs = options.pollMs ?? 50;
+  /** One recording per target and parent at a time: containerd may ask twice (two namespaces). */
+  const inflight = new Map<string, Promise<'handled' | 'normal'>>();
+
+  /** A committed record that already answers this Prepare (same target, same parent). */
+  const recorded = (target: Digest, parent: string | undefined): boolean =>
+    records.list([`kind==committed,labels."${TARGET_LABEL}"==${target}`]).some((i) => i.parent === parent);
+
+  /**
+   * Whether `parent` (containerd's backend name) stands for the layers below `target`: the chainID
+   * the parent record carries must be the parent chainID of fastpull's snapshot. A parent that
+   * containerd unpacked itself carries the target label of its own Prepare.
+   */
+  const parentMatches = async (target: Digest, parent: string | undefined): Promise<boolean> => {
+    const info = await snapshots.info(target);
+    if (!info) return false;
+    if (parent === undefined) return info.parent === undefined;
+    let stat;
+    try {
+      stat = records.stat(parent);
+    } catch {
+      return false;
+    }
+    const parentChain = records.chainOf(parent) ?? stat.labels[TARGET_LABEL];
+    return parentChain !== undefined && parentChain === info.parent;
+  };
+
+  /** Resolves when `target` is committed in the store, or rejects with the pull's failure. */
+  const layerCommitted = (target: Digest, pulling: Promise<PullResult>, signal: AbortSignal): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      let done = false;
+      const finish = (e?: unknown): void => {
+        if (done) return;
+        done = true;
+        clearInterval(timer);
+        if (e === undefined) resolve();
+        else reject(e);
+      };
+      const timer = setInterval(() => {
+        if (signal.aborted) finish(new FastpullError('ABORTED', `waiting for layer ${target}: the Prepare call was cancelled`));
+        else void snapshots.isCommitted(target).then((yes) => yes && finish(), finish);
+      }, pollMs);
+      pulling.then(
+        async () => ((await snapshots.isCommitted(target)) ? finish() : finish(new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${target}`))),
+        (e: unknown) => finish(e),
+      );
+    });
+
+  const record = async (key: string, target: Digest, parent: string | undefined, labels: Readonly<Record<string, string>>, how: 'held' | 'pulled'): Promise<'handled'> => {
+    if (!recorded(target, parent)) {
+      // Unique, never the bare chainID: the same layer may sit over different parents (pitfall of
+      // another namespace having unpacked a lower layer itself).
+      const name = `fastpull/${key.replace(/[^A-Za-z0-9._-]+/g, '_').slice(-40)}/${target}`;
+      await records.commitChain(name, parent, target, labels);
+    }
+    log.info({ event: 'snapshot', target, parent, layer: labels[LAYER_LABEL], image: labels[IMAGE_REF_LABEL], how }, 'layer recorded for containerd');
+    return 'handled';
+  };
+
+  const handle = async (key: string, parent: string | undefined, labels: Readonly<Record<string, string>>, f: { target: Digest; ref: string; manifest: Digest }, signal: AbortSignal): Promise<'handled' | 'normal'> => {
+    if (recorded(f.target, parent)) {
+      log.debug({ event: 'snapshot', target: f.target, parent, how: 'recorded' }, 'layer already recorded for containerd');
+      return 'handled';
+    }
+    if (await snapshots.isCommitted(f.target)) {
+      if (!(await parentMatches(f.target, parent))) return 'normal';
+      return record(key, f.target, parent, labels, 'held');
+    }
+    const name = parseReference(f.ref);
+    const byDigest = `${name.registry}/${name.repository}@${f.manifest}`;
+    const pulling = pull(byDigest, f.manifest, signal);
+    pulling.catch(() => undefined); // its failure is handled through layerCommitted
+    await layerCommitted(f.target, pulling, signal);
+    if (!(await parentMatches(f.target, parent))) return 'normal';
+    return record(key, f.target, parent, labels, 'pulled');
+  };
+
+  return async ({ key, parent, labels, signal }) => {
+    const f = fastPathLabels(labels);
+    if (!f) return 'normal';
+    const id = `${f.target}\0${parent ?? ''}`;
+    let running = inflight.get(id);
+    if (!running) {
+      running = handle(key, parent, labels, f, signal).catch((e: unknown) => {
+        const code = isFastpullError(e) ? e.code : 'INTERNAL';
+        log.warn({ event: 'snapshot', target: f.target, image: f.ref, code, err: e instanceof Error ? e.message : String(e) }, 'fast path failed; containerd unpacks the layer itself');
+        return 'normal' as const;
+      });
+      inflight.set(id, running);
+      void running.finally(() => inflight.delete(id));
+    }
+    return running;
+  };
+}

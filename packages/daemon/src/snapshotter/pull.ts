@@ -1,0 +1,30 @@
+// The pulls the fast path asks for, through the daemon's shared pulls: every layer's Prepare of one
+// image (and any fastpull.v1 Pull of the same reference) joins one pull.
+import { credentialsIdentity, FastpullError, formatReference, parseReference, type Digest, type FastpullService, type PullResult } from '@fastpull/core';
+import type { PullManager } from '../pulls.js';
+import type { PullForSnapshot } from './fastpath.js';
+
+/**
+ * A PullForSnapshot over the daemon's PullManager and service. Pulls carry no credentials of their
+ * own (containerd passes none in labels): the daemon's credential sources serve them.
+ */
+export function sharedSnapshotPuller(pulls: PullManager, service: FastpullService, keepBlobs: boolean): PullForSnapshot {
+  return (ref: string, _manifest: Digest, signal: AbortSignal) =>
+    new Promise<PullResult>((resolve, reject) => {
+      const name = formatReference(parseReference(ref));
+      // The same key as a fastpull.v1 Pull of this reference without platform or credentials.
+      const key = JSON.stringify([name, '', false, keepBlobs, credentialsIdentity(undefined)]);
+      const { leave } = pulls.join(key, name, (s, onProgress) => service.pull(name, { signal: s, onProgress }), {
+        progress: () => undefined,
+        finish: resolve,
+        fail: reject,
+      });
+      // Leaving stops this caller's share only: the pull goes on while another caller waits for it.
+      const cancel = (): void => {
+        leave();
+        reject(new FastpullError('ABORTED', `pulling ${name} for containerd: the caller went away`));
+      };
+      if (signal.aborted) cancel();
+      else signal.addEventListener('abort', cancel, { once: true });
+    });
+}

@@ -1,0 +1,140 @@
+// The handlers of containerd.services.snapshots.v1.Snapshots: a thin adapter from containerd's wire
+// messages onto the store's containerd snapshot records (SnapshotRecords in @fastpull/core). Errors
+// go out as the gRPC codes containerd maps back (NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
+// INVALID_ARGUMENT), through the daemon's one error mapping.
+import type * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { FastpullError, isFastpullError, type Mount } from '@fastpull/core';
+import type { SnapshotRecordInfo, SnapshotRecords } from '@fastpull/core/snapshots';
+import { toStatus } from '../errors.js';
+import type { WireCommitRequest, WireInfo, WireKeyRequest, WireKind, WireListRequest, WireMount, WirePrepareRequest, WireTimestamp, WireUpdateRequest } from './proto.js';
+
+/** Infos per List message, as containerd's own service sends them. */
+const LIST_BATCH = 100;
+
+/**
+ * A Prepare that may be answered without mounts: the fast path looks at the request first and
+ * either records the layer (then containerd is told ALREADY_EXISTS) or lets the normal path run.
+ */
+export type PrepareHook = (req: { key: string; parent: string | undefined; labels: Readonly<Record<string, string>>; signal: AbortSignal }) => Promise<'handled' | 'normal'>;
+
+/** What the handlers need. */
+export interface SnapshotsServiceOptions {
+  readonly records: SnapshotRecords;
+  readonly log: Logger;
+  /** The fast path; none: every Prepare takes the normal path. */
+  readonly prepareHook?: PrepareHook;
+}
+
+const KIND: Readonly<Record<SnapshotRecordInfo['kind'], WireKind>> = { active: 'ACTIVE', view: 'VIEW', committed: 'COMMITTED' };
+
+/** An RFC 3339 time with up to nanoseconds as a protobuf Timestamp. */
+export function toTimestamp(time: string): WireTimestamp {
+  const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/.exec(time);
+  const seconds = Math.floor(Date.parse(`${m ? m[1] : time}Z`) / 1000);
+  return { seconds: Number.isFinite(seconds) ? seconds : 0, nanos: m?.[2] ? Number(m[2].padEnd(9, '0')) : 0 };
+}
+
+/** A snapshot's info as containerd's Info message. */
+export function infoToWire(info: SnapshotRecordInfo): WireInfo {
+  return {
+    name: info.name,
+    parent: info.parent ?? '',
+    kind: KIND[info.kind],
+    createdAt: toTimestamp(info.created),
+    updatedAt: toTimestamp(info.updated),
+    labels: { ...info.labels },
+  };
+}
+
+function mountsToWire(mounts: readonly Mount[]): { mounts: WireMount[] } {
+  return { mounts: mounts.map((m) => ({ type: m.type, source: m.source, target: '', options: [...m.options] })) };
+}
+
+/** The handler map for grpc.Server.addService. */
+export function snapshotsHandlers(options: SnapshotsServiceOptions): grpc.UntypedServiceImplementation {
+  const { records, log, prepareHook } = options;
+  const fail = (method: string, e: unknown): void => {
+    const code = isFastpullError(e) ? e.code : 'INTERNAL';
+    // NOT_FOUND (Stat of a layer not there yet) and ALREADY_EXISTS (the fast path's answer) are
+    // containerd's everyday questions, not failures.
+    const level = code === 'INTERNAL' ? 'error' : code === 'NOT_FOUND' || code === 'ALREADY_EXISTS' ? 'debug' : 'info';
+    log[level]({ method: `Snapshots.${method}`, code, err: e instanceof Error ? e.message : String(e) }, 'snapshotter request failed');
+  };
+  const unary =
+    <Req, Res>(method: string, fn: (req: Req) => Res | Promise<Res>) =>
+    (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>): void => {
+      Promise.resolve()
+        .then(() => fn(call.request))
+        .then(
+          (res) => callback(null, res),
+          (e: unknown) => {
+            fail(method, e);
+            callback(toStatus(e));
+          },
+        );
+    };
+  const prepare = (call: grpc.ServerUnaryCall<WirePrepareRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void => {
+    const req = call.request;
+    const parent = req.parent || undefined;
+    const labels = req.labels ?? {};
+    // containerd cancels a Prepare when its pull is cancelled: the fast path stops waiting then.
+    // grpc-js also says 'cancelled' once a finished call closes: only a call not yet answered counts.
+    const cancelled = new AbortController();
+    let answered = false;
+    call.on('cancelled', () => {
+      if (!answered) cancelled.abort();
+    });
+    (async () => {
+      if (prepareHook && (await prepareHook({ key: req.key, parent, labels, signal: cancelled.signal })) === 'handled') {
+        // The layer is recorded as a committed snapshot carrying the target label: containerd finds it.
+        throw new FastpullError('ALREADY_EXISTS', `snapshot ${labels['containerd.io/snapshot.ref'] ?? req.key} is already in the store`);
+      }
+      return mountsToWire(await records.prepare(req.key, parent, labels));
+    })().then(
+      (res) => {
+        answered = true;
+        callback(null, res);
+      },
+      (e: unknown) => {
+        answered = true;
+        fail('Prepare', e);
+        callback(toStatus(e));
+      },
+    );
+  };
+  return {
+    Prepare: prepare,
+    View: unary('View', async (req: WirePrepareRequest) => mountsToWire(await records.view(req.key, req.parent || undefined, req.labels ?? {}))),
+    Mounts: unary('Mounts', (req: WireKeyRequest) => mountsToWire(records.mounts(req.key))),
+    Commit: unary('Commit', async (req: WireCommitRequest) => {
+      await records.commit(req.name, req.key, req.labels ?? {});
+      return {};
+    }),
+    Remove: unary('Remove', async (req: WireKeyRequest) => {
+      await records.remove(req.key);
+      return {};
+    }),
+    Stat: unary('Stat', (req: WireKeyRequest) => ({ info: infoToWire(records.stat(req.key)) })),
+    Update: unary('Update', async (req: WireUpdateRequest) => {
+      const info = req.info ?? { name: '', labels: {} };
+      return { info: infoToWire(await records.update({ name: info.name, labels: info.labels ?? {} }, req.updateMask?.paths ?? [])) };
+    }),
+    List: (call: grpc.ServerWritableStream<WireListRequest, unknown>) => {
+      try {
+        const infos = records.list(call.request.filters ?? []).map(infoToWire);
+        for (let i = 0; i < infos.length; i += LIST_BATCH) call.write({ info: infos.slice(i, i + LIST_BATCH) });
+        call.end();
+      } catch (e) {
+        fail('List', e);
+        call.emit('error', toStatus(e));
+      }
+    },
+    Usage: unary('Usage', async (req: WireKeyRequest) => records.usage(req.key)),
+    Cleanup: unary('Cleanup', async () => {
+      const removed = await records.cleanup();
+      if (removed.length > 0) log.info({ removed }, 'snapshotter cleanup removed directories no record owns');
+      return {};
+    }),
+  };
+}

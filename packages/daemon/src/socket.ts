@@ -1,0 +1,74 @@
+// The unix sockets fastpulld listens on (its API and containerd's snapshotter API), made the same way:
+// a stale socket replaced, a live one or any other file refused, mode 0660 from the first moment, then
+// given to the configured group.
+import { promises as fsp, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { dirname } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { checkDirectory, FastpullError } from '@fastpull/core';
+
+/**
+ * Makes `path` free to listen on: a socket file nobody answers on (a daemon that crashed) is removed;
+ * a live one means another daemon serves there, which is an error, as is any file that is not a
+ * socket. `flag` names the setting in messages (e.g. `--socket`).
+ */
+export async function prepareSocket(path: string, flag = '--socket'): Promise<void> {
+  await checkDirectory(dirname(path), 'socket directory', 'create');
+  let st;
+  try {
+    st = await fsp.lstat(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw e;
+  }
+  if (!st.isSocket()) throw new FastpullError('INVALID_ARGUMENT', `${path} exists and is not a socket; not replacing it`);
+  const answered = await new Promise<boolean>((resolve) => {
+    const s = connect(path);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+  if (answered) throw new FastpullError('INVALID_ARGUMENT', `another process is serving on ${path}; stop it first or choose another ${flag}`);
+  await fsp.rm(path, { force: true });
+}
+
+/** Binds `server` to the unix socket `path` (prepared with {@link prepareSocket}), mode 0660, owned by `group`. */
+export async function listenUnix(server: grpc.Server, path: string, group: string | undefined, flag = '--socket'): Promise<void> {
+  await prepareSocket(path, flag);
+  // The socket file takes its mode from the umask at bind(): 0660 from its first moment, so nobody
+  // outside the group can connect in the window before the chmod.
+  const umask = process.umask(0o117);
+  try {
+    await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${path}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+  } catch (e) {
+    throw new FastpullError('INTERNAL', `listening on ${path}: ${(e as Error).message}`, { cause: e });
+  } finally {
+    process.umask(umask);
+  }
+  await fsp.chmod(path, 0o660);
+  if (group === undefined) return;
+  const gid = groupId(group);
+  try {
+    await fsp.chown(path, process.getuid?.() ?? -1, gid);
+  } catch (e) {
+    throw new FastpullError('PERMISSION_DENIED', `giving ${path} to group ${group}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+/** A group name or numeric id as a gid (from /etc/group). */
+export function groupId(group: string): number {
+  if (/^\d+$/.test(group)) return Number(group);
+  let text = '';
+  try {
+    text = readFileSync('/etc/group', 'utf8');
+  } catch {
+    // No group database: only numeric ids work.
+  }
+  for (const line of text.split('\n')) {
+    const [name, , gid] = line.split(':');
+    if (name === group && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
+  }
+  throw new FastpullError('INVALID_ARGUMENT', `group ${JSON.stringify(group)} does not exist`);
+}

@@ -1,0 +1,103 @@
+// A gRPC client of containerd's snapshotter API for tests (what containerd's proxy snapshotter
+// sends), and helpers that mount what it answers as containerd's mount.All would.
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { repoRoot } from './helpers.js';
+
+export interface SnapshotMount {
+  type: string;
+  source: string;
+  target: string;
+  options: string[];
+}
+
+export interface SnapshotInfo {
+  name: string;
+  parent: string;
+  kind: 'UNKNOWN' | 'VIEW' | 'ACTIVE' | 'COMMITTED';
+  createdAt: { seconds: number; nanos: number };
+  updatedAt: { seconds: number; nanos: number };
+  labels: Record<string, string>;
+}
+
+type Labels = Record<string, string>;
+
+/** The ten RPCs, promised; failures reject with the grpc-js ServiceError. */
+export interface SnapshotsClient {
+  prepare(key: string, parent?: string, labels?: Labels): Promise<SnapshotMount[]>;
+  view(key: string, parent?: string, labels?: Labels): Promise<SnapshotMount[]>;
+  mounts(key: string): Promise<SnapshotMount[]>;
+  commit(name: string, key: string, labels?: Labels): Promise<void>;
+  remove(key: string): Promise<void>;
+  stat(key: string): Promise<SnapshotInfo>;
+  update(info: Partial<SnapshotInfo> & { name: string }, paths?: string[]): Promise<SnapshotInfo>;
+  list(filters?: string[]): Promise<SnapshotInfo[]>;
+  usage(key: string): Promise<{ size: number; inodes: number }>;
+  cleanup(): Promise<void>;
+  close(): void;
+}
+
+/** A client of the snapshotter API at `socket`. */
+export function snapshotsClient(socket: string): SnapshotsClient {
+  const def = protoLoader.loadSync(['containerd/services/snapshots/v1/snapshots.proto'], {
+    keepCase: false,
+    longs: Number,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+    includeDirs: [join(repoRoot, 'packages', 'daemon', 'proto')],
+  });
+  const Ctor = grpc.makeGenericClientConstructor(def['containerd.services.snapshots.v1.Snapshots'] as grpc.ServiceDefinition, 'Snapshots');
+  const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void> & {
+    List(req: unknown): grpc.ClientReadableStream<{ info: SnapshotInfo[] }>;
+    close(): void;
+  };
+  const call = <T>(method: string, req: unknown): Promise<T> =>
+    new Promise((resolve, reject) => raw[method]!.call(raw, req, (e, res) => (e ? reject(e) : resolve(res as T))));
+  return {
+    prepare: async (key, parent = '', labels = {}) => (await call<{ mounts: SnapshotMount[] }>('Prepare', { key, parent, labels })).mounts,
+    view: async (key, parent = '', labels = {}) => (await call<{ mounts: SnapshotMount[] }>('View', { key, parent, labels })).mounts,
+    mounts: async (key) => (await call<{ mounts: SnapshotMount[] }>('Mounts', { key })).mounts,
+    commit: async (name, key, labels = {}) => void (await call('Commit', { name, key, labels })),
+    remove: async (key) => void (await call('Remove', { key })),
+    stat: async (key) => (await call<{ info: SnapshotInfo }>('Stat', { key })).info,
+    update: async (info, paths = []) => (await call<{ info: SnapshotInfo }>('Update', { info, updateMask: { paths } })).info,
+    list: (filters = []) =>
+      new Promise((resolve, reject) => {
+        const out: SnapshotInfo[] = [];
+        const stream = raw.List({ filters });
+        stream.on('data', (m: { info: SnapshotInfo[] }) => out.push(...m.info));
+        stream.on('error', reject);
+        stream.on('end', () => resolve(out));
+      }),
+    usage: (key) => call('Usage', { key }),
+    cleanup: async () => void (await call('Cleanup', {})),
+    close: () => raw.close(),
+  };
+}
+
+/** The gRPC status name a call failed with (e.g. "NOT_FOUND"), or "OK" when it succeeded. */
+export async function statusOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'OK';
+  } catch (e) {
+    const code = (e as grpc.ServiceError).code;
+    if (typeof code !== 'number') throw e;
+    return grpc.status[code]!;
+  }
+}
+
+/** Mounts a snapshot's mounts at `target` as containerd does (bind mounts by their options, overlays by type). */
+export function mountAll(mounts: readonly SnapshotMount[], target: string): void {
+  for (const m of mounts) {
+    if (m.type === 'bind') execFileSync('mount', ['-o', m.options.join(','), m.source, target], { stdio: 'pipe' });
+    else execFileSync('mount', ['-t', m.type, m.source, '-o', m.options.join(','), target], { stdio: 'pipe' });
+  }
+}
+
+export function unmount(target: string): void {
+  execFileSync('umount', [target], { stdio: 'pipe' });
+}

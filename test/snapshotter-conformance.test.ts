@@ -1,0 +1,370 @@
+// containerd's snapshotter conformance, after its snapshots/testsuite: fastpulld as a real process
+// serving containerd.services.snapshots.v1 on its snapshotter socket, driven over gRPC as
+// containerd's proxy snapshotter drives it. As root the answered mounts are really mounted
+// (overlayfs and bind mounts): files written in an active snapshot, committed, seen through a
+// child; deletions hide lower files through whiteouts; views are read-only. Records survive a
+// restart of fastpulld, and shutting down leaves mounted snapshot directories alone.
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { overlayUnavailable, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { mountAll, snapshotsClient, statusOf, unmount, type SnapshotInfo, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
+
+const noMounts = overlayUnavailable();
+if (noMounts) console.warn(`snapshotter conformance: not mounting the answered mounts: ${noMounts}`);
+const itMounts = it.skipIf(noMounts !== undefined);
+
+const work = tempDir('snapshotter');
+const root = join(work.dir, 'root');
+const socket = join(work.dir, 'fastpulld.sock');
+const snapSocket = join(work.dir, 'snapshotter.sock');
+let daemon: RunningDaemon | undefined;
+let client: SnapshotsClient;
+
+function serve(): Promise<RunningDaemon> {
+  return serveDaemon(['--socket', socket, '--snapshotter-socket', snapSocket, '--root', root, '--log-level', 'debug']);
+}
+
+const stop = stopDaemon;
+
+let mountSeq = 0;
+/** Mounts `mounts` at a fresh directory, runs `fn` there, unmounts. */
+async function mounted<T>(mounts: readonly SnapshotMount[], fn: (dir: string) => T | Promise<T>): Promise<T> {
+  const dir = join(work.dir, `mnt-${mountSeq++}`);
+  mkdirSync(dir);
+  mountAll(mounts, dir);
+  try {
+    return await fn(dir);
+  } finally {
+    unmount(dir);
+  }
+}
+
+/** path -> file content, or "dir", for the tree at `dir`. */
+function tree(dir: string, rel = ''): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const e of readdirSync(join(dir, rel), { withFileTypes: true })) {
+    const path = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) {
+      out[path] = 'dir';
+      Object.assign(out, tree(dir, path));
+    } else out[path] = readFileSync(join(dir, path), 'utf8');
+  }
+  return out;
+}
+
+const ms = (t: SnapshotInfo['createdAt']): number => t.seconds * 1000 + t.nanos / 1e6;
+
+beforeAll(async () => {
+  daemon = await serve();
+  client = snapshotsClient(snapSocket);
+});
+afterAll(async () => {
+  client?.close();
+  await stop(daemon);
+  work.cleanup();
+});
+
+describe('containerd snapshotter API (conformance)', () => {
+  itMounts('basic: write in an active snapshot, commit, see it through a child, whiteouts hide, views read-only', async () => {
+    const m = await client.prepare('basic/preparing', '', { 'containerd.io/gc.root': 'now' });
+    expect(m).toHaveLength(1);
+    expect(m[0]).toMatchObject({ type: 'bind', options: ['rw', 'rbind'] });
+    await mounted(m, (dir) => {
+      writeFileSync(join(dir, 'foo'), 'foo\n');
+      mkdirSync(join(dir, 'a/b/c'), { recursive: true });
+    });
+    await client.commit('basic/committed', 'basic/preparing', { 'containerd.io/gc.root': 'now' });
+    const si = await client.stat('basic/committed');
+    expect(si).toMatchObject({ name: 'basic/committed', parent: '', kind: 'COMMITTED' });
+    expect(await statusOf(client.stat('basic/preparing'))).toBe('NOT_FOUND');
+
+    const next = await client.prepare('basic/next', 'basic/committed');
+    expect(next[0]!.type).toBe('overlay');
+    await mounted(next, (dir) => {
+      expect(tree(dir)).toEqual({ foo: 'foo\n', a: 'dir', 'a/b': 'dir', 'a/b/c': 'dir' });
+      writeFileSync(join(dir, 'bar'), 'bar\n');
+      writeFileSync(join(dir, 'foo'), 'bar\n');
+      rmSync(join(dir, 'a/b'), { recursive: true });
+    });
+    expect(await client.stat('basic/next')).toMatchObject({ parent: 'basic/committed', kind: 'ACTIVE' });
+    await client.commit('basic/committed-next', 'basic/next');
+    const si2 = await client.stat('basic/committed-next');
+    expect(si2).toMatchObject({ parent: 'basic/committed', kind: 'COMMITTED' });
+    expect(await statusOf(client.stat('basic/next'))).toBe('NOT_FOUND');
+    const listed = await client.list();
+    expect(listed.find((i) => i.name === si.name)).toEqual(si);
+    expect(listed.find((i) => i.name === si2.name)).toEqual(si2);
+
+    const view = await client.view('basic/nextnext', 'basic/committed-next');
+    expect(view).toEqual([{ type: 'overlay', source: 'overlay', target: '', options: expect.arrayContaining([expect.stringMatching(/^lowerdir=[^:]+:[^:]+$/)]) }]);
+    expect(view[0]!.options.some((o) => o.startsWith('upperdir='))).toBe(false);
+    await mounted(view, (dir) => {
+      expect(tree(dir)).toEqual({ foo: 'bar\n', bar: 'bar\n', a: 'dir' });
+      expect(() => writeFileSync(join(dir, 'testfile'), 'x')).toThrow(/EROFS|read-only/);
+    });
+    // A view of one committed snapshot is a read-only bind of its tree.
+    const one = await client.view('basic/one', 'basic/committed');
+    expect(one[0]).toMatchObject({ type: 'bind', options: ['ro', 'rbind'] });
+    await mounted(one, (dir) => {
+      expect(tree(dir)).toEqual({ foo: 'foo\n', a: 'dir', 'a/b': 'dir', 'a/b/c': 'dir' });
+      expect(() => writeFileSync(join(dir, 'testfile'), 'x')).toThrow(/EROFS|read-only/);
+    });
+    expect(await client.mounts('basic/one')).toEqual(one);
+
+    await client.remove('basic/nextnext');
+    await client.remove('basic/one');
+    expect(await statusOf(client.remove('basic/committed'))).toBe('FAILED_PRECONDITION');
+    await client.remove('basic/committed-next');
+    await client.remove('basic/committed');
+    expect((await client.list()).filter((i) => i.name.startsWith('basic/'))).toEqual([]);
+  });
+
+  itMounts('deleted files in a child stay hidden through a chain of three', async () => {
+    const l1 = await client.prepare('del/l1');
+    await mounted(l1, (dir) => {
+      writeFileSync(join(dir, 'foo'), 'foo\n');
+      writeFileSync(join(dir, 'foobar'), 'foobar\n');
+    });
+    await client.commit('del/c1', 'del/l1');
+    await mounted(await client.prepare('del/l2', 'del/c1'), (dir) => rmSync(join(dir, 'foobar')));
+    await client.commit('del/c2', 'del/l2');
+    await client.prepare('del/l3', 'del/c2');
+    await client.commit('del/c3', 'del/l3');
+    await mounted(await client.view('del/v', 'del/c3'), (dir) => expect(tree(dir)).toEqual({ foo: 'foo\n' }));
+    // A file moved from a lower layer: gone at its old path, present at the new one.
+    await mounted(await client.prepare('del/l4', 'del/c3'), (dir) => {
+      mkdirSync(join(dir, 'dir3'));
+      writeFileSync(join(dir, 'dir3/foo'), readFileSync(join(dir, 'foo')));
+      rmSync(join(dir, 'foo'));
+    });
+    await client.commit('del/c4', 'del/l4');
+    await mounted(await client.view('del/v4', 'del/c4'), (dir) => expect(tree(dir)).toEqual({ dir3: 'dir', 'dir3/foo': 'foo\n' }));
+  });
+
+  it('transitivity: A <- B, the parent of B is A, whose parent is none', async () => {
+    await client.prepare('tr/preparing');
+    await client.commit('tr/A', 'tr/preparing');
+    await client.prepare('tr/next', 'tr/A');
+    await client.commit('tr/B', 'tr/next');
+    const b = await client.stat('tr/B');
+    expect(b.parent).toBe('tr/A');
+    expect((await client.stat(b.parent)).parent).toBe('');
+  });
+
+  it('refuses a second Prepare or View with the same key (ALREADY_EXISTS), and names already committed', async () => {
+    await client.prepare('pv/p');
+    await client.commit('pv/A', 'pv/p');
+    await client.prepare('pv/new', 'pv/A');
+    expect(await statusOf(client.view('pv/new', 'pv/A'))).toBe('ALREADY_EXISTS');
+    expect(await statusOf(client.prepare('pv/new', 'pv/A'))).toBe('ALREADY_EXISTS');
+    await client.view('pv/view', 'pv/A');
+    expect(await statusOf(client.view('pv/view', 'pv/A'))).toBe('ALREADY_EXISTS');
+    expect(await statusOf(client.prepare('pv/A', ''))).toBe('ALREADY_EXISTS');
+    expect(await statusOf(client.commit('pv/A', 'pv/new'))).toBe('ALREADY_EXISTS');
+  });
+
+  it('update: times, labels replaced, masked by labels.<key>, immutable fields refused', async () => {
+    const t1 = Date.now();
+    await client.prepare('up/c1-a');
+    await client.commit('up/c1', 'up/c1-a');
+    await client.prepare('up/c2-a', 'up/c1');
+    await client.commit('up/c2', 'up/c2-a');
+    await client.prepare('up/a1', 'up/c2');
+    await client.prepare('up/a2');
+    await client.view('up/v1', 'up/c2');
+    await client.view('up/v2');
+    const t2 = Date.now();
+    const cases: Array<[string, SnapshotInfo['kind'], string]> = [
+      ['up/c1', 'COMMITTED', ''],
+      ['up/c2', 'COMMITTED', 'up/c1'],
+      ['up/a1', 'ACTIVE', 'up/c2'],
+      ['up/a2', 'ACTIVE', ''],
+      ['up/v1', 'VIEW', 'up/c2'],
+      ['up/v2', 'VIEW', ''],
+    ];
+    for (const [name, kind, parent] of cases) {
+      let st = await client.stat(name);
+      expect(ms(st.createdAt)).toBeGreaterThanOrEqual(t1);
+      expect(ms(st.createdAt)).toBeLessThanOrEqual(t2 + 1);
+      expect(st.updatedAt).toEqual(st.createdAt);
+      expect(st).toMatchObject({ name, kind, parent });
+      const created = st.createdAt;
+      const u1 = Date.now();
+      st = await client.update({ ...st, parent: 'doesnotexist', labels: { l1: 'v1', l2: 'v2', l3: 'v3', 'containerd.io/gc.root': 'r' } });
+      expect(st.createdAt).toEqual(created);
+      expect(ms(st.updatedAt)).toBeGreaterThanOrEqual(u1);
+      expect(ms(st.updatedAt)).toBeLessThanOrEqual(Date.now() + 1);
+      expect(st).toMatchObject({ name, kind, parent, labels: { l1: 'v1', l2: 'v2', l3: 'v3', 'containerd.io/gc.root': 'r' } });
+      st = await client.update({ ...st, labels: { l1: 'updated', l4: 'v4' } }, ['labels.l1', 'labels.l2']);
+      expect(st.labels).toEqual({ l1: 'updated', l3: 'v3', 'containerd.io/gc.root': 'r' });
+      st = await client.update({ ...st, labels: { l4: 'v4', 'containerd.io/gc.root': 'r' } }, ['labels']);
+      expect(st.labels).toEqual({ l4: 'v4', 'containerd.io/gc.root': 'r' });
+      expect(await statusOf(client.update({ ...st, parent: 'doesnotexist' }, ['parent']))).toBe('INVALID_ARGUMENT');
+      expect((await client.stat(name)).labels).toEqual({ l4: 'v4', 'containerd.io/gc.root': 'r' });
+    }
+  });
+
+  it('remove: keys come free again; intermediate snapshots with children stay (FAILED_PRECONDITION)', async () => {
+    await client.prepare('rm/committed-a');
+    await client.commit('rm/committed-1', 'rm/committed-a');
+    await client.prepare('rm/reuse-1', 'rm/committed-1');
+    await client.remove('rm/reuse-1');
+    await client.view('rm/reuse-1', 'rm/committed-1');
+    await client.remove('rm/reuse-1');
+    await client.prepare('rm/reuse-1');
+    await client.remove('rm/committed-1');
+    await client.commit('rm/committed-1', 'rm/reuse-1');
+    expect((await client.stat('rm/committed-1')).kind).toBe('COMMITTED');
+
+    await client.prepare('rm/base');
+    await client.commit('rm/committed-base', 'rm/base');
+    await client.prepare('rm/intermediate', 'rm/committed-base');
+    await client.commit('rm/committed-inter', 'rm/intermediate');
+    await client.prepare('rm/top', 'rm/committed-inter');
+    expect(await statusOf(client.remove('rm/committed-inter'))).toBe('FAILED_PRECONDITION');
+    await client.remove('rm/top');
+    await client.remove('rm/committed-inter');
+    await client.remove('rm/committed-base');
+    expect(await statusOf(client.remove('rm/committed-base'))).toBe('NOT_FOUND');
+  });
+
+  it('answers NOT_FOUND, INVALID_ARGUMENT and FAILED_PRECONDITION where containerd does', async () => {
+    for (const p of [client.stat('nf/x'), client.mounts('nf/x'), client.usage('nf/x'), client.remove('nf/x'), client.update({ name: 'nf/x', labels: {} }), client.commit('nf/y', 'nf/x'), client.prepare('nf/a', 'nf/missing-parent')]) {
+      expect(await statusOf(p)).toBe('NOT_FOUND');
+    }
+    await client.prepare('nf/active');
+    expect(await statusOf(client.prepare('nf/child', 'nf/active'))).toBe('INVALID_ARGUMENT'); // parent must be committed
+    await client.view('nf/view');
+    expect(await statusOf(client.commit('nf/c', 'nf/view'))).toBe('FAILED_PRECONDITION');
+    await client.commit('nf/c', 'nf/active');
+    expect(await statusOf(client.mounts('nf/c'))).toBe('FAILED_PRECONDITION');
+    expect(await statusOf(client.list(['labels."unterminated']))).toBe('INVALID_ARGUMENT');
+    expect(await statusOf(client.prepare('nf/big', '', { k: 'v'.repeat(5000) }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('usage: an active snapshot measured now, a committed one the same, a view nothing', async () => {
+    const [m] = await client.prepare('us/a');
+    writeFileSync(join(m!.source, 'f'), Buffer.alloc(1 << 20, 1));
+    const u = await client.usage('us/a');
+    expect(u.inodes).toBe(2);
+    expect(u.size).toBeGreaterThanOrEqual(1 << 20);
+    await client.commit('us/c', 'us/a');
+    expect(await client.usage('us/c')).toEqual(u);
+    await client.view('us/v', 'us/c');
+    expect(await client.usage('us/v')).toEqual({ size: 0, inodes: 0 });
+  });
+
+  it('lists with containerd filters (the one the metadata layer sends for remote snapshots)', async () => {
+    await client.prepare('ls/a');
+    await client.commit('ls/base', 'ls/a', { 'containerd.io/snapshot.ref': 'sha256:aaa' });
+    await client.prepare('ls/b', 'ls/base');
+    await client.commit('ls/top', 'ls/b', { 'containerd.io/snapshot.ref': 'sha256:bbb' });
+    const names = async (f: string[]) => (await client.list(f)).map((i) => i.name).sort();
+    expect(await names(['labels."containerd.io/snapshot.ref"==sha256:bbb,parent=="ls/base"'])).toEqual(['ls/top']);
+    expect(await names(['labels."containerd.io/snapshot.ref"==sha256:bbb,parent=="ls/other"'])).toEqual([]);
+    expect(await names(['name~=^ls/', 'kind==view,name~=^us/'])).toEqual(['ls/base', 'ls/top', 'us/v']);
+  });
+
+  it('cleanup removes directories no record owns and nothing else', async () => {
+    const stray = join(root, 'snapshots', 'containerd', 'zz-0123456789ab');
+    mkdirSync(join(stray, 'fs'), { recursive: true });
+    const before = await client.list();
+    await client.cleanup();
+    expect(existsSync(stray)).toBe(false);
+    expect(await client.list()).toEqual(before);
+  });
+
+  itMounts('records survive a restart; stopping leaves mounted snapshot directories alone', async () => {
+    const [m] = await client.prepare('rs/a');
+    writeFileSync(join(m!.source, 'kept'), 'across restarts\n');
+    await client.commit('rs/c', 'rs/a', { 'containerd.io/snapshot.ref': 'sha256:ccc' });
+    const running = await client.prepare('rs/container', 'rs/c');
+    const target = join(work.dir, 'rs-mounted');
+    mkdirSync(target);
+    mountAll(running, target);
+    try {
+      writeFileSync(join(target, 'written'), 'by the container\n');
+      const before = await client.list();
+      client.close();
+      await stop(daemon);
+      expect(existsSync(snapSocket)).toBe(false);
+      // The container's rootfs is untouched by the shutdown.
+      expect(tree(target)).toEqual({ kept: 'across restarts\n', written: 'by the container\n' });
+      daemon = await serve();
+      client = snapshotsClient(snapSocket);
+      expect(await client.list()).toEqual(before);
+      expect(await client.mounts('rs/container')).toEqual(running);
+      expect(tree(target)).toEqual({ kept: 'across restarts\n', written: 'by the container\n' });
+    } finally {
+      unmount(target);
+    }
+    await client.commit('rs/c2', 'rs/container');
+    await mounted(await client.view('rs/v', 'rs/c2'), (dir) => expect(tree(dir)).toEqual({ kept: 'across restarts\n', written: 'by the container\n' }));
+  });
+
+  it('a kill -9 amid a burst of calls leaves whole records: the next start loads them and sweeps the litter', async () => {
+    const crashRoot = join(work.dir, 'crash-root');
+    const crashSocket = join(work.dir, 'crash.sock');
+    const crashSnap = join(work.dir, 'crash-snap.sock');
+    const start = async (): Promise<RunningDaemon> => {
+      const d = startDaemon(['--socket', crashSocket, '--snapshotter-socket', crashSnap, '--root', crashRoot]);
+      await d.waitLog((l) => l.msg === 'fastpulld serving', 30_000);
+      return d;
+    };
+    let victim = await start();
+    const c = snapshotsClient(crashSnap);
+    // Chains of prepare, write, commit, and removals, in parallel lanes, until the kill.
+    let stopped = false;
+    const lane = async (n: number): Promise<void> => {
+      for (let i = 0; !stopped; i++) {
+        const base = `crash/${n}/${i}`;
+        try {
+          const [m] = await c.prepare(`${base}/a`);
+          writeFileSync(join(m!.source, 'f'), `${base}\n`);
+          await c.commit(`${base}/c`, `${base}/a`, { k: base });
+          await c.prepare(`${base}/child`, `${base}/c`);
+          if (i % 2 === 0) {
+            await c.remove(`${base}/child`);
+            await c.remove(`${base}/c`);
+          }
+        } catch {
+          return; // the daemon is gone
+        }
+      }
+    };
+    const lanes = [0, 1, 2, 3].map(lane);
+    await new Promise((r) => setTimeout(r, 400 + Math.floor(Math.random() * 400)));
+    victim.proc.kill('SIGKILL');
+    await victim.exited;
+    stopped = true;
+    await Promise.all(lanes);
+    c.close();
+
+    victim = await start();
+    const c2 = snapshotsClient(crashSnap);
+    try {
+      const listed = await c2.list();
+      expect(listed.length).toBeGreaterThan(0);
+      const dir = join(crashRoot, 'snapshots', 'containerd');
+      expect(readdirSync(dir).filter((n) => n.startsWith('.new-') || n.startsWith('.trash-'))).toEqual([]);
+      for (const info of listed) {
+        if (info.kind === 'COMMITTED') {
+          expect(info.labels.k).toBe(info.name.slice(0, -'/c'.length));
+          // Its tree holds what was written before the commit.
+          const [m] = await c2.view(`${info.name}/check`, info.name);
+          expect(readFileSync(join(m!.source, 'f'), 'utf8')).toBe(`${info.labels.k}\n`);
+          await c2.remove(`${info.name}/check`);
+        } else {
+          const [m] = await c2.mounts(info.name);
+          expect(m).toBeDefined();
+          if (info.parent === '') expect(existsSync(m!.source)).toBe(true);
+          else for (const o of m!.options.filter((x) => /^(upperdir|workdir)=/.test(x))) expect(existsSync(o.split('=')[1]!)).toBe(true);
+        }
+      }
+    } finally {
+      c2.close();
+      await stop(victim);
+    }
+  });
+});
