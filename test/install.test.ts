@@ -87,7 +87,7 @@ describe.skipIf(skip !== undefined)('the packed packages installed with npm', ()
       expect(list.filter((f) => !/^package\/(dist\/|native\/|proto\/|package\.json$)/.test(f)), tarball).toEqual([]);
     }
     const core = files.get(tarballs.find((t) => t.includes('fastpull-core-'))!)!;
-    for (const f of ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'binding.gyp', 'build.mjs']) expect(core).toContain(`package/native/${f}`);
+    for (const f of ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp', 'build.mjs']) expect(core).toContain(`package/native/${f}`);
     expect(core.filter((f) => f.endsWith('.node'))).toEqual([]); // built at install, for the machine installing
     expect(files.get(tarballs.find((t) => t.includes('fastpull-daemon-'))!)).toContain('package/proto/fastpull/v1/fastpull.proto');
     const cli = JSON.parse(readFileSync(join(project, 'node_modules', '@fastpull', 'cli', 'package.json'), 'utf8')) as { dependencies: Record<string, string> };

@@ -4,6 +4,7 @@ import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
 import { layerCompression, type LayerCompression } from '../oci/mediatypes.js';
 import { createExternalGunzip, DEFAULT_INFLATER, findInflater, findZstd, type InflaterChoice } from './inflater.js';
+import { createIsalGunzip } from './isal.js';
 import { createParallelGunzip, InflatePool, sharedInflatePool } from './pargzip.js';
 import type { GzipCheckpoint } from './ztoc.js';
 import { createZstdDecompressor } from './zstd.js';
@@ -72,6 +73,7 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
           ...(options.checkpoints ? { checkpoints: options.checkpoints } : {}),
         });
       }
+      if (options.inflater === 'isal') return createIsalGunzip();
       const tool = findInflater(options.inflater ?? DEFAULT_INFLATER);
       return tool ? createExternalGunzip(tool) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });
     }

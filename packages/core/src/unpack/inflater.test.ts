@@ -156,7 +156,7 @@ describe('findInflater', () => {
   });
 
   it('refuses an unknown choice from untyped code', () => {
-    expect(() => findInflater('gzip' as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'inflater: "gzip" is not one of auto, igzip, pigz, zlib, parallel' }));
+    expect(() => findInflater('gzip' as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'inflater: "gzip" is not one of auto, igzip, pigz, zlib, parallel, isal' }));
   });
 });
 
@@ -164,12 +164,12 @@ describe('inflaterFromEnv', () => {
   it(`reads ${INFLATER_ENV}`, () => {
     expect(inflaterFromEnv({})).toBeUndefined();
     expect(inflaterFromEnv({ [INFLATER_ENV]: '' })).toBeUndefined();
-    for (const choice of ['auto', 'igzip', 'pigz', 'zlib', 'parallel'] as const) expect(inflaterFromEnv({ [INFLATER_ENV]: choice })).toBe(choice);
+    for (const choice of ['auto', 'igzip', 'pigz', 'zlib', 'parallel', 'isal'] as const) expect(inflaterFromEnv({ [INFLATER_ENV]: choice })).toBe(choice);
   });
 
   it('refuses a value that is no choice, naming the variable', () => {
     expect(() => inflaterFromEnv({ [INFLATER_ENV]: 'IGZIP' })).toThrow(
-      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'FASTPULL_INFLATER: "IGZIP" is not one of auto, igzip, pigz, zlib, parallel' }),
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'FASTPULL_INFLATER: "IGZIP" is not one of auto, igzip, pigz, zlib, parallel, isal' }),
     );
   });
 });

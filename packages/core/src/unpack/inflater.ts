@@ -3,6 +3,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import { Transform, type TransformCallback } from 'node:stream';
 import { FastpullError } from '../errors.js';
+import { isalAvailable, isalUnavailableReason } from './isal.js';
 
 /**
  * Which gunzip decoder inflates gzip layers:
@@ -11,12 +12,14 @@ import { FastpullError } from '../errors.js';
  * - 'pigz': `unpigz`/`pigz -d`, required;
  * - 'zlib': node:zlib in this process;
  * - 'parallel': fastpull's own decoder, one gzip stream spread over threads (unpack/pargzip.ts);
- *   INVALID_ARGUMENT when its native part is not built.
+ *   INVALID_ARGUMENT when its native part is not built;
+ * - 'isal': ISA-L's decoder in this process (unpack/isal.ts, the addon linked against libisal);
+ *   INVALID_ARGUMENT when that addon is not built.
  */
-export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib' | 'parallel';
+export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib' | 'parallel' | 'isal';
 
 /** Every {@link InflaterChoice}, in the order messages list them. */
-export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib', 'parallel'];
+export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib', 'parallel', 'isal'];
 
 /**
  * 'auto' picks igzip and never pigz. Wall time of a Node process that streams the blob through the
@@ -126,6 +129,11 @@ export function findInflater(
     case 'zlib':
     case 'parallel':
       return undefined;
+    case 'isal':
+      if (isalAvailable()) return undefined;
+      throw new FastpullError('INVALID_ARGUMENT', `inflater isal was asked for but is not available: ${isalUnavailableReason()}; use auto or zlib instead`, {
+        details: { inflater: choice },
+      });
     case 'auto':
       return locate('igzip', paths);
     case 'igzip':
