@@ -47,14 +47,21 @@ function fastpullTimings(output: string): Record<string, number> | undefined {
   }
 }
 
-export function fastpullCli(repo: string): Contender {
+/**
+ * fastpull's CLI; with `inflater`, `--inflater <inflater>` (BENCH_CONTENDERS `fastpull:<inflater>`),
+ * where `isal-reader` is `isal` decoding on the unpack thread (the benchmark-only FASTPULL_ISAL_THREAD).
+ */
+export function fastpullCli(repo: string, inflater?: string): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+  const choice = inflater === 'isal-reader' ? 'isal' : inflater;
+  const env = inflater === 'isal-reader' ? { ...process.env, FASTPULL_ISAL_THREAD: 'reader' } : undefined;
   return {
-    name: 'fastpull (CLI)',
+    name: inflater === undefined ? 'fastpull (CLI)' : `fastpull --inflater ${inflater} (CLI)`,
     unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
     async pull(ref, dir, timeoutMs) {
       const root = join(dir, 'root');
-      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ref], { timeoutMs });
+      const flags = choice === undefined ? [] : ['--inflater', choice];
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', ...flags, '--root', root, ref], { timeoutMs, ...(env ? { env } : {}) });
       const timings = fastpullTimings(m.output);
       return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
     },

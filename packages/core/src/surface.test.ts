@@ -17,14 +17,14 @@ import { analyseSurface, checkPackageExports, ENTRY_POINTS, type EntryPoint, typ
 const SURFACE: Record<EntryPoint, readonly string[]> = {
   '.': [
       'acquireLease', 'type AllocatorTuning', 'asFastpullError', 'type BlobEntry', 'chainID', 'chainIDs',
-      'checkDirectory', 'collectGarbage', 'CONTAINERD_HOSTS_DIR', 'createParallelGunzip', 'type Credentials', 'credentialsIdentity',
+      'checkDirectory', 'collectGarbage', 'CONTAINERD_HOSTS_DIR', 'createIsalGunzip', 'createParallelGunzip', 'type Credentials', 'credentialsIdentity',
       'type CredentialsProvider', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot',
       'type Descriptor', 'type Digest', 'type DirectoryUse', 'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning',
       'type ErrorCode', 'ErrorCodes', 'type ExternalInflater', 'FastpullError', 'type FastpullService', 'FileImageStore',
       'findImages', 'findInflater', 'formatPlatform', 'formatReference', 'type GcOptions', 'type GcResult',
       'type GzipCheckpoint', 'hostPlatform', 'type ImageConfig', 'type ImageDetails', 'type ImageIndex', 'type ImageLayer',
       'type ImageManifest', 'type ImageOptions', 'type ImageRecord', 'type ImageStore', 'InflatePool', 'INFLATER_CHOICES',
-      'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'isDigest', 'isFastpullError', 'type LayerState',
+      'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'type IsalGunzipOptions', 'isDigest', 'isFastpullError', 'type LayerState',
       'type LayerTimings', 'type Lease', 'type LeaseRefs', 'liveLeaseRefs', 'LocalService', 'type LocalServiceOptions',
       'MediaTypes', 'MIN_CHUNK_SIZE', 'type Mount', 'mountsFor', 'type MountTarget', 'normalizePlatform',
       'openStore', 'type ParallelGunzipOptions', 'type ParallelGunzipStats', 'type ParallelGunzipStream', 'parseChunkSize', 'parseDigest',

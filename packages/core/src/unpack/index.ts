@@ -5,3 +5,4 @@ export { BLOB_READ_CHUNK, unpackLayer, type UnpackedLayer, type UnpackLayerOptio
 export { nativeFs, type NativeFs } from './native.js';
 export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './pool.js';
 export { createExternalGunzip, findInflater, inflaterFromEnv, parseInflaterChoice, DEFAULT_INFLATER, INFLATER_CHOICES, INFLATER_ENV, type InflaterChoice, type ExternalInflater } from './inflater.js';
+export { createIsalGunzip, isalAvailable, isalUnavailableReason, type IsalGunzipOptions } from './isal.js';

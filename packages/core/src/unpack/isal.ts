@@ -99,6 +99,12 @@ export function warnIsalOff(instead: string): void {
   process.emitWarning(`the in-process ISA-L inflater is off (${why}); gzip layers inflate with ${instead}`, { type: 'FastpullWarning', code: 'FASTPULL_ISAL_OFF' });
 }
 
+/**
+ * Benchmark-only: FASTPULL_ISAL_THREAD=reader makes the default decode on the reading thread instead
+ * of a libuv pool thread (bench/README.md compares the two).
+ */
+const DEFAULT_SYNC = process.env.FASTPULL_ISAL_THREAD === 'reader';
+
 /** Options of {@link createIsalGunzip}. */
 export interface IsalGunzipOptions {
   /** Decode on this thread instead of a libuv pool thread; default false. */
@@ -118,6 +124,8 @@ export interface IsalGunzipOptions {
  * goes on with the previous chunk meanwhile. Memory is bounded: one input chunk is decoded in output
  * steps of `chunkSize`, and decoding stops while more than about 1 MiB of output waits for the reader.
  * INVALID_ARGUMENT when the addon is not available ({@link isalAvailable}).
+ * @example
+ * await pipeline(fs.createReadStream('layer.tar.gz'), createIsalGunzip(), fs.createWriteStream('layer.tar'));
  */
 export function createIsalGunzip(options: IsalGunzipOptions = {}): Transform {
   const a = load();
@@ -154,7 +162,7 @@ class IsalGunzip extends Transform {
   ) {
     super({ readableHighWaterMark: READ_AHEAD });
     this.chunkSize = options.chunkSize ?? ISAL_CHUNK_SIZE;
-    this.sync = options.sync ?? false;
+    this.sync = options.sync ?? DEFAULT_SYNC;
     this.z = addon.create(this.result);
   }
 
