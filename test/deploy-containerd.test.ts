@@ -218,6 +218,10 @@ describe.skipIf(reason !== undefined)('deploy/containerd/config-1.6.toml in cont
       const content = await containerd.ctr(['content', 'ls', '-q'], { namespace: 'k8s.io' });
       expect(content.stdout).toContain(image.manifestDigest);
       for (const l of image.layers) expect(content.stdout).not.toContain(l.digest);
+      // What docs/containerd.md tells users to expect: the image is incomplete to containerd.
+      // Of the config and the layers only the config is there; unpacked in fastpull all the same.
+      const check = await containerd.ctr(['images', 'check', '--snapshotter', 'fastpull'], { namespace: 'k8s.io' });
+      expect(check.stdout.split('\n').find((l) => l.startsWith(`${ref} `))).toMatch(new RegExp(`incomplete \\(1/${image.layers.length + 1}\\).*\\btrue\\s*$`));
       await cri.removeImage(ref);
     } finally {
       cri.close();
