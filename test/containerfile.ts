@@ -133,6 +133,15 @@ export interface Step {
  */
 export async function replay(containerfile: string, context: string, work: string, log: (s: Step) => void): Promise<{ final: StageNamespace; stages: Map<string, StageNamespace> }> {
   const stages = new Map<string, StageNamespace>();
+  try {
+    return await replayStages(containerfile, context, work, log, stages);
+  } catch (e) {
+    for (const s of stages.values()) s.close();
+    throw e;
+  }
+}
+
+async function replayStages(containerfile: string, context: string, work: string, log: (s: Step) => void, stages: Map<string, StageNamespace>): Promise<{ final: StageNamespace; stages: Map<string, StageNamespace> }> {
   let ns: StageNamespace | undefined;
   let stage = '';
   let user = 'root';
