@@ -112,7 +112,7 @@ describe('deploy/kubernetes', () => {
     const models = { Namespace, PriorityClass, ConfigMap, DaemonSet } as const;
     for (const m of manifests) expect(() => new models[m.kind as keyof typeof models](m as never).validate(), m.kind).not.toThrow();
     // The validators do catch what the API server would refuse.
-    const broken = structuredClone(byKind('DaemonSet')) as { spec: { template: { spec: { containers: Array<{ volumeMounts: Array<{ mountPropagation: string }> }> } } } };
+    const broken = structuredClone(byKind('DaemonSet')) as unknown as { spec: { template: { spec: { containers: Array<{ volumeMounts: Array<{ mountPropagation: string }> }> } } } };
     broken.spec.template.spec.containers[0]!.volumeMounts[0]!.mountPropagation = 'Sideways';
     expect(() => new DaemonSet(broken as never).validate()).toThrow(/mountPropagation/);
   });
