@@ -16,9 +16,15 @@ const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 // eslint-disable-next-line no-control-regex
 const strip = (s: string) => s.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '');
 
-/** Runs the CLI with a terminal as stdout and stderr; returns everything it wrote there, escapes included. */
+/** Columns of the pseudo-terminal: wide enough that no line of the view is ever cut or loses its bar. */
+const COLUMNS = 200;
+
+/**
+ * Runs the CLI with a terminal as stdout and stderr, COLUMNS wide (script(1) makes a 0x0 one, which
+ * the view takes for 80 columns); returns everything it wrote there, escapes included.
+ */
 function underTerminal(args: string[], env: NodeJS.ProcessEnv): Promise<{ status: number | null; output: string }> {
-  const command = [process.execPath, cliPath, ...args].map(quote).join(' ');
+  const command = `stty cols ${COLUMNS} rows 50 && exec ${[process.execPath, cliPath, ...args].map(quote).join(' ')}`;
   return new Promise((resolve) => {
     const child = spawn('script', ['-qfec', command, '/dev/null'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let output = '';
@@ -61,22 +67,29 @@ describe.skipIf(!binary || noScript !== undefined)('fastpull pull on a terminal'
     const shorts = image.layers.map((l) => l.digest.slice(7, 19));
     // Redrawn in place: the cursor goes back up over the 3 layer lines and the total.
     expect(r.output).toContain('\x1b[4A');
-    const frames = strip(r.output).split('\r\n').map((l) => l.replace(/^\r+/, ''));
+    // Each frame starts by moving the cursor up over the previous one; the text before the first
+    // such move holds the resolved line and the first frame.
+    const frames = r.output.split('\x1b[4A').map((f) => strip(f).split('\r\n').map((l) => l.replace(/^\r+/, '')));
+    expect(frames.length).toBeGreaterThan(2);
     // The first frame: every layer waiting.
-    for (const s of shorts) expect(frames).toContain(`${s}: Waiting`);
-    // While it downloads: the big layer's line with a bar, bytes done of its size.
+    expect(frames[0]!.slice(1, 4)).toEqual(shorts.map((s) => `${s}: Waiting`));
+    // While it downloads (384 ranges of 64 KiB, one at a time: far longer than a 100 ms redraw):
+    // the big layer's line with its bar, bytes done of its size.
     const size = (image.layers[0]!.size / 1024 / 1024).toFixed(1);
-    expect(frames.some((l) => new RegExp(`^${shorts[0]}: Downloading +\\[=*>? *\\]  \\d+(\\.\\d)? [KM]?i?B/${size} MiB`).test(l))).toBe(true);
-    // The final frame, once: every layer complete and the total.
+    const downloading = new RegExp(`^${shorts[0]}: Downloading +\\[=*>? *\\]  \\d+(\\.\\d)? [KM]?i?B/${size} MiB  .*B/s  ETA \\d`);
+    expect(frames.some((f) => downloading.test(f[0]!))).toBe(true);
+    // The final frame, drawn once when the pull is done: every layer complete and the total with the
+    // time taken, then the summary.
     const totalSize = (image.layers.reduce((n, l) => n + l.size, 0) / 1024 / 1024).toFixed(1);
-    const last = frames.findLastIndex((l) => new RegExp(`^Total: 3/3 layers  ${totalSize} MiB in \\d+(\\.\\d+)?m?s$`).test(l));
-    expect(last).toBeGreaterThan(0);
-    expect(frames.slice(last - 3, last).map((l) => l.replace(/ {2,}.*$/, ''))).toEqual(shorts.map((s) => `${s}: Pull complete`));
-    expect(frames.filter((l) => l.startsWith('Total: 3/3'))).toHaveLength(1);
+    const finalTotal = new RegExp(`^Total: 3/3 layers  ${totalSize} MiB in \\d+(\\.\\d+)?m?s$`);
+    const last = frames.at(-1)!;
+    expect(last.slice(0, 3).map((l) => l.replace(/ {2,}.*$/, ''))).toEqual(shorts.map((s) => `${s}: Pull complete`));
+    expect(last[3]).toMatch(finalTotal);
+    expect(frames.flat().filter((l) => finalTotal.test(l))).toHaveLength(1);
     expect(r.output).toContain('\x1b[32mPull complete\x1b[0m');
     // No log lines on a terminal; the summary still comes after the view.
     expect(r.output).not.toMatch(/: pull complete \(/);
-    expect(frames[last + 1]).toMatch(new RegExp(`^pulled ${ref.replaceAll('.', '\\.')} `));
+    expect(last[4]).toMatch(new RegExp(`^pulled ${ref.replaceAll('.', '\\.')} `));
 
     // A second pull finds every layer there.
     const again = await underTerminal(['pull', '--root', root, ref], { NO_COLOR: '1' });

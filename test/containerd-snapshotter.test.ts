@@ -2,14 +2,17 @@
 // normal path: `ctr images pull --snapshotter fastpull` makes containerd unpack every layer into
 // the mounts fastpulld answers; `ctr run` runs a busybox container on them; the merged tree equals,
 // entry by entry, what containerd's own overlayfs snapshotter makes of the same image; removing the
-// image lets containerd's garbage collection remove fastpull's records and directories.
+// image lets containerd's garbage collection remove that image's records and directories, and no
+// snapshot another image shares; fastpull's own gc takes nothing of containerd's.
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '@fastpull/core';
 import { diffTrees, findDistributionBinary, pushImage, readTree, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
 import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
+import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { fingerprints, waitUntil } from './containerd-checks.js';
 import { mountAll, snapshotsClient, unmount, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
 
 const work = tempDir('containerd');
@@ -31,6 +34,7 @@ describe.skipIf(reason !== undefined)('containerd with fastpulld as its snapshot
   let registry: DistributionRegistry;
   let daemon: RunningDaemon;
   let client: SnapshotsClient;
+  let api: FastpullClient;
   let image: BuiltImage;
   let ref = '';
   const root = join(work.dir, 'fastpull-root');
@@ -44,11 +48,13 @@ describe.skipIf(reason !== undefined)('containerd with fastpulld as its snapshot
     daemon = startDaemon(['--socket', join(work.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', root, '--log-level', 'debug']);
     await daemon.waitLog((l) => l.msg === 'fastpulld serving');
     client = snapshotsClient(snapSocket);
+    api = new FastpullClient(join(work.dir, 'fastpulld.sock'));
     // containerd dialled the socket before fastpulld listened: it reconnects with a back-off.
     await waitForSnapshotter(containerd!);
   });
   afterAll(async () => {
     client?.close();
+    await api?.close();
     await containerd?.stop();
     if (daemon && daemon.proc.exitCode === null) {
       daemon.proc.kill('SIGTERM');
@@ -102,17 +108,44 @@ describe.skipIf(reason !== undefined)('containerd with fastpulld as its snapshot
     expect(viaFastpull.has('opq/a')).toBe(false);
   });
 
-  it("removing the image lets containerd's garbage collection remove fastpull's records and directories", async () => {
-    // The image's layers (and perhaps the removed container's snapshot, which containerd forgot at
-    // once but removes from the backend only at its next collection).
-    const before = await client.list();
-    expect(before.filter((i) => i.kind === 'COMMITTED')).toHaveLength(image.layers.length);
+  it("removing one of two images that share layers: containerd's collection takes that image's records and directories only; fastpull's gc removes none", async () => {
+    // A second image over the same two lower layers, its own top: containerd applies only the top.
+    const other = await busyboxImage({ variant: 'b\n' });
+    const chains = chainIDs(image.layers.map((l) => l.diffID));
+    const otherChains = chainIDs(other.layers.map((l) => l.diffID));
+    expect(otherChains.slice(0, 2)).toEqual(chains.slice(0, 2));
+    await pushImage(registry.url, 'ctr/busybox-b', 'v1', other);
+    const otherRef = `${registry.host}/ctr/busybox-b:v1`;
+    await ctr(['images', 'pull', '--plain-http', '--snapshotter', 'fastpull', otherRef]);
+    const committed = async () => new Map((await client.list(['kind==committed'])).map((i) => [i.name.split('/').at(-1)!, i.name]));
+    // The image's layers and the other's top (and perhaps the removed container's snapshot, which
+    // containerd forgot at once but removes from the backend only at its next collection).
+    const both = await committed();
+    expect([...both.keys()].sort()).toEqual([...new Set([...chains, ...otherChains])].sort());
+    const recordsDir = join(root, 'snapshots', 'containerd');
+
     await ctr(['images', 'rm', '--sync', ref]);
     // Collection runs the backend removals (child first) and Cleanup before --sync returns; allow it a moment.
-    const deadline = Date.now() + 20_000;
-    while ((await client.list()).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-    expect(await client.list()).toEqual([]);
-    expect(readdirSync(join(root, 'snapshots', 'containerd'))).toEqual(['.lock']);
+    expect(await waitUntil(async () => !(await committed()).has(chains[2]!) && (await client.list()).length === otherChains.length)).toBe(true);
+    const left = await committed();
+    expect([...left.keys()].sort()).toEqual([...otherChains].sort());
+    for (const c of otherChains) expect(left.get(c)).toBe(both.get(c));
+    // One directory per record left: the removed top's directory went with its record.
+    expect(readdirSync(recordsDir).filter((n) => n !== '.lock')).toHaveLength(otherChains.length);
+    expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', otherRef, `fastpull-b-${process.pid}-${Date.now()}`, ...BUSYBOX_PROBE])).toBe(BUSYBOX_PROBE_OUTPUT);
+
+    // fastpull's own collection: containerd's records hold directories of their own, none of its to
+    // take. (First the container's snapshot leaves, at containerd's next collection.)
+    expect(await waitUntil(async () => (await client.list()).length === otherChains.length)).toBe(true);
+    const held = await fingerprints(recordsDir);
+    const gc = await api.collectGarbage();
+    expect(gc.snapshots).toEqual([]);
+    expect(await fingerprints(recordsDir)).toEqual(held);
+    expect([...(await committed()).keys()].sort()).toEqual([...otherChains].sort());
+
+    await ctr(['images', 'rm', '--sync', otherRef]);
+    expect(await waitUntil(async () => (await client.list()).length === 0)).toBe(true);
+    expect(readdirSync(recordsDir)).toEqual(['.lock']);
     expect(daemon.logs.some((l) => l.method === 'Snapshots.Remove' && Number(l.level) >= 40)).toBe(false);
   });
 });

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { buildImage, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
+import { buildImage, Prng, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
 
 /** What the CRI plugin should do, when a test needs it (else it is disabled). */
 export interface CriOptions {
@@ -155,8 +155,21 @@ export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutM
   if (rm.status !== 0) throw new Error(`removing the probe snapshot: ${rm.stderr}`);
 }
 
+/** Options of {@link busyboxImage}. */
+export interface BusyboxImageOptions {
+  /**
+   * Bytes of incompressible padding added to each layer (`pad/<layer>`, seeded by `seed`), so that
+   * every layer blob is larger than a small range size; default none.
+   */
+  readonly padding?: number;
+  /** Seed of the padding: another seed, other layer blobs; default 1. */
+  readonly seed?: number;
+  /** A file `etc/variant` with this text in the top layer only: an image sharing its lower layers with the plain one. */
+  readonly variant?: string;
+}
+
 /** Three layers over a static busybox: files replaced, deleted (whiteout), hidden (opaque dir), hard-linked. */
-export async function busyboxImage(): Promise<BuiltImage> {
+export async function busyboxImage(options: BusyboxImageOptions = {}): Promise<BuiltImage> {
   const l1: LayerEntry[] = [
     { type: 'file', path: 'bin/busybox', content: readFileSync('/bin/busybox'), mode: 0o755 },
     { type: 'symlink', path: 'bin/sh', target: 'busybox' },
@@ -176,7 +189,13 @@ export async function busyboxImage(): Promise<BuiltImage> {
     { type: 'hardlink', path: 'etc/three-link', target: 'etc/three' },
     { type: 'file', path: 'etc/one', content: 'one v3\n' },
   ];
-  return buildImage({ layers: [l1, l2, l3] });
+  if (options.variant !== undefined) l3.push({ type: 'file', path: 'etc/variant', content: options.variant });
+  const layers = [l1, l2, l3];
+  if (options.padding) {
+    const prng = new Prng(options.seed ?? 1);
+    layers.forEach((l, i) => l.push({ type: 'file', path: `pad/${i}`, content: prng.bytes(options.padding!) }));
+  }
+  return buildImage({ layers });
 }
 
 /** The output `ctr run` of {@link busyboxImage} gives for {@link BUSYBOX_PROBE}. */
@@ -184,9 +203,19 @@ export const BUSYBOX_PROBE_OUTPUT = 'one v3\ntwo\nthree\nthree\nkept\nb\ngone-ab
 /** A command that prints a file of every layer of {@link busyboxImage}, and what was deleted. */
 export const BUSYBOX_PROBE = ['/bin/busybox', 'sh', '-c', 'cat /etc/one /etc/two /etc/three /etc/three-link; ls /del; ls /opq; test -e /del/gone && echo gone-present || echo gone-absent'];
 
+/** What CRI's ImageStatus says of an image (the fields the tests read). */
+export interface CriImage {
+  readonly id: string;
+  readonly repoTags: string[];
+  readonly repoDigests: string[];
+  readonly size: number;
+}
+
 /** A client of the CRI image service on containerd's socket (what kubelet calls). */
 export interface CriImages {
   pullImage(image: string): Promise<string>;
+  /** The image as CRI lists it, or undefined when CRI has none by that name. */
+  imageStatus(image: string): Promise<CriImage | undefined>;
   removeImage(image: string): Promise<void>;
   close(): void;
 }
@@ -198,6 +227,7 @@ export function criImages(address: string): CriImages {
   const call = <T>(method: string, req: unknown): Promise<T> => new Promise((resolve, reject) => raw[method]!.call(raw, req, (e, res) => (e ? reject(e) : resolve(res as T))));
   return {
     pullImage: async (image) => (await call<{ imageRef: string }>('PullImage', { image: { image } })).imageRef,
+    imageStatus: async (image) => (await call<{ image: CriImage | null }>('ImageStatus', { image: { image } })).image ?? undefined,
     removeImage: async (image) => void (await call('RemoveImage', { image: { image } })),
     close: () => raw.close(),
   };

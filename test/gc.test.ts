@@ -145,17 +145,27 @@ describe.skipIf(!binary)('garbage collection', () => {
     // Pull, remove, collect, over and over, with collections running beside the pulls.
     for (let round = 0; round < 4; round++) {
       let collecting = true;
+      // When each collection started and ended, to show that some ran while the pull held its lease.
+      const runs: Array<{ start: number; end: number }> = [];
       const collector = (async () => {
-        let runs = 0;
-        while (collecting && runs < 200) {
+        while (collecting) {
+          const start = performance.now();
           await collectGarbage(store);
-          runs++;
+          runs.push({ start, end: performance.now() });
         }
-        return runs;
       })();
-      const { image } = await pull(ref(round % 2 === 0 ? 'a' : 'b'), { root });
+      // From its first layer event to its end, the pull holds its lease and its layers are in flight.
+      let layersFrom = Infinity;
+      const { image } = await pull(ref(round % 2 === 0 ? 'a' : 'b'), {
+        root,
+        onProgress: (e) => {
+          if (e.type === 'layer') layersFrom = Math.min(layersFrom, performance.now());
+        },
+      });
+      const pulledAt = performance.now();
       collecting = false;
-      expect(await collector).toBeGreaterThan(0);
+      await collector;
+      expect(runs.filter((r) => r.start < pulledAt && r.end > layersFrom).length, `round ${round}: collections while the layers were pulled`).toBeGreaterThan(0);
       for (const l of image.layers) expect(await store.snapshots.isCommitted(l.chainID), `round ${round}`).toBe(true);
       for (const d of metadataBlobs(image)) expect(blobsOf(root)).toContain(d);
       await store.images.delete(image.name);

@@ -5,7 +5,8 @@
 // `fastpull images`), test/store-verify.ts finds every committed blob and snapshot whole and nothing
 // half-done visible, no process of the killed group lingers, and the next pull (or gc) completes,
 // fetching only what the store did not already hold (counted by the registry), the snapshots
-// matching the image builder's trees entry by entry.
+// matching the image builder's trees entry by entry, and leaves nothing a collection would remove
+// (the pull reclaims what the killed process left: its lease, downloads, blobs nothing keeps).
 //
 // Default: 56 kill points in three lanes, at least 50 of them must land before the victim finishes
 // (about 150 s of CPU, most of it node start-ups; 91-96 s wall on the shared 2-core machine at
@@ -21,7 +22,7 @@ import { chainIDs, collectGarbage, formatReference, mountsFor, openStore, parseR
 import { Prng, buildImage, diffTrees, readTree, startLoopbackRegistry, type BuiltImage, type LayerEntry, type LoopbackRegistry, type TreeEntry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { cliPath, overlayUnavailable, repoRoot, runCliAsync, tempDir } from './helpers.js';
-import { snapshotTreesOf, verifyStore, type StoreReport } from './store-verify.js';
+import { resumeBound, snapshotTreesOf, verifyStore, type StoreReport } from './store-verify.js';
 
 const LONG = process.env.FASTPULL_RELIABILITY_LONG === '1';
 const SEED = Number(process.env.FASTPULL_CRASH_SEED ?? 8_0001);
@@ -470,25 +471,6 @@ function servedOf(reg: LoopbackRegistry, image: BuiltImage): Map<Digest, number>
   return new Map(image.layers.map((l) => [l.digest, reg.stats.blobBytesServed(l.digest)]));
 }
 
-/**
- * What the next pull of `image` may fetch at most, per layer blob, given the store as the kill left
- * it: nothing for a layer whose snapshot (or blob) is committed; for one with ingests, what the
- * ingest it will resume has not recorded (the least recorded of them, as any may be taken over);
- * else the whole blob. No slack: a resumed download asks for exactly the gaps of its ranges record
- * (fetch.ts missingRanges), and the record never lists a byte that is not in the file.
- */
-async function resumeBound(root: string, image: BuiltImage, report: StoreReport): Promise<Map<Digest, number>> {
-  const store = openStore(root);
-  const out = new Map<Digest, number>();
-  const chains = chainIDs(image.layers.map((l) => l.diffID));
-  for (const [i, l] of image.layers.entries()) {
-    if (await store.snapshots.isCommitted(chains[i]!)) out.set(l.digest, 0);
-    else if ((await store.content.info(l.digest))?.size === l.size) out.set(l.digest, 0);
-    else out.set(l.digest, l.size - (report.ingested.get(l.digest) ?? 0));
-  }
-  return out;
-}
-
 function expectClean(report: StoreReport, context: string): void {
   figures.problems += report.problems.length;
   expect(report.problems, context).toEqual([]);
@@ -506,11 +488,16 @@ interface Lane {
   daemon?: { victim: Victim; client: FastpullClient };
 }
 
+const noOverlay = overlayUnavailable();
+if (noOverlay !== undefined) console.warn(`crash campaign: the merged tree is not mounted: ${noOverlay}`);
+
 describe('crash consistency: kill -9 at many points (campaign 1)', () => {
   let imgs: Images;
   let trees: Map<Digest, Map<string, TreeEntry>>;
   const lanes: Lane[] = [];
   let gcTemplate = '';
+  /** The store kill point #0 left, after its next pull (mounted by the last test). */
+  let keptRoot = '';
 
   beforeAll(async () => {
     imgs = await buildImages();
@@ -558,7 +545,6 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
         load[target]! += COST_MS[kp.kind];
       }
       let failed = false;
-      let keptRoot = '';
       await Promise.all(
         lanes.map(async (lane, i) => {
           for (const kp of queues[i]!) {
@@ -586,7 +572,7 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
           `  by phase: fetch ${figures.byPhase.fetch}, extract ${figures.byPhase.extract}, commit ${figures.byPhase.commit}, gc ${figures.byPhase.gc}`,
           `  by victim: CLI pull ${figures.byKind.cli}, fastpulld ${figures.byKind.daemon}, fastpull gc ${figures.byKind.gc}, pull racing gc ${figures.byKind.race}`,
           `  bytes served before kills ${mb(figures.servedBeforeKill)}; on the next pulls ${mb(figures.servedOnResume)} (bound ${mb(figures.resumeBound)}); not fetched again ${mb(figures.refetchedAvoided)}`,
-          `  snapshot trees compared ${figures.treesCompared}; fastpull images runs ${figures.cliImages}; processes of a killed group alive at the kill ${figures.lingering}; litter left after the next pulls ${JSON.stringify(figures.litterAfterResume)}, of it aged a minute for collection ${figures.aged} (temp files and unclaimed dirs), after a collection 0; problems ${figures.problems}`,
+          `  snapshot trees compared ${figures.treesCompared}; fastpull images runs ${figures.cliImages}; processes of a killed group alive at the kill ${figures.lingering}; litter left after the next pulls ${JSON.stringify(figures.litterAfterResume)} (a collection's dry run then: nothing to remove, each time), of it aged a minute for collection ${figures.aged} (temp files and unclaimed dirs), after a collection 0; problems ${figures.problems}`,
           `  ${(figures.ms / 1000).toFixed(1)} s`,
         ].join('\n'),
       );
@@ -595,23 +581,23 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
       for (const p of ['fetch', 'extract', 'commit', 'gc'] as const) expect(figures.byPhase[p], p).toBeGreaterThan(0);
       for (const k of ['cli', 'daemon', 'gc', 'race'] as const) expect(figures.byKind[k], k).toBeGreaterThan(0);
 
-      // One store, mounted: exactly the tree the builder says image A is.
-      const noOverlay = overlayUnavailable();
-      if (noOverlay !== undefined) {
-        console.log(`crash campaign: merged tree not mounted: ${noOverlay}`);
-        return;
-      }
-      const [m] = await mountsFor(openStore(keptRoot), formatReference(parseReference(lanes[0]!.refA)));
-      const merged = mkdtempSync(join(work.dir, 'merged-'));
-      execFileSync('mount', ['-t', m!.type, m!.source, '-o', m!.options.join(','), merged]);
-      try {
-        expect(diffTrees(imgs.a.expectedTree(), await readTree(merged))).toEqual([]);
-      } finally {
-        execFileSync('umount', [merged]);
-      }
     },
     LONG ? 3_600_000 : 600_000,
   );
+
+  // One store the campaign left (kill point #0's, after its next pull), mounted: exactly the tree
+  // the builder says image A is.
+  it.skipIf(noOverlay !== undefined)('mounts a store left by a kill point as exactly image A', async (ctx) => {
+    if (keptRoot === '') ctx.skip('kill point #0 did not run (FASTPULL_CRASH_ONLY left it out, or the campaign failed)');
+    const [m] = await mountsFor(openStore(keptRoot), formatReference(parseReference(lanes[0]!.refA)));
+    const merged = mkdtempSync(join(work.dir, 'merged-'));
+    execFileSync('mount', ['-t', m!.type, m!.source, '-o', m!.options.join(','), merged]);
+    try {
+      expect(diffTrees(imgs.a.expectedTree(), await readTree(merged))).toEqual([]);
+    } finally {
+      execFileSync('umount', [merged]);
+    }
+  });
 
   // Regression (found by kill point #29 of seed 80001: kill -9 one millisecond after the first
   // metadata blob appeared): a process killed inside writeFileAtomic leaves `.tmp-*` beside the
@@ -787,6 +773,10 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
     const activeDir = join(root, 'snapshots', 'active');
     expect(names(activeDir).filter((id) => existsSync(join(activeDir, id, 'owner'))), `${context}: active snapshots with an owner after the pull`).toEqual([]);
     for (const k of ['ingests', 'active', 'trash', 'leases', 'tmp'] as const) figures.litterAfterResume[k] += after.litter[k];
+    // The next pull reclaimed what the killed process left (its lease, its downloads of layers now
+    // unpacked, blobs nothing keeps): a collection now would remove nothing.
+    const dry = await collectGarbage(openStore(root), { dryRun: true });
+    expect(dry, `${context}: what a collection would remove after the next pull`).toEqual({ blobs: [], snapshots: [], litter: 0, bytes: 0 });
 
     // A collection a minute later leaves nothing of the crash behind. (What a dead process left
     // without an owner lock, killed between making a file or directory and claiming or renaming

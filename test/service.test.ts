@@ -11,6 +11,7 @@ import {
   defaultHostsDir,
   defaultRoot,
   LocalService,
+  openStore,
   parseChunkSize,
   parseDuration,
   parseSize,
@@ -222,6 +223,25 @@ describe('the CLI and fastpulld agree on every default', () => {
     expect(parseDuration(10, 'x')).toBe(10_000);
     expect(() => parseDuration('25h', 'x')).toThrow(/at most a day/);
     expect(() => parseChunkSize('1KiB', 'x')).toThrow(/at least 64KiB/);
+  });
+
+  it('sync: on by default for the library, a pull in this process and fastpulld; false only when asked (unsafe)', async () => {
+    expect(openStore('/srv/fastpull-store').snapshots.sync).toBe(true);
+    const service = new LocalService({ root: '/srv/fastpull-store' });
+    const unsynced = new LocalService({ root: '/srv/fastpull-store', sync: false });
+    try {
+      expect(service.store.snapshots.sync).toBe(true);
+      expect(unsynced.store.snapshots.sync).toBe(false);
+    } finally {
+      await service.close();
+      await unsynced.close();
+    }
+    expect(resolveConfig({}, {}, env, '/').sync).toBe(true);
+    expect(resolveConfig({ sync: false }, {}, env, '/').sync).toBe(false);
+    expect(resolveConfig({ sync: 'false' }, {}, env, '/').sync).toBe(false);
+    // fastpulld's --no-sync is sync: false among the flags, which override the file.
+    expect(resolveConfig({ sync: true }, { sync: false }, env, '/').sync).toBe(false);
+    expect(() => resolveConfig({ sync: 'sometimes' }, {}, env, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('sync') }));
   });
 });
 

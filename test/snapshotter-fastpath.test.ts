@@ -174,6 +174,9 @@ describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fas
     ]);
     expect([a, b]).toEqual(['ALREADY_EXISTS', 'ALREADY_EXISTS']);
     expect(await client.list([`labels."containerd.io/snapshot.ref"==${target}`])).toHaveLength(1);
-    expect(daemon.logs.filter((l) => l.event === 'pull' && l.image === `${registry.host}/fast/concurrent@${img.manifestDigest}`)).toHaveLength(1);
+    // The pull's log line may land just after the Prepares were answered: wait for it.
+    const isPull = (l: Record<string, unknown>) => l.event === 'pull' && l.image === `${registry.host}/fast/concurrent@${img.manifestDigest}`;
+    await daemon.waitLog(isPull);
+    expect(daemon.logs.filter(isPull)).toHaveLength(1);
   });
 });

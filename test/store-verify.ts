@@ -212,3 +212,38 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
 
   return { problems, blobs: blobDigests.size, snapshots: committed.size, treesCompared, images: records.length, litter, ingested };
 }
+
+/**
+ * What the next pull of `image` may fetch at most, per layer blob, given the store as the kill left
+ * it: nothing for a layer whose snapshot (or blob) is committed; for one with ingests, what the
+ * ingest it will resume has not recorded (the least recorded of them, as any may be taken over);
+ * else the whole blob. No slack: a resumed download asks for exactly the gaps of its ranges record
+ * (fetch.ts missingRanges), and the record never lists a byte that is not in the file. `report`
+ * (verifyStore's) saves reading the ingests' records again.
+ */
+export async function resumeBound(root: string, image: BuiltImage, report?: StoreReport): Promise<Map<Digest, number>> {
+  const store = openStore(root);
+  const ingested = report?.ingested ?? recordedIngests(root);
+  const out = new Map<Digest, number>();
+  const chains = chainIDs(image.layers.map((l) => l.diffID));
+  for (const [i, l] of image.layers.entries()) {
+    if (await store.snapshots.isCommitted(chains[i]!)) out.set(l.digest, 0);
+    else if ((await store.content.info(l.digest))?.size === l.size) out.set(l.digest, 0);
+    else out.set(l.digest, l.size - (ingested.get(l.digest) ?? 0));
+  }
+  return out;
+}
+
+/** Per blob digest, the bytes its ingests have recorded as on disk (the least of them when several). */
+export function recordedIngests(root: string): Map<Digest, number> {
+  const out = new Map<Digest, number>();
+  for (const id of ls(join(root, 'content', 'ingest'))) {
+    try {
+      const ref = JSON.parse(readFileSync(join(root, 'content', 'ingest', id, 'ref'), 'utf8')) as { digest: Digest };
+      out.set(ref.digest, Math.min(out.get(ref.digest) ?? Infinity, recordedBytes(join(root, 'content', 'ingest', id))));
+    } catch {
+      // Killed before its ref was written: nothing in it can be resumed.
+    }
+  }
+  return out;
+}

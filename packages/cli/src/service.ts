@@ -20,6 +20,8 @@ export interface LocalTuning {
   readonly chunkSize?: number;
   readonly unpackConcurrency?: number;
   readonly inflater?: InflaterChoice;
+  /** false: commit snapshots without flushing them (unsafe; --no-sync). */
+  readonly sync?: false;
 }
 
 /** The flag each tuning setting comes from, for the error when it is given with a daemon. */
@@ -29,6 +31,7 @@ const TUNING_FLAGS: Readonly<Record<keyof LocalTuning, string>> = {
   chunkSize: '--chunk-size',
   unpackConcurrency: '--unpack-concurrency',
   inflater: '--inflater',
+  sync: '--no-sync',
 };
 
 /**
@@ -57,6 +60,8 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
     ...(tuning.chunkSize !== undefined ? { chunkSize: tuning.chunkSize } : {}),
     ...(tuning.unpackConcurrency !== undefined ? { unpackConcurrency: tuning.unpackConcurrency } : {}),
     ...(inflater !== undefined ? { inflater } : {}),
+    // FASTPULL_NO_SYNC=1, as --no-sync (a daemon's own configuration decides for its pulls).
+    ...(tuning.sync === false || io.env.FASTPULL_NO_SYNC === '1' ? { sync: false } : {}),
     // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
     ...(io.env.FASTPULL_THREADS === '0' ? { threads: false } : {}),
   });

@@ -2,7 +2,8 @@
 // devices 0:0; images also carry fifos and device nodes), extended attributes (trusted.overlay.opaque,
 // security.capability and other SCHILY.xattr records), times to the nanosecond (node:fs takes seconds
 // as a double, which keeps microseconds at best), all on the path itself, never following a final
-// symlink; and flock, so that processes sharing a store unpack each layer once.
+// symlink; flock, so that processes sharing a store unpack each layer once; and the flushes that make
+// a snapshot durable before it is committed (sync_file_range to start write-back early, syncfs).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -18,16 +19,18 @@
 #include <sys/file.h>
 #include <sys/xattr.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PATH_CAP 4096
 #define NAME_CAP 256
 
-static napi_value throw_errno(napi_env env, int err, const char* syscall, const char* path) {
+static napi_value errno_error(napi_env env, int err, const char* syscall, const char* path) {
   static const struct { int no; const char* code; } codes[] = {
       {EPERM, "EPERM"},   {ENOENT, "ENOENT"}, {EEXIST, "EEXIST"},     {EACCES, "EACCES"},
       {ENOSPC, "ENOSPC"}, {ENOTSUP, "ENOTSUP"}, {ENODATA, "ENODATA"}, {EINVAL, "EINVAL"},
       {ENOTDIR, "ENOTDIR"}, {ERANGE, "ERANGE"}, {EROFS, "EROFS"}, {EDQUOT, "EDQUOT"},
-      {EBADF, "EBADF"},   {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"},
+      {EBADF, "EBADF"},   {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"}, {ENOSYS, "ENOSYS"},
+      {EIO, "EIO"},
   };
   const char* code = "EIO";
   for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -45,7 +48,11 @@ static napi_value throw_errno(napi_env env, int err, const char* syscall, const 
   napi_set_named_property(env, error, "errno", js_errno);
   napi_set_named_property(env, error, "syscall", js_syscall);
   napi_set_named_property(env, error, "path", js_path);
-  napi_throw(env, error);
+  return error;
+}
+
+static napi_value throw_errno(napi_env env, int err, const char* syscall, const char* path) {
+  napi_throw(env, errno_error(env, err, syscall, path));
   return NULL;
 }
 
@@ -299,6 +306,125 @@ static napi_value js_tune_allocator(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// trimAllocator(): malloc_trim(3) where the C library is glibc: every arena's free memory, top and
+// middle, goes back to the kernel. With the thresholds above, freed unpack buffers stay in the
+// heap (up to 64 MiB per arena, and threads get arenas of their own); a long-running process calls
+// this when it goes idle, so what it keeps between pulls is what it uses. True when memory was
+// released, false when there was none to release or the C library is another.
+static napi_value js_trim_allocator(napi_env env, napi_callback_info info) {
+  (void)info;
+  bool released = false;
+#ifdef __GLIBC__
+  released = malloc_trim(0) == 1;
+#endif
+  napi_value out;
+  napi_get_boolean(env, released, &out);
+  return out;
+}
+
+// A byte offset or count as a JS number: a non-negative safe integer. -1 when it is not one.
+static int get_offset(napi_env env, napi_value v, int64_t* out) {
+  double d;
+  if (napi_get_value_double(env, v, &d) != napi_ok) return -1;
+  if (!(d >= 0 && d <= 9007199254740991.0) || d != (double)(int64_t)d) return -1;
+  *out = (int64_t)d;
+  return 0;
+}
+
+// startWriteback(fd, offset, nbytes): sync_file_range(SYNC_FILE_RANGE_WRITE) starts write-back of
+// the range's dirty pages and returns without waiting for it (nbytes 0: to the end of the file). It
+// makes nothing durable by itself (no metadata, no disk cache flush): it lets the device work while
+// extraction goes on, so that the flush before the commit finds little left to write.
+static napi_value js_start_writeback(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (get_args(env, info, 3, argv)) return NULL;
+  int32_t fd;
+  int64_t offset, nbytes;
+  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || get_offset(env, argv[1], &offset) || get_offset(env, argv[2], &nbytes)) {
+    napi_throw_type_error(env, NULL, "startWriteback(fd: number, offset: integer >= 0, nbytes: integer >= 0)");
+    return NULL;
+  }
+#ifdef __linux__
+  int rc;
+  do {
+    rc = sync_file_range(fd, (off64_t)offset, (off64_t)nbytes, SYNC_FILE_RANGE_WRITE);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return throw_errno(env, errno, "sync_file_range", "(fd)");
+#else
+  return throw_errno(env, ENOSYS, "sync_file_range", "(fd)");
+#endif
+  return NULL;
+}
+
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  char path[PATH_CAP];
+  int err;
+  const char* syscall;
+} SyncfsJob;
+
+// On a libuv pool thread: the flush may take seconds and must not hold up the event loop.
+static void syncfs_execute(napi_env env, void* data) {
+  (void)env;
+  SyncfsJob* job = data;
+  job->err = 0;
+#ifdef __linux__
+  int fd = open(job->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    job->err = errno;
+    job->syscall = "open";
+    return;
+  }
+  if (syncfs(fd) != 0) {
+    job->err = errno;
+    job->syscall = "syncfs";
+  }
+  close(fd);
+#else
+  job->err = ENOSYS;
+  job->syscall = "syncfs";
+#endif
+}
+
+static void syncfs_complete(napi_env env, napi_status status, void* data) {
+  SyncfsJob* job = data;
+  if (status != napi_ok && job->err == 0) {
+    job->err = EIO;
+    job->syscall = "syncfs";
+  }
+  if (job->err != 0) {
+    napi_reject_deferred(env, job->deferred, errno_error(env, job->err, job->syscall, job->path));
+  } else {
+    napi_value undef;
+    napi_get_undefined(env, &undef);
+    napi_resolve_deferred(env, job->deferred, undef);
+  }
+  napi_delete_async_work(env, job->work);
+  free(job);
+}
+
+// syncfs(dir): a promise of syncfs(2) on the filesystem holding the directory `dir` (opened without
+// following a final symlink): every dirty page and inode of that filesystem written and the device's
+// cache flushed, run off the event loop.
+static napi_value js_syncfs(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (get_args(env, info, 1, argv)) return NULL;
+  SyncfsJob* job = calloc(1, sizeof *job);
+  if (!job) return throw_errno(env, ENOMEM, "syncfs", "");
+  if (get_string(env, argv[0], job->path, sizeof job->path)) {
+    free(job);
+    napi_throw_type_error(env, NULL, "syncfs(dir: string)");
+    return NULL;
+  }
+  napi_value promise, name;
+  napi_create_promise(env, &job->deferred, &promise);
+  napi_create_string_utf8(env, "fastpull:syncfs", NAPI_AUTO_LENGTH, &name);
+  napi_create_async_work(env, NULL, name, syncfs_execute, syncfs_complete, job, &job->work);
+  napi_queue_async_work(env, job->work);
+  return promise;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
@@ -309,6 +435,9 @@ static napi_value init(napi_env env, napi_value exports) {
       {"lutimesNs", NULL, js_lutimes_ns, NULL, NULL, NULL, napi_default, NULL},
       {"futimesNs", NULL, js_futimes_ns, NULL, NULL, NULL, napi_default, NULL},
       {"tuneAllocator", NULL, js_tune_allocator, NULL, NULL, NULL, napi_default, NULL},
+      {"trimAllocator", NULL, js_trim_allocator, NULL, NULL, NULL, napi_default, NULL},
+      {"startWriteback", NULL, js_start_writeback, NULL, NULL, NULL, napi_default, NULL},
+      {"syncfs", NULL, js_syncfs, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

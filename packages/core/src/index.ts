@@ -17,6 +17,7 @@ export {
   type LayerTimings,
   type PhaseTotals,
 } from './pull/pull.js';
+export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
 
 // The service every front end stands on: the CLI, fastpulld and its containerd snapshotter.
 export { LocalService, type LocalServiceOptions } from './service/local.js';
@@ -34,7 +35,7 @@ export { credentialsIdentity, dockerCredentialsWithWarning, scopedCredentials } 
 export { checkDirectory, type DirectoryUse } from './util/paths.js';
 
 // The store and the images in it.
-export { openStore, defaultRoot, type Store } from './store.js';
+export { openStore, defaultRoot, type Store, type StoreOptions } from './store.js';
 export { mountsFor, resolveImage } from './images/mounts.js';
 export { findImages, unpackedSize } from './images/resolve.js';
 export { inspectImage, type ImageDetails } from './images/inspect.js';
@@ -65,7 +66,7 @@ export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions }
 export type { WorkerTask } from './unpack/worker.js';
 export type { UnpackedLayer, UnpackTimings } from './unpack/layer.js';
 export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
-export { tuneAllocator, type AllocatorTuning } from './util/allocator.js';
+export { trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
 export {
   findInflater,

@@ -34,6 +34,16 @@ export interface Store {
   readonly images: FileImageStore;
 }
 
+/** Options of {@link openStore}. */
+export interface StoreOptions {
+  /**
+   * Flush each snapshot's files to stable storage before committing it (default true). False is
+   * unsafe: after a power cut a committed snapshot may hold empty or short files that nothing
+   * checks again. A crash of the process alone never needs it.
+   */
+  readonly sync?: boolean;
+}
+
 /**
  * Opens the store at `root`. Nothing is read or created until a part is used; directories are
  * made on first write.
@@ -41,7 +51,7 @@ export interface Store {
  * const store = openStore('/var/lib/fastpull');
  * for (const image of await store.images.list()) console.log(image.name);
  */
-export function openStore(root: string): Store {
+export function openStore(root: string, options: StoreOptions = {}): Store {
   const abs = resolve(root);
-  return { root: abs, content: new FileContentStore(abs), snapshots: new FileSnapshotter(abs), images: new FileImageStore(abs) };
+  return { root: abs, content: new FileContentStore(abs), snapshots: new FileSnapshotter(abs, options), images: new FileImageStore(abs) };
 }

@@ -32,8 +32,8 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'parseZtoc', 'type PhaseTotals', 'type Placement', 'type Platform', 'platformMatches', 'pull',
       'type PulledImage', 'type PullEvent', 'pullEvents', 'type PullOptions', 'type PullResult', 'type PullTimings',
       'type Reference', 'referenceName', 'resolveImage', 'type RunOptions', 'scopedCredentials', 'selectPlatform',
-      'type ServicePullOptions', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'tuneAllocator',
-      'type UnpackedLayer', 'unpackedSize', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
+      'type ServicePullOptions', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'type StoreOptions',
+      'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'trimAllocator', 'tuneAllocator', 'type UnpackedLayer', 'unpackedSize', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
       'verifyBytes', 'VERSION', 'type WorkerTask', 'type Ztoc',
     ],
   './content': [

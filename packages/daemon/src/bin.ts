@@ -24,6 +24,7 @@ Options:
   --chunk-size SIZE          bytes per range request (default 16MiB)
   --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per core)
   --keep-blobs               keep compressed layer blobs after unpacking
+  --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
   --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464)
   --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent
   --shutdown-timeout DUR     how long SIGTERM waits for pulls to stop (default 10s)
@@ -52,6 +53,7 @@ function parse() {
       'chunk-size': { type: 'string' },
       'unpack-concurrency': { type: 'string' },
       'keep-blobs': { type: 'boolean' },
+      'no-sync': { type: 'boolean' },
       'metrics-address': { type: 'string' },
       'log-level': { type: 'string' },
       'shutdown-timeout': { type: 'string' },
@@ -88,6 +90,7 @@ const flags: RawConfig = {
   chunk_size: v['chunk-size'],
   unpack_concurrency: v['unpack-concurrency'],
   keep_blobs: v['keep-blobs'],
+  sync: v['no-sync'] === true ? false : undefined,
   metrics_address: v['metrics-address'],
   log_level: v['log-level'],
   shutdown_timeout: v['shutdown-timeout'],

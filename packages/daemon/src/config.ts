@@ -33,6 +33,8 @@ export interface DaemonConfig {
   readonly chunkSize?: number;
   /** Keep layer blobs after unpacking for every pull (a request may also ask for it). */
   readonly keepBlobs: boolean;
+  /** Flush each snapshot to disk before committing it (default true; false is unsafe against power loss). */
+  readonly sync: boolean;
   /** Layers unpacked at once across all pulls (one pool they share); unset: the library's shared pool, one per core. */
   readonly unpackConcurrency?: number;
   /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics on; unset: no metrics endpoint. */
@@ -63,6 +65,7 @@ export const CONFIG_KEYS = [
   'concurrency',
   'chunk_size',
   'keep_blobs',
+  'sync',
   'unpack_concurrency',
   'metrics_address',
   'log_level',
@@ -131,6 +134,7 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     ...(concurrency !== undefined ? { concurrency } : {}),
     ...(chunkSize !== undefined ? { chunkSize } : {}),
     keepBlobs: bool('keep_blobs', raw.keep_blobs),
+    sync: raw.sync === undefined || bool('sync', raw.sync),
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
     ...(metricsAddress !== undefined ? { metricsAddress } : {}),
     logLevel,

@@ -1,4 +1,5 @@
 // `fastpull pull REF...`: pull images into the store, showing progress, and say where they landed.
+import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import {
   asFastpullError,
@@ -9,6 +10,8 @@ import {
   parsePlatform,
   parsePositiveInt,
   CONTAINERD_HOSTS_DIR,
+  LocalService,
+  TraceRecorder,
   type Credentials,
   type FastpullService,
   type PulledImage,
@@ -38,7 +41,9 @@ interface PullFlags {
   unpackConcurrency?: string;
   hostsDir?: string;
   keepBlobs?: boolean;
+  sync?: boolean;
   address?: string;
+  trace?: string;
 }
 
 /** Milliseconds between redraws of the live view when no event comes (rates and ETAs keep moving). */
@@ -60,10 +65,13 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')
+    .option('--trace <file>', 'write the pull as a Chrome trace-event JSON file (open it in Perfetto or chrome://tracing): a track per layer, byte and memory counters')
     .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
+    .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
     async (refs: string[], flags: PullFlags) => {
+      if (flags.trace !== undefined && refs.length > 1) throw new UsageError('--trace: one reference at a time (the file holds one pull)');
       const { tuning, options } = pullSettings(io, flags);
       await withService(
         io,
@@ -86,6 +94,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
 /** Every flag checked and turned into the service's settings and the pull's options before anything is fetched. */
 function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; options: ServicePullOptions } {
   if (flags.json && flags.quiet) throw new UsageError('--json and --quiet do not go together');
+  if (flags.trace !== undefined && flags.trace === '') throw new UsageError('--trace: want a file name');
   if (flags.platform !== undefined) {
     try {
       parsePlatform(flags.platform);
@@ -102,6 +111,7 @@ function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; optio
     ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
     ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
     ...(inflater ? { inflater } : {}),
+    ...(flags.sync === false ? { sync: false } : {}),
   };
   const credentials = givenCredentials(flags.creds);
   const options: ServicePullOptions = {
@@ -143,8 +153,14 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, service: Fastpu
     const log = new LogProgress(io.stderr, now);
     onProgress = (e) => log.event(e);
   }
+  const trace = flags.trace !== undefined ? new TraceRecorder({ rssIntervalMs: service instanceof LocalService ? 100 : 0 }) : undefined;
+  const show = onProgress;
+  if (trace) onProgress = (e) => (trace.event(e), show?.(e));
+  let result: PulledImage | undefined;
+  trace?.start();
   try {
-    return await service.pull(ref, { ...options, ...(onProgress ? { onProgress } : {}) });
+    result = await service.pull(ref, { ...options, ...(onProgress ? { onProgress } : {}) });
+    return result;
   } catch (e) {
     if (flags.json) {
       const fe = asFastpullError(e).toJSON();
@@ -154,6 +170,8 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, service: Fastpu
   } finally {
     if (timer) clearInterval(timer);
     live?.finish();
+    // Written for a failed pull too: its spans show where it stopped.
+    if (trace) await doing(`writing the trace to ${flags.trace}`, () => writeFile(flags.trace!, JSON.stringify(trace.finish(result?.timings)) + '\n'));
   }
 }
 

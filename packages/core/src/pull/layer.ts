@@ -15,6 +15,7 @@ import { LayerProgress } from './progress.js';
 import { committedTimings, existsTimings } from './timings.js';
 import type { LayerTimings, PullOptions } from './types.js';
 import { diagnoseUnpackFailure, verifyUnpacked } from './verify.js';
+import { syncMethod, writebackFor } from '../snapshots/durable.js';
 
 /** Everything the layers of one pull share. */
 export interface LayerContext extends DownloadContext, CommitContext {
@@ -83,6 +84,7 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         dest: active.fs,
         layer: layer.digest,
         rootless: ctx.rootless,
+        ...(store.snapshots.sync ? writebackFor(syncMethod()) : {}),
         follow: { watermark: download.watermark.buffer, size: layer.size },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),
@@ -99,9 +101,11 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
     await verifyUnpacked(layer, r, () => bad.dropDamaged());
     const tc = performance.now();
     await commitLayer(ctx, index, active, r, download);
+    // Measured before the event, so the commit's time does not include the listener's.
+    const commitMs = performance.now() - tc;
     active = undefined;
     progress.committed();
-    return committedTimings(layer.digest, fetched.value, r, performance.now() - tc);
+    return committedTimings(layer.digest, fetched.value, r, commitMs);
   } catch (e) {
     if (!isFastpullError(e) && signal.aborted) throw new FastpullError('ABORTED', `layer ${layer.digest}: aborted`, { cause: e });
     throw e;

@@ -177,6 +177,8 @@ export interface PullOptions {
    * image takes. Manifests and configs are always kept.
    */
   readonly keepBlobs?: boolean;
+  /** Flush each snapshot to stable storage before committing it (default true; false is unsafe, see StoreOptions.sync). */
+  readonly sync?: boolean;
 }
 
 /** What a successful pull returns. */

@@ -11,7 +11,7 @@ export const ERROR_BODY_CAP = 64 * 1024;
 export const MAX_REDIRECTS = 5;
 /** Attempts for manifest and config reads (each retried whole, unlike ranges). */
 export const DEFAULT_ATTEMPTS = 4;
-/** Connections per registry origin. 16 parallel 16 MiB ranges reached 589 MB/s on loopback (FACTS.md). */
+/** Connections per registry origin. 16 parallel 16 MiB ranges reached 589 MB/s on loopback (docs/architecture.md, figures). */
 export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 /** What the client says it is, unless told otherwise. */
 export const DEFAULT_USER_AGENT = `fastpull/${VERSION}`;

@@ -19,7 +19,7 @@ export interface RandomAccessSink {
 
 /** Options of {@link fetchBlob}. */
 export interface FetchOptions {
-  /** Bytes per range request. 16 MiB ranges measured best on loopback (FACTS.md). */
+  /** Bytes per range request. 16 MiB ranges measured best on loopback (docs/architecture.md, figures). */
   readonly chunkSize?: number;
   /** The scheduler of requests in flight; default the process-wide one. */
   readonly scheduler?: FetchScheduler;
@@ -250,12 +250,21 @@ class Watchdog {
       this.stalled = stalled;
       this.controller.abort(new Error(stalled ? 'stalled' : 'straggler'));
     };
+    // The floor is judged over windows timed by finer ticks: a tick that comes late means this
+    // thread was busy (bytes may be waiting unread), so that window proves nothing and starts again.
+    const floorTickMs = Math.max(25, Math.min(1000, this.windowMs / 4));
+    let windowAt = performance.now();
+    let floorTickAt = windowAt;
     this.timers.push(
       setInterval(() => {
-        const moved = cursor.pos - this.mark;
+        const now = performance.now();
+        const late = now - floorTickAt > 2 * floorTickMs;
+        floorTickAt = now;
+        if (!late && now - windowAt < this.windowMs) return;
+        if (!late && cursor.pos - this.mark < (this.floor * (now - windowAt)) / 1000) fire(false);
         this.mark = cursor.pos;
-        if (moved < (this.floor * this.windowMs) / 1000) fire(false);
-      }, this.windowMs),
+        windowAt = now;
+      }, floorTickMs),
     );
     if (this.stallMs > 0) {
       const start = cursor.pos;

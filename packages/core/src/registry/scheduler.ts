@@ -14,7 +14,7 @@ export interface FetchSchedulerOptions {
 }
 
 /**
- * 16 requests of 16 MiB reached 589 MB/s on loopback, 0.75x curl (FACTS.md): that saturates one
+ * 16 requests of 16 MiB reached 589 MB/s on loopback, 0.75x curl (docs/architecture.md, figures): that saturates one
  * Node main thread; more only adds memory. Per host the same, so one registry can use it all; a
  * mirror and its upstream share the global limit. 512 MiB of ranges in flight is 32 full chunks.
  */

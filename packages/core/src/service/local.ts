@@ -45,6 +45,11 @@ export interface LocalServiceOptions {
   readonly inflater?: InflaterChoice;
   /** Keep layer blobs for every pull. */
   readonly keepBlobs?: boolean;
+  /**
+   * Flush each snapshot to stable storage before committing it (default true). False is unsafe:
+   * after a power cut a committed snapshot may hold empty or short files (see StoreOptions.sync).
+   */
+  readonly sync?: boolean;
   /** Unpack on worker threads (default true). */
   readonly threads?: boolean;
   /** A range request was retried (metrics). */
@@ -74,7 +79,7 @@ export class LocalService implements FastpullService {
   private readonly checked = new Map<DirectoryUse, Promise<string>>();
 
   constructor(private readonly options: LocalServiceOptions) {
-    this.store = openStore(options.root);
+    this.store = openStore(options.root, { sync: options.sync !== false });
     this.location = this.store.root;
     this.hostsDir = options.hostsDir;
     this.scheduler = options.concurrency !== undefined ? new FetchScheduler({ maxRequests: options.concurrency, maxPerHost: options.concurrency }) : sharedFetchScheduler();
@@ -123,6 +128,7 @@ export class LocalService implements FastpullService {
       ...(o.inflater ? { inflater: o.inflater } : {}),
       ...(o.threads === false ? { threads: false } : {}),
       ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
+      ...(o.sync === false ? { sync: false } : {}),
       ...(o.onRetry ? { onRetry: o.onRetry } : {}),
       ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
       ...(options.signal ? { signal: options.signal } : {}),

@@ -28,6 +28,7 @@ import { parseSnapshotFilters } from './record-filters.js';
 import { recordMounts, overlayIndexOff } from './record-mounts.js';
 import type { FileSnapshotter, Mount } from './store.js';
 import { treeUsage, type SnapshotUsage } from './usage.js';
+import { flushTree } from './durable.js';
 
 /** What containerd sees of a snapshot (its `snapshots.Info`). */
 export interface SnapshotRecordInfo {
@@ -242,6 +243,8 @@ export class SnapshotRecords {
       if (rec.kind !== 'active') throw new FastpullError('FAILED_PRECONDITION', `snapshot ${JSON.stringify(key)} is not active (it is ${rec.kind === 'view' ? 'a view' : 'committed'})`);
       const now = snapshotTime();
       const committed: RecordFile = { ...rec, kind: 'committed', name, labels: cleanLabels(labels), created: now, updated: now };
+      // Committed means durable, as for the store's own snapshots: what was written into it first.
+      if (this.store.snapshots.sync) await flushTree(join(this.dir, rec.id));
       await writeRecord(this.dir, committed);
       this.byName.delete(key);
       this.byName.set(name, committed);

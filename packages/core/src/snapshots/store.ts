@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
+import { flushTree } from './durable.js';
 import { claimDir, disownDir, sweepDeadDirs } from '../util/owner.js';
 
 /** A snapshot being written: invisible to mounts until it is committed. */
@@ -96,9 +97,12 @@ const SHORT_LINK_HEX = 12;
 export class FileSnapshotter implements Snapshotter {
   /** `<root>/snapshots`. */
   readonly dir: string;
+  /** Flush a snapshot's files to stable storage before committing it (see StoreOptions.sync). */
+  readonly sync: boolean;
 
-  constructor(root: string) {
+  constructor(root: string, options: { readonly sync?: boolean } = {}) {
     this.dir = join(root, 'snapshots');
+    this.sync = options.sync !== false;
   }
 
   private committedDir(chainID: Digest): string {
@@ -146,8 +150,13 @@ export class FileSnapshotter implements Snapshotter {
     try {
       // info.json is written before the rename, so a committed dir always has one.
       await writeFileAtomic(join(active.dir, 'info.json'), JSON.stringify({ ...info, created: new Date().toISOString() }));
+      // Committed means durable: after a power cut no committed snapshot may hold short files.
+      if (this.sync) await flushTree(active.dir);
       await fsp.mkdir(join(this.dir, 'committed'), { recursive: true });
+      // Disowned only now: a directory without an owner is litter to a sweeper after a minute, and
+      // a flush may take longer. Its removal is made durable too, or a power cut could leave it.
       await disownDir(active.dir);
+      if (this.sync) await syncDir(active.dir);
       try {
         await fsp.rename(active.dir, target);
       } catch (e) {

@@ -13,6 +13,8 @@ export interface RequestLog {
   readonly range: string | undefined;
   /** Whether an Authorization header came with the request (its value is never kept). */
   readonly authorization: boolean;
+  /** The User-Agent header, when sent: tells a puller's requests from another's on one registry. */
+  readonly userAgent: string | undefined;
   /** performance.now() when the request arrived. */
   readonly at: number;
   /** The HTTP status sent (0 until the response starts). */
@@ -55,6 +57,11 @@ export interface CountedFault {
 export interface LoopbackFaults {
   /** Blobs served with the byte at the middle of the blob flipped (a consistently corrupted copy, so ranges that miss the middle are clean). */
   corruptBlob?: Set<Digest>;
+  /**
+   * As `corruptBlob`, but only for GETs that carry a Range header (a parallel puller's ranges):
+   * a GET of the whole blob without Range gets it intact, as a puller that does not split sees it.
+   */
+  corruptRangedBlob?: Set<Digest>;
   /** Answer ranged blob GETs with 200 and the whole blob. */
   ignoreRange?: boolean;
   /** Answer ranged blob GETs with 206 for a different range than asked (shifted by one byte; body and Content-Range agree with each other). */

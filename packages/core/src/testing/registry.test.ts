@@ -232,6 +232,26 @@ describe('loopback registry: faults', () => {
     expect((await get(url)).body.equals(layer.blob)).toBe(true);
   });
 
+  it('corrupts a blob for ranged GETs only when told, and logs who asked', async () => {
+    const r = await start();
+    const im = await image();
+    r.addImage('app', 'v1', im);
+    const layer = im.layers[0]!;
+    const url = `${r.url}/v2/app/blobs/${layer.digest}`;
+    r.faults.corruptRangedBlob = new Set<Digest>([layer.digest]);
+    const mid = layer.size >> 1;
+    const ranged = await get(url, { range: `bytes=0-${layer.size - 1}`, 'user-agent': 'ranged-puller/1' });
+    expect(ranged.status).toBe(206);
+    expect([...ranged.body].flatMap((b, i) => (b === layer.blob[i] ? [] : [i]))).toEqual([mid]);
+    const whole = await get(url, { 'user-agent': 'whole-puller/1' });
+    expect(whole.body.equals(layer.blob)).toBe(true);
+    const blobGets = r.stats.requests.filter((q) => q.path.includes('/blobs/'));
+    expect(blobGets.map((q) => [q.userAgent, q.range])).toEqual([
+      ['ranged-puller/1', `bytes=0-${layer.size - 1}`],
+      ['whole-puller/1', undefined],
+    ]);
+  });
+
   it('ignores ranges or answers the wrong one when told', async () => {
     const r = await start();
     const im = await image();

@@ -270,7 +270,8 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       return;
     }
     let blob = stored;
-    if (f.corruptBlob?.has(digest) && blob.byteLength > 0) {
+    const ranged = req.headers.range !== undefined;
+    if ((f.corruptBlob?.has(digest) || (ranged && f.corruptRangedBlob?.has(digest))) && blob.byteLength > 0) {
       blob = Buffer.from(blob);
       const mid = blob.byteLength >> 1;
       blob[mid] = (blob[mid] as number) ^ 0xff;
@@ -318,6 +319,7 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       path: rawUrl,
       range: req.headers.range,
       authorization: req.headers.authorization !== undefined,
+      userAgent: req.headers['user-agent'],
       at: performance.now(),
       status: 0,
       bytesSent: 0,

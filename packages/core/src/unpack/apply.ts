@@ -11,6 +11,7 @@ import { ApplyReport, type ApplyStats } from './report.js';
 import { TarReader } from './tarreader.js';
 import { OVERLAY_OPAQUE_XATTR, OverlayWhiteouts, ROOTLESS_OPAQUE_XATTR } from './whiteouts.js';
 import { LayerWriter } from './writer.js';
+import { LayerWriteback, type WritebackMode } from './writeback.js';
 
 export { DEFAULT_APPLY_LIMITS, type ApplyLimits } from './limits.js';
 export { cleanEntryPath } from './rawpath.js';
@@ -34,6 +35,8 @@ export interface ApplyOptions {
   layer?: string;
   /** Bounds on what one layer may hold; each one left out takes its {@link DEFAULT_APPLY_LIMITS} value. */
   limits?: Partial<ApplyLimits>;
+  /** Start files' write-back as they are written (snapshots/durable.ts flushes the rest). Default: none. */
+  writeback?: WritebackMode;
 }
 
 /**
@@ -100,6 +103,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     signal,
     reader,
     whiteouts: (tree, r, owner) => new OverlayWhiteouts(tree, r, { opaqueXattr, sameOwner, owner }),
+    writeback: LayerWriteback.open(options.writeback, root),
   });
   const started = performance.now();
   let ok = false;

@@ -360,11 +360,22 @@ describe('createExternalGunzip lifecycle', () => {
     });
   });
 
-  /** `command` (exec'd, so it keeps the pid) behind a wrapper that records its pid. */
-  function tracedTool(name: string, command: string): { tool: ExternalInflater; pid: () => number } {
+  /**
+   * `command` (exec'd, so it keeps the pid) behind a wrapper that records its pid; `pid()` waits for
+   * the record (written whole, by a rename) however long the tool takes to start.
+   */
+  function tracedTool(name: string, command: string): { tool: ExternalInflater; pid: () => Promise<number> } {
     const pidFile = path.join(dir, `${name}.pid`);
-    const tool = fakeTool(name, `echo $$ > '${pidFile}'; exec ${command}`);
-    return { tool, pid: () => Number(fs.readFileSync(pidFile, 'utf8')) };
+    const tool = fakeTool(name, `echo $$ > '${pidFile}.tmp' && mv '${pidFile}.tmp' '${pidFile}'; exec ${command}`);
+    const pid = async (): Promise<number> => {
+      const deadline = Date.now() + 30_000;
+      while (!fs.existsSync(pidFile)) {
+        if (Date.now() > deadline) throw new Error(`${name}: the tool never recorded its pid`);
+        await sleep(10);
+      }
+      return Number(fs.readFileSync(pidFile, 'utf8'));
+    };
+    return { tool, pid };
   }
 
   it('kills and reaps a hung tool and closes its pipes when a pipeline is aborted', async () => {
@@ -376,8 +387,7 @@ describe('createExternalGunzip lifecycle', () => {
     source.push(gz('x').subarray(0, 5));
     const stage = createExternalGunzip(tool);
     const done = pipeline(source, stage, new Writable({ write: (_c, _e, cb) => cb() }), { signal: controller.signal });
-    await sleep(200);
-    const child = pid();
+    const child = await pid();
     expect(fs.existsSync(`/proc/${child}`)).toBe(true);
     controller.abort();
     await expect(done).rejects.toMatchObject({ name: 'AbortError' });
@@ -393,6 +403,6 @@ describe('createExternalGunzip lifecycle', () => {
     const stage = createExternalGunzip(tool);
     await expect(pipeline(Readable.from(chunks(gz(layerLike(8 << 20, 13)), 64 * 1024)), stage, sink)).rejects.toBe(boom);
     await closed(stage);
-    expect(fs.existsSync(`/proc/${pid()}`)).toBe(false);
+    expect(fs.existsSync(`/proc/${await pid()}`)).toBe(false);
   });
 });

@@ -9,6 +9,7 @@ import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
 import { createDecompressor, MAGIC_BYTES, resolveCompression } from './decompress.js';
 import type { InflaterChoice } from './inflater.js';
+import type { WritebackMode } from './writeback.js';
 import type { ParallelGunzipStream } from './pargzip.js';
 import { parseZtoc, type GzipCheckpoint } from './ztoc.js';
 
@@ -47,6 +48,8 @@ export interface UnpackLayerOptions {
   limits?: Partial<ApplyLimits>;
   /** Lay the layer out for a rootless overlay mount (see ApplyOptions.rootless). */
   rootless?: boolean;
+  /** Start files' write-back as they are written (see ApplyOptions.writeback). */
+  writeback?: WritebackMode;
 }
 
 /** What {@link unpackLayer} computed. Nothing is compared: the caller checks both digests before committing. */
@@ -180,6 +183,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
           ...(options.layer ? { layer: options.layer } : {}),
           ...(options.limits ? { limits: options.limits } : {}),
           ...(options.rootless !== undefined ? { rootless: options.rootless } : {}),
+          ...(options.writeback !== undefined ? { writeback: options.writeback } : {}),
         });
       },
       signal ? { signal } : {},

@@ -1,4 +1,4 @@
-// Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes, nanosecond times, flock), once, on first use.
+// Loads the native addon for the filesystem calls node:fs lacks (mknod, extended attributes, nanosecond times, flock, syncfs), once, on first use.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
@@ -35,9 +35,11 @@ export interface NativeFs {
    * the C library is another. Bad values are a TypeError.
    */
   tuneAllocator(mmapThreshold: number, trimThreshold: number): boolean;
+  /** malloc_trim(0): free memory of every arena back to the kernel; false when none was, or not glibc. */
+  trimAllocator(): boolean;
 }
 
-const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs', 'tuneAllocator'] as const satisfies ReadonlyArray<keyof NativeFs>;
+const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs', 'tuneAllocator', 'trimAllocator'] as const satisfies ReadonlyArray<keyof NativeFs>;
 
 // src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
 const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);
@@ -75,4 +77,33 @@ export function nativeFs(): NativeFs {
     );
   });
   return loaded;
+}
+
+/**
+ * The addon's flush calls, which an older build or another OS may lack: callers fall back to
+ * fsync(2) through node:fs when {@link nativeSync} gives none.
+ */
+export interface NativeSync {
+  /**
+   * sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts write-back of the range's dirty pages and
+   * returns at once (`nbytes` 0: to the end of the file). Makes nothing durable by itself.
+   */
+  startWriteback(fd: number, offset: number, nbytes: number): void;
+  /** syncfs(2) on the filesystem holding directory `dir`, on a libuv pool thread (the event loop goes on). */
+  syncfs(dir: string): Promise<void>;
+}
+
+let sync: NativeSync | null | undefined;
+
+/** The addon's flush calls, or undefined when the addon cannot load or predates them. */
+export function nativeSync(): NativeSync | undefined {
+  if (sync === undefined) {
+    try {
+      const m = nativeFs() as Partial<NativeSync>;
+      sync = typeof m.startWriteback === 'function' && typeof m.syncfs === 'function' ? (m as NativeSync) : null;
+    } catch {
+      sync = null;
+    }
+  }
+  return sync ?? undefined;
 }

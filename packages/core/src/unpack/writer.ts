@@ -9,6 +9,7 @@ import { type ApplyReport, fsError } from './report.js';
 import type { TarEntry, TarReader } from './tarreader.js';
 import { entryTimes, setTimesAt, setTimesFd, type Times } from './times.js';
 import type { WhiteoutConverter } from './whiteouts.js';
+import type { FileWriteback, LayerWriteback } from './writeback.js';
 import { setXattrs } from './xattrs.js';
 
 const { S_IFCHR, S_IFBLK, S_IFIFO, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
@@ -32,6 +33,8 @@ export interface LayerWriterOptions {
   /** Where file data comes from: the reader that gave the entry. */
   reader: TarReader;
   whiteouts: WhiteoutConverterFactory;
+  /** Starts the write-back of files as they are written (apply.ts ApplyOptions.writeback); none when undefined. */
+  writeback?: LayerWriteback | undefined;
 }
 
 /** Writes entries into the directory, in order; see applyLayer for the rules. */
@@ -42,6 +45,7 @@ export class LayerWriter {
   private readonly limits: ApplyLimits;
   private readonly signal: AbortSignal | undefined;
   private readonly reader: TarReader;
+  private readonly writeback: LayerWriteback | undefined;
   private readonly euid = process.geteuid?.() ?? -1;
   private readonly egid = process.getegid?.() ?? -1;
   /** Bytes of all files made so far, sparse ones at full size. */
@@ -51,7 +55,7 @@ export class LayerWriter {
     private readonly report: ApplyReport,
     options: LayerWriterOptions,
   ) {
-    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader } = options);
+    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader, writeback: this.writeback } = options);
     this.tree = new LayerTree(options.root, report, (dir) => this.whiteouts.madeDir(dir, true));
     this.whiteouts = options.whiteouts(this.tree, report, (e) => this.owner(e));
   }
@@ -127,8 +131,10 @@ export class LayerWriter {
     const fd = fs.openSync(this.tree.paths.fs(rel), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     parent.set(baseOf(rel), { kind: 'file' });
     try {
+      const writeback = this.writeback?.file(fd);
       if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
-      else await this.writeData(fd);
+      else await this.writeData(fd, writeback);
+      writeback?.end();
       // A new file already belongs to this process (no directory here is setgid until finish()):
       // most files of most layers are root's, so the common case needs no call.
       if (this.sameOwner && (uid !== this.euid || gid !== this.egid)) fs.fchownSync(fd, uid, gid);
@@ -141,12 +147,13 @@ export class LayerWriter {
     this.report.stats.files++;
   }
 
-  private async writeData(fd: number): Promise<void> {
+  private async writeData(fd: number, writeback?: FileWriteback): Promise<void> {
     const stats = this.report.stats;
     let position = 0;
     for await (const chunk of this.reader.data()) {
       writeAll(fd, chunk, position);
       position += chunk.length;
+      writeback?.wrote(position);
       stats.bytes += chunk.length;
       if (this.signal?.aborted) throw abortError(this.signal, this.report.what);
     }

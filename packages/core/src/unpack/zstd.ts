@@ -3,7 +3,7 @@
 //
 // Measured (unpackLayer of a 257 MiB layer, 86 MiB compressed, 5 interleaved runs, medians): `zstd -dc`
 // 1.16 s, fzstd 1.15 s; gzip for comparison igzip 1.15 s, node:zlib 1.03 s. Extraction and the two
-// hashes bound the pass, not the decoder. zstd-napi (native, faster in FACTS.md) was not taken: its
+// hashes bound the pass, not the decoder. zstd-napi (native, faster: docs/architecture.md, figures) was not taken: its
 // install step first tries to download a prebuilt binary, which cannot work on these machines.
 import { Transform, type TransformCallback } from 'node:stream';
 import { Decompress } from 'fzstd';

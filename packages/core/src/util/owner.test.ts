@@ -17,22 +17,37 @@ describe('claimDir', () => {
       const fs = require('node:fs'), path = require('node:path');
       const native = require(${JSON.stringify(addon)});
       const parent = ${JSON.stringify(parent)};
-      let taken = 0;
-      const end = Date.now() + 4000;
+      // A directory found locked stays locked until the test releases them all at the end: later
+      // passes skip it, so each pass costs what the new claims added.
+      const locked = new Set();
+      let taken = 0, tried = 0;
+      process.stdout.write('ready\\n');
+      // Until told to stop (a minute at most, should the test die first).
+      const end = Date.now() + 60000;
       while (Date.now() < end && !fs.existsSync(path.join(parent, 'stop'))) {
         for (const name of fs.readdirSync(parent)) {
+          if (locked.has(name)) continue;
           let fd;
           try { fd = fs.openSync(path.join(parent, name, 'owner'), 'r'); } catch { continue; }
+          tried++;
           if (native.tryLock(fd, true)) { taken++; fs.rmSync(path.join(parent, name), { recursive: true, force: true }); }
+          else locked.add(name);
           fs.closeSync(fd);
         }
       }
-      console.log(taken);
+      process.stdout.write(JSON.stringify({ taken, tried }) + '\\n');
     `], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
-    sweeper.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    // The claims start once the sweeper is sweeping (it has loaded and printed 'ready'), whatever the load.
+    const ready = new Promise<void>((resolve, reject) => {
+      sweeper.stdout.on('data', (c: Buffer) => {
+        out += c.toString();
+        if (out.startsWith('ready\n')) resolve();
+      });
+      sweeper.on('exit', (code) => reject(new Error(`the sweeper exited with ${code} before it was ready`)));
+    });
     const done = new Promise<number>((resolve) => sweeper.on('exit', (code) => resolve(code ?? 1)));
-    await new Promise((r) => setTimeout(r, 200));
+    await ready;
     const releases: (() => void)[] = [];
     let failed = 0;
     try {
@@ -52,7 +67,10 @@ describe('claimDir', () => {
       for (const r of releases) r();
       rmSync(parent, { recursive: true, force: true });
     }
-    expect(Number(out.trim())).toBe(0);
+    const { taken, tried } = JSON.parse(out.slice('ready\n'.length)) as { taken: number; tried: number };
+    expect(taken).toBe(0);
     expect(failed).toBe(0);
+    // The sweeper really raced the claims: it opened owner files of claimed directories meanwhile.
+    expect(tried).toBeGreaterThan(0);
   });
 });

@@ -1,0 +1,90 @@
+// Making a snapshot durable before it is committed: after a power cut a committed snapshot must hold
+// every byte and attribute it was verified with, for nothing checks it again. Before the commit's
+// rename, one syncfs(2) of the store's filesystem writes what is dirty and flushes the device's
+// cache; the extractor has started the write-back of large files as it wrote them (sync_file_range,
+// on the unpack thread), so that the device works while extraction goes on. Without the native
+// addon's calls, every file and directory of the snapshot is fsynced instead: correct, and slower.
+// bench/src/sync-before-commit.ts measured the ways (bench/README.md has the figures).
+import { constants, promises as fsp } from 'node:fs';
+import { FastpullError } from '../errors.js';
+import { nativeSync } from '../unpack/native.js';
+import type { WritebackMode } from '../unpack/writeback.js';
+
+/**
+ * How a snapshot is flushed. `syncfs` (the default): write-back of large files started while
+ * extracting, then one syncfs. `syncfs-late`: the syncfs alone. `syncfs-every-file`: write-back of
+ * every file started as it is closed, then the syncfs. `fsync`: an fsync of every file and
+ * directory (what runs where the native addon cannot load). The benchmark sets
+ * FASTPULL_SYNC_METHOD to compare them; nothing else should.
+ */
+export type SyncMethod = 'syncfs' | 'syncfs-late' | 'syncfs-every-file' | 'syncfs-progressive' | 'fsync';
+
+const METHODS: readonly SyncMethod[] = ['syncfs', 'syncfs-late', 'syncfs-every-file', 'syncfs-progressive', 'fsync'];
+
+/** The method FASTPULL_SYNC_METHOD names (benchmarks only), else `syncfs`; without the addon, `fsync`. */
+export function syncMethod(env: NodeJS.ProcessEnv = process.env): SyncMethod {
+  const asked = env.FASTPULL_SYNC_METHOD;
+  if (asked !== undefined && asked !== '' && !(METHODS as readonly string[]).includes(asked)) {
+    throw new FastpullError('INVALID_ARGUMENT', `FASTPULL_SYNC_METHOD ${JSON.stringify(asked)}: want one of ${METHODS.join(', ')}`);
+  }
+  return nativeSync() === undefined ? 'fsync' : ((asked || 'syncfs') as SyncMethod);
+}
+
+/** The extractor's part of `method`: which files' write-back it starts, as an unpack option. */
+export function writebackFor(method: SyncMethod): { writeback?: WritebackMode } {
+  if (method === 'syncfs') return { writeback: 'large' };
+  if (method === 'syncfs-every-file') return { writeback: 'all' };
+  if (method === 'syncfs-progressive') return { writeback: 'progressive' };
+  return {};
+}
+
+/**
+ * Returns once everything under `dir` (data, inodes, directory entries) is on stable storage.
+ * Rejects with the errno error of the flush (EIO when write-back failed).
+ */
+export async function flushTree(dir: string, method: SyncMethod = syncMethod()): Promise<void> {
+  const native = nativeSync();
+  if (native !== undefined && method !== 'fsync') return native.syncfs(dir);
+  await fsyncTree(Buffer.from(dir));
+}
+
+/** fsyncs in flight at once: the kernel merges their journal commits, and the disk queue stays fed. */
+const FSYNC_CONCURRENCY = 16;
+
+/**
+ * fsync(2) of every regular file and directory under `root` and of `root`, children before their
+ * directory. Symlinks, devices and fifos cannot be opened to fsync: their inodes and names are made
+ * durable by the fsync of the directory holding them. Paths stay bytes (names need not be UTF-8).
+ */
+async function fsyncTree(root: Buffer): Promise<void> {
+  const files: Buffer[] = [];
+  const dirs: Buffer[] = [];
+  const walk = async (dir: Buffer): Promise<void> => {
+    for (const entry of await fsp.readdir(dir, { withFileTypes: true, encoding: 'buffer' })) {
+      const path = Buffer.concat([dir, SLASH, entry.name as unknown as Buffer]);
+      if (entry.isDirectory()) await walk(path);
+      else if (entry.isFile()) files.push(path);
+    }
+    dirs.push(dir);
+  };
+  await walk(root);
+  await fsyncAll(files);
+  await fsyncAll(dirs);
+}
+
+const SLASH = Buffer.from('/');
+
+async function fsyncAll(paths: readonly Buffer[]): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < paths.length) {
+      const fh = await fsp.open(paths[next++]!, constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(FSYNC_CONCURRENCY, paths.length) }, lane));
+}
