@@ -17,7 +17,7 @@ import { ConfigMap, Namespace } from 'kubernetes-models/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { PriorityClass } from 'kubernetes-models/scheduling.k8s.io/v1';
 import type { IContainer, IProbe, IVolume } from 'kubernetes-models/v1';
-import { readConfigFile, resolveConfig } from '../packages/daemon/src/config.js';
+import { CONFIG_KEYS, readConfigFile, resolveConfig } from '../packages/daemon/src/config.js';
 import { repoRoot, tempDir } from './helpers.js';
 
 const deploy = join(repoRoot, 'deploy');
@@ -69,6 +69,14 @@ describe('deploy/systemd', () => {
     expect(dirname(String(config.snapshotter_socket))).toBe('/run/fastpull');
     // fastpulld reads the root's Docker config and runs credential helpers: the home must be there.
     expect(values(service, 'Service', 'ProtectHome')).toEqual([]);
+  });
+
+  it('deploy/fastpulld.toml shows every key fastpulld reads, and fastpulld accepts it', () => {
+    const text = read('fastpulld.toml');
+    for (const key of CONFIG_KEYS) expect(text, key).toMatch(new RegExp(`^(# )?${key} = `, 'm'));
+    const file = join(work.dir, 'example.toml');
+    writeFileSync(file, text);
+    expect(resolveConfig(readConfigFile(file, true), {}, {})).toMatchObject({ root: '/var/lib/fastpull', snapshotterSocket: '/run/fastpull/snapshotter.sock' });
   });
 
   it('has a timer that runs fastpull gc', () => {
