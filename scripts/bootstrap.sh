@@ -34,6 +34,20 @@ if ! /usr/bin/python3 -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
     echo "bootstrap: python3-grpcio is not installable here; the daemon's Python client test will skip" >&2
 fi
 
+# Optional: containerd 1.6 and runc (the containerd snapshotter tests start a private containerd),
+# busybox-static (a runnable test image) and strace (the durability test checks flush order with it).
+# Without them those tests skip with the reason printed.
+optional=()
+command -v containerd >/dev/null || optional+=(containerd)
+command -v runc >/dev/null || optional+=(runc)
+[ -x /bin/busybox ] || optional+=(busybox-static)
+command -v strace >/dev/null || optional+=(strace)
+if [ ${#optional[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${optional[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${optional[@]}" >/dev/null ||
+    echo "bootstrap: could not install ${optional[*]}; the containerd and durability tests will skip" >&2
+fi
+
 # pnpm 11 and later crash on Node 20: pin 10.
 if ! command -v pnpm >/dev/null || ! pnpm --version 2>/dev/null | grep -q '^10\.'; then
   echo "bootstrap: installing pnpm 10"

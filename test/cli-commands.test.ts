@@ -105,7 +105,7 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
 
     const dry = runCli(['gc', '--root', store, '--dry-run']);
     expect(dry.status, dry.stderr).toBe(0);
-    expect(dry.stdout).toBe('would remove 0 snapshots and 0 blobs: 0 B\n');
+    expect(dry.stdout).toBe('would remove 0 snapshots and 0 blobs, 0 leftovers of interrupted pulls: 0 B\n');
 
     const rm = runCli(['rm', '--root', store, ref]);
     expect(rm.status, rm.stderr).toBe(0);

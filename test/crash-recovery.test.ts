@@ -1,11 +1,12 @@
 // A pull killed with SIGKILL in the middle leaves nothing visible; the next pull resumes its
-// downloads (fetching only what is missing), removes its half-extracted snapshots, and completes
-// with verified content.
+// downloads (fetching only what is missing), removes its half-extracted snapshots and whatever else
+// the dead pull left (its lease, blobs nothing keeps), and completes with verified content.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openStore, pull } from '@fastpull/core';
+import { chainIDs, collectGarbage, openStore, parseDigest, pull } from '@fastpull/core';
 import { Prng, buildImage, startLoopbackRegistry } from '@fastpull/core/testing';
 import { cliPath, corruptBlobs, ls, runCliAsync as cliAsync, tempDir } from './helpers.js';
 import { recordedIngests, resumeBound } from './store-verify.js';
@@ -76,6 +77,43 @@ describe('kill -9 during a pull', () => {
       expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
       expect(corruptBlobs(root)).toEqual([]);
       expect((await store.snapshots.list()).map((s) => s.chainID).sort()).toEqual(rec.layers.map((l) => l.chainID).sort());
+    } finally {
+      await reg.close();
+    }
+  });
+
+  it('leaves nothing for a collection once the next pull succeeds: the dead lease and the blob it kept go', async () => {
+    const prng = new Prng(13);
+    const image = await buildImage({
+      layers: [[{ type: 'file', path: 'small', content: 'small' }], [{ type: 'file', path: 'big', content: prng.bytes(2 * 1024 * 1024) }]],
+    });
+    const [small, big] = chainIDs(image.layers.map((l) => l.diffID));
+    const reg = await startLoopbackRegistry();
+    try {
+      reg.addImage('k/litter', '1', image);
+      reg.faults.bytesPerSecond = 256 * 1024;
+      const root = join(work.dir, 'root-litter');
+      const ref = `${reg.host}/k/litter:1`;
+      // Blobs kept: the small layer's blob is committed before its snapshot, and stays when the
+      // pull dies before recording the image.
+      const child = spawn(process.execPath, [cliPath, 'pull', '--keep-blobs', '--root', root, ref], { stdio: 'ignore' });
+      const exited = new Promise((r) => child.on('exit', r));
+      const committed = (c: string) => existsSync(join(root, 'snapshots', 'committed', parseDigest(c).hex));
+      await until('the small layer committed', () => committed(small!));
+      child.kill('SIGKILL');
+      await exited;
+      const store = openStore(root);
+      expect(committed(big!), 'the big layer was still downloading').toBe(false);
+      expect(ls(join(root, 'leases'))).toHaveLength(1);
+      expect(await store.content.info(image.layers[0]!.digest)).toBeDefined();
+
+      // The next pull, not keeping blobs, finds the small layer unpacked and resumes the big one.
+      reg.faults = {};
+      await pull(ref, { root });
+      expect(ls(join(root, 'leases'))).toEqual([]);
+      expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+      expect(await store.content.info(image.layers[0]!.digest)).toBeUndefined();
+      expect(await collectGarbage(store, { dryRun: true })).toEqual({ blobs: [], snapshots: [], litter: 0, bytes: 0 });
     } finally {
       await reg.close();
     }

@@ -78,7 +78,7 @@ describe('ranged fetch', () => {
     expectCleanStore(root);
   });
 
-  it('starts a whole-blob read over when a server that ignores Range drops the connection (issue 8, campaign 2)', async () => {
+  it('starts a whole-blob read over when a server that ignores Range drops the connection (campaign 2)', async () => {
     // Found by test/reliability-faults.test.ts (seed 2002, pull 25): the retry asked for the rest,
     // got the whole blob again with 200, and the pull failed with REGISTRY_ERROR.
     const layer = big.layers[0]!;
@@ -179,7 +179,7 @@ describe('ranged fetch', () => {
     }
   });
 
-  it('retries a config read whose connection resets or stalls mid-body (issue 8, campaign 2)', async () => {
+  it('retries a config read whose connection resets or stalls mid-body (campaign 2)', async () => {
     // Found by the network-faults campaign: the body's failure came out as SIZE_MISMATCH ("more
     // bytes than the descriptor's") and was not retried.
     const path = new RegExp(big.configDigest);

@@ -5,7 +5,8 @@
 // `fastpull images`), test/store-verify.ts finds every committed blob and snapshot whole and nothing
 // half-done visible, no process of the killed group lingers, and the next pull (or gc) completes,
 // fetching only what the store did not already hold (counted by the registry), the snapshots
-// matching the image builder's trees entry by entry.
+// matching the image builder's trees entry by entry, and leaves nothing a collection would remove
+// (the pull reclaims what the killed process left: its lease, downloads, blobs nothing keeps).
 //
 // Default: 56 kill points in three lanes, at least 50 of them must land before the victim finishes
 // (about 150 s of CPU, most of it node start-ups; 91-96 s wall on the shared 2-core machine at
@@ -571,7 +572,7 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
           `  by phase: fetch ${figures.byPhase.fetch}, extract ${figures.byPhase.extract}, commit ${figures.byPhase.commit}, gc ${figures.byPhase.gc}`,
           `  by victim: CLI pull ${figures.byKind.cli}, fastpulld ${figures.byKind.daemon}, fastpull gc ${figures.byKind.gc}, pull racing gc ${figures.byKind.race}`,
           `  bytes served before kills ${mb(figures.servedBeforeKill)}; on the next pulls ${mb(figures.servedOnResume)} (bound ${mb(figures.resumeBound)}); not fetched again ${mb(figures.refetchedAvoided)}`,
-          `  snapshot trees compared ${figures.treesCompared}; fastpull images runs ${figures.cliImages}; processes of a killed group alive at the kill ${figures.lingering}; litter left after the next pulls ${JSON.stringify(figures.litterAfterResume)}, of it aged a minute for collection ${figures.aged} (temp files and unclaimed dirs), after a collection 0; problems ${figures.problems}`,
+          `  snapshot trees compared ${figures.treesCompared}; fastpull images runs ${figures.cliImages}; processes of a killed group alive at the kill ${figures.lingering}; litter left after the next pulls ${JSON.stringify(figures.litterAfterResume)} (a collection's dry run then: nothing to remove, each time), of it aged a minute for collection ${figures.aged} (temp files and unclaimed dirs), after a collection 0; problems ${figures.problems}`,
           `  ${(figures.ms / 1000).toFixed(1)} s`,
         ].join('\n'),
       );
@@ -772,6 +773,10 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
     const activeDir = join(root, 'snapshots', 'active');
     expect(names(activeDir).filter((id) => existsSync(join(activeDir, id, 'owner'))), `${context}: active snapshots with an owner after the pull`).toEqual([]);
     for (const k of ['ingests', 'active', 'trash', 'leases', 'tmp'] as const) figures.litterAfterResume[k] += after.litter[k];
+    // The next pull reclaimed what the killed process left (its lease, its downloads of layers now
+    // unpacked, blobs nothing keeps): a collection now would remove nothing.
+    const dry = await collectGarbage(openStore(root), { dryRun: true });
+    expect(dry, `${context}: what a collection would remove after the next pull`).toEqual({ blobs: [], snapshots: [], litter: 0, bytes: 0 });
 
     // A collection a minute later leaves nothing of the crash behind. (What a dead process left
     // without an owner lock, killed between making a file or directory and claiming or renaming

@@ -1,4 +1,4 @@
-// One question (issue 9): how fast does the parallel gunzip decode one large gzip layer with 1, 2, 4
+// One question: how fast does the parallel gunzip decode one large gzip layer with 1, 2, 4
 // and all-core worker threads, against node:zlib (what the unpacker uses without igzip), `gzip -dc`
 // and `igzip -dc`? The layer is the ML image's dominant layer (bench/src/peers/images.ts: shared
 // libraries and text of this machine, random weights, low-entropy tensors), `gzip -n -6`, generated

@@ -306,6 +306,22 @@ static napi_value js_tune_allocator(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// trimAllocator(): malloc_trim(3) where the C library is glibc: every arena's free memory, top and
+// middle, goes back to the kernel. With the thresholds above, freed unpack buffers stay in the
+// heap (up to 64 MiB per arena, and threads get arenas of their own); a long-running process calls
+// this when it goes idle, so what it keeps between pulls is what it uses. True when memory was
+// released, false when there was none to release or the C library is another.
+static napi_value js_trim_allocator(napi_env env, napi_callback_info info) {
+  (void)info;
+  bool released = false;
+#ifdef __GLIBC__
+  released = malloc_trim(0) == 1;
+#endif
+  napi_value out;
+  napi_get_boolean(env, released, &out);
+  return out;
+}
+
 // A byte offset or count as a JS number: a non-negative safe integer. -1 when it is not one.
 static int get_offset(napi_env env, napi_value v, int64_t* out) {
   double d;
@@ -419,6 +435,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"lutimesNs", NULL, js_lutimes_ns, NULL, NULL, NULL, napi_default, NULL},
       {"futimesNs", NULL, js_futimes_ns, NULL, NULL, NULL, napi_default, NULL},
       {"tuneAllocator", NULL, js_tune_allocator, NULL, NULL, NULL, napi_default, NULL},
+      {"trimAllocator", NULL, js_trim_allocator, NULL, NULL, NULL, napi_default, NULL},
       {"startWriteback", NULL, js_start_writeback, NULL, NULL, NULL, napi_default, NULL},
       {"syncfs", NULL, js_syncfs, NULL, NULL, NULL, napi_default, NULL},
   };

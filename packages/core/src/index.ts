@@ -66,7 +66,7 @@ export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions }
 export type { WorkerTask } from './unpack/worker.js';
 export type { UnpackedLayer, UnpackTimings } from './unpack/layer.js';
 export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
-export { tuneAllocator, type AllocatorTuning } from './util/allocator.js';
+export { trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
 export {
   findInflater,

@@ -33,7 +33,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type PulledImage', 'type PullEvent', 'pullEvents', 'type PullOptions', 'type PullResult', 'type PullTimings',
       'type Reference', 'referenceName', 'resolveImage', 'type RunOptions', 'scopedCredentials', 'selectPlatform',
       'type ServicePullOptions', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'type StoreOptions',
-      'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'tuneAllocator', 'type UnpackedLayer', 'unpackedSize', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
+      'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'trimAllocator', 'tuneAllocator', 'type UnpackedLayer', 'unpackedSize', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
       'verifyBytes', 'VERSION', 'type WorkerTask', 'type Ztoc',
     ],
   './content': [

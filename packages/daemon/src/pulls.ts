@@ -37,6 +37,11 @@ export interface PullHooks {
   readonly fetched?: (bytes: number) => void;
   /** A shared pull settled. */
   readonly settled?: (outcome: PullOutcome) => void;
+  /**
+   * The last running pull settled and its callers have their answers: nothing is pulling now (the
+   * daemon gives back the memory the pulls' buffers held then).
+   */
+  readonly idle?: () => void;
 }
 
 class SharedPull {
@@ -149,6 +154,8 @@ export class PullManager {
         else s.fail(error);
       }
       shared.subscribers.clear();
+      // After the answers are on their way, unless a pull started meanwhile.
+      if (this.unsettled.size === 0 && this.hooks.idle) setImmediate(() => this.unsettled.size === 0 && this.hooks.idle?.());
     };
     let running: Promise<PullResult>;
     try {

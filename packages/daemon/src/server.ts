@@ -30,6 +30,7 @@ import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
 export { prepareSocket } from './socket.js';
 import { listenUnix } from './socket.js';
+import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
@@ -95,6 +96,7 @@ export class Daemon {
       started: (key, name) => this.log.debug({ image: name }, 'pull started'),
       fetched: (n) => this.metrics.bytesFetched.inc(n),
       settled: (o) => this.pullSettled(o),
+      idle: releaseIdleMemory,
     });
     this.metrics = new DaemonMetrics({
       pullsInFlight: () => this.pulls.size,

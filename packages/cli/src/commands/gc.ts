@@ -26,7 +26,6 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
       for (const s of r.snapshots) writeLine(io.stdout, `${verb} snapshot ${shortDigest(s.chainID)} (${formatBytes(s.size)})`);
       for (const b of r.blobs) writeLine(io.stdout, `${verb} blob ${shortDigest(b.digest)} (${formatBytes(b.size)})`);
     }
-    const litter = flags.dryRun ? '' : `, ${r.litter} leftovers of interrupted pulls`;
-    writeLine(io.stdout, `${verb} ${r.snapshots.length} snapshots and ${r.blobs.length} blobs${litter}: ${formatBytes(r.bytes)}`);
+    writeLine(io.stdout, `${verb} ${r.snapshots.length} snapshots and ${r.blobs.length} blobs, ${r.litter} leftovers of interrupted pulls: ${formatBytes(r.bytes)}`);
   });
 }

@@ -245,10 +245,15 @@ export class FileContentStore implements ContentStore {
 
   /**
    * Removes ingests left by processes that died (kill -9, power loss) and not resumed within
-   * `olderThanMs` (default a day); returns their ids.
+   * `olderThanMs` (default a day), and at once those whose blob `options.unneeded` says no pull
+   * will resume (its layer is unpacked by now); returns their ids. `dryRun`: names them, removes none.
    */
-  async sweep(olderThanMs = STALE_INGEST_MS): Promise<string[]> {
-    return sweepDeadDirs(join(this.dir, 'ingest'), olderThanMs);
+  async sweep(olderThanMs = STALE_INGEST_MS, options: { readonly unneeded?: (digest: Digest) => Promise<boolean>; readonly dryRun?: boolean } = {}): Promise<string[]> {
+    const { unneeded } = options;
+    return sweepDeadDirs(join(this.dir, 'ingest'), olderThanMs, {
+      ...(options.dryRun ? { dryRun: true } : {}),
+      ...(unneeded ? { unneeded: async (dir: string) => { const d = await ingestDigest(dir); return d !== undefined && (await unneeded(d)); } } : {}),
+    });
   }
 
   async delete(digest: Digest): Promise<boolean> {
@@ -302,6 +307,16 @@ export async function hashFile(path: string, like: Digest): Promise<Digest> {
   const h = createHash(algorithm);
   for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) h.update(chunk as Buffer);
   return `${algorithm}:${h.digest('hex')}`;
+}
+
+/** The blob an ingest directory downloads, from its `ref` record; undefined when that is unreadable. */
+async function ingestDigest(dir: string): Promise<Digest | undefined> {
+  try {
+    const ref = JSON.parse(await fsp.readFile(join(dir, 'ref'), 'utf8')) as { digest?: unknown };
+    return typeof ref.digest === 'string' ? parseDigest(ref.digest).digest : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A dead process's download is kept this long for a later pull to resume, then swept. */

@@ -6,11 +6,12 @@ import { basename, dirname, join } from 'node:path';
 import type { Digest } from '../oci/digest.js';
 import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
-import { liveLeaseRefs, withCollectionLock } from './lease.js';
+import { liveLeaseRefs, readLiveLeases, withCollectionLock } from './lease.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
 import { recordedChainIDs } from '../snapshots/record-file.js';
 import { listMountRecords } from '../snapshots/mountrecords.js';
 import { sweepTempFiles } from '../util/fs.js';
+import { sweepDeadDirs } from '../util/owner.js';
 
 /** Options of {@link collectGarbage}. */
 export interface GcOptions {
@@ -26,7 +27,11 @@ export interface GcResult {
   readonly blobs: readonly { readonly digest: Digest; readonly size: number }[];
   /** Snapshots removed, with the uncompressed size of their layer in bytes. */
   readonly snapshots: readonly { readonly chainID: Digest; readonly size: number }[];
-  /** Partial downloads and unpacks, and temporary files of records and blobs, left by processes that died. */
+  /**
+   * What processes that died left, removed (or, with `dryRun`, that would be): partial downloads and
+   * unpacks, leases, snapshots a collection had begun to delete, and temporary files of records and
+   * blobs (once a minute old).
+   */
   readonly litter: number;
   /** Blob bytes plus uncompressed layer bytes of the removed snapshots. */
   readonly bytes: number;
@@ -47,13 +52,14 @@ export interface GcResult {
  */
 export async function collectGarbage(store: Store, options: GcOptions = {}): Promise<GcResult> {
   const trash: Array<() => Promise<void>> = [];
-  const result = await withCollectionLock(
+  const decided = await withCollectionLock(
     store.root,
     'exclusive',
     async () => {
       // Leases before images: a pull records its image and only then ends its lease, so reading in
       // this order sees every finishing pull at least once (as a lease, or as an image).
-      const leased = await liveLeaseRefs(store.root);
+      const deadLeases = await sweepDeadDirs(join(store.root, 'leases'), 0, options.dryRun ? { dryRun: true } : {});
+      const leased = await (options.dryRun ? readLiveLeases(store.root) : liveLeaseRefs(store.root));
       const images = await store.images.list();
       const mounted = mountedPaths(await mountInfo());
       const mountedChains = new Set<Digest>();
@@ -91,18 +97,23 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
         blobs.push({ digest: blob.digest, size: blob.size });
         if (!options.dryRun) await store.content.delete(blob.digest);
       }
-      return { blobs, snapshots };
+      return { blobs, snapshots, deadLeases: deadLeases.length };
     },
     options.signal,
   );
   // Discarded snapshots were renamed out of sight under the lock; deleting their files can take
   // long, and needs no lock.
   for (const remove of trash) await remove();
-  let litter = 0;
-  if (!options.dryRun) {
-    const [ingests, actives, temps] = await Promise.all([store.content.sweep(0), store.snapshots.sweep(), sweepTemps(store)]);
-    litter = ingests.length + actives.length + temps;
-  }
+  const { deadLeases, ...result } = decided;
+  const dryRun = options.dryRun === true;
+  // Left in trash/ by a collection that died before deleting it (ours are gone by now).
+  const trashed = (await fsp.readdir(join(store.snapshots.dir, 'trash')).catch(() => [] as string[])).length;
+  const [ingests, actives, temps] = await Promise.all([
+    store.content.sweep(0, { dryRun }),
+    dryRun ? sweepDeadDirs(join(store.snapshots.dir, 'active'), 0, { dryRun }) : store.snapshots.sweep(),
+    sweepTemps(store, dryRun),
+  ]);
+  const litter = ingests.length + actives.length + temps + deadLeases + trashed;
   const bytes = result.blobs.reduce((n, b) => n + b.size, 0) + result.snapshots.reduce((n, s) => n + s.size, 0);
   return { ...result, litter, bytes };
 }
@@ -113,13 +124,13 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
  */
 const STALE_TEMP_MS = 60_000;
 
-/** Removes stale temporary files where atomic writes leave them: blob dirs, image records, short links. */
-async function sweepTemps(store: Store): Promise<number> {
+/** Removes (or with `dryRun`, counts) stale temporary files where atomic writes leave them: blob dirs, image records, short links. */
+async function sweepTemps(store: Store, dryRun: boolean): Promise<number> {
   const blobs = join(store.content.dir, 'blobs');
   const algorithms = await fsp.readdir(blobs).catch(() => [] as string[]);
   const dirs = [store.images.dir, join(store.snapshots.dir, 'l'), ...algorithms.map((a) => join(blobs, a))];
   let removed = 0;
-  for (const dir of dirs) removed += await sweepTempFiles(dir, STALE_TEMP_MS);
+  for (const dir of dirs) removed += await sweepTempFiles(dir, STALE_TEMP_MS, dryRun);
   return removed;
 }
 

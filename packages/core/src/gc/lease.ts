@@ -110,8 +110,13 @@ export async function acquireLease(root: string, refs: LeaseRefs, signal?: Abort
  * });
  */
 export async function liveLeaseRefs(root: string, except?: string): Promise<{ blobs: Set<Digest>; snapshots: Set<Digest> }> {
+  await sweepDeadDirs(join(root, 'leases'));
+  return readLiveLeases(root, except);
+}
+
+/** {@link liveLeaseRefs} without removing dead leases (a collection's dry run removes nothing). */
+export async function readLiveLeases(root: string, except?: string): Promise<{ blobs: Set<Digest>; snapshots: Set<Digest> }> {
   const parent = join(root, 'leases');
-  await sweepDeadDirs(parent);
   const blobs = new Set<Digest>();
   const snapshots = new Set<Digest>();
   let names: string[];

@@ -1,7 +1,7 @@
 // pull(): reference -> verified manifest and config -> every layer fetched, verified and unpacked into
 // its snapshot concurrently -> image record. Nothing unverified is ever committed. The steps of one
 // layer are in layer.ts (download.ts, verify.ts, commit.ts); planning in plan.ts; progress events
-// in progress.ts; timings in timings.ts.
+// in progress.ts; timings in timings.ts; what dead pulls left, reclaimed at the end, in reclaim.ts.
 import { setMaxListeners } from 'node:events';
 import { FastpullError, throwIfAborted } from '../errors.js';
 import { formatReference, parseReference, type Reference } from '../oci/reference.js';
@@ -15,6 +15,7 @@ import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { acquireLease } from '../gc/lease.js';
 import { pullLayer, type LayerContext } from './layer.js';
 import { imageLayers } from './plan.js';
+import { reclaimDeadPulls } from './reclaim.js';
 import { pullTimings } from './timings.js';
 import type { LayerTimings, PullEvent, PullOptions, PullResult } from './types.js';
 import { DEFAULT_NO_PROGRESS_TIMEOUT_MS, ProgressWatch } from './watchdog.js';
@@ -156,6 +157,9 @@ async function pullLeased(
   };
   throwIfAborted(options.signal, `pulling ${name}`);
   await store.images.put(image);
+  // What earlier pulls that died left of this image goes now, not at the next collection. The pull
+  // has succeeded: a failure here undoes nothing, and collection removes what stays.
+  await reclaimDeadPulls(store, layers, leaseId, options.keepBlobs === true).catch(() => undefined);
   const timings = pullTimings(resolveMs, t0, layerTimings);
   options.onProgress?.({ type: 'done', image, timings });
   return { image, timings };

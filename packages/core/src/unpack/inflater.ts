@@ -29,8 +29,8 @@ export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pi
  *     hashing the output with sha256 as a layer unpack does: igzip 1.09 s, zlib 1.31 s, pigz 1.63 s.
  * Node's own CPU for the /usr tar was 0.42 s with igzip and 1.15 s with zlib: the external process
  * frees the cores that hashing and tar extraction need. Alone, `igzip -dc` takes 0.65 s for it and
- * `unpigz -dc` 1.53 s; FACTS.md has the same order for a real 832 MB layer (igzip 1.98 s, zlib 3.86 s,
- * pigz 4.72 s), so pigz is only ever used when asked for.
+ * `unpigz -dc` 1.53 s; a real 832 MB layer gives the same order (igzip 1.98 s, zlib 3.86 s,
+ * pigz 4.72 s: docs/architecture.md, figures), so pigz is only ever used when asked for.
  */
 export const DEFAULT_INFLATER: InflaterChoice = 'auto';
 

@@ -115,5 +115,8 @@ export function fallbackFs(onUse: () => void): NativeFs {
       }
       return false; // nothing to tune with; said with the rest when a call needs the addon
     },
+    trimAllocator() {
+      return false; // nothing was tuned, so nothing is kept beyond the C library's own habits
+    },
   };
 }

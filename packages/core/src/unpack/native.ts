@@ -35,9 +35,11 @@ export interface NativeFs {
    * the C library is another. Bad values are a TypeError.
    */
   tuneAllocator(mmapThreshold: number, trimThreshold: number): boolean;
+  /** malloc_trim(0): free memory of every arena back to the kernel; false when none was, or not glibc. */
+  trimAllocator(): boolean;
 }
 
-const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs', 'tuneAllocator'] as const satisfies ReadonlyArray<keyof NativeFs>;
+const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs', 'tuneAllocator', 'trimAllocator'] as const satisfies ReadonlyArray<keyof NativeFs>;
 
 // src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
 const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);

@@ -10,23 +10,12 @@
 // into one replacement-character string. Every meta header is bounded.
 
 import { FastpullError } from '../errors.js';
+import { BLOCK, type Header, padToBlock, parseHeader, type TarEntryType, typeOf, ZERO_BLOCK } from './tarheader.js';
+import { type PaxRecords, parsePax, paxInteger, paxTime, stripTrailingNuls } from './tarpax.js';
+import { checkSparse, type EntryDetails, oldGnuSparseMap, paxSparse, type SparseBlocks, type SparseRegion } from './tarsparse.js';
 
-const BLOCK = 512;
-const ZERO_BLOCK = Buffer.alloc(BLOCK);
-
-/** Rounds a tar data size up to whole 512-byte blocks. */
-export function padToBlock(size: number): number {
-  return Math.ceil(size / BLOCK) * BLOCK;
-}
-
-/** What an entry is; 'unknown' for a type flag that is none of these (see {@link TarEntry.flag}). */
-export type TarEntryType = 'file' | 'link' | 'symlink' | 'character-device' | 'block-device' | 'directory' | 'fifo' | 'unknown';
-
-/** A run of data in a sparse file; everything between runs is a hole. */
-export interface SparseRegion {
-  offset: number;
-  length: number;
-}
+export { padToBlock, parseNumeric, type TarEntryType } from './tarheader.js';
+export type { SparseRegion } from './tarsparse.js';
 
 /** One entry as the tar describes it, PAX records, GNU long names and sparse maps applied. */
 export interface TarEntry {
@@ -90,11 +79,19 @@ export class TarReader {
 
   /** Milliseconds spent waiting for the source to give the next chunk. */
   inputWaitMs = 0;
+  /** The blocks of the entry being read, for sparse maps stored in them. */
+  private readonly sparseBlocks: SparseBlocks;
 
   constructor(
     private readonly source: AsyncIterator<Uint8Array>,
     private readonly options: TarReaderOptions,
-  ) {}
+  ) {
+    this.sparseBlocks = {
+      next: async () => (await this.readBlock(true))!, // mid-entry: the end of the stream throws
+      maxBytes: options.maxHeaderBytes,
+      tooLarge: (message, details) => this.tooLarge(message, 'maxPaxHeaderBytes', details),
+    };
+  }
 
   /** The next entry, or null at the end of the archive. */
   async next(): Promise<TarEntry | null> {
@@ -190,9 +187,9 @@ export class TarReader {
     if (h.flag === 'S') {
       if (h.format !== 'gnu') throw invalid('an old GNU sparse entry without the GNU magic');
       size = h.realSize;
-      sparse = await this.oldGnuSparseMap(h.block, invalid, shown, details);
+      sparse = await oldGnuSparseMap(h.block, this.sparseBlocks, invalid, shown, details);
     } else {
-      const sp = await this.paxSparse(records, dataSize, invalid, details);
+      const sp = await paxSparse(records, dataSize, this.sparseBlocks, invalid, details);
       if (sp !== undefined) {
         if (type !== 'file') throw invalid(`sparse records on a ${type} entry`);
         ({ sparse } = sp);
@@ -222,87 +219,6 @@ export class TarReader {
       sparse,
       offset,
     };
-  }
-
-  /** The map of an old GNU sparse entry: up to 4 regions in the header, 21 more per extension block after it. */
-  private async oldGnuSparseMap(block: Buffer, invalid: (m: string) => FastpullError, shown: string, details: Details): Promise<SparseRegion[]> {
-    const regions: SparseRegion[] = [];
-    const read = (b: Buffer, at: number, count: number): void => {
-      for (let i = 0; i < count; i++) {
-        const field = at + i * 24;
-        if (b[field] === 0) break; // as GNU and Go: an empty offset ends the list
-        const offset = parseNumeric(b.subarray(field, field + 12));
-        const length = parseNumeric(b.subarray(field + 12, field + 24));
-        if (offset === undefined || length === undefined) throw invalid('an unreadable sparse map');
-        regions.push({ offset, length });
-      }
-    };
-    read(block, 386, 4);
-    let extended = block[482] !== 0;
-    let extBytes = 0;
-    while (extended) {
-      extBytes += BLOCK;
-      if (extBytes > this.options.maxHeaderBytes) throw this.tooLarge(`the sparse map of entry ${shown} exceeds ${this.options.maxHeaderBytes} bytes`, 'maxPaxHeaderBytes', details);
-      const ext = await this.readBlock(true);
-      if (ext === null) throw this.truncated();
-      read(ext, 0, 21);
-      extended = ext[504] !== 0;
-    }
-    return regions;
-  }
-
-  /** GNU's PAX sparse formats: 0.0 (repeated offset/numbytes records), 0.1 (one map record), 1.0 (map in the data). */
-  private async paxSparse(
-    records: ReadonlyMap<string, Buffer>,
-    dataSize: number,
-    invalid: (m: string) => FastpullError,
-    details: Details,
-  ): Promise<{ sparse: SparseRegion[]; size: number; dataSize: number; name: string | undefined } | undefined> {
-    const text = (key: string): string | undefined => records.get(key)?.toString('latin1');
-    const major = text('GNU.sparse.major');
-    const minor = text('GNU.sparse.minor');
-    let v1: boolean;
-    if (major === '0' && (minor === '0' || minor === '1')) v1 = false;
-    else if (major === '1' && minor === '0') v1 = true;
-    else if (major !== undefined || minor !== undefined) throw invalid(`unsupported GNU sparse format ${major ?? '?'}.${minor ?? '?'}`);
-    else if (text('GNU.sparse.map') !== undefined) v1 = false;
-    else return undefined;
-
-    const sizeText = text('GNU.sparse.size') ?? text('GNU.sparse.realsize');
-    if (sizeText === undefined) throw invalid('a sparse file without its size');
-    const size = paxInteger(sizeText, 'GNU.sparse.size', invalid);
-    const nameText = text('GNU.sparse.name');
-    const name = nameText === '' ? undefined : nameText;
-
-    if (!v1) {
-      const numText = text('GNU.sparse.numblocks');
-      const count = numText === undefined ? undefined : paxInteger(numText, 'GNU.sparse.numblocks', invalid);
-      const map = text('GNU.sparse.map') ?? '';
-      const fields = map === '' ? [] : map.split(',');
-      if (count === undefined || fields.length !== 2 * count) throw invalid('GNU.sparse.map does not match GNU.sparse.numblocks');
-      return { sparse: pairs(fields, 'GNU.sparse.map', invalid), size, dataSize, name };
-    }
-
-    // 1.0: decimal lines (count, then offset and length of each region) filling whole blocks before the data.
-    const lines: string[] = [];
-    let partial = '';
-    let mapBytes = 0;
-    let count: number | undefined;
-    while (count === undefined || lines.length < 1 + 2 * count) {
-      mapBytes += BLOCK;
-      if (mapBytes > this.options.maxHeaderBytes) throw this.tooLarge(`a sparse map exceeds ${this.options.maxHeaderBytes} bytes`, 'maxPaxHeaderBytes', details);
-      if (mapBytes > dataSize) throw invalid('the sparse map runs past the entry data');
-      const block = await this.readBlock(true);
-      if (block === null) throw this.truncated();
-      const parts = (partial + block.toString('latin1')).split('\n');
-      partial = parts.pop()!;
-      for (const line of parts) {
-        lines.push(line);
-        if (lines.length === 1) count = decimal(line, 'the sparse map size', invalid);
-      }
-    }
-    const fields = lines.slice(1, 1 + 2 * count);
-    return { sparse: pairs(fields, 'the sparse map', invalid), size, dataSize: dataSize - mapBytes, name };
   }
 
   private end(): null {
@@ -409,7 +325,7 @@ export class TarReader {
     this.buffered = 0;
   }
 
-  private invalid(message: string, details: Details = {}): FastpullError {
+  private invalid(message: string, details: EntryDetails = {}): FastpullError {
     return new FastpullError('INVALID_LAYER', `${this.options.what}: corrupt tar: ${message}`, { details });
   }
 
@@ -417,224 +333,9 @@ export class TarReader {
     return new FastpullError('INVALID_LAYER', `${this.options.what}: corrupt or truncated tar: the stream ends inside an entry (after ${this.bytesRead} bytes)`);
   }
 
-  private tooLarge(message: string, limit: 'maxTotalBytes' | 'maxPaxHeaderBytes' = 'maxTotalBytes', details: Details = {}): FastpullError {
+  private tooLarge(message: string, limit: 'maxTotalBytes' | 'maxPaxHeaderBytes' = 'maxTotalBytes', details: EntryDetails = {}): FastpullError {
     const max = limit === 'maxTotalBytes' ? this.options.maxTarBytes : this.options.maxHeaderBytes;
     return new FastpullError('INVALID_LAYER', `${this.options.what}: ${message}, over the limit ${limit} (${max})`, { details: { ...details, limit, max } });
   }
 }
 
-/** What an error says about the entry it is about. */
-type Details = { entry?: string; offset?: number };
-
-interface Header {
-  flag: string;
-  format: 'v7' | 'ustar' | 'gnu';
-  name: string;
-  linkname: string;
-  mode: number;
-  uid: number;
-  gid: number;
-  size: number;
-  mtime: number;
-  atime: number | undefined;
-  devmajor: number;
-  devminor: number;
-  /** An old GNU sparse entry's full size. */
-  realSize: number;
-  block: Buffer;
-}
-
-/** One header block, checksum verified. Fields as Go's archive/tar reads them. */
-function parseHeader(b: Buffer, invalid: (m: string) => FastpullError): Header {
-  const num = (at: number, len: number, field: string): number => {
-    const n = parseNumeric(b.subarray(at, at + len));
-    if (n === undefined) throw invalid(`unreadable ${field} field`);
-    return n;
-  };
-  const sum = parseNumeric(b.subarray(148, 156));
-  let unsigned = 8 * 0x20;
-  let signed = 8 * 0x20;
-  for (let i = 0; i < BLOCK; i++) {
-    if (i >= 148 && i < 156) continue;
-    unsigned += b[i]!;
-    signed += (b[i]! << 24) >> 24;
-  }
-  if (sum === undefined || (sum !== unsigned && sum !== signed)) throw invalid('bad checksum');
-
-  const magic = b.toString('latin1', 257, 263);
-  const version = b.toString('latin1', 263, 265);
-  let format: Header['format'] = 'v7';
-  let prefix = '';
-  if (magic === 'ustar\0') {
-    format = 'ustar';
-    // star puts "tar\0" at the end of the block and has a shorter prefix.
-    prefix = cString(b, 345, b.toString('latin1', 508, 512) === 'tar\0' ? 131 : 155);
-  } else if (magic === 'ustar ' && version === ' \0') {
-    format = 'gnu';
-  }
-  const flag = String.fromCharCode(b[156]!);
-  const base = cString(b, 0, 100);
-  const hasDev = format !== 'v7';
-  return {
-    flag,
-    format,
-    name: prefix === '' ? base : `${prefix}/${base}`,
-    linkname: cString(b, 157, 100),
-    mode: num(100, 8, 'mode'),
-    uid: num(108, 8, 'uid'),
-    gid: num(116, 8, 'gid'),
-    size: num(124, 12, 'size'),
-    mtime: num(136, 12, 'mtime'),
-    atime: format === 'gnu' && b[345] !== 0 ? num(345, 12, 'atime') : undefined,
-    devmajor: hasDev ? num(329, 8, 'devmajor') : 0,
-    devminor: hasDev ? num(337, 8, 'devminor') : 0,
-    realSize: flag === 'S' ? num(483, 12, 'realsize') : 0,
-    block: b,
-  };
-}
-
-function typeOf(flag: string): TarEntryType {
-  switch (flag) {
-    case '0':
-    case '\0':
-    case '7': // contiguous file: a regular file everywhere that matters
-    case 'S':
-      return 'file';
-    case '1':
-      return 'link';
-    case '2':
-      return 'symlink';
-    case '3':
-      return 'character-device';
-    case '4':
-      return 'block-device';
-    case '5':
-      return 'directory';
-    case '6':
-      return 'fifo';
-    default:
-      return 'unknown';
-  }
-}
-
-/** A fixed-size string field: up to the first NUL, bytes as latin1 chars. */
-function cString(b: Buffer, at: number, len: number): string {
-  const end = b.indexOf(0, at);
-  return b.toString('latin1', at, end === -1 || end > at + len ? at + len : end);
-}
-
-function stripTrailingNuls(data: Buffer): string {
-  let end = data.length;
-  while (end > 0 && data[end - 1] === 0) end--;
-  return data.toString('latin1', 0, end);
-}
-
-/**
- * A numeric header field: base-256 when the top bit is set (negative when the next bit is), else
- * octal padded with spaces or NULs. undefined when unreadable or beyond what a double holds exactly.
- */
-export function parseNumeric(field: Buffer): number | undefined {
-  if (field.length > 0 && (field[0]! & 0x80) !== 0) {
-    const inv = (field[0]! & 0x40) !== 0 ? 0xff : 0;
-    let x = 0n;
-    for (let i = 0; i < field.length; i++) {
-      let c = field[i]! ^ inv;
-      if (i === 0) c &= 0x7f;
-      x = (x << 8n) | BigInt(c);
-    }
-    const n = inv === 0 ? x : -x - 1n;
-    return n > BigInt(Number.MAX_SAFE_INTEGER) || n < BigInt(Number.MIN_SAFE_INTEGER) ? undefined : Number(n);
-  }
-  let a = 0;
-  let z = field.length;
-  while (a < z && (field[a] === 0x20 || field[a] === 0)) a++;
-  while (z > a && (field[z - 1] === 0x20 || field[z - 1] === 0)) z--;
-  const nul = field.indexOf(0, a);
-  if (nul !== -1 && nul < z) z = nul;
-  if (a === z) return 0;
-  const text = field.toString('latin1', a, z);
-  if (!/^[0-7]+$/.test(text)) return undefined;
-  const n = parseInt(text, 8);
-  return Number.isSafeInteger(n) ? n : undefined;
-}
-
-interface PaxRecords {
-  records: Map<string, Buffer>;
-}
-
-/** "<len> <key>=<value>\n" records; values stay bytes. GNU sparse 0.0's repeated records become one map record. */
-function parsePax(data: Buffer, invalid: (m: string) => FastpullError): PaxRecords {
-  const records = new Map<string, Buffer>();
-  const sparse00: string[] = [];
-  let pos = 0;
-  while (pos < data.length) {
-    if (data[pos] === 0) {
-      for (let i = pos; i < data.length; i++) if (data[i] !== 0) throw invalid('data after NUL padding');
-      break;
-    }
-    const space = data.indexOf(0x20, pos);
-    if (space === -1) throw invalid('a record without a length');
-    const lenText = data.toString('latin1', pos, space);
-    const len = /^[0-9]{1,10}$/.test(lenText) ? Number(lenText) : NaN;
-    if (!(len >= 5) || pos + len > data.length || space >= pos + len) throw invalid(`a record length of ${JSON.stringify(lenText)}`);
-    if (data[pos + len - 1] !== 0x0a) throw invalid('a record that does not end in a newline');
-    const record = data.subarray(space + 1, pos + len - 1);
-    const eq = record.indexOf(0x3d);
-    if (eq <= 0) throw invalid('a record without a key');
-    const key = record.toString('latin1', 0, eq);
-    if (key.includes('\0')) throw invalid('NUL in a record key');
-    const value = record.subarray(eq + 1);
-    if (key === 'GNU.sparse.offset' || key === 'GNU.sparse.numbytes') {
-      const wanted = sparse00.length % 2 === 0 ? 'GNU.sparse.offset' : 'GNU.sparse.numbytes';
-      if (key !== wanted || value.includes(0x2c)) throw invalid('a malformed GNU sparse 0.0 map');
-      sparse00.push(value.toString('latin1'));
-    } else {
-      records.set(key, value);
-    }
-    pos += len;
-  }
-  if (sparse00.length > 0) records.set('GNU.sparse.map', Buffer.from(sparse00.join(','), 'latin1'));
-  return { records };
-}
-
-function decimal(text: string, what: string, invalid: (m: string) => FastpullError): number {
-  const n = /^[0-9]{1,16}$/.test(text) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(n)) throw invalid(`${what} ${JSON.stringify(text.slice(0, 40))} is not a number`);
-  return n;
-}
-
-/** A PAX integer (may be negative; the caller judges the range). */
-function paxInteger(text: string, key: string, invalid: (m: string) => FastpullError): number {
-  const n = /^-?[0-9]{1,16}$/.test(text) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(n)) throw invalid(`PAX ${key} ${JSON.stringify(text.slice(0, 40))} is not an integer`);
-  return n;
-}
-
-/** A PAX time: decimal seconds with an optional fraction. */
-function paxTime(text: string, key: string, invalid: (m: string) => FastpullError): number {
-  if (!/^-?[0-9]{1,16}(\.[0-9]*)?$/.test(text)) throw invalid(`PAX ${key} ${JSON.stringify(text.slice(0, 40))} is not a time`);
-  return Number(text.endsWith('.') ? text.slice(0, -1) : text);
-}
-
-function pairs(fields: string[], what: string, invalid: (m: string) => FastpullError): SparseRegion[] {
-  const out: SparseRegion[] = [];
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    out.push({ offset: decimal(fields[i]!, what, invalid), length: decimal(fields[i + 1]!, what, invalid) });
-  }
-  return out;
-}
-
-/** Regions ascending, apart, inside the file, and exactly as many data bytes as stored. */
-function checkSparse(regions: readonly SparseRegion[], size: number, dataSize: number, invalid: (m: string) => FastpullError): void {
-  if (!Number.isSafeInteger(size) || size < 0) throw invalid(`sparse file size ${size}`);
-  let end = 0;
-  let total = 0;
-  for (const r of regions) {
-    if (!(r.offset >= 0 && r.length >= 0) || r.offset < end || r.offset + r.length > size) {
-      throw invalid(`sparse region ${r.offset}+${r.length} overlaps another or lies outside the file of ${size} bytes`);
-    }
-    end = r.offset + r.length;
-    total += r.length;
-  }
-  if (total !== dataSize) throw invalid(`the sparse map covers ${total} bytes but the entry stores ${dataSize}`);
-}

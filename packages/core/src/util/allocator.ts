@@ -37,3 +37,24 @@ export function tuneAllocator(env: NodeJS.ProcessEnv = process.env): AllocatorTu
   }
   return done;
 }
+
+/**
+ * Gives the free memory the tuned allocator keeps back to the kernel (glibc's `malloc_trim`: every
+ * arena, its top and the free pages inside it). With {@link tuneAllocator}'s thresholds each arena
+ * keeps up to 64 MiB freed, and pulls spread their buffers over many arenas (worker threads and the
+ * thread pool get their own): a long-running process grows by that with each burst of pulls until
+ * every arena is full. It calls this when it goes idle (fastpulld, when its last pull settles), so
+ * what it holds between pulls is what it uses. Returns true when memory was released; false when
+ * none was, the C library is not glibc, the addon is missing, or FASTPULL_TUNE_MALLOC=0.
+ * @example
+ * import { trimAllocator } from '@fastpull/core';
+ * if (runningPulls === 0) trimAllocator();
+ */
+export function trimAllocator(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.FASTPULL_TUNE_MALLOC === '0') return false;
+  try {
+    return nativeFs().trimAllocator();
+  } catch {
+    return false; // no addon: nothing was tuned either
+  }
+}

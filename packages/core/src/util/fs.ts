@@ -52,9 +52,9 @@ export function randomId(): string {
 /**
  * Removes from `dir` the temporary files (TEMP_PREFIX) last changed more than `olderThanMs` ago: a
  * writer renames its own within moments, so these are what writers killed between creating and
- * renaming left. Returns how many went.
+ * renaming left. Returns how many went (with `dryRun`, how many would go; none is removed).
  */
-export async function sweepTempFiles(dir: string, olderThanMs: number): Promise<number> {
+export async function sweepTempFiles(dir: string, olderThanMs: number, dryRun = false): Promise<number> {
   let names: string[];
   try {
     names = await fsp.readdir(dir);
@@ -67,7 +67,7 @@ export async function sweepTempFiles(dir: string, olderThanMs: number): Promise<
     const path = join(dir, name);
     const st = await fsp.lstat(path).catch(() => undefined);
     if (!st || st.isDirectory() || Date.now() - st.mtimeMs < olderThanMs) continue;
-    await fsp.rm(path, { force: true });
+    if (!dryRun) await fsp.rm(path, { force: true });
     removed++;
   }
   return removed;

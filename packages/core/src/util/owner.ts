@@ -65,13 +65,24 @@ export async function disownDir(dir: string): Promise<void> {
   await fsp.rm(join(dir, OWNER_FILE), { force: true });
 }
 
+/** Options of {@link sweepDeadDirs}. */
+export interface SweepOptions {
+  /** Name what would be removed, remove nothing. */
+  readonly dryRun?: boolean;
+  /**
+   * Asked, while its owner lock is held, of a dead directory younger than `olderThanMs`: true
+   * removes it at once all the same (what it was kept for is no longer needed).
+   */
+  readonly unneeded?: (dir: string) => Promise<boolean>;
+}
+
 /**
  * Removes the subdirectories of `parent` that no live process owns and that nobody touched for
- * `olderThanMs` (0: at once). Returns their names. Safe to
- * run while other processes work in `parent`: a directory is removed only while this process
+ * `olderThanMs` (0: at once), or that `options.unneeded` says are no use. Returns their names. Safe
+ * to run while other processes work in `parent`: a directory is removed only while this process
  * holds its owner lock, or when it never got an owner file and is older than a minute.
  */
-export async function sweepDeadDirs(parent: string, olderThanMs = 0): Promise<string[]> {
+export async function sweepDeadDirs(parent: string, olderThanMs = 0, options: SweepOptions = {}): Promise<string[]> {
   let names: string[];
   try {
     names = await fsp.readdir(parent);
@@ -88,7 +99,7 @@ export async function sweepDeadDirs(parent: string, olderThanMs = 0): Promise<st
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT') continue;
       const st = await fsp.stat(dir).catch(() => undefined);
       if (st && Date.now() - st.mtimeMs > UNCLAIMED_GRACE_MS) {
-        await fsp.rm(dir, { recursive: true, force: true });
+        if (!options.dryRun) await fsp.rm(dir, { recursive: true, force: true });
         removed.push(name);
       }
       continue;
@@ -100,9 +111,9 @@ export async function sweepDeadDirs(parent: string, olderThanMs = 0): Promise<st
         const st = await fsp.stat(dir).catch(() => undefined);
         const data = await fsp.stat(join(dir, 'data')).catch(() => undefined);
         const last = Math.max(st?.mtimeMs ?? 0, data?.mtimeMs ?? 0);
-        if (Date.now() - last < olderThanMs) continue;
+        if (Date.now() - last < olderThanMs && !(await options.unneeded?.(dir))) continue;
       }
-      await fsp.rm(dir, { recursive: true, force: true });
+      if (!options.dryRun) await fsp.rm(dir, { recursive: true, force: true });
       removed.push(name);
     } finally {
       closeSync(fd);

@@ -6,7 +6,9 @@
  */
 export interface PhaseTotals {
   /**
-   * Resolving the reference to manifest and config.
+   * Deprecated: not a sum over layers but the once-per-pull resolve time, the same as
+   * PullTimings.resolve_ms (read that). Still sent, for clients written before it moved.
+   * @deprecated
    */
   'resolveMs'?: (number | string);
   /**
@@ -36,7 +38,9 @@ export interface PhaseTotals {
  */
 export interface PhaseTotals__Output {
   /**
-   * Resolving the reference to manifest and config.
+   * Deprecated: not a sum over layers but the once-per-pull resolve time, the same as
+   * PullTimings.resolve_ms (read that). Still sent, for clients written before it moved.
+   * @deprecated
    */
   'resolveMs': (number);
   /**

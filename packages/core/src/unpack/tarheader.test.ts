@@ -1,0 +1,68 @@
+// Tests of tar header blocks on their own: numeric fields (octal, base-256), checksums, formats, prefixes.
+import { describe, expect, it } from 'vitest';
+import { FastpullError } from '../errors.js';
+import { BLOCK, padToBlock, parseHeader, parseNumeric, typeOf } from './tarheader.js';
+
+const invalid = (m: string): FastpullError => new FastpullError('INVALID_LAYER', m);
+
+/** A header block with `fields` written at their offsets and a correct checksum (unless `sum` is given). */
+function block(fields: Record<number, string | Buffer>, sum?: string): Buffer {
+  const b = Buffer.alloc(BLOCK);
+  for (const [at, v] of Object.entries(fields)) (Buffer.isBuffer(v) ? v : Buffer.from(v, 'latin1')).copy(b, Number(at));
+  b.fill(0x20, 148, 156);
+  let s = 0;
+  for (const byte of b) s += byte;
+  b.write(sum ?? `${s.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
+  return b;
+}
+
+describe('parseNumeric', () => {
+  it('reads octal padded with spaces or NULs, and empty fields as 0', () => {
+    expect(parseNumeric(Buffer.from('0000644\0'))).toBe(0o644);
+    expect(parseNumeric(Buffer.from('  755 \0\0'))).toBe(0o755);
+    expect(parseNumeric(Buffer.alloc(8))).toBe(0);
+    expect(parseNumeric(Buffer.from('12\x0034'))).toBe(0o12); // a NUL ends the number
+    expect(parseNumeric(Buffer.from('0008'))).toBeUndefined();
+  });
+
+  it('reads base-256, negative ones too, and refuses what a double cannot hold exactly', () => {
+    expect(parseNumeric(Buffer.from([0x80, 0, 0, 0, 0, 0, 1, 0]))).toBe(256);
+    expect(parseNumeric(Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]))).toBe(-1);
+    const big = Buffer.alloc(12);
+    big.writeBigUInt64BE(2n ** 53n - 1n, 4);
+    big[0] = 0x80;
+    expect(parseNumeric(big)).toBe(Number.MAX_SAFE_INTEGER);
+    big.writeBigUInt64BE(2n ** 53n, 4);
+    expect(parseNumeric(big)).toBeUndefined();
+  });
+});
+
+describe('parseHeader', () => {
+  it('reads a ustar header with its prefix, device numbers and type', () => {
+    const h = parseHeader(block({ 0: 'name', 100: '0000600\0', 124: '00000000012\0', 156: '3', 257: 'ustar\x0000', 329: '0000001\0', 337: '0000003\0', 345: 'some/dir' }), invalid);
+    expect(h).toMatchObject({ format: 'ustar', name: 'some/dir/name', mode: 0o600, size: 10, flag: '3', devmajor: 1, devminor: 3 });
+    expect(typeOf(h.flag)).toBe('character-device');
+  });
+
+  it('ignores device fields of a v7 header, and reads a GNU header\'s atime', () => {
+    expect(parseHeader(block({ 0: 'f', 329: '0000001\0' }), invalid)).toMatchObject({ format: 'v7', devmajor: 0 });
+    expect(parseHeader(block({ 0: 'f', 257: 'ustar  \0', 345: '00000000017\0' }), invalid)).toMatchObject({ format: 'gnu', atime: 0o17 });
+  });
+
+  it('accepts a signed-byte checksum, as Go does, and refuses a wrong one', () => {
+    const b = block({ 0: 'caf\xe9' });
+    let signed = 0;
+    for (let i = 0; i < BLOCK; i++) signed += i >= 148 && i < 156 ? 0x20 : (b[i]! << 24) >> 24;
+    expect(parseHeader(block({ 0: 'caf\xe9' }, `${signed.toString(8).padStart(6, '0')}\0 `), invalid).name).toBe('caf\xe9');
+    expect(() => parseHeader(block({ 0: 'f' }, '0000001\0'), invalid)).toThrow('bad checksum');
+  });
+
+  it('names the field it cannot read', () => {
+    expect(() => parseHeader(block({ 0: 'f', 108: 'x\0' }), invalid)).toThrow('unreadable uid field');
+  });
+
+  it('maps type flags as Go does', () => {
+    expect(['0', '\0', '7', 'S', '1', '2', '4', '5', '6', 'V'].map(typeOf)).toEqual(['file', 'file', 'file', 'file', 'link', 'symlink', 'block-device', 'directory', 'fifo', 'unknown']);
+    expect([0, 1, 512, 513].map(padToBlock)).toEqual([0, 512, 512, 1024]);
+  });
+});
