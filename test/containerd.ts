@@ -93,6 +93,15 @@ disabled_plugins = [${cri ? '' : '"io.containerd.grpc.v1.cri", '}"io.containerd.
   type = "snapshot"
   address = "${snapshotterSocket}"
 ${criConfig}`;
+  return launchContainerd(dir, address, config);
+}
+
+/**
+ * Starts containerd with `config` (written to `dir`/config.toml) whose gRPC address is `address`.
+ * Resolves once it answers; rejects with its log when it exits or does not answer in time.
+ */
+export async function launchContainerd(dir: string, address: string, config: string): Promise<PrivateContainerd> {
+  mkdirSync(dir, { recursive: true });
   const configPath = join(dir, 'config.toml');
   writeFileSync(configPath, config);
   const logPath = join(dir, 'containerd.log');

@@ -8,10 +8,11 @@
 // Prints markdown tables and writes bench/results/peers-<time>.json and peers-latest.md.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { arch, availableParallelism, release, tmpdir, totalmem } from 'node:os';
+import { arch, availableParallelism, loadavg, release, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
+import { criContender } from './peers/cri.js';
 import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, pushCached, pushSociIndex, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
 import { dropCaches, which } from './peers/measure.js';
@@ -28,7 +29,7 @@ const SCALE = num('BENCH_SCALE', 0.1);
 const RUNS = Math.max(1, num('BENCH_RUNS', 3));
 const IMAGES = list('BENCH_IMAGES', 'ml,ml-zstd,many-files,many-layers');
 const SCENARIOS = list('BENCH_SCENARIOS', 'pull,memory,fault');
-const CONTENDERS = list('BENCH_CONTENDERS', 'fastpull,fastpulld,containerd,skopeo');
+const CONTENDERS = list('BENCH_CONTENDERS', 'fastpull,fastpulld,containerd,cri-fastpull,cri-overlayfs,skopeo');
 const MEM_MIB = list('BENCH_MEM_MIB', `${Math.max(16, Math.round(512 * SCALE))},${Math.max(64, Math.round(4096 * SCALE))}`).map(Number);
 const PULL_TIMEOUT_S = num('BENCH_TIMEOUT_S', 1800);
 const FAULT_TIMEOUT_S = num('BENCH_FAULT_TIMEOUT_S', 60);
@@ -165,6 +166,8 @@ const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
   fastpulld: fastpulld(repo),
   containerd: containerd(),
+  'cri-fastpull': criContender(repo, 'fastpull'),
+  'cri-overlayfs': criContender(repo, 'overlayfs'),
   skopeo: skopeoUmoci(),
 };
 const contenders = CONTENDERS.map((n) => {
@@ -216,6 +219,8 @@ log(`sizes: ${JSON.stringify(sizes)}`);
 mkdirSync(join(CACHE, 'registry'), { recursive: true });
 const registry = await startDistribution({ dir: join(CACHE, 'registry') });
 const started = new Date();
+// On a shared machine the other tenants' load is part of every figure: it is reported with them.
+const loadAtStart = loadavg();
 const limits = new Map<string, Limit>();
 const rows: Row[] = [];
 const memoryRows: Row[] = [];
@@ -325,8 +330,11 @@ try {
 
 // ---- report --------------------------------------------------------------------------------------
 
+const loadAtEnd = loadavg();
+const la = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
 const header = [
   `Machine: ${machine.cores} cores, ${machine.cpu}, ${machine.memGiB} GiB, Linux ${machine.kernel}, Node ${machine.node}.`,
+  `Load average (1, 5, 15 min): ${la(loadAtStart)} at start, ${la(loadAtEnd)} at end.`,
   `Scale ${SCALE} (BENCH_SCALE), ${RUNS} run(s) per contender (BENCH_RUNS); page cache before each pull: ${[...cacheDrops].join(', ') || 'not touched'}.`,
 ].join('\n');
 const sections: string[] = [header];
@@ -362,6 +370,7 @@ const stamp = started.toISOString().replace(/[:.]/g, '-');
 const json = {
   started: started.toISOString(),
   machine,
+  load: { start: loadAtStart, end: loadAtEnd },
   setup,
   params: { scale: SCALE, runs: RUNS, sizes, images: IMAGES, scenarios: SCENARIOS, contenders: CONTENDERS, memMiB: MEM_MIB, faultAfterBytes: FAULT_AFTER_BYTES, faultTimeoutS: FAULT_TIMEOUT_S },
   cacheDrops: [...cacheDrops],

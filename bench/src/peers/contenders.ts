@@ -23,7 +23,7 @@ export interface Contender {
   pull(ref: string, dir: string, timeoutMs: number): Promise<PullResult>;
 }
 
-function failure(what: string, m: Measured): string {
+export function failure(what: string, m: Measured): string {
   if (m.timedOut) return `${what} timed out`;
   // eslint-disable-next-line no-control-regex
   const text = m.output.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').trim();
@@ -94,7 +94,7 @@ export function fastpulld(repo: string): Contender {
   };
 }
 
-async function waitFor(ok: () => boolean, ms: number, what: string): Promise<void> {
+export async function waitFor(ok: () => boolean, ms: number, what: string): Promise<void> {
   const deadline = Date.now() + ms;
   while (!ok()) {
     if (Date.now() > deadline) throw new Error(`${what} did not come up within ${ms} ms`);
@@ -102,7 +102,7 @@ async function waitFor(ok: () => boolean, ms: number, what: string): Promise<voi
   }
 }
 
-async function stop(p: ChildProcess): Promise<void> {
+export async function stop(p: ChildProcess): Promise<void> {
   if (p.exitCode !== null || p.signalCode !== null) return;
   const exited = new Promise<void>((r) => p.once('exit', () => r()));
   p.kill('SIGTERM');

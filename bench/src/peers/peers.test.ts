@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { field1, imageRequest, readField1, readVarint, varint } from './cri-wire.js';
 import { measure } from './measure.js';
 import { startStallProxy } from './stall-proxy.js';
 import { TarWriter } from './tarwriter.js';
@@ -99,5 +100,19 @@ describe('measure', () => {
     const slow = await measure('sleep', ['30'], { timeoutMs: 300 });
     expect(slow.timedOut).toBe(true);
     expect(performance.now() - t0).toBeLessThan(10_000);
+  });
+});
+
+describe('the CRI client messages', () => {
+  it('encodes { image: { image: name } } and reads image_ref back, with multi-byte lengths', () => {
+    expect(imageRequest('a/b:c').toString('hex')).toBe(`0a070a05${Buffer.from('a/b:c').toString('hex')}`);
+    const long = `127.0.0.1:5000/${'x'.repeat(300)}:v1`;
+    const req = imageRequest(long);
+    // The name is 318 bytes (varint 0xbe 0x02); the ImageSpec around it 3 + 318 = 321 (0xc1 0x02).
+    expect(req.subarray(0, 6).toString('hex')).toBe('0ac1020abe02');
+    expect(readField1(req.subarray(3))).toBe(long);
+    expect(readField1(field1(Buffer.from('sha256:abc')))).toBe('sha256:abc');
+    expect(readVarint(varint(2 ** 40 + 5), 0)).toEqual([2 ** 40 + 5, 6]);
+    expect(readField1(Buffer.from([0x12, 0x01, 0x41]))).toBe('');
   });
 });

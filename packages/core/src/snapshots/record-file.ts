@@ -59,8 +59,9 @@ let clockAnchor = Date.now() - performance.now();
 export function snapshotTime(): string {
   const wall = Date.now();
   let ms = clockAnchor + performance.now();
-  if (Math.abs(ms - wall) > 1) {
-    // The wall clock was stepped (or the monotonic one drifted): follow the wall clock.
+  if (ms < wall || ms > wall + 1) {
+    // The wall clock was stepped, or the monotonic one drifted (a time must never read as before
+    // Date.now() of a caller that asked after it): follow the wall clock.
     clockAnchor = wall - performance.now();
     ms = clockAnchor + performance.now();
   }
