@@ -73,7 +73,10 @@ export {
   findInflater,
   inflaterFromEnv,
   parseInflaterChoice,
+  resolveGunzip,
   INFLATER_CHOICES,
   type InflaterChoice,
   type ExternalInflater,
+  type GunzipDecoder,
+  type GunzipLookup,
 } from './unpack/inflater.js';

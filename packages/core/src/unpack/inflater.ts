@@ -7,7 +7,8 @@ import { isalAvailable, isalUnavailableReason } from './isal.js';
 
 /**
  * Which gunzip decoder inflates gzip layers:
- * - 'auto': igzip when one is installed, else node:zlib;
+ * - 'auto': ISA-L's decoder in this process when its addon is built here, else node:zlib (never an
+ *   external program: see {@link AUTO_GUNZIP} for the measurements behind the order);
  * - 'igzip': the igzip program of Intel's ISA-L (Debian/Ubuntu package `isal`), required;
  * - 'pigz': `unpigz`/`pigz -d`, required;
  * - 'zlib': node:zlib in this process;
@@ -22,19 +23,20 @@ export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib' | 'parallel' | '
 export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib', 'parallel', 'isal'];
 
 /**
- * 'auto' picks igzip and never pigz. Wall time of a Node process that streams the blob through the
- * decoder and drops the output (node:zlib createGunzip with 256 KiB chunks, or igzip/unpigz through
- * createExternalGunzip), 2-core AMD EPYC, Node 20, medians of 5:
- *   generated mix of random, text and zero runs (gzip -6, 196 MB -> 419 MB):
- *     igzip 0.46 s (904 MB/s out), zlib 0.52 s (807 MB/s), pigz 1.24 s (339 MB/s);
- *   first 500 MB of a tar of /usr (gzip -6, 210 MB):
- *     igzip 0.92 s (546 MB/s), zlib 1.00 s (499 MB/s), pigz 1.63 s (307 MB/s);
- *     hashing the output with sha256 as a layer unpack does: igzip 1.09 s, zlib 1.31 s, pigz 1.63 s.
- * Node's own CPU for the /usr tar was 0.42 s with igzip and 1.15 s with zlib: the external process
- * frees the cores that hashing and tar extraction need. Alone, `igzip -dc` takes 0.65 s for it and
- * `unpigz -dc` 1.53 s; a real 832 MB layer gives the same order (igzip 1.98 s, zlib 3.86 s,
- * pigz 4.72 s: docs/architecture.md, figures), so pigz is only ever used when asked for.
+ * What 'auto' tries, first that can run here: in-process ISA-L, then node:zlib (always there).
+ * Chosen end to end, by whole pulls (`fastpull pull`, page cache dropped, the contenders taking
+ * turns; bench/README.md, "Choosing auto"), not by the decoder alone:
+ *   ML image at scale 0.5 (7 layers, 603 MiB compressed), 2-core AMD EPYC, 5 runs, median (min-max)
+ *   wall and median CPU: isal 7.61 s (7.08-11.78), 10.25 s CPU; zlib 8.05 s (7.42-10.86), 10.65 s;
+ *   igzip 9.06 s (8.64-10.97), 12.67 s; parallel 14.64 s (9.28-15.21), 14.88 s.
+ * The igzip program decodes faster than node:zlib alone, but its pipe costs more CPU than it saves
+ * once hashing and extraction share the cores; in process, ISA-L decodes on a libuv pool thread while
+ * the unpack thread hashes and extracts the chunk before, and that wins. 'parallel' spends CPU on
+ * guessing and pays off only with cores to spare. igzip and pigz run only when asked for.
  */
+export const AUTO_GUNZIP: readonly ('isal' | 'zlib')[] = ['isal', 'zlib'];
+
+/** The choice when none is given. */
 export const DEFAULT_INFLATER: InflaterChoice = 'auto';
 
 /** The environment variable {@link inflaterFromEnv} reads. */
@@ -114,32 +116,44 @@ export function inflaterFromEnv(env: Readonly<Record<string, string | undefined>
   return value === undefined || value === '' ? undefined : parseInflaterChoice(value, INFLATER_ENV);
 }
 
+/** The gunzip decoder a choice resolves to on this machine: one in this process, or an external program. */
+export type GunzipDecoder = { readonly kind: 'isal' | 'zlib' | 'parallel' } | (ExternalInflater & { readonly kind: 'igzip' | 'pigz' });
+
+/** What {@link resolveGunzip} looks at besides the choice: where programs are, whether the ISA-L addon loads. For tests. */
+export interface GunzipLookup {
+  /** Where each external program is looked for; default {@link INFLATER_PATHS}. */
+  paths?: Readonly<Record<ExternalInflater['kind'], readonly string[]>>;
+  /** Whether the in-process ISA-L inflater can run; default {@link isalAvailable}(). */
+  isal?: boolean;
+}
+
 /**
- * The external program `choice` resolves to, or undefined for an in-process decoder ('zlib',
- * 'parallel', or 'auto' without igzip). An explicit 'igzip' or 'pigz' that is not installed is INVALID_ARGUMENT. `paths` is for tests.
+ * The decoder `choice` resolves to here: 'auto' takes the first of {@link AUTO_GUNZIP} that can
+ * run. An explicit 'isal', 'igzip' or 'pigz' that cannot run is INVALID_ARGUMENT saying why.
  * @example
- * const tool = findInflater('auto');
- * console.log(tool ? `gzip layers via ${tool.path}` : 'gzip layers via node:zlib');
+ * const d = resolveGunzip('auto');
+ * console.log('path' in d ? `gzip layers via ${d.path}` : `gzip layers via ${d.kind}, in process`);
  */
-export function findInflater(
-  choice: InflaterChoice = DEFAULT_INFLATER,
-  paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS,
-): ExternalInflater | undefined {
+export function resolveGunzip(choice: InflaterChoice = DEFAULT_INFLATER, lookup: GunzipLookup = {}): GunzipDecoder {
+  const paths = lookup.paths ?? INFLATER_PATHS;
+  const isal = (): boolean => lookup.isal ?? isalAvailable();
   switch (choice) {
     case 'zlib':
     case 'parallel':
-      return undefined;
+      return { kind: choice };
     case 'isal':
-      if (isalAvailable()) return undefined;
-      throw new FastpullError('INVALID_ARGUMENT', `inflater isal was asked for but is not available: ${isalUnavailableReason()}; use auto or zlib instead`, {
-        details: { inflater: choice },
-      });
+      if (isal()) return { kind: 'isal' };
+      throw new FastpullError(
+        'INVALID_ARGUMENT',
+        `inflater isal was asked for but is not available: ${isalUnavailableReason() ?? 'its addon is not loaded'}; use auto or zlib instead`,
+        { details: { inflater: choice } },
+      );
     case 'auto':
-      return locate('igzip', paths);
+      return { kind: AUTO_GUNZIP.find((k) => k !== 'isal' || isal()) ?? 'zlib' };
     case 'igzip':
     case 'pigz': {
-      const found = locate(choice, paths);
-      if (found) return found;
+      const path = paths[choice].find(isExecutableFile);
+      if (path !== undefined) return { kind: choice, path };
       const hint = choice === 'igzip' ? ' (Debian/Ubuntu package isal)' : ' (package pigz)';
       throw new FastpullError(
         'INVALID_ARGUMENT',
@@ -150,8 +164,24 @@ export function findInflater(
     default:
       // Only a value from untyped code gets here; parseInflaterChoice throws INVALID_ARGUMENT for it.
       parseInflaterChoice(String(choice as unknown));
-      return undefined;
+      return { kind: 'zlib' };
   }
+}
+
+/**
+ * The external program `choice` resolves to ({@link resolveGunzip}), or undefined for a decoder in
+ * this process ('auto', 'zlib', 'parallel', 'isal'). An explicit choice that cannot run is
+ * INVALID_ARGUMENT. `paths` is for tests.
+ * @example
+ * const tool = findInflater('igzip');
+ * console.log(`gzip layers via ${tool?.path}`);
+ */
+export function findInflater(
+  choice: InflaterChoice = DEFAULT_INFLATER,
+  paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS,
+): ExternalInflater | undefined {
+  const decoder = resolveGunzip(choice, { paths });
+  return 'path' in decoder ? decoder : undefined;
 }
 
 /**

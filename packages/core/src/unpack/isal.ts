@@ -2,7 +2,6 @@
 import { createRequire } from 'node:module';
 import { Transform, type TransformCallback } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { isMainThread } from 'node:worker_threads';
 import { FastpullError } from '../errors.js';
 
 /** An inflater in the addon: opaque, one gzip stream from its start. */
@@ -85,18 +84,6 @@ export function isalAvailable(): boolean {
 export function isalUnavailableReason(): string | undefined {
   load();
   return why;
-}
-
-let warned = !isMainThread;
-
-/**
- * Says once per process, from the main thread, that the in-process ISA-L inflater is off and what
- * inflates gzip layers instead (process warning FASTPULL_ISAL_OFF). Nothing when it is available.
- */
-export function warnIsalOff(instead: string): void {
-  if (warned || isalAvailable()) return;
-  warned = true;
-  process.emitWarning(`the in-process ISA-L inflater is off (${why}); gzip layers inflate with ${instead}`, { type: 'FastpullWarning', code: 'FASTPULL_ISAL_OFF' });
 }
 
 /**
