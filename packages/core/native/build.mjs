@@ -31,7 +31,7 @@ const WITHOUT =
 /** Ends an install without an addon: says why and what that means, and succeeds. */
 function withoutAddon(why) {
   rmSync(join(here, 'build'), { recursive: true, force: true });
-  console.warn(`@fastpull/core: native addon not built: ${why}.\n${WITHOUT}. To build it later: npm rebuild @fastpull/core (-g for a global install; it needs python3, make and a C compiler).`);
+  console.warn(`@fastpull/core: native addon not built: ${why}.\n${WITHOUT}; gzip layers decode with node:zlib (the in-process ISA-L decoder is not built either). To build it later: npm rebuild @fastpull/core (-g for a global install; it needs python3, make and a C compiler).`);
   process.exit(0);
 }
 
