@@ -24,11 +24,13 @@ export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pi
 
 /**
  * What 'auto' tries, first that can run here: in-process ISA-L, then node:zlib (always there).
- * Chosen end to end, by whole pulls (`fastpull pull`, page cache dropped, the contenders taking
- * turns; bench/README.md, "Choosing auto"), not by the decoder alone:
- *   ML image at scale 0.5 (7 layers, 603 MiB compressed), 2-core AMD EPYC, 5 runs, median (min-max)
- *   wall and median CPU: isal 7.61 s (7.08-11.78), 10.25 s CPU; zlib 8.05 s (7.42-10.86), 10.65 s;
- *   igzip 9.06 s (8.64-10.97), 12.67 s; parallel 14.64 s (9.28-15.21), 14.88 s.
+ * Chosen by whole pulls, not by decoders alone (bench/README.md, "Choosing auto"): the ML image
+ * pulled with each decoder in turn each round, page cache dropped, on a 2-core AMD EPYC shared with
+ * other work, 3 December 2026; wall and CPU relative to isal's in the same round, median (min-max):
+ *   scale 0.5, 5 rounds: zlib wall 1.06x (0.92-1.08), CPU 1.04x; igzip 1.16x (0.93-1.22), CPU 1.28x;
+ *     parallel 1.47x (0.79-2.15), CPU 1.45x, twice the peak RSS;
+ *   scale 0.2, 7 rounds: zlib 1.12x (0.54-1.21), CPU 1.12x; igzip 1.15x (0.67-2.01), CPU 1.20x;
+ *     parallel 1.40x (0.97-1.57), CPU 1.26x.
  * The igzip program decodes faster than node:zlib alone, but its pipe costs more CPU than it saves
  * once hashing and extraction share the cores; in process, ISA-L decodes on a libuv pool thread while
  * the unpack thread hashes and extracts the chunk before, and that wins. 'parallel' spends CPU on
