@@ -185,6 +185,11 @@ export interface PullOptions {
   readonly keepBlobs?: boolean;
   /** Flush each snapshot to stable storage before committing it (default true; false is unsafe, see StoreOptions.sync). */
   readonly sync?: boolean;
+  /**
+   * Mark the image record as held for containerd (ImageRecord.heldFor), unless a record of the same
+   * name and platform is already there without the mark: a user's record stays the user's.
+   */
+  readonly heldFor?: 'containerd';
 }
 
 /** What a successful pull returns. */
