@@ -7,6 +7,7 @@ import type { ImageLayer } from '../images/store.js';
 import type { SociZtocs } from '../registry/soci.js';
 import type { ActiveSnapshot } from '../snapshots/store.js';
 import type { UnpackPool } from '../unpack/pool.js';
+import { readCountOf } from '../unpack/layer.js';
 import { commitLayer, type CommitContext } from './commit.js';
 import { LayerDownload, type DownloadContext } from './download.js';
 import { lockSnapshot } from './lock.js';
@@ -71,12 +72,15 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
   let active: ActiveSnapshot | undefined;
   try {
     progress.waiting();
-    download = await LayerDownload.start(ctx, desc, layer, progress);
+    download = await LayerDownload.start(ctx, desc, layer, progress, index);
     const { blobPath } = download;
     // The unpacker starts as soon as a slot is free and follows the blob's watermark while the
     // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
     active = await store.snapshots.prepare();
     const ztoc = await layerZtoc(ctx, layer);
+    const { observer } = ctx.options;
+    const readCount = observer?.unpackStarted ? new SharedArrayBuffer(8) : undefined;
+    let thread = 0;
     const unpacking = ctx.pool.run(
       {
         blobPath,
@@ -88,9 +92,25 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         follow: { watermark: download.watermark.buffer, size: layer.size },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),
+        ...(readCount ? { readCount } : {}),
       },
-      { signal, priority: layer.size, onStart: () => progress.unpackStarted() },
+      {
+        signal,
+        priority: layer.size,
+        onStart: (t) => {
+          thread = t;
+          progress.unpackStarted();
+          if (readCount) observer!.unpackStarted!(index, { thread, read: () => readCountOf(readCount) });
+        },
+      },
     );
+    if (observer?.unpackEnded) {
+      const ended = observer.unpackEnded;
+      unpacking.then(
+        (r) => ended(index, { thread, timings: r.timings }),
+        () => ended(index, { thread }),
+      );
+    }
     const [fetched, unpacked] = await Promise.allSettled([download.done, unpacking]);
     const bad = download;
     // A failed download is the cause of whatever the unpacker then saw.

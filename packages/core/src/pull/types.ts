@@ -7,6 +7,7 @@ import type { RegistryClient } from '../registry/client.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
+import type { PullObserver } from './observer.js';
 
 /**
  * Where a layer of a pull is, in the order a layer goes through them; a layer's states only move
@@ -179,6 +180,8 @@ export interface PullOptions {
   readonly keepBlobs?: boolean;
   /** Flush each snapshot to stable storage before committing it (default true; false is unsafe, see StoreOptions.sync). */
   readonly sync?: boolean;
+  /** Watches the pull from inside: range requests, bytes landing, unpack passes (TraceRecorder uses it). */
+  readonly observer?: PullObserver;
 }
 
 /** What a successful pull returns. */
