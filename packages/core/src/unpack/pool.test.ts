@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Watermark } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
+import { readCountOf } from './layer.js';
 import { UnpackPool } from './pool.js';
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-pool-'));
@@ -40,6 +41,23 @@ describe('UnpackPool', () => {
       expect(readFileSync(join(d, 'one', 'f7'), 'utf8')).toBe('one 7\n');
     } finally {
       await pool.close();
+    }
+  });
+
+  it('says which thread runs a task, and the pass counts its bytes read in shared memory', async () => {
+    const b = await blob('where', 30);
+    const threaded = new UnpackPool({ size: 1 });
+    const inline = new UnpackPool({ size: 1, threads: false });
+    try {
+      const threads: number[] = [];
+      const readCount = new SharedArrayBuffer(8);
+      for (const pool of [threaded, threaded, inline]) await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('where'), readCount }, { onStart: (t) => threads.push(t) });
+      // One worker, reused; 0 for the calling thread.
+      expect(threads[0]).toBeGreaterThan(0);
+      expect(threads).toEqual([threads[0], threads[0], 0]);
+      expect(readCountOf(readCount)).toBe(b.size);
+    } finally {
+      await threaded.close();
     }
   });
 
