@@ -161,7 +161,7 @@ export function eventToWire(e: PullEvent, placement?: PullPlacement): WirePullRe
         },
       };
     case 'layer':
-      return { layer: { index: e.index, digest: e.digest, state: STATES[e.state], bytes: e.bytes, total: e.total } };
+      return { layer: { index: e.index, digest: e.digest, state: STATES[e.state], bytes: e.bytes, total: e.total, unpack: e.unpacked !== undefined ? { consumed: e.unpacked } : null } };
     case 'done':
       return {
         done: {
@@ -210,7 +210,8 @@ export function eventFromWire(w: WirePullResponse): { event: PullEvent; placemen
     const l = w.layer;
     const state = STATE_OF_WIRE.get(l.state);
     if (!state) throw new TypeError(`the daemon sent an unknown layer state ${l.state}`);
-    return { event: { type: 'layer', index: l.index, digest: l.digest as Digest, state, bytes: l.bytes, total: l.total } };
+    const unpacked = l.unpack ? Number(l.unpack.consumed) : undefined;
+    return { event: { type: 'layer', index: l.index, digest: l.digest as Digest, state, bytes: l.bytes, total: l.total, ...(unpacked !== undefined ? { unpacked } : {}) } };
   }
   if (w.done) {
     const d = w.done;

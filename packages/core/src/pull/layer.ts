@@ -7,7 +7,6 @@ import type { ImageLayer } from '../images/store.js';
 import type { SociZtocs } from '../registry/soci.js';
 import type { ActiveSnapshot } from '../snapshots/store.js';
 import type { UnpackPool } from '../unpack/pool.js';
-import { readCountOf } from '../unpack/layer.js';
 import { commitLayer, type CommitContext } from './commit.js';
 import { LayerDownload, type DownloadContext } from './download.js';
 import { lockSnapshot } from './lock.js';
@@ -79,8 +78,9 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
     active = await store.snapshots.prepare();
     const ztoc = await layerZtoc(ctx, layer);
     const { observer } = ctx.options;
-    const readCount = observer?.unpackStarted ? new SharedArrayBuffer(8) : undefined;
+    // The pass's thread and its consumed bytes as last reported, for the observer.
     let thread = 0;
+    let consumed = 0;
     const unpacking = ctx.pool.run(
       {
         blobPath,
@@ -92,7 +92,6 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         follow: { watermark: download.watermark.buffer, size: layer.size },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),
-        ...(readCount ? { readCount } : {}),
       },
       {
         signal,
@@ -100,7 +99,11 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         onStart: (t) => {
           thread = t;
           progress.unpackStarted();
-          if (readCount) observer!.unpackStarted!(index, { thread, read: () => readCountOf(readCount) });
+          observer?.unpackStarted?.(index, { thread, read: () => consumed });
+        },
+        onBytes: (n) => {
+          consumed = n;
+          progress.unpackProgress(n);
         },
       },
     );

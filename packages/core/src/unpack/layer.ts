@@ -29,11 +29,6 @@ export interface UnpackLayerOptions {
   /** Called as the blob is read, with the total of compressed bytes read so far. */
   onBytes?: (compressedBytesRead: number) => void;
   /**
-   * Eight bytes of shared memory the pass keeps its count of compressed bytes read in (a BigInt64,
-   * stored atomically), so another thread can watch a pass that runs on a worker (see readCount).
-   */
-  readCount?: SharedArrayBuffer;
-  /**
    * Follow a blob that is still being downloaded: read only below this watermark (the buffer of a
    * content `Watermark`), waiting for it to advance, until `size` bytes are read. Without it the
    * blob file is read as it is.
@@ -127,9 +122,7 @@ class HashTap extends Transform {
  * or tar), HOSTILE_LAYER, NOT_FOUND (no blob), NO_SPACE, ABORTED, INTERNAL.
  */
 export async function unpackLayer(options: UnpackLayerOptions): Promise<UnpackedLayer> {
-  const { blobPath, mediaType, dest, signal } = options;
-  const counter = options.readCount ? new BigInt64Array(options.readCount) : undefined;
-  const onBytes = counter ? (n: number) => (Atomics.store(counter, 0, BigInt(n)), options.onBytes?.(n)) : options.onBytes;
+  const { blobPath, mediaType, dest, signal, onBytes } = options;
   const what = `unpacking layer ${blobPath}`;
   throwIfAborted(signal, what);
   const started = performance.now();
@@ -235,18 +228,6 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       decompressMs: Math.max(0, totalMs - waited.ms - verifyMs - stats.extractMs),
     },
   };
-}
-
-/**
- * The compressed bytes read so far by the pass that was given `buffer` as its
- * {@link UnpackLayerOptions.readCount}, from any thread.
- * @example
- * const readCount = new SharedArrayBuffer(8);
- * void pool.run({ ...task, readCount });
- * setInterval(() => console.log(readCountOf(readCount)), 100);
- */
-export function readCountOf(buffer: SharedArrayBuffer): number {
-  return Number(Atomics.load(new BigInt64Array(buffer), 0));
 }
 
 /** A zTOC's checkpoints, or undefined when it does not parse (it is only a hint). */

@@ -41,6 +41,7 @@ import type { Resolved as _fastpull_v1_Resolved, Resolved__Output as _fastpull_v
 import type { ResolvedLayer as _fastpull_v1_ResolvedLayer, ResolvedLayer__Output as _fastpull_v1_ResolvedLayer__Output } from './fastpull/v1/ResolvedLayer.js';
 import type { SnapshotInfo as _fastpull_v1_SnapshotInfo, SnapshotInfo__Output as _fastpull_v1_SnapshotInfo__Output } from './fastpull/v1/SnapshotInfo.js';
 import type { SnapshotsClient as _fastpull_v1_SnapshotsClient, SnapshotsDefinition as _fastpull_v1_SnapshotsDefinition } from './fastpull/v1/Snapshots.js';
+import type { UnpackProgress as _fastpull_v1_UnpackProgress, UnpackProgress__Output as _fastpull_v1_UnpackProgress__Output } from './fastpull/v1/UnpackProgress.js';
 import type { UsageRequest as _fastpull_v1_UsageRequest, UsageRequest__Output as _fastpull_v1_UsageRequest__Output } from './fastpull/v1/UsageRequest.js';
 import type { UsageResponse as _fastpull_v1_UsageResponse, UsageResponse__Output as _fastpull_v1_UsageResponse__Output } from './fastpull/v1/UsageResponse.js';
 
@@ -101,6 +102,7 @@ export interface ProtoGrpcType {
        * Snapshots serves the committed snapshots (one directory per layer, named by chainID).
        */
       Snapshots: SubtypeConstructor<typeof grpc.Client, _fastpull_v1_SnapshotsClient> & { service: _fastpull_v1_SnapshotsDefinition }
+      UnpackProgress: MessageTypeDefinition<_fastpull_v1_UnpackProgress, _fastpull_v1_UnpackProgress__Output>
       UsageRequest: MessageTypeDefinition<_fastpull_v1_UsageRequest, _fastpull_v1_UsageRequest__Output>
       UsageResponse: MessageTypeDefinition<_fastpull_v1_UsageResponse, _fastpull_v1_UsageResponse__Output>
     }
