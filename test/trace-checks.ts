@@ -17,6 +17,8 @@ const end = (e: TraceEvent): number => e.ts + e.dur!;
 
 /** Microseconds of slack between clocks read a few statements apart on the pulling thread. */
 const SLACK_US = 1000;
+/** Rounding of trace times (to the nanosecond). */
+const ROUNDING_US = 0.01;
 
 /**
  * Layer `i`'s range requests: lanes named after the layer whose spans never overlap, each inside the
@@ -31,8 +33,9 @@ export function checkRanges(events: readonly TraceEvent[], image: BuiltImage, i:
   expect(fetch.args).toMatchObject({ requests: ranges.length, reissued: ranges.filter((r) => r.name !== 'range').length });
   for (const r of ranges) {
     expect(laneNames.has(r.tid!), `range on an unnamed track ${r.tid}`).toBe(true);
-    expect(r.ts).toBeGreaterThanOrEqual(fetch.ts - SLACK_US);
-    expect(end(r)).toBeLessThanOrEqual(end(fetch) + SLACK_US);
+    // fetchMs is timed from before the `fetching` event and ends after the last request: exact nesting.
+    expect(r.ts).toBeGreaterThanOrEqual(fetch.ts - ROUNDING_US);
+    expect(end(r)).toBeLessThanOrEqual(end(fetch) + ROUNDING_US);
   }
   for (const tid of laneNames.keys()) {
     const lane = ranges.filter((r) => r.tid === tid).sort((a, b) => a.ts - b.ts);

@@ -75,11 +75,13 @@ export class LayerDownload {
     const { options } = ctx;
     const { observer } = options;
     const resumed = ingest.resumed.reduce((n, [a, b]) => n + b - a, 0);
+    // Timed from before the `fetching` event, so that a span drawn from that event for fetchMs
+    // holds every request of the download, whatever the event's listeners take.
+    const t0 = performance.now();
     progress.fetchStarted(resumed);
     if (resumed > 0) observer?.bytes?.(index, resumed, true);
     const onRange = observer?.range;
     const observed = observer?.bytes;
-    const t0 = performance.now();
     const ended = ctx.watch.start();
     try {
       await fetchBlob(ctx.client, ctx.ref, desc, ingest, {
