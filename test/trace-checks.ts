@@ -8,6 +8,9 @@ import type { BuiltImage } from '@fastpull/core/testing';
 export const PULL_PID = 1;
 export const WORKERS_PID = 2;
 
+/** Layer `i`'s unpack track (see TraceEvent.tid). */
+export const passTid = (i: number): number => (i + 1) * 1000 + 1;
+
 /** Spans of one track of the pull's process, by name. */
 export function spans(events: readonly TraceEvent[], tid: number): Map<string, TraceEvent> {
   return new Map(events.filter((e) => e.ph === 'X' && e.pid === PULL_PID && e.tid === tid).map((e) => [e.name, e]));
@@ -19,6 +22,8 @@ const end = (e: TraceEvent): number => e.ts + e.dur!;
 const SLACK_US = 1000;
 /** Rounding of trace times (to the nanosecond). */
 const ROUNDING_US = 0.01;
+/** Whole nanoseconds added in floating point may be off in the last bit. */
+export const FLOAT_US = 1e-6;
 
 /**
  * Layer `i`'s range requests: lanes named after the layer whose spans never overlap, each inside the
@@ -40,7 +45,7 @@ export function checkRanges(events: readonly TraceEvent[], image: BuiltImage, i:
   for (const tid of laneNames.keys()) {
     const lane = ranges.filter((r) => r.tid === tid).sort((a, b) => a.ts - b.ts);
     expect(lane.length).toBeGreaterThan(0);
-    for (let k = 1; k < lane.length; k++) expect(lane[k]!.ts).toBeGreaterThanOrEqual(end(lane[k - 1]!));
+    for (let k = 1; k < lane.length; k++) expect(lane[k]!.ts).toBeGreaterThanOrEqual(end(lane[k - 1]!) - FLOAT_US);
   }
   // What landed, [offset, offset + bytes), tiles the blob: no gap, no byte twice.
   const pieces = ranges.map((r) => [r.args!.offset as number, (r.args!.offset as number) + (r.args!.bytes as number)] as const).filter(([a, b]) => b > a).sort((x, y) => x[0] - y[0]);
@@ -75,15 +80,15 @@ export function checkWorkers(events: readonly TraceEvent[], image: BuiltImage, t
     expect(p.args!.hashMs as number).toBeCloseTo(t.verifyMs, 2);
     expect(p.args!.inflateMs as number).toBeCloseTo(t.decompressMs, 2);
     expect(p.args!.extractMs as number).toBeCloseTo(t.extractMs, 2);
-    // The same pass as the layer track's, seen from the worker: it ends when its result came back.
-    const unpack = spans(events, i + 1).get('unpack')!;
+    // The same pass as on the layer's unpack track, seen from the worker: it ends when its result came back.
+    const unpack = spans(events, passTid(i)).get('unpack')!;
     expect(p.dur! / 1000).toBeCloseTo(t.unpackMs, 2);
     expect(Math.abs(end(p) - end(unpack))).toBeLessThanOrEqual(SLACK_US);
   }
   const threads = new Set(passes.map((p) => p.tid!));
   for (const tid of threads) {
     const track = passes.filter((p) => p.tid === tid).sort((a, b) => a.ts - b.ts);
-    for (let k = 1; k < track.length; k++) expect(track[k]!.ts).toBeGreaterThanOrEqual(end(track[k - 1]!));
+    for (let k = 1; k < track.length; k++) expect(track[k]!.ts).toBeGreaterThanOrEqual(end(track[k - 1]!) - FLOAT_US);
   }
   return threads;
 }

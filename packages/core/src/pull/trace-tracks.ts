@@ -36,9 +36,17 @@ export function layerSortIndex(index: number): number {
   return (index + 1) * 1000;
 }
 
-/** The track of lane `lane` of layer `index`'s range requests (it sorts by its tid, right after the layer's). */
+/**
+ * The track of layer `index`'s unpack pass, right after the layer's (it sorts by its tid). The pass
+ * starts while the download runs, and viewers drop spans of one track that overlap without nesting.
+ */
+export function passTid(index: number): number {
+  return layerSortIndex(index) + 1;
+}
+
+/** The track of lane `lane` of layer `index`'s range requests (it sorts by its tid, after the pass's). */
 export function laneTid(index: number, lane: number): number {
-  return layerSortIndex(index) + lane + 1;
+  return layerSortIndex(index) + lane + 2;
 }
 
 /** The span name of a request: a first request is `range`; a retry and a re-issue say so. */

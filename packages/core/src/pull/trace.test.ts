@@ -31,11 +31,12 @@ describe('TraceRecorder', () => {
       [0, 'resolve', 0, 5000],
       [1, 'waiting', 6000, 4000],
       [1, 'fetch', 10000, 5000],
-      [1, 'unpack', 15000, 5000],
+      // The pass overlaps the download: on a track of its own, so the viewers show both.
+      [1001, 'unpack', 15000, 5000],
       [2, 'exists', 7000, 0],
     ]);
     expect(doc.traceEvents.find((e) => e.name === 'pull')!.args).toEqual({ failed: 1 });
-    expect(doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => e.args!.name)).toEqual(['pull', `layer 0 ${'a'.repeat(12)}`, `layer 1 ${'b'.repeat(12)}`]);
+    expect(doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => e.args!.name)).toEqual(['pull', `layer 0 ${'a'.repeat(12)}`, 'layer 0 unpack', `layer 1 ${'b'.repeat(12)}`]);
     // The exists layer is no fetched byte; the fetched one counts in full once past fetching.
     expect(doc.traceEvents.filter((e) => e.name === 'bytes fetched').map((e) => e.args!.bytes)).toEqual([20, 60, 100]);
     expect(doc.traceEvents.filter((e) => e.name === 'rss')).toEqual([]);
@@ -73,17 +74,17 @@ describe('TraceRecorder', () => {
     const doc = trace.finish();
     const x = doc.traceEvents.filter((e) => e.ph === 'X' && e.cat === 'range').map((e) => [e.name, e.tid, e.ts, e.dur, e.args!.offset, e.args!.bytes, e.args!.outcome]);
     expect(x).toEqual([
-      ['range', 1001, 1000, 7000, 0, 100, 'done'],
-      ['range', 1002, 2000, 10000, 100, 40, 'straggler'],
-      ['range', 1001, 9000, 6000, 200, 100, 'done'],
-      ['range reissue', 1002, 12000, 6000, 140, 60, 'done'],
+      ['range', 1002, 1000, 7000, 0, 100, 'done'],
+      ['range', 1003, 2000, 10000, 100, 40, 'straggler'],
+      ['range', 1002, 9000, 6000, 200, 100, 'done'],
+      ['range reissue', 1003, 12000, 6000, 140, 60, 'done'],
     ]);
     const names = doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => [e.pid, e.tid, e.args!.name]);
     expect(names).toEqual([
       [1, 0, 'pull'],
       [1, 1, `layer 0 ${'a'.repeat(12)}`],
-      [1, 1001, 'layer 0 ranges 1'],
-      [1, 1002, 'layer 0 ranges 2'],
+      [1, 1002, 'layer 0 ranges 1'],
+      [1, 1003, 'layer 0 ranges 2'],
       [2, 7, 'worker thread 7'],
     ]);
     const fetch = doc.traceEvents.find((e) => e.name === 'fetch')!;

@@ -4,7 +4,7 @@
 // worker thread, counters.
 import type { RangeRequest } from '../registry/range-request.js';
 import type { PullObserver } from './observer.js';
-import { laneTid, layerSortIndex, layerTid, passSpans, rangeSpans, WORKERS_PID, type PassRecord, type SpanSpec } from './trace-tracks.js';
+import { laneTid, layerSortIndex, layerTid, passSpans, passTid, rangeSpans, WORKERS_PID, type PassRecord, type SpanSpec } from './trace-tracks.js';
 import type { LayerTimings, PullEvent, PullTimings } from './types.js';
 
 /** One trace event: `X` a complete span, `C` a counter sample, `M` metadata naming a track. */
@@ -22,9 +22,9 @@ export interface TraceEvent {
   /** 1: the pull (its own track, its layers', counters); 2: the unpack worker threads. */
   readonly pid: number;
   /**
-   * The track. Of the pull: 0 its own, `i + 1` layer `i`'s, `(i + 1) * 1000 + k + 1` lane `k` of
-   * layer `i`'s range requests. Of the workers: the thread's `threadId` (0: the pulling thread).
-   * Counters have none.
+   * The track. Of the pull: 0 its own, `i + 1` layer `i`'s, `(i + 1) * 1000 + 1` layer `i`'s unpack
+   * pass, `(i + 1) * 1000 + k + 2` lane `k` of layer `i`'s range requests. Of the workers: the
+   * thread's `threadId` (0: the pulling thread). Counters have none.
    */
   readonly tid?: number;
   /** Details: the layer's digest and its timings, a counter's values, a track's name. */
@@ -43,7 +43,7 @@ export interface TraceDocument {
 export interface TraceRecorderOptions {
   /** Sample the counters (memory, bytes in flight, network rate) every this many ms (default 100; 0: never). */
   readonly sampleIntervalMs?: number;
-  /** The former name of `sampleIntervalMs` (read when that is not given). */
+  /** @deprecated The former name of `sampleIntervalMs` (read when that is not given). */
   readonly rssIntervalMs?: number;
   /** The clock, in ms (default performance.now: the observer's times must be on it). */
   readonly now?: () => number;
@@ -190,7 +190,9 @@ export class TraceRecorder {
     this.layers.forEach((layer, i) => {
       const short = layer.digest.slice(7, 19);
       events.push(meta('thread_name', layerTid(i), { name: `layer ${i} ${short}` }), meta('thread_sort_index', layerTid(i), { sort_index: layerSortIndex(i) }));
-      events.push(...this.layerSpans(i, end, timings?.layers[i]));
+      const own = this.layerSpans(i, end, timings?.layers[i]);
+      if (own.some((e) => e.tid === passTid(i))) events.push(meta('thread_name', passTid(i), { name: `layer ${i} unpack` }), meta('thread_sort_index', passTid(i), { sort_index: passTid(i) }));
+      events.push(...own);
       const { spans, lanes } = rangeSpans(i, layer.digest, this.ranges.get(i) ?? [], end);
       for (let k = 0; k < lanes; k++) events.push(meta('thread_name', laneTid(i, k), { name: `layer ${i} ranges ${k + 1}` }), meta('thread_sort_index', laneTid(i, k), { sort_index: laneTid(i, k) }));
       events.push(...spans.map((x) => this.spanOf(PID, x)));
@@ -205,7 +207,7 @@ export class TraceRecorder {
     return { traceEvents: [...events, ...this.counters], displayTimeUnit: 'ms' };
   }
 
-  /** A layer's spans: waiting, fetch, the unpack pass, verify, commit (or `exists`), clipped to the pull. */
+  /** A layer's spans: waiting, fetch, verify, commit (or `exists`) on its track, the unpack pass on its own; clipped to the pull. */
   private layerSpans(i: number, end: number, lt: LayerTimings | undefined): TraceEvent[] {
     const s = this.states.get(i) ?? {};
     const tid = i + 1;
@@ -222,7 +224,7 @@ export class TraceRecorder {
     }
     if (lt && lt.state === 'committed' && s.verifying !== undefined) {
       out.push(
-        this.span('unpack', 'layer', tid, Math.max(s.verifying - lt.unpackMs, this.t0), s.verifying, {
+        this.span('unpack', 'layer', passTid(i), Math.max(s.verifying - lt.unpackMs, this.t0), s.verifying, {
           digest,
           unpackMs: lt.unpackMs,
           waitMs: lt.waitMs,
@@ -238,7 +240,7 @@ export class TraceRecorder {
       out.push(this.span('commit', 'layer', tid, commitStart, committed, { digest, commitMs: lt.commitMs }));
     } else if (s.extracting !== undefined) {
       // A failed pull has no timings: the pass shows from when the layer was extracting.
-      out.push(this.span('unpack', 'layer', tid, s.extracting, after('verifying', 'committed'), { digest }));
+      out.push(this.span('unpack', 'layer', passTid(i), s.extracting, after('verifying', 'committed'), { digest }));
     }
     return out;
   }
