@@ -78,6 +78,7 @@ export function imageToWire(i: ImageRecord, unpackedSize?: number | null): WireI
     size: i.size,
     unpackedSize: unpacked ?? 0,
     keepBlobs: i.keepBlobs === true,
+    heldFor: i.heldFor ?? '',
     created: i.created,
   };
 }
@@ -96,6 +97,7 @@ export function imageFromWire(w: WireImage | null | undefined): ImageRecord {
     ...(w.unpackedSize > 0 ? { unpackedSize: w.unpackedSize } : {}),
     ...(w.keepBlobs ? { keepBlobs: true } : {}),
     created: w.created,
+    ...(w.heldFor === 'containerd' ? { heldFor: 'containerd' as const } : {}),
   };
 }
 
@@ -230,6 +232,7 @@ export function gcToWire(r: GcResult, dryRun: boolean): WireGcResponse {
     litter: r.litter,
     bytes: r.bytes,
     dryRun,
+    images: r.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
 }
 
@@ -239,6 +242,7 @@ export function gcFromWire(w: WireGcResponse): GcResult {
     snapshots: w.snapshots.map((s) => ({ chainID: s.chainId as Digest, size: s.size })),
     litter: w.litter,
     bytes: w.bytes,
+    images: w.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
 }
 

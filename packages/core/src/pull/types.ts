@@ -188,6 +188,11 @@ export interface PullOptions {
   readonly sync?: boolean;
   /** Watches the pull from inside: range requests, bytes landing, unpack passes (TraceRecorder uses it). */
   readonly observer?: PullObserver;
+  /**
+   * Mark the image record as held for containerd (ImageRecord.heldFor), unless a record of the same
+   * name and platform is already there without the mark: a user's record stays the user's.
+   */
+  readonly heldFor?: 'containerd';
 }
 
 /** What a successful pull returns. */
