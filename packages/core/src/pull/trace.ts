@@ -43,7 +43,10 @@ export interface TraceDocument {
 export interface TraceRecorderOptions {
   /** Sample the counters (memory, bytes in flight, network rate) every this many ms (default 100; 0: never). */
   readonly sampleIntervalMs?: number;
-  /** @deprecated The former name of `sampleIntervalMs` (read when that is not given). */
+  /**
+   * The former name of `sampleIntervalMs` (read when that is not given).
+   * @deprecated use sampleIntervalMs
+   */
   readonly rssIntervalMs?: number;
   /** The clock, in ms (default performance.now: the observer's times must be on it). */
   readonly now?: () => number;
