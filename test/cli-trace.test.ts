@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PullTimings, TraceEvent } from '@fastpull/core';
 import { buildImage, findDistributionBinary, Prng, pushImage, sampleLayerEntries, startDistribution, type BuiltImage } from '@fastpull/core/testing';
 import { runCli, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
-import { checkCounters, checkRanges, checkWorkers, FLOAT_US, passTid, spans } from './trace-checks.js';
+import { checkCounters, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans } from './trace-checks.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping CLI trace tests: docker-registry is not installed');
@@ -81,6 +81,7 @@ describe.skipIf(!binary)('fastpull pull --trace', () => {
 
   /** Everything a trace of a fresh pull of the image holds, wherever it was recorded. */
   function checkFreshPull(events: readonly TraceEvent[], timings: PullTimings, unpackConcurrency: number): void {
+    checkNesting(events);
     checkLayers(events, timings);
     const ranges = image.layers.map((_, i) => checkRanges(events, image, i));
     // The big layer went in 64 KiB ranges (206), each asked for once; the small ones in one plain GET each (200).

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pull, TraceRecorder, type PullOptions, type TraceEvent } from '@fastpull/core';
 import { buildImage, Prng, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { tempDir } from './helpers.js';
-import { checkCounters, checkRanges, checkWorkers } from './trace-checks.js';
+import { checkCounters, checkNesting, checkRanges, checkWorkers } from './trace-checks.js';
 
 const work = tempDir('pull-trace');
 let big: BuiltImage;
@@ -34,6 +34,7 @@ async function tracedPull(options: Partial<PullOptions>): Promise<TraceEvent[]> 
   trace.start();
   const r = await pull(`${reg.host}/trace/app:1`, { root: join(work.dir, `root${n++}`), chunkSize: MIB, ...options, onProgress: (e) => trace.event(e), observer: trace.observer });
   const events = [...trace.finish(r.timings).traceEvents];
+  checkNesting(events);
   checkWorkers(events, big, r.timings);
   checkCounters(events, big.layers.reduce((s, l) => s + l.size, 0));
   return events;

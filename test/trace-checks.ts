@@ -118,3 +118,25 @@ export function checkCounters(events: readonly TraceEvent[], fetchedBytes: numbe
   // Rates are whole bytes per second: the integral is off by at most one byte per second sampled.
   expect(Math.abs(integral - fetchedBytes)).toBeLessThanOrEqual(1 + (times.at(-1)! - times[0]!) / 1e6);
 }
+
+/**
+ * On every track, spans follow each other or nest: never overlap without nesting (the trace-event
+ * format forbids it, and Perfetto drops such spans).
+ */
+export function checkNesting(events: readonly TraceEvent[]): void {
+  const tracks = new Map<string, TraceEvent[]>();
+  for (const e of events) {
+    if (e.ph !== 'X') continue;
+    const key = `${e.pid}/${e.tid}`;
+    tracks.set(key, [...(tracks.get(key) ?? []), e]);
+  }
+  for (const [key, spans] of tracks) {
+    const stack: TraceEvent[] = [];
+    for (const s of [...spans].sort((a, b) => a.ts - b.ts || b.dur! - a.dur!)) {
+      while (stack.length > 0 && s.ts >= end(stack.at(-1)!) - FLOAT_US) stack.pop();
+      const parent = stack.at(-1);
+      if (parent) expect(end(s), `${s.name} at ${s.ts} on track ${key} overlaps ${parent.name} without nesting`).toBeLessThanOrEqual(end(parent) + FLOAT_US);
+      stack.push(s);
+    }
+  }
+}
