@@ -93,12 +93,14 @@ export function rangeSpans(index: number, digest: string, requests: readonly Ran
 
 /**
  * Each pass as a span on its thread's track: it lasts the pass's own wall time and ends when its
- * result reached the pulling thread (a failed pass, from its start to its end). Its parts, which
- * interleave, are its arguments.
+ * result reached the pulling thread, or, if that was seen later, when the thread's next pass was
+ * handed out (the result came before that; the pulling thread was busy in between). A failed pass
+ * runs from its start to its end. Its parts, which interleave, are its arguments.
  */
 export function passSpans(passes: readonly PassRecord[], digests: readonly string[], end: number): SpanSpec[] {
   return passes.map((p) => {
-    const to = Math.min(p.endedAt ?? end, end);
+    const next = passes.filter((q) => q.thread === p.thread && q.startedAt > p.startedAt).reduce((t, q) => Math.min(t, q.startedAt), Infinity);
+    const to = Math.min(p.endedAt ?? end, end, next);
     const t = p.timings;
     const from = t ? Math.max(p.startedAt, to - t.totalMs) : p.startedAt;
     const parts: Record<string, number> = t ? { unpackMs: round3(t.totalMs), waitMs: round3(t.waitMs), hashMs: round3(t.verifyMs), inflateMs: round3(t.decompressMs), extractMs: round3(t.extractMs) } : { failed: 1 };

@@ -99,6 +99,29 @@ describe('TraceRecorder', () => {
     expect(doc.traceEvents.filter((e) => e.name === 'network').map((e) => [e.ts, e.args!.bytesPerSecond])).toEqual([[20000, 15000], [30000, 10000]]);
   });
 
+  it("a pass's end seen after the thread's next pass was handed out is put before it: a worker's passes never overlap", () => {
+    let clock = 0;
+    const trace = new TraceRecorder({ now: () => clock, sampleIntervalMs: 0 });
+    trace.start();
+    const timings = (totalMs: number) => ({ totalMs, waitMs: 0, verifyMs: 0, extractMs: 0, decompressMs: totalMs });
+    const o = trace.observer;
+    clock = 1;
+    o.unpackStarted!(0, { thread: 3, read: () => 0 });
+    // The result came at 10, but the pulling thread, busy, handed out the next pass first (at 12)
+    // and saw the result only at 19.
+    clock = 12;
+    o.unpackStarted!(1, { thread: 3, read: () => 0 });
+    clock = 19;
+    o.unpackEnded!(0, { thread: 3, timings: timings(8) });
+    clock = 30;
+    o.unpackEnded!(1, { thread: 3, timings: timings(15) });
+    const passes = trace.finish().traceEvents.filter((e) => e.pid === 2 && e.ph === 'X').map((e) => [e.args!.layer, e.ts, e.dur]);
+    expect(passes).toEqual([
+      [0, 4000, 8000],
+      [1, 15000, 15000],
+    ]);
+  });
+
   it('samples resident memory while running and stops when finished', async () => {
     const trace = new TraceRecorder({ rssIntervalMs: 10 });
     trace.start();
