@@ -5,8 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PullTimings, TraceEvent } from '@fastpull/core';
-import { buildImage, findDistributionBinary, Prng, pushImage, sampleLayerEntries, startDistribution, type BuiltImage } from '@fastpull/core/testing';
+import type { PullTimings, TraceDocument, TraceEvent } from '@fastpull/core';
+import { buildImage, findDistributionBinary, Prng, pushImage, sampleImage, sampleLayerEntries, startDistribution, startLoopbackRegistry, type BuiltImage } from '@fastpull/core/testing';
+import { FastpullClient } from '@fastpull/daemon';
 import { runCli, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { checkCounters, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans } from './trace-checks.js';
 
@@ -126,7 +127,7 @@ describe.skipIf(!binary)('fastpull pull --trace', () => {
   it('through fastpulld: the daemon records the trace and the CLI writes it', async () => {
     const socket = join(work.dir, 'fastpulld.sock');
     const root = join(work.dir, 'daemon-root');
-    daemon = await serveDaemon(['--socket', socket, '--root', root, '--chunk-size', '64KiB', '--unpack-concurrency', '2']);
+    daemon = await serveDaemon(['--socket', socket, '--root', root, '--chunk-size', '64KiB', '--unpack-concurrency', '2', '--log-level', 'debug']);
     const file = join(work.dir, 'daemon.trace.json');
     const r = await runCliAsync(['pull', '--address', socket, '--json', '--trace', file, ref]);
     expect(r.status, r.stderr).toBe(0);
@@ -148,6 +149,40 @@ describe.skipIf(!binary)('fastpull pull --trace', () => {
     expect(r.status).not.toBe(0);
     const doc = JSON.parse(readFileSync(file, 'utf8')) as { traceEvents: TraceEvent[] };
     expect(spans(doc.traceEvents, 0).get('pull')!.args).toEqual({ failed: 1 });
+  });
+
+  it('through fastpulld, callers asking for a trace share a pull and its trace; one asking for none gets none', async () => {
+    const loop = await startLoopbackRegistry();
+    const client = new FastpullClient(join(work.dir, 'fastpulld.sock'));
+    try {
+      const other = await sampleImage(22, { layers: 2 });
+      loop.addImage('trace/other', 'v1', other);
+      const otherRef = `${loop.host}/trace/other:v1`;
+      // The manifests wait until all three callers are in, so the pulls they start run at once.
+      let release!: () => void;
+      loop.faults.hold = { path: /\/manifests\//, until: new Promise<void>((r) => (release = r)) };
+      const traces: TraceDocument[][] = [[], [], []];
+      const calls = [true, true, false].map((traced, k) => client.pull(otherRef, traced ? { onTrace: (t) => traces[k]!.push(t) } : {}));
+      const started = () => daemon!.logs.filter((l) => l.msg === 'pull started' && l.image === otherRef).length;
+      await daemon!.waitLog((l) => l.msg === 'joined a running pull' && l.image === otherRef);
+      await daemon!.waitLog(() => started() === 2);
+      release();
+      const results = await Promise.all(calls);
+      // Two pulls: the traced callers' one, and the other's (a traced pull is shared only with callers that want a trace).
+      expect(started()).toBe(2);
+      expect(daemon!.logs.filter((l) => l.msg === 'joined a running pull' && l.image === otherRef)).toHaveLength(1);
+      expect(traces[0]).toHaveLength(1);
+      expect(traces[1]).toEqual(traces[0]);
+      expect(traces[2]).toEqual([]);
+      // Both got the shared pull's own trace: its timings are theirs.
+      expect(results[1]!.timings).toEqual(results[0]!.timings);
+      const events = traces[0]![0]!.traceEvents;
+      checkNesting(events);
+      expect(spans(events, 0).get('pull')!.dur! / 1000).toBeGreaterThanOrEqual(results[0]!.timings.totalMs);
+    } finally {
+      client.close();
+      await loop.close();
+    }
   });
 
   it('--trace with several references is a usage error', () => {
