@@ -72,7 +72,8 @@ export interface UnpackedLayer {
 
 /**
  * Time of one unpack pass by what it was doing, in milliseconds. The pass is a pipeline on one
- * thread (and, for igzip or zstd, one decoder process), so its stages interleave; each is measured
+ * thread (with the decoder on a libuv pool thread for node:zlib and ISA-L, or in its own process for
+ * igzip or zstd), so its stages interleave; each is measured
  * where it runs, and decompression is what remains.
  */
 export interface UnpackTimings {
