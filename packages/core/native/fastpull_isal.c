@@ -251,14 +251,27 @@ static napi_value js_inflate(napi_env env, napi_callback_info info) {
   }
   inflater* z = take_args(env, a, argc);
   if (!z) return NULL;
+  napi_create_string_utf8(env, "fastpull:isal-inflate", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, work_execute, work_complete, z, &z->work) != napi_ok) {
+    napi_throw_error(env, NULL, "isal: cannot create the decode call");
+    return NULL;
+  }
   napi_create_reference(env, a[0], 1, &z->self_ref);
   napi_create_reference(env, a[1], 1, &z->in_ref);
   napi_create_reference(env, a[4], 1, &z->out_ref);
   napi_create_reference(env, a[7], 1, &z->cb_ref);
-  napi_create_string_utf8(env, "fastpull:isal-inflate", NAPI_AUTO_LENGTH, &name);
-  napi_create_async_work(env, NULL, name, work_execute, work_complete, z, &z->work);
   z->busy = true;
-  napi_queue_async_work(env, z->work);
+  if (napi_queue_async_work(env, z->work) != napi_ok) {
+    // Never queued: release what the call held, or the stream would wait for it forever.
+    z->busy = false;
+    napi_delete_reference(env, z->self_ref);
+    napi_delete_reference(env, z->in_ref);
+    napi_delete_reference(env, z->out_ref);
+    napi_delete_reference(env, z->cb_ref);
+    z->self_ref = NULL;
+    napi_delete_async_work(env, z->work);
+    napi_throw_error(env, NULL, "isal: cannot queue the decode call");
+  }
   return NULL;
 }
 

@@ -190,7 +190,13 @@ class IsalGunzip extends Transform {
       const args = [this.z, this.input, this.inOffset, this.input.length - this.inOffset, this.out, this.outOffset, this.out.length - this.outOffset] as const;
       if (!this.sync) {
         this.busy = true;
-        this.addon.inflate(...args, this.done);
+        try {
+          this.addon.inflate(...args, this.done);
+        } catch (e) {
+          // Not queued (the addon could not create or queue the call): nothing runs, so fail the stage.
+          this.busy = false;
+          this.destroy(new FastpullError('INTERNAL', `inflating with isal: ${e instanceof Error ? e.message : String(e)}`, { cause: e }));
+        }
         return;
       }
       this.addon.inflateSync(...args);
