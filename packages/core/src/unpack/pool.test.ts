@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Watermark } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
-import { CONSUMED_POLL_MS, GRANT_WINDOW_MS, UnpackPool } from './pool.js';
+import { CONSUMED_POLL_MS, UnpackPool } from './pool.js';
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-pool-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -78,8 +78,6 @@ describe('UnpackPool', () => {
         { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('held'), follow: { watermark: held.buffer, size: b.size } },
         { onStart: () => order.push('held') },
       );
-      // Past the grant window: the slot is the first task's, whatever asks next.
-      await new Promise((r) => setTimeout(r, 2 * GRANT_WINDOW_MS));
       const small = await blob('small', 1);
       const big = await blob('big', 3);
       const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('low') }, { priority: 1, onStart: () => order.push('low') });
@@ -127,26 +125,6 @@ describe('UnpackPool', () => {
         for (const s of seen) expect(s.consumed, `threads ${threads}`).toBeLessThanOrEqual(s.mark);
         expect(counts.filter((c) => c < layer.size).length, `threads ${threads}`).toBeGreaterThanOrEqual(2);
         expect(counts.at(-1), `threads ${threads}`).toBe(layer.size);
-      } finally {
-        await pool.close();
-      }
-    }
-  });
-
-  it('gives a free slot to the largest of the tasks that ask within the grant window', async () => {
-    const small = await blob('window-small', 1);
-    const big = await blob('window-big', 3);
-    for (const [windowMs, first] of [[GRANT_WINDOW_MS, 'big'], [0, 'small']] as const) {
-      const pool = new UnpackPool({ size: 1, grantWindowMs: windowMs });
-      try {
-        const order: string[] = [];
-        const a = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('window-a') }, { priority: 1, onStart: () => order.push('small') });
-        // The larger layer's files took a few milliseconds longer to open.
-        await new Promise((r) => setTimeout(r, GRANT_WINDOW_MS / 4));
-        const b = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('window-b') }, { priority: 9, onStart: () => order.push('big') });
-        await Promise.all([a, b]);
-        expect(order[0], `window ${windowMs} ms`).toBe(first);
-        expect(order).toHaveLength(2);
       } finally {
         await pool.close();
       }

@@ -14,16 +14,7 @@ export interface UnpackPoolOptions {
   readonly size?: number;
   /** Run each layer on a worker thread (default true); false runs them on the calling thread. */
   readonly threads?: boolean;
-  /** How long a free slot waits for more tasks before it goes to the highest priority one (default GRANT_WINDOW_MS; 0: at once). */
-  readonly grantWindowMs?: number;
 }
-
-/**
- * The layers of a pull ask for slots within milliseconds of each other, in the order their files
- * happened to open: a free slot waits this long, so that it goes to the largest (the layer that
- * bounds the pull) rather than to whichever small one asked first.
- */
-export const GRANT_WINDOW_MS = 20;
 
 /** Options of one {@link UnpackPool.run}. */
 export interface RunOptions {
@@ -92,14 +83,11 @@ export class UnpackPool {
   private active = 0;
   private seq = 0;
   private nextId = 1;
-  private readonly grantWindowMs: number;
-  private granting: NodeJS.Timeout | undefined;
 
   constructor(options: UnpackPoolOptions = {}) {
     this.size = options.size ?? Math.max(1, availableParallelism());
     if (!Number.isInteger(this.size) || this.size < 1) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
     this.script = options.threads === false ? undefined : compiledWorker('worker.js');
-    this.grantWindowMs = options.grantWindowMs ?? GRANT_WINDOW_MS;
   }
 
   /** Whether layers run on worker threads (false when disabled or the worker script is missing). */
@@ -127,7 +115,7 @@ export class UnpackPool {
   }
 
   private acquire(priority: number, signal?: AbortSignal): Promise<void> {
-    if (this.active < this.size && this.grantWindowMs <= 0) {
+    if (this.active < this.size) {
       this.active++;
       return Promise.resolve();
     }
@@ -149,22 +137,11 @@ export class UnpackPool {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.waiting.push(entry);
       this.waiting.sort((a, b) => b.priority - a.priority || a.seq - b.seq);
-      this.grantLater();
     });
-  }
-
-  /** Free slots go to the highest priority waiting tasks once the grant window has passed. */
-  private grantLater(): void {
-    if (this.granting !== undefined || this.active >= this.size) return;
-    this.granting = setTimeout(() => {
-      this.granting = undefined;
-      while (this.active < this.size && this.waiting.length > 0) this.waiting.shift()!.start();
-    }, this.grantWindowMs);
   }
 
   private release(): void {
     this.active--;
-    // Tasks already waiting have had their window: the first of them goes now.
     this.waiting.shift()?.start();
   }
 
