@@ -121,6 +121,16 @@ export class HashTap extends Transform {
     callback(error);
   }
 
+  /** Bytes passed on but not yet hashed (queued or on the pool). */
+  get pendingBytes(): number {
+    return this.pending;
+  }
+
+  /** Whether a batch of this tap is on the pool now. */
+  get busy(): boolean {
+    return this.running;
+  }
+
   /** Resolves once no batch of this tap is on the pool (at once inline). */
   settled(): Promise<void> {
     if (!this.running) return Promise.resolve();
