@@ -47,14 +47,19 @@ function fastpullTimings(output: string): Record<string, number> | undefined {
   }
 }
 
-export function fastpullCli(repo: string): Contender {
+/**
+ * `fastpull pull` in-process. `variant` names a run with extra environment: `serial` hashes on the
+ * unpack thread between the stages (FASTPULL_HASH=inline, as before hashing moved to the libuv pool).
+ */
+export function fastpullCli(repo: string, variant?: 'serial'): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+  const env = variant === 'serial' ? { ...process.env, FASTPULL_HASH: 'inline' } : process.env;
   return {
-    name: 'fastpull (CLI)',
+    name: variant === 'serial' ? 'fastpull (CLI, serial hashing)' : 'fastpull (CLI)',
     unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
     async pull(ref, dir, timeoutMs) {
       const root = join(dir, 'root');
-      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ref], { timeoutMs });
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ref], { timeoutMs, env });
       const timings = fastpullTimings(m.output);
       return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
     },

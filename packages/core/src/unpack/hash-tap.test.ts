@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Prng } from '../testing/prng.js';
-import { HashTap, type HashMode } from './hash-tap.js';
+import { defaultHashMode, HashTap, type HashMode } from './hash-tap.js';
 import { nativeHash } from './native.js';
 
 const hasPool = nativeHash() !== undefined;
@@ -52,6 +52,8 @@ describe('HashTap', () => {
   it('defaults to the pool where the addon has it', () => {
     expect(new HashTap().mode).toBe(hasPool ? 'pool' : 'inline');
     expect(new HashTap({ mode: 'inline' }).mode).toBe('inline');
+    expect(defaultHashMode({ FASTPULL_HASH: 'inline' })).toBe('inline');
+    expect(defaultHashMode({})).toBe(hasPool ? 'pool' : 'inline');
   });
 
   it.skipIf(!hasPool)('gives node:crypto digests and passes every byte on, pool and inline, over random chunkings', async () => {

@@ -23,7 +23,7 @@ export const HASH_QUEUE_BYTES = 8 * 1024 * 1024;
 export interface HashTapOptions {
   /** Called with the total of bytes seen so far, as each chunk passes. */
   onBytes?: (total: number) => void;
-  /** Default 'pool' where the addon has it, else 'inline'. */
+  /** Default {@link defaultHashMode}. */
   mode?: HashMode;
   /** Default {@link HASH_QUEUE_BYTES}. */
   queueBytes?: number;
@@ -39,9 +39,12 @@ export interface HashTapResult {
   blockedMs: number;
 }
 
-/** The mode a tap gets by default: 'pool' where the addon's SHA-256 is there. */
-export function defaultHashMode(): HashMode {
-  return nativeHash() ? 'pool' : 'inline';
+/**
+ * The mode a tap gets by default: 'pool' where the addon's SHA-256 is there, unless the
+ * environment's FASTPULL_HASH is 'inline' (to compare the two; nothing else should set it).
+ */
+export function defaultHashMode(env: NodeJS.ProcessEnv = process.env): HashMode {
+  return env.FASTPULL_HASH !== 'inline' && nativeHash() ? 'pool' : 'inline';
 }
 
 /**
@@ -71,7 +74,7 @@ export class HashTap extends Transform {
   constructor(private readonly options: HashTapOptions = {}) {
     super();
     this.limit = options.queueBytes ?? HASH_QUEUE_BYTES;
-    const lib = (options.mode ?? 'pool') === 'pool' ? nativeHash() : undefined;
+    const lib = (options.mode ?? defaultHashMode()) === 'pool' ? nativeHash() : undefined;
     const handle = lib?.sha256Create();
     if (lib && handle) {
       this.mode = 'pool';

@@ -7,7 +7,7 @@ import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
 import { createDecompressor, MAGIC_BYTES, resolveCompression } from './decompress.js';
-import { HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
+import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
 import { nativeHash } from './native.js';
 import type { WritebackMode } from './writeback.js';
@@ -53,7 +53,8 @@ export interface UnpackLayerOptions {
   writeback?: WritebackMode;
   /**
    * Where both SHA-256s run: default 'pool' (libuv pool threads, beside decompression and
-   * extraction) where the addon has it, else 'inline' (on this thread, between the stages).
+   * extraction) where the addon has it, else 'inline' (on this thread, between the stages); see
+   * defaultHashMode.
    */
   hashMode?: HashMode;
 }
@@ -162,7 +163,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     throw isFastpullError(e) ? e : fromFsError(e, `${what}: reading the blob`);
   }
 
-  const hashMode = options.hashMode ?? 'pool';
+  const hashMode = options.hashMode ?? defaultHashMode();
   const compressed = new HashTap({ mode: hashMode, ...(onBytes ? { onBytes } : {}) });
   const uncompressed = new HashTap({ mode: hashMode });
   const clock = nativeHash();
