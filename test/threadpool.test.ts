@@ -1,14 +1,16 @@
 // The fastpull and fastpulld launchers size libuv's thread pool before Node starts it: from the core count, unless UV_THREADPOOL_SIZE is set.
 import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { sizeThreadPool, threadPoolSize } from '@fastpull/core/threadpool';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from './helpers.js';
 
-const launcher = join(repoRoot, 'packages', 'cli', 'bin', 'fastpull.cjs');
-const daemonLauncher = join(repoRoot, 'packages', 'daemon', 'bin', 'fastpulld.cjs');
-const poolModule = join(repoRoot, 'packages', 'core', 'threadpool.cjs');
+const launcher = join(repoRoot, 'packages', 'cli', 'dist', 'launch.cjs');
+const daemonLauncher = join(repoRoot, 'packages', 'daemon', 'dist', 'launch.cjs');
+// The built module, as the launchers load it (vite does not read .cts sources).
+const poolModule = join(repoRoot, 'packages', 'core', 'dist', 'threadpool.cjs');
+const { sizeThreadPool, threadPoolSize } = createRequire(import.meta.url)(poolModule) as typeof import('@fastpull/core/threadpool');
 
 /** Threads of a node process once it has used the pool, launched with `prelude` run first. */
 function threadsAfterPoolUse(prelude: string, env: NodeJS.ProcessEnv): number {
