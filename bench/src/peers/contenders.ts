@@ -48,12 +48,13 @@ function fastpullTimings(output: string): Record<string, number> | undefined {
 }
 
 /**
- * `fastpull pull` in-process. `variant` names a run with extra environment: `serial` hashes on the
- * unpack thread between the stages (FASTPULL_HASH=inline, as before hashing moved to the libuv pool).
+ * `fastpull pull` in-process, through its launcher. `variant` names a run with extra environment:
+ * `serial` is the pull as it was before a layer's stages ran on threads of their own: both hashes on
+ * the unpack thread between the stages (FASTPULL_HASH=inline) and libuv's default pool of 4.
  */
 export function fastpullCli(repo: string, variant?: 'serial'): Contender {
-  const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
-  const env = variant === 'serial' ? { ...process.env, FASTPULL_HASH: 'inline' } : process.env;
+  const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
+  const env = variant === 'serial' ? { ...process.env, FASTPULL_HASH: 'inline', UV_THREADPOOL_SIZE: '4' } : process.env;
   return {
     name: variant === 'serial' ? 'fastpull (CLI, serial hashing)' : 'fastpull (CLI)',
     unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
