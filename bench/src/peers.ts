@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
 import { criContender } from './peers/cri.js';
-import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, pushCached, pushSociIndex, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
+import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, singleLayerImage, pushCached, pushSociIndex, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
 import { dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
@@ -235,6 +235,8 @@ try {
     'ml-zstd': () => mlImage(sizes, 'zstd'),
     'many-files': () => manyFilesImage(sizes),
     'many-layers': () => manyLayersImage(sizes),
+    single: () => singleLayerImage(sizes.singleMiB, 'incompressible'),
+    'single-fp16': () => singleLayerImage(sizes.singleMiB, 'fp16'),
   };
   const refs = new Map<string, string>();
   const prepare = async (spec: ImageSpec) => {

@@ -20,7 +20,7 @@ export {
 export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
 
 // The service every front end stands on: the CLI, fastpulld and its containerd snapshotter.
-export { LocalService, type LocalServiceOptions } from './service/local.js';
+export { LocalService, type LocalPullOptions, type LocalServiceOptions } from './service/local.js';
 export type { FastpullService, ServicePullOptions, Placement, PulledImage, MountTarget, BlobEntry, ImageOptions } from './service/service.js';
 export {
   CONTAINERD_HOSTS_DIR,
@@ -43,7 +43,7 @@ export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } fr
 export type { Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
-export { collectGarbage, type GcOptions, type GcResult } from './gc/gc.js';
+export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc/gc.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
 
 // Errors.

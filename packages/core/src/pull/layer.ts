@@ -89,7 +89,7 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),
       },
-      { signal, priority: layer.size, onStart: () => progress.unpackStarted() },
+      { signal, priority: layer.size, onStart: () => progress.unpackStarted(), onBytes: (n) => progress.unpackProgress(n) },
     );
     const [fetched, unpacked] = await Promise.allSettled([download.done, unpacking]);
     const bad = download;

@@ -23,6 +23,12 @@ import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
 import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
 
+/** Options of {@link LocalService.pull}: a service's, and what only the store's owner may ask. */
+export interface LocalPullOptions extends ServicePullOptions {
+  /** Record the image as held for containerd (see ImageRecord.heldFor): fastpulld's snapshotter. */
+  readonly heldFor?: 'containerd';
+}
+
 /** How a local service is built; every setting applies to all of its pulls. */
 export interface LocalServiceOptions {
   /** The store root. */
@@ -108,7 +114,7 @@ export class LocalService implements FastpullService {
     await check;
   }
 
-  async pull(reference: string, options: ServicePullOptions = {}): Promise<PulledImage> {
+  async pull(reference: string, options: LocalPullOptions = {}): Promise<PulledImage> {
     await this.root('create');
     // A hosts directory that does not exist (yet) means no mirrors, as containerd's config_path; one
     // that is a file, a loop or unreadable is a mistake to say at once.
@@ -129,6 +135,7 @@ export class LocalService implements FastpullService {
       ...(o.threads === false ? { threads: false } : {}),
       ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
       ...(o.sync === false ? { sync: false } : {}),
+      ...(options.heldFor ? { heldFor: options.heldFor } : {}),
       ...(o.onRetry ? { onRetry: o.onRetry } : {}),
       ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
