@@ -115,6 +115,11 @@ export interface UnpackTimings {
  *
  * Errors: UNSUPPORTED_MEDIA_TYPE (not a layer type, or zstd), INVALID_LAYER (corrupt compression
  * or tar), HOSTILE_LAYER, NOT_FOUND (no blob), NO_SPACE, ABORTED, INTERNAL.
+ *
+ * @example
+ * const r = await unpackLayer({ blobPath: '/tmp/layer.tar.gz', mediaType: MediaTypes.OCI_LAYER_GZIP, dest: '/tmp/rootfs' });
+ * if (r.diffID !== expectedDiffID) throw new Error('not the layer the config names');
+ * console.log(r.timings.blobHashCpuMs, r.timings.tarHashCpuMs, r.timings.threadCpuMs);
  */
 export async function unpackLayer(options: UnpackLayerOptions): Promise<UnpackedLayer> {
   const { blobPath, mediaType, dest, signal, onBytes } = options;
