@@ -83,8 +83,8 @@ async function unpackOnce(blobPath: string, mediaType: string, hashMode: 'inline
     const wall = (performance.now() - t0) / 1000;
     const cpu = cpuSeconds(process.cpuUsage(c0));
     if (r.timings.hashMode !== hashMode) throw new Error(`asked to hash ${hashMode}, the unpack hashed ${r.timings.hashMode} (is the addon built?)`);
-    const blobHash = r.timings.blobHashCpuMs / 1000;
-    const tarHash = r.timings.tarHashCpuMs / 1000;
+    const blobHash = (r.timings.blobHashCpuMs ?? NaN) / 1000;
+    const tarHash = (r.timings.tarHashCpuMs ?? NaN) / 1000;
     const thread = (r.timings.threadCpuMs ?? NaN) / 1000;
     // Inline, the hashing is part of the unpack thread's CPU.
     const own = hashMode === 'inline' ? thread : thread + blobHash + tarHash;

@@ -1,7 +1,7 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import type { Descriptor, Digest, GcResult, ImageRecord, LayerState, Mount, Platform, PullEvent, PullTimings } from '@fastpull/core';
+import { FastpullError, type Descriptor, type Digest, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireDescriptor,
@@ -175,6 +175,23 @@ export function eventToWire(e: PullEvent, placement?: PullPlacement): WirePullRe
         },
       };
   }
+}
+
+/** A pull's trace as sent (the JSON of a TraceDocument). */
+export function traceToWire(trace: TraceDocument): WirePullResponse {
+  return { trace: { json: JSON.stringify(trace) } };
+}
+
+/** A received trace message's document. */
+export function traceFromWire(json: string): TraceDocument {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(json);
+  } catch (e) {
+    throw new FastpullError('INTERNAL', `the daemon sent a trace that is not JSON: ${(e as Error).message}`);
+  }
+  if (typeof doc !== 'object' || doc === null || !Array.isArray((doc as { traceEvents?: unknown }).traceEvents)) throw new FastpullError('INTERNAL', 'the daemon sent a trace without traceEvents');
+  return doc as TraceDocument;
 }
 
 /** A received message as the library's event; `done` comes with where the image lies. */

@@ -7,6 +7,7 @@ import type { RegistryClient } from '../registry/client.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
+import type { PullObserver } from './observer.js';
 
 /**
  * Where a layer of a pull is, in the order a layer goes through them; a layer's states only move
@@ -185,6 +186,8 @@ export interface PullOptions {
   readonly keepBlobs?: boolean;
   /** Flush each snapshot to stable storage before committing it (default true; false is unsafe, see StoreOptions.sync). */
   readonly sync?: boolean;
+  /** Watches the pull from inside: range requests, bytes landing, unpack passes (TraceRecorder uses it). */
+  readonly observer?: PullObserver;
   /**
    * Mark the image record as held for containerd (ImageRecord.heldFor), unless a record of the same
    * name and platform is already there without the mark: a user's record stays the user's.

@@ -11,7 +11,9 @@ import { formatPlatform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
-import { pull } from '../pull/pull.js';
+import { pull, type PullEvent, type PullResult } from '../pull/pull.js';
+import type { PullObserver } from '../pull/observer.js';
+import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import type { Mount, SnapshotInfo } from '../snapshots/store.js';
@@ -122,7 +124,21 @@ export class LocalService implements FastpullService {
     const o = this.options;
     const registry = parseReference(reference).registry;
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
-    const result = await pull(reference, {
+    const trace = options.onTrace ? new TraceRecorder() : undefined;
+    const onProgress = trace ? (e: PullEvent) => (trace.event(e), options.onProgress?.(e)) : options.onProgress;
+    let result: PullResult | undefined;
+    trace?.start();
+    try {
+      result = await this.runPull(reference, options, credentials, onProgress, trace?.observer);
+    } finally {
+      if (trace) options.onTrace!(trace.finish(result?.timings));
+    }
+    return { ...result, ...(await this.placement(result.image)) };
+  }
+
+  private runPull(reference: string, options: LocalPullOptions, credentials: CredentialsProvider, onProgress: ((e: PullEvent) => void) | undefined, observer: PullObserver | undefined): Promise<PullResult> {
+    const o = this.options;
+    return pull(reference, {
       root: this.store.root,
       ...(options.platform ? { platform: options.platform } : {}),
       ...(options.plainHttp ? { plainHttp: true } : {}),
@@ -139,9 +155,9 @@ export class LocalService implements FastpullService {
       ...(o.onRetry ? { onRetry: o.onRetry } : {}),
       ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      ...(onProgress ? { onProgress } : {}),
+      ...(observer ? { observer } : {}),
     });
-    return { ...result, ...(await this.placement(result.image)) };
   }
 
   /** Where an image's snapshots lie and the mounts that stack them. */

@@ -82,7 +82,8 @@ export interface UnpackedLayer {
  * stages run on this thread (tar parsing and file writes), on libuv pool threads (both SHA-256s in
  * 'pool' mode, node:zlib) and in decoder processes or threads, so they overlap; the wall times
  * (`*Ms`) are measured where each stage holds up this thread, decompression is what remains, and
- * the CPU times (`*CpuMs`) are each stage's own thread CPU clock.
+ * the CPU times (`*CpuMs`) are each stage's own thread CPU clock. unpackLayer always sets the
+ * hashing fields (and `threadCpuMs` where the addon is); timings made elsewhere may lack them.
  */
 export interface UnpackTimings {
   /** Wall time of the pass. */
@@ -96,11 +97,11 @@ export interface UnpackTimings {
   /** The rest: decompressing, or waiting for the decoder. */
   decompressMs: number;
   /** Where the hashing ran. */
-  hashMode: HashMode;
+  hashMode?: HashMode;
   /** CPU of hashing the blob (pool threads' clock; inline, the time of the calls). */
-  blobHashCpuMs: number;
+  blobHashCpuMs?: number;
   /** CPU of hashing the tar, as {@link blobHashCpuMs}. */
-  tarHashCpuMs: number;
+  tarHashCpuMs?: number;
   /**
    * CPU of the thread that ran the pass: tar parsing, file writes and stream plumbing (and inline
    * hashing). Absent without the addon's thread clock.

@@ -43,6 +43,20 @@ describe('UnpackPool', () => {
     }
   });
 
+  it('says which thread runs a task: a reused worker, or 0 for the calling thread', async () => {
+    const b = await blob('where', 30);
+    const threaded = new UnpackPool({ size: 1 });
+    const inline = new UnpackPool({ size: 1, threads: false });
+    try {
+      const threads: number[] = [];
+      for (const pool of [threaded, threaded, inline]) await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('where') }, { onStart: (t) => threads.push(t) });
+      expect(threads[0]).toBeGreaterThan(0);
+      expect(threads).toEqual([threads[0], threads[0], 0]);
+    } finally {
+      await threaded.close();
+    }
+  });
+
   it('carries error codes back from the worker', async () => {
     const pool = new UnpackPool({ size: 1 });
     try {

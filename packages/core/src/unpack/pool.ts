@@ -22,8 +22,11 @@ export interface RunOptions {
   readonly signal?: AbortSignal;
   /** Higher runs first among waiting tasks (pull uses the layer size). */
   readonly priority?: number;
-  /** Called when the task gets its slot and starts. */
-  readonly onStart?: () => void;
+  /**
+   * Called when the task gets its slot and starts, with the `threadId` of the thread that runs it
+   * (0: the calling thread, when the pool runs no workers).
+   */
+  readonly onStart?: (thread: number) => void;
   /**
    * Called with the compressed bytes the pass has consumed so far, as they grow: at most every
    * CONSUMED_POLL_MS from a worker thread (read from shared memory, no messages), at each read
@@ -101,9 +104,11 @@ export class UnpackPool {
     await this.acquire(options.priority ?? 0, signal);
     try {
       if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
-      options.onStart?.();
-      if (!this.script) return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
-      return await this.onWorker(task, signal, options.onBytes);
+      if (!this.script) {
+        options.onStart?.(0);
+        return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
+      }
+      return await this.onWorker(task, signal, options.onStart, options.onBytes);
     } finally {
       this.release();
     }
@@ -154,8 +159,9 @@ export class UnpackPool {
     return slot;
   }
 
-  private onWorker(task: WorkerTask, signal?: AbortSignal, onBytes?: (consumed: number) => void): Promise<UnpackedLayer> {
+  private onWorker(task: WorkerTask, signal?: AbortSignal, onStart?: (thread: number) => void, onBytes?: (consumed: number) => void): Promise<UnpackedLayer> {
     const slot = this.slot();
+    onStart?.(slot.worker.threadId);
     const id = this.nextId++;
     slot.busy = true;
     slot.worker.ref();

@@ -33,6 +33,7 @@ import type { PullDone as _fastpull_v1_PullDone, PullDone__Output as _fastpull_v
 import type { PullRequest as _fastpull_v1_PullRequest, PullRequest__Output as _fastpull_v1_PullRequest__Output } from './fastpull/v1/PullRequest.js';
 import type { PullResponse as _fastpull_v1_PullResponse, PullResponse__Output as _fastpull_v1_PullResponse__Output } from './fastpull/v1/PullResponse.js';
 import type { PullTimings as _fastpull_v1_PullTimings, PullTimings__Output as _fastpull_v1_PullTimings__Output } from './fastpull/v1/PullTimings.js';
+import type { PullTrace as _fastpull_v1_PullTrace, PullTrace__Output as _fastpull_v1_PullTrace__Output } from './fastpull/v1/PullTrace.js';
 import type { ReleasedImage as _fastpull_v1_ReleasedImage, ReleasedImage__Output as _fastpull_v1_ReleasedImage__Output } from './fastpull/v1/ReleasedImage.js';
 import type { RemoveImageRequest as _fastpull_v1_RemoveImageRequest, RemoveImageRequest__Output as _fastpull_v1_RemoveImageRequest__Output } from './fastpull/v1/RemoveImageRequest.js';
 import type { RemoveImageResponse as _fastpull_v1_RemoveImageResponse, RemoveImageResponse__Output as _fastpull_v1_RemoveImageResponse__Output } from './fastpull/v1/RemoveImageResponse.js';
@@ -91,6 +92,7 @@ export interface ProtoGrpcType {
       PullRequest: MessageTypeDefinition<_fastpull_v1_PullRequest, _fastpull_v1_PullRequest__Output>
       PullResponse: MessageTypeDefinition<_fastpull_v1_PullResponse, _fastpull_v1_PullResponse__Output>
       PullTimings: MessageTypeDefinition<_fastpull_v1_PullTimings, _fastpull_v1_PullTimings__Output>
+      PullTrace: MessageTypeDefinition<_fastpull_v1_PullTrace, _fastpull_v1_PullTrace__Output>
       ReleasedImage: MessageTypeDefinition<_fastpull_v1_ReleasedImage, _fastpull_v1_ReleasedImage__Output>
       RemoveImageRequest: MessageTypeDefinition<_fastpull_v1_RemoveImageRequest, _fastpull_v1_RemoveImageRequest__Output>
       RemoveImageResponse: MessageTypeDefinition<_fastpull_v1_RemoveImageResponse, _fastpull_v1_RemoveImageResponse__Output>
