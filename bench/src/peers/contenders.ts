@@ -52,15 +52,21 @@ function fastpullTimings(output: string): Record<string, number> | undefined {
   }
 }
 
-export function fastpullCli(repo: string): Contender {
-  const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+/**
+ * `fastpull pull` in-process, through its launcher. `variant` names a run with extra environment:
+ * `serial` is the pull as it was before a layer's stages ran on threads of their own: both hashes on
+ * the unpack thread between the stages (FASTPULL_HASH=inline) and libuv's default pool of 4.
+ */
+export function fastpullCli(repo: string, variant?: 'serial'): Contender {
+  const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
+  const env = variant === 'serial' ? { ...process.env, FASTPULL_HASH: 'inline', UV_THREADPOOL_SIZE: '4' } : process.env;
   return {
-    name: 'fastpull (CLI)',
+    name: variant === 'serial' ? 'fastpull (CLI, serial hashing)' : 'fastpull (CLI)',
     traces: true,
     unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
     async pull(ref, dir, timeoutMs, trace) {
       const root = join(dir, 'root');
-      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ...(trace ? ['--trace', trace] : []), ref], { timeoutMs });
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ...(trace ? ['--trace', trace] : []), ref], { timeoutMs, env });
       const timings = fastpullTimings(m.output);
       return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
     },
