@@ -171,6 +171,7 @@ function inflateTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, 
 
 const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
+  'fastpull-serial': fastpullCli(repo, 'serial'),
   fastpulld: fastpulld(repo),
   containerd: containerd(),
   'cri-fastpull': criContender(repo, 'fastpull'),

@@ -22,7 +22,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type Descriptor', 'type Digest', 'type DirectoryUse', 'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning',
       'type ErrorCode', 'ErrorCodes', 'type ExternalInflater', 'FastpullError', 'type FastpullService', 'FileImageStore',
       'findImages', 'findInflater', 'formatPlatform', 'formatReference', 'type GcOptions', 'type GcResult',
-      'type GunzipDecoder', 'type GunzipLookup', 'type GzipCheckpoint', 'HELD_FOR_CONTAINERD_GRACE_MS', 'hostPlatform', 'type ImageConfig', 'type ImageDetails', 'type ImageIndex', 'type ImageLayer',
+      'type GunzipDecoder', 'type GunzipLookup', 'type GzipCheckpoint', 'type HashMode', 'HELD_FOR_CONTAINERD_GRACE_MS', 'hostPlatform', 'type ImageConfig', 'type ImageDetails', 'type ImageIndex', 'type ImageLayer',
       'type ImageManifest', 'type ImageOptions', 'type ImageRecord', 'type ImageStore', 'InflatePool', 'INFLATER_CHOICES',
       'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'type IsalGunzipOptions', 'isDigest', 'isFastpullError', 'type LayerState',
       'type LayerTimings', 'type Lease', 'type LeaseRefs', 'liveLeaseRefs', 'type LocalPullOptions', 'LocalService', 'type LocalServiceOptions',
@@ -33,7 +33,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type PulledImage', 'type PullEvent', 'pullEvents', 'type PullObserver', 'type PullOptions', 'type PullResult', 'type PullTimings',
       'type RangeRequest', 'type Reference', 'referenceName', 'resolveGunzip', 'resolveImage', 'type RunOptions', 'scopedCredentials', 'selectPlatform',
       'type ServicePullOptions', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'type StoreOptions',
-      'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'trimAllocator', 'tuneAllocator', 'type UnpackedLayer', 'unpackedSize', 'type UnpackPassEnd', 'type UnpackPassStart', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
+      'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'trimAllocator', 'tuneAllocator', 'type UnpackedLayer', 'unpackedSize', 'unpackLayer', 'type UnpackLayerOptions', 'type UnpackPassEnd', 'type UnpackPassStart', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
       'verifyBytes', 'VERSION', 'type WorkerTask', 'type Ztoc',
     ],
   './content': [
