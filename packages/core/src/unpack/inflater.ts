@@ -31,6 +31,9 @@ export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pi
  *     parallel 1.47x (0.79-2.15), CPU 1.45x, twice the peak RSS;
  *   scale 0.2, 7 rounds: zlib 1.12x (0.54-1.21), CPU 1.12x; igzip 1.15x (0.67-2.01), CPU 1.20x;
  *     parallel 1.40x (0.97-1.57), CPU 1.26x.
+ *   after both hashes moved to libuv's pool, scale 0.2, 5 rounds: zlib 0.97x (0.93-1.43), CPU 1.07x;
+ *     igzip 1.18x (0.93-1.30), CPU 1.17x.
+ * So ISA-L in process is as fast or faster within the noise and takes the least CPU; node:zlib next.
  * The igzip program decodes faster than node:zlib alone, but its pipe costs more CPU than it saves
  * once hashing and extraction share the cores; in process, ISA-L decodes on a libuv pool thread while
  * the unpack thread hashes and extracts the chunk before, and that wins. 'parallel' spends CPU on
