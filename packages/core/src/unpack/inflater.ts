@@ -36,7 +36,7 @@ export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pi
  * So ISA-L in process is as fast or faster within the noise and takes the least CPU; node:zlib next.
  * The igzip program decodes faster than node:zlib alone, but its pipe costs more CPU than it saves
  * once hashing and extraction share the cores; in process, ISA-L decodes on a libuv pool thread while
- * the unpack thread hashes and extracts the chunk before, and that wins. 'parallel' spends CPU on
+ * the unpack thread extracts the chunk before (and the hashes run on other pool threads). 'parallel' spends CPU on
  * guessing and pays off only with cores to spare. igzip and pigz run only when asked for.
  */
 export const AUTO_GUNZIP: readonly ('isal' | 'zlib')[] = ['isal', 'zlib'];

@@ -43,7 +43,7 @@ export const ISAL_CHUNK_SIZE = 256 * 1024;
 
 /**
  * Decoded bytes the stage holds before it stops decoding until its reader takes some: enough for
- * the next chunks to be decoded on a pool thread while the reader hashes and extracts this one.
+ * the next chunks to be decoded on a pool thread while the reader works on this one.
  */
 const READ_AHEAD = 1024 * 1024;
 
