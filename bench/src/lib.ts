@@ -5,7 +5,8 @@ import { join, resolve } from 'node:path';
 import type { LayerEntry } from '@fastpull/core/testing';
 
 export const repo = resolve(import.meta.dirname, '..', '..');
-export const cli = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+/** The CLI through its launcher, as the installed `fastpull` starts (it sizes libuv's pool). */
+export const cli = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
 
 /** About `total` bytes of library-like files under `dir`: a third random, a third text, a third sparse. */
 export function libraryFiles(total: number, dir = 'usr/lib'): LayerEntry[] {

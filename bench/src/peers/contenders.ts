@@ -88,12 +88,13 @@ export function fastpullCli(repo: string, variant?: string): Contender {
  * count with the CLI's.
  */
 export function fastpulld(repo: string): Contender {
-  const daemon = join(repo, 'packages', 'daemon', 'dist', 'bin.js');
-  const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+  // Through their launchers, as the installed commands start: they size libuv's pool.
+  const daemon = join(repo, 'packages', 'daemon', 'dist', 'launch.cjs');
+  const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
   return {
     name: 'fastpulld (daemon)',
     traces: true,
-    unavailable: () => (existsSync(daemon) ? undefined : 'not available: packages/daemon has no server yet (no packages/daemon/dist/bin.js)'),
+    unavailable: () => (existsSync(daemon) ? undefined : 'not available: packages/daemon is not built (no packages/daemon/dist/launch.cjs)'),
     async pull(ref, dir, timeoutMs, trace) {
       const root = join(dir, 'root');
       const sock = join(dir, 'fastpulld.sock');
