@@ -128,7 +128,12 @@ describe('fastpulld', () => {
         expect(events[0]!.type).toBe('resolved');
         expect(events.at(-1)!.type).toBe('done');
         for (let i = 0; i < image.layers.length; i++) {
-          expect(events.filter((e) => e.type === 'layer' && e.index === i).at(-1)).toMatchObject({ state: 'committed' });
+          const layer = events.filter((e) => e.type === 'layer' && e.index === i);
+          expect(layer.at(-1)).toMatchObject({ state: 'committed' });
+          // The unpack pass's progress crosses the wire: only on extracting, ending at the blob's size.
+          const extracting = layer.filter((e) => e.type === 'layer' && e.state === 'extracting');
+          expect(extracting.at(-1)).toMatchObject({ unpacked: image.layers[i]!.size });
+          expect(layer.filter((e) => e.type === 'layer' && e.state !== 'extracting' && 'unpacked' in e)).toEqual([]);
         }
       }
       const line = await daemon!.waitLog((l) => l.event === 'pull' && l.image === loopRef && l.result === 'ok');

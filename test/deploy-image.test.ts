@@ -67,7 +67,7 @@ describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
   it('runs every step but apt-get’s, which installs only packages apt knows; the packed commands are executable', () => {
     const packages = hostPath(stages.get('build')!, '/home/node/packages');
     for (const pkg of ['daemon', 'cli']) {
-      const listing = spawnSync('sh', ['-c', `tar -tvzf ${packages}/fastpull-${pkg}-${VERSION}.tgz package/dist/bin.js`], { encoding: 'utf8' });
+      const listing = spawnSync('sh', ['-c', `tar -tvzf ${packages}/fastpull-${pkg}-${VERSION}.tgz package/dist/launch.cjs`], { encoding: 'utf8' });
       expect(listing.stdout, pkg).toMatch(/^-rwxr-xr-x /);
     }
     expect(steps.filter((s) => s.how === 'checked').every((s) => s.command.startsWith('apt-get '))).toBe(true);

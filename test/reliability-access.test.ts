@@ -15,7 +15,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { parseReference } from '@fastpull/core';
 import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { FASTPULL_PROTO, PROTO_DIR } from '@fastpull/daemon';
-import { repoRoot, runCliAsync, tempDir } from './helpers.js';
+import { cliPath, repoRoot, runCliAsync, tempDir } from './helpers.js';
 
 const daemonBin = join(repoRoot, 'packages', 'daemon', 'dist', 'bin.js');
 const isRoot = process.getuid?.() === 0;
@@ -124,6 +124,29 @@ describe.skipIf(!isRoot)('access: the daemon socket', () => {
     expect(connectAs(socket, OTHER_UID, SOCKET_GID, [])).toBe('connected');
     // Root's group (gid 0) is not the socket's group: no way in through it either.
     expect(connectAs(socket, OTHER_UID, 0, [])).toBe('EACCES');
+  });
+
+  it.skipIf(!hasSetpriv)('tells a user refused by the socket that it may not connect, not that nothing listens', { timeout: 60_000 }, (ctx) => {
+    const asOther = (args: string[]) =>
+      spawnSync('setpriv', [`--reuid=${OTHER_UID}`, `--regid=${OTHER_UID}`, '--clear-groups', process.execPath, cliPath, ...args], {
+        encoding: 'utf8',
+        timeout: 30_000,
+        env: { PATH: process.env.PATH, HOME: '/nonexistent' },
+      });
+    const probe = asOther(['--version']);
+    if (probe.status !== 0) {
+      ctx.skip(`the CLI cannot run as uid ${OTHER_UID} from this checkout (its files are closed to that user): ${probe.stderr.trim().split('\n')[0]}`);
+      return;
+    }
+    const refused = asOther(['images', '--address', `unix:${socket}`]);
+    expect(refused.status, refused.stderr).toBe(1);
+    expect(refused.stderr).toContain('PERMISSION_DENIED');
+    expect(refused.stderr).toContain(`may not connect to fastpulld at ${socket}`);
+    expect(refused.stderr).toContain(`gid ${SOCKET_GID}, mode 0660`);
+    // Where no socket is, it still says that nothing listens.
+    const none = asOther(['images', '--address', `unix:${join(work.dir, 'run', 'none.sock')}`]);
+    expect(none.status, none.stderr).toBe(1);
+    expect(none.stderr).toContain('no fastpulld listens at');
   });
 });
 

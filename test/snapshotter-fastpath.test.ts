@@ -8,7 +8,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chainIDs, type Digest } from '@fastpull/core';
+import { chainIDs, HELD_FOR_CONTAINERD_GRACE_MS, openStore, type Digest } from '@fastpull/core';
 import { buildImage, diffTrees, findDistributionBinary, pushImage, readTree, sampleImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -86,6 +86,9 @@ describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fas
   it('answers every layer ALREADY_EXISTS after pulling with fastpull; the records mount as the image', async () => {
     const names = await unpackAsContainerd(image, ref, 'k8s.io');
     const byDigest = `${registry.host}/fast/app@${image.manifestDigest}`;
+    // The log lines come through a pipe: they may land just after the answers.
+    await daemon.waitLog((l) => l.event === 'pull' && l.image === byDigest);
+    await daemon.waitLog((l) => l.msg === 'layer recorded for containerd' && l.layer === image.layers.at(-1)!.digest);
     const pulls = daemon.logs.filter((l) => l.event === 'pull' && l.image === byDigest);
     expect(pulls).toHaveLength(1); // one pull for all four layers
     expect(pulls[0]!.result).toBe('ok');
@@ -129,6 +132,8 @@ describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fas
     await api.pull(heldRef);
     let before = daemon.logs.length;
     await unpackAsContainerd(held, heldRef, 'other');
+    // The log lines come through a pipe: they may land just after the answers.
+    await daemon.waitLog((l) => l.msg === 'layer recorded for containerd' && l.layer === held.layers.at(-1)!.digest);
     let after = daemon.logs.slice(before);
     expect(after.filter((l) => l.event === 'pull')).toEqual([]);
     expect(after.filter((l) => l.msg === 'layer recorded for containerd').map((l) => l.how)).toEqual(['held', 'held', 'held']);
@@ -142,6 +147,7 @@ describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fas
     const recordsBefore = (await client.list()).length;
     before = daemon.logs.length;
     const names = await unpackAsContainerd(stacked, stackedRef, 'third');
+    await daemon.waitLog((l) => l.msg === 'layer recorded for containerd' && l.image === stackedRef);
     after = daemon.logs.slice(before);
     expect((await client.list()).length).toBe(recordsBefore + 1);
     expect(after.filter((l) => l.msg === 'layer recorded for containerd').map((l) => l.how)).toEqual(['pulled']);
@@ -178,5 +184,46 @@ describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fas
     const isPull = (l: Record<string, unknown>) => l.event === 'pull' && l.image === `${registry.host}/fast/concurrent@${img.manifestDigest}`;
     await daemon.waitLog(isPull);
     expect(daemon.logs.filter(isPull)).toHaveLength(1);
+  });
+
+  it("lets go of a fast-path image record once containerd's records of it are gone, and only then", async () => {
+    const img = await sampleImage(11, { layers: 2 });
+    await pushImage(registry.url, 'fast/released', 'v1', img);
+    const rref = `${registry.host}/fast/released:v1`;
+    const byDigest = `${registry.host}/fast/released@${img.manifestDigest}`;
+    const names = await unpackAsContainerd(img, rref, 'rel');
+    const record = (await api.listImages()).find((i) => i.name === byDigest);
+    expect(record?.heldFor).toBe('containerd');
+    const chains = chainIDs(img.layers.map((l) => l.diffID));
+    const released = (r: { images: readonly { name: string }[] }) => r.images.map((i) => i.name).filter((n) => n.includes('/fast/released@'));
+
+    // Young: kept even with no containerd record. Old but borrowed: kept.
+    const store = openStore(root);
+    expect(released(await api.collectGarbage())).toEqual([]);
+    await store.images.put({ ...record!, created: new Date(Date.now() - HELD_FOR_CONTAINERD_GRACE_MS - 60_000).toISOString() });
+    expect(released(await api.collectGarbage())).toEqual([]);
+    expect((await api.listImages()).some((i) => i.name === byDigest)).toBe(true);
+
+    // containerd forgets the image (its GC removes the records, top first): the record goes, then its layers.
+    for (const name of [...names].reverse()) await client.remove(name);
+    const dry = await api.collectGarbage({ dryRun: true });
+    expect(released(dry)).toEqual([byDigest]);
+    expect((await api.listImages()).some((i) => i.name === byDigest)).toBe(true);
+    const gc = await api.collectGarbage();
+    expect(released(gc)).toEqual([byDigest]);
+    expect((await api.listImages()).some((i) => i.name === byDigest)).toBe(false);
+    for (const c of chains) expect(gc.snapshots.map((s) => s.chainID)).toContain(c);
+
+    // A user's pull of the same name is the user's: never marked, never let go.
+    await api.pull(byDigest);
+    const mine = (await api.listImages()).find((i) => i.name === byDigest)!;
+    expect(mine.heldFor).toBeUndefined();
+    await store.images.put({ ...mine, created: new Date(Date.now() - HELD_FOR_CONTAINERD_GRACE_MS - 60_000).toISOString() });
+    // containerd's unpack of it now is answered from the store, and leaves the record the user's.
+    const again = await unpackAsContainerd(img, rref, 'rel2');
+    expect((await api.listImages()).find((i) => i.name === byDigest)!.heldFor).toBeUndefined();
+    for (const name of [...again].reverse()) await client.remove(name);
+    expect(released(await api.collectGarbage())).toEqual([]);
+    expect((await api.listImages()).some((i) => i.name === byDigest)).toBe(true);
   });
 });

@@ -9,14 +9,15 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { arch, availableParallelism, loadavg, release, tmpdir, totalmem } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
 import { criContender } from './peers/cri.js';
-import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, pushCached, pushSociIndex, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
+import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, singleLayerImage, pushCached, pushSociIndex, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
 import { dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
+import { readTrace, traceSvg } from './trace-svg.js';
 
 const here = import.meta.dirname;
 const benchDir = resolve(here, '..');
@@ -38,6 +39,10 @@ const CACHE = resolve(env.BENCH_CACHE ?? join(benchDir, '.cache'));
 /** BENCH_SOCI=1: gzip images get a SOCI index (v1, through the referrers tag), which fastpull's parallel inflater uses. */
 const SOCI = env.BENCH_SOCI === '1';
 const MIB = 1024 * 1024;
+const resultsDir = join(benchDir, 'results');
+/** One trace per image and tracing contender, the latest run's only (overwritten), with its SVG. */
+const tracesDir = join(resultsDir, 'traces');
+const slug = (s: string) => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
@@ -76,6 +81,8 @@ interface Row {
   readonly contender: string;
   readonly runs: PullResult[];
   readonly unavailable?: string;
+  /** The trace of its last run, relative to the bench directory (contenders that trace). */
+  trace?: string;
 }
 
 const median = (xs: readonly number[]) => {
@@ -164,6 +171,7 @@ function inflateTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, 
 
 const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
+  'fastpull-serial': fastpullCli(repo, 'serial'),
   fastpulld: fastpulld(repo),
   containerd: containerd(),
   'cri-fastpull': criContender(repo, 'fastpull'),
@@ -176,10 +184,10 @@ const contenders = CONTENDERS.map((n) => {
   return c;
 });
 
-async function pullOnce(c: Contender, ref: string, timeoutS: number): Promise<PullResult> {
+async function pullOnce(c: Contender, ref: string, timeoutS: number, trace?: string): Promise<PullResult> {
   const dir = mkdtempSync(join(tmpdir(), 'fastpull-bench-run-'));
   try {
-    return await c.pull(ref, dir, timeoutS * 1000);
+    return await c.pull(ref, dir, timeoutS * 1000, trace);
   } catch (e) {
     return { ok: false, timedOut: false, wall: NaN, cpu: NaN, rssMiB: NaN, bytes: NaN, output: '', note: `error: ${e instanceof Error ? e.message : String(e)}` };
   } finally {
@@ -234,6 +242,8 @@ try {
     'ml-zstd': () => mlImage(sizes, 'zstd'),
     'many-files': () => manyFilesImage(sizes),
     'many-layers': () => manyLayersImage(sizes),
+    single: () => singleLayerImage(sizes.singleMiB, 'incompressible'),
+    'single-fp16': () => singleLayerImage(sizes.singleMiB, 'fp16'),
   };
   const refs = new Map<string, string>();
   const prepare = async (spec: ImageSpec) => {
@@ -270,8 +280,15 @@ try {
           const row = byName.get(c.name)!;
           if (row.unavailable !== undefined) continue;
           drop();
-          const r = await pullOnce(c, ref, PULL_TIMEOUT_S);
+          // The last run of a contender that can writes its trace (the sampling costs next to nothing).
+          const trace = c.traces && run === RUNS - 1 ? join(tracesDir, `${image.name}-${slug(c.name)}.trace.json`) : undefined;
+          if (trace) mkdirSync(tracesDir, { recursive: true });
+          const r = await pullOnce(c, ref, PULL_TIMEOUT_S, trace);
           row.runs.push(r);
+          if (trace && r.ok && existsSync(trace)) {
+            writeFileSync(trace.replace(/\.trace\.json$/, '.svg'), traceSvg(readTrace(trace), `${c.name}: ${image.name} (bench image, scale ${SCALE})`));
+            row.trace = relative(benchDir, trace);
+          }
           log(`  run ${run + 1}/${RUNS} ${c.name}: ${r.ok ? `${f2(r.wall)} s, CPU ${f2(r.cpu)} s, RSS ${f0(r.rssMiB)} MiB, disk ${f0(r.bytes / MIB)} MiB` : 'FAILED'}${r.note ? ` (${r.note})` : ''}`);
         }
       }
@@ -338,6 +355,8 @@ const header = [
 const sections: string[] = [header];
 if (pullImages.length) {
   sections.push(`### Pulls\n\nWall time until the puller exits (pulled and unpacked); CPU = user + system of the puller and its children (and containerd's daemon); peak RSS = largest sum over the puller's processes (daemon included); disk = what the store takes afterwards.\n\n${pullTable(pullImages, limits, rows)}`);
+  const traced = rows.filter((r) => r.trace !== undefined);
+  if (traced.length) sections.push(`Traces of each image's last run (open in ui.perfetto.dev; an SVG beside each): ${traced.map((r) => `${r.image} ${r.contender} \`bench/${r.trace}\``).join(', ')}.`);
   sections.push(`### The machine's limit (terms of the bound, ${machine.cores} cores)\n\n${limitTable(pullImages, limits)}`);
   sections.push(`### Inflate, largest layer, single core\n\n${inflateTable(pullImages, limits)}`);
 }
@@ -362,7 +381,6 @@ if (faultRows.length && faultInfo) {
 const markdown = sections.join('\n\n');
 console.log(markdown);
 
-const resultsDir = join(benchDir, 'results');
 mkdirSync(resultsDir, { recursive: true });
 const stamp = started.toISOString().replace(/[:.]/g, '-');
 const json = {

@@ -19,8 +19,13 @@ export interface Contender {
   readonly name: string;
   /** Why it cannot run on this machine, or undefined when it can. */
   unavailable(): string | undefined;
-  /** Pulls and unpacks `ref` into a fresh store under `dir` (which it may fill; the caller removes it). */
-  pull(ref: string, dir: string, timeoutMs: number): Promise<PullResult>;
+  /**
+   * Pulls and unpacks `ref` into a fresh store under `dir` (which it may fill; the caller removes it).
+   * `trace`: a file to write the pull's trace to, for a contender that can (`fastpull pull --trace`).
+   */
+  pull(ref: string, dir: string, timeoutMs: number, trace?: string): Promise<PullResult>;
+  /** Whether `pull` writes a trace when asked. */
+  readonly traces?: boolean;
 }
 
 export function failure(what: string, m: Measured): string {
@@ -47,14 +52,21 @@ function fastpullTimings(output: string): Record<string, number> | undefined {
   }
 }
 
-export function fastpullCli(repo: string): Contender {
-  const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
+/**
+ * `fastpull pull` in-process, through its launcher. `variant` names a run with extra environment:
+ * `serial` is the pull as it was before a layer's stages ran on threads of their own: both hashes on
+ * the unpack thread between the stages (FASTPULL_HASH=inline) and libuv's default pool of 4.
+ */
+export function fastpullCli(repo: string, variant?: 'serial'): Contender {
+  const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
+  const env = variant === 'serial' ? { ...process.env, FASTPULL_HASH: 'inline', UV_THREADPOOL_SIZE: '4' } : process.env;
   return {
-    name: 'fastpull (CLI)',
+    name: variant === 'serial' ? 'fastpull (CLI, serial hashing)' : 'fastpull (CLI)',
+    traces: true,
     unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
-    async pull(ref, dir, timeoutMs) {
+    async pull(ref, dir, timeoutMs, trace) {
       const root = join(dir, 'root');
-      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ref], { timeoutMs });
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ...(trace ? ['--trace', trace] : []), ref], { timeoutMs, env });
       const timings = fastpullTimings(m.output);
       return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
     },
@@ -71,14 +83,15 @@ export function fastpulld(repo: string): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'bin.js');
   return {
     name: 'fastpulld (daemon)',
+    traces: true,
     unavailable: () => (existsSync(daemon) ? undefined : 'not available: packages/daemon has no server yet (no packages/daemon/dist/bin.js)'),
-    async pull(ref, dir, timeoutMs) {
+    async pull(ref, dir, timeoutMs, trace) {
       const root = join(dir, 'root');
       const sock = join(dir, 'fastpulld.sock');
       const d = spawn(process.execPath, [daemon, '--socket', sock, '--root', root], { stdio: 'ignore', detached: true });
       try {
         await waitFor(() => existsSync(sock), 10_000, 'fastpulld socket');
-        const m = await measure(process.execPath, [bin, 'pull', '--address', sock, '--quiet', '--plain-http', ref], { timeoutMs, daemons: [d.pid!] });
+        const m = await measure(process.execPath, [bin, 'pull', '--address', sock, '--quiet', '--plain-http', ...(trace ? ['--trace', trace] : []), ref], { timeoutMs, daemons: [d.pid!] });
         return { ...m, bytes: diskBytes(root), ...(m.ok ? {} : { note: failure('fastpulld pull', m) }) };
       } finally {
         await stop(d);

@@ -119,6 +119,55 @@ export function randomBlob(size: number, seed: number): Fill {
   };
 }
 
+/** Abramowitz and Stegun 7.1.26: erf to 1.5e-7, enough to weigh exponents. */
+function erf(x: number): number {
+  const t = 1 / (1 + 0.3275911 * Math.abs(x));
+  const y = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-x * x);
+  return x >= 0 ? y : -y;
+}
+
+/**
+ * For fp16 weights drawn from N(0, sigma): the exponent field of each of 65536 equally likely
+ * 16-bit draws, so that a uniform draw picks an exponent as often as the normal puts |x| in
+ * [2^e, 2^(e+1)). Subnormals and zero share field 0.
+ */
+function fp16Exponents(sigma: number): Uint8Array {
+  const table = new Uint8Array(65536);
+  const cdf = (v: number) => erf(v / (sigma * Math.SQRT2)); // P(|x| < v)
+  let filled = 0;
+  for (let field = 30; field >= 1 && filled < table.length; field--) {
+    const lo = 2 ** (field - 15);
+    const share = Math.round((cdf(lo * 2) - cdf(lo)) * table.length);
+    table.fill(field, filled, Math.min(table.length, filled + share));
+    filled += share;
+  }
+  return table; // what is left (|x| below 2^-14) stays 0: subnormal
+}
+
+/**
+ * `size` bytes of fp16 tensors like a model's weights: values of N(0, 0.02), sign and mantissa
+ * random, exponents as the normal makes them. gzip -6 shrinks them to about 92% (the exponent
+ * bits are predictable, the mantissas are not), where random bytes do not shrink at all.
+ */
+export function fp16Blob(size: number, seed: number): Fill {
+  const exponents = fp16Exponents(0.02);
+  return (write) => {
+    const next = keystream(seed);
+    for (let left = size; left > 0; left -= CHUNK) {
+      const n = Math.min(CHUNK, left);
+      const r = Buffer.concat([next(n), next(n)]); // 4 random bytes per 2-byte value
+      const out = Buffer.alloc(n);
+      for (let i = 0, j = 0; i + 1 < n; i += 2, j += 4) {
+        const draw = r[j]! | (r[j + 1]! << 8);
+        const value = (r[j + 2]! & 0x80) << 8 | exponents[draw]! << 10 | ((r[j + 2]! & 0x03) << 8 | r[j + 3]!);
+        out[i] = value & 0xff;
+        out[i + 1] = value >> 8;
+      }
+      write(out);
+    }
+  };
+}
+
 /** `size` low-entropy bytes: one random byte in four, the rest zero (compresses about 3x with gzip). */
 export function lowEntropyBlob(size: number, seed: number): Fill {
   return (write) => {

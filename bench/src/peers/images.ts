@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, openSync, closeSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { basename, join } from 'node:path';
-import { exactCopy, lowEntropyBlob, machineSources, randomBlob, variedCopy, wordsText } from './content.js';
+import { exactCopy, fp16Blob, lowEntropyBlob, machineSources, randomBlob, variedCopy, wordsText } from './content.js';
 import { TarWriter } from './tarwriter.js';
 
 const MIB = 1024 * 1024;
@@ -70,6 +70,8 @@ interface Mix {
   libs?: number;
   text?: number;
   weights?: number;
+  /** fp16 tensors as a checkpoint holds them (see fp16Blob). */
+  fp16?: number;
   lowEntropy?: number;
 }
 
@@ -100,6 +102,7 @@ function writeMix(w: TarWriter, dir: string, bytes: number, mix: Mix, seed: numb
     }
   };
   shards(part(mix.weights), 256 * MIB, (size, n) => w.file(`${dir}/models/model-${String(n).padStart(5, '0')}.safetensors`, size, 0o644, randomBlob(size, seed * 31 + n)));
+  shards(part(mix.fp16), 256 * MIB, (size, n) => w.file(`${dir}/models/fp16-${String(n).padStart(5, '0')}.safetensors`, size, 0o644, fp16Blob(size, seed * 41 + n)));
   shards(part(mix.lowEntropy), 64 * MIB, (size, n) => w.file(`${dir}/data/tensor-${n}.bin`, size, 0o644, lowEntropyBlob(size, seed * 37 + n)));
 }
 
@@ -156,6 +159,8 @@ export interface Sizes {
   /** Layers in the many-layers image, and MiB of each. */
   readonly manyLayers: number;
   readonly manyLayersMiB: number;
+  /** MiB of the single-layer images. */
+  readonly singleMiB: number;
 }
 
 export function sizesFor(scale: number, env: NodeJS.ProcessEnv): Sizes {
@@ -166,6 +171,7 @@ export function sizesFor(scale: number, env: NodeJS.ProcessEnv): Sizes {
     files: num('BENCH_FILES', scale >= 1 ? 40_000 : 20_000),
     manyLayers: num('BENCH_LAYERS', 24),
     manyLayersMiB: num('BENCH_LAYER_MIB', Math.max(1, Math.round(8 * scale))),
+    singleMiB: num('BENCH_SINGLE_MIB', Math.max(16, Math.round(4096 * scale))),
   };
 }
 
@@ -209,6 +215,15 @@ export function mlDominantLayerImage(mib: number): ImageSpec {
 
 export function oneLayerImage(mib: number): ImageSpec {
   return { name: `one-layer-${mib}`, compression: 'gzip', layers: [mixLayer(`${mib} MiB`, 'data', mib, { weights: 0.5, libs: 0.25, lowEntropy: 0.25 }, 200)] };
+}
+
+/**
+ * One layer of `mib` MiB of model weights alone, the shape where a puller's per-layer pipeline is
+ * everything: `incompressible` random bytes, or fp16 tensors (which gzip shrinks a little).
+ */
+export function singleLayerImage(mib: number, kind: 'incompressible' | 'fp16'): ImageSpec {
+  const mix: Mix = kind === 'fp16' ? { fp16: 1 } : { weights: 1 };
+  return { name: kind === 'fp16' ? 'single-fp16' : 'single', compression: 'gzip', layers: [mixLayer(`${mib} MiB of ${kind} weights`, 'opt/model', mib, mix, 300)] };
 }
 
 // ---- building and caching ------------------------------------------------------------------------

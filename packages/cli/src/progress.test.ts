@@ -92,6 +92,28 @@ describe('LiveProgress', () => {
     expect(h.written()).toBe('');
   });
 
+  it('gives the unpack pass a bar of the bytes it consumed, with its own rate and ETA', () => {
+    const h = harness();
+    h.live.event(resolved);
+    h.live.event(layer(0, 'fetching', 0));
+    h.clock.t += 1000;
+    h.live.event(layer(0, 'fetching', 40 * MiB));
+    const extracting = (unpacked: number): PullEvent => ({ ...layer(0, 'extracting', 40 * MiB), unpacked } as PullEvent);
+    h.live.event(extracting(8 * MiB));
+    // One sample: no rate yet.
+    expect(h.live.lines()[0]).toBe('aaaaaaaaaaaa: Extracting         [====>                   ]  8.0 MiB/40.0 MiB');
+    h.clock.t += 2000;
+    h.live.event(extracting(24 * MiB));
+    // 16 MiB in 2 s; 16 MiB left: 2 s, counting down between events.
+    expect(h.live.lines()[0]).toBe('aaaaaaaaaaaa: Extracting         [==============>         ]  24.0 MiB/40.0 MiB  8.0 MiB/s  ETA 2s');
+    h.clock.t += 1000;
+    expect(h.live.lines()[0]).toMatch(/ETA 1s$/);
+    // The total still counts downloaded bytes: all of this layer's are in; the other's are overdue.
+    expect(h.live.lines()[2]).toBe('Total: 0/2 layers  40.0 MiB/42.0 MiB  40.0 MiB/s');
+    h.live.event(layer(0, 'verifying', 40 * MiB));
+    expect(h.live.lines()[0]).toBe('aaaaaaaaaaaa: Verifying          40.0 MiB');
+  });
+
   it('redraws at most every 100 ms on events, and on every tick', () => {
     const h = harness();
     h.live.event(resolved);

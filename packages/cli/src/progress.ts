@@ -27,6 +27,11 @@ export interface LayerProgress {
   /** Clock time and bytes at the first and the latest download progress, for the rate. */
   firstSample?: { readonly t: number; readonly bytes: number };
   lastSample?: { readonly t: number; readonly bytes: number };
+  /** Compressed bytes the unpack pass has consumed, once the layer is extracting and the pass said. */
+  unpacked?: number;
+  /** The same samples of the unpack pass, for its rate. */
+  firstUnpackSample?: { readonly t: number; readonly bytes: number };
+  lastUnpackSample?: { readonly t: number; readonly bytes: number };
 }
 
 /** The state of one pull, built from its events. */
@@ -54,6 +59,11 @@ export class PullProgress {
           l.lastSample = { t: now, bytes: e.bytes };
         } else if (e.state === 'extracting') {
           l.extracting = true;
+          if (e.unpacked !== undefined) {
+            l.unpacked = e.unpacked;
+            l.firstUnpackSample ??= { t: now, bytes: e.unpacked };
+            l.lastUnpackSample = { t: now, bytes: e.unpacked };
+          }
         } else if (e.state === 'verifying' || e.state === 'committed' || e.state === 'exists') {
           l.fetched = l.total;
         }
@@ -67,10 +77,12 @@ export class PullProgress {
 
   /** Bytes per second of the layer's download so far, or undefined until there is a measure. */
   static rate(l: LayerProgress): number | undefined {
-    const a = l.firstSample;
-    const b = l.lastSample;
-    if (!a || !b || b.t - a.t < 50 || b.bytes <= a.bytes) return undefined;
-    return ((b.bytes - a.bytes) * 1000) / (b.t - a.t);
+    return sampleRate(l.firstSample, l.lastSample);
+  }
+
+  /** Compressed bytes per second the unpack pass consumes, measured since the layer began extracting. */
+  static unpackRate(l: LayerProgress): number | undefined {
+    return sampleRate(l.firstUnpackSample, l.lastUnpackSample);
   }
 
   static status(l: LayerProgress): LayerStatus {
@@ -115,6 +127,11 @@ export class PullProgress {
   }
 }
 
+function sampleRate(a: { t: number; bytes: number } | undefined, b: { t: number; bytes: number } | undefined): number | undefined {
+  if (!a || !b || b.t - a.t < 50 || b.bytes <= a.bytes) return undefined;
+  return ((b.bytes - a.bytes) * 1000) / (b.t - a.t);
+}
+
 const ESC = '\x1b[';
 const STATUS_COLOR: Readonly<Record<LayerStatus, string>> = {
   Waiting: '2',
@@ -131,6 +148,8 @@ const BAR_WIDTH = 24;
 function eta(remaining: number, rate: number | undefined, sinceSample: number): string {
   if (rate === undefined || remaining <= 0) return '';
   const s = Math.max(0, remaining / rate - sinceSample / 1000);
+  // Overdue by the rate so far: no guess beats none.
+  if (Math.ceil(s) === 0) return '';
   return `ETA ${formatDuration(Math.ceil(s) * 1000).replace(/\.00s$/, 's')}`;
 }
 
@@ -149,6 +168,18 @@ export function layerLine(l: LayerProgress, now: number, withBar = true): { pref
       if (withBar) parts.push(bar(l.fetched, l.total));
       parts.push(`${formatBytes(l.fetched)}/${formatBytes(l.total)}`);
       if (rate !== undefined) parts.push(`${formatBytes(rate)}/s`, eta(l.total - l.fetched, rate, now - (l.lastSample?.t ?? now)));
+      break;
+    }
+    case 'Extracting': {
+      // The pass's bar: compressed bytes consumed, with the pass's own rate and ETA.
+      if (l.unpacked === undefined) {
+        parts.push(formatBytes(l.total));
+        break;
+      }
+      const rate = PullProgress.unpackRate(l);
+      if (withBar) parts.push(bar(l.unpacked, l.total));
+      parts.push(`${formatBytes(l.unpacked)}/${formatBytes(l.total)}`);
+      if (rate !== undefined) parts.push(`${formatBytes(rate)}/s`, eta(l.total - l.unpacked, rate, now - (l.lastUnpackSample?.t ?? now)));
       break;
     }
     case 'Already exists':

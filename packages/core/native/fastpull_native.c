@@ -4,7 +4,10 @@
 // as a double, which keeps microseconds at best), all on the path itself, never following a final
 // symlink; flock, so that processes sharing a store unpack each layer once; and the flushes that make
 // a snapshot durable before it is committed (sync_file_range to start write-back early, syncfs).
+// Also SHA-256 on the libuv pool (OpenSSL's, as Node exports it) and a thread CPU clock, so that an
+// unpack hashes its blob and its tar on other cores than the one parsing the tar.
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -436,6 +439,238 @@ static napi_value js_syncfs(napi_env env, napi_callback_info info) {
   return promise;
 }
 
+// SHA-256 through the OpenSSL that Node carries, looked up at run time (dlsym): no OpenSSL headers
+// are needed to build, and where the symbols are missing (a Node built without them) only the hash
+// calls are absent and callers hash in JavaScript.
+typedef struct evp_md_st EVP_MD;
+typedef struct evp_md_ctx_st EVP_MD_CTX;
+static struct {
+  int state;  // 0 not looked up, 1 found, -1 missing
+  const EVP_MD* (*sha256)(void);
+  EVP_MD_CTX* (*ctx_new)(void);
+  void (*ctx_free)(EVP_MD_CTX*);
+  int (*init)(EVP_MD_CTX*, const EVP_MD*, void*);
+  int (*update)(EVP_MD_CTX*, const void*, size_t);
+  int (*final)(EVP_MD_CTX*, unsigned char*, unsigned int*);
+} evp;
+
+static bool evp_found(void) {
+  if (evp.state == 0) {
+    *(void**)&evp.sha256 = dlsym(RTLD_DEFAULT, "EVP_sha256");
+    *(void**)&evp.ctx_new = dlsym(RTLD_DEFAULT, "EVP_MD_CTX_new");
+    *(void**)&evp.ctx_free = dlsym(RTLD_DEFAULT, "EVP_MD_CTX_free");
+    *(void**)&evp.init = dlsym(RTLD_DEFAULT, "EVP_DigestInit_ex");
+    *(void**)&evp.update = dlsym(RTLD_DEFAULT, "EVP_DigestUpdate");
+    *(void**)&evp.final = dlsym(RTLD_DEFAULT, "EVP_DigestFinal_ex");
+    evp.state = evp.sha256 && evp.ctx_new && evp.ctx_free && evp.init && evp.update && evp.final ? 1 : -1;
+  }
+  return evp.state == 1;
+}
+
+static double thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+// threadCpuNs(): CPU time of the calling thread in nanoseconds (a double: exact to 104 days).
+static napi_value js_thread_cpu_ns(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out;
+  napi_create_double(env, thread_cpu_ns(), &out);
+  return out;
+}
+
+// One running hash. JavaScript sends it one batch at a time (the next after the last completed),
+// which keeps the updates in order without a lock.
+typedef struct {
+  EVP_MD_CTX* ctx;
+  bool busy;      // a batch is on the pool: the context belongs to that thread
+  bool finished;  // digested: no more updates
+  double cpu_ns;  // pool thread CPU spent on this hash
+} Sha256;
+
+typedef struct {
+  napi_async_work work;
+  napi_ref self;   // keeps the hash's external alive
+  napi_ref batch;  // keeps the batch's buffers alive
+  napi_ref callback;
+  Sha256* hash;
+  size_t count;
+  const unsigned char** data;
+  size_t* lens;
+  bool ok;
+  double cpu_ns;
+} Sha256Batch;
+
+static void sha256_finalize(napi_env env, void* data, void* hint) {
+  (void)env, (void)hint;
+  Sha256* h = data;
+  if (h->ctx) evp.ctx_free(h->ctx);
+  free(h);
+}
+
+// sha256Create(): a new hash, or null where OpenSSL's functions are not in the process.
+static napi_value js_sha256_create(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out;
+  if (!evp_found()) {
+    napi_get_null(env, &out);
+    return out;
+  }
+  Sha256* h = calloc(1, sizeof *h);
+  if (!h) return throw_errno(env, ENOMEM, "sha256Create", "");
+  h->ctx = evp.ctx_new();
+  if (!h->ctx || evp.init(h->ctx, evp.sha256(), NULL) != 1) {
+    if (h->ctx) evp.ctx_free(h->ctx);
+    free(h);
+    napi_throw_error(env, NULL, "sha256Create: OpenSSL could not start a SHA-256 context");
+    return NULL;
+  }
+  napi_create_external(env, h, sha256_finalize, NULL, &out);
+  return out;
+}
+
+static Sha256* get_hash(napi_env env, napi_value v) {
+  void* h = NULL;
+  napi_valuetype t;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external || napi_get_value_external(env, v, &h) != napi_ok) return NULL;
+  return h;
+}
+
+// On a libuv pool thread, so that hashing runs beside the event loop that parses the tar.
+static void sha256_execute(napi_env env, void* data) {
+  (void)env;
+  Sha256Batch* b = data;
+  double t0 = thread_cpu_ns();
+  b->ok = true;
+  for (size_t i = 0; i < b->count && b->ok; i++) {
+    if (evp.update(b->hash->ctx, b->data[i], b->lens[i]) != 1) b->ok = false;
+  }
+  b->cpu_ns = thread_cpu_ns() - t0;
+}
+
+static void sha256_complete(napi_env env, napi_status status, void* data) {
+  Sha256Batch* b = data;
+  b->hash->busy = false;
+  b->hash->cpu_ns += b->cpu_ns;
+  napi_value cb, global, argv[2];
+  napi_get_reference_value(env, b->callback, &cb);
+  napi_get_global(env, &global);
+  if (status != napi_ok || !b->ok) {
+    napi_value msg;
+    napi_create_string_utf8(env, status == napi_cancelled ? "sha256Update: cancelled" : "sha256Update: OpenSSL failed to hash a batch", NAPI_AUTO_LENGTH, &msg);
+    napi_create_error(env, NULL, msg, &argv[0]);
+  } else {
+    napi_get_null(env, &argv[0]);
+  }
+  napi_create_double(env, b->cpu_ns, &argv[1]);
+  napi_delete_reference(env, b->self);
+  napi_delete_reference(env, b->batch);
+  napi_delete_reference(env, b->callback);
+  napi_delete_async_work(env, b->work);
+  free(b->data);
+  free(b->lens);
+  free(b);
+  napi_call_function(env, global, cb, 2, argv, NULL);
+}
+
+// sha256Update(hash, buffers, callback): hashes the buffers, in order, on the libuv pool, then calls
+// callback(error | null, cpuNs). One batch per hash at a time (a TypeError otherwise); the buffers
+// must not change until the callback.
+static napi_value js_sha256_update(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (get_args(env, info, 3, argv)) return NULL;
+  Sha256* h = get_hash(env, argv[0]);
+  bool is_array = false;
+  napi_valuetype cbt;
+  napi_is_array(env, argv[1], &is_array);
+  napi_typeof(env, argv[2], &cbt);
+  if (!h || !is_array || cbt != napi_function) {
+    napi_throw_type_error(env, NULL, "sha256Update(hash, buffers: Buffer[], callback)");
+    return NULL;
+  }
+  if (h->busy || h->finished) {
+    napi_throw_type_error(env, NULL, h->busy ? "sha256Update: a batch is still running" : "sha256Update: the hash was digested");
+    return NULL;
+  }
+  uint32_t count = 0;
+  napi_get_array_length(env, argv[1], &count);
+  Sha256Batch* b = calloc(1, sizeof *b);
+  if (b) {
+    b->data = calloc(count ? count : 1, sizeof *b->data);
+    b->lens = calloc(count ? count : 1, sizeof *b->lens);
+  }
+  if (!b || !b->data || !b->lens) {
+    if (b) free(b->data), free(b->lens);
+    free(b);
+    return throw_errno(env, ENOMEM, "sha256Update", "");
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    napi_value el;
+    bool is_typed = false;
+    void* p = NULL;
+    size_t len = 0;
+    napi_get_element(env, argv[1], i, &el);
+    napi_is_typedarray(env, el, &is_typed);
+    if (is_typed) {
+      napi_typedarray_type tt;
+      size_t n;
+      napi_get_typedarray_info(env, el, &tt, &n, &p, NULL, NULL);
+      len = tt == napi_uint8_array ? n : 0;
+    }
+    if (!is_typed || (len > 0 && p == NULL)) {
+      free(b->data), free(b->lens), free(b);
+      napi_throw_type_error(env, NULL, "sha256Update: buffers must be Uint8Arrays");
+      return NULL;
+    }
+    b->data[i] = p;
+    b->lens[i] = len;
+  }
+  b->count = count;
+  b->hash = h;
+  napi_value name;
+  napi_create_string_utf8(env, "fastpull:sha256", NAPI_AUTO_LENGTH, &name);
+  napi_create_reference(env, argv[0], 1, &b->self);
+  napi_create_reference(env, argv[1], 1, &b->batch);
+  napi_create_reference(env, argv[2], 1, &b->callback);
+  napi_create_async_work(env, NULL, name, sha256_execute, sha256_complete, b, &b->work);
+  h->busy = true;
+  if (napi_queue_async_work(env, b->work) != napi_ok) {
+    h->busy = false;
+    napi_delete_reference(env, b->self);
+    napi_delete_reference(env, b->batch);
+    napi_delete_reference(env, b->callback);
+    napi_delete_async_work(env, b->work);
+    free(b->data), free(b->lens), free(b);
+    napi_throw_error(env, NULL, "sha256Update: could not queue the batch");
+    return NULL;
+  }
+  return NULL;
+}
+
+// sha256Digest(hash): the 32-byte digest of everything hashed; the hash takes no more updates.
+static napi_value js_sha256_digest(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (get_args(env, info, 1, argv)) return NULL;
+  Sha256* h = get_hash(env, argv[0]);
+  if (!h || h->busy || h->finished) {
+    napi_throw_type_error(env, NULL, !h ? "sha256Digest(hash)" : h->busy ? "sha256Digest: a batch is still running" : "sha256Digest: already digested");
+    return NULL;
+  }
+  unsigned char md[32];
+  unsigned int n = 0;
+  h->finished = true;
+  if (evp.final(h->ctx, md, &n) != 1 || n != sizeof md) {
+    napi_throw_error(env, NULL, "sha256Digest: OpenSSL failed to finish the digest");
+    return NULL;
+  }
+  void* data;
+  napi_value out;
+  napi_create_buffer_copy(env, sizeof md, md, &data, &out);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
@@ -449,6 +684,10 @@ static napi_value init(napi_env env, napi_value exports) {
       {"trimAllocator", NULL, js_trim_allocator, NULL, NULL, NULL, napi_default, NULL},
       {"startWriteback", NULL, js_start_writeback, NULL, NULL, NULL, napi_default, NULL},
       {"syncfs", NULL, js_syncfs, NULL, NULL, NULL, napi_default, NULL},
+      {"threadCpuNs", NULL, js_thread_cpu_ns, NULL, NULL, NULL, napi_default, NULL},
+      {"sha256Create", NULL, js_sha256_create, NULL, NULL, NULL, napi_default, NULL},
+      {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
+      {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

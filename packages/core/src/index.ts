@@ -18,9 +18,11 @@ export {
   type PhaseTotals,
 } from './pull/pull.js';
 export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
+export type { PullObserver, UnpackPassStart, UnpackPassEnd } from './pull/observer.js';
+export type { RangeRequest } from './registry/range-request.js';
 
 // The service every front end stands on: the CLI, fastpulld and its containerd snapshotter.
-export { LocalService, type LocalServiceOptions } from './service/local.js';
+export { LocalService, type LocalPullOptions, type LocalServiceOptions } from './service/local.js';
 export type { FastpullService, ServicePullOptions, Placement, PulledImage, MountTarget, BlobEntry, ImageOptions } from './service/service.js';
 export {
   CONTAINERD_HOSTS_DIR,
@@ -43,7 +45,7 @@ export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } fr
 export type { Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
-export { collectGarbage, type GcOptions, type GcResult } from './gc/gc.js';
+export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc/gc.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
 
 // Errors.
@@ -64,7 +66,8 @@ export type { Credentials, CredentialsProvider } from './registry/auth.js';
 // Unpacking: the worker pool and the gzip decoder choice.
 export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';
 export type { WorkerTask } from './unpack/worker.js';
-export type { UnpackedLayer, UnpackTimings } from './unpack/layer.js';
+export { unpackLayer, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './unpack/layer.js';
+export type { HashMode } from './unpack/hash-tap.js';
 export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
 export { trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';

@@ -18,9 +18,10 @@ import {
   type PullEvent,
   type PullResult,
   type ServicePullOptions,
+  type TraceDocument,
 } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
-import { eventFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
+import { eventFromWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
 import { fromServiceError } from './errors.js';
 import { packageDefinition, type WireBlobInfo, type WireGcResponse, type WireGetImageResponse, type WireImage, type WireMount, type WirePullRequest, type WirePullResponse, type WireSnapshotInfo } from './proto.js';
 
@@ -34,6 +35,11 @@ export interface RemotePullOptions {
   readonly credentials?: Credentials;
   /** Stops receiving (the daemon's pull goes on while other callers wait for it). */
   readonly signal?: AbortSignal;
+  /**
+   * Asks the daemon for a trace of the pull: called with it once the pull has ended, failed or not
+   * (before the generator returns or throws). Never written to a file by the daemon.
+   */
+  readonly onTrace?: (trace: TraceDocument) => void;
 }
 
 /** A finished pull: the library's result, and where the image lies in the daemon's store. */
@@ -51,6 +57,9 @@ export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKN
 type Callback<T> = (e: grpc.ServiceError | null, r?: T) => void;
 type UnaryMethod = (req: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, cb: Callback<unknown>) => grpc.ClientUnaryCall;
 type GenericClient = grpc.Client & Record<string, UnaryMethod & ((req: unknown, options?: grpc.CallOptions) => grpc.ClientReadableStream<unknown>)>;
+
+/** Largest message the client takes: room for the trace of a long pull. */
+const MAX_RECEIVE_BYTES = 256 * 1024 * 1024;
 
 /** The address as gRPC dials it: a bare path is a unix socket. */
 export function dialAddress(address: string): string {
@@ -74,7 +83,8 @@ export class FastpullClient implements FastpullService {
   constructor(address: string, options: { ownConnection?: boolean } = {}) {
     this.address = dialAddress(address);
     this.location = this.address;
-    this.channelOptions = options.ownConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {};
+    // A pull's trace comes in one message, and a long pull's can pass gRPC's default 4 MiB.
+    this.channelOptions = { 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES, ...(options.ownConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {}) };
   }
 
   private client(service: string): GenericClient {
@@ -109,6 +119,7 @@ export class FastpullClient implements FastpullService {
       plainHttp: options.plainHttp === true,
       keepBlobs: options.keepBlobs === true,
       credentials: options.credentials ? { username: options.credentials.username ?? '', password: options.credentials.password ?? '' } : null,
+      trace: options.onTrace !== undefined,
     };
     const call = this.client('fastpull.v1.Images').Pull!(req) as grpc.ClientReadableStream<WirePullResponse>;
     const abort = (): void => call.cancel();
@@ -116,6 +127,10 @@ export class FastpullClient implements FastpullService {
     let result: RemotePullResult | undefined;
     try {
       for await (const msg of call as AsyncIterable<WirePullResponse>) {
+        if (msg.trace) {
+          options.onTrace?.(traceFromWire(msg.trace.json));
+          continue;
+        }
         const { event, placement } = eventFromWire(msg);
         if (event.type === 'done') result = { image: event.image, timings: event.timings, root: placement!.root, snapshots: placement!.snapshots, mounts: placement!.mounts };
         yield event;

@@ -1,7 +1,7 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import type { Descriptor, Digest, GcResult, ImageRecord, LayerState, Mount, Platform, PullEvent, PullTimings } from '@fastpull/core';
+import { FastpullError, type Descriptor, type Digest, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireDescriptor,
@@ -78,6 +78,7 @@ export function imageToWire(i: ImageRecord, unpackedSize?: number | null): WireI
     size: i.size,
     unpackedSize: unpacked ?? 0,
     keepBlobs: i.keepBlobs === true,
+    heldFor: i.heldFor ?? '',
     created: i.created,
   };
 }
@@ -96,6 +97,7 @@ export function imageFromWire(w: WireImage | null | undefined): ImageRecord {
     ...(w.unpackedSize > 0 ? { unpackedSize: w.unpackedSize } : {}),
     ...(w.keepBlobs ? { keepBlobs: true } : {}),
     created: w.created,
+    ...(w.heldFor === 'containerd' ? { heldFor: 'containerd' as const } : {}),
   };
 }
 
@@ -161,7 +163,7 @@ export function eventToWire(e: PullEvent, placement?: PullPlacement): WirePullRe
         },
       };
     case 'layer':
-      return { layer: { index: e.index, digest: e.digest, state: STATES[e.state], bytes: e.bytes, total: e.total } };
+      return { layer: { index: e.index, digest: e.digest, state: STATES[e.state], bytes: e.bytes, total: e.total, unpack: e.unpacked !== undefined ? { consumed: e.unpacked } : null } };
     case 'done':
       return {
         done: {
@@ -173,6 +175,23 @@ export function eventToWire(e: PullEvent, placement?: PullPlacement): WirePullRe
         },
       };
   }
+}
+
+/** A pull's trace as sent (the JSON of a TraceDocument). */
+export function traceToWire(trace: TraceDocument): WirePullResponse {
+  return { trace: { json: JSON.stringify(trace) } };
+}
+
+/** A received trace message's document. */
+export function traceFromWire(json: string): TraceDocument {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(json);
+  } catch (e) {
+    throw new FastpullError('INTERNAL', `the daemon sent a trace that is not JSON: ${(e as Error).message}`);
+  }
+  if (typeof doc !== 'object' || doc === null || !Array.isArray((doc as { traceEvents?: unknown }).traceEvents)) throw new FastpullError('INTERNAL', 'the daemon sent a trace without traceEvents');
+  return doc as TraceDocument;
 }
 
 /** A received message as the library's event; `done` comes with where the image lies. */
@@ -193,7 +212,8 @@ export function eventFromWire(w: WirePullResponse): { event: PullEvent; placemen
     const l = w.layer;
     const state = STATE_OF_WIRE.get(l.state);
     if (!state) throw new TypeError(`the daemon sent an unknown layer state ${l.state}`);
-    return { event: { type: 'layer', index: l.index, digest: l.digest as Digest, state, bytes: l.bytes, total: l.total } };
+    const unpacked = l.unpack ? Number(l.unpack.consumed) : undefined;
+    return { event: { type: 'layer', index: l.index, digest: l.digest as Digest, state, bytes: l.bytes, total: l.total, ...(unpacked !== undefined ? { unpacked } : {}) } };
   }
   if (w.done) {
     const d = w.done;
@@ -212,6 +232,7 @@ export function gcToWire(r: GcResult, dryRun: boolean): WireGcResponse {
     litter: r.litter,
     bytes: r.bytes,
     dryRun,
+    images: r.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
 }
 
@@ -221,6 +242,7 @@ export function gcFromWire(w: WireGcResponse): GcResult {
     snapshots: w.snapshots.map((s) => ({ chainID: s.chainId as Digest, size: s.size })),
     litter: w.litter,
     bytes: w.bytes,
+    images: w.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
 }
 

@@ -2,6 +2,7 @@
 // itself in the trailing metadata (`fastpull-code`, with `fastpull-details` as JSON), so a client in any
 // language can tell INVALID_REFERENCE from INVALID_DIGEST and the TypeScript client rebuilds the same
 // FastpullError.
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { Metadata, status as Status, type ServiceError, type StatusObject } from '@grpc/grpc-js';
 import { asFastpullError, ErrorCodes, FastpullError, isFastpullError, type ErrorCode } from '@fastpull/core';
 
@@ -103,6 +104,13 @@ export function fromServiceError(e: unknown, what: string, address?: string): Fa
   }
   if (address !== undefined && se.code === Status.UNAVAILABLE) {
     const path = address.replace(/^unix:/, '');
+    const refused = socketRefusal(path);
+    if (refused) {
+      return new FastpullError('PERMISSION_DENIED', `${what}: this user may not connect to fastpulld at ${path} (${refused}); run as root or as a member of the socket's group (fastpulld's \`group\` setting)`, {
+        cause: e,
+        details: { grpcCode: se.code },
+      });
+    }
     return new FastpullError('NETWORK_ERROR', `${what}: no fastpulld listens at ${path}; start it (fastpulld --socket ${path}) or leave out --address and FASTPULL_ADDRESS to work on the store directly`, {
       cause: e,
       details: { grpcCode: se.code },
@@ -110,4 +118,27 @@ export function fromServiceError(e: unknown, what: string, address?: string): Fa
   }
   const fallback = CODE_OF_STATUS[se.code as Status] ?? 'INTERNAL';
   return new FastpullError(fallback, `${what}: ${se.details || se.message || 'call failed'} (gRPC ${Status[se.code] ?? se.code})`, { cause: e, details: { grpcCode: se.code } });
+}
+
+/**
+ * Why this process may not connect to the unix socket at `path`, when that is why a call never got
+ * through (connecting needs search permission on its directories and write permission on the
+ * socket); undefined when there is no such socket or nothing stops this process.
+ */
+function socketRefusal(path: string): string | undefined {
+  try {
+    const st = statSync(path);
+    if (!st.isSocket()) return undefined;
+    accessSync(path, fsConstants.W_OK);
+    return undefined;
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err.code !== 'EACCES' && err.code !== 'EPERM') return undefined;
+    try {
+      const st = statSync(path);
+      return `the socket is owned by uid ${st.uid}, gid ${st.gid}, mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}`;
+    } catch {
+      return 'a directory on the way to the socket is closed to this user';
+    }
+  }
 }

@@ -2,7 +2,7 @@
 // its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
 // a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
 // keeps what it downloaded for the next pull to resume).
-import { FastpullError, type PullEvent, type PullResult } from '@fastpull/core';
+import { FastpullError, type PullEvent, type PullResult, type TraceDocument } from '@fastpull/core';
 
 /** One caller of a shared pull. */
 export interface PullSubscriber {
@@ -12,10 +12,15 @@ export interface PullSubscriber {
   finish(result: PullResult): void;
   /** The pull failed (ABORTED when the daemon is stopping). */
   fail(error: unknown): void;
+  /** The pull's trace, when it recorded one: just before finish or fail. */
+  trace?(trace: TraceDocument): void;
 }
 
-/** What starting a pull needs: its signal and where its progress goes. */
-export type StartPull = (signal: AbortSignal, onProgress: (e: PullEvent) => void) => Promise<PullResult>;
+/**
+ * What starting a pull needs: its signal, where its progress goes, and where its trace goes (when
+ * the pull records one, it hands it over before it settles).
+ */
+export type StartPull = (signal: AbortSignal, onProgress: (e: PullEvent) => void, onTrace: (trace: TraceDocument) => void) => Promise<PullResult>;
 
 /** What a shared pull reports when it settles. */
 export interface PullOutcome {
@@ -53,6 +58,7 @@ class SharedPull {
   private readonly fetchedByLayer = new Map<number, number>();
   bytesFetched = 0;
   callers = 0;
+  trace: TraceDocument | undefined;
   settled = false;
   done!: Promise<void>;
 
@@ -150,6 +156,7 @@ export class PullManager {
         durationMs: performance.now() - t0,
       });
       for (const s of [...shared.subscribers]) {
+        if (shared.trace) s.trace?.(shared.trace);
         if (result) s.finish(result);
         else s.fail(error);
       }
@@ -159,12 +166,16 @@ export class PullManager {
     };
     let running: Promise<PullResult>;
     try {
-      running = start(shared.controller.signal, (e) => {
-        // `done` goes out with the result, once the pull has returned.
-        if (e.type === 'done') return;
-        const fresh = shared.event(e);
-        if (fresh > 0) this.hooks.fetched?.(fresh);
-      });
+      running = start(
+        shared.controller.signal,
+        (e) => {
+          // `done` goes out with the result, once the pull has returned.
+          if (e.type === 'done') return;
+          const fresh = shared.event(e);
+          if (fresh > 0) this.hooks.fetched?.(fresh);
+        },
+        (trace) => (shared.trace = trace),
+      );
     } catch (e) {
       running = Promise.reject(e);
     }

@@ -24,7 +24,7 @@ import {
   type Store,
 } from '@fastpull/core';
 import { readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
-import { eventToWire, gcToWire, imageToWire, mountToWire, phasesToWire, snapshotToWire } from './convert.js';
+import { eventToWire, traceToWire, gcToWire, imageToWire, mountToWire, phasesToWire, snapshotToWire } from './convert.js';
 import { toStatus } from './errors.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
@@ -206,7 +206,8 @@ export class Daemon {
       name = formatReference(ref);
       platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
       // Callers share a pull only with the same credentials: nobody rides on a secret that is not theirs.
-      key = JSON.stringify([name, platform ?? '', req.plainHttp, req.keepBlobs || this.config.keepBlobs, credentialsIdentity(given)]);
+      // A traced pull records its trace from its start: callers share it only when all want one.
+      key = JSON.stringify([name, platform ?? '', req.plainHttp, req.keepBlobs || this.config.keepBlobs, credentialsIdentity(given), req.trace]);
     } catch (e) {
       this.logFailure('Images.Pull', e);
       call.emit('error', toStatus(e));
@@ -216,18 +217,22 @@ export class Daemon {
     const { leave, joined } = this.pulls.join(
       key,
       name,
-      (signal, onProgress) =>
+      (signal, onProgress, onTrace) =>
         this.service.pull(name, {
           ...(platform ? { platform } : {}),
           ...(req.plainHttp ? { plainHttp: true } : {}),
           ...(req.keepBlobs ? { keepBlobs: true } : {}),
           ...(given ? { credentials: given } : {}),
+          ...(req.trace ? { onTrace } : {}),
           signal,
           onProgress,
         }),
       {
         progress: (e) => {
           if (open) call.write(eventToWire(e));
+        },
+        trace: (t) => {
+          if (open) call.write(traceToWire(t));
         },
         finish: (r) => {
           if (!open) return;

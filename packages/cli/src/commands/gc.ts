@@ -12,7 +12,7 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--dry-run', 'say what would be removed, remove nothing')
     .option('-v, --verbose', 'name each snapshot and blob removed')
     .addOption(rootOption(io.env))
-    .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n} as JSON'))
+    .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n, "images": [...]} as JSON'))
     .addOption(addressOption());
   return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean; address?: string }) => {
     const options = { signal, ...(flags.dryRun ? { dryRun: true } : {}) };
@@ -22,6 +22,8 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
       return;
     }
     const verb = flags.dryRun ? 'would remove' : 'removed';
+    // Records fastpulld's snapshotter held for containerd go once containerd lets go of the image.
+    for (const i of r.images) writeLine(io.stdout, `${verb} image record ${i.name} (${i.platform}): held for containerd, which no longer uses it`);
     if (flags.verbose) {
       for (const s of r.snapshots) writeLine(io.stdout, `${verb} snapshot ${shortDigest(s.chainID)} (${formatBytes(s.size)})`);
       for (const b of r.blobs) writeLine(io.stdout, `${verb} blob ${shortDigest(b.digest)} (${formatBytes(b.size)})`);

@@ -10,13 +10,12 @@ import {
   parsePlatform,
   parsePositiveInt,
   CONTAINERD_HOSTS_DIR,
-  LocalService,
-  TraceRecorder,
   type Credentials,
   type FastpullService,
   type PulledImage,
   type PullEvent,
   type ServicePullOptions,
+  type TraceDocument,
 } from '@fastpull/core';
 import { doing, UsageError } from '../errors.js';
 import { asUsageError, colorEnabled, writeJSONLine, writeLine, type CliIO } from '../io.js';
@@ -65,7 +64,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')
-    .option('--trace <file>', 'write the pull as a Chrome trace-event JSON file (open it in Perfetto or chrome://tracing): a track per layer, byte and memory counters')
+    .option('--trace <file>', 'write the pull as a Chrome trace-event JSON file (open it in Perfetto or chrome://tracing): a track per layer with its range requests, one per unpack worker, byte, network and memory counters (with --address, recorded by fastpulld)')
     .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
     .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
@@ -153,14 +152,11 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, service: Fastpu
     const log = new LogProgress(io.stderr, now);
     onProgress = (e) => log.event(e);
   }
-  const trace = flags.trace !== undefined ? new TraceRecorder({ rssIntervalMs: service instanceof LocalService ? 100 : 0 }) : undefined;
-  const show = onProgress;
-  if (trace) onProgress = (e) => (trace.event(e), show?.(e));
-  let result: PulledImage | undefined;
-  trace?.start();
+  // Recorded where the pull runs (this process, or fastpulld, which sends it back): written here.
+  let trace: TraceDocument | undefined;
+  const onTrace = flags.trace !== undefined ? (t: TraceDocument) => void (trace = t) : undefined;
   try {
-    result = await service.pull(ref, { ...options, ...(onProgress ? { onProgress } : {}) });
-    return result;
+    return await service.pull(ref, { ...options, ...(onProgress ? { onProgress } : {}), ...(onTrace ? { onTrace } : {}) });
   } catch (e) {
     if (flags.json) {
       const fe = asFastpullError(e).toJSON();
@@ -171,7 +167,8 @@ async function pullOne(io: CliIO, ref: string, flags: PullFlags, service: Fastpu
     if (timer) clearInterval(timer);
     live?.finish();
     // Written for a failed pull too: its spans show where it stopped.
-    if (trace) await doing(`writing the trace to ${flags.trace}`, () => writeFile(flags.trace!, JSON.stringify(trace.finish(result?.timings)) + '\n'));
+    const doc = trace;
+    if (doc) await doing(`writing the trace to ${flags.trace}`, () => writeFile(flags.trace!, JSON.stringify(doc) + '\n'));
   }
 }
 

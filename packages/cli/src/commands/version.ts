@@ -9,6 +9,8 @@ export interface VersionInfo {
   readonly node: string;
   /** The gzip decoder a pull would use: igzip, pigz or zlib (built in); with its path when external. */
   readonly inflater: { readonly choice: string; readonly kind: string; readonly path?: string; readonly error?: string };
+  /** Threads of libuv's pool, which inflates (node:zlib) and hashes layers: UV_THREADPOOL_SIZE, else libuv's 4. */
+  readonly threadPool: number;
 }
 
 export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
@@ -22,7 +24,8 @@ export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
     // A FASTPULL_INFLATER that names a missing or unknown decoder: say so, a pull would fail on it.
     inflater = { choice: env.FASTPULL_INFLATER ?? choice, kind: 'none', error: isFastpullError(e) ? e.message : String(e) };
   }
-  return { fastpull: VERSION, node: process.version, inflater };
+  const pool = Number(env.UV_THREADPOOL_SIZE);
+  return { fastpull: VERSION, node: process.version, inflater, threadPool: Number.isInteger(pool) && pool > 0 ? Math.min(pool, 1024) : 4 };
 }
 
 export function versionCommand(io: CliIO): Command {
@@ -37,5 +40,6 @@ export function versionCommand(io: CliIO): Command {
     writeLine(io.stdout, `node     ${v.node}`);
     const i = v.inflater;
     writeLine(io.stdout, `inflater ${i.error ? `${i.choice}: ${i.error}` : i.path ? `${i.kind} (${i.path})` : `${i.kind} (built in)`}`);
+    writeLine(io.stdout, `threads  ${v.threadPool} in libuv's pool`);
   });
 }

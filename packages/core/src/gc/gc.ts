@@ -4,6 +4,7 @@
 import { promises as fsp } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Digest } from '../oci/digest.js';
+import { formatPlatform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
 import { liveLeaseRefs, readLiveLeases, withCollectionLock } from './lease.js';
@@ -35,7 +36,19 @@ export interface GcResult {
   readonly litter: number;
   /** Blob bytes plus uncompressed layer bytes of the removed snapshots. */
   readonly bytes: number;
+  /**
+   * Image records held for containerd (ImageRecord.heldFor) that no containerd snapshot record used
+   * any more, removed before their layers were weighed.
+   */
+  readonly images: readonly { readonly name: string; readonly platform: string }[];
 }
+
+/**
+ * How old a record held for containerd must be before collection may drop it for want of
+ * containerd records: the fast path writes the image record as its pull ends, and containerd's
+ * records of the last layers come moments after.
+ */
+export const HELD_FOR_CONTAINERD_GRACE_MS = 10 * 60_000;
 
 /**
  * Removes what nothing refers to. A snapshot is kept while an image lists its chainID, a running
@@ -60,7 +73,8 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
       // this order sees every finishing pull at least once (as a lease, or as an image).
       const deadLeases = await sweepDeadDirs(join(store.root, 'leases'), 0, options.dryRun ? { dryRun: true } : {});
       const leased = await (options.dryRun ? readLiveLeases(store.root) : liveLeaseRefs(store.root));
-      const images = await store.images.list();
+      const borrowed = await recordedChainIDs(store.root);
+      const { images, released } = await releaseHeldImages(store, await store.images.list(), borrowed, options.dryRun === true);
       const mounted = mountedPaths(await mountInfo());
       const mountedChains = new Set<Digest>();
       const links = await store.snapshots.shortLinks();
@@ -70,7 +84,7 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
         if (chainID !== undefined) mountedChains.add(chainID);
       }
       // containerd's snapshot records (served by fastpulld) that borrow committed snapshots keep them.
-      const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root)), ...(await recordedChainIDs(store.root))]);
+      const wantSnapshots = new Set<Digest>([...leased.snapshots, ...(await recordedMountSnapshots(store.root)), ...borrowed]);
       for (const img of images) for (const l of img.layers) wantSnapshots.add(l.chainID);
       const snapshots: Array<{ chainID: Digest; size: number }> = [];
       const committed = new Set<Digest>(); // the snapshots that stay
@@ -97,14 +111,14 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
         blobs.push({ digest: blob.digest, size: blob.size });
         if (!options.dryRun) await store.content.delete(blob.digest);
       }
-      return { blobs, snapshots, deadLeases: deadLeases.length };
+      return { blobs, snapshots, deadLeases: deadLeases.length, images: released };
     },
     options.signal,
   );
   // Discarded snapshots were renamed out of sight under the lock; deleting their files can take
   // long, and needs no lock.
   for (const remove of trash) await remove();
-  const { deadLeases, ...result } = decided;
+  const { deadLeases, images, ...result } = decided;
   const dryRun = options.dryRun === true;
   // Left in trash/ by a collection that died before deleting it (ours are gone by now).
   const trashed = (await fsp.readdir(join(store.snapshots.dir, 'trash')).catch(() => [] as string[])).length;
@@ -115,7 +129,7 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
   ]);
   const litter = ingests.length + actives.length + temps + deadLeases + trashed;
   const bytes = result.blobs.reduce((n, b) => n + b.size, 0) + result.snapshots.reduce((n, s) => n + s.size, 0);
-  return { ...result, litter, bytes };
+  return { ...result, litter, bytes, images };
 }
 
 /**
@@ -144,6 +158,29 @@ export function blobsToKeep(images: readonly ImageRecord[], committed: ReadonlyS
     for (const l of img.layers) if (img.keepBlobs === true || !committed.has(l.chainID)) keep.add(l.digest);
   }
   return keep;
+}
+
+/**
+ * Drops (or, in a dry run, names) the image records held for containerd, past the grace time, of
+ * which containerd's records borrow no layer; returns the records that stay and those dropped. Each
+ * is read again just before it goes, so a record a user's pull rewrote meanwhile stays.
+ */
+async function releaseHeldImages(store: Store, all: readonly ImageRecord[], borrowed: ReadonlySet<Digest>, dryRun: boolean): Promise<{ images: ImageRecord[]; released: { name: string; platform: string }[] }> {
+  const images: ImageRecord[] = [];
+  const released: { name: string; platform: string }[] = [];
+  const before = Date.now() - HELD_FOR_CONTAINERD_GRACE_MS;
+  const letGo = (r: ImageRecord | undefined): boolean => r?.heldFor === 'containerd' && Date.parse(r.created) < before && !r.layers.some((l) => borrowed.has(l.chainID));
+  for (const img of all) {
+    if (!letGo(img)) {
+      images.push(img);
+      continue;
+    }
+    const platform = formatPlatform(img.platform);
+    const now = dryRun ? img : await store.images.get(img.name, platform);
+    if (now && letGo(now) && (dryRun || (await store.images.delete(img.name, platform)))) released.push({ name: img.name, platform });
+    else if (now) images.push(now);
+  }
+  return { images, released };
 }
 
 /** The snapshots `fastpull mount` records use (a record is written before its mount is made). */

@@ -1,2 +1,2 @@
-export { collectGarbage, type GcOptions, type GcResult } from './gc.js';
+export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc.js';
 export { acquireLease, withCollectionLock, type Lease, type LeaseRefs } from './lease.js';

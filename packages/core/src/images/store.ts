@@ -46,6 +46,12 @@ export interface ImageRecord {
   readonly keepBlobs?: boolean;
   /** When the record was written (ISO 8601). */
   readonly created: string;
+  /**
+   * Who the record is for. 'containerd': fastpulld's snapshotter pulled the image for containerd,
+   * whose snapshot records borrow its layers; collection removes such a record once no containerd
+   * record uses any of its layers (see HELD_FOR_CONTAINERD_GRACE_MS). Absent: the user's.
+   */
+  readonly heldFor?: 'containerd';
 }
 
 /**

@@ -25,7 +25,7 @@ export interface DownloadContext {
   readonly signal: AbortSignal;
   /** The pull's no-progress timeout, fed by every download. */
   readonly watch: ProgressWatch;
-  readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler'>;
+  readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler' | 'observer'>;
 }
 
 /**
@@ -58,23 +58,30 @@ export class LayerDownload {
   /** Settles with the download's wall time in ms (0 when the blob was in the store), or its error. */
   done: Promise<number> = Promise.resolve(0);
 
-  /** Opens the layer's blob and, when it is not in the store, starts downloading it. */
-  static async start(ctx: DownloadContext, desc: Descriptor, layer: ImageLayer, progress: LayerProgress): Promise<LayerDownload> {
+  /** Opens the layer's blob and, when it is not in the store, starts downloading it; `index`: its position, for the observer. */
+  static async start(ctx: DownloadContext, desc: Descriptor, layer: ImageLayer, progress: LayerProgress, index = 0): Promise<LayerDownload> {
     const { store } = ctx;
     if (await hasBlob(store, layer)) return new LayerDownload(store, layer, store.content.blobPath(layer.digest), Watermark.complete(layer.size), undefined);
     const ingest = await store.content.newIngest(desc);
     const d = new LayerDownload(store, layer, ingest.path, ingest.watermark, ingest);
-    d.done = d.fetch(ctx, desc, ingest, progress);
+    d.done = d.fetch(ctx, desc, ingest, progress, index);
     // Awaited by the unpack step (or by close): a failure while the layer is busy elsewhere is not
     // an unhandled rejection.
     d.done.catch(() => undefined);
     return d;
   }
 
-  private async fetch(ctx: DownloadContext, desc: Descriptor, ingest: Ingest, progress: LayerProgress): Promise<number> {
+  private async fetch(ctx: DownloadContext, desc: Descriptor, ingest: Ingest, progress: LayerProgress, index: number): Promise<number> {
     const { options } = ctx;
-    progress.fetchStarted(ingest.resumed.reduce((n, [a, b]) => n + b - a, 0));
+    const { observer } = options;
+    const resumed = ingest.resumed.reduce((n, [a, b]) => n + b - a, 0);
+    // Timed from before the `fetching` event, so that a span drawn from that event for fetchMs
+    // holds every request of the download, whatever the event's listeners take.
     const t0 = performance.now();
+    progress.fetchStarted(resumed);
+    if (resumed > 0) observer?.bytes?.(index, resumed, true);
+    const onRange = observer?.range;
+    const observed = observer?.bytes;
     const ended = ctx.watch.start();
     try {
       await fetchBlob(ctx.client, ctx.ref, desc, ingest, {
@@ -87,9 +94,11 @@ export class LayerDownload {
         signal: AbortSignal.any([ctx.signal, this.stop.signal]),
         ...(options.onRetry ? { onRetry: options.onRetry } : {}),
         ...(options.onStraggler ? { onStraggler: options.onStraggler } : {}),
+        ...(onRange ? { onRange: (r) => onRange(index, r) } : {}),
         onBytes: (n) => {
           ctx.watch.bytes();
           progress.fetched(n);
+          observed?.(index, n, false);
         },
       });
     } catch (e) {

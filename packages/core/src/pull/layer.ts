@@ -71,12 +71,16 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
   let active: ActiveSnapshot | undefined;
   try {
     progress.waiting();
-    download = await LayerDownload.start(ctx, desc, layer, progress);
+    download = await LayerDownload.start(ctx, desc, layer, progress, index);
     const { blobPath } = download;
     // The unpacker starts as soon as a slot is free and follows the blob's watermark while the
     // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
     active = await store.snapshots.prepare();
     const ztoc = await layerZtoc(ctx, layer);
+    const { observer } = ctx.options;
+    // The pass's thread and its consumed bytes as last reported, for the observer.
+    let thread = 0;
+    let consumed = 0;
     const unpacking = ctx.pool.run(
       {
         blobPath,
@@ -89,8 +93,27 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),
       },
-      { signal, priority: layer.size, onStart: () => progress.unpackStarted() },
+      {
+        signal,
+        priority: layer.size,
+        onStart: (t) => {
+          thread = t;
+          progress.unpackStarted();
+          observer?.unpackStarted?.(index, { thread, read: () => consumed });
+        },
+        onBytes: (n) => {
+          consumed = n;
+          progress.unpackProgress(n);
+        },
+      },
     );
+    if (observer?.unpackEnded) {
+      const ended = observer.unpackEnded;
+      unpacking.then(
+        (r) => ended(index, { thread, timings: r.timings }),
+        () => ended(index, { thread }),
+      );
+    }
     const [fetched, unpacked] = await Promise.allSettled([download.done, unpacking]);
     const bad = download;
     // A failed download is the cause of whatever the unpacker then saw.

@@ -15,7 +15,7 @@ const ORDER: readonly LayerState[] = ['waiting', 'fetching', 'extracting', 'veri
 
 /** Fails unless every layer's states only move forward and its bytes say what the docs say. */
 function expectForwardOnly(events: readonly PullEvent[], context: string): void {
-  const last = new Map<number, { state: LayerState; bytes: number }>();
+  const last = new Map<number, { state: LayerState; bytes: number; unpacked?: number }>();
   for (const e of events) {
     if (e.type !== 'layer') continue;
     const prev = last.get(e.index);
@@ -25,14 +25,23 @@ function expectForwardOnly(events: readonly PullEvent[], context: string): void 
       expect(prev === undefined || prev.state === 'waiting', where).toBe(true);
     } else if (prev) {
       const [a, b] = [ORDER.indexOf(prev.state), ORDER.indexOf(e.state)];
-      // The same state again only to report more fetched bytes.
-      if (a === b) expect(e.state === 'fetching' && e.bytes > prev.bytes, where).toBe(true);
+      // The same state again only to report more fetched bytes, or more bytes the pass consumed.
+      if (a === b && e.state === 'extracting') expect(e.unpacked!, where).toBeGreaterThan(prev.unpacked!);
+      else if (a === b) expect(e.state === 'fetching' && e.bytes > prev.bytes, where).toBe(true);
       else expect(b, where).toBeGreaterThan(a);
+      // The pass read the whole blob before the layer leaves extracting.
+      if (prev.state === 'extracting' && e.state !== 'extracting') expect(prev.unpacked, where).toBe(e.total);
     }
     if (e.state === 'waiting') expect(e.bytes, where).toBe(0);
     if (e.state === 'fetching') expect(e.bytes, where).toBeLessThanOrEqual(e.total);
     if (['extracting', 'verifying', 'committed', 'exists'].includes(e.state)) expect(e.bytes, where).toBe(e.total);
-    last.set(e.index, { state: e.state, bytes: e.bytes });
+    if (e.state === 'extracting') {
+      expect(e.unpacked, where).toBeGreaterThanOrEqual(0);
+      expect(e.unpacked, where).toBeLessThanOrEqual(e.total);
+    } else {
+      expect(e.unpacked, where).toBeUndefined();
+    }
+    last.set(e.index, { state: e.state, bytes: e.bytes, ...(e.unpacked !== undefined ? { unpacked: e.unpacked } : {}) });
   }
   for (const [index, { state }] of last) expect(['committed', 'exists'], `${context}: layer ${index} ended ${state}`).toContain(state);
 }
@@ -44,7 +53,7 @@ describe('LayerProgress', () => {
     let now = 0;
     const p = new LayerProgress(layer, (e) => events.push(e), () => now);
     const states = () => events.map((e) => (e.type === 'layer' ? `${e.state}:${e.bytes}` : e.type));
-    return { p, states, tick: (ms: number) => (now += ms) };
+    return { p, states, events, tick: (ms: number) => (now += ms) };
   };
 
   it('is extracting only once the download is done, whichever of the two signals comes first', () => {
@@ -93,6 +102,37 @@ describe('LayerProgress', () => {
     r.tick(150);
     r.p.fetched(1); // slow bytes still show after the interval
     expect(r.states()).toEqual(['fetching:0', ...[1, 2, 3, 4].map((k) => `fetching:${k * PROGRESS_STEP}`), `fetching:${4 * PROGRESS_STEP + 1}`]);
+  });
+
+  it('reports the bytes the unpack pass consumed while extracting: kept until then, every step or interval, always the end', () => {
+    const r = record();
+    const unpacked = () => r.events.filter((e) => e.type === 'layer' && e.state === 'extracting').map((e) => (e.type === 'layer' ? e.unpacked : -1));
+    r.p.fetchStarted(0);
+    r.p.unpackStarted(); // follows the download
+    r.p.unpackProgress(PROGRESS_STEP / 2); // not news while the download runs
+    r.p.fetched(layer.size);
+    expect(unpacked()).toEqual([]);
+    r.p.fetchDone();
+    expect(unpacked()).toEqual([PROGRESS_STEP / 2]);
+    r.p.unpackProgress(PROGRESS_STEP); // half a step, no time: nothing
+    r.p.unpackProgress(PROGRESS_STEP / 4); // backwards: ignored
+    r.p.unpackProgress(PROGRESS_STEP * 2); // a step and a half since the last report
+    r.tick(150);
+    r.p.unpackProgress(PROGRESS_STEP * 2 + 1); // a byte, but after the interval
+    r.p.unpackProgress(PROGRESS_STEP * 3); // no step, no time: nothing
+    r.p.unpackProgress(layer.size); // the end always shows
+    r.p.unpackProgress(layer.size);
+    r.p.verifying();
+    r.p.unpackProgress(layer.size + 1); // past extracting: nothing
+    expect(unpacked()).toEqual([PROGRESS_STEP / 2, PROGRESS_STEP * 2, PROGRESS_STEP * 2 + 1, layer.size]);
+    expect(r.events.filter((e) => e.type === 'layer' && e.state !== 'extracting' && e.unpacked !== undefined)).toEqual([]);
+
+    // A stored blob: extracting at once, from 0.
+    const s = record();
+    s.p.waiting();
+    s.p.unpackStarted();
+    s.p.unpackProgress(layer.size);
+    expect(s.events.map((e) => (e.type === 'layer' ? `${e.state}:${e.unpacked}` : ''))).toEqual(['waiting:undefined', 'extracting:0', `extracting:${layer.size}`]);
   });
 
   it('goes from waiting to extracting for a blob already in the store, and to exists for a layer already unpacked', () => {

@@ -25,6 +25,9 @@ export class LayerProgress {
   private fetchedBytes = 0;
   private reportedBytes = 0;
   private reportedAt = 0;
+  /** Compressed bytes the unpack pass has consumed, once it reported any. */
+  private unpackedBytes: number | undefined;
+  private reportedUnpacked = 0;
 
   constructor(
     private readonly layer: { readonly index: number; readonly digest: Digest; readonly size: number },
@@ -73,7 +76,25 @@ export class LayerProgress {
   /** The unpack pass has a slot and starts (possibly while the download runs). */
   unpackStarted(): void {
     this.unpacking = true;
+    this.unpackedBytes ??= 0;
     if (!this.downloading || this.downloaded) this.move('extracting', this.layer.size);
+  }
+
+  /**
+   * The unpack pass has consumed `total` compressed bytes of the blob. Once the layer is
+   * `extracting`, an `extracting` event carries it every PROGRESS_STEP bytes or
+   * PROGRESS_INTERVAL_MS, and at the end; before that (the pass follows a running download, whose
+   * bytes are the news) it is only kept for the first `extracting` event.
+   */
+  unpackProgress(total: number): void {
+    if (total <= (this.unpackedBytes ?? -1)) return;
+    this.unpackedBytes = total;
+    if (this.current !== 'extracting') return;
+    const now = this.now();
+    if (total - this.reportedUnpacked >= PROGRESS_STEP || now - this.reportedAt >= PROGRESS_INTERVAL_MS || total === this.layer.size) {
+      this.reportedAt = now;
+      this.emit('extracting', this.layer.size);
+    }
   }
 
   /** The pass is over: both digests are checked and the snapshot committed. */
@@ -99,6 +120,12 @@ export class LayerProgress {
 
   private emit(state: LayerState, bytes: number): void {
     const { index, digest, size } = this.layer;
+    if (state === 'extracting' && this.unpackedBytes !== undefined) {
+      this.reportedUnpacked = this.unpackedBytes;
+      this.reportedAt = this.now();
+      this.onProgress?.({ type: 'layer', index, digest, state, bytes, total: size, unpacked: this.unpackedBytes });
+      return;
+    }
     this.onProgress?.({ type: 'layer', index, digest, state, bytes, total: size });
   }
 }

@@ -59,7 +59,12 @@ export function freshStore(dir: string, name: string): Store {
 /** The states each layer went through, by layer index, in the order the events came. */
 export function statesByLayer(events: readonly PullEvent[]): Map<number, string[]> {
   const out = new Map<number, string[]>();
-  for (const e of events) if (e.type === 'layer') out.set(e.index, [...(out.get(e.index) ?? []), e.state]);
+  for (const e of events) {
+    if (e.type !== 'layer') continue;
+    const seen = out.get(e.index) ?? [];
+    // A state repeated to report more bytes is one state.
+    if (seen.at(-1) !== e.state) out.set(e.index, [...seen, e.state]);
+  }
   return out;
 }
 

@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { FastpullError, throwIfAborted } from '../errors.js';
 import { formatReference, parseReference, type Reference } from '../oci/reference.js';
-import { parsePlatform } from '../oci/platform.js';
+import { formatPlatform, parsePlatform, type Platform } from '../oci/platform.js';
 import type { ImageLayer, ImageRecord } from '../images/store.js';
 import { RegistryClient, type ResolvedImage } from '../registry/client.js';
 import { findSociZtocs } from '../registry/soci.js';
@@ -154,6 +154,7 @@ async function pullLeased(
     unpackedSize,
     ...(options.keepBlobs === true ? { keepBlobs: true } : {}),
     created: new Date().toISOString(),
+    ...(options.heldFor && (await heldForKept(store, name, resolved.platform)) ? { heldFor: options.heldFor } : {}),
   };
   throwIfAborted(options.signal, `pulling ${name}`);
   await store.images.put(image);
@@ -222,4 +223,10 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
   });
   if (failure !== undefined) throw failure;
   return results as LayerTimings[];
+}
+
+/** Whether a record held for containerd may be written: no user's record of the name and platform is there. */
+async function heldForKept(store: Store, name: string, platform: Platform): Promise<boolean> {
+  const existing = await store.images.get(name, formatPlatform(platform));
+  return existing === undefined || existing.heldFor !== undefined;
 }

@@ -7,13 +7,14 @@ import type { RegistryClient } from '../registry/client.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
+import type { PullObserver } from './observer.js';
 
 /**
  * Where a layer of a pull is, in the order a layer goes through them; a layer's states only move
  * forward. `waiting`: for a download slot, or for another pull unpacking the same layer.
  * `fetching`: its blob is downloading (`bytes` counts up). `extracting`: every byte is in and the
  * single pass that hashes, decompresses and extracts runs (it starts while the download goes on, and
- * has caught up or is catching up). `verifying`: both digests are being checked and the snapshot
+ * has caught up or is catching up; `unpacked` says how far it has read). `verifying`: both digests are being checked and the snapshot
  * committed. `committed`: its snapshot is in the store. Or `exists` straight from `waiting`: its
  * snapshot was already there (or another pull committed it meanwhile). A layer whose blob is
  * already in the store goes from `waiting` to `extracting`.
@@ -22,7 +23,8 @@ export type LayerState = 'waiting' | 'fetching' | 'extracting' | 'verifying' | '
 
 /**
  * Progress of a pull, in the order things happen: one `resolved`, then `layer` events of all
- * layers interleaved (each layer's states in {@link LayerState} order, never back), then `done`
+ * layers interleaved (each layer's states in {@link LayerState} order, never back; `fetching` and
+ * `extracting` repeat as their bytes grow), then `done`
  * (only when the pull succeeds).
  */
 export type PullEvent =
@@ -49,6 +51,11 @@ export type PullEvent =
       readonly bytes: number;
       /** The layer blob's size. */
       readonly total: number;
+      /**
+       * `extracting` only: compressed bytes of the blob the unpack pass has consumed so far (it
+       * reaches `total` when the pass has read everything). `extracting` repeats as it grows.
+       */
+      readonly unpacked?: number;
     }
   | { readonly type: 'done'; readonly image: ImageRecord; readonly timings: PullTimings };
 
@@ -179,6 +186,13 @@ export interface PullOptions {
   readonly keepBlobs?: boolean;
   /** Flush each snapshot to stable storage before committing it (default true; false is unsafe, see StoreOptions.sync). */
   readonly sync?: boolean;
+  /** Watches the pull from inside: range requests, bytes landing, unpack passes (TraceRecorder uses it). */
+  readonly observer?: PullObserver;
+  /**
+   * Mark the image record as held for containerd (ImageRecord.heldFor), unless a record of the same
+   * name and platform is already there without the mark: a user's record stays the user's.
+   */
+  readonly heldFor?: 'containerd';
 }
 
 /** What a successful pull returns. */

@@ -9,7 +9,10 @@ import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import type { RegistryClient } from './client.js';
 import { discard, headerValue, responseError } from './response.js';
+import type { RangeRequest } from './range-request.js';
 import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
+
+export type { RangeRequest } from './range-request.js';
 
 /** Where downloaded bytes go: positional writes into one file. */
 export interface RandomAccessSink {
@@ -44,6 +47,8 @@ export interface FetchOptions {
   readonly onStraggler?: () => void;
   /** Called when a range request failed in a way worth retrying and is about to be retried. */
   readonly onRetry?: (error: unknown) => void;
+  /** Called when each HTTP request for a range has ended, whatever its outcome (for traces). */
+  readonly onRange?: (request: RangeRequest) => void;
 }
 
 /**
@@ -66,6 +71,12 @@ interface Range {
   readonly start: number;
   /** Exclusive. */
   readonly end: number;
+}
+
+/** A range of the download's plan: its position among the chunks, and when it asked for a connection (for onRange). */
+interface Chunk extends Range {
+  readonly chunk: number;
+  readonly queuedAt: number;
 }
 
 /**
@@ -91,12 +102,14 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   if (missing.length === 0) return;
 
   if (missing.length === 1 && missing[0]!.start === 0 && desc.size <= chunkSize) {
-    await limit(() => fetchRange(ctx, { start: 0, end: desc.size }, false), desc.size, options.signal);
+    const queuedAt = performance.now();
+    await limit(() => fetchRange(ctx, { start: 0, end: desc.size, chunk: 0, queuedAt }, false), desc.size, options.signal);
     return;
   }
-  const chunks: Range[] = [];
+  const chunks: Chunk[] = [];
+  const queuedAt = performance.now();
   for (const m of missing) {
-    for (let start = m.start; start < m.end; start += chunkSize) chunks.push({ start, end: Math.min(m.end, start + chunkSize) });
+    for (let start = m.start; start < m.end; start += chunkSize) chunks.push({ start, end: Math.min(m.end, start + chunkSize), chunk: chunks.length, queuedAt });
   }
   // The first chunk probes Range support; the others start once the server has shown it honours it.
   const first = await limit(() => fetchRange(ctx, chunks[0]!, true, true), chunks[0]!.end - chunks[0]!.start, options.signal);
@@ -107,8 +120,10 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   setMaxListeners(0, signal); // one listener per chunk in flight
   const sub: ChunkContext = { ...ctx, options: { ...options, signal } };
   let failure: unknown;
+  // They ask for connections now, after the probe.
+  const queued = performance.now();
   const tasks = ranges.map((r) =>
-    limit(() => fetchRange(sub, r, true), r.end - r.start, signal).catch((e: unknown) => {
+    limit(() => fetchRange(sub, { ...r, queuedAt: queued }, true), r.end - r.start, signal).catch((e: unknown) => {
       // The first failure stops the other chunks; all are settled before the caller sees it, so no
       // write lands in the sink after fetchBlob returns.
       if (failure === undefined) failure = e;
@@ -132,7 +147,7 @@ interface ChunkContext {
  * Fetches one range with retries; a retry asks only for what is still missing. Returns 'whole' when
  * the server answered a ranged request with the complete blob (and that was written).
  */
-async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, probe = false): Promise<'range' | 'whole'> {
+async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, probe = false): Promise<'range' | 'whole'> {
   const attempts = ctx.options.attempts ?? DEFAULT_ATTEMPTS;
   const cursor = { pos: range.start };
   let lastError: unknown;
@@ -141,21 +156,29 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
   // Set once the server answered with the whole blob (it ignored Range): from then on this request
   // stands for the whole blob, and a retry after a broken connection asks for the rest of it.
   let whole = false;
+  // For onRange: requests sent so far, and why the next one goes out.
+  let sent = 0;
+  let reason: RangeRequest['reason'] = 'first';
   for (let attempt = 0; attempt < attempts; attempt++) {
     throwIfAborted(ctx.options.signal, ctx.what);
     if (attempt > 0) await sleep(retryDelayMs(attempt, retryAfter), ctx.options.signal);
     retryAfter = undefined;
     const watchdog = new Watchdog(ctx, cursor);
     let origin: string | undefined;
+    const record = ctx.options.onRange ? { sentAt: performance.now(), start: cursor.pos, end: whole ? ctx.desc.size : range.end, offset: cursor.pos, status: 0 } : undefined;
+    let outcome: RangeRequest['outcome'] = 'error';
+    let code: string | undefined;
     try {
       const pos = cursor.pos;
       const end = whole ? ctx.desc.size : range.end;
       const useRange = ranged || pos > range.start;
       const headers: Record<string, string> = useRange ? { range: `bytes=${pos}-${end - 1}` } : {};
       const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal, onEndpoint: (o) => (origin = o) });
+      if (record) record.status = res.statusCode;
       if (res.statusCode === 206) {
         checkContentRange(ctx, res, pos, end);
         await writeBody(ctx, res, cursor, end);
+        outcome = 'done';
         return whole ? 'whole' : 'range';
       }
       if (res.statusCode === 200) {
@@ -170,18 +193,24 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
         }
         checkLength(ctx, res, ctx.desc.size);
         cursor.pos = 0;
+        if (record) record.offset = 0;
         whole = true;
         await writeBody(ctx, res, cursor, ctx.desc.size);
+        outcome = 'done';
         return 'whole';
       }
       retryAfter = parseRetryAfter(headerValue(res.headers['retry-after']));
       const err = await responseError(res, ctx.what);
+      code = err.code;
       // A server that asks for a longer pause than we wait is answered with the error now.
       if (!isRetryableStatus(res.statusCode) || (retryAfter ?? 0) > RETRY_AFTER_MAX_MS) throw err;
       lastError = err;
       if (attempt + 1 < attempts) ctx.options.onRetry?.(err);
     } catch (e) {
+      code = isFastpullError(e) ? e.code : undefined;
+      if (ctx.options.signal?.aborted) outcome = 'aborted';
       if (watchdog.fired && !ctx.options.signal?.aborted) {
+        outcome = 'straggler';
         // A straggler: its remainder goes out again at once, on a fresh connection (aborting the
         // request closed its socket), without spending one of the attempts meant for errors.
         ctx.options.onStraggler?.();
@@ -200,6 +229,13 @@ async function fetchRange(ctx: ChunkContext, range: Range, ranged: boolean, prob
       if (attempt + 1 < attempts) ctx.options.onRetry?.(e);
     } finally {
       watchdog.stop();
+      if (record) {
+        const { sentAt, start, end, offset, status } = record;
+        const bytes = cursor.pos - offset;
+        ctx.options.onRange!({ chunk: range.chunk, attempt: sent, reason, outcome, start, end, offset, bytes, ...(status ? { status } : {}), ...(code ? { code } : {}), queuedAt: range.queuedAt, sentAt, endedAt: performance.now() });
+      }
+      sent++;
+      reason = outcome === 'straggler' ? 'reissue' : 'retry';
     }
   }
   throw lastError instanceof Error ? lastError : new FastpullError('NETWORK_ERROR', `${ctx.what}: failed after ${attempts} attempts`);

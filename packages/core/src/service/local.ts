@@ -11,7 +11,9 @@ import { formatPlatform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
-import { pull } from '../pull/pull.js';
+import { pull, type PullEvent, type PullResult } from '../pull/pull.js';
+import type { PullObserver } from '../pull/observer.js';
+import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import type { Mount, SnapshotInfo } from '../snapshots/store.js';
@@ -22,6 +24,12 @@ import { UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
 import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
+
+/** Options of {@link LocalService.pull}: a service's, and what only the store's owner may ask. */
+export interface LocalPullOptions extends ServicePullOptions {
+  /** Record the image as held for containerd (see ImageRecord.heldFor): fastpulld's snapshotter. */
+  readonly heldFor?: 'containerd';
+}
 
 /** How a local service is built; every setting applies to all of its pulls. */
 export interface LocalServiceOptions {
@@ -108,7 +116,7 @@ export class LocalService implements FastpullService {
     await check;
   }
 
-  async pull(reference: string, options: ServicePullOptions = {}): Promise<PulledImage> {
+  async pull(reference: string, options: LocalPullOptions = {}): Promise<PulledImage> {
     await this.root('create');
     // A hosts directory that does not exist (yet) means no mirrors, as containerd's config_path; one
     // that is a file, a loop or unreadable is a mistake to say at once.
@@ -116,7 +124,21 @@ export class LocalService implements FastpullService {
     const o = this.options;
     const registry = parseReference(reference).registry;
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
-    const result = await pull(reference, {
+    const trace = options.onTrace ? new TraceRecorder() : undefined;
+    const onProgress = trace ? (e: PullEvent) => (trace.event(e), options.onProgress?.(e)) : options.onProgress;
+    let result: PullResult | undefined;
+    trace?.start();
+    try {
+      result = await this.runPull(reference, options, credentials, onProgress, trace?.observer);
+    } finally {
+      if (trace) options.onTrace!(trace.finish(result?.timings));
+    }
+    return { ...result, ...(await this.placement(result.image)) };
+  }
+
+  private runPull(reference: string, options: LocalPullOptions, credentials: CredentialsProvider, onProgress: ((e: PullEvent) => void) | undefined, observer: PullObserver | undefined): Promise<PullResult> {
+    const o = this.options;
+    return pull(reference, {
       root: this.store.root,
       ...(options.platform ? { platform: options.platform } : {}),
       ...(options.plainHttp ? { plainHttp: true } : {}),
@@ -129,12 +151,13 @@ export class LocalService implements FastpullService {
       ...(o.threads === false ? { threads: false } : {}),
       ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
       ...(o.sync === false ? { sync: false } : {}),
+      ...(options.heldFor ? { heldFor: options.heldFor } : {}),
       ...(o.onRetry ? { onRetry: o.onRetry } : {}),
       ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      ...(onProgress ? { onProgress } : {}),
+      ...(observer ? { observer } : {}),
     });
-    return { ...result, ...(await this.placement(result.image)) };
   }
 
   /** Where an image's snapshots lie and the mounts that stack them. */

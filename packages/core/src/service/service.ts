@@ -12,6 +12,7 @@ import type { GcResult } from '../gc/gc.js';
 import type { ImageDetails } from '../images/inspect.js';
 import type { ImageRecord } from '../images/store.js';
 import type { PullEvent, PullResult } from '../pull/pull.js';
+import type { TraceDocument } from '../pull/trace.js';
 import type { Mount, SnapshotInfo } from '../snapshots/store.js';
 import type { SnapshotUsage } from '../snapshots/usage.js';
 
@@ -32,6 +33,11 @@ export interface ServicePullOptions {
   readonly signal?: AbortSignal;
   /** Each progress event, the last one `done`. */
   readonly onProgress?: (event: PullEvent) => void;
+  /**
+   * Asks for a trace of the pull (see TraceRecorder), recorded where the pull runs: called once with
+   * the document when the pull has ended, failed or not, before the pull's promise settles.
+   */
+  readonly onTrace?: (trace: TraceDocument) => void;
 }
 
 /** Where a pulled image lies. */

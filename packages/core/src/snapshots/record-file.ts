@@ -50,21 +50,27 @@ export function recordsDir(root: string): string {
 
 /** Wall-clock time of performance.now()'s origin, kept within a millisecond of Date.now(). */
 let clockAnchor = Date.now() - performance.now();
+/** The last time given, so that times never go back while the two clocks are reconciled. */
+let lastTime = 0;
 
 /**
  * Now, as RFC 3339 with nanoseconds (microseconds measured): containerd compares snapshot times
  * with its own clock's nanoseconds, so a time rounded down to the millisecond could read as before
- * the call that made it.
+ * the call that made it. Never before Date.now() at the call, never more than a millisecond after,
+ * and never before a time given earlier (unless the wall clock was set back).
  */
 export function snapshotTime(): string {
   const wall = Date.now();
   let ms = clockAnchor + performance.now();
   if (ms < wall || ms > wall + 1) {
-    // The wall clock was stepped, or the monotonic one drifted (a time must never read as before
-    // Date.now() of a caller that asked after it): follow the wall clock.
+    // The wall clock was stepped, or the monotonic one drifted from it: follow the wall clock.
     clockAnchor = wall - performance.now();
     ms = clockAnchor + performance.now();
   }
+  // Set back by more than the clocks' difference: the earlier times no longer bound this one.
+  if (lastTime > wall + 1) lastTime = 0;
+  ms = Math.max(ms, lastTime);
+  lastTime = ms;
   const micros = Math.round(ms * 1000);
   const seconds = Math.floor(micros / 1_000_000);
   const frac = String(micros % 1_000_000).padStart(6, '0');

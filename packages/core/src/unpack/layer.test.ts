@@ -8,12 +8,14 @@ import zlib from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { unpackLayer } from './layer.js';
+import { nativeHash } from './native.js';
 import { Prng } from '../testing/prng.js';
 import { code, makeTar } from './tar.testkit.js';
 
 
 const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 const isRoot = process.getuid?.() === 0;
+if (nativeHash() === undefined) console.warn('layer.test: no native addon here: the pool-hashing test is skipped (pnpm --filter @fastpull/core build:native)');
 
 
 let work: string;
@@ -54,6 +56,23 @@ describe('unpackLayer', () => {
     expect(r.stats).toMatchObject({ entries: 2, files: 1, bytes: 5 });
     expect(seen.at(-1)).toBe(blob.length);
     expect(fs.readFileSync(path.join(work, 'snap/hello'), 'utf8')).toBe('world');
+  });
+
+  it.skipIf(nativeHash() === undefined)('gives the same digests hashing on the pool and inline, and says where each stage spent CPU', async () => {
+    const prng = new Prng(11);
+    const tar = await makeTar(Array.from({ length: 40 }, (_, i) => ({ name: `f${i}`, body: prng.bytes(1 + i * 9973) })));
+    const blob = zlib.gzipSync(tar);
+    const blobPath = writeBlob('blob', blob);
+    for (const hashMode of ['pool', 'inline'] as const) {
+      const r = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir(hashMode), hashMode, inflater: 'zlib' });
+      expect(r.blobDigest).toBe(sha256(blob));
+      expect(r.diffID).toBe(sha256(tar));
+      expect(r.stats.files).toBe(40);
+      expect(r.timings.hashMode).toBe(hashMode);
+      expect(r.timings.blobHashCpuMs).toBeGreaterThan(0);
+      expect(r.timings.tarHashCpuMs).toBeGreaterThan(0);
+      expect(r.timings.threadCpuMs).toBeGreaterThan(0);
+    }
   });
 
   it('inflates a multi-member gzip blob into the whole tar', async () => {

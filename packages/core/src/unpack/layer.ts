@@ -1,14 +1,15 @@
 // Unpacks one layer blob in a single pass: digest of the blob, decompression, diffID and extraction together.
-import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
-import { Readable, Transform, type TransformCallback } from 'node:stream';
+import { Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
 import { createDecompressor, MAGIC_BYTES, resolveCompression } from './decompress.js';
+import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
+import { nativeHash } from './native.js';
 import type { WritebackMode } from './writeback.js';
 import type { ParallelGunzipStream } from './pargzip.js';
 import { parseZtoc, type GzipCheckpoint } from './ztoc.js';
@@ -50,6 +51,12 @@ export interface UnpackLayerOptions {
   rootless?: boolean;
   /** Start files' write-back as they are written (see ApplyOptions.writeback). */
   writeback?: WritebackMode;
+  /**
+   * Where both SHA-256s run: default 'pool' (libuv pool threads, beside decompression and
+   * extraction) where the addon has it, else 'inline' (on this thread, between the stages); see
+   * defaultHashMode.
+   */
+  hashMode?: HashMode;
 }
 
 /** What {@link unpackLayer} computed. Nothing is compared: the caller checks both digests before committing. */
@@ -71,46 +78,35 @@ export interface UnpackedLayer {
 }
 
 /**
- * Time of one unpack pass by what it was doing, in milliseconds. The pass is a pipeline on one
- * thread (and, for igzip or zstd, one decoder process), so its stages interleave; each is measured
- * where it runs, and decompression is what remains.
+ * Time of one unpack pass by what it was doing, in milliseconds. The pass is a pipeline whose
+ * stages run on this thread (tar parsing and file writes), on libuv pool threads (both SHA-256s in
+ * 'pool' mode, node:zlib) and in decoder processes or threads, so they overlap; the wall times
+ * (`*Ms`) are measured where each stage holds up this thread, decompression is what remains, and
+ * the CPU times (`*CpuMs`) are each stage's own thread CPU clock. unpackLayer always sets the
+ * hashing fields (and `threadCpuMs` where the addon is); timings made elsewhere may lack them.
  */
 export interface UnpackTimings {
   /** Wall time of the pass. */
   totalMs: number;
   /** Waiting for the download to bring the next bytes. */
   waitMs: number;
-  /** SHA-256 of the blob and of the tar (the diffID). */
+  /** Held up by SHA-256 of the blob and of the tar: all of it inline; on the pool, only a full queue and the final digests. */
   verifyMs: number;
   /** Reading tar headers and writing files. */
   extractMs: number;
   /** The rest: decompressing, or waiting for the decoder. */
   decompressMs: number;
-}
-
-/** Hashes and counts what flows through it. */
-class HashTap extends Transform {
-  bytes = 0;
-  /** Milliseconds spent hashing. */
-  ms = 0;
-  private readonly hash: Hash = createHash('sha256');
-
-  constructor(private readonly onBytes?: (total: number) => void) {
-    super();
-  }
-
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    const t = performance.now();
-    this.hash.update(chunk);
-    this.ms += performance.now() - t;
-    this.bytes += chunk.length;
-    this.onBytes?.(this.bytes);
-    callback(null, chunk);
-  }
-
-  digest(): Digest {
-    return `sha256:${this.hash.digest('hex')}`;
-  }
+  /** Where the hashing ran. */
+  hashMode?: HashMode;
+  /** CPU of hashing the blob (pool threads' clock; inline, the time of the calls). */
+  blobHashCpuMs?: number;
+  /** CPU of hashing the tar, as {@link blobHashCpuMs}. */
+  tarHashCpuMs?: number;
+  /**
+   * CPU of the thread that ran the pass: tar parsing, file writes and stream plumbing (and inline
+   * hashing). Absent without the addon's thread clock.
+   */
+  threadCpuMs?: number;
 }
 
 /**
@@ -120,6 +116,11 @@ class HashTap extends Transform {
  *
  * Errors: UNSUPPORTED_MEDIA_TYPE (not a layer type, or zstd), INVALID_LAYER (corrupt compression
  * or tar), HOSTILE_LAYER, NOT_FOUND (no blob), NO_SPACE, ABORTED, INTERNAL.
+ *
+ * @example
+ * const r = await unpackLayer({ blobPath: '/tmp/layer.tar.gz', mediaType: MediaTypes.OCI_LAYER_GZIP, dest: '/tmp/rootfs' });
+ * if (r.diffID !== expectedDiffID) throw new Error('not the layer the config names');
+ * console.log(r.timings.blobHashCpuMs, r.timings.tarHashCpuMs, r.timings.threadCpuMs);
  */
 export async function unpackLayer(options: UnpackLayerOptions): Promise<UnpackedLayer> {
   const { blobPath, mediaType, dest, signal, onBytes } = options;
@@ -168,9 +169,14 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     throw isFastpullError(e) ? e : fromFsError(e, `${what}: reading the blob`);
   }
 
-  const compressed = new HashTap(onBytes);
-  const uncompressed = new HashTap();
+  const hashMode = options.hashMode ?? defaultHashMode();
+  const compressed = new HashTap({ mode: hashMode, ...(onBytes ? { onBytes } : {}) });
+  const uncompressed = new HashTap({ mode: hashMode });
+  const clock = nativeHash();
+  const cpuStart = clock?.threadCpuNs();
   let stats: ApplyStats | undefined;
+  let blob: HashTapResult;
+  let tar: HashTapResult;
   try {
     await pipeline(
       source,
@@ -188,7 +194,10 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       },
       signal ? { signal } : {},
     );
+    [blob, tar] = await Promise.all([compressed.result(), uncompressed.result()]);
   } catch (e) {
+    // No hashing of this layer outlives the call, whatever stopped it.
+    await Promise.all([compressed.settled(), uncompressed.settled()]);
     if (isFastpullError(e)) {
       // The external inflater reports corrupt input without knowing which layer it was fed.
       if (e.code === 'INVALID_LAYER' && !e.message.startsWith(what)) {
@@ -211,14 +220,14 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   }
   if (stats === undefined) throw new FastpullError('INTERNAL', `${what}: extraction ended without a result`);
   const totalMs = performance.now() - started;
-  const verifyMs = compressed.ms + uncompressed.ms;
+  const verifyMs = blob.blockedMs + tar.blockedMs;
   const parallel = (decompressor as Partial<ParallelGunzipStream>).stats;
   return {
     ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
-    blobDigest: compressed.digest(),
-    diffID: uncompressed.digest(),
-    compressedSize: compressed.bytes,
-    uncompressedSize: uncompressed.bytes,
+    blobDigest: blob.digest,
+    diffID: tar.digest,
+    compressedSize: blob.bytes,
+    uncompressedSize: tar.bytes,
     stats,
     timings: {
       totalMs,
@@ -226,6 +235,10 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       verifyMs,
       extractMs: stats.extractMs,
       decompressMs: Math.max(0, totalMs - waited.ms - verifyMs - stats.extractMs),
+      hashMode: compressed.mode,
+      blobHashCpuMs: blob.cpuMs,
+      tarHashCpuMs: tar.cpuMs,
+      ...(clock && cpuStart !== undefined ? { threadCpuMs: (clock.threadCpuNs() - cpuStart) / 1e6 } : {}),
     },
   };
 }

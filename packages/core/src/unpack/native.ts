@@ -111,3 +111,41 @@ export function nativeSync(): NativeSync | undefined {
   }
   return sync ?? undefined;
 }
+
+/** Opaque handle of a running native SHA-256. */
+export type NativeSha256 = object & { readonly __brand?: 'NativeSha256' };
+
+/**
+ * The addon's SHA-256 (the OpenSSL that Node carries) run as libuv pool work, and its thread CPU
+ * clock; absent where the addon cannot load, predates them, or the process has no OpenSSL symbols.
+ */
+export interface NativeHash {
+  /** CPU time of the calling thread in nanoseconds (CLOCK_THREAD_CPUTIME_ID). */
+  threadCpuNs(): number;
+  /** A new SHA-256, or null where the process lacks OpenSSL's functions. */
+  sha256Create(): NativeSha256 | null;
+  /**
+   * Hashes `buffers` in order on a libuv pool thread, then calls back with the pool thread's CPU
+   * nanoseconds. One batch per hash at a time; the buffers must not change until the callback.
+   */
+  sha256Update(hash: NativeSha256, buffers: readonly Uint8Array[], callback: (error: Error | null, cpuNs: number) => void): void;
+  /** The 32-byte digest; the hash takes no more updates. */
+  sha256Digest(hash: NativeSha256): Buffer;
+}
+
+let hash: NativeHash | null | undefined;
+
+/** The addon's pool SHA-256 and thread clock, or undefined (callers hash with node:crypto instead). */
+export function nativeHash(): NativeHash | undefined {
+  if (hash === undefined) {
+    try {
+      const m = nativeFs() as Partial<NativeHash>;
+      const ok = typeof m.threadCpuNs === 'function' && typeof m.sha256Update === 'function' && typeof m.sha256Digest === 'function' && typeof m.sha256Create === 'function';
+      // A probe: the addon is there but the process may lack OpenSSL's symbols.
+      hash = ok && m.sha256Create!() !== null ? (m as NativeHash) : null;
+    } catch {
+      hash = null;
+    }
+  }
+  return hash ?? undefined;
+}

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Watermark } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
-import { UnpackPool } from './pool.js';
+import { CONSUMED_POLL_MS, UnpackPool } from './pool.js';
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-pool-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -40,6 +40,20 @@ describe('UnpackPool', () => {
       expect(readFileSync(join(d, 'one', 'f7'), 'utf8')).toBe('one 7\n');
     } finally {
       await pool.close();
+    }
+  });
+
+  it('says which thread runs a task: a reused worker, or 0 for the calling thread', async () => {
+    const b = await blob('where', 30);
+    const threaded = new UnpackPool({ size: 1 });
+    const inline = new UnpackPool({ size: 1, threads: false });
+    try {
+      const threads: number[] = [];
+      for (const pool of [threaded, threaded, inline]) await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('where') }, { onStart: (t) => threads.push(t) });
+      expect(threads[0]).toBeGreaterThan(0);
+      expect(threads).toEqual([threads[0], threads[0], 0]);
+    } finally {
+      await threaded.close();
     }
   });
 
@@ -78,6 +92,42 @@ describe('UnpackPool', () => {
       expect(order).toEqual(['held', 'high', 'low']);
     } finally {
       await pool.close();
+    }
+  });
+
+  it('says how many compressed bytes the pass consumed, on a worker thread and on the calling one', async () => {
+    // Incompressible content: the blob is about as large as the tar, several read chunks long.
+    const content = new Uint8Array(3 * 1024 * 1024 + 12345).map((_, i) => (i * 2654435761) >>> 24);
+    const layer = await buildLayer([{ type: 'file', path: 'weights.bin', content }], { compression: 'gzip' });
+    const path = join(work, 'counted.tgz');
+    writeFileSync(path, layer.blob);
+    for (const threads of [true, false]) {
+      const pool = new UnpackPool({ size: 1, threads });
+      try {
+        expect(pool.threaded).toBe(threads);
+        const mark = new Watermark(layer.size);
+        const seen: { consumed: number; mark: number }[] = [];
+        const run = pool.run(
+          { blobPath: path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`counted-${threads}`), follow: { watermark: mark.buffer, size: layer.size } },
+          { onBytes: (consumed) => seen.push({ consumed, mark: mark.value }) },
+        );
+        // Land the blob in four steps, each held long enough for the pool to read the count.
+        for (let i = 1; i <= 4; i++) {
+          mark.add(0, Math.floor((layer.size * i) / 4));
+          await new Promise((r) => setTimeout(r, 3 * CONSUMED_POLL_MS));
+        }
+        const r = await run;
+        expect(r.blobDigest).toBe(layer.digest);
+        const counts = seen.map((s) => s.consumed);
+        // Growing, never past what had landed, several values before the end, and the end itself.
+        expect(counts, `threads ${threads}`).toEqual([...counts].sort((a, b) => a - b));
+        expect(new Set(counts).size, `threads ${threads}`).toBe(counts.length);
+        for (const s of seen) expect(s.consumed, `threads ${threads}`).toBeLessThanOrEqual(s.mark);
+        expect(counts.filter((c) => c < layer.size).length, `threads ${threads}`).toBeGreaterThanOrEqual(2);
+        expect(counts.at(-1), `threads ${threads}`).toBe(layer.size);
+      } finally {
+        await pool.close();
+      }
     }
   });
 

@@ -22,9 +22,21 @@ export interface RunOptions {
   readonly signal?: AbortSignal;
   /** Higher runs first among waiting tasks (pull uses the layer size). */
   readonly priority?: number;
-  /** Called when the task gets its slot and starts. */
-  readonly onStart?: () => void;
+  /**
+   * Called when the task gets its slot and starts, with the `threadId` of the thread that runs it
+   * (0: the calling thread, when the pool runs no workers).
+   */
+  readonly onStart?: (thread: number) => void;
+  /**
+   * Called with the compressed bytes the pass has consumed so far, as they grow: at most every
+   * CONSUMED_POLL_MS from a worker thread (read from shared memory, no messages), at each read
+   * otherwise.
+   */
+  readonly onBytes?: (consumed: number) => void;
 }
+
+/** How often the pool reads a worker's count of consumed bytes. */
+export const CONSUMED_POLL_MS = 100;
 
 /**
  * The compiled worker script `name` of this folder (undefined when not built). Tests run the TypeScript sources, which a worker thread cannot load,
@@ -92,9 +104,11 @@ export class UnpackPool {
     await this.acquire(options.priority ?? 0, signal);
     try {
       if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
-      options.onStart?.();
-      if (!this.script) return await unpackLayer({ ...task, ...(signal ? { signal } : {}) });
-      return await this.onWorker(task, signal);
+      if (!this.script) {
+        options.onStart?.(0);
+        return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
+      }
+      return await this.onWorker(task, signal, options.onStart, options.onBytes);
     } finally {
       this.release();
     }
@@ -145,13 +159,27 @@ export class UnpackPool {
     return slot;
   }
 
-  private onWorker(task: WorkerTask, signal?: AbortSignal): Promise<UnpackedLayer> {
+  private onWorker(task: WorkerTask, signal?: AbortSignal, onStart?: (thread: number) => void, onBytes?: (consumed: number) => void): Promise<UnpackedLayer> {
     const slot = this.slot();
+    onStart?.(slot.worker.threadId);
     const id = this.nextId++;
     slot.busy = true;
     slot.worker.ref();
+    // The worker counts consumed bytes into shared memory; polling it costs the worker nothing.
+    const consumed = onBytes ? new BigInt64Array(new SharedArrayBuffer(8)) : undefined;
+    let reported = 0;
+    const poll = () => {
+      const n = Number(Atomics.load(consumed!, 0));
+      if (n > reported) onBytes!((reported = n));
+    };
+    const timer = consumed ? setInterval(poll, CONSUMED_POLL_MS) : undefined;
+    timer?.unref();
     return new Promise<UnpackedLayer>((resolve, reject) => {
       const done = (ok: boolean) => {
+        if (timer) {
+          clearInterval(timer);
+          poll();
+        }
         slot.worker.off('message', onMessage);
         slot.worker.off('error', onError);
         slot.worker.off('exit', onExit);
@@ -188,7 +216,7 @@ export class UnpackPool {
       slot.worker.on('error', onError);
       slot.worker.on('exit', onExit);
       signal?.addEventListener('abort', onAbort, { once: true });
-      slot.worker.postMessage({ type: 'run', id, task } satisfies ToWorker);
+      slot.worker.postMessage({ type: 'run', id, task, ...(consumed ? { consumed: consumed.buffer as SharedArrayBuffer } : {}) } satisfies ToWorker);
       if (signal?.aborted) onAbort();
     });
   }

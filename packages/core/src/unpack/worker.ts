@@ -12,7 +12,8 @@ import { unpackLayer, type UnpackLayerOptions } from './layer.js';
  */
 export type WorkerTask = Omit<UnpackLayerOptions, 'signal' | 'onBytes'>;
 
-export type ToWorker = { type: 'run'; id: number; task: WorkerTask } | { type: 'abort'; id: number };
+/** `consumed`, when given: one BigInt64 slot where the worker keeps the compressed bytes the pass has read. */
+export type ToWorker = { type: 'run'; id: number; task: WorkerTask; consumed?: SharedArrayBuffer } | { type: 'abort'; id: number };
 
 export type FromWorker =
   | { type: 'done'; id: number; result: Awaited<ReturnType<typeof unpackLayer>> }
@@ -28,7 +29,9 @@ if (port) {
     }
     const ac = new AbortController();
     running.set(msg.id, ac);
-    unpackLayer({ ...msg.task, signal: ac.signal })
+    const consumed = msg.consumed ? new BigInt64Array(msg.consumed) : undefined;
+    const onBytes = consumed ? (n: number) => void Atomics.store(consumed, 0, BigInt(n)) : undefined;
+    unpackLayer({ ...msg.task, signal: ac.signal, ...(onBytes ? { onBytes } : {}) })
       .then((result) => port.postMessage({ type: 'done', id: msg.id, result } satisfies FromWorker))
       .catch((e: unknown) => {
         const error = isFastpullError(e)

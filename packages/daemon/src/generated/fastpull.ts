@@ -33,6 +33,8 @@ import type { PullDone as _fastpull_v1_PullDone, PullDone__Output as _fastpull_v
 import type { PullRequest as _fastpull_v1_PullRequest, PullRequest__Output as _fastpull_v1_PullRequest__Output } from './fastpull/v1/PullRequest.js';
 import type { PullResponse as _fastpull_v1_PullResponse, PullResponse__Output as _fastpull_v1_PullResponse__Output } from './fastpull/v1/PullResponse.js';
 import type { PullTimings as _fastpull_v1_PullTimings, PullTimings__Output as _fastpull_v1_PullTimings__Output } from './fastpull/v1/PullTimings.js';
+import type { PullTrace as _fastpull_v1_PullTrace, PullTrace__Output as _fastpull_v1_PullTrace__Output } from './fastpull/v1/PullTrace.js';
+import type { ReleasedImage as _fastpull_v1_ReleasedImage, ReleasedImage__Output as _fastpull_v1_ReleasedImage__Output } from './fastpull/v1/ReleasedImage.js';
 import type { RemoveImageRequest as _fastpull_v1_RemoveImageRequest, RemoveImageRequest__Output as _fastpull_v1_RemoveImageRequest__Output } from './fastpull/v1/RemoveImageRequest.js';
 import type { RemoveImageResponse as _fastpull_v1_RemoveImageResponse, RemoveImageResponse__Output as _fastpull_v1_RemoveImageResponse__Output } from './fastpull/v1/RemoveImageResponse.js';
 import type { RemovedSnapshot as _fastpull_v1_RemovedSnapshot, RemovedSnapshot__Output as _fastpull_v1_RemovedSnapshot__Output } from './fastpull/v1/RemovedSnapshot.js';
@@ -40,6 +42,7 @@ import type { Resolved as _fastpull_v1_Resolved, Resolved__Output as _fastpull_v
 import type { ResolvedLayer as _fastpull_v1_ResolvedLayer, ResolvedLayer__Output as _fastpull_v1_ResolvedLayer__Output } from './fastpull/v1/ResolvedLayer.js';
 import type { SnapshotInfo as _fastpull_v1_SnapshotInfo, SnapshotInfo__Output as _fastpull_v1_SnapshotInfo__Output } from './fastpull/v1/SnapshotInfo.js';
 import type { SnapshotsClient as _fastpull_v1_SnapshotsClient, SnapshotsDefinition as _fastpull_v1_SnapshotsDefinition } from './fastpull/v1/Snapshots.js';
+import type { UnpackProgress as _fastpull_v1_UnpackProgress, UnpackProgress__Output as _fastpull_v1_UnpackProgress__Output } from './fastpull/v1/UnpackProgress.js';
 import type { UsageRequest as _fastpull_v1_UsageRequest, UsageRequest__Output as _fastpull_v1_UsageRequest__Output } from './fastpull/v1/UsageRequest.js';
 import type { UsageResponse as _fastpull_v1_UsageResponse, UsageResponse__Output as _fastpull_v1_UsageResponse__Output } from './fastpull/v1/UsageResponse.js';
 
@@ -89,6 +92,8 @@ export interface ProtoGrpcType {
       PullRequest: MessageTypeDefinition<_fastpull_v1_PullRequest, _fastpull_v1_PullRequest__Output>
       PullResponse: MessageTypeDefinition<_fastpull_v1_PullResponse, _fastpull_v1_PullResponse__Output>
       PullTimings: MessageTypeDefinition<_fastpull_v1_PullTimings, _fastpull_v1_PullTimings__Output>
+      PullTrace: MessageTypeDefinition<_fastpull_v1_PullTrace, _fastpull_v1_PullTrace__Output>
+      ReleasedImage: MessageTypeDefinition<_fastpull_v1_ReleasedImage, _fastpull_v1_ReleasedImage__Output>
       RemoveImageRequest: MessageTypeDefinition<_fastpull_v1_RemoveImageRequest, _fastpull_v1_RemoveImageRequest__Output>
       RemoveImageResponse: MessageTypeDefinition<_fastpull_v1_RemoveImageResponse, _fastpull_v1_RemoveImageResponse__Output>
       RemovedSnapshot: MessageTypeDefinition<_fastpull_v1_RemovedSnapshot, _fastpull_v1_RemovedSnapshot__Output>
@@ -99,6 +104,7 @@ export interface ProtoGrpcType {
        * Snapshots serves the committed snapshots (one directory per layer, named by chainID).
        */
       Snapshots: SubtypeConstructor<typeof grpc.Client, _fastpull_v1_SnapshotsClient> & { service: _fastpull_v1_SnapshotsDefinition }
+      UnpackProgress: MessageTypeDefinition<_fastpull_v1_UnpackProgress, _fastpull_v1_UnpackProgress__Output>
       UsageRequest: MessageTypeDefinition<_fastpull_v1_UsageRequest, _fastpull_v1_UsageRequest__Output>
       UsageResponse: MessageTypeDefinition<_fastpull_v1_UsageResponse, _fastpull_v1_UsageResponse__Output>
     }

@@ -2,6 +2,7 @@
 
 import type { BlobInfo as _fastpull_v1_BlobInfo, BlobInfo__Output as _fastpull_v1_BlobInfo__Output } from '../../fastpull/v1/BlobInfo.js';
 import type { RemovedSnapshot as _fastpull_v1_RemovedSnapshot, RemovedSnapshot__Output as _fastpull_v1_RemovedSnapshot__Output } from '../../fastpull/v1/RemovedSnapshot.js';
+import type { ReleasedImage as _fastpull_v1_ReleasedImage, ReleasedImage__Output as _fastpull_v1_ReleasedImage__Output } from '../../fastpull/v1/ReleasedImage.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -28,6 +29,11 @@ export interface GarbageCollectResponse {
    * Nothing was removed: it was a dry run.
    */
   'dryRun'?: (boolean);
+  /**
+   * Image records fastpulld's snapshotter held for containerd that no containerd snapshot used any
+   * more, removed.
+   */
+  'images'?: (_fastpull_v1_ReleasedImage)[];
 }
 
 /**
@@ -54,4 +60,9 @@ export interface GarbageCollectResponse__Output {
    * Nothing was removed: it was a dry run.
    */
   'dryRun': (boolean);
+  /**
+   * Image records fastpulld's snapshotter held for containerd that no containerd snapshot used any
+   * more, removed.
+   */
+  'images': (_fastpull_v1_ReleasedImage__Output)[];
 }

@@ -54,6 +54,11 @@ export interface Image {
    * When the image was pulled.
    */
   'created'?: (string);
+  /**
+   * "containerd" when fastpulld's snapshotter pulled it for containerd (garbage collection removes
+   * the record once no containerd snapshot uses its layers); empty for a user's image.
+   */
+  'heldFor'?: (string);
 }
 
 /**
@@ -105,4 +110,9 @@ export interface Image__Output {
    * When the image was pulled.
    */
   'created': (string);
+  /**
+   * "containerd" when fastpulld's snapshotter pulled it for containerd (garbage collection removes
+   * the record once no containerd snapshot uses its layers); empty for a user's image.
+   */
+  'heldFor': (string);
 }

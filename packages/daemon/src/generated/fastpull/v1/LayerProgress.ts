@@ -1,6 +1,7 @@
 // Generated from proto/fastpull/v1/fastpull.proto by scripts/gen-proto.mjs; do not edit.
 
 import type { LayerState as _fastpull_v1_LayerState, LayerState__Output as _fastpull_v1_LayerState__Output } from '../../fastpull/v1/LayerState.js';
+import type { UnpackProgress as _fastpull_v1_UnpackProgress, UnpackProgress__Output as _fastpull_v1_UnpackProgress__Output } from '../../fastpull/v1/UnpackProgress.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -27,6 +28,10 @@ export interface LayerProgress {
    * Size of the layer blob.
    */
   'total'?: (number | string | Long);
+  /**
+   * EXTRACTING only: how far the unpack pass has read; EXTRACTING repeats as it grows.
+   */
+  'unpack'?: (_fastpull_v1_UnpackProgress | null);
 }
 
 /**
@@ -53,4 +58,8 @@ export interface LayerProgress__Output {
    * Size of the layer blob.
    */
   'total': (number);
+  /**
+   * EXTRACTING only: how far the unpack pass has read; EXTRACTING repeats as it grows.
+   */
+  'unpack': (_fastpull_v1_UnpackProgress__Output | null);
 }

@@ -26,6 +26,12 @@ export interface PullRequest {
    * Credentials for the reference's registry, before the daemon's own Docker config; optional.
    */
   'credentials'?: (_fastpull_v1_Credentials | null);
+  /**
+   * Record a trace of the pull and send it back (a `trace` message just before `done`, or before
+   * the error status when the pull fails). A traced pull is shared only with callers that ask for
+   * a trace too; the daemon writes no file.
+   */
+  'trace'?: (boolean);
 }
 
 /**
@@ -52,4 +58,10 @@ export interface PullRequest__Output {
    * Credentials for the reference's registry, before the daemon's own Docker config; optional.
    */
   'credentials': (_fastpull_v1_Credentials__Output | null);
+  /**
+   * Record a trace of the pull and send it back (a `trace` message just before `done`, or before
+   * the error status when the pull fails). A traced pull is shared only with callers that ask for
+   * a trace too; the daemon writes no file.
+   */
+  'trace': (boolean);
 }

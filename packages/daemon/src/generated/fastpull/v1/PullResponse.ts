@@ -3,6 +3,7 @@
 import type { Resolved as _fastpull_v1_Resolved, Resolved__Output as _fastpull_v1_Resolved__Output } from '../../fastpull/v1/Resolved.js';
 import type { LayerProgress as _fastpull_v1_LayerProgress, LayerProgress__Output as _fastpull_v1_LayerProgress__Output } from '../../fastpull/v1/LayerProgress.js';
 import type { PullDone as _fastpull_v1_PullDone, PullDone__Output as _fastpull_v1_PullDone__Output } from '../../fastpull/v1/PullDone.js';
+import type { PullTrace as _fastpull_v1_PullTrace, PullTrace__Output as _fastpull_v1_PullTrace__Output } from '../../fastpull/v1/PullTrace.js';
 
 /**
  * Progress of a pull: exactly one of the fields is set.
@@ -21,9 +22,13 @@ export interface PullResponse {
    */
   'done'?: (_fastpull_v1_PullDone | null);
   /**
+   * The trace the request asked for: just before `done`, or before the error status.
+   */
+  'trace'?: (_fastpull_v1_PullTrace | null);
+  /**
    * The event.
    */
-  'event'?: "resolved"|"layer"|"done";
+  'event'?: "resolved"|"layer"|"done"|"trace";
 }
 
 /**
@@ -43,7 +48,11 @@ export interface PullResponse__Output {
    */
   'done'?: (_fastpull_v1_PullDone__Output | null);
   /**
+   * The trace the request asked for: just before `done`, or before the error status.
+   */
+  'trace'?: (_fastpull_v1_PullTrace__Output | null);
+  /**
    * The event.
    */
-  'event'?: "resolved"|"layer"|"done";
+  'event'?: "resolved"|"layer"|"done"|"trace";
 }

@@ -1,0 +1,42 @@
+// What a pull tells an observer of its inner workings (for traces): every range request, the bytes
+// landing, and which thread ran each layer's unpack pass. Nothing is gathered when no observer is given.
+import type { RangeRequest } from '../registry/range-request.js';
+import type { UnpackTimings } from '../unpack/layer.js';
+
+/** A layer's unpack pass got its slot: where it runs, and how far it has read. */
+export interface UnpackPassStart {
+  /** `threadId` of the worker thread that runs the pass (0: the pulling thread, without workers). */
+  readonly thread: number;
+  /** Compressed bytes of the blob the pass has read so far; cheap, callable at any time. */
+  readonly read: () => number;
+}
+
+/** A layer's unpack pass ended. */
+export interface UnpackPassEnd {
+  /** The thread it ran on, as in {@link UnpackPassStart}. */
+  readonly thread: number;
+  /** Where its time went (absent when it failed). */
+  readonly timings?: UnpackTimings;
+}
+
+/**
+ * Watches a pull from inside (PullOptions.observer). Every member is optional and called
+ * synchronously from the pull's own work, so it must be quick; `index` is the layer's position,
+ * 0 at the bottom. Times are `performance.now()` of the pulling thread.
+ * @example
+ * const observer: PullObserver = { range: (index, r) => console.log(index, r.offset, r.bytes, r.outcome) };
+ * await pull('127.0.0.1:5000/app:1', { root, observer });
+ */
+export interface PullObserver {
+  /**
+   * `n` more bytes of layer `index` are in its blob file: fetched now, or (`resumed`) found there
+   * from an earlier pull that stopped, reported once when its download starts.
+   */
+  readonly bytes?: (index: number, n: number, resumed: boolean) => void;
+  /** One HTTP request for a range of layer `index`'s blob ended, whatever its outcome. */
+  readonly range?: (index: number, request: RangeRequest) => void;
+  /** Layer `index`'s unpack pass started. */
+  readonly unpackStarted?: (index: number, pass: UnpackPassStart) => void;
+  /** Layer `index`'s unpack pass ended (succeeded or failed). */
+  readonly unpackEnded?: (index: number, pass: UnpackPassEnd) => void;
+}

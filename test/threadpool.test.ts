@@ -1,0 +1,50 @@
+// The fastpull and fastpulld launchers size libuv's thread pool before Node starts it: three threads per core and four more, unless UV_THREADPOOL_SIZE is set.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { repoRoot, tempDir } from './helpers.js';
+
+const launcher = join(repoRoot, 'packages', 'cli', 'dist', 'launch.cjs');
+const daemonLauncher = join(repoRoot, 'packages', 'daemon', 'dist', 'launch.cjs');
+const expected = Math.min(1024, 3 * availableParallelism() + 4);
+const work = tempDir('threadpool');
+afterAll(() => work.cleanup());
+const { UV_THREADPOOL_SIZE: _, ...baseEnv } = process.env;
+
+/** Threads of a fastpulld started through its launcher, once it listens (its pool has run file calls by then). */
+async function daemonThreads(name: string, env: NodeJS.ProcessEnv): Promise<number> {
+  const socket = join(work.dir, `${name}.sock`);
+  const proc = spawn(process.execPath, [daemonLauncher, '--root', join(work.dir, name), '--socket', socket, '--snapshotter-socket', ''], { env: { ...env, FASTPULLD_CONFIG: '' }, stdio: 'ignore' });
+  try {
+    const deadline = Date.now() + 30_000;
+    while (!existsSync(socket)) {
+      if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`fastpulld did not listen on ${socket} (exit ${proc.exitCode})`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    return readdirSync(`/proc/${proc.pid}/task`).length;
+  } finally {
+    proc.kill('SIGKILL');
+    await new Promise((r) => proc.once('exit', r));
+  }
+}
+
+describe('thread pool size', () => {
+  it('is what `fastpull version` reports through the launcher, and the environment\'s value when set', () => {
+    const version = (env: NodeJS.ProcessEnv) => {
+      const r = spawnSync(process.execPath, [launcher, 'version', '--json'], { env, encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { threadPool: number }).threadPool;
+    };
+    expect(version(baseEnv)).toBe(expected);
+    expect(version({ ...baseEnv, UV_THREADPOOL_SIZE: '5' })).toBe(5);
+  });
+
+  it('takes effect in fastpulld started through its launcher: its threads grow by the pool\'s size over 4', async () => {
+    const sized = await daemonThreads('sized', baseEnv);
+    const four = await daemonThreads('four', { ...baseEnv, UV_THREADPOOL_SIZE: '4' });
+    expect(sized - four).toBe(expected - 4);
+  });
+});
