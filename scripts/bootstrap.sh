@@ -11,13 +11,16 @@ as_root() {
 }
 
 # Debian packages: docker-registry (the CNCF distribution registry the tests and the demo pull from),
-# isal (igzip, the fast gzip decoder fastpull uses when installed), zstd (the zstd decoder likewise,
-# and the tests' zstd encoder), pigz (the parallel gunzip tests decode its streams), umoci (the reference unpacker the parity test compares against),
-# openssl (the TLS test makes its certificate with it), python3-grpcio and python3-grpc-tools (the
-# daemon's Python client test generates stubs from the .proto and calls fastpulld with them).
+# isal (igzip, the external ISA-L gunzip, `--inflater igzip`), libisal-dev (ISA-L's library and
+# headers: the native build links the in-process ISA-L gunzip, `--inflater isal`, against it), zstd
+# (the zstd decoder, and the tests' zstd encoder), pigz (the parallel gunzip tests decode its
+# streams), umoci (the reference unpacker the parity test compares against), openssl (the TLS test
+# makes its certificate with it), python3-grpcio and python3-grpc-tools (the daemon's Python client
+# test generates stubs from the .proto and calls fastpulld with them).
 missing=()
 [ -x /usr/bin/docker-registry ] || command -v registry >/dev/null || missing+=(docker-registry)
 [ -x /usr/bin/igzip ] || missing+=(isal)
+[ -f /usr/include/isa-l/igzip_lib.h ] || missing+=(libisal-dev)
 [ -x /usr/bin/zstd ] || missing+=(zstd)
 command -v pigz >/dev/null || missing+=(pigz)
 command -v openssl >/dev/null || missing+=(openssl)

@@ -196,3 +196,31 @@ describe('deploy/kubernetes', () => {
     expect(resolved).toMatchObject({ root: '/var/lib/fastpull', socket: '/run/fastpull/fastpulld.sock', snapshotterSocket: '/run/fastpull/snapshotter.sock', group: '7077' });
   });
 });
+
+describe('deploy/Containerfile', () => {
+  /** The RUN lines of each stage, each split into its `&&` steps. */
+  const stages = new Map<string, string[][]>();
+  let current: string[][] = [];
+  for (const line of read('Containerfile').replace(/\\\n/g, ' ').split('\n')) {
+    const from = /^FROM\s+\S+(?:\s+AS\s+(\S+))?/i.exec(line);
+    if (from) stages.set(from[1] ?? 'final', (current = []));
+    else if (line.startsWith('RUN ')) current.push(line.slice(4).split(/\s+&&\s+/));
+  }
+  const packages = (steps: string[], verb: 'install' | 'purge'): string[] =>
+    steps.filter((s) => s.startsWith('apt-get ') && s.split(/\s+/).includes(verb)).flatMap((s) => s.split(/\s+/).slice(s.split(/\s+/).indexOf(verb) + 1).filter((w) => !w.startsWith('-')));
+
+  it('builds the in-process ISA-L gunzip in both stages, and keeps its library in the image', () => {
+    const build = stages.get('build')!.flat();
+    expect(packages(build, 'install')).toContain('libisal-dev');
+    expect(build.findIndex((s) => s.includes('libisal-dev'))).toBeLessThan(build.findIndex((s) => s.includes('pnpm run build')));
+    const install = stages.get('final')!.find((steps) => steps.some((s) => s.startsWith('npm install -g')))!;
+    const npmAt = install.findIndex((s) => s.startsWith('npm install -g'));
+    expect(packages(install.slice(0, npmAt), 'install')).toEqual(expect.arrayContaining(['libisal-dev', 'libisal2']));
+    // libisal-dev goes with the compilers; libisal2, installed by name, is what the addon loads at run time.
+    expect(packages(install.slice(npmAt), 'purge')).toContain('libisal-dev');
+    expect(packages(install.slice(npmAt), 'purge')).not.toContain('libisal2');
+    const check = stages.get('final')!.flat().join(' && ');
+    expect(check).toContain('fastpull_isal');
+    expect(check).toContain("grep -qx 'inflater isal (built in)'");
+  });
+});

@@ -1,7 +1,8 @@
 // deploy/Containerfile without a container engine: its stages replayed by test/containerfile.ts
 // against a clean tree of HEAD (as a fresh clone), each in a private mount namespace where
 // /usr/local, /home, /root, /tmp and /run are the stage's own. Then, in the final stage, what the
-// image is for: fastpull and fastpulld on PATH with the native addon, for the image's user too;
+// image is for: fastpull and fastpulld on PATH with the native addons (the in-process ISA-L gunzip
+// among them, which pulls use by default), for the image's user too;
 // the systemd unit's `/usr/bin/env fastpulld` found on systemd's PATH; and the DaemonSet's own
 // pieces run as written: fastpulld with the ConfigMap's configuration, the probes' health check
 // (healthy, then not once fastpulld stops), and the gc container's command as its non-root user,
@@ -26,6 +27,8 @@ function whySkip(): string | undefined {
     if (spawnSync('sh', ['-c', `command -v ${bin}`]).status !== 0) return `${bin} is not installed`;
   }
   if (spawnSync('unshare', ['--mount', 'true']).status !== 0) return 'unshare --mount is not permitted here';
+  // The apt-get steps are not run: the stages build against this machine's packages.
+  if (!existsSync('/usr/include/isa-l/igzip_lib.h')) return 'libisal-dev is not installed (the image installs it; scripts/bootstrap.sh does here)';
   const ping = spawnSync('npm', ['ping'], { env, encoding: 'utf8', timeout: 30_000 });
   if (ping.status !== 0) return 'the npm registry cannot be reached (npm ping failed): the image build downloads dependencies';
   return undefined;
@@ -80,7 +83,9 @@ describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
     expect(await ok('fastpulld --version')).toBe(`fastpulld ${VERSION}\n`);
     expect(await ok('fastpull version', 'node')).toContain(`fastpull ${VERSION}`);
     expect(await ok('command -v fastpull fastpulld')).toBe('/usr/local/bin/fastpull\n/usr/local/bin/fastpulld\n');
-    expect(existsSync(hostPath(final, '/usr/local/lib/node_modules/@fastpull/core/native/build/Release/fastpull_native.node'))).toBe(true);
+    for (const addon of ['fastpull_native', 'fastpull_isal']) expect(existsSync(hostPath(final, `/usr/local/lib/node_modules/@fastpull/core/native/build/Release/${addon}.node`)), addon).toBe(true);
+    // auto: ISA-L in process, the addon linked against libisal.
+    expect(await ok('fastpull version', 'node')).toContain('\ninflater isal (built in)\n');
     expect(readFileSync(hostPath(final, '/usr/local/lib/fastpull/health.mjs'), 'utf8')).toBe(readFileSync(join(repoRoot, 'deploy', 'fastpulld-health.mjs'), 'utf8'));
   });
 

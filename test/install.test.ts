@@ -52,6 +52,10 @@ describe.skipIf(skip !== undefined)('the packed packages installed with npm', ()
   const project = join(work.dir, 'project');
   const coreDir = join(project, 'node_modules', '@fastpull', 'core');
   const addon = join(coreDir, 'native', 'build', 'Release', 'fastpull_native.node');
+  const isalAddon = join(coreDir, 'native', 'build', 'Release', 'fastpull_isal.node');
+  // The ISA-L addon is built where libisal's headers are (scripts/bootstrap.sh installs libisal-dev).
+  const libisal = existsSync('/usr/include/isa-l/igzip_lib.h');
+  if (!libisal) console.log('the installs here build no in-process ISA-L gunzip: libisal-dev is not installed; checking that auto falls back to node:zlib');
   let tarballs: string[] = [];
   let registry: DistributionRegistry;
   let fullRef = '';
@@ -87,7 +91,7 @@ describe.skipIf(skip !== undefined)('the packed packages installed with npm', ()
       expect(list.filter((f) => !/^package\/(dist\/|native\/|proto\/|package\.json$)/.test(f)), tarball).toEqual([]);
     }
     const core = files.get(tarballs.find((t) => t.includes('fastpull-core-'))!)!;
-    for (const f of ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'binding.gyp', 'build.mjs']) expect(core).toContain(`package/native/${f}`);
+    for (const f of ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp', 'build.mjs']) expect(core).toContain(`package/native/${f}`);
     expect(core.filter((f) => f.endsWith('.node'))).toEqual([]); // built at install, for the machine installing
     expect(files.get(tarballs.find((t) => t.includes('fastpull-daemon-'))!)).toContain('package/proto/fastpull/v1/fastpull.proto');
     const cli = JSON.parse(readFileSync(join(project, 'node_modules', '@fastpull', 'cli', 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
@@ -127,6 +131,9 @@ describe.skipIf(skip !== undefined)('the packed packages installed with npm', ()
 
   it('builds the native addon at install and pulls with the installed CLI', async () => {
     expect(existsSync(addon)).toBe(true);
+    expect(existsSync(isalAddon)).toBe(libisal);
+    // What pulls decode gzip with by default: ISA-L in process where its addon was built.
+    expect(ok(await npx(['fastpull', 'version']), 'fastpull version').stdout).toContain(`\ninflater ${libisal ? 'isal' : 'zlib'} (built in)\n`);
     const r = ok(await pull('root-full', fullRef), 'fastpull pull');
     expect(r.stdout).toMatch(new RegExp(`^pulled ${fullRef.replace(/[.]/g, '\\.')} \\(sha256:[0-9a-f]{64}\\)`, 'm'));
     expect(r.stderr).not.toContain('FASTPULL_NATIVE_ADDON');
@@ -137,7 +144,11 @@ describe.skipIf(skip !== undefined)('the packed packages installed with npm', ()
   it('installs without the addon when its build is off, says once what is off, still pulls, and npm rebuild brings it back', async () => {
     const skipped = ok(await run('npm', ['rebuild', '--foreground-scripts', '@fastpull/core'], project, { FASTPULL_SKIP_NATIVE_BUILD: '1' }, NPM_TIMEOUT_MS), 'npm rebuild without the addon');
     expect(skipped.stdout + skipped.stderr).toContain('native addon not built: FASTPULL_SKIP_NATIVE_BUILD=1');
+    expect(skipped.stdout + skipped.stderr).toContain('gzip layers decode with node:zlib');
     expect(existsSync(addon)).toBe(false);
+    expect(existsSync(isalAddon)).toBe(false);
+    // auto falls back to node:zlib, and the pull below decodes its gzip layers with it.
+    expect(ok(await npx(['fastpull', 'version']), 'fastpull version without the addons').stdout).toContain('\ninflater zlib (built in)\n');
 
     const r = ok(await pull('root-plain', plainRef), 'fastpull pull without the addon');
     expect(r.stdout).toMatch(/^pulled .*install\/plain:v1 \(sha256:[0-9a-f]{64}\)/m);
@@ -168,6 +179,7 @@ describe.skipIf(skip !== undefined)('the packed packages installed with npm', ()
 
     ok(await run('npm', ['rebuild', '@fastpull/core'], project, {}, NPM_TIMEOUT_MS), 'npm rebuild');
     expect(existsSync(addon)).toBe(true);
+    expect(existsSync(isalAddon)).toBe(libisal);
     const again = ok(await pull('root-opaque', fullRef), 'fastpull pull after npm rebuild');
     expect(again.stderr).not.toContain('FASTPULL_NATIVE_ADDON');
   }, NPM_TIMEOUT_MS * 2);

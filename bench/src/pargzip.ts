@@ -8,9 +8,12 @@
 // inherits another's heap or allocator state. The parallel rows run after tuneAllocator(), as the CLI
 // and fastpulld do; node:zlib runs both ways (stock Node, the baseline, and "allocator tuned").
 // The "+ zTOC" rows start chunks at checkpoints every 4 MiB of output, as a SOCI zTOC gives them
-// (made once with the test kit and cached next to the layer). Prints a markdown table (medians of
+// (made once with the test kit and cached next to the layer). The "isal in process" rows are ISA-L's
+// decoder linked into Node (createIsalGunzip, where libisal was found at build time), decoding on a
+// libuv pool thread or on the reading thread. Prints a markdown table (medians of
 // BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
 //   BENCH_PARGZIP_MIB  uncompressed size of the layer (default 1024)
+//   BENCH_DECODERS     only the rows whose name starts with one of these (comma-separated)
 import { spawnSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
@@ -18,7 +21,7 @@ import { join, resolve } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, gzipSync } from 'node:zlib';
-import { createParallelGunzip, InflatePool, parseZtoc, tuneAllocator, type GzipCheckpoint } from '@fastpull/core';
+import { createIsalGunzip, createParallelGunzip, findInflater, InflatePool, parseZtoc, tuneAllocator, type GzipCheckpoint } from '@fastpull/core';
 import { buildGzipCheckpoints, encodeZtoc } from '@fastpull/core/testing';
 import { median } from './lib.js';
 import { ensureImage, mlDominantLayerImage } from './peers/images.js';
@@ -65,9 +68,11 @@ function external(cmd: string, file: string): Run | undefined {
 }
 
 /** The in-process contenders, by name: each runs in a fresh child process (see runChild). */
-function inProcessContender(name: string): { threads?: number; ztoc: boolean; tune: boolean } | undefined {
+function inProcessContender(name: string): { threads?: number; ztoc: boolean; tune: boolean; make?: () => NodeJS.ReadWriteStream } | undefined {
   if (name === 'node:zlib createGunzip') return { ztoc: false, tune: false };
   if (name === 'node:zlib, allocator tuned') return { ztoc: false, tune: true };
+  if (name === 'isal in process, pool thread') return { ztoc: false, tune: true, make: () => createIsalGunzip() };
+  if (name === 'isal in process, reading thread') return { ztoc: false, tune: true, make: () => createIsalGunzip({ sync: true }) };
   const m = /^parallel( \+ zTOC)?, (\d+) threads?$/.exec(name);
   return m ? { threads: Number(m[2]), ztoc: m[1] !== undefined, tune: false } : undefined;
 }
@@ -83,7 +88,9 @@ async function child(name: string, file: string, ztocFile: string): Promise<void
   // fastpull's CLI and fastpulld run with the allocator tuned: so do the parallel rows.
   if (c.tune || c.threads !== undefined) tuneAllocator({});
   let run: Run;
-  if (c.threads === undefined) {
+  if (c.make) {
+    run = await inProcess(file, c.make);
+  } else if (c.threads === undefined) {
     run = await inProcess(file, () => createGunzip({ chunkSize: 256 * 1024 }));
   } else {
     const pool = new InflatePool({ threads: c.threads });
@@ -95,6 +102,16 @@ async function child(name: string, file: string, ztocFile: string): Promise<void
     await pool.close();
   }
   process.stdout.write(JSON.stringify(run));
+}
+
+/** Why the in-process ISA-L decoder cannot run here, or undefined when it can. */
+function isalMissing(): string | undefined {
+  try {
+    findInflater('isal');
+    return undefined;
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e);
+  }
 }
 
 function runChild(name: string, file: string, ztocFile: string): Run {
@@ -127,12 +144,19 @@ async function main(): Promise<void> {
     ['gzip -dc', async () => external('/usr/bin/gzip', file)],
     ['igzip -dc', async () => external('/usr/bin/igzip', file)],
   ];
+  for (const name of ['isal in process, pool thread', 'isal in process, reading thread']) {
+    const missing = isalMissing();
+    if (missing) console.error(`${name}: left out (${missing})`);
+    else contenders.push([name, async () => runChild(name, file, ztocFile)]);
+  }
   for (const ztoc of [false, true]) {
     for (const n of threadCounts) {
       const name = `parallel${ztoc ? ' + zTOC' : ''}, ${n} thread${n === 1 ? '' : 's'}`;
       contenders.push([name, async () => runChild(name, file, ztocFile)]);
     }
   }
+  const only = (process.env.BENCH_DECODERS ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  if (only.length) contenders.splice(0, contenders.length, ...contenders.filter(([name]) => only.some((o) => name.startsWith(o))));
   const runs = new Map<string, Run[]>();
   // Rounds interleave the contenders, so a machine that slows down over time spreads over all of them.
   for (let round = 0; round < RUNS; round++) {
@@ -144,7 +168,7 @@ async function main(): Promise<void> {
       console.error(`${name}: ${r.wall.toFixed(2)} s`);
     }
   }
-  const base = median(runs.get('node:zlib createGunzip')!.map((r) => r.wall));
+  const base = median((runs.get('node:zlib createGunzip') ?? [...runs.values()][0]!).map((r) => r.wall));
   const rows = [...runs].map(([name, rs]) => {
     const wall = median(rs.map((r) => r.wall));
     return { name, wall, min: Math.min(...rs.map((r) => r.wall)), max: Math.max(...rs.map((r) => r.wall)), cpu: median(rs.map((r) => r.cpu)), mbps: layer.tarSize / 1e6 / wall, vsZlib: base / wall };

@@ -122,7 +122,7 @@ function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Lim
   out.push('|---|---|---|---|---|---|---|---|---|---|');
   for (const image of images) {
     const limit = limits.get(image.name);
-    const base = rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull (CLI)'));
+    const base = rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull (CLI)')) ?? rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull'));
     const baseWall = base ? summarize(base).wall : NaN;
     for (const r of rows.filter((x) => x.image === image.name)) {
       if (r.unavailable !== undefined) {
@@ -179,6 +179,8 @@ const allContenders: Record<string, Contender> = {
   skopeo: skopeoUmoci(),
 };
 const contenders = CONTENDERS.map((n) => {
+  // `fastpull:<inflater>`: the CLI with --inflater <inflater>, to compare the gzip decoders end to end.
+  if (n.startsWith('fastpull:')) return fastpullCli(repo, n.slice('fastpull:'.length));
   const c = allContenders[n];
   if (!c) throw new Error(`BENCH_CONTENDERS: unknown contender ${n} (known: ${Object.keys(allContenders).join(', ')})`);
   return c;

@@ -55,18 +55,27 @@ function fastpullTimings(output: string): Record<string, number> | undefined {
 /**
  * `fastpull pull` in-process, through its launcher. `variant` names a run with extra environment:
  * `serial` is the pull as it was before a layer's stages ran on threads of their own: both hashes on
- * the unpack thread between the stages (FASTPULL_HASH=inline) and libuv's default pool of 4.
+ * the unpack thread between the stages (FASTPULL_HASH=inline) and libuv's default pool of 4. Any
+ * other variant is a gzip decoder, `--inflater <variant>` (BENCH_CONTENDERS `fastpull:<inflater>`),
+ * where `isal-reader` is `isal` decoding on the unpack thread (the benchmark-only FASTPULL_ISAL_THREAD).
  */
-export function fastpullCli(repo: string, variant?: 'serial'): Contender {
+export function fastpullCli(repo: string, variant?: string): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
-  const env = variant === 'serial' ? { ...process.env, FASTPULL_HASH: 'inline', UV_THREADPOOL_SIZE: '4' } : process.env;
+  const inflater = variant === undefined || variant === 'serial' ? undefined : variant === 'isal-reader' ? 'isal' : variant;
+  const env =
+    variant === 'serial'
+      ? { ...process.env, FASTPULL_HASH: 'inline', UV_THREADPOOL_SIZE: '4' }
+      : variant === 'isal-reader'
+        ? { ...process.env, FASTPULL_ISAL_THREAD: 'reader' }
+        : process.env;
   return {
-    name: variant === 'serial' ? 'fastpull (CLI, serial hashing)' : 'fastpull (CLI)',
+    name: variant === undefined ? 'fastpull (CLI)' : variant === 'serial' ? 'fastpull (CLI, serial hashing)' : `fastpull --inflater ${variant} (CLI)`,
     traces: true,
     unavailable: () => (existsSync(bin) ? undefined : `${bin} is missing: build first (pnpm build)`),
     async pull(ref, dir, timeoutMs, trace) {
       const root = join(dir, 'root');
-      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', '--root', root, ...(trace ? ['--trace', trace] : []), ref], { timeoutMs, env });
+      const flags = inflater === undefined ? [] : ['--inflater', inflater];
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', ...flags, '--root', root, ...(trace ? ['--trace', trace] : []), ref], { timeoutMs, env });
       const timings = fastpullTimings(m.output);
       return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
     },

@@ -1,4 +1,7 @@
 {
+  "variables": {
+    "fastpull_isal%": "<!(sh ./isal-probe.sh)"
+  },
   "targets": [
     {
       "target_name": "fastpull_native",
@@ -11,5 +14,17 @@
       "cflags!": ["-O2"],
       "cflags": ["-O3", "-Wall"]
     }
+  ],
+  "conditions": [
+    ["fastpull_isal==1", {
+      "targets": [
+        {
+          "target_name": "fastpull_isal",
+          "sources": ["fastpull_isal.c"],
+          "cflags": ["-O2", "-Wall"],
+          "libraries": ["-lisal"]
+        }
+      ]
+    }]
   ]
 }

@@ -14,7 +14,13 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const install = process.argv.includes('--install');
 const outs = ['fastpull_native.node', 'fastpull_inflate.node'].map((f) => join(here, 'build', 'Release', f));
-const sources = ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'binding.gyp'].map((f) => join(here, f));
+const sources = ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp'].map((f) => join(here, f));
+// The in-process ISA-L inflater is optional: binding.gyp builds it only where libisal is (isal-probe.sh).
+const isalOut = join(here, 'build', 'Release', 'fastpull_isal.node');
+const isalFound = () => spawnSync('sh', [join(here, 'isal-probe.sh')], { encoding: 'utf8' }).stdout?.trim() === '1';
+const isalNote = () => {
+  if (!existsSync(isalOut)) console.warn('@fastpull/core: libisal not found (Debian/Ubuntu package libisal-dev): the in-process ISA-L inflater (--inflater isal) is not built; everything else is.');
+};
 
 // As WITHOUT_ADDON in src/unpack/native-fallback.ts.
 const WITHOUT =
@@ -25,14 +31,14 @@ const WITHOUT =
 /** Ends an install without an addon: says why and what that means, and succeeds. */
 function withoutAddon(why) {
   rmSync(join(here, 'build'), { recursive: true, force: true });
-  console.warn(`@fastpull/core: native addon not built: ${why}.\n${WITHOUT}. To build it later: npm rebuild @fastpull/core (-g for a global install; it needs python3, make and a C compiler).`);
+  console.warn(`@fastpull/core: native addon not built: ${why}.\n${WITHOUT}; gzip layers decode with node:zlib (the in-process ISA-L decoder is not built either). To build it later: npm rebuild @fastpull/core (-g for a global install; it needs python3, make and a C compiler).`);
   process.exit(0);
 }
 
 if (install && process.env.FASTPULL_SKIP_NATIVE_BUILD === '1') withoutAddon('FASTPULL_SKIP_NATIVE_BUILD=1');
 
 const oldest = (files) => Math.min(...files.map((f) => statSync(f).mtimeMs));
-if (outs.every((o) => existsSync(o)) && sources.every((s) => statSync(s).mtimeMs <= oldest(outs))) process.exit(0);
+if (outs.every((o) => existsSync(o)) && sources.every((s) => statSync(s).mtimeMs <= oldest(outs)) && (existsSync(isalOut) || !isalFound())) process.exit(0);
 
 /** node-gyp's script: the one npm and pnpm name to their lifecycle scripts, else this package's own. */
 function nodeGyp() {
@@ -55,6 +61,9 @@ const args = ['rebuild', '--release'];
 const prefix = dirname(dirname(process.execPath));
 if (existsSync(join(prefix, 'include', 'node', 'node_api.h'))) args.push(`--nodedir=${prefix}`);
 const r = spawnSync(process.execPath, [gyp, ...args], { cwd: here, stdio: 'inherit' });
-if (r.status === 0 && outs.every((o) => existsSync(o))) process.exit(0);
+if (r.status === 0 && outs.every((o) => existsSync(o))) {
+  isalNote();
+  process.exit(0);
+}
 if (install) withoutAddon(`node-gyp ${r.status === null ? `was killed by ${r.signal}` : `exited with status ${r.status}`} (its output is above)`);
 process.exit(r.status || 1);

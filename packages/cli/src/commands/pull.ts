@@ -60,7 +60,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--concurrency <n>', 'range requests in flight for this pull (default: the shared scheduler)')
     .option('--chunk-size <size>', 'bytes per range request, e.g. 16MiB, 8M, 1048576 (default 16MiB; at least 64KiB)')
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per core)')
-    .option('--inflater <auto|igzip|pigz|zlib|parallel>', 'gzip decoder; auto uses igzip when installed, parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
+    .option('--inflater <auto|isal|zlib|igzip|pigz|parallel>', 'gzip decoder; auto is isal (ISA-L in process) where built, else zlib; igzip and pigz run as programs; parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')

@@ -1,15 +1,15 @@
 // `fastpull version`: what is running: fastpull, Node.js, and the gzip decoder pulls would use.
 import { Command } from 'commander';
-import { findInflater, inflaterFromEnv, isFastpullError, VERSION } from '@fastpull/core';
+import { inflaterFromEnv, isFastpullError, resolveGunzip, VERSION } from '@fastpull/core';
 import { writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, withExample } from '../options.js';
 
 export interface VersionInfo {
   readonly fastpull: string;
   readonly node: string;
-  /** The gzip decoder a pull would use: igzip, pigz or zlib (built in); with its path when external. */
+  /** The gzip decoder a pull would use: isal, zlib or parallel (in process), igzip or pigz (with its path). */
   readonly inflater: { readonly choice: string; readonly kind: string; readonly path?: string; readonly error?: string };
-  /** Threads of libuv's pool, which inflates (node:zlib) and hashes layers: UV_THREADPOOL_SIZE, else libuv's 4. */
+  /** Threads of libuv's pool, which inflates (node:zlib, ISA-L) and hashes layers: UV_THREADPOOL_SIZE, else libuv's 4. */
   readonly threadPool: number;
 }
 
@@ -18,8 +18,8 @@ export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
   let inflater: VersionInfo['inflater'];
   try {
     choice = inflaterFromEnv(env) ?? 'auto';
-    const found = findInflater(choice as Parameters<typeof findInflater>[0]);
-    inflater = found ? { choice, kind: found.kind, path: found.path } : { choice, kind: choice === 'parallel' ? 'parallel' : 'zlib' };
+    const found = resolveGunzip(choice as Parameters<typeof resolveGunzip>[0]);
+    inflater = 'path' in found ? { choice, kind: found.kind, path: found.path } : { choice, kind: found.kind };
   } catch (e) {
     // A FASTPULL_INFLATER that names a missing or unknown decoder: say so, a pull would fail on it.
     inflater = { choice: env.FASTPULL_INFLATER ?? choice, kind: 'none', error: isFastpullError(e) ? e.message : String(e) };

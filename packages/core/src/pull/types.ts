@@ -169,7 +169,7 @@ export interface PullOptions {
   readonly onStraggler?: () => void;
   /** Unpack on worker threads (default true); false keeps every layer on the calling thread. */
   readonly threads?: boolean;
-  /** gzip decoder: 'auto' (igzip when installed, else node:zlib), 'igzip', 'pigz' or 'zlib'. */
+  /** gzip decoder: 'auto' (in-process ISA-L where its addon is built, else node:zlib), 'isal', 'zlib', 'igzip', 'pigz' or 'parallel'. */
   readonly inflater?: InflaterChoice;
   /**
    * Unpack for a rootless overlay mount (user.overlay.* xattrs, owners unchanged; mounts then carry

@@ -3,7 +3,8 @@ import { PassThrough, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { FastpullError } from '../errors.js';
 import { layerCompression, type LayerCompression } from '../oci/mediatypes.js';
-import { createExternalGunzip, DEFAULT_INFLATER, findInflater, findZstd, type InflaterChoice } from './inflater.js';
+import { createExternalGunzip, DEFAULT_INFLATER, findZstd, resolveGunzip, type InflaterChoice } from './inflater.js';
+import { createIsalGunzip } from './isal.js';
 import { createParallelGunzip, InflatePool, sharedInflatePool } from './pargzip.js';
 import type { GzipCheckpoint } from './ztoc.js';
 import { createZstdDecompressor } from './zstd.js';
@@ -44,7 +45,7 @@ export function resolveCompression(mediaType: string, head: Uint8Array, what = '
 
 /** Options of {@link createDecompressor}. */
 export interface DecompressorOptions {
-  /** The gunzip decoder for gzip layers; default {@link DEFAULT_INFLATER} ('auto': igzip when installed, else node:zlib). */
+  /** The gunzip decoder for gzip layers; default {@link DEFAULT_INFLATER} ('auto': in-process ISA-L when its addon is built, else node:zlib). */
   inflater?: InflaterChoice;
   /** The compressed size when known: it sizes the parallel decoder's chunks. */
   size?: number;
@@ -54,9 +55,9 @@ export interface DecompressorOptions {
 
 /**
  * A Transform that undoes `kind`. gzip accepts concatenated members (multi-member gzip) as one
- * stream and runs through an external igzip or pigz process when `options.inflater` resolves to one
- * ({@link findInflater}: INVALID_ARGUMENT when an explicit choice is not installed), through the
- * parallel decoder for 'parallel', else through node:zlib. zstd runs through an external `zstd -dc` when installed (unless the choice is 'zlib': the
+ * stream and runs through the decoder `options.inflater` resolves to ({@link resolveGunzip}:
+ * in-process ISA-L, node:zlib, an external igzip or pigz process; INVALID_ARGUMENT when an explicit
+ * choice cannot run here), or through the parallel decoder for 'parallel'. zstd runs through an external `zstd -dc` when installed (unless the choice is 'zlib': the
  * built-in decoders only), else through fzstd.
  */
 export function createDecompressor(kind: LayerCompression, options: DecompressorOptions = {}): Transform {
@@ -72,8 +73,9 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
           ...(options.checkpoints ? { checkpoints: options.checkpoints } : {}),
         });
       }
-      const tool = findInflater(options.inflater ?? DEFAULT_INFLATER);
-      return tool ? createExternalGunzip(tool) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });
+      const decoder = resolveGunzip(options.inflater ?? DEFAULT_INFLATER);
+      if (decoder.kind === 'isal') return createIsalGunzip();
+      return 'path' in decoder ? createExternalGunzip(decoder) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });
     }
     case 'none':
       return new PassThrough();

@@ -4,4 +4,19 @@ export { createDecompressor, detectCompression, GUNZIP_CHUNK_SIZE, MAGIC_BYTES, 
 export { BLOB_READ_CHUNK, unpackLayer, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './layer.js';
 export { nativeFs, type NativeFs } from './native.js';
 export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './pool.js';
-export { createExternalGunzip, findInflater, inflaterFromEnv, parseInflaterChoice, DEFAULT_INFLATER, INFLATER_CHOICES, INFLATER_ENV, type InflaterChoice, type ExternalInflater } from './inflater.js';
+export {
+  createExternalGunzip,
+  findInflater,
+  inflaterFromEnv,
+  parseInflaterChoice,
+  resolveGunzip,
+  AUTO_GUNZIP,
+  DEFAULT_INFLATER,
+  INFLATER_CHOICES,
+  INFLATER_ENV,
+  type InflaterChoice,
+  type ExternalInflater,
+  type GunzipDecoder,
+  type GunzipLookup,
+} from './inflater.js';
+export { createIsalGunzip, isalAvailable, isalUnavailableReason, type IsalGunzipOptions } from './isal.js';

@@ -16,8 +16,11 @@ import {
   INFLATER_PATHS,
   INFLATER_STDERR_LIMIT,
   inflaterFromEnv,
+  resolveGunzip,
   type ExternalInflater,
 } from './inflater.js';
+import { createDecompressor } from './decompress.js';
+import { isalAvailable, isalUnavailableReason } from './isal.js';
 
 /** The installed tool of `kind`, or undefined (with the reason printed) so its tests skip. */
 function installed(kind: 'igzip' | 'pigz'): ExternalInflater | undefined {
@@ -116,14 +119,11 @@ describe('findInflater', () => {
     expect(findInflater('zlib')).toBeUndefined();
   });
 
-  it.skipIf(!tools.igzip)('resolves auto to an installed igzip', () => {
-    expect(findInflater('auto')).toEqual(tools.igzip);
-    expect(findInflater()).toEqual(tools.igzip);
-  });
-
-  it('resolves auto to node:zlib without igzip, even with pigz installed', () => {
+  it('resolves auto to a decoder in this process, never to an installed igzip or pigz', () => {
+    const igzip = fakeTool('auto-igzip', 'exit 0');
     const pigz = fakeTool('auto-pigz', 'exit 0');
-    expect(findInflater('auto', { igzip: [path.join(dir, 'absent')], pigz: [pigz.path], zstd: [] })).toBeUndefined();
+    expect(findInflater('auto', { igzip: [igzip.path], pigz: [pigz.path], zstd: [] })).toBeUndefined();
+    expect(findInflater()).toBeUndefined();
   });
 
   it('takes the first candidate that is an executable regular file', () => {
@@ -156,7 +156,48 @@ describe('findInflater', () => {
   });
 
   it('refuses an unknown choice from untyped code', () => {
-    expect(() => findInflater('gzip' as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'inflater: "gzip" is not one of auto, igzip, pigz, zlib, parallel' }));
+    expect(() => findInflater('gzip' as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'inflater: "gzip" is not one of auto, igzip, pigz, zlib, parallel, isal' }));
+  });
+});
+
+describe('resolveGunzip', () => {
+  const programs = () => ({ igzip: [fakeTool('resolve-igzip', 'exit 0').path], pigz: [fakeTool('resolve-pigz', 'exit 0').path], zstd: [] });
+
+  it('resolves auto to in-process ISA-L when its addon is built, else to node:zlib, with igzip installed or not', () => {
+    for (const paths of [programs(), { igzip: [], pigz: [], zstd: [] }]) {
+      expect(resolveGunzip('auto', { paths, isal: true })).toEqual({ kind: 'isal' });
+      expect(resolveGunzip('auto', { paths, isal: false })).toEqual({ kind: 'zlib' });
+    }
+  });
+
+  it(`resolves auto on this machine to ${isalAvailable() ? 'in-process ISA-L (its addon is built here)' : `node:zlib (${isalUnavailableReason()})`}`, () => {
+    expect(resolveGunzip()).toEqual({ kind: isalAvailable() ? 'isal' : 'zlib' });
+    expect(resolveGunzip('auto')).toEqual(resolveGunzip());
+  });
+
+  it('decodes auto with the decoder it resolves to: the error of a corrupt stream names it', async () => {
+    const gz = zlib.gzipSync(randomBytes(200_000));
+    gz[gz.length >> 1]! ^= 0xff;
+    gz[(gz.length >> 1) + 1]! ^= 0xff;
+    const failure = await pipeline(Readable.from([gz]), createDecompressor('gzip', { inflater: 'auto' }), new Writable({ write: (_c, _e, cb) => cb() })).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isFastpullError(failure) ? failure.code : failure).toBe('INVALID_LAYER');
+    if (isalAvailable()) expect((failure as Error).message).toMatch(/^corrupt gzip stream: isal: /);
+    else expect((failure as Error).message).not.toMatch(/isal/);
+  });
+
+  it('resolves the explicit choices, and refuses isal where its addon is not built, saying why', () => {
+    const paths = programs();
+    expect(resolveGunzip('zlib', { paths, isal: true })).toEqual({ kind: 'zlib' });
+    expect(resolveGunzip('parallel', { paths, isal: true })).toEqual({ kind: 'parallel' });
+    expect(resolveGunzip('igzip', { paths, isal: true })).toEqual({ kind: 'igzip', path: paths.igzip[0] });
+    expect(resolveGunzip('pigz', { paths, isal: true })).toEqual({ kind: 'pigz', path: paths.pigz[0] });
+    expect(resolveGunzip('isal', { paths, isal: true })).toEqual({ kind: 'isal' });
+    expect(() => resolveGunzip('isal', { paths, isal: false })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^inflater isal was asked for but is not available: .*; use auto or zlib instead$/) }),
+    );
   });
 });
 
@@ -164,12 +205,12 @@ describe('inflaterFromEnv', () => {
   it(`reads ${INFLATER_ENV}`, () => {
     expect(inflaterFromEnv({})).toBeUndefined();
     expect(inflaterFromEnv({ [INFLATER_ENV]: '' })).toBeUndefined();
-    for (const choice of ['auto', 'igzip', 'pigz', 'zlib', 'parallel'] as const) expect(inflaterFromEnv({ [INFLATER_ENV]: choice })).toBe(choice);
+    for (const choice of ['auto', 'igzip', 'pigz', 'zlib', 'parallel', 'isal'] as const) expect(inflaterFromEnv({ [INFLATER_ENV]: choice })).toBe(choice);
   });
 
   it('refuses a value that is no choice, naming the variable', () => {
     expect(() => inflaterFromEnv({ [INFLATER_ENV]: 'IGZIP' })).toThrow(
-      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'FASTPULL_INFLATER: "IGZIP" is not one of auto, igzip, pigz, zlib, parallel' }),
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'FASTPULL_INFLATER: "IGZIP" is not one of auto, igzip, pigz, zlib, parallel, isal' }),
     );
   });
 });

@@ -3,35 +3,45 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import { Transform, type TransformCallback } from 'node:stream';
 import { FastpullError } from '../errors.js';
+import { isalAvailable, isalUnavailableReason } from './isal.js';
 
 /**
  * Which gunzip decoder inflates gzip layers:
- * - 'auto': igzip when one is installed, else node:zlib;
+ * - 'auto': ISA-L's decoder in this process when its addon is built here, else node:zlib (never an
+ *   external program: see {@link AUTO_GUNZIP} for the measurements behind the order);
  * - 'igzip': the igzip program of Intel's ISA-L (Debian/Ubuntu package `isal`), required;
  * - 'pigz': `unpigz`/`pigz -d`, required;
  * - 'zlib': node:zlib in this process;
  * - 'parallel': fastpull's own decoder, one gzip stream spread over threads (unpack/pargzip.ts);
- *   INVALID_ARGUMENT when its native part is not built.
+ *   INVALID_ARGUMENT when its native part is not built;
+ * - 'isal': ISA-L's decoder in this process (unpack/isal.ts, the addon linked against libisal);
+ *   INVALID_ARGUMENT when that addon is not built.
  */
-export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib' | 'parallel';
+export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib' | 'parallel' | 'isal';
 
 /** Every {@link InflaterChoice}, in the order messages list them. */
-export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib', 'parallel'];
+export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pigz', 'zlib', 'parallel', 'isal'];
 
 /**
- * 'auto' picks igzip and never pigz. Wall time of a Node process that streams the blob through the
- * decoder and drops the output (node:zlib createGunzip with 256 KiB chunks, or igzip/unpigz through
- * createExternalGunzip), 2-core AMD EPYC, Node 20, medians of 5:
- *   generated mix of random, text and zero runs (gzip -6, 196 MB -> 419 MB):
- *     igzip 0.46 s (904 MB/s out), zlib 0.52 s (807 MB/s), pigz 1.24 s (339 MB/s);
- *   first 500 MB of a tar of /usr (gzip -6, 210 MB):
- *     igzip 0.92 s (546 MB/s), zlib 1.00 s (499 MB/s), pigz 1.63 s (307 MB/s);
- *     hashing the output with sha256 as a layer unpack does: igzip 1.09 s, zlib 1.31 s, pigz 1.63 s.
- * Node's own CPU for the /usr tar was 0.42 s with igzip and 1.15 s with zlib: the external process
- * frees the cores that hashing and tar extraction need. Alone, `igzip -dc` takes 0.65 s for it and
- * `unpigz -dc` 1.53 s; a real 832 MB layer gives the same order (igzip 1.98 s, zlib 3.86 s,
- * pigz 4.72 s: docs/architecture.md, figures), so pigz is only ever used when asked for.
+ * What 'auto' tries, first that can run here: in-process ISA-L, then node:zlib (always there).
+ * Chosen by whole pulls, not by decoders alone (bench/README.md, "Choosing auto"): the ML image
+ * pulled with each decoder in turn each round, page cache dropped, on a 2-core AMD EPYC shared with
+ * other work, 3 December 2026; wall and CPU relative to isal's in the same round, median (min-max):
+ *   scale 0.5, 5 rounds: zlib wall 1.06x (0.92-1.08), CPU 1.04x; igzip 1.16x (0.93-1.22), CPU 1.28x;
+ *     parallel 1.47x (0.79-2.15), CPU 1.45x, twice the peak RSS;
+ *   scale 0.2, 7 rounds: zlib 1.12x (0.54-1.21), CPU 1.12x; igzip 1.15x (0.67-2.01), CPU 1.20x;
+ *     parallel 1.40x (0.97-1.57), CPU 1.26x.
+ *   after both hashes moved to libuv's pool, scale 0.2, 5 rounds: zlib 0.97x (0.93-1.43), CPU 1.07x;
+ *     igzip 1.18x (0.93-1.30), CPU 1.17x.
+ * So ISA-L in process is as fast or faster within the noise and takes the least CPU; node:zlib next.
+ * The igzip program decodes faster than node:zlib alone, but its pipe costs more CPU than it saves
+ * once hashing and extraction share the cores; in process, ISA-L decodes on a libuv pool thread while
+ * the unpack thread extracts the chunk before (and the hashes run on other pool threads). 'parallel' spends CPU on
+ * guessing and pays off only with cores to spare. igzip and pigz run only when asked for.
  */
+export const AUTO_GUNZIP: readonly ('isal' | 'zlib')[] = ['isal', 'zlib'];
+
+/** The choice when none is given. */
 export const DEFAULT_INFLATER: InflaterChoice = 'auto';
 
 /** The environment variable {@link inflaterFromEnv} reads. */
@@ -111,27 +121,44 @@ export function inflaterFromEnv(env: Readonly<Record<string, string | undefined>
   return value === undefined || value === '' ? undefined : parseInflaterChoice(value, INFLATER_ENV);
 }
 
+/** The gunzip decoder a choice resolves to on this machine: one in this process, or an external program. */
+export type GunzipDecoder = { readonly kind: 'isal' | 'zlib' | 'parallel' } | (ExternalInflater & { readonly kind: 'igzip' | 'pigz' });
+
+/** What {@link resolveGunzip} looks at besides the choice: where programs are, whether the ISA-L addon loads. For tests. */
+export interface GunzipLookup {
+  /** Where each external program is looked for; default {@link INFLATER_PATHS}. */
+  paths?: Readonly<Record<ExternalInflater['kind'], readonly string[]>>;
+  /** Whether the in-process ISA-L inflater can run; default {@link isalAvailable}(). */
+  isal?: boolean;
+}
+
 /**
- * The external program `choice` resolves to, or undefined for an in-process decoder ('zlib',
- * 'parallel', or 'auto' without igzip). An explicit 'igzip' or 'pigz' that is not installed is INVALID_ARGUMENT. `paths` is for tests.
+ * The decoder `choice` resolves to here: 'auto' takes the first of {@link AUTO_GUNZIP} that can
+ * run. An explicit 'isal', 'igzip' or 'pigz' that cannot run is INVALID_ARGUMENT saying why.
  * @example
- * const tool = findInflater('auto');
- * console.log(tool ? `gzip layers via ${tool.path}` : 'gzip layers via node:zlib');
+ * const d = resolveGunzip('auto');
+ * console.log('path' in d ? `gzip layers via ${d.path}` : `gzip layers via ${d.kind}, in process`);
  */
-export function findInflater(
-  choice: InflaterChoice = DEFAULT_INFLATER,
-  paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS,
-): ExternalInflater | undefined {
+export function resolveGunzip(choice: InflaterChoice = DEFAULT_INFLATER, lookup: GunzipLookup = {}): GunzipDecoder {
+  const paths = lookup.paths ?? INFLATER_PATHS;
+  const isal = (): boolean => lookup.isal ?? isalAvailable();
   switch (choice) {
     case 'zlib':
     case 'parallel':
-      return undefined;
+      return { kind: choice };
+    case 'isal':
+      if (isal()) return { kind: 'isal' };
+      throw new FastpullError(
+        'INVALID_ARGUMENT',
+        `inflater isal was asked for but is not available: ${isalUnavailableReason() ?? 'its addon is not loaded'}; use auto or zlib instead`,
+        { details: { inflater: choice } },
+      );
     case 'auto':
-      return locate('igzip', paths);
+      return { kind: AUTO_GUNZIP.find((k) => k !== 'isal' || isal()) ?? 'zlib' };
     case 'igzip':
     case 'pigz': {
-      const found = locate(choice, paths);
-      if (found) return found;
+      const path = paths[choice].find(isExecutableFile);
+      if (path !== undefined) return { kind: choice, path };
       const hint = choice === 'igzip' ? ' (Debian/Ubuntu package isal)' : ' (package pigz)';
       throw new FastpullError(
         'INVALID_ARGUMENT',
@@ -142,8 +169,24 @@ export function findInflater(
     default:
       // Only a value from untyped code gets here; parseInflaterChoice throws INVALID_ARGUMENT for it.
       parseInflaterChoice(String(choice as unknown));
-      return undefined;
+      return { kind: 'zlib' };
   }
+}
+
+/**
+ * The external program `choice` resolves to ({@link resolveGunzip}), or undefined for a decoder in
+ * this process ('auto', 'zlib', 'parallel', 'isal'). An explicit choice that cannot run is
+ * INVALID_ARGUMENT. `paths` is for tests.
+ * @example
+ * const tool = findInflater('igzip');
+ * console.log(`gzip layers via ${tool?.path}`);
+ */
+export function findInflater(
+  choice: InflaterChoice = DEFAULT_INFLATER,
+  paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS,
+): ExternalInflater | undefined {
+  const decoder = resolveGunzip(choice, { paths });
+  return 'path' in decoder ? decoder : undefined;
 }
 
 /**

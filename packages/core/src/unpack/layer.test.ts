@@ -7,6 +7,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
+import { isalAvailable, isalUnavailableReason } from './isal.js';
 import { unpackLayer } from './layer.js';
 import { nativeHash } from './native.js';
 import { Prng } from '../testing/prng.js';
@@ -182,7 +183,11 @@ describe('unpackLayer into overlayfs', () => {
 
 if (!isRoot) console.warn('unpackLayer overlay test skipped: it mounts overlayfs, which needs root');
 
-describe('unpackLayer with the parallel gunzip', () => {
+// The in-process ISA-L gunzip runs the same checks where its addon is built (libisal-dev).
+const inflaters: ('parallel' | 'isal')[] = ['parallel', ...(isalAvailable() ? (['isal'] as const) : [])];
+if (!isalAvailable()) console.log(`unpackLayer isal cases skipped: ${isalUnavailableReason()}`);
+
+describe('unpackLayer with the parallel and the in-process ISA-L gunzip', () => {
   // Enough files and bytes that the parallel decoder cuts the blob into many chunks.
   async function bigLayer(): Promise<Buffer> {
     const entries: { name: string; body: string | Buffer }[] = [];
@@ -209,21 +214,21 @@ describe('unpackLayer with the parallel gunzip', () => {
     return out;
   }
 
-  it('gives the same digests and tree as node:zlib, also while the blob is still arriving', async () => {
+  it.each(inflaters)('%s gives the same digests and tree as node:zlib, also while the blob is still arriving', async (inflater) => {
     const gz = await bigLayer();
     const blobPath = writeBlob('big.tgz', gz);
     expect(gz.length).toBeGreaterThan(1_000_000); // many chunks and many watermark steps
     const viaZlib = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('zlib'), inflater: 'zlib' });
-    const viaParallel = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('parallel'), inflater: 'parallel' });
-    expect(viaParallel.diffID).toBe(viaZlib.diffID);
-    expect(viaParallel.blobDigest).toBe(sha256(gz));
-    expect(viaParallel.uncompressedSize).toBe(viaZlib.uncompressedSize);
+    const via = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('parallel'), inflater });
+    expect(via.diffID).toBe(viaZlib.diffID);
+    expect(via.blobDigest).toBe(sha256(gz));
+    expect(via.uncompressedSize).toBe(viaZlib.uncompressedSize);
     expect(listTree(path.join(work, 'parallel'))).toEqual(listTree(path.join(work, 'zlib')));
 
     // The blob lands in steps behind a watermark, as a download writes it.
     const { Watermark } = await import('../content/watermark.js');
     const mark = new Watermark(gz.length);
-    const following = unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('follow'), inflater: 'parallel', follow: { watermark: mark.buffer, size: gz.length } });
+    const following = unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('follow'), inflater, follow: { watermark: mark.buffer, size: gz.length } });
     for (let at = 0; at < gz.length; ) {
       const n = Math.min(gz.length - at, 150_000);
       mark.add(at, at + n);
@@ -235,12 +240,12 @@ describe('unpackLayer with the parallel gunzip', () => {
     expect(listTree(path.join(work, 'follow'))).toEqual(listTree(path.join(work, 'zlib')));
   });
 
-  it('fails a corrupt layer with INVALID_LAYER naming the layer', async () => {
+  it.each(inflaters)('%s fails a corrupt layer with INVALID_LAYER naming the layer', async (inflater) => {
     const gz = await bigLayer();
     gz[gz.length >> 1]! ^= 0x10;
     gz[(gz.length >> 1) + 1]! ^= 0x01;
     const blobPath = writeBlob('bad.tgz', gz);
-    await expect(unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('bad'), inflater: 'parallel' })).rejects.toMatchObject({
+    await expect(unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('bad'), inflater })).rejects.toMatchObject({
       code: 'INVALID_LAYER',
       message: expect.stringContaining(`unpacking layer ${blobPath}`),
     });

@@ -80,10 +80,10 @@ export interface UnpackedLayer {
 /**
  * Time of one unpack pass by what it was doing, in milliseconds. The pass is a pipeline whose
  * stages run on this thread (tar parsing and file writes), on libuv pool threads (both SHA-256s in
- * 'pool' mode, node:zlib) and in decoder processes or threads, so they overlap; the wall times
- * (`*Ms`) are measured where each stage holds up this thread, decompression is what remains, and
- * the CPU times (`*CpuMs`) are each stage's own thread CPU clock. unpackLayer always sets the
- * hashing fields (and `threadCpuMs` where the addon is); timings made elsewhere may lack them.
+ * 'pool' mode, node:zlib and ISA-L's decode calls) and in decoder processes or threads, so they
+ * overlap; the wall times (`*Ms`) are measured where each stage holds up this thread, decompression
+ * is what remains, and the CPU times (`*CpuMs`) are each stage's own thread CPU clock. unpackLayer
+ * always sets the hashing fields (and `threadCpuMs` where the addon is); timings made elsewhere may lack them.
  */
 export interface UnpackTimings {
   /** Wall time of the pass. */

@@ -1,0 +1,288 @@
+// gunzip through ISA-L's isal_inflate, in process (see src/unpack/isal.ts for the stream around it).
+//
+// Its own addon, linked against the system's libisal, so that a machine without libisal still
+// builds the others (binding.gyp builds this target only when native/isal-probe.mjs finds it).
+//
+// One inflater decodes a gzip stream of any number of members. Each call takes a span of input and
+// a span of output and runs until the input is used up, the output is full, or the data is bad;
+// create() hands back a small Int32Array-backed result the call fills in. A call runs either on the
+// calling thread (inflateSync) or on a libuv pool thread (inflate, with a callback), so a worker
+// thread can hash and extract one chunk while the next is being decoded, as node:zlib does.
+//
+// Between members the rules are node:zlib's: a member may be followed by another member, by the
+// end, or by a zero byte, after which everything is ignored (padding); anything else must parse as
+// a gzip header. Header flags zlib rejects (reserved bits) are rejected here too; CRC-32 and ISIZE
+// of each member are checked by isal_inflate itself (crc_flag ISAL_GZIP).
+#include <isa-l/igzip_lib.h>
+#include <node_api.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Where the decoder stands, as the result reports it (src/unpack/isal.ts has the same numbers).
+enum phase { PH_HEADER = 0, PH_BODY = 1, PH_BETWEEN = 2, PH_PADDING = 3 };
+
+// An error of our own: a gzip header with a reserved flag bit set (zlib: "unknown header flags set").
+#define FP_RESERVED_FLAGS (-100)
+#define RESERVED_FLAG_BITS 0xe0
+
+// Result slots: [0] error (0, an ISAL_* error, or FP_*), [1] bytes of input used, [2] bytes of
+// output written, [3] phase after the call, [4] members finished so far (low 31 bits).
+#define R_ERROR 0
+#define R_CONSUMED 1
+#define R_PRODUCED 2
+#define R_PHASE 3
+#define R_MEMBERS 4
+#define R_LEN 5
+
+typedef struct {
+  struct inflate_state st;
+  struct isal_gzip_header hdr;
+  int phase;
+  // Bytes of the current member's magic (1f 8b) checked so far: bad ones fail at once, as in zlib,
+  // where isal_read_gzip_header would wait for the whole 10-byte header first.
+  int magic_seen;
+  int32_t members;
+  int32_t* result;
+  napi_ref result_ref;
+  // The call in progress: its spans, and for an async one its work, callback and references.
+  bool busy;
+  uint8_t* in;
+  uint32_t in_len;
+  uint8_t* out;
+  uint32_t out_len;
+  napi_async_work work;
+  napi_ref self_ref, cb_ref, in_ref, out_ref;
+} inflater;
+
+static void start_member(inflater* z) {
+  isal_inflate_reset(&z->st);
+  z->st.crc_flag = ISAL_GZIP;
+  isal_gzip_header_init(&z->hdr);
+  z->phase = PH_HEADER;
+  z->magic_seen = 0;
+}
+
+// Decodes z->in into z->out as far as it goes; fills in z->result.
+static void run(inflater* z) {
+  struct inflate_state* st = &z->st;
+  st->next_in = z->in;
+  st->avail_in = z->in_len;
+  st->next_out = z->out;
+  st->avail_out = z->out_len;
+  int err = 0;
+  for (;;) {
+    if (z->phase == PH_BETWEEN) {
+      if (st->avail_in == 0) break;
+      if (st->next_in[0] == 0) {
+        z->phase = PH_PADDING;
+      } else {
+        start_member(z);
+      }
+    }
+    if (z->phase == PH_PADDING) {
+      st->next_in += st->avail_in;
+      st->avail_in = 0;
+      break;
+    }
+    if (z->phase == PH_HEADER) {
+      static const uint8_t magic[2] = {0x1f, 0x8b};
+      for (uint32_t i = 0; z->magic_seen < 2 && i < st->avail_in; i++, z->magic_seen++) {
+        if (st->next_in[i] != magic[z->magic_seen]) err = ISAL_INVALID_WRAPPER;
+      }
+      if (err) break;
+      int r = isal_read_gzip_header(st, &z->hdr);
+      if (r < 0) {
+        err = r;
+        break;
+      }
+      if (r > 0) break;  // ISAL_END_INPUT: the header goes on in the next span
+      if (z->hdr.flags & RESERVED_FLAG_BITS) {
+        err = FP_RESERVED_FLAGS;
+        break;
+      }
+      z->phase = PH_BODY;
+    }
+    uint32_t in_before = st->avail_in, out_before = st->avail_out;
+    int r = isal_inflate(st);
+    if (r < 0) {
+      err = r;
+      break;
+    }
+    if (st->block_state == ISAL_BLOCK_FINISH) {
+      z->members++;
+      z->phase = PH_BETWEEN;
+      continue;
+    }
+    if (st->avail_out == 0 || st->avail_in == 0) break;
+    // Neither end reached and nothing moved: never spin (isal_inflate always moves one of them).
+    if (st->avail_in == in_before && st->avail_out == out_before) break;
+  }
+  int32_t* res = z->result;
+  res[R_ERROR] = err;
+  res[R_CONSUMED] = (int32_t)(z->in_len - st->avail_in);
+  res[R_PRODUCED] = (int32_t)(z->out_len - st->avail_out);
+  res[R_PHASE] = z->phase;
+  res[R_MEMBERS] = z->members & 0x7fffffff;
+}
+
+static void finalize(napi_env env, void* data, void* hint) {
+  (void)hint;
+  inflater* z = data;
+  if (z->result_ref) napi_delete_reference(env, z->result_ref);
+  free(z);
+}
+
+static int get_bytes(napi_env env, napi_value v, uint8_t** data, size_t* len) {
+  bool is;
+  if (napi_is_typedarray(env, v, &is) != napi_ok || !is) return -1;
+  napi_typedarray_type type;
+  napi_value ab;
+  size_t off;
+  void* p;
+  if (napi_get_typedarray_info(env, v, &type, len, &p, &ab, &off) != napi_ok) return -1;
+  if (type != napi_uint8_array && type != napi_int32_array) return -1;
+  if (type == napi_int32_array) *len *= 4;
+  *data = p;
+  return 0;
+}
+
+// create(result: Int32Array(5)) -> an inflater object at the start of a gzip stream.
+static napi_value js_create(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], self;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  uint8_t* res;
+  size_t len;
+  if (argc < 1 || get_bytes(env, argv[0], &res, &len) || len < R_LEN * sizeof(int32_t)) {
+    napi_throw_type_error(env, NULL, "create(result: Int32Array of 5)");
+    return NULL;
+  }
+  inflater* z = calloc(1, sizeof *z);
+  if (!z) {
+    napi_throw_error(env, "ENOMEM", "isal: cannot allocate an inflater");
+    return NULL;
+  }
+  isal_inflate_init(&z->st);
+  start_member(z);
+  z->result = (int32_t*)res;
+  napi_create_reference(env, argv[0], 1, &z->result_ref);
+  napi_create_object(env, &self);
+  if (napi_wrap(env, self, z, finalize, NULL, NULL) != napi_ok) {
+    napi_delete_reference(env, z->result_ref);
+    free(z);
+    napi_throw_error(env, NULL, "isal: cannot wrap an inflater");
+    return NULL;
+  }
+  return self;
+}
+
+// Reads (z, input, inOffset, inLength, output, outOffset, outLength) into z; throws and returns NULL
+// when they are not what they must be, or when z is busy.
+static inflater* take_args(napi_env env, napi_value* a, size_t argc) {
+  inflater* z = NULL;
+  uint8_t *in, *out;
+  size_t in_len, out_len;
+  uint32_t in_off, in_n, out_off, out_n;
+  if (argc < 7 || napi_unwrap(env, a[0], (void**)&z) != napi_ok || get_bytes(env, a[1], &in, &in_len) ||
+      napi_get_value_uint32(env, a[2], &in_off) != napi_ok || napi_get_value_uint32(env, a[3], &in_n) != napi_ok ||
+      get_bytes(env, a[4], &out, &out_len) || napi_get_value_uint32(env, a[5], &out_off) != napi_ok ||
+      napi_get_value_uint32(env, a[6], &out_n) != napi_ok || (uint64_t)in_off + in_n > in_len ||
+      (uint64_t)out_off + out_n > out_len) {
+    napi_throw_type_error(env, NULL, "inflate(inflater, input, inOffset, inLength, output, outOffset, outLength[, callback])");
+    return NULL;
+  }
+  if (z->busy) {
+    napi_throw_error(env, NULL, "isal: inflater already has a call in progress");
+    return NULL;
+  }
+  z->in = in + in_off;
+  z->in_len = in_n;
+  z->out = out + out_off;
+  z->out_len = out_n;
+  return z;
+}
+
+static napi_value js_inflate_sync(napi_env env, napi_callback_info info) {
+  size_t argc = 7;
+  napi_value a[7];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  inflater* z = take_args(env, a, argc);
+  if (z) run(z);
+  return NULL;
+}
+
+static void work_execute(napi_env env, void* data) {
+  (void)env;
+  run(data);
+}
+
+static void work_complete(napi_env env, napi_status status, void* data) {
+  inflater* z = data;
+  napi_value cb = NULL, global, arg;
+  napi_get_reference_value(env, z->cb_ref, &cb);
+  napi_delete_reference(env, z->cb_ref);
+  napi_delete_reference(env, z->in_ref);
+  napi_delete_reference(env, z->out_ref);
+  napi_delete_async_work(env, z->work);
+  z->busy = false;
+  napi_ref self = z->self_ref;
+  z->self_ref = NULL;
+  // The callback gets true when the call ran, false when it was cancelled (the env is going away).
+  napi_get_boolean(env, status == napi_ok, &arg);
+  if (cb) {
+    napi_get_global(env, &global);
+    napi_call_function(env, global, cb, 1, &arg, NULL);
+  }
+  // Released last: until here the inflater object, and with it z, must not be collected.
+  napi_delete_reference(env, self);
+}
+
+static napi_value js_inflate(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value a[8], name;
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  napi_valuetype t = napi_undefined;
+  if (argc >= 8) napi_typeof(env, a[7], &t);
+  if (t != napi_function) {
+    napi_throw_type_error(env, NULL, "inflate(..., callback): callback must be a function");
+    return NULL;
+  }
+  inflater* z = take_args(env, a, argc);
+  if (!z) return NULL;
+  napi_create_string_utf8(env, "fastpull:isal-inflate", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, work_execute, work_complete, z, &z->work) != napi_ok) {
+    napi_throw_error(env, NULL, "isal: cannot create the decode call");
+    return NULL;
+  }
+  napi_create_reference(env, a[0], 1, &z->self_ref);
+  napi_create_reference(env, a[1], 1, &z->in_ref);
+  napi_create_reference(env, a[4], 1, &z->out_ref);
+  napi_create_reference(env, a[7], 1, &z->cb_ref);
+  z->busy = true;
+  if (napi_queue_async_work(env, z->work) != napi_ok) {
+    // Never queued: release what the call held, or the stream would wait for it forever.
+    z->busy = false;
+    napi_delete_reference(env, z->self_ref);
+    napi_delete_reference(env, z->in_ref);
+    napi_delete_reference(env, z->out_ref);
+    napi_delete_reference(env, z->cb_ref);
+    z->self_ref = NULL;
+    napi_delete_async_work(env, z->work);
+    napi_throw_error(env, NULL, "isal: cannot queue the decode call");
+  }
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"create", NULL, js_create, NULL, NULL, NULL, napi_default, NULL},
+      {"inflate", NULL, js_inflate, NULL, NULL, NULL, napi_default, NULL},
+      {"inflateSync", NULL, js_inflate_sync, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

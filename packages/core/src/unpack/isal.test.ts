@@ -1,0 +1,262 @@
+// Tests of the in-process ISA-L gunzip stage, checked against node:zlib byte for byte and error for error.
+import { randomBytes } from 'node:crypto';
+import { Readable, Transform, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import zlib from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { createDecompressor } from './decompress.js';
+import { findInflater } from './inflater.js';
+import { createIsalGunzip, isalAvailable, isalUnavailableReason } from './isal.js';
+
+const available = isalAvailable();
+if (!available) console.log(`skipping in-process ISA-L tests: ${isalUnavailableReason()}`);
+
+/** Deterministic bytes shaped like a layer: runs of random bytes, text and zeros. */
+function layerLike(size: number, seed: number): Buffer {
+  const out = Buffer.alloc(size);
+  let x = seed >>> 0 || 1;
+  const next = (): number => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>>= 0);
+  };
+  const words = ['usr', 'lib', 'python3', 'site-packages', 'import', 'return', 'def', 'self', '\n', '    ', 'the', 'of'];
+  let at = 0;
+  while (at < size) {
+    const run = Math.min(size - at, 1 + (next() % 65536));
+    const kind = next() % 3;
+    if (kind === 0) for (let i = 0; i < run; i++) out[at + i] = next() & 0xff;
+    else if (kind === 1) {
+      let i = 0;
+      while (i < run) i += out.write(`${words[next() % words.length]} `, at + i, run - i, 'latin1');
+    } // else zeros, as allocated
+    at += run;
+  }
+  return out;
+}
+
+function chunks(data: Buffer, size: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at < data.length; at += size) out.push(data.subarray(at, at + size));
+  return out;
+}
+
+const gz = (data: string | Buffer, level = 6): Buffer => zlib.gzipSync(data, { level });
+
+async function inflateWith(stage: Transform, input: Buffer | Buffer[]): Promise<Buffer> {
+  const out: Buffer[] = [];
+  await pipeline(Readable.from(Array.isArray(input) ? input : [input]), stage, async (source: AsyncIterable<Buffer>) => {
+    for await (const chunk of source) out.push(chunk);
+  });
+  return Buffer.concat(out);
+}
+
+async function outcome(stage: Transform, input: Buffer | Buffer[]): Promise<{ ok: Buffer } | { error: unknown }> {
+  try {
+    return { ok: await inflateWith(stage, input) };
+  } catch (error) {
+    return { error };
+  }
+}
+
+const zlibGunzip = (): Transform => zlib.createGunzip({ chunkSize: 256 * 1024 });
+
+describe.skipIf(!available).each([
+  ['pool thread', false],
+  ['this thread', true],
+] as const)('createIsalGunzip (%s)', (_name, sync) => {
+  const isal = (chunkSize?: number): Transform => createIsalGunzip({ sync, ...(chunkSize !== undefined ? { chunkSize } : {}) });
+
+  /**
+   * Inflates `input` with isal and with node:zlib: the same bytes, or both fail, isal with INVALID_LAYER
+   * and `reason` (zlib's words; any reason when not given: damaged deflate data fails at another
+   * point in each decoder, so with another reason).
+   */
+  async function expectParity(input: Buffer | Buffer[], reason?: string): Promise<Buffer | undefined> {
+    const [got, ref] = await Promise.all([outcome(isal(), input), outcome(zlibGunzip(), input)]);
+    if ('ok' in ref) {
+      expect('ok' in got ? got.ok.equals(ref.ok) : got.error).toBe(true);
+      return ref.ok;
+    }
+    expect('error' in got ? got.error : 'inflated without error').toMatchObject({
+      code: 'INVALID_LAYER',
+      message: reason === undefined ? expect.stringMatching(/^corrupt gzip stream: isal: \S/) : `corrupt gzip stream: isal: ${reason}`,
+      details: { inflater: 'isal' },
+    });
+    return undefined;
+  }
+
+  it('inflates concatenated members, empty ones included, into one stream', async () => {
+    const blob = Buffer.concat([gz('first, '), gz(''), gz('second, '), gz('third', 1)]);
+    expect((await inflateWith(isal(), blob)).toString()).toBe('first, second, third');
+    expect((await inflateWith(isal(), chunks(blob, 1))).toString()).toBe('first, second, third');
+    expect((await inflateWith(isal(), gz(''))).length).toBe(0);
+    await expectParity(blob);
+  });
+
+  it('gives the bytes node:zlib gives, for random, text and layer-like data, any level and chunking', async () => {
+    const inputs = [
+      gz('hello\n'),
+      gz(randomBytes(300_000), 6),
+      chunks(gz(layerLike(300_000, 1), 1), 1),
+      chunks(gz(layerLike(1 << 20, 2), 9), 7919),
+      chunks(gz(Buffer.alloc(3 << 20, 'text of a manifest file\n'), 9), 3),
+      chunks(Buffer.concat([gz(layerLike(5_000_000, 3)), gz(layerLike(3_000_000, 4), 1)]), 1 << 20),
+    ];
+    for (const input of inputs) expect(await expectParity(input)).toBeDefined();
+  });
+
+  it('gives the bytes node:zlib gives for a 20 MB layer-like stream in one huge chunk and in small ones', async () => {
+    const data = layerLike(20_000_000, 5);
+    const blob = gz(data);
+    expect((await expectParity(blob))?.equals(data)).toBe(true);
+    expect((await inflateWith(isal(), chunks(blob, 4096))).equals(data)).toBe(true);
+  }, 30_000);
+
+  it('inflates with small output buffers, one chunk expanding a thousandfold', async () => {
+    const zeros = Buffer.alloc(64 << 20);
+    const blob = gz(zeros, 9);
+    expect(blob.length).toBeLessThan(128 << 10);
+    const out = await inflateWith(isal(40_000), blob);
+    expect(out.length).toBe(zeros.length);
+    expect(out.equals(zeros)).toBe(true);
+  }, 30_000);
+
+  it('reads every gzip header field node:zlib reads, split anywhere', async () => {
+    // FTEXT | FHCRC | FEXTRA | FNAME | FCOMMENT, with a correct header CRC.
+    const body = zlib.deflateRawSync('with every header field');
+    const head = Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0x1f, 0, 0, 0, 0, 0, 3, 4, 0]), Buffer.from('xtra'), Buffer.from('name\0comment\0')]);
+    const hcrc = Buffer.alloc(2);
+    hcrc.writeUInt16LE(zlib.crc32(head) & 0xffff);
+    const trailer = Buffer.alloc(8);
+    trailer.writeUInt32LE(zlib.crc32('with every header field'), 0);
+    trailer.writeUInt32LE(23, 4);
+    const member = Buffer.concat([head, hcrc, body, trailer]);
+    const blob = Buffer.concat([member, gz(' and a plain one'), member]);
+    for (const size of [1, 2, 5, 13, blob.length]) {
+      expect((await expectParity(chunks(blob, size)))?.toString()).toBe('with every header field and a plain onewith every header field');
+    }
+    const badHcrc = Buffer.from(member);
+    badHcrc[head.length]! ^= 1;
+    expect(await expectParity(badHcrc, 'incorrect data check (CRC-32 or length of a member)')).toBeUndefined();
+  });
+
+  it('fails on corrupt data as node:zlib does, with INVALID_LAYER', async () => {
+    const good = gz(layerLike(200_000, 6));
+    const corrupt = Buffer.from(good);
+    corrupt.fill(0xff, 100, 110);
+    const reserved = Buffer.from(good);
+    reserved[3] = 0x20;
+    const method = Buffer.from(good);
+    method[2] = 7;
+    await expectParity(corrupt);
+    await expectParity(Buffer.from('not gzip at all'), 'incorrect header check');
+    await expectParity(Buffer.from('x'), 'incorrect header check');
+    await expectParity(reserved, 'unknown header flags set');
+    await expectParity(method, 'unknown compression method');
+    // The second member's magic is checked as soon as its first byte comes, before its header is whole.
+    await expectParity([gz('first'), Buffer.from([0x1f, 0x8c])], 'incorrect header check');
+  });
+
+  it('checks CRC-32 and ISIZE of every member', async () => {
+    const first = gz(layerLike(100_000, 11));
+    const second = gz(layerLike(100_000, 12));
+    for (const at of [8, 4, 1]) {
+      for (const [member, prefix] of [
+        [first, []],
+        [second, [first]],
+      ] as const) {
+        const bad = Buffer.from(member);
+        bad[bad.length - at]! ^= 1;
+        const error = await outcome(isal(), Buffer.concat([...prefix, bad]));
+        expect(error).toMatchObject({ error: { code: 'INVALID_LAYER', message: 'corrupt gzip stream: isal: incorrect data check (CRC-32 or length of a member)' } });
+        expect('error' in (await outcome(zlibGunzip(), Buffer.concat([...prefix, bad])))).toBe(true);
+      }
+    }
+  });
+
+  it('fails on a truncated stream, at any cut, as node:zlib does', async () => {
+    const blob = gz(layerLike(200_000, 7));
+    for (const cut of [0, 1, 2, 9, 10, 11, 100, blob.length >> 1, blob.length - 8, blob.length - 4, blob.length - 1]) {
+      expect(await expectParity(blob.subarray(0, cut), 'unexpected end of file')).toBeUndefined();
+      expect(await expectParity(chunks(blob.subarray(0, cut), 1000), 'unexpected end of file')).toBeUndefined();
+    }
+    for (const cut of [1, 5, 20, 1000, blob.length - 1]) {
+      expect(await expectParity(Buffer.concat([gz('first'), blob.subarray(0, cut)]), 'unexpected end of file')).toBeUndefined();
+    }
+  });
+
+  it('ignores what follows a zero byte after a member, and fails on other trailing bytes, as node:zlib does', async () => {
+    const data = layerLike(100_000, 8);
+    const blob = gz(data);
+    for (const tail of [Buffer.alloc(1), Buffer.alloc(4096), Buffer.from('\0garbage'), Buffer.concat([Buffer.alloc(1), gz('hidden')])]) {
+      expect((await expectParity(Buffer.concat([blob, tail])))?.equals(data)).toBe(true);
+    }
+    expect((await inflateWith(isal(), [blob, Buffer.alloc(3 << 20)])).equals(data)).toBe(true);
+    await expectParity(Buffer.concat([blob, Buffer.from('garbage')]), 'incorrect header check');
+  });
+
+  it('keeps memory bounded when the reader stalls', async () => {
+    const blob = gz(randomBytes(24 << 20), 1);
+    let pulled = 0;
+    const source = Readable.from(
+      (function* () {
+        for (const chunk of chunks(blob, 256 * 1024)) {
+          pulled += chunk.length;
+          yield chunk;
+        }
+      })(),
+    );
+    const stage = isal();
+    const done = pipeline(source, stage, new Writable({ highWaterMark: 1, write: () => {} })); // takes one chunk, never more
+    await sleep(500);
+    expect(pulled).toBeLessThan(4 << 20);
+    expect(stage.readableLength).toBeLessThanOrEqual((1 << 20) + (256 << 10));
+    stage.destroy();
+    await expect(done).rejects.toThrow();
+  });
+
+  it('keeps memory bounded on a chunk that expands a thousandfold', async () => {
+    const blob = gz(Buffer.alloc(128 << 20), 9); // about 128 KiB
+    const stage = isal();
+    const done = pipeline(Readable.from([blob]), stage, new Writable({ highWaterMark: 1, write: () => {} }));
+    await sleep(300);
+    expect(stage.readableLength).toBeLessThanOrEqual((1 << 20) + (256 << 10));
+    stage.destroy();
+    await expect(done).rejects.toThrow();
+  });
+
+  it('can be destroyed while a decode call runs, and then emits nothing more', async () => {
+    const blob = gz(layerLike(8 << 20, 13));
+    for (let i = 0; i < 20; i++) {
+      const stage = isal();
+      let after = 0;
+      stage.write(blob);
+      stage.on('error', () => {});
+      stage.on('data', () => {
+        if (stage.destroyed) after++;
+      });
+      await sleep(i % 3);
+      stage.destroy(new Error('stop'));
+      await new Promise((resolve) => stage.once('close', resolve));
+      expect(after).toBe(0);
+    }
+  });
+
+  it('is what createDecompressor gives for the isal choice', async () => {
+    const gunzip = createDecompressor('gzip', { inflater: 'isal' });
+    expect(gunzip).not.toBeInstanceOf(zlib.Gunzip);
+    expect((await inflateWith(gunzip, [gz('a, '), gz('b')])).toString()).toBe('a, b');
+    expect(findInflater('isal')).toBeUndefined();
+  });
+});
+
+describe.skipIf(available)('without the in-process ISA-L addon', () => {
+  it('refuses the isal choice with INVALID_ARGUMENT saying why', () => {
+    expect(() => createIsalGunzip()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('libisal') }));
+    expect(() => findInflater('isal')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
