@@ -2,7 +2,10 @@
 // file and directory of each snapshot was flushed (syncfs of the store's filesystem, or fsync of the
 // entry) after its last change and before the rename that committed the snapshot; that the rename
 // was made durable (fsync of committed/) before the image record was written; and that the record
-// itself was durable before the CLI reported the pull. Run with the default flush, with the fallback
+// itself was durable before the CLI reported the pull. With the default flush, each snapshot's last
+// syncfs must go through an fd of its directory opened before anything was written into it (so that
+// write-back errors seen by the syncfs calls started while extracting are reported to it too), and
+// such a call must have run while a layer was extracting. Run with the default flush, with the fallback
 // used where the native addon cannot load (fsync of every file and directory), and with --no-sync,
 // where the same check must find the files unflushed (so it can fail).
 import { spawnSync } from 'node:child_process';
@@ -121,6 +124,43 @@ function checkDurability(t: Traced): { problems: string[]; snapshots: number; en
   return { problems, snapshots: commits.length, entries: checked, unflushedFiles };
 }
 
+/** The snapshot's own directory, of a commit rename. */
+const activeOf = (rename: Syscall) => rename.paths[0]!;
+const fdOf = (c: Syscall) => Number(/^(\d+)</.exec(c.args)?.[1] ?? NaN);
+
+/**
+ * For each commit: how its last flush before the rename went. It must be a syncfs through an fd of
+ * the snapshot's directory opened before the first name was made inside its fs/.
+ */
+function finalFlushes(t: Traced): string[] {
+  const ok = t.calls.filter((c) => c.ret >= 0);
+  return ok
+    .filter((c) => isRename(c) && c.paths.length === 2 && dirname(c.paths[1]!) === join(t.root, 'snapshots', 'committed'))
+    .map((rename) => {
+      const active = activeOf(rename);
+      const flush = ok.filter((c) => c.name === 'syncfs' && c.paths.includes(active) && c.end < rename.start).at(-1);
+      if (!flush) return `no syncfs through ${active} before its commit`;
+      const fd = fdOf(flush);
+      // The latest open that gave this fd number: the one the syncfs went through (fds are per process).
+      const opened = ok.filter((c) => (c.name === 'openat' || c.name === 'open') && c.ret === fd && c.paths.includes(active) && c.end < flush.start).at(-1);
+      const firstWrite = ok.find((c) => creates(c) && c.paths.some((p) => p.startsWith(`${active}/fs/`)));
+      if (!opened) return `no open of ${active} gave the fd ${fd} it was flushed through`;
+      if (!firstWrite || opened.end > firstWrite.start) return `the fd of ${active} was opened after the first write into it (line ${(firstWrite?.start ?? -1) + 1})`;
+      return 'through an fd opened before the writes';
+    });
+}
+
+/** How many syncfs calls of a snapshot's fs/ started before the last file of that snapshot was created. */
+function backgroundFlushes(t: Traced): number {
+  const ok = t.calls.filter((c) => c.ret >= 0);
+  let n = 0;
+  for (const sync of ok.filter((c) => c.name === 'syncfs')) {
+    const fsDir = sync.paths.find((p) => p.endsWith('/fs') && dirname(dirname(p)) === join(t.root, 'snapshots', 'active'));
+    if (fsDir && ok.some((c) => creates(c) && c.start > sync.start && c.paths.some((p) => p.startsWith(`${fsDir}/`)))) n++;
+  }
+  return n;
+}
+
 describe.skipIf(!binary || noStrace !== undefined)('committed means durable (strace)', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
@@ -171,9 +211,13 @@ describe.skipIf(!binary || noStrace !== undefined)('committed means durable (str
     expect(r.entries).toBeGreaterThan(50);
     expect(r.problems).toEqual([]);
     if (Object.keys(env).length === 0) {
-      // The default flush is one syncfs per snapshot, and the big file's write-back was started early.
-      expect(t.calls.filter((c) => c.name === 'syncfs' && c.ret === 0)).toHaveLength(image.layers.length);
+      // The default: each snapshot's last flush is a syncfs through an fd of its directory opened
+      // before anything was written into it (so that it reports every write-back error since), and
+      // write-back was started while extracting: the big file's in steps, the rest by a syncfs not
+      // waited for, started before the layer's last file was written.
+      expect(finalFlushes(t)).toEqual(Array.from({ length: image.layers.length }, () => 'through an fd opened before the writes'));
       expect(t.calls.some((c) => c.name === 'sync_file_range' && c.paths.some((p) => p.endsWith('/fs/big/x')))).toBe(true);
+      expect(backgroundFlushes(t)).toBeGreaterThan(0);
     }
   });
 

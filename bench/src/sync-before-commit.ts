@@ -1,12 +1,12 @@
 // What making snapshots durable before their commit costs a pull, and which flush does it cheapest.
 // fastpull flushes each snapshot before the rename that commits it (snapshots/durable.ts); the
-// benchmark-only FASTPULL_SYNC_METHOD picks among the ways it can, against `--no-sync`:
-//   syncfs             write-back of large files started while extracting (sync_file_range in
-//                      8 MiB steps), then one syncfs before the commit (the default)
-//   syncfs-late        the syncfs alone
-//   syncfs-every-file  write-back of every file started as it is closed, then the syncfs
-//   syncfs-progressive as syncfs, plus a syncfs not waited for after each 32 MiB a layer writes
-//   fsync              an fsync of every file and directory (what runs without the native addon)
+// benchmark-only FASTPULL_SYNC_METHOD picks the way, against `--no-sync`:
+//   syncfs   write-back started while extracting (sync_file_range of large files in 8 MiB steps, a
+//            syncfs not waited for after each 8 MiB a layer writes), then one syncfs before the
+//            commit (the default)
+//   fsync    an fsync of every file and directory (what runs without the native addon)
+// Earlier variants that lost (the syncfs alone, write-back started for every file as it is closed,
+// large files only) are described in bench/README.md.
 // Images: the peers bench's ML-shaped image and its many-small-files image (BENCH_IMAGES), generated
 // and cached as there. Each run pulls with every variant in a rotating order, each into a fresh store
 // after `sync` and a page-cache drop (so no variant pays for another's dirty pages); the machine is
@@ -25,7 +25,7 @@ const env = process.env;
 const SCALE = Number(env.BENCH_SCALE ?? 0.25);
 const RUNS = Math.max(1, Number(env.BENCH_RUNS ?? 3));
 const IMAGES = (env.BENCH_IMAGES ?? 'ml,many-files').split(',').filter(Boolean);
-const VARIANTS = (env.BENCH_VARIANTS ?? 'off,syncfs,syncfs-late,syncfs-every-file,syncfs-progressive,fsync').split(',').filter(Boolean);
+const VARIANTS = (env.BENCH_VARIANTS ?? 'off,syncfs,fsync').split(',').filter(Boolean);
 const CACHE = resolve(env.BENCH_CACHE ?? join(import.meta.dirname, '..', '.cache'));
 const MIB = 1024 * 1024;
 const log = (s: string) => process.stderr.write(`${s}\n`);

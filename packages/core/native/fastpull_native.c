@@ -363,6 +363,7 @@ typedef struct {
   napi_async_work work;
   napi_deferred deferred;
   char path[PATH_CAP];
+  int fd; // -1: open `path`
   int err;
   const char* syscall;
 } SyncfsJob;
@@ -373,7 +374,7 @@ static void syncfs_execute(napi_env env, void* data) {
   SyncfsJob* job = data;
   job->err = 0;
 #ifdef __linux__
-  int fd = open(job->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = job->fd >= 0 ? job->fd : open(job->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     job->err = errno;
     job->syscall = "open";
@@ -383,7 +384,7 @@ static void syncfs_execute(napi_env env, void* data) {
     job->err = errno;
     job->syscall = "syncfs";
   }
-  close(fd);
+  if (job->fd < 0) close(fd);
 #else
   job->err = ENOSYS;
   job->syscall = "syncfs";
@@ -407,19 +408,29 @@ static void syncfs_complete(napi_env env, napi_status status, void* data) {
   free(job);
 }
 
-// syncfs(dir): a promise of syncfs(2) on the filesystem holding the directory `dir` (opened without
-// following a final symlink): every dirty page and inode of that filesystem written and the device's
-// cache flushed, run off the event loop.
+// syncfs(dir): a promise of syncfs(2) on the filesystem holding the directory `dir` (a path, opened
+// without following a final symlink, or an open fd, which must stay open until the promise settles):
+// every dirty page and inode of that filesystem written and the device's cache flushed, run off the
+// event loop. Through an fd it also reports a write-back error of the filesystem since that fd was
+// opened, which a path opened now would miss (errors are kept per open file).
 static napi_value js_syncfs(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   if (get_args(env, info, 1, argv)) return NULL;
   SyncfsJob* job = calloc(1, sizeof *job);
   if (!job) return throw_errno(env, ENOMEM, "syncfs", "");
-  if (get_string(env, argv[0], job->path, sizeof job->path)) {
+  napi_valuetype type;
+  napi_typeof(env, argv[0], &type);
+  job->fd = -1;
+  int64_t fd = -1;
+  int bad = type == napi_number ? get_offset(env, argv[0], &fd) != 0 || fd > INT32_MAX
+                                : get_string(env, argv[0], job->path, sizeof job->path) != 0;
+  job->fd = (int)fd;
+  if (bad) {
     free(job);
-    napi_throw_type_error(env, NULL, "syncfs(dir: string)");
+    napi_throw_type_error(env, NULL, "syncfs(dir: string | fd: number)");
     return NULL;
   }
+  if (job->fd >= 0) snprintf(job->path, sizeof job->path, "(fd %d)", job->fd);
   napi_value promise, name;
   napi_create_promise(env, &job->deferred, &promise);
   napi_create_string_utf8(env, "fastpull:syncfs", NAPI_AUTO_LENGTH, &name);

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nativeFs, nativeSync } from '../unpack/native.js';
-import { flushTree, syncMethod, writebackFor } from './durable.js';
+import { closeForFlush, flushTree, openForFlush, syncMethod, writebackFor } from './durable.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -47,8 +47,8 @@ describe('syncMethod', () => {
     expect(syncMethod({})).toBe('syncfs');
     expect(syncMethod({ FASTPULL_SYNC_METHOD: 'fsync' })).toBe('fsync');
     expect(() => syncMethod({ FASTPULL_SYNC_METHOD: 'fdatasync' })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    expect(writebackFor('syncfs')).toEqual({ writeback: 'large' });
-    expect(writebackFor('syncfs-late')).toEqual({});
+    expect(() => syncMethod({ FASTPULL_SYNC_METHOD: 'syncfs-late' })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(writebackFor('syncfs')).toEqual({ writeback: 'background' });
     expect(writebackFor('fsync')).toEqual({});
   });
 });
@@ -67,5 +67,19 @@ describe('the addon flush calls', () => {
     }
     // syncfs takes a directory, never a file (it is opened O_DIRECTORY).
     await expect(nativeSync()!.syncfs(path.join(root, 'info.json'))).rejects.toMatchObject({ code: 'ENOTDIR', syscall: 'open' });
+    expect(() => nativeSync()!.syncfs(-1)).toThrow(TypeError);
+    expect(() => nativeSync()!.syncfs(1.5)).toThrow(TypeError);
+  });
+
+  it('flush through a directory fd opened before the writes, and report a closed one', async () => {
+    const root = tree();
+    const fd = openForFlush(root, 'syncfs')!;
+    expect(fs.fstatSync(fd).isDirectory()).toBe(true);
+    fs.writeFileSync(path.join(root, 'fs', 'late'), 'written after the open');
+    await expect(flushTree(root, 'syncfs', fd)).resolves.toBeUndefined();
+    closeForFlush(fd);
+    // The fd is what is flushed, not the path: a closed one is an error, never a silent success.
+    await expect(nativeSync()!.syncfs(fd)).rejects.toMatchObject({ code: 'EBADF', syscall: 'syncfs' });
+    expect(openForFlush(root, 'fsync')).toBeUndefined();
   });
 });

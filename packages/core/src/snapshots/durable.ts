@@ -1,27 +1,27 @@
 // Making a snapshot durable before it is committed: after a power cut a committed snapshot must hold
 // every byte and attribute it was verified with, for nothing checks it again. Before the commit's
 // rename, one syncfs(2) of the store's filesystem writes what is dirty and flushes the device's
-// cache; the extractor has started the write-back of large files as it wrote them (sync_file_range,
-// on the unpack thread), so that the device works while extraction goes on. Without the native
-// addon's calls, every file and directory of the snapshot is fsynced instead: correct, and slower.
+// cache. The extractor has started the write-back as it wrote (unpack/writeback.ts: large files in
+// steps, and a syncfs not waited for after each 8 MiB the layer writes), so that the device works
+// while extraction goes on and the final syncfs finds little left. Without the native addon's
+// calls, every file and directory of the snapshot is fsynced instead: correct, and slower.
 // bench/src/sync-before-commit.ts measured the ways (bench/README.md has the figures).
-import { constants, promises as fsp } from 'node:fs';
+import { closeSync, constants, openSync, promises as fsp } from 'node:fs';
 import { FastpullError } from '../errors.js';
 import { nativeSync } from '../unpack/native.js';
 import type { WritebackMode } from '../unpack/writeback.js';
 
 /**
- * How a snapshot is flushed. `syncfs` (the default): write-back of large files started while
- * extracting, then one syncfs. `syncfs-late`: the syncfs alone. `syncfs-every-file`: write-back of
- * every file started as it is closed, then the syncfs. `fsync`: an fsync of every file and
- * directory (what runs where the native addon cannot load). The benchmark sets
- * FASTPULL_SYNC_METHOD to compare them; nothing else should.
+ * How a snapshot is flushed. `syncfs` (the default): write-back started while extracting, then one
+ * syncfs. `fsync`: an fsync of every file and directory (what runs where the native addon cannot
+ * load). The benchmark and the durability test set FASTPULL_SYNC_METHOD=fsync to run the fallback
+ * with the addon loaded; nothing else should.
  */
-export type SyncMethod = 'syncfs' | 'syncfs-late' | 'syncfs-every-file' | 'syncfs-progressive' | 'fsync';
+export type SyncMethod = 'syncfs' | 'fsync';
 
-const METHODS: readonly SyncMethod[] = ['syncfs', 'syncfs-late', 'syncfs-every-file', 'syncfs-progressive', 'fsync'];
+const METHODS: readonly SyncMethod[] = ['syncfs', 'fsync'];
 
-/** The method FASTPULL_SYNC_METHOD names (benchmarks only), else `syncfs`; without the addon, `fsync`. */
+/** The method FASTPULL_SYNC_METHOD names (benchmarks and tests only), else `syncfs`; without the addon, `fsync`. */
 export function syncMethod(env: NodeJS.ProcessEnv = process.env): SyncMethod {
   const asked = env.FASTPULL_SYNC_METHOD;
   if (asked !== undefined && asked !== '' && !(METHODS as readonly string[]).includes(asked)) {
@@ -30,21 +30,33 @@ export function syncMethod(env: NodeJS.ProcessEnv = process.env): SyncMethod {
   return nativeSync() === undefined ? 'fsync' : ((asked || 'syncfs') as SyncMethod);
 }
 
-/** The extractor's part of `method`: which files' write-back it starts, as an unpack option. */
+/** The extractor's part of `method`: the write-back it starts, as an unpack option. */
 export function writebackFor(method: SyncMethod): { writeback?: WritebackMode } {
-  if (method === 'syncfs') return { writeback: 'large' };
-  if (method === 'syncfs-every-file') return { writeback: 'all' };
-  if (method === 'syncfs-progressive') return { writeback: 'progressive' };
-  return {};
+  return method === 'syncfs' ? { writeback: 'background' } : {};
+}
+
+/**
+ * An fd of the directory `dir` for {@link flushTree} to flush through, opened before anything is
+ * written under it; undefined where the flush opens nothing (the fsync fallback). A write-back error
+ * is reported once per open file: a syncfs through a file opened later would miss one that a syncfs
+ * started while extracting (or another process's) has already seen. Close it with {@link closeForFlush}.
+ */
+export function openForFlush(dir: string, method: SyncMethod = syncMethod()): number | undefined {
+  return method === 'syncfs' ? openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW) : undefined;
+}
+
+export function closeForFlush(fd: number | undefined): void {
+  if (fd !== undefined) closeSync(fd);
 }
 
 /**
  * Returns once everything under `dir` (data, inodes, directory entries) is on stable storage.
- * Rejects with the errno error of the flush (EIO when write-back failed).
+ * `opened`: an fd of `dir` from {@link openForFlush}, so that the flush also reports write-back
+ * errors since it was opened. Rejects with the errno error of the flush (EIO when write-back failed).
  */
-export async function flushTree(dir: string, method: SyncMethod = syncMethod()): Promise<void> {
+export async function flushTree(dir: string, method: SyncMethod = syncMethod(), opened?: number): Promise<void> {
   const native = nativeSync();
-  if (native !== undefined && method !== 'fsync') return native.syncfs(dir);
+  if (native !== undefined && method !== 'fsync') return native.syncfs(opened ?? dir);
   await fsyncTree(Buffer.from(dir));
 }
 

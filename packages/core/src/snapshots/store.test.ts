@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, fstatSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +35,31 @@ describe('FileSnapshotter', () => {
     expect(existsSync(join(snaps.fsPath(chains[0]!), 'f'))).toBe(true);
     expect((await snaps.info(chains[0]!))?.diffID).toBe(diffs[0]);
     expect(await readdir(join(root, 'snapshots', 'active'))).toEqual([]);
+  });
+
+  it('holds an fd of each active snapshot for its flush, from prepare to commit or remove, and no longer', async () => {
+    // What this process's fds point at (an fd closed between the listing and the readlink: '').
+    const openDirs = () =>
+      readdirSync('/proc/self/fd').map((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`);
+        } catch {
+          return '';
+        }
+      });
+    const a = await snaps.prepare();
+    expect(a.flushFd).toBeDefined();
+    expect(fstatSync(a.flushFd!).isDirectory()).toBe(true);
+    expect(openDirs()).toContain(a.dir);
+    const b = await snaps.prepare();
+    writeFileSync(join(b.fs, 'f'), 'x');
+    await snaps.remove(a);
+    expect(await snaps.commit(b, { chainID: chains[0]!, diffID: diffs[0]!, size: 1 })).toBe(true);
+    // Neither the removed nor the committed (renamed) directory is held open any more.
+    expect(openDirs().filter((p) => p.startsWith(root))).toEqual([]);
+    // Without the flush there is nothing to hold.
+    const unsynced = await new FileSnapshotter(root, { sync: false }).prepare();
+    expect(unsynced.flushFd).toBeUndefined();
   });
 
   it('keeps the first commit when two writers commit the same chainID', async () => {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
-import { flushTree } from './durable.js';
+import { closeForFlush, flushTree, openForFlush } from './durable.js';
 import { claimDir, disownDir, sweepDeadDirs } from '../util/owner.js';
 
 /** A snapshot being written: invisible to mounts until it is committed. */
@@ -22,8 +22,10 @@ export interface ActiveSnapshot {
   readonly fs: string;
   /** The snapshot's own directory (holds `fs`). */
   readonly dir: string;
-  /** Lets go of the directory's owner lock (commit and remove call it). */
+  /** Lets go of the directory's owner lock, and of `flushFd` (commit and remove call it). */
   readonly release: () => void;
+  /** An fd of `dir`, opened before anything was written into it, for the flush before the commit. */
+  readonly flushFd?: number;
 }
 
 /** What the store records about a committed snapshot. */
@@ -139,7 +141,16 @@ export class FileSnapshotter implements Snapshotter {
       await fsp.mkdir(fs, { mode: 0o755 });
       // The root of a layer dir is the container's root: 0755 whatever the umask says.
       await fsp.chmod(fs, 0o755);
-      return { key, fs, dir, release };
+      if (!this.sync) return { key, fs, dir, release };
+      // The flush before the commit goes through it, so it reports every write-back error since.
+      const flushFd = openForFlush(dir);
+      let open = true;
+      const releaseAll = (): void => {
+        if (open) closeForFlush(flushFd);
+        open = false;
+        release();
+      };
+      return { key, fs, dir, release: releaseAll, ...(flushFd !== undefined ? { flushFd } : {}) };
     } catch (e) {
       throw fromFsError(e, 'preparing a snapshot');
     }
@@ -151,7 +162,7 @@ export class FileSnapshotter implements Snapshotter {
       // info.json is written before the rename, so a committed dir always has one.
       await writeFileAtomic(join(active.dir, 'info.json'), JSON.stringify({ ...info, created: new Date().toISOString() }));
       // Committed means durable: after a power cut no committed snapshot may hold short files.
-      if (this.sync) await flushTree(active.dir);
+      if (this.sync) await flushTree(active.dir, undefined, active.flushFd);
       await fsp.mkdir(join(this.dir, 'committed'), { recursive: true });
       // Disowned only now: a directory without an owner is litter to a sweeper after a minute, and
       // a flush may take longer. Its removal is made durable too, or a power cut could leave it.

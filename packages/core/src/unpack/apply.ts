@@ -96,6 +96,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   });
   const opaqueXattr = rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR;
   const report = new ApplyReport(what);
+  const writeback = LayerWriteback.open(options.writeback, root);
   const writer = new LayerWriter(report, {
     root,
     sameOwner,
@@ -103,7 +104,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     signal,
     reader,
     whiteouts: (tree, r, owner) => new OverlayWhiteouts(tree, r, { opaqueXattr, sameOwner, owner }),
-    writeback: LayerWriteback.open(options.writeback, root),
+    writeback,
   });
   const started = performance.now();
   let ok = false;
@@ -122,6 +123,8 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     if (signal?.aborted && !isFastpullError(e) && e !== reader.sourceError) throw abortError(signal, what);
     throw e;
   } finally {
+    // No background flush outlives the layer (it may be removed next, or the thread end).
+    await writeback?.settled();
     if (!ok) {
       // Let go of the source (a stream is destroyed), without waiting, for it may be stuck, and only
       // after our error has reached the caller: a pipeline reports the first error it sees.

@@ -89,8 +89,12 @@ export interface NativeSync {
    * returns at once (`nbytes` 0: to the end of the file). Makes nothing durable by itself.
    */
   startWriteback(fd: number, offset: number, nbytes: number): void;
-  /** syncfs(2) on the filesystem holding directory `dir`, on a libuv pool thread (the event loop goes on). */
-  syncfs(dir: string): Promise<void>;
+  /**
+   * syncfs(2) on the filesystem holding directory `dir` (a path, or an open fd that stays open until
+   * the promise settles), on a libuv pool thread (the event loop goes on). Through an fd it also
+   * reports a write-back error of the filesystem since the fd was opened.
+   */
+  syncfs(dir: string | number): Promise<void>;
 }
 
 let sync: NativeSync | null | undefined;

@@ -1,41 +1,38 @@
-// Starts the write-back of extracted files' pages while they are written, so that the flush before
-// the snapshot's commit (snapshots/durable.ts) finds them written, or on their way.
+// Starts the write-back of extracted files while they are written, so that the flush before the
+// snapshot's commit (snapshots/durable.ts) finds little left to write and waits little.
 import { nativeSync, type NativeSync } from './native.js';
 
 /**
- * What the extractor starts. `large`: sync_file_range of each 8 MiB step of the files that reach one
- * (a small file started alone becomes a tiny request of its own, which measured slower than leaving
- * it to the final flush, which writes them in bulk). `all`: sync_file_range of every file as it is
- * closed. `progressive`: `large`, plus a syncfs of the filesystem, not waited for, each time the
- * layer has written another 32 MiB (at most one at a time), so that trees of small files are written
- * while extraction goes on.
+ * What the extractor starts, as an unpack option. `background` (the only mode; the option is absent
+ * when nothing is to be started): sync_file_range of each 8 MiB step of a large file, and a syncfs of
+ * the filesystem, not waited for, each time the layer has written another 8 MiB (at most one at a
+ * time), which writes trees of small files in bulk while extraction goes on.
  */
-export type WritebackMode = 'large' | 'all' | 'progressive';
+export type WritebackMode = 'background';
 
 /**
- * Bytes of a large file written between two write-back starts: enough for large requests, small
- * enough that the device starts on a large file long before its last byte.
+ * Bytes of a large file written between two write-back starts, and bytes a layer writes between two
+ * background syncfs calls: enough for large requests, small enough that little is left at the end.
  */
 export const WRITEBACK_STEP = 8 * 1024 * 1024;
-/** Bytes a layer writes between two background syncfs calls in `progressive` mode. */
-export const PROGRESSIVE_STEP = 32 * 1024 * 1024;
+/** What a file costs at least in write-back (a block, its inode and its name); sizes round up to it. */
+const BLOCK = 4096;
 
 /** The write-back of one layer being extracted into `root`. */
 export class LayerWriteback {
   private written = 0;
   private flushedAt = 0;
-  private inFlight = false;
+  private inFlight: Promise<void> | undefined;
 
   private constructor(
     readonly native: NativeSync,
-    readonly mode: WritebackMode,
     private readonly root: string,
   ) {}
 
   /** One for the layer when a mode is given and the addon has the calls; else undefined. */
   static open(mode: WritebackMode | undefined, root: string): LayerWriteback | undefined {
     const native = mode === undefined ? undefined : nativeSync();
-    return native === undefined || mode === undefined ? undefined : new LayerWriteback(native, mode, root);
+    return native === undefined ? undefined : new LayerWriteback(native, root);
   }
 
   /** The write-back of a file of this layer being written through `fd`. */
@@ -43,24 +40,30 @@ export class LayerWriteback {
     return new FileWriteback(this, fd);
   }
 
-  /** `n` more bytes of the layer were written. */
-  wrote(n: number): void {
-    this.written += n;
-    if (this.mode !== 'progressive' || this.inFlight || this.written - this.flushedAt < PROGRESSIVE_STEP) return;
+  /**
+   * A file of `size` bytes is written: counted in whole blocks, at least one, so that a tree of tiny
+   * files (whose inodes are most of the write-back) starts flushes as a large file does.
+   */
+  wrote(size: number): void {
+    this.written += Math.max(BLOCK, Math.ceil(size / BLOCK) * BLOCK);
+    if (this.inFlight !== undefined || this.written - this.flushedAt < WRITEBACK_STEP) return;
     this.flushedAt = this.written;
-    this.inFlight = true;
-    // A hint only: the flush before the commit waits for everything and reports what fails.
-    this.native.syncfs(this.root).then(
-      () => void (this.inFlight = false),
-      () => void (this.inFlight = false),
+    // A hint only: its failure is left to the flush before the commit, which waits for everything.
+    this.inFlight = this.native.syncfs(this.root).then(
+      () => void (this.inFlight = undefined),
+      () => void (this.inFlight = undefined),
     );
+  }
+
+  /** Resolves once no background syncfs of this layer runs (none is left behind the layer's end). */
+  async settled(): Promise<void> {
+    await this.inFlight;
   }
 }
 
 /** Write-back of one file being written; a hint only: its failures are left for the flush to report. */
 export class FileWriteback {
   private started = 0;
-  private written = 0;
 
   constructor(
     private readonly layer: LayerWriteback,
@@ -69,14 +72,13 @@ export class FileWriteback {
 
   /** Bytes up to `end` are written: starts their write-back once a step's worth has gathered. */
   wrote(end: number): void {
-    this.layer.wrote(end - this.written);
-    this.written = end;
     if (end - this.started >= WRITEBACK_STEP) this.start(this.started, end - this.started);
   }
 
-  /** The file is complete: starts the write-back of what is not started yet (of a large file only, unless in `all` mode). */
-  end(): void {
-    if (this.layer.mode === 'all' || this.started > 0) this.start(this.started, 0);
+  /** The file is complete at `size` bytes: a large one's write-back is started to its end. */
+  end(size: number): void {
+    if (this.started > 0) this.start(this.started, 0);
+    this.layer.wrote(size);
   }
 
   private start(offset: number, nbytes: number): void {

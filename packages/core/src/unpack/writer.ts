@@ -134,7 +134,7 @@ export class LayerWriter {
       const writeback = this.writeback?.file(fd);
       if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
       else await this.writeData(fd, writeback);
-      writeback?.end();
+      writeback?.end(e.size);
       // A new file already belongs to this process (no directory here is setgid until finish()):
       // most files of most layers are root's, so the common case needs no call.
       if (this.sameOwner && (uid !== this.euid || gid !== this.egid)) fs.fchownSync(fd, uid, gid);
