@@ -25,8 +25,9 @@ const isalNote = () => {
 // As WITHOUT_ADDON in src/unpack/native-fallback.ts.
 const WITHOUT =
   'fastpull works without it: extended attributes are dropped (a layer with an opaque directory fails), ' +
-  'file times keep microseconds (milliseconds before 1970), the parallel gzip decoder and allocator tuning ' +
-  'are off, and locks and device nodes go through flock(1) and mknod(1)';
+  'file times keep microseconds (milliseconds before 1970), the in-process ISA-L and parallel gzip decoders and allocator tuning ' +
+  'are off (node:zlib decodes), both hashes of a layer run on its unpack thread, snapshots are flushed file by file instead of ' +
+  'with one syncfs, and locks and device nodes go through flock(1) and mknod(1)';
 
 /** Ends an install without an addon: says why and what that means, and succeeds. */
 function withoutAddon(why) {
