@@ -20,6 +20,7 @@ import {
   type ExternalInflater,
 } from './inflater.js';
 import { createDecompressor } from './decompress.js';
+import { chunks, layerLike } from './gzip.testkit.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
 
 /** The installed tool of `kind`, or undefined (with the reason printed) so its tests skip. */
@@ -49,38 +50,6 @@ function fakeTool(name: string, body: string): ExternalInflater {
   const file = path.join(dir, name);
   fs.writeFileSync(file, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
   return { kind: 'igzip', path: file };
-}
-
-/** Deterministic bytes shaped like a layer: runs of random bytes, text and zeros. */
-function layerLike(size: number, seed: number): Buffer {
-  const out = Buffer.alloc(size);
-  let x = seed >>> 0 || 1;
-  const next = (): number => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>>= 0);
-  };
-  const words = ['usr', 'lib', 'python3', 'site-packages', 'import', 'return', 'def', 'self', '\n', '    ', 'the', 'of'];
-  let at = 0;
-  while (at < size) {
-    const run = Math.min(size - at, 1 + (next() % 65536));
-    const kind = next() % 3;
-    if (kind === 0) for (let i = 0; i < run; i++) out[at + i] = next() & 0xff;
-    else if (kind === 1) {
-      let i = 0;
-      while (i < run) i += out.write(`${words[next() % words.length]} `, at + i, run - i, 'latin1');
-    } // else zeros, as allocated
-    at += run;
-  }
-  return out;
-}
-
-function chunks(data: Buffer, size: number): Buffer[] {
-  const out: Buffer[] = [];
-  for (let at = 0; at < data.length; at += size) out.push(data.subarray(at, at + size));
-  return out;
 }
 
 /** Runs `input` through `stage` and collects what comes out. */

@@ -6,43 +6,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { createDecompressor } from './decompress.js';
+import { chunks, layerLike } from './gzip.testkit.js';
 import { findInflater } from './inflater.js';
 import { createIsalGunzip, isalAvailable, isalUnavailableReason } from './isal.js';
 
 const available = isalAvailable();
 if (!available) console.log(`skipping in-process ISA-L tests: ${isalUnavailableReason()}`);
-
-/** Deterministic bytes shaped like a layer: runs of random bytes, text and zeros. */
-function layerLike(size: number, seed: number): Buffer {
-  const out = Buffer.alloc(size);
-  let x = seed >>> 0 || 1;
-  const next = (): number => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>>= 0);
-  };
-  const words = ['usr', 'lib', 'python3', 'site-packages', 'import', 'return', 'def', 'self', '\n', '    ', 'the', 'of'];
-  let at = 0;
-  while (at < size) {
-    const run = Math.min(size - at, 1 + (next() % 65536));
-    const kind = next() % 3;
-    if (kind === 0) for (let i = 0; i < run; i++) out[at + i] = next() & 0xff;
-    else if (kind === 1) {
-      let i = 0;
-      while (i < run) i += out.write(`${words[next() % words.length]} `, at + i, run - i, 'latin1');
-    } // else zeros, as allocated
-    at += run;
-  }
-  return out;
-}
-
-function chunks(data: Buffer, size: number): Buffer[] {
-  const out: Buffer[] = [];
-  for (let at = 0; at < data.length; at += size) out.push(data.subarray(at, at + size));
-  return out;
-}
 
 const gz = (data: string | Buffer, level = 6): Buffer => zlib.gzipSync(data, { level });
 
