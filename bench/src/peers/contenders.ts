@@ -127,14 +127,22 @@ export async function stop(p: ChildProcess): Promise<void> {
   clearTimeout(t);
 }
 
-function containerdConfig(dir: string, sock: string): string {
+/** Snapshotters no benchmark uses: they only add start-up time and noise. */
+const UNUSED_SNAPSHOTTERS = ['btrfs', 'zfs', 'devmapper', 'aufs'].map((s) => `io.containerd.snapshotter.v1.${s}`);
+
+/**
+ * The top of a config.toml for a containerd of its own under `dir` (root, state, sockets, opt),
+ * with `disabled` plugins off besides the unused snapshotters, and `required` ones that must load.
+ */
+export function containerdBaseConfig(dir: string, sock: string, disabled: readonly string[] = [], required: readonly string[] = []): string[] {
   const q = (s: string) => JSON.stringify(s);
+  const list = (xs: readonly string[]) => `[${xs.map(q).join(', ')}]`;
   return [
     'version = 2',
     `root = ${q(join(dir, 'root'))}`,
     `state = ${q(join(dir, 'state'))}`,
-    // The CRI plugin and snapshotters this benchmark does not use only add start-up time and noise.
-    'disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]',
+    ...(required.length > 0 ? [`required_plugins = ${list(required)}`] : []),
+    `disabled_plugins = ${list([...disabled, ...UNUSED_SNAPSHOTTERS])}`,
     '[grpc]',
     `  address = ${q(sock)}`,
     '[ttrpc]',
@@ -143,8 +151,12 @@ function containerdConfig(dir: string, sock: string): string {
     '  level = "warn"',
     '[plugins."io.containerd.internal.v1.opt"]',
     `  path = ${q(join(dir, 'opt'))}`,
-    '',
-  ].join('\n');
+  ];
+}
+
+function containerdConfig(dir: string, sock: string): string {
+  // `ctr images pull` needs no CRI plugin.
+  return [...containerdBaseConfig(dir, sock, ['io.containerd.grpc.v1.cri']), ''].join('\n');
 }
 
 /**

@@ -8,25 +8,13 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { failure, stop, waitFor, type Contender, type PullResult } from './contenders.js';
+import { containerdBaseConfig, failure, stop, waitFor, type Contender, type PullResult } from './contenders.js';
 import { diskBytes, measure, which } from './measure.js';
 
 function criConfig(dir: string, sock: string, snapshotter: 'fastpull' | 'overlayfs', snapshotterSocket: string | undefined): string {
   const q = (s: string) => JSON.stringify(s);
   return [
-    'version = 2',
-    `root = ${q(join(dir, 'root'))}`,
-    `state = ${q(join(dir, 'state'))}`,
-    ...(snapshotterSocket ? ['required_plugins = ["io.containerd.snapshotter.v1.fastpull"]'] : []),
-    'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]',
-    '[grpc]',
-    `  address = ${q(sock)}`,
-    '[ttrpc]',
-    `  address = ${q(`${sock}.ttrpc`)}`,
-    '[debug]',
-    '  level = "warn"',
-    '[plugins."io.containerd.internal.v1.opt"]',
-    `  path = ${q(join(dir, 'opt'))}`,
+    ...containerdBaseConfig(dir, sock, [], snapshotterSocket ? ['io.containerd.snapshotter.v1.fastpull'] : []),
     '[plugins."io.containerd.grpc.v1.cri"]',
     '  disable_tcp_service = true',
     '  stream_server_address = "127.0.0.1"',
