@@ -1,0 +1,86 @@
+// One run of bench:decoders (src/decoders.ts) in a fresh process: gunzips a file from the page cache
+// into a discarding sink with one decoder and prints what it cost as one JSON line.
+//
+// argv: decoder (read, isal, isal-reader, zlib; `@base` after a name loads the decoder from the
+// build named by BENCH_BASELINE_CORE instead), the .gz file, the bytes it must decode to.
+// The allocator is tuned as the CLI and fastpulld tune it at startup.
+import { createReadStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Writable, type Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
+import { tuneAllocator } from '@fastpull/core';
+import type { IsalGunzipOptions } from '@fastpull/core';
+
+export interface DecoderRun {
+  readonly wall: number;
+  readonly cpu: number;
+  readonly user: number;
+  readonly sys: number;
+  /** CPU of the thread that runs the streams (the process's first thread). */
+  readonly main: number;
+  readonly minflt: number;
+  readonly switches: number;
+}
+
+/** As the unpacker reads a blob (BLOB_READ_CHUNK) and sizes node:zlib's output (GUNZIP_CHUNK_SIZE). */
+const READ_CHUNK = 1024 * 1024;
+const ZLIB_CHUNK = 256 * 1024;
+
+type MakeIsal = (options?: IsalGunzipOptions) => Transform;
+
+async function isalFactory(base: boolean): Promise<MakeIsal> {
+  if (!base) return (await import('@fastpull/core')).createIsalGunzip;
+  const dir = process.env.BENCH_BASELINE_CORE;
+  if (!dir) throw new Error('a decoder@base was asked for but BENCH_BASELINE_CORE (a built packages/core to compare against) is not set');
+  return ((await import(pathToFileURL(join(dir, 'dist', 'unpack', 'isal.js')).href)) as { createIsalGunzip: MakeIsal }).createIsalGunzip;
+}
+
+/** CPU seconds of one thread of this process from /proc (clock ticks of 10 ms). */
+function threadCpu(tid: number): number {
+  const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // utime, stime: fields 14 and 15 of stat(5)
+}
+
+async function main(): Promise<void> {
+  const [spec, file, want] = process.argv.slice(2);
+  if (!spec || !file || !want) throw new Error('usage: decoders-child <decoder[@base]> <file.gz> <decoded bytes>');
+  const [name, base] = spec.split('@');
+  tuneAllocator();
+  let stage: Transform | undefined;
+  if (name === 'isal' || name === 'isal-reader') stage = (await isalFactory(base === 'base'))({ sync: name === 'isal-reader' });
+  else if (name === 'zlib') stage = zlib.createGunzip({ chunkSize: ZLIB_CHUNK });
+  else if (name !== 'read') throw new Error(`unknown decoder ${name}`);
+  let out = 0;
+  const sink = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      out += chunk.length;
+      cb();
+    },
+  });
+  const main0 = threadCpu(process.pid);
+  const ru0 = process.resourceUsage();
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  const source = createReadStream(file, { highWaterMark: READ_CHUNK });
+  await (stage ? pipeline(source, stage, sink) : pipeline(source, sink));
+  const wall = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  const ru = process.resourceUsage();
+  const expected = name === 'read' ? -1 : Number(want);
+  if (expected >= 0 && out !== expected) throw new Error(`${spec} decoded ${out} bytes of ${file}, want ${expected}`);
+  const run: DecoderRun = {
+    wall,
+    cpu: (c.user + c.system) / 1e6,
+    user: c.user / 1e6,
+    sys: c.system / 1e6,
+    main: threadCpu(process.pid) - main0,
+    minflt: ru.minorPageFault - ru0.minorPageFault,
+    switches: ru.voluntaryContextSwitches - ru0.voluntaryContextSwitches + ru.involuntaryContextSwitches - ru0.involuntaryContextSwitches,
+  };
+  process.stdout.write(`${JSON.stringify(run)}\n`);
+}
+
+await main();
