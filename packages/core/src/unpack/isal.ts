@@ -38,14 +38,18 @@ const ERRORS: Readonly<Record<number, string>> = {
   [-100]: 'unknown header flags set',
 };
 
-/** Output buffer of one decode call. As node:zlib's chunkSize in decompress.ts (GUNZIP_CHUNK_SIZE). */
-export const ISAL_CHUNK_SIZE = 256 * 1024;
+/**
+ * Output buffer of one decode call. Each call is a hop to a pool thread and back, and each buffer a
+ * push through the streams: at 1 MiB a GiB takes 1,024 of each instead of 4,096 at 256 KiB, which
+ * cut the stage's CPU per GiB of incompressible data by about a quarter (bench:decoders, bench/README.md).
+ */
+export const ISAL_CHUNK_SIZE = 1024 * 1024;
 
 /**
- * Decoded bytes the stage holds before it stops decoding until its reader takes some: enough for
- * the next chunks to be decoded on a pool thread while the reader works on this one.
+ * Decoded bytes the stage holds before it stops decoding until its reader takes some: two output
+ * buffers, so that the next one is decoded on a pool thread while the reader works on this one.
  */
-const READ_AHEAD = 1024 * 1024;
+const READ_AHEAD = 2 * ISAL_CHUNK_SIZE;
 
 /** Below this much room left in the current output buffer, the next call gets a fresh one. */
 const MIN_ROOM = 32 * 1024;
@@ -109,7 +113,7 @@ export interface IsalGunzipOptions {
  *
  * Each decode call runs on a libuv pool thread (unless `sync`), so the thread that reads the output
  * goes on with the previous chunk meanwhile. Memory is bounded: one input chunk is decoded in output
- * steps of `chunkSize`, and decoding stops while more than about 1 MiB of output waits for the reader.
+ * steps of `chunkSize`, and decoding stops while more than about 2 MiB of output waits for the reader.
  * INVALID_ARGUMENT when the addon is not available ({@link isalAvailable}).
  * @example
  * await pipeline(fs.createReadStream('layer.tar.gz'), createIsalGunzip(), fs.createWriteStream('layer.tar'));
