@@ -37,7 +37,7 @@ async function outcome(stage: Transform, input: Buffer | Buffer[]): Promise<{ ok
 const zlibGunzip = (): Transform => zlib.createGunzip({ chunkSize: 256 * 1024 });
 
 describe.skipIf(!available).each([
-  ['pool thread', false],
+  ['decode thread', false],
   ['this thread', true],
 ] as const)('createIsalGunzip (%s)', (_name, sync) => {
   const isal = (chunkSize?: number): Transform => createIsalGunzip({ sync, ...(chunkSize !== undefined ? { chunkSize } : {}) });

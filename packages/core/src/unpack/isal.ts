@@ -12,10 +12,12 @@ interface IsalHandle {
 /** The addon built from `native/fastpull_isal.c`. Every call fills in the Int32Array given to create(). */
 interface IsalAddon {
   create(result: Int32Array): IsalHandle;
-  /** Decodes on a libuv pool thread; `done(true)` once the result is filled in (false: never ran). */
+  /** Decodes on the inflater's own thread (started by the first call); `done(true)` once the result is filled in (false: never ran). */
   inflate(z: IsalHandle, input: Uint8Array, inOffset: number, inLength: number, output: Uint8Array, outOffset: number, outLength: number, done: (ran: boolean) => void): void;
   /** The same on this thread. */
   inflateSync(z: IsalHandle, input: Uint8Array, inOffset: number, inLength: number, output: Uint8Array, outOffset: number, outLength: number): void;
+  /** Ends the inflater's thread (after the call under way); a later inflate starts another. */
+  close(z: IsalHandle): void;
 }
 
 // The addon's result slots and phases (fastpull_isal.c).
@@ -39,7 +41,7 @@ const ERRORS: Readonly<Record<number, string>> = {
 };
 
 /**
- * Output buffer of one decode call. Each call is a hop to a pool thread and back, and each buffer a
+ * Output buffer of one decode call. Each call is a hop to the decode thread and back, and each buffer a
  * push through the streams: at 1 MiB a GiB takes 1,024 of each instead of 4,096 at 256 KiB, which
  * cut the stage's CPU per GiB of incompressible data by about a quarter (bench:decoders, bench/README.md).
  */
@@ -47,7 +49,7 @@ export const ISAL_CHUNK_SIZE = 1024 * 1024;
 
 /**
  * Decoded bytes the stage holds before it stops decoding until its reader takes some: two output
- * buffers, so that the next one is decoded on a pool thread while the reader works on this one.
+ * buffers, so that the next one is decoded on the decode thread while the reader works on this one.
  */
 const READ_AHEAD = 2 * ISAL_CHUNK_SIZE;
 
@@ -67,8 +69,8 @@ function load(): IsalAddon | undefined {
   const file = fileURLToPath(ADDON_URL);
   try {
     const m = createRequire(import.meta.url)(file) as Partial<IsalAddon> | null;
-    if (typeof m?.create === 'function' && typeof m.inflate === 'function' && typeof m.inflateSync === 'function') return (addon = m as IsalAddon);
-    why = `${file} lacks create, inflate or inflateSync (a build from an older source)`;
+    if (typeof m?.create === 'function' && typeof m.inflate === 'function' && typeof m.inflateSync === 'function' && typeof m.close === 'function') return (addon = m as IsalAddon);
+    why = `${file} lacks create, inflate, inflateSync or close (a build from an older source)`;
   } catch (e) {
     const notBuilt = (e as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND';
     why = notBuilt
@@ -92,13 +94,13 @@ export function isalUnavailableReason(): string | undefined {
 
 /**
  * Benchmark-only: FASTPULL_ISAL_THREAD=reader makes the default decode on the reading thread instead
- * of a libuv pool thread (bench/README.md compares the two).
+ * of the stage's own decode thread (bench/README.md compares the two).
  */
 const DEFAULT_SYNC = process.env.FASTPULL_ISAL_THREAD === 'reader';
 
 /** Options of {@link createIsalGunzip}. */
 export interface IsalGunzipOptions {
-  /** Decode on this thread instead of a libuv pool thread; default false. */
+  /** Decode on this thread instead of the stage's own decode thread; default false. */
   sync?: boolean;
   /** Size of each output buffer; default {@link ISAL_CHUNK_SIZE}. */
   chunkSize?: number;
@@ -111,8 +113,8 @@ export interface IsalGunzipOptions {
  * the same when the rest arrives in the same write). Every member's CRC-32 and ISIZE are checked.
  * Corrupt or truncated input destroys the stage with INVALID_LAYER ("corrupt gzip stream: isal: ...").
  *
- * Each decode call runs on a libuv pool thread (unless `sync`), so the thread that reads the output
- * goes on with the previous chunk meanwhile. Memory is bounded: one input chunk is decoded in output
+ * Each decode call runs on the stage's own decode thread (unless `sync`), so the thread that reads
+ * the output goes on with the previous chunk meanwhile. Memory is bounded: one input chunk is decoded in output
  * steps of `chunkSize`, and decoding stops while more than about 2 MiB of output waits for the reader.
  * INVALID_ARGUMENT when the addon is not available ({@link isalAvailable}).
  * @example
@@ -141,7 +143,7 @@ class IsalGunzip extends Transform {
   private outOffset = 0;
   /** Whether decoding waits for the reader (the stage holds READ_AHEAD bytes). */
   private waiting = false;
-  /** Whether a pool-thread call is running; then `idle` runs when it ends. */
+  /** Whether a call runs on the decode thread; then `idle` runs when it ends. */
   private busy = false;
   private idle: (() => void) | undefined;
   private compressedBytes = 0;
@@ -165,6 +167,7 @@ class IsalGunzip extends Transform {
   }
 
   override _flush(callback: TransformCallback): void {
+    this.addon.close(this.z); // nothing more to decode: the decode thread can go now
     if (this.phase === PH_BETWEEN || this.phase === PH_PADDING) callback();
     else callback(this.corrupt('unexpected end of file'));
   }
@@ -178,12 +181,16 @@ class IsalGunzip extends Transform {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // A pool-thread call still writes into the buffers: finish only after it has returned.
-    if (this.busy) this.idle = () => callback(error);
-    else callback(error);
+    // A call on the decode thread still writes into the buffers: finish only after it has returned.
+    const finish = () => {
+      this.addon.close(this.z);
+      callback(error);
+    };
+    if (this.busy) this.idle = finish;
+    else finish();
   }
 
-  /** Runs decode calls until the chunk is used up, the reader must catch up, or a pool call is under way. */
+  /** Runs decode calls until the chunk is used up, the reader must catch up, or a call is under way on the decode thread. */
   private step(): void {
     for (;;) {
       if (this.destroyed) return;

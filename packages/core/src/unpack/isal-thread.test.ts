@@ -1,0 +1,73 @@
+// The in-process ISA-L stage's decode thread: one per stream while it decodes, gone when the stream
+// ends or is destroyed, and when the worker thread that owns it goes away mid-call.
+import { readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import zlib from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { layerLike } from './gzip.testkit.js';
+import { createIsalGunzip, isalAvailable, isalUnavailableReason } from './isal.js';
+
+const available = isalAvailable();
+if (!available) console.log(`skipping the ISA-L decode thread tests: ${isalUnavailableReason()}`);
+
+const ADDON = fileURLToPath(new URL('../../native/build/Release/fastpull_isal.node', import.meta.url));
+const threads = (): number => readdirSync('/proc/self/task').length;
+
+describe.skipIf(!available)('the in-process ISA-L decode thread', () => {
+  it('exists while a stream decodes and ends with the stream, whether it finishes or is destroyed', async () => {
+    const blob = zlib.gzipSync(layerLike(8 << 20, 5));
+    await pipeline(Readable.from([blob]), createIsalGunzip(), new Writable({ write: (_c, _e, cb) => cb() })); // warms what starts lazily
+    const before = threads();
+    let during = 0;
+    await pipeline(
+      Readable.from([blob]),
+      createIsalGunzip(),
+      new Writable({
+        write: (_c, _e, cb) => {
+          during = Math.max(during, threads());
+          cb();
+        },
+      }),
+    );
+    expect(during).toBe(before + 1);
+    expect(threads()).toBe(before);
+
+    const stage = createIsalGunzip();
+    stage.on('error', () => {});
+    stage.write(blob);
+    await new Promise((resolve) => stage.once('data', resolve));
+    expect(threads()).toBe(before + 1);
+    stage.destroy(new Error('stop'));
+    await new Promise((resolve) => stage.once('close', resolve));
+    expect(threads()).toBe(before);
+  });
+
+  it('ends with a worker thread that is terminated while a call decodes', async () => {
+    const blob = zlib.gzipSync(Buffer.alloc(256 << 20), { level: 1 });
+    const before = threads();
+    const worker = new Worker(
+      `const { workerData, parentPort } = require('node:worker_threads');
+       const a = require(workerData.addon);
+       const z = a.create(new Int32Array(5));
+       const out = new Uint8Array(256 << 20);
+       a.inflate(z, workerData.blob, 0, workerData.blob.length, out, 0, out.length, () => parentPort.postMessage('done'));
+       parentPort.postMessage('started');`,
+      { eval: true, workerData: { addon: ADDON, blob } },
+    );
+    await new Promise((resolve) => worker.once('message', resolve));
+    const code = await worker.terminate();
+    expect(code).toBe(1);
+    expect(threads()).toBe(before);
+    // The addon still works in this thread after a worker's copy went away.
+    const a = createRequire(import.meta.url)(ADDON) as { create(r: Int32Array): unknown; inflateSync(...args: unknown[]): void };
+    const r = new Int32Array(5);
+    const small = zlib.gzipSync('still here');
+    const out = new Uint8Array(64);
+    a.inflateSync(a.create(r), small, 0, small.length, out, 0, out.length);
+    expect(Buffer.from(out.subarray(0, r[2])).toString()).toBe('still here');
+  });
+});
