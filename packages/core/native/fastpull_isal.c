@@ -8,9 +8,8 @@
 // create() hands back a small Int32Array-backed result the call fills in. A call runs either on the
 // calling thread (inflateSync) or on the inflater's own decode thread (inflate, with a callback), so
 // a worker thread can hash and extract one chunk while the next is being decoded, as node:zlib does.
-// Its own thread, not libuv's pool: on the pool each call lands on whichever thread is free, and on
-// fp16-like weights that hopping cost up to 12% more CPU per GiB than the same calls kept on one
-// thread (bench/README.md, bench:decoders). The thread starts with the first call and ends with close(), the
+// Its own thread, not libuv's pool: on the pool successive calls land on different threads, and
+// kept on one thread the same calls took 2-5% less CPU and 7-9% less wall per GiB (bench:decoders). The thread starts with the first call and ends with close(), the
 // object's collection, or the environment's teardown, each after the call in progress returns.
 //
 // Between members the rules are node:zlib's: a member may be followed by another member, by the
