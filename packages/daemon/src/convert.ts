@@ -1,9 +1,10 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import { FastpullError, type Descriptor, type Digest, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
+import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
+  WireBlobInfo,
   WireDescriptor,
   WireGcResponse,
   WireImage,
@@ -259,4 +260,13 @@ export function snapshotFromWire(w: WireSnapshotInfo): SnapshotInfo {
     created: w.created,
     ...(w.rootless ? { rootless: true } : {}),
   };
+}
+
+export function blobToWire(b: BlobEntry): WireBlobInfo {
+  return { digest: b.digest, size: b.size };
+}
+
+export function blobFromWire(w: WireBlobInfo | null | undefined): BlobEntry {
+  if (!w) throw new TypeError('the daemon sent no blob');
+  return { digest: w.digest as Digest, size: w.size };
 }

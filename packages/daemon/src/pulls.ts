@@ -2,7 +2,28 @@
 // its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
 // a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
 // keeps what it downloaded for the next pull to resume).
-import { FastpullError, type PullEvent, type PullResult, type TraceDocument } from '@fastpull/core';
+import { credentialsIdentity, FastpullError, type Credentials, type PullEvent, type PullResult, type TraceDocument } from '@fastpull/core';
+
+/** What makes two pull requests the same pull. */
+export interface PullIdentity {
+  /** The canonical reference. */
+  readonly name: string;
+  /** The canonical platform; unset: the host's. */
+  readonly platform?: string | undefined;
+  readonly plainHttp: boolean;
+  readonly keepBlobs: boolean;
+  readonly credentials?: Credentials | undefined;
+  readonly trace: boolean;
+}
+
+/**
+ * The key callers share a pull by. Only with the same credentials: nobody rides on a secret that is
+ * not theirs (the key holds a hash of them, never the secret). A traced pull records its trace from
+ * its start: callers share it only when all want one.
+ */
+export function pullKey(p: PullIdentity): string {
+  return JSON.stringify([p.name, p.platform ?? '', p.plainHttp, p.keepBlobs, credentialsIdentity(p.credentials), p.trace]);
+}
 
 /** One caller of a shared pull. */
 export interface PullSubscriber {
