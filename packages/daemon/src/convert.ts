@@ -111,7 +111,13 @@ export function mountFromWire(m: WireMount): Mount {
 }
 
 export function timingsToWire(t: PullTimings): WirePullTimings {
-  return { resolveMs: t.resolveMs, totalMs: t.totalMs, layers: t.layers.map((l) => ({ ...l })), phases: phasesToWire(t) };
+  return {
+    resolveMs: t.resolveMs,
+    totalMs: t.totalMs,
+    // Field by field: a layer's zTOC checkpoint count has no wire field (yet).
+    layers: t.layers.map((l) => ({ digest: l.digest, fetchMs: l.fetchMs, unpackMs: l.unpackMs, waitMs: l.waitMs, verifyMs: l.verifyMs, decompressMs: l.decompressMs, extractMs: l.extractMs, commitMs: l.commitMs, state: l.state })),
+    phases: phasesToWire(t),
+  };
 }
 
 /**
