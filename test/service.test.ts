@@ -7,9 +7,14 @@
 import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PassThrough } from 'node:stream';
 import {
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_INFLATER,
   defaultHostsDir,
   defaultRoot,
+  defaultUnpackConcurrency,
   LocalService,
   openStore,
   parseChunkSize,
@@ -18,7 +23,8 @@ import {
   type FastpullService,
 } from '@fastpull/core';
 import { buildImage, buildIndex, findDistributionBinary, pushImage, pushIndex, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { FastpullClient, resolveConfig } from '@fastpull/daemon';
+import { openService, pullSettings, type PullFlags } from '@fastpull/cli';
+import { Daemon, FastpullClient, resolveConfig, type RawConfig } from '@fastpull/daemon';
 import { failure, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -207,6 +213,51 @@ describe('the CLI and fastpulld agree on every default', () => {
     expect(resolveConfig({}, {}, {}, '/').hostsDir).toBe(defaultHostsDir({}));
     // An empty hosts_dir turns the default off.
     expect(resolveConfig({ hosts_dir: '' }, {}, env, '/').hostsDir).toBeUndefined();
+  });
+
+  it('concurrency, chunk size, unpack concurrency, inflater, keep-blobs and sync: what the pulls of each run with', async () => {
+    const cases: Array<{ env: NodeJS.ProcessEnv; cli: Partial<PullFlags>; daemon: RawConfig }> = [
+      // Nothing given: each side's own defaults.
+      { env: {}, cli: {}, daemon: {} },
+      // The environment both read.
+      { env: { FASTPULL_INFLATER: 'zlib' }, cli: {}, daemon: {} },
+      // The same values as flags of the CLI and keys of fastpulld's file.
+      { env: {}, cli: { concurrency: '3', chunkSize: '1MiB', unpackConcurrency: '2', inflater: 'parallel' }, daemon: { concurrency: 3, chunk_size: '1MiB', unpack_concurrency: '2', inflater: 'parallel' } },
+    ];
+    for (const c of cases) {
+      const work = tempDir('defaults');
+      const env = { FASTPULL_ROOT: join(work.dir, 'root'), FASTPULL_HOSTS_DIR: join(work.dir, 'certs.d'), ...c.env };
+      const io = { stdout: new PassThrough(), stderr: new PassThrough(), env };
+      // The CLI's pull: its flags checked, then the service it opens.
+      const { tuning, options } = pullSettings(io, { root: defaultRoot(env), ...c.cli });
+      const cli = await openService(io, { root: defaultRoot(env) }, undefined, tuning);
+      const daemon = await Daemon.start({ config: resolveConfig({ ...c.daemon, socket: join(work.dir, 'fastpulld.sock'), log_level: 'silent' }, {}, env, work.dir), env });
+      try {
+        expect(cli).toBeInstanceOf(LocalService);
+        const local = (cli as LocalService).settings;
+        expect(daemon.service.settings).toEqual({ ...local, keepBlobs: local.keepBlobs || options.keepBlobs === true });
+        if (Object.keys(c.cli).length === 0) {
+          expect(local).toEqual({
+            root: join(work.dir, 'root'),
+            hostsDir: join(work.dir, 'certs.d'),
+            concurrency: DEFAULT_CONCURRENCY,
+            chunkSize: DEFAULT_CHUNK_SIZE,
+            unpackConcurrency: defaultUnpackConcurrency(),
+            inflater: c.env.FASTPULL_INFLATER ?? DEFAULT_INFLATER,
+            keepBlobs: false,
+            sync: true,
+          });
+        } else {
+          expect(local).toMatchObject({ concurrency: 3, chunkSize: 1024 * 1024, unpackConcurrency: 2, inflater: 'parallel' });
+        }
+      } finally {
+        await daemon.shutdown('done', 5000);
+        await cli.close();
+        work.cleanup();
+      }
+    }
+    // The numbers the docs give.
+    expect({ DEFAULT_CONCURRENCY, DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER }).toEqual({ DEFAULT_CONCURRENCY: 16, DEFAULT_CHUNK_SIZE: 16 * 1024 * 1024, DEFAULT_INFLATER: 'auto' });
   });
 
   it('sizes and durations read the same in a flag and in the config file', () => {

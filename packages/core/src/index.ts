@@ -26,8 +26,15 @@ export { LocalService, type LocalPullOptions, type LocalServiceOptions } from '.
 export type { FastpullService, ServicePullOptions, Placement, PulledImage, MountTarget, BlobEntry, ImageOptions } from './service/service.js';
 export {
   CONTAINERD_HOSTS_DIR,
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_INFLATER,
+  DEFAULT_KEEP_BLOBS,
+  DEFAULT_SYNC,
   MIN_CHUNK_SIZE,
   defaultHostsDir,
+  defaultUnpackConcurrency,
+  type ServiceSettings,
   parseSize,
   parseChunkSize,
   parseDuration,

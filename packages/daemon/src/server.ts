@@ -7,7 +7,7 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 import { asFastpullError, checkDirectory, FastpullError, LocalService, type Store } from '@fastpull/core';
-import { readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
+import { readConfigFile, resolveConfig, serviceOptions, type DaemonConfig, type RawConfig } from './config.js';
 import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
@@ -63,15 +63,9 @@ export class Daemon {
     this.log = options.logger ?? pino({ level: config.logLevel, base: { service: 'fastpulld' } });
     this.address = `unix:${config.socket}`;
     this.service = new LocalService({
-      root: config.root,
-      ...(config.hostsDir !== undefined ? { hostsDir: config.hostsDir } : {}),
+      ...serviceOptions(config),
       env: options.env ?? process.env,
       onWarning: (message) => this.log.warn(message),
-      ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
-      ...(config.chunkSize !== undefined ? { chunkSize: config.chunkSize } : {}),
-      ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
-      ...(config.keepBlobs ? { keepBlobs: true } : {}),
-      ...(config.sync ? {} : { sync: false }),
       onRetry: () => this.metrics.retries.inc(),
       onStraggler: () => this.metrics.stragglers.inc(),
     });
@@ -117,7 +111,7 @@ export class Daemon {
       this.metricsUrl = m.url;
     }
     this.log.info(
-      { socket: config.socket, root: this.store.root, group: config.group, hostsDir: this.service.hostsDir, concurrency: config.concurrency, chunkSize: config.chunkSize, unpackConcurrency: config.unpackConcurrency, keepBlobs: config.keepBlobs, metrics: this.metricsUrl, pid: process.pid },
+      { socket: config.socket, group: config.group, ...this.service.settings, metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
   }

@@ -20,9 +20,10 @@ import type { Mount, SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
 import { openStore, type Store } from '../store.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
-import { UnpackPool } from '../unpack/pool.js';
+import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
+import { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, type ServiceSettings } from './settings.js';
 import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
 
 /** Options of {@link LocalService.pull}: a service's, and what only the store's owner may ask. */
@@ -97,6 +98,21 @@ export class LocalService implements FastpullService {
       dockerCredentialsWithWarning(options.env ?? process.env, (registry, message) => options.onWarning?.(`no credentials for ${registry}: ${message}`));
   }
 
+  /** The settings its pulls run with, every default filled in. */
+  get settings(): ServiceSettings {
+    const o = this.options;
+    return {
+      root: this.store.root,
+      hostsDir: this.hostsDir,
+      concurrency: this.scheduler.maxRequests,
+      chunkSize: o.chunkSize ?? DEFAULT_CHUNK_SIZE,
+      unpackConcurrency: (this.pool ?? sharedUnpackPool()).size,
+      inflater: o.inflater ?? DEFAULT_INFLATER,
+      keepBlobs: o.keepBlobs === true,
+      sync: this.store.snapshots.sync,
+    };
+  }
+
   /** Range requests this service's pulls have in flight now. */
   get requestsInFlight(): number {
     return this.scheduler.inFlight.requests;
@@ -138,16 +154,18 @@ export class LocalService implements FastpullService {
 
   private runPull(reference: string, options: LocalPullOptions, credentials: CredentialsProvider, onProgress: ((e: PullEvent) => void) | undefined, observer: PullObserver | undefined): Promise<PullResult> {
     const o = this.options;
+    const settings = this.settings;
     return pull(reference, {
       root: this.store.root,
       ...(options.platform ? { platform: options.platform } : {}),
       ...(options.plainHttp ? { plainHttp: true } : {}),
       credentials,
       ...(this.hostsDir ? { hostsDir: this.hostsDir } : {}),
-      ...(o.chunkSize !== undefined ? { chunkSize: o.chunkSize } : {}),
+      // What `settings` reports is what the pull gets.
+      chunkSize: settings.chunkSize,
       scheduler: this.scheduler,
       ...(this.pool ? { pool: this.pool } : {}),
-      ...(o.inflater ? { inflater: o.inflater } : {}),
+      inflater: settings.inflater,
       ...(o.threads === false ? { threads: false } : {}),
       ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
       ...(o.sync === false ? { sync: false } : {}),
