@@ -7,7 +7,6 @@ import {
   FastpullError,
   type BlobEntry,
   type Credentials,
-  type Digest,
   type FastpullService,
   type GcResult,
   type ImageDetails,

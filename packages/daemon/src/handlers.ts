@@ -52,7 +52,7 @@ import { pullKey, type PullManager } from './pulls.js';
 export interface HandlerContext {
   readonly service: LocalService;
   /** Pulls shared between callers. */
-  readonly pulls: PullManager;
+  readonly pulls: PullManager<PulledImage>;
   /** The daemon's keep_blobs: every pull keeps its blobs, asked or not. */
   readonly keepBlobs: boolean;
   readonly log: Logger;
@@ -185,9 +185,7 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
       finish: (r) => {
         if (!open) return;
         open = false;
-        // LocalService's pulls answer with where the image lies.
-        const { root, snapshots, mounts } = r as PulledImage;
-        call.write(eventToWire({ type: 'done', image: r.image, timings: r.timings }, { root, snapshots, mounts }));
+        call.write(eventToWire({ type: 'done', image: r.image, timings: r.timings }, r));
         call.end();
       },
       fail: (e) => {

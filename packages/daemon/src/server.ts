@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
-import { asFastpullError, checkDirectory, FastpullError, LocalService, type Store } from '@fastpull/core';
+import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
 import { readConfigFile, resolveConfig, serviceOptions, type DaemonConfig, type RawConfig } from './config.js';
 import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
@@ -39,7 +39,7 @@ export class Daemon {
   /** The service every API of the daemon is a front end of. */
   readonly service: LocalService;
   readonly metrics: DaemonMetrics;
-  readonly pulls: PullManager;
+  readonly pulls: PullManager<PulledImage>;
   readonly log: Logger;
   /** `unix:<socket>`, what clients dial. */
   readonly address: string;
@@ -70,7 +70,7 @@ export class Daemon {
       onStraggler: () => this.metrics.stragglers.inc(),
     });
     this.store = this.service.store;
-    this.pulls = new PullManager({
+    this.pulls = new PullManager<PulledImage>({
       started: (key, name) => this.log.debug({ image: name }, 'pull started'),
       fetched: (n) => this.metrics.bytesFetched.inc(n),
       settled: (o) => this.pullSettled(o),
@@ -147,7 +147,7 @@ export class Daemon {
 
   // ---- Logs, reload, shutdown ----
 
-  private pullSettled(o: PullOutcome): void {
+  private pullSettled(o: PullOutcome<PulledImage>): void {
     this.metrics.settled(o.durationMs, o.result?.timings, o.error);
     const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
     if (o.result) {

@@ -1,6 +1,6 @@
 // The pulls the fast path asks for, through the daemon's shared pulls: every layer's Prepare of one
 // image (and any fastpull.v1 Pull of the same reference) joins one pull.
-import { FastpullError, formatReference, parseReference, type Digest, type LocalService, type PullResult } from '@fastpull/core';
+import { FastpullError, formatReference, parseReference, type Digest, type LocalService, type PulledImage, type PullResult } from '@fastpull/core';
 import { pullKey, type PullManager } from '../pulls.js';
 import type { PullForSnapshot } from './fastpath.js';
 
@@ -9,7 +9,7 @@ import type { PullForSnapshot } from './fastpath.js';
  * own (containerd passes none in labels): the daemon's credential sources serve them. Their image
  * records are held for containerd: collection drops one once no containerd record uses its layers.
  */
-export function sharedSnapshotPuller(pulls: PullManager, service: LocalService, keepBlobs: boolean): PullForSnapshot {
+export function sharedSnapshotPuller(pulls: PullManager<PulledImage>, service: LocalService, keepBlobs: boolean): PullForSnapshot {
   return (ref: string, _manifest: Digest, signal: AbortSignal) =>
     new Promise<PullResult>((resolve, reject) => {
       const name = formatReference(parseReference(ref));
