@@ -114,7 +114,7 @@ export function timingsToWire(t: PullTimings): WirePullTimings {
   return {
     resolveMs: t.resolveMs,
     totalMs: t.totalMs,
-    // Field by field: a layer's zTOC checkpoint count has no wire field (yet).
+    // Field by field: a layer's zTOC checkpoint count and CPU by stage have no wire fields (yet).
     layers: t.layers.map((l) => ({ digest: l.digest, fetchMs: l.fetchMs, unpackMs: l.unpackMs, waitMs: l.waitMs, verifyMs: l.verifyMs, decompressMs: l.decompressMs, extractMs: l.extractMs, commitMs: l.commitMs, state: l.state })),
     phases: phasesToWire(t),
   };
