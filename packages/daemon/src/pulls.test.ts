@@ -6,9 +6,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatReference, LocalService, parseReference, type PullEvent, type PullResult } from '@fastpull/core';
+import { formatReference, LocalService, parseReference, type PulledImage, type PullEvent, type PullResult } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
 import { PullManager, pullKey, type PullOutcome, type PullSubscriber, type StartPull } from './pulls.js';
+import { sharedSnapshotPuller } from './snapshotter/pull.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping the pull manager tests that pull from docker-registry: it is not installed');
@@ -66,13 +67,13 @@ describe.skipIf(!binary)('shared pulls from docker-registry', () => {
   const services: LocalService[] = [];
 
   /** A manager over a fresh store, and what it reported settling. */
-  function setup(): { manager: PullManager; service: LocalService; outcomes: PullOutcome[]; starts: () => number; start: StartPull } {
+  function setup(): { manager: PullManager<PulledImage>; service: LocalService; outcomes: PullOutcome<PulledImage>[]; starts: () => number; start: StartPull<PulledImage> } {
     const service = new LocalService({ root: join(work, `root-${++n}`) });
     services.push(service);
-    const outcomes: PullOutcome[] = [];
-    const manager = new PullManager({ settled: (o) => outcomes.push(o) });
+    const outcomes: PullOutcome<PulledImage>[] = [];
+    const manager = new PullManager<PulledImage>({ settled: (o) => outcomes.push(o) });
     let started = 0;
-    const start: StartPull = (signal, onProgress) => {
+    const start: StartPull<PulledImage> = (signal, onProgress) => {
       started++;
       return service.pull(ref, { signal, onProgress });
     };
@@ -144,7 +145,7 @@ describe.skipIf(!binary)('shared pulls from docker-registry', () => {
   it('a failed pull reaches every caller, as the same error', async () => {
     const { manager, service, outcomes } = setup();
     const missing = formatReference(parseReference(`${registry.host}/pulls/app:absent`));
-    const start: StartPull = (signal, onProgress) => service.pull(missing, { signal, onProgress });
+    const start: StartPull<PulledImage> = (signal, onProgress) => service.pull(missing, { signal, onProgress });
     const a = caller();
     const b = caller();
     manager.join('missing', missing, start, a);
@@ -156,6 +157,19 @@ describe.skipIf(!binary)('shared pulls from docker-registry', () => {
     expect(reason.code).toBe('NOT_FOUND');
     expect((eb as PromiseRejectedResult).reason).toBe(reason);
     expect(outcomes[0]!.error).toBe(reason);
+  });
+
+  it("the snapshotter's pull of an image joins a fastpull.v1 Pull of the same reference", async () => {
+    const { manager, service, outcomes, start } = setup();
+    const a = caller();
+    // The key of Images.Pull without platform, options or credentials, as the handler builds it.
+    manager.join(pullKey({ name: ref, plainHttp: false, keepBlobs: false, trace: false }), ref, start, a);
+    const forContainerd = sharedSnapshotPuller(manager, service, false)(ref, image.manifestDigest, new AbortController().signal);
+    expect(manager.callers).toBe(2);
+    const [ra, rb] = await Promise.all([a.answer, forContainerd]);
+    expect(rb).toBe(ra);
+    expect(outcomes).toHaveLength(1);
+    expect(outcomes[0]!.callers).toBe(2);
   });
 
   it('abortAll stops every running pull with the reason given', async () => {
