@@ -275,6 +275,23 @@ describe('fastpulld', () => {
     expect(refused.stderr()).toContain('is not a socket');
   });
 
+  it("takes the CLI's --inflater: a choice is what its pulls run with; anything else stops the start, naming the key", async () => {
+    const zSocket = join(work.dir, 'zlib.sock');
+    const z = await serve(['--socket', zSocket, '--root', join(work.dir, 'zlib-root'), '--inflater', 'zlib']);
+    const c = new FastpullClient(zSocket);
+    try {
+      expect(z.logs.find((l) => l.msg === 'fastpulld serving')).toMatchObject({ inflater: 'zlib', concurrency: 16, chunkSize: 16 * 1024 * 1024, keepBlobs: false, sync: true });
+      const pulled = await c.pull(loopRef);
+      expect(pulled.image.manifest.digest).toBe(image.manifestDigest);
+    } finally {
+      c.close();
+      await stop(z);
+    }
+    const refused = startDaemon(['--socket', join(work.dir, 'bogus.sock'), '--root', join(work.dir, 'zlib-root'), '--inflater', 'bogus']);
+    expect((await refused.exited).code).toBe(2);
+    expect(refused.stderr()).toContain('inflater: "bogus" is not one of auto, igzip, pigz, zlib, parallel, isal (INVALID_ARGUMENT)');
+  });
+
   it('reloads hosts_dir from its config file on SIGHUP', async () => {
     const config = join(work.dir, 'fastpulld.toml');
     const hup = join(work.dir, 'hup.sock');
