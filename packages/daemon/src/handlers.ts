@@ -5,7 +5,6 @@ import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import {
   asFastpullError,
-  credentialsIdentity,
   FastpullError,
   formatPlatform,
   formatReference,
