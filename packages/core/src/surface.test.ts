@@ -38,7 +38,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
     ],
   './content': [
       'type BlobInfo', 'type ContentStore', 'digestLike', 'FileContentStore', 'hashFile', 'type Ingest',
-      'STALE_INGEST_MS', 'Watermark', 'WatermarkState', 'WatermarkView', 'withCollectionLock',
+      'STALE_INGEST_MS', 'type SweepIngestOptions', 'Watermark', 'WatermarkState', 'WatermarkView', 'withCollectionLock',
     ],
   './snapshots': [
       'type ActiveSnapshot', 'createMountRecord', 'FileSnapshotter', 'listMountRecords', 'type LowerChecks', 'LowerView',

@@ -124,7 +124,7 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
   const trashed = (await fsp.readdir(join(store.snapshots.dir, 'trash')).catch(() => [] as string[])).length;
   const [ingests, actives, temps] = await Promise.all([
     store.content.sweep(0, { dryRun }),
-    dryRun ? sweepDeadDirs(join(store.snapshots.dir, 'active'), 0, { dryRun }) : store.snapshots.sweep(),
+    store.snapshots.sweep({ dryRun }),
     sweepTemps(store, dryRun),
   ]);
   const litter = ingests.length + actives.length + temps + deadLeases + trashed;
