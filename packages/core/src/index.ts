@@ -41,6 +41,8 @@ export { openStore, defaultRoot, type Store, type StoreOptions } from './store.j
 export { mountsFor, resolveImage } from './images/mounts.js';
 export { findImages, unpackedSize } from './images/resolve.js';
 export { inspectImage, type ImageDetails } from './images/inspect.js';
+export { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from './images/writable.js';
+export type { MountRecord } from './snapshots/mountrecords.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
 export type { Mount } from './snapshots/store.js';
 

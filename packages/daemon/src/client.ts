@@ -14,15 +14,18 @@ import {
   type ImageOptions,
   type ImageRecord,
   type Mount,
+  type MountRecord,
   type MountTarget,
   type PullEvent,
   type PullResult,
   type ServicePullOptions,
   type TraceDocument,
+  type WritableMount,
 } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import { eventFromWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
 import { fromServiceError } from './errors.js';
+import { mountRecordFromWire, writableMountFromWire, type WireCreateWritableMountResponse, type WireListWritableMountsResponse, type WireRemoveWritableMountResponse } from './writable.js';
 import { packageDefinition, type WireBlobInfo, type WireGcResponse, type WireGetImageResponse, type WireImage, type WireMount, type WirePullRequest, type WirePullResponse, type WireSnapshotInfo } from './proto.js';
 
 /** Options of a pull through the daemon. */
@@ -229,6 +232,20 @@ export class FastpullClient implements FastpullService {
 
   async deleteContent(digest: string, signal?: AbortSignal): Promise<void> {
     await this.unary('fastpull.v1.Content', 'Delete', { digest }, signal);
+  }
+
+  async createWritableMount(image: { readonly image: string; readonly platform?: string }, target: string, signal?: AbortSignal): Promise<WritableMount> {
+    const req = { image: image.image, platform: image.platform ?? '', target };
+    return writableMountFromWire(await this.unary<WireCreateWritableMountResponse>('fastpull.v1.Snapshots', 'CreateWritableMount', req, signal));
+  }
+
+  async listWritableMounts(signal?: AbortSignal): Promise<MountRecord[]> {
+    const r = await this.unary<WireListWritableMountsResponse>('fastpull.v1.Snapshots', 'ListWritableMounts', {}, signal);
+    return r.mounts.map(mountRecordFromWire);
+  }
+
+  async removeWritableMount(id: string, signal?: AbortSignal): Promise<MountRecord> {
+    return mountRecordFromWire((await this.unary<WireRemoveWritableMountResponse>('fastpull.v1.Snapshots', 'RemoveWritableMount', { id }, signal)).record);
   }
 
   async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {

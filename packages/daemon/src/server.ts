@@ -34,6 +34,7 @@ import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
+import { writableMountHandlers } from './writable.js';
 
 export interface DaemonOptions {
   readonly config: DaemonConfig;
@@ -162,6 +163,7 @@ export class Daemon {
       Mounts: unary('Snapshots.Mounts', async (req: WireMountsRequest) => ({ mounts: (await service.mounts(mountTarget(req))).map(mountToWire) })),
       List: unary('Snapshots.List', async () => ({ snapshots: (await service.listSnapshots()).map(snapshotToWire) })),
       Usage: unary('Snapshots.Usage', (req: { chainId: string }) => service.snapshotUsage(checkDigest(req.chainId))),
+      ...writableMountHandlers(service, unary, (message, fields) => this.log.info(fields, message)),
     });
     this.server.addService(serviceDefinition('fastpull.v1.Content'), {
       Info: unary('Content.Info', async (req: { digest: string }) => ({ info: await service.contentInfo(checkDigest(req.digest)) })),
