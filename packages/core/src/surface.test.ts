@@ -62,14 +62,14 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
   './testing': [
       'applyLayer', 'blobDataPath', 'buildGzipCheckpoints', 'buildImage', 'type BuildImageOptions', 'buildIndex', 'buildLayer',
       'type BuildLayerOptions', 'type BuiltImage', 'type BuiltIndex', 'type BuiltLayer', 'type Compression',
-      'type CountedFault', 'DEFAULT_DIR_MODE', 'DEFAULT_FILE_MODE', 'DEFAULT_MTIME', 'diffTrees',
+      'conformanceCase', 'type ConformanceCase', 'type ContainerdSnapshots', 'contentStoreConformance', 'type CountedFault', 'DEFAULT_DIR_MODE', 'DEFAULT_FILE_MODE', 'DEFAULT_MTIME', 'diffTrees',
       'type DiffTreesOptions', 'type DistributionRegistry', 'encodeZinfo', 'encodeZtoc', 'type ExpectedEntry', 'type ExpectedTree',
-      'findDistributionBinary', 'type ImageFormat', 'type LayerEntry', 'LOOPBACK_SERVICE', 'type LoopbackAuth',
+      'findDistributionBinary', 'type ImageFormat', 'imageStoreConformance', 'type LayerEntry', 'LOOPBACK_SERVICE', 'type LoopbackAuth',
       'type LoopbackFaults', 'type LoopbackRegistry', 'type LoopbackRegistryOptions', 'type LoopbackStats',
       'OCI_REF_NAME_ANNOTATION', 'type OciLayoutEntry', 'type OciLayoutImage', 'Prng', 'pushImage', 'pushIndex',
-      'readTree', 'type RequestLog', 'sampleImage', 'type SampleImageOptions', 'sampleLayerEntries',
-      'type SpecialEntry', 'startDistribution', 'type StartDistributionOptions', 'startLoopbackRegistry',
-      'type TarEntry', 'type TreeEntry', 'writeOciLayout', 'writeTree', 'type ZtocFields',
+      'readTree', 'rejectsWithCode', 'type RequestLog', 'sampleImage', 'type SampleImageOptions', 'sampleLayerEntries',
+      'snapshotRecordsConformance', 'snapshotterConformance', 'type SpecialEntry', 'startDistribution', 'type StartDistributionOptions', 'startLoopbackRegistry',
+      'type Subject', 'type SubjectFactory', 'type TarEntry', 'type TreeEntry', 'writeOciLayout', 'writeTree', 'type ZtocFields',
     ],
 };
 
