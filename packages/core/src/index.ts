@@ -48,7 +48,7 @@ export type { Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
 export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc/gc.js';
-export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
+export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './store/lease.js';
 
 // Errors.
 export { FastpullError, isFastpullError, asFastpullError, ErrorCodes, type ErrorCode } from './errors.js';

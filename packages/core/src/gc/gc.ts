@@ -7,7 +7,7 @@ import type { Digest } from '../oci/digest.js';
 import { formatPlatform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
-import { liveLeaseRefs, readLiveLeases, withCollectionLock } from './lease.js';
+import { liveLeaseRefs, readLiveLeases, withCollectionLock } from '../store/lease.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
 import { recordedChainIDs } from '../snapshots/record-file.js';
 import { listMountRecords } from '../snapshots/mountrecords.js';

@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { collectGarbage } from '../gc/gc.js';
-import { acquireLease } from '../gc/lease.js';
+import { acquireLease } from '../store/lease.js';
 import type { Store } from '../store.js';
 import { sampleImage } from '../testing/sample.js';
 import { pull } from './pull.js';
