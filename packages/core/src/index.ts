@@ -48,6 +48,7 @@ export type { Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
 export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc/gc.js';
+export type { GcLeftover } from './gc/leftovers.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './store/lease.js';
 
 // Errors.

@@ -21,7 +21,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type CredentialsProvider', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot',
       'type Descriptor', 'type Digest', 'type DirectoryUse', 'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning',
       'type ErrorCode', 'ErrorCodes', 'type ExternalInflater', 'FastpullError', 'type FastpullService', 'FileImageStore',
-      'findImages', 'findInflater', 'formatPlatform', 'formatReference', 'type GcOptions', 'type GcResult',
+      'findImages', 'findInflater', 'formatPlatform', 'formatReference', 'type GcLeftover', 'type GcOptions', 'type GcResult',
       'type GunzipDecoder', 'type GunzipLookup', 'type GzipCheckpoint', 'type HashMode', 'HELD_FOR_CONTAINERD_GRACE_MS', 'hostPlatform', 'type ImageConfig', 'type ImageDetails', 'type ImageIndex', 'type ImageLayer',
       'type ImageManifest', 'type ImageOptions', 'type ImageRecord', 'type ImageStore', 'InflatePool', 'INFLATER_CHOICES',
       'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'type IsalGunzipOptions', 'isDigest', 'isFastpullError', 'type LayerState',
