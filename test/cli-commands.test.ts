@@ -81,6 +81,16 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
     expect(done.mounts[0]!.options.at(-1)!.split(':')).toHaveLength(image.layers.length);
     expect(done.timings.layers).toHaveLength(image.layers.length);
     expect(events.filter((e) => e.type === 'done')).toHaveLength(1);
+    // The timings' public shape (docs/cli.md): resolveMs at the top, once per pull; phases the
+    // per-layer sums, and resolveMs again among them, deprecated there and the same number.
+    const t = done.timings as unknown as { resolveMs: number; totalMs: number; layers: Record<string, number>[]; phases: Record<string, number> };
+    expect(Object.keys(t).sort()).toEqual(['layers', 'phases', 'resolveMs', 'totalMs']);
+    expect(t.resolveMs).toBeGreaterThan(0);
+    expect(Object.keys(t.phases).sort()).toEqual(['commitMs', 'decompressMs', 'extractMs', 'fetchMs', 'resolveMs', 'verifyMs']);
+    expect(t.phases.resolveMs).toBe(t.resolveMs);
+    for (const phase of ['fetchMs', 'verifyMs', 'decompressMs', 'extractMs', 'commitMs']) {
+      expect(t.phases[phase], phase).toBeCloseTo(t.layers.reduce((n, l) => n + l[phase]!, 0), 6);
+    }
   });
 
   it('pull --timings prints the phases of each layer and the total', () => {

@@ -1,9 +1,9 @@
 // One fastpull service, local or remote: LocalService over a store and fastpulld's client over the same
-// store answer every question alike (records, documents, mounts, snapshots, content, errors); digest
-// references find images pulled by tag; shared pulls in the daemon are shared only between callers with
-// the same credentials; the CLI's front-end behaviour that rests on the service (inspect, mount and
-// unmount through --address, an unreachable daemon, rm of several names with --gc); and the CLI and the
-// daemon agree on every default.
+// store answer every question alike (records, documents, mounts, writable-mount records, snapshots,
+// content, errors); digest references find images pulled by tag; shared pulls in the daemon are shared
+// only between callers with the same credentials; the CLI's front-end behaviour that rests on the
+// service (inspect through --address, an unreachable daemon, rm of several names with --gc; mount and
+// unmount through --address are in cli-mount.test.ts); and the CLI and the daemon agree on every default.
 import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -136,6 +136,39 @@ describe.skipIf(!binary)('one service, local or remote, over one store', () => {
     expect(r.stderr).toContain(`no fastpulld listens at ${nobody}`);
     expect(r.stderr).not.toMatch(/Resolution note|UNAVAILABLE:/);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('writable mounts: recorded through either, listed alike, refused alike, removed through either', async () => {
+    const pulled = await remote.pull(ref);
+    const target = join(work.dir, 'mnt-a');
+    const made = await remote.createWritableMount({ image: ref }, target);
+    const { record } = made;
+    expect(record).toMatchObject({ image: ref, manifest: image.manifestDigest, snapshots: pulled.image.layers.map((l) => l.chainID), target });
+    expect(record.upper).toBe(join(root, 'mounts', record.id, 'upper'));
+    expect(record.work).toBe(join(root, 'mounts', record.id, 'work'));
+    expect(existsSync(record.upper) && existsSync(record.work)).toBe(true);
+    // The overlay to mount: the read-only stack as lowerdir, the record's dirs as upper and work.
+    const [ro] = await local.mounts({ image: ref });
+    expect(made.mount).toEqual({ type: 'overlay', source: 'overlay', options: [...ro!.options, `upperdir=${record.upper}`, `workdir=${record.work}`] });
+    expect(await local.listWritableMounts()).toEqual([record]);
+    expect(await remote.listWritableMounts()).toEqual([record]);
+    for (const s of [local, remote] as FastpullService[]) {
+      const taken = await failure(s.createWritableMount({ image: ref }, target));
+      expect([taken.code, taken.message]).toEqual(['INVALID_ARGUMENT', `${target} already holds a fastpull mount; unmount it first`]);
+      expect((await failure(s.createWritableMount({ image: ref }, 'relative/dir'))).code).toBe('INVALID_ARGUMENT');
+      expect((await failure(s.createWritableMount({ image: `${repo}:absent` }, join(work.dir, 'mnt-b')))).code).toBe('NOT_FOUND');
+      expect((await failure(s.removeWritableMount('0123456789abcdef'))).code).toBe('NOT_FOUND');
+      expect((await failure(s.removeWritableMount('../images'))).code).toBe('NOT_FOUND');
+    }
+    // While recorded, the mount keeps the image's snapshots from a collection, whoever removed the image.
+    await local.removeImage(ref);
+    const gc = await remote.collectGarbage();
+    expect(gc.snapshots).toEqual([]);
+    expect(await local.removeWritableMount(record.id)).toEqual(record);
+    expect(existsSync(join(root, 'mounts', record.id))).toBe(false);
+    expect(await remote.listWritableMounts()).toEqual([]);
+    expect((await failure(remote.removeWritableMount(record.id))).code).toBe('NOT_FOUND');
+    await remote.pull(ref);
   });
 
   it('rm of several names removes every one it finds and runs --gc, then fails for the missing one', async () => {

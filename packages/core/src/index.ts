@@ -48,12 +48,15 @@ export { openStore, defaultRoot, type Store, type StoreOptions } from './store.j
 export { mountsFor, resolveImage } from './images/mounts.js';
 export { findImages, unpackedSize } from './images/resolve.js';
 export { inspectImage, type ImageDetails } from './images/inspect.js';
+export { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from './images/writable.js';
+export type { MountRecord } from './snapshots/mountrecords.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
 export type { Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
 export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc/gc.js';
-export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
+export type { GcLeftover } from './gc/leftovers.js';
+export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './store/lease.js';
 
 // Errors.
 export { FastpullError, isFastpullError, asFastpullError, ErrorCodes, type ErrorCode } from './errors.js';

@@ -13,11 +13,13 @@ import {
   type ImageOptions,
   type ImageRecord,
   type Mount,
+  type MountRecord,
   type MountTarget,
   type PullEvent,
   type PullResult,
   type ServicePullOptions,
   type TraceDocument,
+  type WritableMount,
 } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import { blobFromWire, eventFromWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
@@ -40,6 +42,8 @@ import {
   type WireRemoveImageResponse,
   type WireUsageResponse,
 } from './proto.js';
+import type { WireCreateWritableMountResponse, WireListWritableMountsResponse, WireRemoveWritableMountResponse } from './writable.js';
+import { mountRecordFromWire, writableMountFromWire } from './writable.js';
 
 /** Options of a pull through the daemon. */
 export interface RemotePullOptions {
@@ -256,6 +260,21 @@ export class FastpullClient implements FastpullService {
 
   async deleteContent(digest: string, signal?: AbortSignal): Promise<void> {
     await this.unary<WireDeleteContentResponse>('Delete', (m, o, cb) => this.client('fastpull.v1.Content').Delete({ digest }, m, o, cb), signal);
+  }
+
+  async createWritableMount(image: { readonly image: string; readonly platform?: string }, target: string, signal?: AbortSignal): Promise<WritableMount> {
+    const req = { image: image.image, platform: image.platform ?? '', target };
+    return writableMountFromWire(await this.unary<WireCreateWritableMountResponse>('CreateWritableMount', (m, o, cb) => this.client('fastpull.v1.Snapshots').CreateWritableMount(req, m, o, cb), signal));
+  }
+
+  async listWritableMounts(signal?: AbortSignal): Promise<MountRecord[]> {
+    const r = await this.unary<WireListWritableMountsResponse>('ListWritableMounts', (m, o, cb) => this.client('fastpull.v1.Snapshots').ListWritableMounts({}, m, o, cb), signal);
+    return r.mounts.map(mountRecordFromWire);
+  }
+
+  async removeWritableMount(id: string, signal?: AbortSignal): Promise<MountRecord> {
+    const r = await this.unary<WireRemoveWritableMountResponse>('RemoveWritableMount', (m, o, cb) => this.client('fastpull.v1.Snapshots').RemoveWritableMount({ id }, m, o, cb), signal);
+    return mountRecordFromWire(r.record);
   }
 
   async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {

@@ -4,7 +4,6 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import {
-  asFastpullError,
   FastpullError,
   formatPlatform,
   formatReference,
@@ -46,6 +45,8 @@ import type {
   WireUsageResponse,
 } from './proto.js';
 import { pullKey, type PullManager } from './pulls.js';
+import { logFailure, unary } from './unary.js';
+import { writableMountHandlers } from './writable.js';
 
 /** What the handlers work over. */
 export interface HandlerContext {
@@ -57,29 +58,6 @@ export interface HandlerContext {
   readonly log: Logger;
   /** A Pull request was taken: `joined` when it joined a running pull. */
   readonly pullRequested?: (joined: boolean) => void;
-}
-
-/**
- * A unary method: the request as received, the response built to its full shape (every field, as
- * the loader's `defaults` presents a received one), a failure sent as its status.
- */
-function unary<Req, Res>(log: Logger, method: string, fn: (req: Req) => Promise<Res>): grpc.handleUnaryCall<Req, Res> {
-  return (call, callback) => {
-    // Through a promise, so a request checked (and refused) synchronously still gets its status.
-    Promise.resolve(call.request).then(fn).then(
-      (res) => callback(null, res),
-      (e: unknown) => {
-        logFailure(log, method, e);
-        callback(toStatus(e));
-      },
-    );
-  };
-}
-
-/** A failed request in the log: the caller's mistakes at info, the daemon's own at error. */
-export function logFailure(log: Logger, method: string, e: unknown): void {
-  const { code, message } = asFastpullError(e);
-  log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: message }, 'request failed');
 }
 
 export function imagesHandlers(ctx: HandlerContext): ImagesHandlers {
@@ -117,6 +95,7 @@ export function snapshotsHandlers(ctx: HandlerContext): SnapshotsHandlers {
       const { size, inodes } = await service.snapshotUsage(checkDigest(req.chainId));
       return { size, inodes };
     }),
+    ...writableMountHandlers(service, log),
   };
 }
 

@@ -12,7 +12,7 @@ import { findSociZtocs } from '../registry/soci.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
-import { acquireLease } from '../gc/lease.js';
+import { acquireLease } from '../store/lease.js';
 import { pullLayer, type LayerContext } from './layer.js';
 import { imageLayers } from './plan.js';
 import { reclaimDeadPulls } from './reclaim.js';

@@ -8,6 +8,8 @@ import { FastpullError } from '../errors.js';
 import { inspectImage, type ImageDetails } from '../images/inspect.js';
 import { findImages, resolveImage, unpackedSize } from '../images/resolve.js';
 import { formatPlatform } from '../oci/platform.js';
+import { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from '../images/writable.js';
+import type { MountRecord } from '../snapshots/mountrecords.js';
 import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
@@ -215,6 +217,21 @@ export class LocalService implements FastpullService {
       return this.store.snapshots.mounts(image.layers.map((l) => l.chainID));
     }
     return this.store.snapshots.mounts(await snapshotChain(this.store.snapshots, target.chainID));
+  }
+
+  async createWritableMount(image: { readonly image: string; readonly platform?: string }, target: string): Promise<WritableMount> {
+    await this.root('write');
+    return createWritableMount(this.store, await resolveImage(this.store, image.image, image.platform), target);
+  }
+
+  async listWritableMounts(): Promise<MountRecord[]> {
+    await this.root('read');
+    return listWritableMounts(this.store);
+  }
+
+  async removeWritableMount(id: string): Promise<MountRecord> {
+    await this.root('write');
+    return removeWritableMount(this.store, id);
   }
 
   async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
