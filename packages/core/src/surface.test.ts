@@ -18,7 +18,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
   '.': [
       'acquireLease', 'type AllocatorTuning', 'asFastpullError', 'type BlobEntry', 'chainID', 'chainIDs',
       'checkDirectory', 'collectGarbage', 'CONTAINERD_HOSTS_DIR', 'createIsalGunzip', 'createParallelGunzip', 'createWritableMount', 'type Credentials', 'credentialsIdentity',
-      'type CredentialsProvider', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot',
+      'type CredentialsProvider', 'DEFAULT_CHUNK_SIZE', 'DEFAULT_CONCURRENCY', 'DEFAULT_INFLATER', 'DEFAULT_KEEP_BLOBS', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_SYNC', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot', 'defaultUnpackConcurrency',
       'type Descriptor', 'type Digest', 'type DirectoryUse', 'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning',
       'type ErrorCode', 'ErrorCodes', 'type ExternalInflater', 'FastpullError', 'type FastpullService', 'FileImageStore',
       'findImages', 'findInflater', 'formatPlatform', 'formatReference', 'type GcLeftover', 'type GcOptions', 'type GcResult',
@@ -32,7 +32,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'parseZtoc', 'type PhaseTotals', 'type Placement', 'type Platform', 'platformMatches', 'pull',
       'type PulledImage', 'type PullEvent', 'pullEvents', 'type PullObserver', 'type PullOptions', 'type PullResult', 'type PullTimings',
       'type RangeRequest', 'type Reference', 'referenceName', 'removeWritableMount', 'resolveGunzip', 'resolveImage', 'type RunOptions', 'scopedCredentials', 'selectPlatform',
-      'type ServicePullOptions', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'type StoreOptions',
+      'type ServicePullOptions', 'type ServiceSettings', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'type StoreOptions',
       'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'trimAllocator', 'tuneAllocator', 'type UnpackedLayer', 'unpackedSize', 'unpackLayer', 'type UnpackLayerOptions', 'type UnpackPassEnd', 'type UnpackPassStart', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
       'verifyBytes', 'VERSION', 'type WorkerTask', 'type WritableMount', 'type Ztoc',
     ],

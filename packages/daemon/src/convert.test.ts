@@ -158,6 +158,11 @@ describe('gc results, snapshots, mounts and blobs', () => {
       blobs: [{ digest: digest('d'), size: 10 }],
       snapshots: [{ chainID: digest('e'), size: 4_000_000_000 }],
       litter: 3,
+      leftovers: [
+        { kind: 'lease', path: 'leases/1234-abcd' },
+        { kind: 'ingest', path: 'content/ingest/sha256-ab' },
+        { kind: 'temp', path: 'images/.tmp-x' },
+      ],
       bytes: 4_000_000_010,
       images: [{ name: 'registry.test/app:v1', platform: 'linux/amd64' }],
     };
@@ -165,8 +170,10 @@ describe('gc results, snapshots, mounts and blobs', () => {
       const wire = overTheWire('fastpull.v1.Content', 'GarbageCollect', gcToWire(result, dryRun));
       expect(wire.dryRun).toBe(dryRun);
       expect(gcFromWire(wire)).toEqual(result);
+      // In the library's key order, as a local collection's result prints.
+      expect(Object.keys(gcFromWire(wire))).toEqual(Object.keys(result));
     }
-    const empty: GcResult = { blobs: [], snapshots: [], litter: 0, bytes: 0, images: [] };
+    const empty: GcResult = { blobs: [], snapshots: [], litter: 0, leftovers: [], bytes: 0, images: [] };
     expect(gcFromWire(overTheWire('fastpull.v1.Content', 'GarbageCollect', gcToWire(empty, false)))).toEqual(empty);
   });
 

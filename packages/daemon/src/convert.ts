@@ -1,7 +1,7 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
+import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireBlobInfo,
@@ -239,6 +239,7 @@ export function gcToWire(r: GcResult, dryRun: boolean): WireGcResponse {
     litter: r.litter,
     bytes: r.bytes,
     dryRun,
+    leftovers: (r.leftovers ?? []).map((l) => ({ kind: l.kind, path: l.path })),
     images: r.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
 }
@@ -248,9 +249,18 @@ export function gcFromWire(w: WireGcResponse): GcResult {
     blobs: w.blobs.map((b) => ({ digest: b.digest as Digest, size: b.size })),
     snapshots: w.snapshots.map((s) => ({ chainID: s.chainId as Digest, size: s.size })),
     litter: w.litter,
+    leftovers: w.leftovers.map((l) => ({ kind: leftoverKind(l.kind), path: l.path })),
     bytes: w.bytes,
     images: w.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
+}
+
+const LEFTOVER_KINDS: readonly GcLeftover['kind'][] = ['lease', 'ingest', 'active', 'trash', 'temp'];
+
+function leftoverKind(kind: string): GcLeftover['kind'] {
+  const known = LEFTOVER_KINDS.find((k) => k === kind);
+  if (!known) throw new TypeError(`the daemon sent an unknown kind of leftover ${kind}`);
+  return known;
 }
 
 export function snapshotToWire(s: SnapshotInfo): WireSnapshotInfo {

@@ -22,7 +22,10 @@ export const DEFAULT_KEEP_BLOBS = false;
 /** Snapshots are flushed to disk before they are committed unless asked (unsafe) not to. */
 export const DEFAULT_SYNC = true;
 
-/** Layers unpacked at once across all pulls of a service when none is given: the process-wide pool's size. */
+/**
+ * Layers unpacked at once across all pulls of a service when none is given: the process-wide pool's size.
+ * @example defaultUnpackConcurrency() // os.availableParallelism(), at least 1
+ */
 export function defaultUnpackConcurrency(): number {
   return sharedUnpackPool().size;
 }

@@ -11,6 +11,7 @@ import type { DeleteContentResponse as _fastpull_v1_DeleteContentResponse, Delet
 import type { Descriptor as _fastpull_v1_Descriptor, Descriptor__Output as _fastpull_v1_Descriptor__Output } from './fastpull/v1/Descriptor.js';
 import type { GarbageCollectRequest as _fastpull_v1_GarbageCollectRequest, GarbageCollectRequest__Output as _fastpull_v1_GarbageCollectRequest__Output } from './fastpull/v1/GarbageCollectRequest.js';
 import type { GarbageCollectResponse as _fastpull_v1_GarbageCollectResponse, GarbageCollectResponse__Output as _fastpull_v1_GarbageCollectResponse__Output } from './fastpull/v1/GarbageCollectResponse.js';
+import type { GcLeftover as _fastpull_v1_GcLeftover, GcLeftover__Output as _fastpull_v1_GcLeftover__Output } from './fastpull/v1/GcLeftover.js';
 import type { GetImageRequest as _fastpull_v1_GetImageRequest, GetImageRequest__Output as _fastpull_v1_GetImageRequest__Output } from './fastpull/v1/GetImageRequest.js';
 import type { GetImageResponse as _fastpull_v1_GetImageResponse, GetImageResponse__Output as _fastpull_v1_GetImageResponse__Output } from './fastpull/v1/GetImageResponse.js';
 import type { Image as _fastpull_v1_Image, Image__Output as _fastpull_v1_Image__Output } from './fastpull/v1/Image.js';
@@ -73,6 +74,7 @@ export interface ProtoGrpcType {
       Descriptor: MessageTypeDefinition<_fastpull_v1_Descriptor, _fastpull_v1_Descriptor__Output>
       GarbageCollectRequest: MessageTypeDefinition<_fastpull_v1_GarbageCollectRequest, _fastpull_v1_GarbageCollectRequest__Output>
       GarbageCollectResponse: MessageTypeDefinition<_fastpull_v1_GarbageCollectResponse, _fastpull_v1_GarbageCollectResponse__Output>
+      GcLeftover: MessageTypeDefinition<_fastpull_v1_GcLeftover, _fastpull_v1_GcLeftover__Output>
       GetImageRequest: MessageTypeDefinition<_fastpull_v1_GetImageRequest, _fastpull_v1_GetImageRequest__Output>
       GetImageResponse: MessageTypeDefinition<_fastpull_v1_GetImageResponse, _fastpull_v1_GetImageResponse__Output>
       Image: MessageTypeDefinition<_fastpull_v1_Image, _fastpull_v1_Image__Output>
