@@ -35,7 +35,8 @@ export interface GcResult {
   readonly litter: number;
   /**
    * Each of those leftovers, named (a dry run names exactly what a collection run instead would
-   * remove). Absent from a service that counts them only (a fastpulld whose wire does not carry them).
+   * remove). Absent from a service that counts them only; a fastpulld from before its wire carried
+   * them answers an empty list.
    */
   readonly leftovers?: readonly GcLeftover[];
   /** Blob bytes plus uncompressed layer bytes of the removed snapshots. */
