@@ -162,9 +162,23 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
       },
       finish: (r) => {
         if (!open) return;
-        open = false;
-        call.write(eventToWire({ type: 'done', image: r.image, timings: r.timings }, r));
-        call.end();
+        // A pull the snapshotter started for containerd, joined by this caller: the image is a
+        // user's now, and gc must not let it go when containerd forgets it.
+        const claimed = r.image.heldFor === undefined ? Promise.resolve(r) : service.claimImage(r.image).then((image) => ({ ...r, image }));
+        claimed.then(
+          (done) => {
+            if (!open) return;
+            open = false;
+            call.write(eventToWire({ type: 'done', image: done.image, timings: done.timings }, done));
+            call.end();
+          },
+          (e: unknown) => {
+            if (!open) return;
+            open = false;
+            logFailure(log, 'Images.Pull', e);
+            call.emit('error', toStatus(e));
+          },
+        );
       },
       fail: (e) => {
         if (!open) return;

@@ -180,6 +180,20 @@ export class LocalService implements FastpullService {
     });
   }
 
+  /**
+   * Makes an image record held for containerd (ImageRecord.heldFor) a user's: a user's pull that
+   * joined the snapshotter's pull of the same image wants the image kept, not let go once containerd
+   * forgets it. Returns the record as stored now: unchanged when it is not held, or when the name
+   * now holds another manifest.
+   */
+  async claimImage(image: ImageRecord): Promise<ImageRecord> {
+    const current = await this.store.images.get(image.name, formatPlatform(image.platform));
+    if (!current || current.heldFor === undefined || current.manifest.digest !== image.manifest.digest) return current ?? image;
+    const { heldFor: _held, ...mine } = current;
+    await this.store.images.put(mine);
+    return mine;
+  }
+
   /** Where an image's snapshots lie and the mounts that stack them. */
   async placement(image: ImageRecord): Promise<Placement> {
     const chain = image.layers.map((l) => l.chainID);
