@@ -114,8 +114,22 @@ export function timingsToWire(t: PullTimings): WirePullTimings {
   return {
     resolveMs: t.resolveMs,
     totalMs: t.totalMs,
-    // Field by field: a layer's zTOC checkpoint count and CPU by stage have no wire fields (yet).
-    layers: t.layers.map((l) => ({ digest: l.digest, fetchMs: l.fetchMs, unpackMs: l.unpackMs, waitMs: l.waitMs, verifyMs: l.verifyMs, decompressMs: l.decompressMs, extractMs: l.extractMs, commitMs: l.commitMs, state: l.state })),
+    // Field by field, so that a field the wire lacks is a compile error rather than dropped unseen.
+    layers: t.layers.map((l) => ({
+      digest: l.digest,
+      fetchMs: l.fetchMs,
+      unpackMs: l.unpackMs,
+      waitMs: l.waitMs,
+      verifyMs: l.verifyMs,
+      decompressMs: l.decompressMs,
+      extractMs: l.extractMs,
+      commitMs: l.commitMs,
+      state: l.state,
+      ...(l.threadCpuMs !== undefined ? { threadCpuMs: l.threadCpuMs } : {}),
+      ...(l.blobHashCpuMs !== undefined ? { blobHashCpuMs: l.blobHashCpuMs } : {}),
+      ...(l.tarHashCpuMs !== undefined ? { tarHashCpuMs: l.tarHashCpuMs } : {}),
+      ...(l.ztocCheckpoints !== undefined ? { ztocCheckpoints: l.ztocCheckpoints } : {}),
+    })),
     phases: phasesToWire(t),
   };
 }
@@ -145,6 +159,10 @@ export function timingsFromWire(t: WirePullTimings | null | undefined): PullTimi
       extractMs: l.extractMs,
       commitMs: l.commitMs,
       state: l.state === 'exists' ? 'exists' : 'committed',
+      ...(l.threadCpuMs != null ? { threadCpuMs: l.threadCpuMs } : {}),
+      ...(l.blobHashCpuMs != null ? { blobHashCpuMs: l.blobHashCpuMs } : {}),
+      ...(l.tarHashCpuMs != null ? { tarHashCpuMs: l.tarHashCpuMs } : {}),
+      ...(l.ztocCheckpoints != null ? { ztocCheckpoints: l.ztocCheckpoints } : {}),
     })),
     phases: { fetchMs: p.fetchMs, verifyMs: p.verifyMs, decompressMs: p.decompressMs, extractMs: p.extractMs, commitMs: p.commitMs },
   };
