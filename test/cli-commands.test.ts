@@ -70,6 +70,12 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
       expect(states[0]).toBe('waiting');
       expect(states).toContain('fetching');
       expect(states.at(-1)).toBe('committed');
+      // States only move forward, in the order docs/cli.md lists them (a state repeats only to
+      // report more bytes).
+      const order = ['waiting', 'fetching', 'extracting', 'verifying', 'committed'];
+      const ranks = states.map((s) => order.indexOf(s as string));
+      expect(ranks, `layer ${i}: ${states.join(' -> ')}`).not.toContain(-1);
+      expect(ranks, `layer ${i}: ${states.join(' -> ')}`).toEqual([...ranks].sort((a, b) => a - b));
     }
     const done = events.at(-1) as { type: string; ref: string; image: { name: string; layers: { chainID: string }[] }; root: string; snapshots: string[]; mounts: { type: string; options: string[] }[]; timings: { totalMs: number; layers: unknown[] } };
     expect(done.type).toBe('done');

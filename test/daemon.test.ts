@@ -134,6 +134,12 @@ describe('fastpulld', () => {
           const extracting = layer.filter((e) => e.type === 'layer' && e.state === 'extracting');
           expect(extracting.at(-1)).toMatchObject({ unpacked: image.layers[i]!.size });
           expect(layer.filter((e) => e.type === 'layer' && e.state !== 'extracting' && 'unpacked' in e)).toEqual([]);
+          // Through the stream too, states only move forward (the second caller joined midway, so
+          // its first state for a layer may be any of them).
+          const order = ['waiting', 'fetching', 'extracting', 'verifying', 'committed'];
+          const ranks = layer.map((e) => (e.type === 'layer' ? order.indexOf(e.state) : -1));
+          expect(ranks).not.toContain(-1);
+          expect(ranks).toEqual([...ranks].sort((x, y) => x - y));
         }
       }
       const line = await daemon!.waitLog((l) => l.event === 'pull' && l.image === loopRef && l.result === 'ok');
