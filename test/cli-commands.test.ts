@@ -70,6 +70,12 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
       expect(states[0]).toBe('waiting');
       expect(states).toContain('fetching');
       expect(states.at(-1)).toBe('committed');
+      // States only move forward, in the order docs/cli.md lists them (a state repeats only to
+      // report more bytes).
+      const order = ['waiting', 'fetching', 'extracting', 'verifying', 'committed'];
+      const ranks = states.map((s) => order.indexOf(s as string));
+      expect(ranks, `layer ${i}: ${states.join(' -> ')}`).not.toContain(-1);
+      expect(ranks, `layer ${i}: ${states.join(' -> ')}`).toEqual([...ranks].sort((a, b) => a - b));
     }
     const done = events.at(-1) as { type: string; ref: string; image: { name: string; layers: { chainID: string }[] }; root: string; snapshots: string[]; mounts: { type: string; options: string[] }[]; timings: { totalMs: number; layers: unknown[] } };
     expect(done.type).toBe('done');
@@ -81,6 +87,16 @@ describe.skipIf(!binary)('fastpull commands against a real registry', () => {
     expect(done.mounts[0]!.options.at(-1)!.split(':')).toHaveLength(image.layers.length);
     expect(done.timings.layers).toHaveLength(image.layers.length);
     expect(events.filter((e) => e.type === 'done')).toHaveLength(1);
+    // The timings' public shape (docs/cli.md): resolveMs at the top, once per pull; phases the
+    // per-layer sums, and resolveMs again among them, deprecated there and the same number.
+    const t = done.timings as unknown as { resolveMs: number; totalMs: number; layers: Record<string, number>[]; phases: Record<string, number> };
+    expect(Object.keys(t).sort()).toEqual(['layers', 'phases', 'resolveMs', 'totalMs']);
+    expect(t.resolveMs).toBeGreaterThan(0);
+    expect(Object.keys(t.phases).sort()).toEqual(['commitMs', 'decompressMs', 'extractMs', 'fetchMs', 'resolveMs', 'verifyMs']);
+    expect(t.phases.resolveMs).toBe(t.resolveMs);
+    for (const phase of ['fetchMs', 'verifyMs', 'decompressMs', 'extractMs', 'commitMs']) {
+      expect(t.phases[phase], phase).toBeCloseTo(t.layers.reduce((n, l) => n + l[phase]!, 0), 6);
+    }
   });
 
   it('pull --timings prints the phases of each layer and the total', () => {

@@ -5,12 +5,19 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffTrees, findDistributionBinary, pushImage, readTree, sampleImage, startDistribution, type BuiltImage, type TreeEntry } from '@fastpull/core/testing';
-import { cliPath, overlayUnavailable, runCli, tempDir } from './helpers.js';
+import { cliPath, overlayUnavailable, runCli, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
 const noOverlay = overlayUnavailable();
 if (!binary) console.warn('skipping the mount tests: docker-registry is not installed');
 if (noOverlay) console.warn(`skipping fastpull mount/unmount: ${noOverlay}`);
+
+/** Runs the command line between backticks in `fastpull mount`'s output with sh, `fastpull` being the built CLI. */
+function runHint(stdout: string): { status: number | null; stdout: string; stderr: string } {
+  const hint = /`(fastpull unmount [^`]*)`/.exec(stdout)?.[1];
+  if (hint === undefined) throw new Error(`no unmount hint in: ${stdout}`);
+  return spawnSync('/bin/sh', ['-c', `fastpull() { "${process.execPath}" "${cliPath}" "$@"; }; ${hint}`], { encoding: 'utf8' });
+}
 
 /** Whether `dir` is a mount point now. */
 function mounted(dir: string): boolean {
@@ -57,7 +64,9 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     mkdirSync(target);
     const m = runCli(['mount', '--root', root, ref, target]);
     expect(m.status, m.stderr).toBe(0);
-    expect(m.stdout).toMatch(new RegExp(`^mounted ${ref.replaceAll('.', '\\.')} at ${target} \\(changes go to ${root}/mounts/[0-9a-f]{16}/upper;`));
+    const id = readdirSync(join(root, 'mounts'))[0]!;
+    // The hint names the store the mount was made in: without --root it would look in the default one.
+    expect(m.stdout).toBe(`mounted ${ref} at ${target} (changes go to ${root}/mounts/${id}/upper; \`fastpull unmount --root ${root} ${target}\` discards them)\n`);
     expect(mounted(target)).toBe(true);
     expect(diffTrees(image.expectedTree(), await readTree(target))).toEqual([]);
 
@@ -72,7 +81,7 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     expect(again.status).toBe(1);
     expect(again.stderr).toBe(`fastpull: mounting ${ref} at ${target}: ${target} already holds a fastpull mount; unmount it first (INVALID_ARGUMENT)\n`);
 
-    const u = runCli(['unmount', '--root', root, target]);
+    const u = runHint(m.stdout);
     expect(u.status, u.stderr).toBe(0);
     expect(u.stdout).toBe(`unmounted ${ref} from ${target}\n`);
     expect(mounted(target)).toBe(false);
@@ -101,6 +110,44 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     expect(runCli(['unmount', '--root', root, target]).status).toBe(0);
     expect(existsSync(record.upper)).toBe(false);
     expect((await snapshotTrees(singleRef)).map((t, i) => diffTrees(before[i]!, t))).toEqual([[]]);
+  });
+
+  it.skipIf(noOverlay !== undefined)('mounts and unmounts through fastpulld (--address): the record is the daemon\'s, the mount this process\'s', async () => {
+    // A socket path with a space: the hint must quote it for a shell.
+    const socket = join(work.dir, 'fast pulld.sock');
+    const other = join(work.dir, 'other-root');
+    mkdirSync(other);
+    let daemon: RunningDaemon | undefined;
+    try {
+      daemon = await serveDaemon(['--socket', socket, '--root', root]);
+      const target = join(work.dir, 'm4');
+      mkdirSync(target);
+      const m = runCli(['mount', '--address', socket, '--root', other, ref, target]);
+      expect(m.status, m.stderr).toBe(0);
+      const [id] = readdirSync(join(root, 'mounts'));
+      // Recorded in the daemon's store, not in the --root given beside --address.
+      expect(existsSync(join(other, 'mounts'))).toBe(false);
+      expect(m.stdout).toBe(`mounted ${ref} at ${target} (changes go to ${root}/mounts/${id}/upper; \`fastpull unmount --address '${socket}' ${target}\` discards them)\n`);
+      expect(mounted(target)).toBe(true);
+      expect(diffTrees(image.expectedTree(), await readTree(target))).toEqual([]);
+      writeFileSync(join(target, 'through-daemon'), 'x');
+      expect(readFileSync(join(root, 'mounts', id!, 'upper', 'through-daemon'), 'utf8')).toBe('x');
+
+      // Another store has no record of it, and says which store has.
+      const elsewhere = runCli(['unmount', '--root', other, target]);
+      expect(elsewhere.status).toBe(1);
+      expect(elsewhere.stderr).toBe(`fastpull: unmounting ${target}: no fastpull mount at ${target} in the store at ${other}; the overlay there keeps its changes in the store at ${root}: name that store (NOT_FOUND)\n`);
+      expect(mounted(target)).toBe(true);
+
+      const u = runHint(m.stdout);
+      expect(u.status, u.stderr).toBe(0);
+      expect(u.stdout).toBe(`unmounted ${ref} from ${target}\n`);
+      expect(mounted(target)).toBe(false);
+      expect(readdirSync(join(root, 'mounts'))).toEqual([]);
+    } finally {
+      if (mounted(join(work.dir, 'm4'))) spawnSync('umount', [join(work.dir, 'm4')]);
+      await stopDaemon(daemon);
+    }
   });
 
   it.skipIf(process.getuid?.() !== 0)('refuses without root, with one line and a code', () => {

@@ -113,7 +113,7 @@ describe('kill -9 during a pull', () => {
       expect(ls(join(root, 'leases'))).toEqual([]);
       expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
       expect(await store.content.info(image.layers[0]!.digest)).toBeUndefined();
-      expect(await collectGarbage(store, { dryRun: true })).toEqual({ blobs: [], snapshots: [], litter: 0, bytes: 0, images: [] });
+      expect(await collectGarbage(store, { dryRun: true })).toEqual({ blobs: [], snapshots: [], litter: 0, leftovers: [], bytes: 0, images: [] });
     } finally {
       await reg.close();
     }

@@ -134,6 +134,12 @@ describe('fastpulld', () => {
           const extracting = layer.filter((e) => e.type === 'layer' && e.state === 'extracting');
           expect(extracting.at(-1)).toMatchObject({ unpacked: image.layers[i]!.size });
           expect(layer.filter((e) => e.type === 'layer' && e.state !== 'extracting' && 'unpacked' in e)).toEqual([]);
+          // Through the stream too, states only move forward (the second caller joined midway, so
+          // its first state for a layer may be any of them).
+          const order = ['waiting', 'fetching', 'extracting', 'verifying', 'committed'];
+          const ranks = layer.map((e) => (e.type === 'layer' ? order.indexOf(e.state) : -1));
+          expect(ranks).not.toContain(-1);
+          expect(ranks).toEqual([...ranks].sort((x, y) => x - y));
         }
       }
       const line = await daemon!.waitLog((l) => l.event === 'pull' && l.image === loopRef && l.result === 'ok');
@@ -273,6 +279,23 @@ describe('fastpulld', () => {
     const refused = startDaemon(['--socket', join(work.dir, 'not-a-socket'), '--root', join(work.dir, 'stale-root')]);
     expect((await refused.exited).code).toBe(2);
     expect(refused.stderr()).toContain('is not a socket');
+  });
+
+  it("takes the CLI's --inflater: a choice is what its pulls run with; anything else stops the start, naming the key", async () => {
+    const zSocket = join(work.dir, 'zlib.sock');
+    const z = await serve(['--socket', zSocket, '--root', join(work.dir, 'zlib-root'), '--inflater', 'zlib']);
+    const c = new FastpullClient(zSocket);
+    try {
+      expect(z.logs.find((l) => l.msg === 'fastpulld serving')).toMatchObject({ inflater: 'zlib', concurrency: 16, chunkSize: 16 * 1024 * 1024, keepBlobs: false, sync: true });
+      const pulled = await c.pull(loopRef);
+      expect(pulled.image.manifest.digest).toBe(image.manifestDigest);
+    } finally {
+      c.close();
+      await stop(z);
+    }
+    const refused = startDaemon(['--socket', join(work.dir, 'bogus.sock'), '--root', join(work.dir, 'zlib-root'), '--inflater', 'bogus']);
+    expect((await refused.exited).code).toBe(2);
+    expect(refused.stderr()).toContain('inflater: "bogus" is not one of auto, igzip, pigz, zlib, parallel, isal (INVALID_ARGUMENT)');
   });
 
   it('reloads hosts_dir from its config file on SIGHUP', async () => {

@@ -1,11 +1,11 @@
 // Garbage collection and dropped layer blobs, with images pulled from the CNCF distribution registry.
-import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireLease, collectGarbage, openStore, pull, type Digest, type ImageRecord, type Store } from '@fastpull/core';
-import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
-import { corruptBlobs, ls, tempDir } from './helpers.js';
+import { acquireLease, collectGarbage, openStore, pull, type Digest, type GcLeftover, type ImageRecord, type Store } from '@fastpull/core';
+import { buildImage, findDistributionBinary, Prng, pushImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
+import { cliPath, corruptBlobs, ls, runCliAsync, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 const isRoot = process.getuid?.() === 0;
@@ -19,6 +19,26 @@ const layerOf = (name: string): LayerEntry[] => [{ type: 'file', path: `${name}.
 const blobsOf = (root: string): string[] => ls(join(root, 'content', 'blobs', 'sha256')).map((hex) => `sha256:${hex}`).sort();
 const snapshotsOf = async (store: Store): Promise<Digest[]> => (await store.snapshots.list()).map((s) => s.chainID).sort();
 const metadataBlobs = (r: ImageRecord): Digest[] => [r.manifest.digest, r.config.digest];
+
+/** Every path under `root`, relative to it (files, directories and links). */
+const treeOf = (root: string): string[] => (readdirSync(root, { recursive: true }) as string[]).sort();
+
+async function until(what: string, cond: () => boolean, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+interface GcJson {
+  dryRun: boolean;
+  snapshots: { chainID: Digest; size: number }[];
+  blobs: { digest: Digest; size: number }[];
+  litter: number;
+  leftovers: GcLeftover[];
+  bytes: number;
+}
 
 describe.skipIf(!binary)('garbage collection', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
@@ -174,4 +194,101 @@ describe.skipIf(!binary)('garbage collection', () => {
     expect(await snapshotsOf(store)).toEqual([]);
     expect(blobsOf(root)).toEqual([]);
   });
+
+  it('a dry run names each leftover, snapshot and blob that the collection then removes, and removes nothing', async () => {
+    const root = join(work.dir, 'dry-run');
+    const cli = async (args: string[]): Promise<string> => {
+      const r = await runCliAsync([...args, '--root', root]);
+      expect(r.status, `fastpull ${args.join(' ')}: ${r.stderr}`).toBe(0);
+      return r.stdout;
+    };
+    // An image pulled with its layer blobs kept and then forgotten: its snapshots and blobs are
+    // unreferenced. Another image stays, with what it uses.
+    await cli(['pull', '-q', '--keep-blobs', ref('c')]);
+    await cli(['pull', '-q', ref('b')]);
+    const store = openStore(root);
+    const recordOf = async (name: string): Promise<ImageRecord> => (await store.images.list()).find((i) => i.name === ref(name))!;
+    const [b, c] = [await recordOf('b'), await recordOf('c')];
+    await cli(['rm', ref('c')]);
+
+    // A pull killed with SIGKILL mid-download (the loopback registry slows it so that the kill lands
+    // there): its lease, partial downloads and half-written snapshots stay behind.
+    const prng = new Prng(41);
+    const slow = await buildImage({
+      layers: ['x', 'y'].map((d) => Array.from({ length: 40 }, (_, i) => ({ type: 'file' as const, path: `${d}/f${i}`, content: prng.bytes(32 * 1024) }))),
+    });
+    const reg = await startLoopbackRegistry();
+    try {
+      reg.addImage('gc/slow', '1', slow);
+      reg.faults.bytesPerSecond = 256 * 1024;
+      const child = spawn(process.execPath, [cliPath, 'pull', '--root', root, `${reg.host}/gc/slow:1`], { stdio: 'ignore' });
+      const exited = new Promise((r) => child.once('exit', r));
+      // Owned: a directory killed before its owner file was made stays a minute (its writer may still be making it).
+      const owned = (dir: string): boolean => ls(join(root, dir)).some((name) => existsSync(join(root, dir, name, 'owner')));
+      await until('the killed pull to be downloading and unpacking', () => ['content/ingest', 'snapshots/active', 'leases'].every(owned));
+      child.kill('SIGKILL');
+      await exited;
+    } finally {
+      await reg.close();
+    }
+    // A collection killed between renaming a snapshot into trash/ and deleting it.
+    mkdirSync(join(root, 'snapshots', 'trash', 'killed-collection', 'fs', 'etc'), { recursive: true });
+    writeFileSync(join(root, 'snapshots', 'trash', 'killed-collection', 'fs', 'etc', 'hosts'), '127.0.0.1 localhost\n');
+    // Writes killed between making their temporary file and renaming it, two minutes ago: an image
+    // record's and a blob's.
+    const longAgo = new Date(Date.now() - 120_000);
+    for (const temp of [join(root, 'images', '.tmp-killedrecord'), join(root, 'content', 'blobs', 'sha256', '.tmp-killedblob')]) {
+      writeFileSync(temp, '{"half": ');
+      utimesSync(temp, longAgo, longAgo);
+    }
+
+    const before = treeOf(root);
+    const dry = JSON.parse(await cli(['gc', '--dry-run', '--json'])) as GcJson;
+    // The dry run removed nothing (it may add the collection lock's file).
+    const afterDry = new Set(treeOf(root));
+    expect(before.filter((p) => !afterDry.has(p))).toEqual([]);
+    expect(dry.dryRun).toBe(true);
+    expect(dry.litter).toBe(dry.leftovers.length);
+    // Each kind of litter made above is named.
+    expect(new Set(dry.leftovers.map((l) => l.kind))).toEqual(new Set(['lease', 'ingest', 'active', 'trash', 'temp']));
+    expect(dry.leftovers).toContainEqual({ kind: 'trash', path: 'snapshots/trash/killed-collection' });
+    expect(dry.leftovers).toContainEqual({ kind: 'temp', path: 'images/.tmp-killedrecord' });
+    expect(dry.leftovers).toContainEqual({ kind: 'temp', path: 'content/blobs/sha256/.tmp-killedblob' });
+    // The forgotten image's snapshots and blobs (and whatever the killed pull committed), none of the other's.
+    expect(dry.snapshots.map((x) => x.chainID)).toEqual(expect.arrayContaining(c.layers.map((l) => l.chainID)));
+    expect(dry.blobs.map((x) => x.digest)).toEqual(expect.arrayContaining([...metadataBlobs(c), ...c.layers.map((l) => l.digest)]));
+    for (const l of b.layers) expect(dry.snapshots.map((x) => x.chainID)).not.toContain(l.chainID);
+    for (const d of metadataBlobs(b)) expect(dry.blobs.map((x) => x.digest)).not.toContain(d);
+
+    // -v names the same leftovers, a line each.
+    const verbose = await cli(['gc', '--dry-run', '-v']);
+    for (const l of dry.leftovers) expect(verbose.split('\n').filter((line) => line.startsWith('would remove ') && line.endsWith(` ${l.path}`)), l.path).toHaveLength(1);
+    expect(verbose).toMatch(new RegExp(`^would remove ${dry.snapshots.length} snapshots and ${dry.blobs.length} blobs, ${dry.litter} leftovers of interrupted pulls: `, 'm'));
+
+    const real = JSON.parse(await cli(['gc', '--json'])) as GcJson;
+    const byPath = (a: GcLeftover, b: GcLeftover): number => a.path.localeCompare(b.path);
+    expect([...real.leftovers].sort(byPath)).toEqual([...dry.leftovers].sort(byPath));
+    expect(real.snapshots).toEqual(dry.snapshots);
+    expect(real.blobs).toEqual(dry.blobs);
+    expect(real.bytes).toBe(dry.bytes);
+
+    // What went from the disk is exactly what the dry run named: the topmost paths that disappeared,
+    // less the short links of removed snapshots (part of the snapshot).
+    const after = new Set(treeOf(root));
+    const gone = before.filter((p) => !after.has(p));
+    const goneTop = gone.filter((p) => !gone.includes(dirname(p)));
+    const named = [
+      ...dry.leftovers.map((l) => l.path),
+      ...dry.snapshots.map((x) => relative(root, dirname(store.snapshots.fsPath(x.chainID)))),
+      ...dry.blobs.map((b) => relative(root, store.content.blobPath(b.digest))),
+    ].sort();
+    const links = goneTop.filter((p) => p.startsWith('snapshots/l/'));
+    expect(goneTop.filter((p) => !links.includes(p)).sort()).toEqual(named);
+    expect(links.length).toBeLessThanOrEqual(dry.snapshots.length);
+    // The image that stays is whole, and nothing is left to collect.
+    expect(await snapshotsOf(store)).toEqual(b.layers.map((l) => l.chainID).sort());
+    expect(blobsOf(root)).toEqual(metadataBlobs(b).sort());
+    expect(JSON.parse(await cli(['gc', '--dry-run', '--json']))).toMatchObject({ snapshots: [], blobs: [], litter: 0, leftovers: [] });
+  });
 });
+

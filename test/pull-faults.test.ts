@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MediaTypes, openStore, pull, sha256Digest } from '@fastpull/core';
 import { FetchScheduler, RegistryClient } from '@fastpull/core/registry';
 import { buildImage, Prng, sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { corruptBlobs, ls, tempDir } from './helpers.js';
+import { corruptBlobs, failure, ls, runCliAsync, tempDir } from './helpers.js';
 import { resumeBound } from './store-verify.js';
 
 const work = tempDir('faults');
@@ -100,6 +100,32 @@ describe('ranged fetch', () => {
     await expect(pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 })).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
     expect(await openStore(root).images.list()).toEqual([]);
     expectCleanStore(root);
+  });
+
+  it('a Content-Range mismatch is retried, and the error that ends the pull carries no retry marker', async () => {
+    reg.faults.wrongContentRange = true;
+    const root = freshRoot();
+    const e = await failure(pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 }));
+    expect(e.code).toBe('REGISTRY_ERROR');
+    expect(e.message).toContain('Content-Range');
+    // Retried: the first range was asked for more than once (the error was known to be worth another try).
+    const first = reg.stats.requests.filter((r) => r.path.endsWith(big.layers[0]!.digest) && r.range === `bytes=0-${64 * 1024 - 1}`);
+    expect(first.length).toBeGreaterThan(1);
+    // That knowledge stays private: nothing public of the error names it.
+    const retryWord = /retr/i;
+    expect(Object.keys(e.details).filter((k) => retryWord.test(k))).toEqual([]);
+    expect(JSON.stringify(e.details)).not.toMatch(retryWord);
+    expect(Object.keys(e.toJSON()).sort()).toEqual(['code', 'details', 'message']);
+    expect(JSON.stringify(e.toJSON())).not.toMatch(retryWord);
+    expect(Object.keys(e).filter((k) => retryWord.test(k))).toEqual([]);
+    expect(Object.getOwnPropertySymbols(e)).toEqual([]);
+    // The CLI's error event is the same object.
+    const cli = await runCliAsync(['pull', '--root', freshRoot(), '--json', '--chunk-size', '64KiB', `${reg.host}/big/app:1`]);
+    expect(cli.status).toBe(1);
+    const event = JSON.parse(cli.stdout.trimEnd().split('\n').at(-1)!) as Record<string, unknown>;
+    expect(event).toMatchObject({ type: 'error', code: 'REGISTRY_ERROR' });
+    expect(Object.keys(event).sort()).toEqual(['code', 'details', 'message', 'ref', 'type']);
+    expect(JSON.stringify(event)).not.toMatch(retryWord);
   });
 
   it('resumes a chunk whose connection dropped, asking only for the rest', async () => {

@@ -1,15 +1,20 @@
 // One fastpull service, local or remote: LocalService over a store and fastpulld's client over the same
-// store answer every question alike (records, documents, mounts, snapshots, content, errors); digest
-// references find images pulled by tag; shared pulls in the daemon are shared only between callers with
-// the same credentials; the CLI's front-end behaviour that rests on the service (inspect, mount and
-// unmount through --address, an unreachable daemon, rm of several names with --gc); and the CLI and the
-// daemon agree on every default.
+// store answer every question alike (records, documents, mounts, writable-mount records, snapshots,
+// content, errors); digest references find images pulled by tag; shared pulls in the daemon are shared
+// only between callers with the same credentials; the CLI's front-end behaviour that rests on the
+// service (inspect through --address, an unreachable daemon, rm of several names with --gc; mount and
+// unmount through --address are in cli-mount.test.ts); and the CLI and the daemon agree on every default.
 import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PassThrough } from 'node:stream';
 import {
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_INFLATER,
   defaultHostsDir,
   defaultRoot,
+  defaultUnpackConcurrency,
   LocalService,
   openStore,
   parseChunkSize,
@@ -18,7 +23,8 @@ import {
   type FastpullService,
 } from '@fastpull/core';
 import { buildImage, buildIndex, findDistributionBinary, pushImage, pushIndex, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { FastpullClient, resolveConfig } from '@fastpull/daemon';
+import { openService, pullSettings, type PullFlags } from '@fastpull/cli';
+import { Daemon, FastpullClient, resolveConfig, type RawConfig } from '@fastpull/daemon';
 import { failure, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -132,6 +138,39 @@ describe.skipIf(!binary)('one service, local or remote, over one store', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
   });
 
+  it('writable mounts: recorded through either, listed alike, refused alike, removed through either', async () => {
+    const pulled = await remote.pull(ref);
+    const target = join(work.dir, 'mnt-a');
+    const made = await remote.createWritableMount({ image: ref }, target);
+    const { record } = made;
+    expect(record).toMatchObject({ image: ref, manifest: image.manifestDigest, snapshots: pulled.image.layers.map((l) => l.chainID), target });
+    expect(record.upper).toBe(join(root, 'mounts', record.id, 'upper'));
+    expect(record.work).toBe(join(root, 'mounts', record.id, 'work'));
+    expect(existsSync(record.upper) && existsSync(record.work)).toBe(true);
+    // The overlay to mount: the read-only stack as lowerdir, the record's dirs as upper and work.
+    const [ro] = await local.mounts({ image: ref });
+    expect(made.mount).toEqual({ type: 'overlay', source: 'overlay', options: [...ro!.options, `upperdir=${record.upper}`, `workdir=${record.work}`] });
+    expect(await local.listWritableMounts()).toEqual([record]);
+    expect(await remote.listWritableMounts()).toEqual([record]);
+    for (const s of [local, remote] as FastpullService[]) {
+      const taken = await failure(s.createWritableMount({ image: ref }, target));
+      expect([taken.code, taken.message]).toEqual(['INVALID_ARGUMENT', `${target} already holds a fastpull mount; unmount it first`]);
+      expect((await failure(s.createWritableMount({ image: ref }, 'relative/dir'))).code).toBe('INVALID_ARGUMENT');
+      expect((await failure(s.createWritableMount({ image: `${repo}:absent` }, join(work.dir, 'mnt-b')))).code).toBe('NOT_FOUND');
+      expect((await failure(s.removeWritableMount('0123456789abcdef'))).code).toBe('NOT_FOUND');
+      expect((await failure(s.removeWritableMount('../images'))).code).toBe('NOT_FOUND');
+    }
+    // While recorded, the mount keeps the image's snapshots from a collection, whoever removed the image.
+    await local.removeImage(ref);
+    const gc = await remote.collectGarbage();
+    expect(gc.snapshots).toEqual([]);
+    expect(await local.removeWritableMount(record.id)).toEqual(record);
+    expect(existsSync(join(root, 'mounts', record.id))).toBe(false);
+    expect(await remote.listWritableMounts()).toEqual([]);
+    expect((await failure(remote.removeWritableMount(record.id))).code).toBe('NOT_FOUND');
+    await remote.pull(ref);
+  });
+
   it('rm of several names removes every one it finds and runs --gc, then fails for the missing one', async () => {
     const r = await runCliAsync(['rm', '--root', root, '--gc', '--json', ref, `${repo}:absent`]);
     expect(r.status).toBe(1);
@@ -207,6 +246,51 @@ describe('the CLI and fastpulld agree on every default', () => {
     expect(resolveConfig({}, {}, {}, '/').hostsDir).toBe(defaultHostsDir({}));
     // An empty hosts_dir turns the default off.
     expect(resolveConfig({ hosts_dir: '' }, {}, env, '/').hostsDir).toBeUndefined();
+  });
+
+  it('concurrency, chunk size, unpack concurrency, inflater, keep-blobs and sync: what the pulls of each run with', async () => {
+    const cases: Array<{ env: NodeJS.ProcessEnv; cli: Partial<PullFlags>; daemon: RawConfig }> = [
+      // Nothing given: each side's own defaults.
+      { env: {}, cli: {}, daemon: {} },
+      // The environment both read.
+      { env: { FASTPULL_INFLATER: 'zlib' }, cli: {}, daemon: {} },
+      // The same values as flags of the CLI and keys of fastpulld's file.
+      { env: {}, cli: { concurrency: '3', chunkSize: '1MiB', unpackConcurrency: '2', inflater: 'parallel' }, daemon: { concurrency: 3, chunk_size: '1MiB', unpack_concurrency: '2', inflater: 'parallel' } },
+    ];
+    for (const c of cases) {
+      const work = tempDir('defaults');
+      const env = { FASTPULL_ROOT: join(work.dir, 'root'), FASTPULL_HOSTS_DIR: join(work.dir, 'certs.d'), ...c.env };
+      const io = { stdout: new PassThrough(), stderr: new PassThrough(), env };
+      // The CLI's pull: its flags checked, then the service it opens.
+      const { tuning, options } = pullSettings(io, { root: defaultRoot(env), ...c.cli });
+      const cli = await openService(io, { root: defaultRoot(env) }, undefined, tuning);
+      const daemon = await Daemon.start({ config: resolveConfig({ ...c.daemon, socket: join(work.dir, 'fastpulld.sock'), log_level: 'silent' }, {}, env, work.dir), env });
+      try {
+        expect(cli).toBeInstanceOf(LocalService);
+        const local = (cli as LocalService).settings;
+        expect(daemon.service.settings).toEqual({ ...local, keepBlobs: local.keepBlobs || options.keepBlobs === true });
+        if (Object.keys(c.cli).length === 0) {
+          expect(local).toEqual({
+            root: join(work.dir, 'root'),
+            hostsDir: join(work.dir, 'certs.d'),
+            concurrency: DEFAULT_CONCURRENCY,
+            chunkSize: DEFAULT_CHUNK_SIZE,
+            unpackConcurrency: defaultUnpackConcurrency(),
+            inflater: c.env.FASTPULL_INFLATER ?? DEFAULT_INFLATER,
+            keepBlobs: false,
+            sync: true,
+          });
+        } else {
+          expect(local).toMatchObject({ concurrency: 3, chunkSize: 1024 * 1024, unpackConcurrency: 2, inflater: 'parallel' });
+        }
+      } finally {
+        await daemon.shutdown('done', 5000);
+        await cli.close();
+        work.cleanup();
+      }
+    }
+    // The numbers the docs give.
+    expect({ DEFAULT_CONCURRENCY, DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER }).toEqual({ DEFAULT_CONCURRENCY: 16, DEFAULT_CHUNK_SIZE: 16 * 1024 * 1024, DEFAULT_INFLATER: 'auto' });
   });
 
   it('sizes and durations read the same in a flag and in the config file', () => {

@@ -9,7 +9,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, HELD_FOR_CONTAINERD_GRACE_MS, openStore, type Digest } from '@fastpull/core';
-import { buildImage, diffTrees, findDistributionBinary, pushImage, readTree, sampleImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { buildImage, diffTrees, findDistributionBinary, pushImage, readTree, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { mountAll, snapshotsClient, statusOf, unmount, type SnapshotsClient } from './snapshotter-client.js';
@@ -225,5 +225,32 @@ describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fas
     for (const name of [...again].reverse()) await client.remove(name);
     expect(released(await api.collectGarbage())).toEqual([]);
     expect((await api.listImages()).some((i) => i.name === byDigest)).toBe(true);
+  });
+
+  it("makes the image a user's when the user's pull joined the one the fast path started", async () => {
+    const loop = await startLoopbackRegistry();
+    let release: () => void = () => undefined;
+    try {
+      const img = await sampleImage(13, { layers: 2 });
+      loop.addImage('held/joined', 'v1', img);
+      const jref = `${loop.host}/held/joined:v1`;
+      const byDigest = `${loop.host}/held/joined@${img.manifestDigest}`;
+      // The layer blobs wait, so the fast path's pull is still running when the user's pull comes.
+      loop.faults.hold = { path: new RegExp(`/blobs/(${img.layers.map((l) => l.digest).join('|')})$`), until: new Promise<void>((r) => (release = r)) };
+      const prepared = statusOf(client.prepare('join/50/extract-0', '', labelsFor(img, jref, 0)));
+      await daemon.waitLog((l) => l.msg === 'pull started' && l.image === byDigest);
+      const mine = api.pull(byDigest);
+      await daemon.waitLog((l) => l.msg === 'joined a running pull' && l.image === byDigest);
+      release();
+      const [pulled, status] = await Promise.all([mine, prepared]);
+      expect(status).toBe('ALREADY_EXISTS');
+      // One pull served both, and the record it left is the user's: never let go by gc.
+      expect(daemon.logs.filter((l) => l.msg === 'pull started' && l.image === byDigest)).toHaveLength(1);
+      expect(pulled.image.heldFor).toBeUndefined();
+      expect((await api.listImages()).find((i) => i.name === byDigest)?.heldFor).toBeUndefined();
+    } finally {
+      release();
+      await loop.close();
+    }
   });
 });

@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveGunzip, VERSION } from '@fastpull/core';
+import { INFLATER_CHOICES, resolveGunzip, VERSION } from '@fastpull/core';
 import { main } from './main.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fastpull-cli-'));
@@ -38,6 +38,20 @@ describe('fastpull main', () => {
       expect(r.out, c).toMatch(new RegExp(`^Usage: fastpull ${c}\\b`, 'm'));
       expect(r.out, c).toMatch(new RegExp(`\\nExamples?:\\n  \\$ .*fastpull ${c}\\b`));
     }
+  });
+
+  it('pull --help and docs/cli.md list every gzip decoder the library accepts', async () => {
+    const r = await run(['pull', '--help']);
+    expect(r.status).toBe(0);
+    const placeholder = /--inflater <([^>]+)>/.exec(r.out);
+    expect(placeholder, r.out).not.toBeNull();
+    expect(placeholder![1]!.split('|').sort()).toEqual([...INFLATER_CHOICES].sort());
+    const docs = readFileSync(join(import.meta.dirname, '..', '..', '..', 'docs', 'cli.md'), 'utf8');
+    const row = /^\| `--inflater ([^`]+)` \|/m.exec(docs);
+    expect(row).not.toBeNull();
+    expect(row![1]!.split('\\|').sort()).toEqual([...INFLATER_CHOICES].sort());
+    const env = /^\| `FASTPULL_INFLATER` \|.*$/m.exec(docs);
+    for (const choice of INFLATER_CHOICES) expect(env?.[0], choice).toContain(`\`${choice}\``);
   });
 
   it('exits 2 on usage errors, with one line saying what to fix', async () => {

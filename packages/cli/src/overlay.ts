@@ -1,14 +1,13 @@
-// Writable overlay mounts of pulled images (`fastpull mount` / `unmount`): each gets a fresh upper and
-// work dir under <root>/mounts/<id>/, recorded by core's mount records so unmount and gc know what is
-// mounted where and which snapshots it uses. The image comes from the service (local or fastpulld);
-// the mount itself is made here, by this process, on this host.
+// Writable overlay mounts of pulled images (`fastpull mount` / `unmount`). The service (the store in
+// this process, or fastpulld) records each mount with its upper and work dirs and gives the overlay as
+// data; the mount(2) itself is made here, because only this process is sure to be in the mount
+// namespace where TARGET is: fastpulld runs in its own (systemd's PrivateTmp and ProtectSystem give it
+// one, as does a pod), and a mount made there would never show at the user's TARGET.
 import { execFile } from 'node:child_process';
 import { accessSync, constants, promises as fsp } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import { FastpullError, formatPlatform, type FastpullService } from '@fastpull/core';
-import { createMountRecord, listMountRecords, mountInfo, readMountRecord, removeMountRecord, type MountRecord } from '@fastpull/core/snapshots';
-
-export type { MountRecord } from '@fastpull/core/snapshots';
+import { FastpullError, type FastpullService, type MountRecord } from '@fastpull/core';
+import { mountInfo } from '@fastpull/core/snapshots';
 
 /** Fixed absolute paths: PATH is never searched for the programs that mount as root. */
 const MOUNT_PATHS = ['/usr/bin/mount', '/bin/mount'];
@@ -65,55 +64,50 @@ export async function isMountPoint(path: string): Promise<boolean> {
  */
 export async function mountImage(service: FastpullService, ref: string, target: string, platform?: string): Promise<MountRecord> {
   requireRoot('mounting');
-  const { image, root } = await service.inspectImage(ref, platform ? { platform } : {});
   const dir = await targetDir(target);
-  if ((await listMountRecords(root)).some((m) => m.target === dir)) {
-    throw new FastpullError('INVALID_ARGUMENT', `${dir} already holds a fastpull mount; unmount it first`);
-  }
-  const [ro] = await service.mounts({ image: image.name, platform: formatPlatform(image.platform) });
-  const lower = ro!.type === 'overlay' ? ro!.options.filter((o) => o !== 'ro') : [`lowerdir=${ro!.source}`];
-  const record = await createMountRecord(root, { image: image.name, manifest: image.manifest.digest, snapshots: image.layers.map((l) => l.chainID), target: dir });
+  const { record, mount } = await service.createWritableMount({ image: ref, ...(platform ? { platform } : {}) }, dir);
   try {
-    await run(program(MOUNT_PATHS), ['-t', 'overlay', 'overlay', '-o', [...lower, `upperdir=${record.upper}`, `workdir=${record.work}`].join(','), dir]);
+    await run(program(MOUNT_PATHS), ['-t', mount.type, mount.source, '-o', mount.options.join(','), dir]);
   } catch (e) {
-    await removeMountRecord(root, record.id);
+    await service.removeWritableMount(record.id).catch(() => undefined);
     throw e;
   }
   return record;
 }
 
 /**
- * Unmounts a mount made by mountImage and removes its upper and work dirs (the changes made in it).
- * The record is found through the mount's upperdir (whatever store it belongs to), else among the
- * records of the store at `root` (a mount that is gone can still have a record to clean up).
+ * Unmounts a mount made by mountImage and has the service remove its record with its upper and work
+ * dirs (the changes made in it). The record is the service's: a mount made in another store says
+ * which one to name.
  */
-export async function unmountImage(root: string | undefined, target: string): Promise<MountRecord> {
+export async function unmountImage(service: FastpullService, target: string): Promise<MountRecord> {
   let dir = resolve(target);
   try {
     dir = await fsp.realpath(dir);
   } catch {
     // A target that is gone can still have a record to clean up.
   }
-  const found = (await recordOfMount(dir)) ?? (root !== undefined ? await recordInStore(root, dir) : undefined);
-  if (!found) throw new FastpullError('NOT_FOUND', `no fastpull mount at ${dir}${root !== undefined ? ` in the store at ${root}` : ''}`);
+  const record = (await service.listWritableMounts()).find((m) => m.target === dir);
+  if (!record) {
+    const other = await storeOfMount(dir);
+    const hint = other !== undefined ? `; the overlay there keeps its changes in the store at ${other}: name that store` : '';
+    // A daemon's location is its address, `unix:<socket>`; a local service's, its store root.
+    const where = service.location.startsWith('unix:') ? `fastpulld at ${service.location}` : `the store at ${service.location}`;
+    throw new FastpullError('NOT_FOUND', `no fastpull mount at ${dir} in ${where}${hint}`);
+  }
   requireRoot('unmounting');
   if (await isMountPoint(dir)) await run(program(UMOUNT_PATHS), [dir]);
-  await removeMountRecord(found.root, found.record.id);
-  return found.record;
+  await service.removeWritableMount(record.id);
+  return record;
 }
 
-/** The record of the overlay mounted at `dir`, from its upperdir `<root>/mounts/<id>/upper`. */
-async function recordOfMount(dir: string): Promise<{ root: string; record: MountRecord } | undefined> {
+/**
+ * The store root an overlay at `dir` looks made by another store's `fastpull mount` (its upperdir
+ * is `<root>/mounts/<id>/upper`), for the error message only: nothing is read or removed there.
+ */
+async function storeOfMount(dir: string): Promise<string | undefined> {
   const m = (await mountInfo()).filter((x) => x.mountPoint === dir && x.fsType === 'overlay').pop();
   const upper = m?.superOptions.split(',').find((o) => o.startsWith('upperdir='))?.slice('upperdir='.length);
-  if (!upper || basename(upper) !== 'upper') return undefined;
-  const home = dirname(upper);
-  const record = await readMountRecord(home);
-  if (!record || record.target !== dir || basename(dirname(home)) !== 'mounts') return undefined;
-  return { root: dirname(dirname(home)), record };
-}
-
-async function recordInStore(root: string, dir: string): Promise<{ root: string; record: MountRecord } | undefined> {
-  const record = (await listMountRecords(root)).find((m) => m.target === dir);
-  return record ? { root, record } : undefined;
+  if (!upper || basename(upper) !== 'upper' || basename(dirname(dirname(upper))) !== 'mounts') return undefined;
+  return dirname(dirname(dirname(upper)));
 }

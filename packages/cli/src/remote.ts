@@ -3,7 +3,6 @@
 import { statSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { defaultSocket } from '@fastpull/daemon/paths';
-import type { FastpullClient } from '@fastpull/daemon/client';
 import type { CliIO } from './io.js';
 
 export function addressOption(): Option {
@@ -24,16 +23,5 @@ export function daemonAddress(io: CliIO, flags: { address?: string }, command?: 
     return statSync(socket).isSocket() ? socket : undefined;
   } catch {
     return undefined;
-  }
-}
-
-/** Runs `fn` with a client of the daemon at `address` (loaded only when used), then closes it. */
-export async function withDaemon<T>(address: string, fn: (client: FastpullClient) => Promise<T>): Promise<T> {
-  const { FastpullClient } = await import('@fastpull/daemon/client');
-  const client = new FastpullClient(address);
-  try {
-    return await fn(client);
-  } finally {
-    client.close();
   }
 }

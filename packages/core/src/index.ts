@@ -26,8 +26,15 @@ export { LocalService, type LocalPullOptions, type LocalServiceOptions } from '.
 export type { FastpullService, ServicePullOptions, Placement, PulledImage, MountTarget, BlobEntry, ImageOptions } from './service/service.js';
 export {
   CONTAINERD_HOSTS_DIR,
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_INFLATER,
+  DEFAULT_KEEP_BLOBS,
+  DEFAULT_SYNC,
   MIN_CHUNK_SIZE,
   defaultHostsDir,
+  defaultUnpackConcurrency,
+  type ServiceSettings,
   parseSize,
   parseChunkSize,
   parseDuration,
@@ -41,12 +48,15 @@ export { openStore, defaultRoot, type Store, type StoreOptions } from './store.j
 export { mountsFor, resolveImage } from './images/mounts.js';
 export { findImages, unpackedSize } from './images/resolve.js';
 export { inspectImage, type ImageDetails } from './images/inspect.js';
+export { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from './images/writable.js';
+export type { MountRecord } from './snapshots/mountrecords.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
 export type { Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
 export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc/gc.js';
-export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './gc/lease.js';
+export type { GcLeftover } from './gc/leftovers.js';
+export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './store/lease.js';
 
 // Errors.
 export { FastpullError, isFastpullError, asFastpullError, ErrorCodes, type ErrorCode } from './errors.js';

@@ -1,9 +1,9 @@
 // The store root: where content, snapshots and image records live, and its default location.
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { FileContentStore } from './content/store.js';
-import { FileImageStore } from './images/store.js';
-import { FileSnapshotter } from './snapshots/store.js';
+import { FileContentStore, type ContentStore } from './content/store.js';
+import { FileImageStore, type ImageStore } from './images/store.js';
+import { FileSnapshotter, type Snapshotter } from './snapshots/store.js';
 
 /**
  * The store root to use when none is given: `$FASTPULL_ROOT` when set, else `/var/lib/fastpull` for
@@ -27,11 +27,11 @@ export interface Store {
   /** Absolute path of the store root. */
   readonly root: string;
   /** Blobs and downloads in progress, under `<root>/content` (see `@fastpull/core/content`). */
-  readonly content: FileContentStore;
+  readonly content: ContentStore;
   /** Unpacked layers, under `<root>/snapshots` (see `@fastpull/core/snapshots`). */
-  readonly snapshots: FileSnapshotter;
+  readonly snapshots: Snapshotter;
   /** Image records, under `<root>/images`. */
-  readonly images: FileImageStore;
+  readonly images: ImageStore;
 }
 
 /** Options of {@link openStore}. */

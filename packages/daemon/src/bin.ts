@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
-import { isFastpullError, tuneAllocator, VERSION } from '@fastpull/core';
+import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, VERSION } from '@fastpull/core';
 import { DEFAULT_CONFIG_PATH, readConfigFile, resolveConfig, type RawConfig } from './config.js';
 import { Daemon } from './server.js';
 
@@ -20,9 +20,10 @@ Options:
   --group NAME|GID           group owning the socket (mode 0660)
   --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP; default
                              $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
-  --concurrency N            range requests in flight across all pulls (default 16)
-  --chunk-size SIZE          bytes per range request (default 16MiB)
+  --concurrency N            range requests in flight across all pulls (default ${DEFAULT_CONCURRENCY})
+  --chunk-size SIZE          bytes per range request (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB)
   --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per core)
+  --inflater NAME            gzip decoder: ${INFLATER_CHOICES.join(', ')} (default $FASTPULL_INFLATER, else ${DEFAULT_INFLATER})
   --keep-blobs               keep compressed layer blobs after unpacking
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
   --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464)
@@ -52,6 +53,7 @@ function parse() {
       concurrency: { type: 'string' },
       'chunk-size': { type: 'string' },
       'unpack-concurrency': { type: 'string' },
+      inflater: { type: 'string' },
       'keep-blobs': { type: 'boolean' },
       'no-sync': { type: 'boolean' },
       'metrics-address': { type: 'string' },
@@ -89,6 +91,7 @@ const flags: RawConfig = {
   concurrency: v.concurrency,
   chunk_size: v['chunk-size'],
   unpack_concurrency: v['unpack-concurrency'],
+  inflater: v.inflater,
   keep_blobs: v['keep-blobs'],
   sync: v['no-sync'] === true ? false : undefined,
   metrics_address: v['metrics-address'],

@@ -7,23 +7,43 @@ import {
   FastpullError,
   type BlobEntry,
   type Credentials,
-  type Digest,
   type FastpullService,
   type GcResult,
   type ImageDetails,
   type ImageOptions,
   type ImageRecord,
   type Mount,
+  type MountRecord,
   type MountTarget,
   type PullEvent,
   type PullResult,
   type ServicePullOptions,
   type TraceDocument,
+  type WritableMount,
 } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
-import { eventFromWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
+import { blobFromWire, eventFromWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
 import { fromServiceError } from './errors.js';
-import { packageDefinition, type WireBlobInfo, type WireGcResponse, type WireGetImageResponse, type WireImage, type WireMount, type WirePullRequest, type WirePullResponse, type WireSnapshotInfo } from './proto.js';
+import {
+  packageDefinition,
+  type ContentClient,
+  type ImagesClient,
+  type SnapshotsClient,
+  type WireDeleteContentResponse,
+  type WireGcResponse,
+  type WireGetImageResponse,
+  type WireInfoResponse,
+  type WireListContentResponse,
+  type WireListImagesResponse,
+  type WireListSnapshotsResponse,
+  type WireMountsResponse,
+  type WirePullRequest,
+  type WirePullResponse,
+  type WireRemoveImageResponse,
+  type WireUsageResponse,
+} from './proto.js';
+import type { WireCreateWritableMountResponse, WireListWritableMountsResponse, WireRemoveWritableMountResponse } from './writable.js';
+import { mountRecordFromWire, writableMountFromWire } from './writable.js';
 
 /** Options of a pull through the daemon. */
 export interface RemotePullOptions {
@@ -54,9 +74,18 @@ export interface RemoteImage {
 
 export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN';
 
-type Callback<T> = (e: grpc.ServiceError | null, r?: T) => void;
-type UnaryMethod = (req: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, cb: Callback<unknown>) => grpc.ClientUnaryCall;
-type GenericClient = grpc.Client & Record<string, UnaryMethod & ((req: unknown, options?: grpc.CallOptions) => grpc.ClientReadableStream<unknown>)>;
+/** grpc.health.v1.Health as this client calls it (health.proto's types are not generated). */
+interface HealthClient extends grpc.Client {
+  Check(argument: { service: string }, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<{ status: HealthStatus }>): grpc.ClientUnaryCall;
+}
+
+/** The client of each service, by its full name: the generated client types of fastpull.v1. */
+interface ServiceClients {
+  'fastpull.v1.Images': ImagesClient;
+  'fastpull.v1.Snapshots': SnapshotsClient;
+  'fastpull.v1.Content': ContentClient;
+  'grpc.health.v1.Health': HealthClient;
+}
 
 /** Largest message the client takes: room for the trace of a long pull. */
 const MAX_RECEIVE_BYTES = 256 * 1024 * 1024;
@@ -71,7 +100,7 @@ export class FastpullClient implements FastpullService {
   readonly address: string;
   /** The same as `address`: where the service works, for messages. */
   readonly location: string;
-  private readonly clients = new Map<string, GenericClient>();
+  private readonly clients = new Map<keyof ServiceClients, grpc.Client>();
   private readonly channel: grpc.ChannelCredentials = grpc.credentials.createInsecure();
   private readonly channelOptions: grpc.ChannelOptions;
 
@@ -87,23 +116,25 @@ export class FastpullClient implements FastpullService {
     this.channelOptions = { 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES, ...(options.ownConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {}) };
   }
 
-  private client(service: string): GenericClient {
+  private client<K extends keyof ServiceClients>(service: K): ServiceClients[K] {
     let c = this.clients.get(service);
     if (!c) {
       const Ctor = grpc.makeClientConstructor(packageDefinition()[service] as grpc.ServiceDefinition, service);
       // All services share one channel: the first client's.
       const first = this.clients.values().next().value;
-      c = (first ? new Ctor(this.address, this.channel, { channelOverride: first.getChannel() }) : new Ctor(this.address, this.channel, this.channelOptions)) as unknown as GenericClient;
+      c = first ? new Ctor(this.address, this.channel, { channelOverride: first.getChannel() }) : new Ctor(this.address, this.channel, this.channelOptions);
       this.clients.set(service, c);
     }
-    return c;
+    // The constructor is made from the .proto the client types were generated from (a test keeps them in step).
+    return c as ServiceClients[K];
   }
 
-  private unary<T>(service: string, method: string, req: unknown, signal?: AbortSignal): Promise<T> {
+  /** One unary call: `call` starts it with the metadata, options and callback given; failures as FastpullError. */
+  private unary<Res>(method: string, call: (metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Res>) => grpc.ClientUnaryCall, signal?: AbortSignal): Promise<Res> {
     const what = `${method} at ${this.address}`;
-    return new Promise<T>((resolve, reject) => {
-      const call = this.client(service)[method]!(req, new grpc.Metadata(), {}, (e, r) => (e ? reject(fromServiceError(e, what, this.address)) : resolve(r as T)));
-      signal?.addEventListener('abort', () => call.cancel(), { once: true });
+    return new Promise<Res>((resolve, reject) => {
+      const c = call(new grpc.Metadata(), {}, (e, r) => (e ? reject(fromServiceError(e, what, this.address)) : resolve(r as Res)));
+      signal?.addEventListener('abort', () => c.cancel(), { once: true });
     });
   }
 
@@ -121,7 +152,7 @@ export class FastpullClient implements FastpullService {
       credentials: options.credentials ? { username: options.credentials.username ?? '', password: options.credentials.password ?? '' } : null,
       trace: options.onTrace !== undefined,
     };
-    const call = this.client('fastpull.v1.Images').Pull!(req) as grpc.ClientReadableStream<WirePullResponse>;
+    const call = this.client('fastpull.v1.Images').Pull(req);
     const abort = (): void => call.cancel();
     options.signal?.addEventListener('abort', abort, { once: true });
     let result: RemotePullResult | undefined;
@@ -161,18 +192,18 @@ export class FastpullClient implements FastpullService {
    * snapshots as they are now, absent when one of them is missing.
    */
   async listImages(signal?: AbortSignal): Promise<ImageRecord[]> {
-    const r = await this.unary<{ images: WireImage[] }>('fastpull.v1.Images', 'List', {}, signal);
+    const r = await this.unary<WireListImagesResponse>('List', (m, o, cb) => this.client('fastpull.v1.Images').List({}, m, o, cb), signal);
     return r.images.map(imageFromWire);
   }
 
   async getImage(name: string, signal?: AbortSignal): Promise<RemoteImage> {
-    const r = await this.unary<WireGetImageResponse>('fastpull.v1.Images', 'Get', { name }, signal);
+    const r = await this.unary<WireGetImageResponse>('Get', (m, o, cb) => this.client('fastpull.v1.Images').Get({ name }, m, o, cb), signal);
     return { image: imageFromWire(r.image), root: r.root, snapshots: r.snapshots };
   }
 
   /** An image with its manifest, config and index, as the daemon's store holds them. */
   async inspectImage(reference: string, options: ImageOptions = {}): Promise<ImageDetails> {
-    const r = await this.unary<WireGetImageResponse>('fastpull.v1.Images', 'Get', { name: reference, platform: options.platform ?? '' }, options.signal);
+    const r = await this.unary<WireGetImageResponse>('Get', (m, o, cb) => this.client('fastpull.v1.Images').Get({ name: reference, platform: options.platform ?? '' }, m, o, cb), options.signal);
     const image = imageFromWire(r.image);
     const parse = (text: string, what: string): unknown => {
       try {
@@ -197,47 +228,62 @@ export class FastpullClient implements FastpullService {
    * afterwards. Returns its canonical name.
    */
   async removeImage(name: string, options: ImageOptions & { gc?: boolean } = {}): Promise<{ name: string; gc?: GcResult }> {
-    const r = await this.unary<{ name: string; gc: WireGcResponse | null }>('fastpull.v1.Images', 'Remove', { name, gc: options.gc === true, platform: options.platform ?? '' }, options.signal);
+    const r = await this.unary<WireRemoveImageResponse>('Remove', (m, o, cb) => this.client('fastpull.v1.Images').Remove({ name, gc: options.gc === true, platform: options.platform ?? '' }, m, o, cb), options.signal);
     return { name: r.name, ...(r.gc ? { gc: gcFromWire(r.gc) } : {}) };
   }
 
   /** The mounts of an image (by reference) or of a snapshot stack (by its top chainID). */
   async mounts(target: MountTarget | { chainID: string }, signal?: AbortSignal): Promise<Mount[]> {
     const req = 'image' in target ? { image: target.image, ...('platform' in target && target.platform ? { platform: target.platform } : {}) } : { chainId: target.chainID };
-    const r = await this.unary<{ mounts: WireMount[] }>('fastpull.v1.Snapshots', 'Mounts', req, signal);
+    const r = await this.unary<WireMountsResponse>('Mounts', (m, o, cb) => this.client('fastpull.v1.Snapshots').Mounts(req, m, o, cb), signal);
     return r.mounts.map(mountFromWire);
   }
 
   async listSnapshots(signal?: AbortSignal): Promise<SnapshotInfo[]> {
-    const r = await this.unary<{ snapshots: WireSnapshotInfo[] }>('fastpull.v1.Snapshots', 'List', {}, signal);
+    const r = await this.unary<WireListSnapshotsResponse>('List', (m, o, cb) => this.client('fastpull.v1.Snapshots').List({}, m, o, cb), signal);
     return r.snapshots.map(snapshotFromWire);
   }
 
   async snapshotUsage(chainID: string, signal?: AbortSignal): Promise<{ size: number; inodes: number }> {
-    return this.unary('fastpull.v1.Snapshots', 'Usage', { chainId: chainID }, signal);
+    return this.unary<WireUsageResponse>('Usage', (m, o, cb) => this.client('fastpull.v1.Snapshots').Usage({ chainId: chainID }, m, o, cb), signal);
   }
 
   async contentInfo(digest: string, signal?: AbortSignal): Promise<BlobEntry> {
-    const r = await this.unary<{ info: WireBlobInfo }>('fastpull.v1.Content', 'Info', { digest }, signal);
-    return { digest: r.info.digest as Digest, size: r.info.size };
+    const r = await this.unary<WireInfoResponse>('Info', (m, o, cb) => this.client('fastpull.v1.Content').Info({ digest }, m, o, cb), signal);
+    return blobFromWire(r.info);
   }
 
   async listContent(signal?: AbortSignal): Promise<BlobEntry[]> {
-    const r = await this.unary<{ blobs: WireBlobInfo[] }>('fastpull.v1.Content', 'List', {}, signal);
-    return r.blobs.map((b) => ({ digest: b.digest as Digest, size: b.size }));
+    const r = await this.unary<WireListContentResponse>('List', (m, o, cb) => this.client('fastpull.v1.Content').List({}, m, o, cb), signal);
+    return r.blobs.map(blobFromWire);
   }
 
   async deleteContent(digest: string, signal?: AbortSignal): Promise<void> {
-    await this.unary('fastpull.v1.Content', 'Delete', { digest }, signal);
+    await this.unary<WireDeleteContentResponse>('Delete', (m, o, cb) => this.client('fastpull.v1.Content').Delete({ digest }, m, o, cb), signal);
+  }
+
+  async createWritableMount(image: { readonly image: string; readonly platform?: string }, target: string, signal?: AbortSignal): Promise<WritableMount> {
+    const req = { image: image.image, platform: image.platform ?? '', target };
+    return writableMountFromWire(await this.unary<WireCreateWritableMountResponse>('CreateWritableMount', (m, o, cb) => this.client('fastpull.v1.Snapshots').CreateWritableMount(req, m, o, cb), signal));
+  }
+
+  async listWritableMounts(signal?: AbortSignal): Promise<MountRecord[]> {
+    const r = await this.unary<WireListWritableMountsResponse>('ListWritableMounts', (m, o, cb) => this.client('fastpull.v1.Snapshots').ListWritableMounts({}, m, o, cb), signal);
+    return r.mounts.map(mountRecordFromWire);
+  }
+
+  async removeWritableMount(id: string, signal?: AbortSignal): Promise<MountRecord> {
+    const r = await this.unary<WireRemoveWritableMountResponse>('RemoveWritableMount', (m, o, cb) => this.client('fastpull.v1.Snapshots').RemoveWritableMount({ id }, m, o, cb), signal);
+    return mountRecordFromWire(r.record);
   }
 
   async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
-    return gcFromWire(await this.unary<WireGcResponse>('fastpull.v1.Content', 'GarbageCollect', { dryRun: options.dryRun === true }, options.signal));
+    return gcFromWire(await this.unary<WireGcResponse>('GarbageCollect', (m, o, cb) => this.client('fastpull.v1.Content').GarbageCollect({ dryRun: options.dryRun === true }, m, o, cb), options.signal));
   }
 
   /** grpc.health.v1 Check of `service` ("" for the whole server). */
   async health(service = '', signal?: AbortSignal): Promise<HealthStatus> {
-    const r = await this.unary<{ status: HealthStatus }>('grpc.health.v1.Health', 'Check', { service }, signal);
+    const r = await this.unary<{ status: HealthStatus }>('Check', (m, o, cb) => this.client('grpc.health.v1.Health').Check({ service }, m, o, cb), signal);
     return r.status;
   }
 

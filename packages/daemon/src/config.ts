@@ -1,5 +1,6 @@
-// fastpulld's configuration: a TOML file (every key optional) overridden by flags. The defaults live
-// here, each with its reason; docs/daemon.md lists them.
+// fastpulld's configuration: a TOML file (every key optional) overridden by flags. The defaults the CLI
+// shares come from @fastpull/core's settings; the daemon's own live here, each with its reason;
+// docs/daemon.md lists them.
 import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
@@ -7,10 +8,16 @@ import {
   defaultHostsDir,
   defaultRoot,
   FastpullError,
+  inflaterFromEnv,
+  INFLATER_CHOICES,
   parseChunkSize,
+  parseInflaterChoice,
+  resolveGunzip,
   parseDuration as parseDurationSetting,
   parsePositiveInt,
   parseSize as parseSizeSetting,
+  type InflaterChoice,
+  type LocalServiceOptions,
 } from '@fastpull/core';
 
 export interface DaemonConfig {
@@ -37,6 +44,8 @@ export interface DaemonConfig {
   readonly sync: boolean;
   /** Layers unpacked at once across all pulls (one pool they share); unset: the library's shared pool, one per core. */
   readonly unpackConcurrency?: number;
+  /** The gzip decoder, as the CLI's --inflater; unset: $FASTPULL_INFLATER, else the library's (auto). */
+  readonly inflater?: InflaterChoice;
   /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics on; unset: no metrics endpoint. */
   readonly metricsAddress?: string;
   /** pino level: fatal, error, warn, info, debug, trace or silent. */
@@ -67,6 +76,7 @@ export const CONFIG_KEYS = [
   'keep_blobs',
   'sync',
   'unpack_concurrency',
+  'inflater',
   'metrics_address',
   'log_level',
   'shutdown_timeout',
@@ -119,6 +129,7 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const concurrency = raw.concurrency === undefined ? undefined : parsePositiveInt(raw.concurrency, 'concurrency');
   const unpackConcurrency = raw.unpack_concurrency === undefined ? undefined : parsePositiveInt(raw.unpack_concurrency, 'unpack_concurrency');
   const chunkSize = raw.chunk_size === undefined ? undefined : parseChunkSize(raw.chunk_size, 'chunk_size');
+  const inflater = inflaterOf(raw.inflater, env);
   const metricsAddress = raw.metrics_address === undefined || raw.metrics_address === '' ? undefined : loopbackAddress(raw.metrics_address);
   const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : raw.log_level;
   if (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
@@ -136,10 +147,43 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     keepBlobs: bool('keep_blobs', raw.keep_blobs),
     sync: raw.sync === undefined || bool('sync', raw.sync),
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
+    ...(inflater !== undefined ? { inflater } : {}),
     ...(metricsAddress !== undefined ? { metricsAddress } : {}),
     logLevel,
     shutdownTimeoutMs: timeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   };
+}
+
+/**
+ * The settings of the daemon's service: what the configuration gives, the library's defaults (the
+ * CLI's too) for the rest.
+ */
+export function serviceOptions(config: DaemonConfig): LocalServiceOptions {
+  return {
+    root: config.root,
+    ...(config.hostsDir !== undefined ? { hostsDir: config.hostsDir } : {}),
+    ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
+    ...(config.chunkSize !== undefined ? { chunkSize: config.chunkSize } : {}),
+    ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
+    ...(config.inflater !== undefined ? { inflater: config.inflater } : {}),
+    ...(config.keepBlobs ? { keepBlobs: true } : {}),
+    ...(config.sync ? {} : { sync: false }),
+  };
+}
+
+/** The inflater key, as the CLI's --inflater; unset or "": $FASTPULL_INFLATER, as the CLI reads it. */
+function inflaterOf(v: unknown, env: NodeJS.ProcessEnv): InflaterChoice | undefined {
+  if (v === undefined || v === '') {
+    const fromEnv = inflaterFromEnv(env);
+    if (fromEnv !== undefined) resolveGunzip(fromEnv);
+    return fromEnv;
+  }
+  if (typeof v !== 'string') throw invalid('inflater', v, `want one of ${INFLATER_CHOICES.join(', ')}`);
+  const choice = parseInflaterChoice(v, 'inflater');
+  // A decoder that cannot run here (igzip not installed, the ISA-L addon not built) stops the start,
+  // rather than failing every pull of a gzip layer.
+  resolveGunzip(choice);
+  return choice;
 }
 
 /**

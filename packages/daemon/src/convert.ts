@@ -1,9 +1,10 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import { FastpullError, type Descriptor, type Digest, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
+import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
+  WireBlobInfo,
   WireDescriptor,
   WireGcResponse,
   WireImage,
@@ -110,7 +111,27 @@ export function mountFromWire(m: WireMount): Mount {
 }
 
 export function timingsToWire(t: PullTimings): WirePullTimings {
-  return { resolveMs: t.resolveMs, totalMs: t.totalMs, layers: t.layers.map((l) => ({ ...l })), phases: phasesToWire(t) };
+  return {
+    resolveMs: t.resolveMs,
+    totalMs: t.totalMs,
+    // Field by field, so that a field the wire lacks is a compile error rather than dropped unseen.
+    layers: t.layers.map((l) => ({
+      digest: l.digest,
+      fetchMs: l.fetchMs,
+      unpackMs: l.unpackMs,
+      waitMs: l.waitMs,
+      verifyMs: l.verifyMs,
+      decompressMs: l.decompressMs,
+      extractMs: l.extractMs,
+      commitMs: l.commitMs,
+      state: l.state,
+      ...(l.threadCpuMs !== undefined ? { threadCpuMs: l.threadCpuMs } : {}),
+      ...(l.blobHashCpuMs !== undefined ? { blobHashCpuMs: l.blobHashCpuMs } : {}),
+      ...(l.tarHashCpuMs !== undefined ? { tarHashCpuMs: l.tarHashCpuMs } : {}),
+      ...(l.ztocCheckpoints !== undefined ? { ztocCheckpoints: l.ztocCheckpoints } : {}),
+    })),
+    phases: phasesToWire(t),
+  };
 }
 
 /**
@@ -138,6 +159,10 @@ export function timingsFromWire(t: WirePullTimings | null | undefined): PullTimi
       extractMs: l.extractMs,
       commitMs: l.commitMs,
       state: l.state === 'exists' ? 'exists' : 'committed',
+      ...(l.threadCpuMs != null ? { threadCpuMs: l.threadCpuMs } : {}),
+      ...(l.blobHashCpuMs != null ? { blobHashCpuMs: l.blobHashCpuMs } : {}),
+      ...(l.tarHashCpuMs != null ? { tarHashCpuMs: l.tarHashCpuMs } : {}),
+      ...(l.ztocCheckpoints != null ? { ztocCheckpoints: l.ztocCheckpoints } : {}),
     })),
     phases: { fetchMs: p.fetchMs, verifyMs: p.verifyMs, decompressMs: p.decompressMs, extractMs: p.extractMs, commitMs: p.commitMs },
   };
@@ -232,6 +257,7 @@ export function gcToWire(r: GcResult, dryRun: boolean): WireGcResponse {
     litter: r.litter,
     bytes: r.bytes,
     dryRun,
+    leftovers: (r.leftovers ?? []).map((l) => ({ kind: l.kind, path: l.path })),
     images: r.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
 }
@@ -241,9 +267,18 @@ export function gcFromWire(w: WireGcResponse): GcResult {
     blobs: w.blobs.map((b) => ({ digest: b.digest as Digest, size: b.size })),
     snapshots: w.snapshots.map((s) => ({ chainID: s.chainId as Digest, size: s.size })),
     litter: w.litter,
+    leftovers: w.leftovers.map((l) => ({ kind: leftoverKind(l.kind), path: l.path })),
     bytes: w.bytes,
     images: w.images.map((i) => ({ name: i.name, platform: i.platform })),
   };
+}
+
+const LEFTOVER_KINDS: readonly GcLeftover['kind'][] = ['lease', 'ingest', 'active', 'trash', 'temp'];
+
+function leftoverKind(kind: string): GcLeftover['kind'] {
+  const known = LEFTOVER_KINDS.find((k) => k === kind);
+  if (!known) throw new TypeError(`the daemon sent an unknown kind of leftover ${kind}`);
+  return known;
 }
 
 export function snapshotToWire(s: SnapshotInfo): WireSnapshotInfo {
@@ -259,4 +294,13 @@ export function snapshotFromWire(w: WireSnapshotInfo): SnapshotInfo {
     created: w.created,
     ...(w.rootless ? { rootless: true } : {}),
   };
+}
+
+export function blobToWire(b: BlobEntry): WireBlobInfo {
+  return { digest: b.digest, size: b.size };
+}
+
+export function blobFromWire(w: WireBlobInfo | null | undefined): BlobEntry {
+  if (!w) throw new TypeError('the daemon sent no blob');
+  return { digest: w.digest as Digest, size: w.size };
 }

@@ -2,14 +2,35 @@
 // its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
 // a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
 // keeps what it downloaded for the next pull to resume).
-import { FastpullError, type PullEvent, type PullResult, type TraceDocument } from '@fastpull/core';
+import { credentialsIdentity, FastpullError, type Credentials, type PullEvent, type PullResult, type TraceDocument } from '@fastpull/core';
+
+/** What makes two pull requests the same pull. */
+export interface PullIdentity {
+  /** The canonical reference. */
+  readonly name: string;
+  /** The canonical platform; unset: the host's. */
+  readonly platform?: string | undefined;
+  readonly plainHttp: boolean;
+  readonly keepBlobs: boolean;
+  readonly credentials?: Credentials | undefined;
+  readonly trace: boolean;
+}
+
+/**
+ * The key callers share a pull by. Only with the same credentials: nobody rides on a secret that is
+ * not theirs (the key holds a hash of them, never the secret). A traced pull records its trace from
+ * its start: callers share it only when all want one.
+ */
+export function pullKey(p: PullIdentity): string {
+  return JSON.stringify([p.name, p.platform ?? '', p.plainHttp, p.keepBlobs, credentialsIdentity(p.credentials), p.trace]);
+}
 
 /** One caller of a shared pull. */
-export interface PullSubscriber {
+export interface PullSubscriber<R extends PullResult = PullResult> {
   /** A progress event (never `done`: see finish). */
   progress(event: PullEvent): void;
   /** The pull succeeded. */
-  finish(result: PullResult): void;
+  finish(result: R): void;
   /** The pull failed (ABORTED when the daemon is stopping). */
   fail(error: unknown): void;
   /** The pull's trace, when it recorded one: just before finish or fail. */
@@ -20,13 +41,13 @@ export interface PullSubscriber {
  * What starting a pull needs: its signal, where its progress goes, and where its trace goes (when
  * the pull records one, it hands it over before it settles).
  */
-export type StartPull = (signal: AbortSignal, onProgress: (e: PullEvent) => void, onTrace: (trace: TraceDocument) => void) => Promise<PullResult>;
+export type StartPull<R extends PullResult = PullResult> = (signal: AbortSignal, onProgress: (e: PullEvent) => void, onTrace: (trace: TraceDocument) => void) => Promise<R>;
 
 /** What a shared pull reports when it settles. */
-export interface PullOutcome {
+export interface PullOutcome<R extends PullResult = PullResult> {
   readonly key: string;
   readonly name: string;
-  readonly result?: PullResult;
+  readonly result?: R;
   readonly error?: unknown;
   /** Callers that joined over its life. */
   readonly callers: number;
@@ -35,13 +56,13 @@ export interface PullOutcome {
   readonly durationMs: number;
 }
 
-export interface PullHooks {
+export interface PullHooks<R extends PullResult = PullResult> {
   /** A shared pull starts (not called for a caller that joins one). */
   readonly started?: (key: string, name: string) => void;
   /** Bytes fetched since the last call, as progress reports them. */
   readonly fetched?: (bytes: number) => void;
   /** A shared pull settled. */
-  readonly settled?: (outcome: PullOutcome) => void;
+  readonly settled?: (outcome: PullOutcome<R>) => void;
   /**
    * The last running pull settled and its callers have their answers: nothing is pulling now (the
    * daemon gives back the memory the pulls' buffers held then).
@@ -49,8 +70,8 @@ export interface PullHooks {
   readonly idle?: () => void;
 }
 
-class SharedPull {
-  readonly subscribers = new Set<PullSubscriber>();
+class SharedPull<R extends PullResult> {
+  readonly subscribers = new Set<PullSubscriber<R>>();
   readonly controller = new AbortController();
   resolved: PullEvent | undefined;
   /** The latest event of each layer, by index. */
@@ -87,13 +108,13 @@ class SharedPull {
   }
 }
 
-/** The shared pulls of one daemon. */
-export class PullManager {
-  private readonly running = new Map<string, SharedPull>();
+/** The shared pulls of one daemon; `R` is what its pulls answer with. */
+export class PullManager<R extends PullResult = PullResult> {
+  private readonly running = new Map<string, SharedPull<R>>();
   /** Every pull not yet settled, including those aborted after their last caller left. */
-  private readonly unsettled = new Set<SharedPull>();
+  private readonly unsettled = new Set<SharedPull<R>>();
 
-  constructor(private readonly hooks: PullHooks = {}) {}
+  constructor(private readonly hooks: PullHooks<R> = {}) {}
 
   /** Shared pulls running now (including those stopping after their last caller left). */
   get size(): number {
@@ -111,7 +132,7 @@ export class PullManager {
    * Joins the running pull of `key`, or starts one with `start`. Returns leave(): the subscriber gets
    * nothing more; when it was the last caller of an unfinished pull, the pull is aborted.
    */
-  join(key: string, name: string, start: StartPull, subscriber: PullSubscriber): { leave: () => void; joined: boolean } {
+  join(key: string, name: string, start: StartPull<R>, subscriber: PullSubscriber<R>): { leave: () => void; joined: boolean } {
     let shared = this.running.get(key);
     const joined = shared !== undefined;
     if (!shared) {
@@ -137,13 +158,13 @@ export class PullManager {
     };
   }
 
-  private start(key: string, name: string, start: StartPull): SharedPull {
-    const shared = new SharedPull(key, name);
+  private start(key: string, name: string, start: StartPull<R>): SharedPull<R> {
+    const shared = new SharedPull<R>(key, name);
     this.running.set(key, shared);
     this.unsettled.add(shared);
     this.hooks.started?.(key, name);
     const t0 = performance.now();
-    const finish = (result: PullResult | undefined, error: unknown): void => {
+    const finish = (result: R | undefined, error: unknown): void => {
       shared.settled = true;
       this.unsettled.delete(shared);
       if (this.running.get(key) === shared) this.running.delete(key);
@@ -164,7 +185,7 @@ export class PullManager {
       // After the answers are on their way, unless a pull started meanwhile.
       if (this.unsettled.size === 0 && this.hooks.idle) setImmediate(() => this.unsettled.size === 0 && this.hooks.idle?.());
     };
-    let running: Promise<PullResult>;
+    let running: Promise<R>;
     try {
       running = start(
         shared.controller.signal,

@@ -6,28 +6,12 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
-import {
-  asFastpullError,
-  credentialsIdentity,
-  FastpullError,
-  formatPlatform,
-  formatReference,
-  checkDirectory,
-  isFastpullError,
-  LocalService,
-  parseDigest,
-  parsePlatform,
-  parseReference,
-  type Digest,
-  type MountTarget,
-  type PulledImage,
-  type Store,
-} from '@fastpull/core';
-import { readConfigFile, resolveConfig, type DaemonConfig, type RawConfig } from './config.js';
-import { eventToWire, traceToWire, gcToWire, imageToWire, mountToWire, phasesToWire, snapshotToWire } from './convert.js';
-import { toStatus } from './errors.js';
+import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
+import { readConfigFile, resolveConfig, serviceOptions, type DaemonConfig, type RawConfig } from './config.js';
+import { phasesToWire } from './convert.js';
+import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
-import { packageDefinition, serviceDefinition, SERVICE_NAMES, type WireMountsRequest, type WirePullRequest } from './proto.js';
+import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
 export { prepareSocket } from './socket.js';
 import { listenUnix } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
@@ -55,7 +39,7 @@ export class Daemon {
   /** The service every API of the daemon is a front end of. */
   readonly service: LocalService;
   readonly metrics: DaemonMetrics;
-  readonly pulls: PullManager;
+  readonly pulls: PullManager<PulledImage>;
   readonly log: Logger;
   /** `unix:<socket>`, what clients dial. */
   readonly address: string;
@@ -79,20 +63,14 @@ export class Daemon {
     this.log = options.logger ?? pino({ level: config.logLevel, base: { service: 'fastpulld' } });
     this.address = `unix:${config.socket}`;
     this.service = new LocalService({
-      root: config.root,
-      ...(config.hostsDir !== undefined ? { hostsDir: config.hostsDir } : {}),
+      ...serviceOptions(config),
       env: options.env ?? process.env,
       onWarning: (message) => this.log.warn(message),
-      ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
-      ...(config.chunkSize !== undefined ? { chunkSize: config.chunkSize } : {}),
-      ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
-      ...(config.keepBlobs ? { keepBlobs: true } : {}),
-      ...(config.sync ? {} : { sync: false }),
       onRetry: () => this.metrics.retries.inc(),
       onStraggler: () => this.metrics.stragglers.inc(),
     });
     this.store = this.service.store;
-    this.pulls = new PullManager({
+    this.pulls = new PullManager<PulledImage>({
       started: (key, name) => this.log.debug({ image: name }, 'pull started'),
       fetched: (n) => this.metrics.bytesFetched.inc(n),
       settled: (o) => this.pullSettled(o),
@@ -133,47 +111,22 @@ export class Daemon {
       this.metricsUrl = m.url;
     }
     this.log.info(
-      { socket: config.socket, root: this.store.root, group: config.group, hostsDir: this.service.hostsDir, concurrency: config.concurrency, chunkSize: config.chunkSize, unpackConcurrency: config.unpackConcurrency, keepBlobs: config.keepBlobs, metrics: this.metricsUrl, pid: process.pid },
+      { socket: config.socket, group: config.group, ...this.service.settings, metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
   }
 
   private addServices(): void {
-    const unary =
-      <Req, Res>(method: string, fn: (req: Req) => Promise<Res>) =>
-      (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>): void => {
-        // Through a promise, so a request checked (and refused) synchronously still gets its status.
-        Promise.resolve(call.request).then(fn).then(
-          (res) => callback(null, res),
-          (e: unknown) => {
-            this.logFailure(method, e);
-            callback(toStatus(e));
-          },
-        );
-      };
-    this.server.addService(serviceDefinition('fastpull.v1.Images'), {
-      Pull: (call: grpc.ServerWritableStream<WirePullRequest, unknown>) => this.pullCall(call),
-      List: unary('Images.List', () => this.listImages()),
-      Get: unary('Images.Get', (req: { name: string; platform: string }) => this.getImage(req.name, req.platform)),
-      Remove: unary('Images.Remove', (req: { name: string; gc: boolean; platform: string }) => this.removeImage(req.name, req.gc, req.platform)),
-    });
-    const service = this.service;
-    this.server.addService(serviceDefinition('fastpull.v1.Snapshots'), {
-      Mounts: unary('Snapshots.Mounts', async (req: WireMountsRequest) => ({ mounts: (await service.mounts(mountTarget(req))).map(mountToWire) })),
-      List: unary('Snapshots.List', async () => ({ snapshots: (await service.listSnapshots()).map(snapshotToWire) })),
-      Usage: unary('Snapshots.Usage', (req: { chainId: string }) => service.snapshotUsage(checkDigest(req.chainId))),
-    });
-    this.server.addService(serviceDefinition('fastpull.v1.Content'), {
-      Info: unary('Content.Info', async (req: { digest: string }) => ({ info: await service.contentInfo(checkDigest(req.digest)) })),
-      List: unary('Content.List', async () => ({ blobs: await service.listContent() })),
-      Delete: unary('Content.Delete', async (req: { digest: string }) => {
-        const digest = checkDigest(req.digest);
-        await service.deleteContent(digest);
-        this.log.info({ digest }, 'blob deleted');
-        return {};
-      }),
-      GarbageCollect: unary('Content.GarbageCollect', async (req: { dryRun: boolean }) => gcToWire(await service.collectGarbage({ dryRun: req.dryRun }), req.dryRun)),
-    });
+    const ctx: HandlerContext = {
+      service: this.service,
+      pulls: this.pulls,
+      keepBlobs: this.config.keepBlobs,
+      log: this.log,
+      pullRequested: (joined) => this.metrics.requests.inc({ joined: String(joined) }),
+    };
+    this.server.addService(serviceDefinition('fastpull.v1.Images'), imagesHandlers(ctx));
+    this.server.addService(serviceDefinition('fastpull.v1.Snapshots'), snapshotsHandlers(ctx));
+    this.server.addService(serviceDefinition('fastpull.v1.Content'), contentHandlers(ctx));
     // The health service is grpc-health-check's; its Watch streams are tracked here so that a
     // shutdown can end them (the library never does, and the server would wait for them to drain).
     this.health.addToServer({
@@ -192,95 +145,9 @@ export class Daemon {
     new ReflectionService(packageDefinition()).addToServer(this.server);
   }
 
-  // ---- Images ----
-
-  private pullCall(call: grpc.ServerWritableStream<WirePullRequest, unknown>): void {
-    const req = call.request;
-    let name: string;
-    let key: string;
-    let platform: string | undefined;
-    const given = req.credentials && req.credentials.username ? { username: req.credentials.username, password: req.credentials.password } : undefined;
-    try {
-      if (!req.reference) throw new FastpullError('INVALID_REFERENCE', 'pull: the request names no image reference');
-      const ref = parseReference(req.reference);
-      name = formatReference(ref);
-      platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
-      // Callers share a pull only with the same credentials: nobody rides on a secret that is not theirs.
-      // A traced pull records its trace from its start: callers share it only when all want one.
-      key = JSON.stringify([name, platform ?? '', req.plainHttp, req.keepBlobs || this.config.keepBlobs, credentialsIdentity(given), req.trace]);
-    } catch (e) {
-      this.logFailure('Images.Pull', e);
-      call.emit('error', toStatus(e));
-      return;
-    }
-    let open = true;
-    const { leave, joined } = this.pulls.join(
-      key,
-      name,
-      (signal, onProgress, onTrace) =>
-        this.service.pull(name, {
-          ...(platform ? { platform } : {}),
-          ...(req.plainHttp ? { plainHttp: true } : {}),
-          ...(req.keepBlobs ? { keepBlobs: true } : {}),
-          ...(given ? { credentials: given } : {}),
-          ...(req.trace ? { onTrace } : {}),
-          signal,
-          onProgress,
-        }),
-      {
-        progress: (e) => {
-          if (open) call.write(eventToWire(e));
-        },
-        trace: (t) => {
-          if (open) call.write(traceToWire(t));
-        },
-        finish: (r) => {
-          if (!open) return;
-          open = false;
-          const { root, snapshots, mounts } = r as PulledImage;
-          call.write(eventToWire({ type: 'done', image: r.image, timings: r.timings }, { root, snapshots, mounts }));
-          call.end();
-        },
-        fail: (e) => {
-          if (!open) return;
-          open = false;
-          call.emit('error', toStatus(e));
-        },
-      },
-    );
-    this.metrics.requests.inc({ joined: String(joined) });
-    if (joined) this.log.debug({ image: name }, 'joined a running pull');
-    call.on('cancelled', () => {
-      open = false;
-      leave();
-    });
-  }
-
-  private async listImages(): Promise<unknown> {
-    return { images: (await this.service.listImages()).map((i) => imageToWire(i, i.unpackedSize ?? null)) };
-  }
-
-  private async getImage(name: string, platform: string): Promise<unknown> {
-    const d = await this.service.inspectImage(checkReference(name), platform ? { platform } : {});
-    return {
-      image: imageToWire(d.image, d.unpackedSize),
-      root: d.root,
-      snapshots: d.snapshots,
-      manifestJson: JSON.stringify(d.manifest),
-      configJson: JSON.stringify(d.config),
-      indexJson: d.index !== undefined ? JSON.stringify(d.index) : '',
-    };
-  }
-
-  private async removeImage(name: string, gc: boolean, platform: string): Promise<unknown> {
-    const removed = await this.service.removeImage(checkReference(name), platform ? { platform } : {});
-    this.log.info({ image: removed.name }, 'image removed');
-    return { name: removed.name, ...(gc ? { gc: gcToWire(await this.service.collectGarbage(), false) } : {}) };
-  }
-
   // ---- Logs, reload, shutdown ----
 
-  private pullSettled(o: PullOutcome): void {
+  private pullSettled(o: PullOutcome<PulledImage>): void {
     this.metrics.settled(o.durationMs, o.result?.timings, o.error);
     const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
     if (o.result) {
@@ -299,15 +166,9 @@ export class Daemon {
         'pull finished',
       );
     } else {
-      const code = isFastpullError(o.error) ? o.error.code : 'INTERNAL';
-      const message = o.error instanceof Error ? o.error.message : String(o.error);
+      const { code, message } = asFastpullError(o.error).toJSON();
       this.log[code === 'ABORTED' ? 'info' : 'warn']({ ...base, result: code === 'ABORTED' ? 'aborted' : 'error', code, err: message }, 'pull failed');
     }
-  }
-
-  private logFailure(method: string, e: unknown): void {
-    const { code, message } = asFastpullError(e);
-    this.log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: message }, 'request failed');
   }
 
   /** The hosts directory new pulls use (SIGHUP changes it). */
@@ -373,23 +234,4 @@ export class Daemon {
     this.healthNames.add(service);
     this.health.setStatus(service, status);
   }
-}
-
-/** A reference that parses, returned as given (resolveImage canonicalises it). */
-function checkReference(ref: string): string {
-  if (!ref) throw new FastpullError('INVALID_REFERENCE', 'the request names no image reference');
-  parseReference(ref);
-  return ref;
-}
-
-function checkDigest(d: string): Digest {
-  if (!d) throw new FastpullError('INVALID_DIGEST', 'the request names no digest');
-  return parseDigest(d).digest;
-}
-
-/** What a Mounts request names: an image by reference or a snapshot stack by its top chainID. */
-function mountTarget(req: WireMountsRequest): MountTarget {
-  if (req.target === 'image' && req.image) return { image: checkReference(req.image), ...(req.platform ? { platform: req.platform } : {}) };
-  if (req.target === 'chainId' && req.chainId) return { chainID: checkDigest(req.chainId) };
-  throw new FastpullError('INVALID_ARGUMENT', 'mounts: name an image or a chain_id');
 }

@@ -1,5 +1,6 @@
 // `fastpull gc`: remove the snapshots and blobs that no image, running pull or mount refers to.
 import { Command } from 'commander';
+import type { GcLeftover } from '@fastpull/core';
 import { doing } from '../errors.js';
 import { formatBytes, shortDigest, writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, rootOption, withExample } from '../options.js';
@@ -10,9 +11,9 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
   const command = new Command('gc')
     .description('remove snapshots and blobs that no image, running pull or mount refers to, and what dead processes left behind')
     .option('--dry-run', 'say what would be removed, remove nothing')
-    .option('-v, --verbose', 'name each snapshot and blob removed')
+    .option('-v, --verbose', 'name each snapshot, blob and leftover removed')
     .addOption(rootOption(io.env))
-    .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "bytes": n, "images": [...]} as JSON'))
+    .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "leftovers": [...], "bytes": n, "images": [...]} as JSON'))
     .addOption(addressOption());
   return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean; address?: string }) => {
     const options = { signal, ...(flags.dryRun ? { dryRun: true } : {}) };
@@ -27,7 +28,17 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
     if (flags.verbose) {
       for (const s of r.snapshots) writeLine(io.stdout, `${verb} snapshot ${shortDigest(s.chainID)} (${formatBytes(s.size)})`);
       for (const b of r.blobs) writeLine(io.stdout, `${verb} blob ${shortDigest(b.digest)} (${formatBytes(b.size)})`);
+      for (const l of r.leftovers ?? []) writeLine(io.stdout, `${verb} ${LEFTOVER_WORDS[l.kind]} ${l.path}`);
     }
     writeLine(io.stdout, `${verb} ${r.snapshots.length} snapshots and ${r.blobs.length} blobs, ${r.litter} leftovers of interrupted pulls: ${formatBytes(r.bytes)}`);
   });
 }
+
+/** How `-v` calls each kind of leftover. */
+const LEFTOVER_WORDS: Record<GcLeftover['kind'], string> = {
+  lease: 'lease of a dead process',
+  ingest: 'partial download',
+  active: 'half-written snapshot',
+  trash: 'half-deleted snapshot',
+  temp: 'temporary file',
+};

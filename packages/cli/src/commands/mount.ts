@@ -1,4 +1,5 @@
 // `fastpull mount REF TARGET`: mount a pulled image writable at TARGET (overlayfs, as root).
+import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { doing } from '../errors.js';
 import { writeJSON, writeLine, type CliIO } from '../io.js';
@@ -29,6 +30,11 @@ export function mountCommand(io: CliIO): Command {
 
 /** The unmount command line to copy: with the store or daemon this mount was made through. */
 function unmountHint(command: Command, flags: { root: string; address?: string }, target: string): string {
-  if (flags.address) return `fastpull unmount --address ${flags.address} ${target}`;
-  return command.getOptionValueSource('root') === 'default' ? `fastpull unmount ${target}` : `fastpull unmount --root ${flags.root} ${target}`;
+  if (flags.address) return `fastpull unmount --address ${shellWord(flags.address)} ${shellWord(target)}`;
+  return command.getOptionValueSource('root') === 'default' ? `fastpull unmount ${shellWord(target)}` : `fastpull unmount --root ${shellWord(resolve(flags.root))} ${shellWord(target)}`;
+}
+
+/** `word` as a shell reads it back: quoted when it holds anything but plain path characters. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }

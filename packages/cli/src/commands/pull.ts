@@ -3,6 +3,8 @@ import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import {
   asFastpullError,
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_CONCURRENCY,
   inflaterFromEnv,
   isFastpullError,
   parseChunkSize,
@@ -26,7 +28,8 @@ import { canonicalName } from '../refs.js';
 import { withService, type LocalTuning } from '../service.js';
 import { jsonTimings, timingsLines } from '../timings.js';
 
-interface PullFlags {
+/** `fastpull pull`'s flags as commander gives them. */
+export interface PullFlags {
   root: string;
   platform?: string;
   plainHttp?: boolean;
@@ -57,8 +60,8 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--plain-http', 'talk to registries over plain HTTP (loopback registries always may)')
     .option('--creds <user:password>', 'credentials for the registry of the references (only that host; before Docker config)')
     .option('--hosts-dir <dir>', `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
-    .option('--concurrency <n>', 'range requests in flight for this pull (default: the shared scheduler)')
-    .option('--chunk-size <size>', 'bytes per range request, e.g. 16MiB, 8M, 1048576 (default 16MiB; at least 64KiB)')
+    .option('--concurrency <n>', `range requests in flight for this pull (default: the shared scheduler, ${DEFAULT_CONCURRENCY})`)
+    .option('--chunk-size <size>', `bytes per range request, e.g. 16MiB, 8M, 1048576 (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB; at least 64KiB)`)
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per core)')
     .option('--inflater <auto|isal|zlib|igzip|pigz|parallel>', 'gzip decoder; auto is isal (ISA-L in process) where built, else zlib; igzip and pigz run as programs; parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
@@ -91,7 +94,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
 }
 
 /** Every flag checked and turned into the service's settings and the pull's options before anything is fetched. */
-function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; options: ServicePullOptions } {
+export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning; options: ServicePullOptions } {
   if (flags.json && flags.quiet) throw new UsageError('--json and --quiet do not go together');
   if (flags.trace !== undefined && flags.trace === '') throw new UsageError('--trace: want a file name');
   if (flags.platform !== undefined) {

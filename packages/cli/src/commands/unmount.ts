@@ -1,12 +1,11 @@
 // `fastpull unmount TARGET`: undo `fastpull mount`, removing the mount's upper and work dirs.
 import { Command } from 'commander';
-import { LocalService } from '@fastpull/core';
 import { doing } from '../errors.js';
 import { writeLine, type CliIO } from '../io.js';
 import { rootOption, withExample } from '../options.js';
 import { unmountImage } from '../overlay.js';
 import { addressOption } from '../remote.js';
-import { openService } from '../service.js';
+import { withService } from '../service.js';
 
 export function unmountCommand(io: CliIO): Command {
   const command = new Command('unmount')
@@ -16,11 +15,7 @@ export function unmountCommand(io: CliIO): Command {
     .addOption(rootOption(io.env))
     .addOption(addressOption());
   return withExample(command, ['fastpull unmount /mnt/app']).action(async (target: string, flags: { root: string; address?: string }) => {
-    // The mount names its own record; a store is only needed for a record whose mount is gone.
-    const service = await openService(io, flags, command);
-    const local = service instanceof LocalService ? service.location : undefined;
-    await service.close();
-    const record = await doing(`unmounting ${target}`, () => unmountImage(local, target));
+    const record = await withService(io, flags, command, (service) => doing(`unmounting ${target}`, () => unmountImage(service, target)));
     writeLine(io.stdout, `unmounted ${record.image} from ${record.target}`);
   });
 }

@@ -41,8 +41,10 @@ export interface Ingest {
   write(data: Uint8Array, position: number): Promise<void>;
 }
 
-/** What pulling needs from a content store. */
+/** What pulling and collection need from a content store. */
 export interface ContentStore {
+  /** The directory it keeps its files in (collection sweeps temporary files under it). */
+  readonly dir: string;
   /** Path of a committed blob (whether or not it exists). */
   blobPath(digest: Digest): string;
   /** The committed blob's size, or undefined when it is not in the store. */
@@ -66,6 +68,20 @@ export interface ContentStore {
   delete(digest: Digest): Promise<boolean>;
   /** Every committed blob. */
   list(): Promise<BlobInfo[]>;
+  /**
+   * Removes ingests whose writer died and that nobody resumed within `olderThanMs` (default
+   * STALE_INGEST_MS), and at once those whose blob `options.unneeded` says no pull will resume;
+   * returns their ids. `dryRun`: names them, removes none.
+   */
+  sweep(olderThanMs?: number, options?: SweepIngestOptions): Promise<string[]>;
+}
+
+/** Options of {@link ContentStore.sweep}. */
+export interface SweepIngestOptions {
+  /** True for a blob whose ingest no pull will resume (its layer is unpacked by now). */
+  readonly unneeded?: (digest: Digest) => Promise<boolean>;
+  /** Name what would be removed, remove nothing. */
+  readonly dryRun?: boolean;
 }
 
 interface OpenIngest extends Ingest {
@@ -248,7 +264,7 @@ export class FileContentStore implements ContentStore {
    * `olderThanMs` (default a day), and at once those whose blob `options.unneeded` says no pull
    * will resume (its layer is unpacked by now); returns their ids. `dryRun`: names them, removes none.
    */
-  async sweep(olderThanMs = STALE_INGEST_MS, options: { readonly unneeded?: (digest: Digest) => Promise<boolean>; readonly dryRun?: boolean } = {}): Promise<string[]> {
+  async sweep(olderThanMs = STALE_INGEST_MS, options: SweepIngestOptions = {}): Promise<string[]> {
     const { unneeded } = options;
     return sweepDeadDirs(join(this.dir, 'ingest'), olderThanMs, {
       ...(options.dryRun ? { dryRun: true } : {}),

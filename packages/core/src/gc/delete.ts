@@ -3,7 +3,7 @@ import { FastpullError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
-import { liveLeaseRefs, withCollectionLock } from './lease.js';
+import { liveLeaseRefs, withCollectionLock } from '../store/lease.js';
 
 /** True when `image` names `digest` as its index, manifest, config or a layer. */
 export function imageNamesBlob(image: ImageRecord, digest: Digest): boolean {

@@ -2,17 +2,16 @@
 // live mount refers to, and the litter of dead processes. Safe while other processes pull into the
 // same store: see lease.ts for why nothing a pull needs can go.
 import { promises as fsp } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname } from 'node:path';
 import type { Digest } from '../oci/digest.js';
 import { formatPlatform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import type { Store } from '../store.js';
-import { liveLeaseRefs, readLiveLeases, withCollectionLock } from './lease.js';
+import { liveLeaseRefs, readLiveLeases, withCollectionLock } from '../store/lease.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
 import { recordedChainIDs } from '../snapshots/record-file.js';
 import { listMountRecords } from '../snapshots/mountrecords.js';
-import { sweepTempFiles } from '../util/fs.js';
-import { sweepDeadDirs } from '../util/owner.js';
+import { sweepDeadLeases, sweepLeftovers, type GcLeftover } from './leftovers.js';
 
 /** Options of {@link collectGarbage}. */
 export interface GcOptions {
@@ -31,9 +30,15 @@ export interface GcResult {
   /**
    * What processes that died left, removed (or, with `dryRun`, that would be): partial downloads and
    * unpacks, leases, snapshots a collection had begun to delete, and temporary files of records and
-   * blobs (once a minute old).
+   * blobs (once a minute old). As many as `leftovers` names.
    */
   readonly litter: number;
+  /**
+   * Each of those leftovers, named (a dry run names exactly what a collection run instead would
+   * remove). Absent from a service that counts them only; a fastpulld from before its wire carried
+   * them answers an empty list.
+   */
+  readonly leftovers?: readonly GcLeftover[];
   /** Blob bytes plus uncompressed layer bytes of the removed snapshots. */
   readonly bytes: number;
   /**
@@ -71,7 +76,7 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
     async () => {
       // Leases before images: a pull records its image and only then ends its lease, so reading in
       // this order sees every finishing pull at least once (as a lease, or as an image).
-      const deadLeases = await sweepDeadDirs(join(store.root, 'leases'), 0, options.dryRun ? { dryRun: true } : {});
+      const deadLeases = await sweepDeadLeases(store, options.dryRun === true);
       const leased = await (options.dryRun ? readLiveLeases(store.root) : liveLeaseRefs(store.root));
       const borrowed = await recordedChainIDs(store.root);
       const { images, released } = await releaseHeldImages(store, await store.images.list(), borrowed, options.dryRun === true);
@@ -111,7 +116,7 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
         blobs.push({ digest: blob.digest, size: blob.size });
         if (!options.dryRun) await store.content.delete(blob.digest);
       }
-      return { blobs, snapshots, deadLeases: deadLeases.length, images: released };
+      return { blobs, snapshots, deadLeases, images: released };
     },
     options.signal,
   );
@@ -119,33 +124,9 @@ export async function collectGarbage(store: Store, options: GcOptions = {}): Pro
   // long, and needs no lock.
   for (const remove of trash) await remove();
   const { deadLeases, images, ...result } = decided;
-  const dryRun = options.dryRun === true;
-  // Left in trash/ by a collection that died before deleting it (ours are gone by now).
-  const trashed = (await fsp.readdir(join(store.snapshots.dir, 'trash')).catch(() => [] as string[])).length;
-  const [ingests, actives, temps] = await Promise.all([
-    store.content.sweep(0, { dryRun }),
-    dryRun ? sweepDeadDirs(join(store.snapshots.dir, 'active'), 0, { dryRun }) : store.snapshots.sweep(),
-    sweepTemps(store, dryRun),
-  ]);
-  const litter = ingests.length + actives.length + temps + deadLeases + trashed;
+  const leftovers = [...deadLeases, ...(await sweepLeftovers(store, options.dryRun === true))];
   const bytes = result.blobs.reduce((n, b) => n + b.size, 0) + result.snapshots.reduce((n, s) => n + s.size, 0);
-  return { ...result, litter, bytes, images };
-}
-
-/**
- * A writer renames its temporary file (util/fs.ts TEMP_PREFIX) moments after making it; one this
- * old was left by a process that died in between (a kill -9 while storing a manifest, say).
- */
-const STALE_TEMP_MS = 60_000;
-
-/** Removes (or with `dryRun`, counts) stale temporary files where atomic writes leave them: blob dirs, image records, short links. */
-async function sweepTemps(store: Store, dryRun: boolean): Promise<number> {
-  const blobs = join(store.content.dir, 'blobs');
-  const algorithms = await fsp.readdir(blobs).catch(() => [] as string[]);
-  const dirs = [store.images.dir, join(store.snapshots.dir, 'l'), ...algorithms.map((a) => join(blobs, a))];
-  let removed = 0;
-  for (const dir of dirs) removed += await sweepTempFiles(dir, STALE_TEMP_MS, dryRun);
-  return removed;
+  return { ...result, litter: leftovers.length, leftovers, bytes, images };
 }
 
 /** The blobs images need, given which of their snapshots are committed. */

@@ -59,6 +59,8 @@ export interface ImageRecord {
  * multi-platform tag adds a record beside the first, never replaces it.
  */
 export interface ImageStore {
+  /** The directory it keeps its records in (collection sweeps temporary files there). */
+  readonly dir: string;
   /**
    * The record of `name` (a canonical reference) for `platform` (`os/arch[/variant]`), or undefined.
    * Without a platform: this host's record of the name, else the only one, else the first by platform.

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { acquireLease } from '../gc/lease.js';
+import { acquireLease } from '../store/lease.js';
 import type { Store } from '../store.js';
 import { buildImage, type BuiltImage } from '../testing/builder.js';
 import { UnpackPool } from '../unpack/index.js';

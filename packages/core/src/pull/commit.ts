@@ -7,7 +7,7 @@ import type { ActiveSnapshot } from '../snapshots/store.js';
 import { reconcileWithLowers } from '../snapshots/lowers.js';
 import type { Store } from '../store.js';
 import type { UnpackedLayer } from '../unpack/index.js';
-import { liveLeaseRefs, withCollectionLock } from '../gc/lease.js';
+import { liveLeaseRefs, withCollectionLock } from '../store/lease.js';
 import type { LayerDownload } from './download.js';
 
 /** What committing a layer needs from its pull. */

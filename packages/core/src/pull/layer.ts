@@ -9,7 +9,7 @@ import type { ActiveSnapshot } from '../snapshots/store.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import { commitLayer, type CommitContext } from './commit.js';
 import { LayerDownload, type DownloadContext } from './download.js';
-import { lockSnapshot } from './lock.js';
+import { lockSnapshot } from '../snapshots/lock.js';
 import { isUnpacked } from './plan.js';
 import { LayerProgress } from './progress.js';
 import { committedTimings, existsTimings } from './timings.js';

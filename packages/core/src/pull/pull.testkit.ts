@@ -1,5 +1,5 @@
 // Shared parts of the pull step tests: a real loopback registry serving built images, a store in a
-// temporary directory, and a pull's layers as the planner makes them.
+// temporary directory, and a pull's layers as plan.ts makes them.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

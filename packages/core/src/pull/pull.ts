@@ -12,7 +12,7 @@ import { findSociZtocs } from '../registry/soci.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
-import { acquireLease } from '../gc/lease.js';
+import { acquireLease } from '../store/lease.js';
 import { pullLayer, type LayerContext } from './layer.js';
 import { imageLayers } from './plan.js';
 import { reclaimDeadPulls } from './reclaim.js';
@@ -51,6 +51,9 @@ export async function pull(reference: string | Reference, options: PullOptions):
       ...(options.hostsDir ? { hostsDir: options.hostsDir } : {}),
     });
   const signal = options.signal;
+  // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.
+  if (options.pool) options.pool.warm();
+  else if (!ownsPool(options)) sharedUnpackPool().warm();
   try {
     const resolved = await client.resolve(ref, { ...(platform ? { platform } : {}), ...(signal ? { signal } : {}) });
     const resolveMs = performance.now() - t0;
@@ -179,7 +182,7 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   // Every chunk request, back-off wait and unpack of the pull listens on this one signal.
   setMaxListeners(0, signal);
-  const ownPool = options.pool === undefined && (options.unpackConcurrency !== undefined || options.threads === false);
+  const ownPool = ownsPool(options);
   const pool =
     options.pool ??
     (ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool());
@@ -223,6 +226,11 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
   });
   if (failure !== undefined) throw failure;
   return results as LayerTimings[];
+}
+
+/** Whether the pull makes a pool of its own (its options bound unpacking or ask for no threads). */
+function ownsPool(options: PullOptions): boolean {
+  return options.pool === undefined && (options.unpackConcurrency !== undefined || options.threads === false);
 }
 
 /** Whether a record held for containerd may be written: no user's record of the name and platform is there. */

@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { collectGarbage } from '../gc/gc.js';
-import { acquireLease } from '../gc/lease.js';
+import { acquireLease } from '../store/lease.js';
 import type { Store } from '../store.js';
 import { sampleImage } from '../testing/sample.js';
 import { pull } from './pull.js';
@@ -68,7 +68,7 @@ describe('reclaiming what dead pulls left', () => {
       await live.release();
       const dry = await collectGarbage(store, { dryRun: true });
       expect(dry.blobs.map((b) => b.digest)).toEqual([l2!.digest]);
-      expect(dry).toMatchObject({ snapshots: [], litter: 1 });
+      expect(dry).toMatchObject({ snapshots: [], litter: 1, leftovers: [{ kind: 'ingest', path: `content/ingest/${foreign.id}` }] });
       // The dry run removed nothing.
       expect(await names(join(store.root, 'content', 'ingest'))).toEqual([foreign.id]);
     } finally {
@@ -106,7 +106,7 @@ describe('reclaiming what dead pulls left', () => {
       await deadPull(store, served, [0, 1], [0, 1]);
       await store.content.putBytes(served.layers[1]!, image.layers[1]!.blob);
       await pull(served.refText, { root: store.root, plainHttp: true });
-      expect(await collectGarbage(store, { dryRun: true })).toEqual({ blobs: [], snapshots: [], litter: 0, bytes: 0, images: [] });
+      expect(await collectGarbage(store, { dryRun: true })).toEqual({ blobs: [], snapshots: [], litter: 0, leftovers: [], bytes: 0, images: [] });
       expect(await names(join(store.root, 'leases'))).toEqual([]);
       expect(await names(join(store.root, 'content', 'ingest'))).toEqual([]);
     } finally {

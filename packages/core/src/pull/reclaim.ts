@@ -6,7 +6,7 @@
 // exclusively, as collection does, so a pull taking a lease meanwhile is seen or sees the result.
 import type { Digest } from '../oci/digest.js';
 import type { ImageLayer, ImageRecord } from '../images/store.js';
-import { liveLeaseRefs, withCollectionLock } from '../gc/lease.js';
+import { liveLeaseRefs, withCollectionLock } from '../store/lease.js';
 import type { Store } from '../store.js';
 
 /** What {@link reclaimDeadPulls} removed. */

@@ -3,6 +3,7 @@ import type { Digest } from '../oci/digest.js';
 import { sampleImage } from '../testing/sample.js';
 import { pull } from './pull.js';
 import { freshStore, serve, workDir } from './pull.testkit.js';
+import { nativeHash } from '../unpack/native.js';
 import { committedTimings, existsTimings, phaseTotals, pullTimings } from './timings.js';
 
 const work = workDir('timings');
@@ -13,7 +14,8 @@ describe('pull timings', () => {
   it('sums per-layer phases only; resolving is once per pull and stays out of the sums', () => {
     const unpack = { timings: { totalMs: 40, waitMs: 5, verifyMs: 10, decompressMs: 15, extractMs: 10, hashMode: 'pool' as const, blobHashCpuMs: 3, tarHashCpuMs: 7 } };
     const layers = [committedTimings(d('a'), 100, unpack, 3), committedTimings(d('b'), 50, { ...unpack, checkpointsUsed: 4 }, 2), existsTimings(d('c'))];
-    expect(layers[1]).toMatchObject({ unpackMs: 40, ztocCheckpoints: 4, state: 'committed' });
+    expect(layers[1]).toMatchObject({ unpackMs: 40, ztocCheckpoints: 4, state: 'committed', blobHashCpuMs: 3, tarHashCpuMs: 7 });
+    expect(layers[0]).not.toHaveProperty('threadCpuMs');
     expect(layers[2]).toEqual({ digest: d('c'), fetchMs: 0, unpackMs: 0, waitMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0, state: 'exists' });
     expect(phaseTotals(layers)).toEqual({ fetchMs: 150, verifyMs: 20, decompressMs: 30, extractMs: 20, commitMs: 5 });
     const t = pullTimings(7, performance.now() - 1000, layers);
@@ -30,7 +32,13 @@ describe('pull timings', () => {
       expect(timings.phases).toEqual(phaseTotals(timings.layers));
       expect(timings.resolveMs).toBeGreaterThan(0);
       expect(timings.totalMs).toBeGreaterThanOrEqual(timings.resolveMs);
-      for (const l of timings.layers) expect(l.fetchMs, l.digest).toBeGreaterThan(0);
+      for (const l of timings.layers) {
+        expect(l.fetchMs, l.digest).toBeGreaterThan(0);
+        // Each stage's CPU, from its own thread's clock, reaches the pull's timings.
+        expect(l.blobHashCpuMs, l.digest).toBeGreaterThan(0);
+        expect(l.tarHashCpuMs, l.digest).toBeGreaterThan(0);
+        if (nativeHash()) expect(l.threadCpuMs, l.digest).toBeGreaterThan(0);
+      }
     } finally {
       await served.close();
     }

@@ -84,6 +84,16 @@ export interface LayerTimings {
   /** `exists` when the snapshot was already in the store (all times are then 0). */
   readonly state: 'committed' | 'exists';
   /**
+   * CPU of the pass's stages, each on its own thread's clock (see UnpackTimings): the thread that
+   * parsed the tar and wrote the files, and the SHA-256 of the blob and of the tar. Absent for a
+   * layer that was there, or where the clock is missing (no addon).
+   */
+  readonly threadCpuMs?: number;
+  /** CPU of hashing the blob. */
+  readonly blobHashCpuMs?: number;
+  /** CPU of hashing the tar. */
+  readonly tarHashCpuMs?: number;
+  /**
    * With the parallel inflater and a SOCI zTOC for the layer in the registry: how many of the
    * zTOC's checkpoints the inflater started chunks from (each one checked against the stream).
    */

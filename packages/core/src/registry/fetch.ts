@@ -1,6 +1,7 @@
 // Ranged, parallel blob download: the blob is split into chunks fetched over several connections,
 // each response written at its offset as it arrives, so memory stays flat whatever the blob size.
-// The download engine issue deepens this (watermark hashing, stragglers, resume); the contract stays.
+// A retry asks only for what its chunk still lacks, a chunk that straggles is re-issued, and
+// ranges already in the sink (`have`, a resumed download) are not fetched again.
 import { setMaxListeners } from 'node:events';
 import type { Dispatcher } from 'undici';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';

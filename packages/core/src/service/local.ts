@@ -8,6 +8,8 @@ import { FastpullError } from '../errors.js';
 import { inspectImage, type ImageDetails } from '../images/inspect.js';
 import { findImages, resolveImage, unpackedSize } from '../images/resolve.js';
 import { formatPlatform } from '../oci/platform.js';
+import { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from '../images/writable.js';
+import type { MountRecord } from '../snapshots/mountrecords.js';
 import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
@@ -20,9 +22,10 @@ import type { Mount, SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
 import { openStore, type Store } from '../store.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
-import { UnpackPool } from '../unpack/pool.js';
+import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
+import { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, type ServiceSettings } from './settings.js';
 import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
 
 /** Options of {@link LocalService.pull}: a service's, and what only the store's owner may ask. */
@@ -97,6 +100,21 @@ export class LocalService implements FastpullService {
       dockerCredentialsWithWarning(options.env ?? process.env, (registry, message) => options.onWarning?.(`no credentials for ${registry}: ${message}`));
   }
 
+  /** The settings its pulls run with, every default filled in. */
+  get settings(): ServiceSettings {
+    const o = this.options;
+    return {
+      root: this.store.root,
+      hostsDir: this.hostsDir,
+      concurrency: this.scheduler.maxRequests,
+      chunkSize: o.chunkSize ?? DEFAULT_CHUNK_SIZE,
+      unpackConcurrency: (this.pool ?? sharedUnpackPool()).size,
+      inflater: o.inflater ?? DEFAULT_INFLATER,
+      keepBlobs: o.keepBlobs === true,
+      sync: this.store.snapshots.sync,
+    };
+  }
+
   /** Range requests this service's pulls have in flight now. */
   get requestsInFlight(): number {
     return this.scheduler.inFlight.requests;
@@ -138,16 +156,18 @@ export class LocalService implements FastpullService {
 
   private runPull(reference: string, options: LocalPullOptions, credentials: CredentialsProvider, onProgress: ((e: PullEvent) => void) | undefined, observer: PullObserver | undefined): Promise<PullResult> {
     const o = this.options;
+    const settings = this.settings;
     return pull(reference, {
       root: this.store.root,
       ...(options.platform ? { platform: options.platform } : {}),
       ...(options.plainHttp ? { plainHttp: true } : {}),
       credentials,
       ...(this.hostsDir ? { hostsDir: this.hostsDir } : {}),
-      ...(o.chunkSize !== undefined ? { chunkSize: o.chunkSize } : {}),
+      // What `settings` reports is what the pull gets.
+      chunkSize: settings.chunkSize,
       scheduler: this.scheduler,
       ...(this.pool ? { pool: this.pool } : {}),
-      ...(o.inflater ? { inflater: o.inflater } : {}),
+      inflater: settings.inflater,
       ...(o.threads === false ? { threads: false } : {}),
       ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
       ...(o.sync === false ? { sync: false } : {}),
@@ -158,6 +178,20 @@ export class LocalService implements FastpullService {
       ...(onProgress ? { onProgress } : {}),
       ...(observer ? { observer } : {}),
     });
+  }
+
+  /**
+   * Makes an image record held for containerd (ImageRecord.heldFor) a user's: a user's pull that
+   * joined the snapshotter's pull of the same image wants the image kept, not let go once containerd
+   * forgets it. Returns the record as stored now: unchanged when it is not held, or when the name
+   * now holds another manifest.
+   */
+  async claimImage(image: ImageRecord): Promise<ImageRecord> {
+    const current = await this.store.images.get(image.name, formatPlatform(image.platform));
+    if (!current || current.heldFor === undefined || current.manifest.digest !== image.manifest.digest) return current ?? image;
+    const { heldFor: _held, ...mine } = current;
+    await this.store.images.put(mine);
+    return mine;
   }
 
   /** Where an image's snapshots lie and the mounts that stack them. */
@@ -197,6 +231,21 @@ export class LocalService implements FastpullService {
       return this.store.snapshots.mounts(image.layers.map((l) => l.chainID));
     }
     return this.store.snapshots.mounts(await snapshotChain(this.store.snapshots, target.chainID));
+  }
+
+  async createWritableMount(image: { readonly image: string; readonly platform?: string }, target: string): Promise<WritableMount> {
+    await this.root('write');
+    return createWritableMount(this.store, await resolveImage(this.store, image.image, image.platform), target);
+  }
+
+  async listWritableMounts(): Promise<MountRecord[]> {
+    await this.root('read');
+    return listWritableMounts(this.store);
+  }
+
+  async removeWritableMount(id: string): Promise<MountRecord> {
+    await this.root('write');
+    return removeWritableMount(this.store, id);
   }
 
   async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {

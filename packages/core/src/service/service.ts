@@ -11,6 +11,8 @@ import type { Digest } from '../oci/digest.js';
 import type { GcResult } from '../gc/gc.js';
 import type { ImageDetails } from '../images/inspect.js';
 import type { ImageRecord } from '../images/store.js';
+import type { WritableMount } from '../images/writable.js';
+import type { MountRecord } from '../snapshots/mountrecords.js';
 import type { PullEvent, PullResult } from '../pull/pull.js';
 import type { TraceDocument } from '../pull/trace.js';
 import type { Mount, SnapshotInfo } from '../snapshots/store.js';
@@ -92,6 +94,20 @@ export interface FastpullService {
   removeImage(reference: string, options?: ImageOptions): Promise<{ readonly name: string }>;
   /** The read-only mounts of an image or snapshot stack. */
   mounts(target: MountTarget, signal?: AbortSignal): Promise<Mount[]>;
+  /**
+   * Records a writable mount of an image at `target` (the mount point: absolute, symlinks resolved)
+   * with fresh upper and work dirs in the store, and gives the overlay to mount there. The service
+   * mounts nothing: the caller, on the host and in the mount namespace where `target` is, does, and
+   * removes the record if it cannot. INVALID_ARGUMENT when a record has that target already.
+   */
+  createWritableMount(image: { readonly image: string; readonly platform?: string }, target: string, signal?: AbortSignal): Promise<WritableMount>;
+  /** Every writable mount the store has a record of, by target. */
+  listWritableMounts(signal?: AbortSignal): Promise<MountRecord[]>;
+  /**
+   * Removes a writable mount's record with its upper and work dirs (the changes made in it); returns
+   * the record, NOT_FOUND when there is none. Unmount it first.
+   */
+  removeWritableMount(id: string, signal?: AbortSignal): Promise<MountRecord>;
   /** Removes what nothing refers to (or, with dryRun, says what it would remove). */
   collectGarbage(options?: { readonly dryRun?: boolean; readonly signal?: AbortSignal }): Promise<GcResult>;
   /** Every committed snapshot, by chainID. */

@@ -1,8 +1,57 @@
 // Settings every front end shares: one parser and one default for each, so the CLI's flags, the
-// daemon's config keys and the library's options can never disagree (a test compares them).
+// daemon's config keys and the library's options can never disagree (a test compares them). The
+// defaults that belong to the part they tune (chunk size, scheduler, pool, decoder) are named here,
+// so a front end reads them from one place.
 import { existsSync } from 'node:fs';
 import { FastpullError } from '../errors.js';
+import { DEFAULT_CHUNK_SIZE } from '../registry/fetch.js';
 import { parseGoDuration } from '../registry/hostsconfig.js';
+import { DEFAULT_MAX_REQUESTS } from '../registry/scheduler.js';
+import { DEFAULT_INFLATER, INFLATER_CHOICES, parseInflaterChoice, type InflaterChoice } from '../unpack/inflater.js';
+import { sharedUnpackPool } from '../unpack/pool.js';
+
+export { defaultRoot } from '../store.js';
+export { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, INFLATER_CHOICES, parseInflaterChoice, type InflaterChoice };
+
+/** Range requests in flight across all pulls of a service when none is given: the shared scheduler's. */
+export const DEFAULT_CONCURRENCY = DEFAULT_MAX_REQUESTS;
+
+/** Layer blobs are dropped once unpacked unless asked: an image then takes its unpacked size only. */
+export const DEFAULT_KEEP_BLOBS = false;
+
+/** Snapshots are flushed to disk before they are committed unless asked (unsafe) not to. */
+export const DEFAULT_SYNC = true;
+
+/**
+ * Layers unpacked at once across all pulls of a service when none is given: the process-wide pool's size.
+ * @example defaultUnpackConcurrency() // os.availableParallelism(), at least 1
+ */
+export function defaultUnpackConcurrency(): number {
+  return sharedUnpackPool().size;
+}
+
+/**
+ * The settings a service's pulls run with, every default filled in: what `LocalService.settings`
+ * reports, so that two front ends can be compared by what they do, not by what they were given.
+ */
+export interface ServiceSettings {
+  /** The store root. */
+  readonly root: string;
+  /** Registry host configuration; undefined: none. */
+  readonly hostsDir: string | undefined;
+  /** Range requests in flight across all pulls. */
+  readonly concurrency: number;
+  /** Bytes per range request. */
+  readonly chunkSize: number;
+  /** Layers unpacked at once across all pulls. */
+  readonly unpackConcurrency: number;
+  /** The gzip decoder asked for. */
+  readonly inflater: InflaterChoice;
+  /** Whether every pull keeps its layer blobs (a pull may also ask for it). */
+  readonly keepBlobs: boolean;
+  /** Whether snapshots are flushed before they are committed. */
+  readonly sync: boolean;
+}
 
 /** Where containerd nodes keep registry host configuration; Spegel and Dragonfly write there. */
 export const CONTAINERD_HOSTS_DIR = '/etc/containerd/certs.d';

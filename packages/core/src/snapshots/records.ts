@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import { nativeFs } from '../unpack/native.js';
-import { withCollectionLock } from '../gc/lease.js';
+import { withCollectionLock } from '../store/lease.js';
 import {
   checkLabels,
   cleanLabels,
@@ -26,7 +26,7 @@ import {
 } from './record-file.js';
 import { parseSnapshotFilters } from './record-filters.js';
 import { recordMounts, overlayIndexOff } from './record-mounts.js';
-import type { FileSnapshotter, Mount } from './store.js';
+import type { Mount, Snapshotter } from './store.js';
 import { treeUsage, type SnapshotUsage } from './usage.js';
 import { flushTree } from './durable.js';
 
@@ -51,7 +51,7 @@ export interface RecordsStore {
   /** The store root; records live under `<root>/snapshots/containerd`. */
   readonly root: string;
   /** The store's chainID snapshots, which committed records may borrow. */
-  readonly snapshots: FileSnapshotter;
+  readonly snapshots: Snapshotter;
 }
 
 /** Options of {@link SnapshotRecords.open}. */

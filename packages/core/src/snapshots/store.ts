@@ -54,8 +54,12 @@ export interface Mount {
   readonly options: readonly string[];
 }
 
-/** What pulling needs from a snapshot store. */
+/** What pulling, collection and containerd's snapshot records need from a snapshot store. */
 export interface Snapshotter {
+  /** The directory it keeps its snapshots in (per-chainID locks and collection's sweeps use it). */
+  readonly dir: string;
+  /** Whether a commit flushes the snapshot's files to stable storage first (see StoreOptions.sync). */
+  readonly sync: boolean;
   /** True when a snapshot of `chainID` is committed. */
   isCommitted(chainID: Digest): Promise<boolean>;
   /** Makes a new active snapshot to unpack into. */
@@ -64,8 +68,16 @@ export interface Snapshotter {
   commit(active: ActiveSnapshot, info: Omit<SnapshotInfo, 'created'>): Promise<boolean>;
   /** Drops an active snapshot. */
   remove(active: ActiveSnapshot): Promise<void>;
-  /** Removes active snapshots whose writer died. */
-  sweep(): Promise<string[]>;
+  /**
+   * Removes active snapshots whose writer died, and discarded ones whose deletion did not finish;
+   * returns the keys of the active ones. `dryRun`: names the active ones, removes nothing.
+   */
+  sweep(options?: { readonly dryRun?: boolean }): Promise<string[]>;
+  /**
+   * Takes a committed snapshot out of the store at once (no half-deleted snapshot is ever visible)
+   * and returns the deletion of its files, which may run later.
+   */
+  discard(chainID: Digest): Promise<() => Promise<void>>;
   /** What is recorded about a committed snapshot, or undefined when there is none. */
   info(chainID: Digest): Promise<SnapshotInfo | undefined>;
   /** The directory of a committed snapshot's tree. */
@@ -74,6 +86,8 @@ export interface Snapshotter {
   mounts(chainIDs: readonly Digest[]): Promise<Mount[]>;
   /** Every committed snapshot. */
   list(): Promise<SnapshotInfo[]>;
+  /** The chainIDs that short links name, by link path (a mount of many layers names them by these). */
+  shortLinks(): Promise<Map<string, Digest>>;
 }
 
 /**
@@ -213,9 +227,11 @@ export class FileSnapshotter implements Snapshotter {
 
   /**
    * Removes active snapshots left by processes that died (kill -9, power loss) and discarded
-   * snapshots whose deletion did not finish; returns the keys of the active ones.
+   * snapshots whose deletion did not finish; returns the keys of the active ones. `dryRun`: names
+   * the active ones and removes nothing.
    */
-  async sweep(): Promise<string[]> {
+  async sweep(options: { readonly dryRun?: boolean } = {}): Promise<string[]> {
+    if (options.dryRun === true) return sweepDeadDirs(join(this.dir, 'active'), 0, { dryRun: true });
     const trash = join(this.dir, 'trash');
     for (const name of await fsp.readdir(trash).catch(() => [] as string[])) {
       // A collection may be deleting it at the same time: whoever is second finds less to do.

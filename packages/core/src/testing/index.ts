@@ -44,3 +44,15 @@ export {
   type StartDistributionOptions,
 } from './distribution.js';
 export { buildGzipCheckpoints, encodeZinfo, encodeZtoc, type ZtocFields } from './ztoc.js';
+export {
+  conformanceCase,
+  contentStoreConformance,
+  imageStoreConformance,
+  rejectsWithCode,
+  snapshotRecordsConformance,
+  snapshotterConformance,
+  type ConformanceCase,
+  type ContainerdSnapshots,
+  type Subject,
+  type SubjectFactory,
+} from './conformance/index.js';

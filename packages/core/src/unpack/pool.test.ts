@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +56,41 @@ describe('UnpackPool', () => {
     } finally {
       await threaded.close();
     }
+  });
+
+  it('starts workers ahead of need, never more than its size, and the next task runs on a warm one', async () => {
+    const b = await blob('warm', 10);
+    const pool = new UnpackPool({ size: 2 });
+    const inline = new UnpackPool({ size: 2, threads: false });
+    try {
+      pool.warm();
+      expect(pool.workers).toBe(1);
+      pool.warm(5);
+      expect(pool.workers).toBe(2);
+      const threads: number[] = [];
+      await Promise.all(
+        [0, 1].map(() => pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('warm') }, { onStart: (t) => threads.push(t) })),
+      );
+      // Both tasks ran on the two warm threads: none was started for them.
+      expect(pool.workers).toBe(2);
+      expect(new Set(threads).size).toBe(2);
+      inline.warm(2);
+      expect(inline.workers).toBe(0);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('lets the process exit while warm workers are idle', () => {
+    const url = new URL('./pool.ts', import.meta.url).href.replace(/\/src\/unpack\/pool\.ts$/, '/dist/unpack/pool.js');
+    // A process that warms a pool and does nothing else ends on its own, at once.
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { UnpackPool } = await import(${JSON.stringify(url)}); const p = new UnpackPool({ size: 2 }); p.warm(2); console.log(p.workers);`], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(r.error).toBeUndefined();
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe('2');
   });
 
   it('carries error codes back from the worker', async () => {

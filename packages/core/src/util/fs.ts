@@ -52,23 +52,23 @@ export function randomId(): string {
 /**
  * Removes from `dir` the temporary files (TEMP_PREFIX) last changed more than `olderThanMs` ago: a
  * writer renames its own within moments, so these are what writers killed between creating and
- * renaming left. Returns how many went (with `dryRun`, how many would go; none is removed).
+ * renaming left. Returns the names of those that went (with `dryRun`, that would go; none is removed).
  */
-export async function sweepTempFiles(dir: string, olderThanMs: number, dryRun = false): Promise<number> {
+export async function sweepTempFiles(dir: string, olderThanMs: number, dryRun = false): Promise<string[]> {
   let names: string[];
   try {
     names = await fsp.readdir(dir);
   } catch {
-    return 0;
+    return [];
   }
-  let removed = 0;
+  const removed: string[] = [];
   for (const name of names) {
     if (!name.startsWith(TEMP_PREFIX)) continue;
     const path = join(dir, name);
     const st = await fsp.lstat(path).catch(() => undefined);
     if (!st || st.isDirectory() || Date.now() - st.mtimeMs < olderThanMs) continue;
     if (!dryRun) await fsp.rm(path, { force: true });
-    removed++;
+    removed.push(name);
   }
   return removed;
 }

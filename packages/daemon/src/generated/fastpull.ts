@@ -3,12 +3,15 @@ import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-load
 
 import type { BlobInfo as _fastpull_v1_BlobInfo, BlobInfo__Output as _fastpull_v1_BlobInfo__Output } from './fastpull/v1/BlobInfo.js';
 import type { ContentClient as _fastpull_v1_ContentClient, ContentDefinition as _fastpull_v1_ContentDefinition } from './fastpull/v1/Content.js';
+import type { CreateWritableMountRequest as _fastpull_v1_CreateWritableMountRequest, CreateWritableMountRequest__Output as _fastpull_v1_CreateWritableMountRequest__Output } from './fastpull/v1/CreateWritableMountRequest.js';
+import type { CreateWritableMountResponse as _fastpull_v1_CreateWritableMountResponse, CreateWritableMountResponse__Output as _fastpull_v1_CreateWritableMountResponse__Output } from './fastpull/v1/CreateWritableMountResponse.js';
 import type { Credentials as _fastpull_v1_Credentials, Credentials__Output as _fastpull_v1_Credentials__Output } from './fastpull/v1/Credentials.js';
 import type { DeleteContentRequest as _fastpull_v1_DeleteContentRequest, DeleteContentRequest__Output as _fastpull_v1_DeleteContentRequest__Output } from './fastpull/v1/DeleteContentRequest.js';
 import type { DeleteContentResponse as _fastpull_v1_DeleteContentResponse, DeleteContentResponse__Output as _fastpull_v1_DeleteContentResponse__Output } from './fastpull/v1/DeleteContentResponse.js';
 import type { Descriptor as _fastpull_v1_Descriptor, Descriptor__Output as _fastpull_v1_Descriptor__Output } from './fastpull/v1/Descriptor.js';
 import type { GarbageCollectRequest as _fastpull_v1_GarbageCollectRequest, GarbageCollectRequest__Output as _fastpull_v1_GarbageCollectRequest__Output } from './fastpull/v1/GarbageCollectRequest.js';
 import type { GarbageCollectResponse as _fastpull_v1_GarbageCollectResponse, GarbageCollectResponse__Output as _fastpull_v1_GarbageCollectResponse__Output } from './fastpull/v1/GarbageCollectResponse.js';
+import type { GcLeftover as _fastpull_v1_GcLeftover, GcLeftover__Output as _fastpull_v1_GcLeftover__Output } from './fastpull/v1/GcLeftover.js';
 import type { GetImageRequest as _fastpull_v1_GetImageRequest, GetImageRequest__Output as _fastpull_v1_GetImageRequest__Output } from './fastpull/v1/GetImageRequest.js';
 import type { GetImageResponse as _fastpull_v1_GetImageResponse, GetImageResponse__Output as _fastpull_v1_GetImageResponse__Output } from './fastpull/v1/GetImageResponse.js';
 import type { Image as _fastpull_v1_Image, Image__Output as _fastpull_v1_Image__Output } from './fastpull/v1/Image.js';
@@ -24,6 +27,8 @@ import type { ListImagesRequest as _fastpull_v1_ListImagesRequest, ListImagesReq
 import type { ListImagesResponse as _fastpull_v1_ListImagesResponse, ListImagesResponse__Output as _fastpull_v1_ListImagesResponse__Output } from './fastpull/v1/ListImagesResponse.js';
 import type { ListSnapshotsRequest as _fastpull_v1_ListSnapshotsRequest, ListSnapshotsRequest__Output as _fastpull_v1_ListSnapshotsRequest__Output } from './fastpull/v1/ListSnapshotsRequest.js';
 import type { ListSnapshotsResponse as _fastpull_v1_ListSnapshotsResponse, ListSnapshotsResponse__Output as _fastpull_v1_ListSnapshotsResponse__Output } from './fastpull/v1/ListSnapshotsResponse.js';
+import type { ListWritableMountsRequest as _fastpull_v1_ListWritableMountsRequest, ListWritableMountsRequest__Output as _fastpull_v1_ListWritableMountsRequest__Output } from './fastpull/v1/ListWritableMountsRequest.js';
+import type { ListWritableMountsResponse as _fastpull_v1_ListWritableMountsResponse, ListWritableMountsResponse__Output as _fastpull_v1_ListWritableMountsResponse__Output } from './fastpull/v1/ListWritableMountsResponse.js';
 import type { Mount as _fastpull_v1_Mount, Mount__Output as _fastpull_v1_Mount__Output } from './fastpull/v1/Mount.js';
 import type { MountsRequest as _fastpull_v1_MountsRequest, MountsRequest__Output as _fastpull_v1_MountsRequest__Output } from './fastpull/v1/MountsRequest.js';
 import type { MountsResponse as _fastpull_v1_MountsResponse, MountsResponse__Output as _fastpull_v1_MountsResponse__Output } from './fastpull/v1/MountsResponse.js';
@@ -37,6 +42,8 @@ import type { PullTrace as _fastpull_v1_PullTrace, PullTrace__Output as _fastpul
 import type { ReleasedImage as _fastpull_v1_ReleasedImage, ReleasedImage__Output as _fastpull_v1_ReleasedImage__Output } from './fastpull/v1/ReleasedImage.js';
 import type { RemoveImageRequest as _fastpull_v1_RemoveImageRequest, RemoveImageRequest__Output as _fastpull_v1_RemoveImageRequest__Output } from './fastpull/v1/RemoveImageRequest.js';
 import type { RemoveImageResponse as _fastpull_v1_RemoveImageResponse, RemoveImageResponse__Output as _fastpull_v1_RemoveImageResponse__Output } from './fastpull/v1/RemoveImageResponse.js';
+import type { RemoveWritableMountRequest as _fastpull_v1_RemoveWritableMountRequest, RemoveWritableMountRequest__Output as _fastpull_v1_RemoveWritableMountRequest__Output } from './fastpull/v1/RemoveWritableMountRequest.js';
+import type { RemoveWritableMountResponse as _fastpull_v1_RemoveWritableMountResponse, RemoveWritableMountResponse__Output as _fastpull_v1_RemoveWritableMountResponse__Output } from './fastpull/v1/RemoveWritableMountResponse.js';
 import type { RemovedSnapshot as _fastpull_v1_RemovedSnapshot, RemovedSnapshot__Output as _fastpull_v1_RemovedSnapshot__Output } from './fastpull/v1/RemovedSnapshot.js';
 import type { Resolved as _fastpull_v1_Resolved, Resolved__Output as _fastpull_v1_Resolved__Output } from './fastpull/v1/Resolved.js';
 import type { ResolvedLayer as _fastpull_v1_ResolvedLayer, ResolvedLayer__Output as _fastpull_v1_ResolvedLayer__Output } from './fastpull/v1/ResolvedLayer.js';
@@ -45,6 +52,7 @@ import type { SnapshotsClient as _fastpull_v1_SnapshotsClient, SnapshotsDefiniti
 import type { UnpackProgress as _fastpull_v1_UnpackProgress, UnpackProgress__Output as _fastpull_v1_UnpackProgress__Output } from './fastpull/v1/UnpackProgress.js';
 import type { UsageRequest as _fastpull_v1_UsageRequest, UsageRequest__Output as _fastpull_v1_UsageRequest__Output } from './fastpull/v1/UsageRequest.js';
 import type { UsageResponse as _fastpull_v1_UsageResponse, UsageResponse__Output as _fastpull_v1_UsageResponse__Output } from './fastpull/v1/UsageResponse.js';
+import type { WritableMountRecord as _fastpull_v1_WritableMountRecord, WritableMountRecord__Output as _fastpull_v1_WritableMountRecord__Output } from './fastpull/v1/WritableMountRecord.js';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
   new(...args: ConstructorParameters<Constructor>): Subtype;
@@ -58,12 +66,15 @@ export interface ProtoGrpcType {
        * Content serves the verified blobs of the store (manifests, configs, kept layer blobs).
        */
       Content: SubtypeConstructor<typeof grpc.Client, _fastpull_v1_ContentClient> & { service: _fastpull_v1_ContentDefinition }
+      CreateWritableMountRequest: MessageTypeDefinition<_fastpull_v1_CreateWritableMountRequest, _fastpull_v1_CreateWritableMountRequest__Output>
+      CreateWritableMountResponse: MessageTypeDefinition<_fastpull_v1_CreateWritableMountResponse, _fastpull_v1_CreateWritableMountResponse__Output>
       Credentials: MessageTypeDefinition<_fastpull_v1_Credentials, _fastpull_v1_Credentials__Output>
       DeleteContentRequest: MessageTypeDefinition<_fastpull_v1_DeleteContentRequest, _fastpull_v1_DeleteContentRequest__Output>
       DeleteContentResponse: MessageTypeDefinition<_fastpull_v1_DeleteContentResponse, _fastpull_v1_DeleteContentResponse__Output>
       Descriptor: MessageTypeDefinition<_fastpull_v1_Descriptor, _fastpull_v1_Descriptor__Output>
       GarbageCollectRequest: MessageTypeDefinition<_fastpull_v1_GarbageCollectRequest, _fastpull_v1_GarbageCollectRequest__Output>
       GarbageCollectResponse: MessageTypeDefinition<_fastpull_v1_GarbageCollectResponse, _fastpull_v1_GarbageCollectResponse__Output>
+      GcLeftover: MessageTypeDefinition<_fastpull_v1_GcLeftover, _fastpull_v1_GcLeftover__Output>
       GetImageRequest: MessageTypeDefinition<_fastpull_v1_GetImageRequest, _fastpull_v1_GetImageRequest__Output>
       GetImageResponse: MessageTypeDefinition<_fastpull_v1_GetImageResponse, _fastpull_v1_GetImageResponse__Output>
       Image: MessageTypeDefinition<_fastpull_v1_Image, _fastpull_v1_Image__Output>
@@ -83,6 +94,8 @@ export interface ProtoGrpcType {
       ListImagesResponse: MessageTypeDefinition<_fastpull_v1_ListImagesResponse, _fastpull_v1_ListImagesResponse__Output>
       ListSnapshotsRequest: MessageTypeDefinition<_fastpull_v1_ListSnapshotsRequest, _fastpull_v1_ListSnapshotsRequest__Output>
       ListSnapshotsResponse: MessageTypeDefinition<_fastpull_v1_ListSnapshotsResponse, _fastpull_v1_ListSnapshotsResponse__Output>
+      ListWritableMountsRequest: MessageTypeDefinition<_fastpull_v1_ListWritableMountsRequest, _fastpull_v1_ListWritableMountsRequest__Output>
+      ListWritableMountsResponse: MessageTypeDefinition<_fastpull_v1_ListWritableMountsResponse, _fastpull_v1_ListWritableMountsResponse__Output>
       Mount: MessageTypeDefinition<_fastpull_v1_Mount, _fastpull_v1_Mount__Output>
       MountsRequest: MessageTypeDefinition<_fastpull_v1_MountsRequest, _fastpull_v1_MountsRequest__Output>
       MountsResponse: MessageTypeDefinition<_fastpull_v1_MountsResponse, _fastpull_v1_MountsResponse__Output>
@@ -96,6 +109,8 @@ export interface ProtoGrpcType {
       ReleasedImage: MessageTypeDefinition<_fastpull_v1_ReleasedImage, _fastpull_v1_ReleasedImage__Output>
       RemoveImageRequest: MessageTypeDefinition<_fastpull_v1_RemoveImageRequest, _fastpull_v1_RemoveImageRequest__Output>
       RemoveImageResponse: MessageTypeDefinition<_fastpull_v1_RemoveImageResponse, _fastpull_v1_RemoveImageResponse__Output>
+      RemoveWritableMountRequest: MessageTypeDefinition<_fastpull_v1_RemoveWritableMountRequest, _fastpull_v1_RemoveWritableMountRequest__Output>
+      RemoveWritableMountResponse: MessageTypeDefinition<_fastpull_v1_RemoveWritableMountResponse, _fastpull_v1_RemoveWritableMountResponse__Output>
       RemovedSnapshot: MessageTypeDefinition<_fastpull_v1_RemovedSnapshot, _fastpull_v1_RemovedSnapshot__Output>
       Resolved: MessageTypeDefinition<_fastpull_v1_Resolved, _fastpull_v1_Resolved__Output>
       ResolvedLayer: MessageTypeDefinition<_fastpull_v1_ResolvedLayer, _fastpull_v1_ResolvedLayer__Output>
@@ -107,6 +122,7 @@ export interface ProtoGrpcType {
       UnpackProgress: MessageTypeDefinition<_fastpull_v1_UnpackProgress, _fastpull_v1_UnpackProgress__Output>
       UsageRequest: MessageTypeDefinition<_fastpull_v1_UsageRequest, _fastpull_v1_UsageRequest__Output>
       UsageResponse: MessageTypeDefinition<_fastpull_v1_UsageResponse, _fastpull_v1_UsageResponse__Output>
+      WritableMountRecord: MessageTypeDefinition<_fastpull_v1_WritableMountRecord, _fastpull_v1_WritableMountRecord__Output>
     }
   }
 }

@@ -7,7 +7,7 @@
 // Any failure falls back to the normal path (mounts), so the pull still succeeds.
 import type { Logger } from 'pino';
 import { FastpullError, isDigest, isFastpullError, parseReference, type Digest, type PullResult } from '@fastpull/core';
-import type { FileSnapshotter, SnapshotRecords } from '@fastpull/core/snapshots';
+import type { SnapshotRecords, Snapshotter } from '@fastpull/core/snapshots';
 import type { PrepareHook } from './service.js';
 
 /** Label containerd puts on every unpack Prepare: the chainID the layer will have. */
@@ -26,7 +26,7 @@ export type PullForSnapshot = (ref: string, manifestDigest: Digest, signal: Abor
 /** What the fast path needs. */
 export interface FastPathOptions {
   readonly records: SnapshotRecords;
-  readonly snapshots: FileSnapshotter;
+  readonly snapshots: Snapshotter;
   readonly pull: PullForSnapshot;
   readonly log: Logger;
   /** How often to look whether the layer's snapshot is committed while the pull runs. */

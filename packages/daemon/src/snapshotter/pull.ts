@@ -1,7 +1,7 @@
 // The pulls the fast path asks for, through the daemon's shared pulls: every layer's Prepare of one
 // image (and any fastpull.v1 Pull of the same reference) joins one pull.
-import { credentialsIdentity, FastpullError, formatReference, parseReference, type Digest, type LocalService, type PullResult } from '@fastpull/core';
-import type { PullManager } from '../pulls.js';
+import { FastpullError, formatReference, parseReference, type Digest, type LocalService, type PulledImage, type PullResult } from '@fastpull/core';
+import { pullKey, type PullManager } from '../pulls.js';
 import type { PullForSnapshot } from './fastpath.js';
 
 /**
@@ -9,13 +9,13 @@ import type { PullForSnapshot } from './fastpath.js';
  * own (containerd passes none in labels): the daemon's credential sources serve them. Their image
  * records are held for containerd: collection drops one once no containerd record uses its layers.
  */
-export function sharedSnapshotPuller(pulls: PullManager, service: LocalService, keepBlobs: boolean): PullForSnapshot {
+export function sharedSnapshotPuller(pulls: PullManager<PulledImage>, service: LocalService, keepBlobs: boolean): PullForSnapshot {
   return (ref: string, _manifest: Digest, signal: AbortSignal) =>
     new Promise<PullResult>((resolve, reject) => {
       const name = formatReference(parseReference(ref));
       // The same key as a fastpull.v1 Pull of this reference without platform or credentials: they
       // share one pull, and the record is marked as whichever of the two started it asked.
-      const key = JSON.stringify([name, '', false, keepBlobs, credentialsIdentity(undefined)]);
+      const key = pullKey({ name, plainHttp: false, keepBlobs, trace: false });
       const { leave } = pulls.join(key, name, (s, onProgress) => service.pull(name, { signal: s, onProgress, heldFor: 'containerd' }), {
         progress: () => undefined,
         finish: resolve,

@@ -3,6 +3,7 @@
 import type { BlobInfo as _fastpull_v1_BlobInfo, BlobInfo__Output as _fastpull_v1_BlobInfo__Output } from '../../fastpull/v1/BlobInfo.js';
 import type { RemovedSnapshot as _fastpull_v1_RemovedSnapshot, RemovedSnapshot__Output as _fastpull_v1_RemovedSnapshot__Output } from '../../fastpull/v1/RemovedSnapshot.js';
 import type { ReleasedImage as _fastpull_v1_ReleasedImage, ReleasedImage__Output as _fastpull_v1_ReleasedImage__Output } from '../../fastpull/v1/ReleasedImage.js';
+import type { GcLeftover as _fastpull_v1_GcLeftover, GcLeftover__Output as _fastpull_v1_GcLeftover__Output } from '../../fastpull/v1/GcLeftover.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -34,6 +35,11 @@ export interface GarbageCollectResponse {
    * more, removed.
    */
   'images'?: (_fastpull_v1_ReleasedImage)[];
+  /**
+   * Each of the leftovers `litter` counts, named (a dry run names exactly what a collection would
+   * remove).
+   */
+  'leftovers'?: (_fastpull_v1_GcLeftover)[];
 }
 
 /**
@@ -65,4 +71,9 @@ export interface GarbageCollectResponse__Output {
    * more, removed.
    */
   'images': (_fastpull_v1_ReleasedImage__Output)[];
+  /**
+   * Each of the leftovers `litter` counts, named (a dry run names exactly what a collection would
+   * remove).
+   */
+  'leftovers': (_fastpull_v1_GcLeftover__Output)[];
 }

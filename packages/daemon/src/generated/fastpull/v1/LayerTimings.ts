@@ -41,6 +41,28 @@ export interface LayerTimings {
    * "committed" or "exists".
    */
   'state'?: (string);
+  /**
+   * CPU of the pass's stages, each on its own thread's clock; unset for a layer that was there, or
+   * where the daemon has no thread clock (no native addon).
+   * The thread that parsed the tar and wrote the files.
+   */
+  'threadCpuMs'?: (number | string);
+  /**
+   * SHA-256 of the blob.
+   */
+  'blobHashCpuMs'?: (number | string);
+  /**
+   * SHA-256 of the tar.
+   */
+  'tarHashCpuMs'?: (number | string);
+  /**
+   * With the parallel inflater and a SOCI zTOC: the checkpoints it started chunks from.
+   */
+  'ztocCheckpoints'?: (number);
+  '_threadCpuMs'?: "threadCpuMs";
+  '_blobHashCpuMs'?: "blobHashCpuMs";
+  '_tarHashCpuMs'?: "tarHashCpuMs";
+  '_ztocCheckpoints'?: "ztocCheckpoints";
 }
 
 /**
@@ -83,4 +105,26 @@ export interface LayerTimings__Output {
    * "committed" or "exists".
    */
   'state': (string);
+  /**
+   * CPU of the pass's stages, each on its own thread's clock; unset for a layer that was there, or
+   * where the daemon has no thread clock (no native addon).
+   * The thread that parsed the tar and wrote the files.
+   */
+  'threadCpuMs'?: (number);
+  /**
+   * SHA-256 of the blob.
+   */
+  'blobHashCpuMs'?: (number);
+  /**
+   * SHA-256 of the tar.
+   */
+  'tarHashCpuMs'?: (number);
+  /**
+   * With the parallel inflater and a SOCI zTOC: the checkpoints it started chunks from.
+   */
+  'ztocCheckpoints'?: (number);
+  '_threadCpuMs'?: "threadCpuMs";
+  '_blobHashCpuMs'?: "blobHashCpuMs";
+  '_tarHashCpuMs'?: "tarHashCpuMs";
+  '_ztocCheckpoints'?: "ztocCheckpoints";
 }

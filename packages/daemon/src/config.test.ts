@@ -1,0 +1,44 @@
+// fastpulld's inflater setting: the CLI's choices, from the file, a flag or $FASTPULL_INFLATER, checked
+// at start (a value that is no choice, or a decoder that cannot run here, names the key).
+import { describe, expect, it } from 'vitest';
+import { INFLATER_CHOICES, resolveGunzip, type InflaterChoice } from '@fastpull/core';
+import { resolveConfig } from './config.js';
+
+/** The choices whose decoder can run on this machine, and those that cannot. */
+const runs = (c: InflaterChoice): boolean => {
+  try {
+    resolveGunzip(c);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const usable = INFLATER_CHOICES.filter(runs);
+const unusable = INFLATER_CHOICES.filter((c) => !runs(c));
+if (unusable.length === 0) console.warn('skipping the check of an inflater that cannot run: every decoder (isal, igzip, pigz) runs on this machine');
+
+describe('inflater', () => {
+  it('unset, the library decides (auto); $FASTPULL_INFLATER as the CLI reads it; the file; a flag over the file', () => {
+    expect(resolveConfig({}, {}, {}, '/').inflater).toBeUndefined();
+    expect(resolveConfig({}, {}, { FASTPULL_INFLATER: 'zlib' }, '/').inflater).toBe('zlib');
+    expect(resolveConfig({ inflater: 'parallel' }, {}, { FASTPULL_INFLATER: 'zlib' }, '/').inflater).toBe('parallel');
+    expect(resolveConfig({ inflater: 'parallel' }, { inflater: 'zlib' }, {}, '/').inflater).toBe('zlib');
+    expect(resolveConfig({ inflater: '' }, {}, {}, '/').inflater).toBeUndefined();
+    for (const choice of usable) expect(resolveConfig({ inflater: choice }, {}, {}, '/').inflater).toBe(choice);
+  });
+
+  it('anything else is INVALID_ARGUMENT naming the key and the choices', () => {
+    for (const bad of ['gzip', 'ZLIB', 3, true, ['zlib']]) {
+      expect(() => resolveConfig({ inflater: bad }, {}, {}, '/')).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^inflater:? .*auto, igzip, pigz, zlib, parallel, isal/) }),
+      );
+    }
+    expect(() => resolveConfig({}, {}, { FASTPULL_INFLATER: 'fast' }, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('FASTPULL_INFLATER') }));
+  });
+
+  it.skipIf(unusable.length === 0)('a decoder that cannot run here stops the start, saying why', () => {
+    for (const choice of unusable) {
+      expect(() => resolveConfig({ inflater: choice }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(new RegExp(`^inflater ${choice} was asked for but`)) }));
+    }
+  });
+});
