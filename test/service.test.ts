@@ -254,6 +254,7 @@ describe('the CLI and fastpulld agree on every default', () => {
       { env: {}, cli: {}, daemon: {} },
       // The environment both read.
       { env: { FASTPULL_INFLATER: 'zlib' }, cli: {}, daemon: {} },
+      { env: { FASTPULL_KEEP_BLOBS: '1', FASTPULL_NO_SYNC: '1' }, cli: {}, daemon: {} },
       // The same values as flags of the CLI and keys of fastpulld's file.
       { env: {}, cli: { concurrency: '3', chunkSize: '1MiB', unpackConcurrency: '2', inflater: 'parallel' }, daemon: { concurrency: 3, chunk_size: '1MiB', unpack_concurrency: '2', inflater: 'parallel' } },
     ];
@@ -278,8 +279,10 @@ describe('the CLI and fastpulld agree on every default', () => {
             unpackConcurrency: defaultUnpackConcurrency(),
             inflater: c.env.FASTPULL_INFLATER ?? DEFAULT_INFLATER,
             keepBlobs: false,
-            sync: true,
+            sync: c.env.FASTPULL_NO_SYNC !== '1',
           });
+          // Keeping blobs is a pull's option in the CLI and the service's in fastpulld: either way, asked by the same variable.
+          expect(local.keepBlobs || options.keepBlobs === true).toBe(c.env.FASTPULL_KEEP_BLOBS === '1');
         } else {
           expect(local).toMatchObject({ concurrency: 3, chunkSize: 1024 * 1024, unpackConcurrency: 2, inflater: 'parallel' });
         }

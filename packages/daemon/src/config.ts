@@ -144,8 +144,9 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     ...(hostsDir !== undefined ? { hostsDir } : {}),
     ...(concurrency !== undefined ? { concurrency } : {}),
     ...(chunkSize !== undefined ? { chunkSize } : {}),
-    keepBlobs: bool('keep_blobs', raw.keep_blobs),
-    sync: raw.sync === undefined || bool('sync', raw.sync),
+    // Unset keys read the environment the CLI reads for the same settings.
+    keepBlobs: raw.keep_blobs === undefined ? env.FASTPULL_KEEP_BLOBS === '1' : bool('keep_blobs', raw.keep_blobs),
+    sync: raw.sync === undefined ? env.FASTPULL_NO_SYNC !== '1' : bool('sync', raw.sync),
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
     ...(inflater !== undefined ? { inflater } : {}),
     ...(metricsAddress !== undefined ? { metricsAddress } : {}),
