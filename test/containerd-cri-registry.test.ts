@@ -112,6 +112,9 @@ describe.skipIf(reason !== undefined)('CRI PullImage through the fast path, coun
     const theirs = registry.stats.requests.filter((q) => !isFastpull(q) && q.method === 'GET' && q.path.includes('/blobs/'));
     expect(theirs.map((q) => q.path)).toEqual([`/v2/cri/ranged/blobs/${image.configDigest}`]);
 
+    // The first pull's log line comes through a pipe after containerd's answer: wait for it, so
+    // that only what the second PullImage did counts below.
+    await daemon.waitLog((l) => l.event === 'pull' && l.image === `${registry.host}/cri/ranged@${image.manifestDigest}`);
     registry.stats.reset();
     const logsBefore = daemon.logs.length;
     expect(await cri.pullImage(ref)).toBe(image.configDigest);

@@ -3,6 +3,7 @@ import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-load
 
 import type { BlobInfo as _fastpull_v1_BlobInfo, BlobInfo__Output as _fastpull_v1_BlobInfo__Output } from './fastpull/v1/BlobInfo.js';
 import type { ContentClient as _fastpull_v1_ContentClient, ContentDefinition as _fastpull_v1_ContentDefinition } from './fastpull/v1/Content.js';
+import type { Count as _fastpull_v1_Count, Count__Output as _fastpull_v1_Count__Output } from './fastpull/v1/Count.js';
 import type { CreateWritableMountRequest as _fastpull_v1_CreateWritableMountRequest, CreateWritableMountRequest__Output as _fastpull_v1_CreateWritableMountRequest__Output } from './fastpull/v1/CreateWritableMountRequest.js';
 import type { CreateWritableMountResponse as _fastpull_v1_CreateWritableMountResponse, CreateWritableMountResponse__Output as _fastpull_v1_CreateWritableMountResponse__Output } from './fastpull/v1/CreateWritableMountResponse.js';
 import type { Credentials as _fastpull_v1_Credentials, Credentials__Output as _fastpull_v1_Credentials__Output } from './fastpull/v1/Credentials.js';
@@ -29,6 +30,7 @@ import type { ListSnapshotsRequest as _fastpull_v1_ListSnapshotsRequest, ListSna
 import type { ListSnapshotsResponse as _fastpull_v1_ListSnapshotsResponse, ListSnapshotsResponse__Output as _fastpull_v1_ListSnapshotsResponse__Output } from './fastpull/v1/ListSnapshotsResponse.js';
 import type { ListWritableMountsRequest as _fastpull_v1_ListWritableMountsRequest, ListWritableMountsRequest__Output as _fastpull_v1_ListWritableMountsRequest__Output } from './fastpull/v1/ListWritableMountsRequest.js';
 import type { ListWritableMountsResponse as _fastpull_v1_ListWritableMountsResponse, ListWritableMountsResponse__Output as _fastpull_v1_ListWritableMountsResponse__Output } from './fastpull/v1/ListWritableMountsResponse.js';
+import type { Millis as _fastpull_v1_Millis, Millis__Output as _fastpull_v1_Millis__Output } from './fastpull/v1/Millis.js';
 import type { Mount as _fastpull_v1_Mount, Mount__Output as _fastpull_v1_Mount__Output } from './fastpull/v1/Mount.js';
 import type { MountsRequest as _fastpull_v1_MountsRequest, MountsRequest__Output as _fastpull_v1_MountsRequest__Output } from './fastpull/v1/MountsRequest.js';
 import type { MountsResponse as _fastpull_v1_MountsResponse, MountsResponse__Output as _fastpull_v1_MountsResponse__Output } from './fastpull/v1/MountsResponse.js';
@@ -66,6 +68,7 @@ export interface ProtoGrpcType {
        * Content serves the verified blobs of the store (manifests, configs, kept layer blobs).
        */
       Content: SubtypeConstructor<typeof grpc.Client, _fastpull_v1_ContentClient> & { service: _fastpull_v1_ContentDefinition }
+      Count: MessageTypeDefinition<_fastpull_v1_Count, _fastpull_v1_Count__Output>
       CreateWritableMountRequest: MessageTypeDefinition<_fastpull_v1_CreateWritableMountRequest, _fastpull_v1_CreateWritableMountRequest__Output>
       CreateWritableMountResponse: MessageTypeDefinition<_fastpull_v1_CreateWritableMountResponse, _fastpull_v1_CreateWritableMountResponse__Output>
       Credentials: MessageTypeDefinition<_fastpull_v1_Credentials, _fastpull_v1_Credentials__Output>
@@ -96,6 +99,7 @@ export interface ProtoGrpcType {
       ListSnapshotsResponse: MessageTypeDefinition<_fastpull_v1_ListSnapshotsResponse, _fastpull_v1_ListSnapshotsResponse__Output>
       ListWritableMountsRequest: MessageTypeDefinition<_fastpull_v1_ListWritableMountsRequest, _fastpull_v1_ListWritableMountsRequest__Output>
       ListWritableMountsResponse: MessageTypeDefinition<_fastpull_v1_ListWritableMountsResponse, _fastpull_v1_ListWritableMountsResponse__Output>
+      Millis: MessageTypeDefinition<_fastpull_v1_Millis, _fastpull_v1_Millis__Output>
       Mount: MessageTypeDefinition<_fastpull_v1_Mount, _fastpull_v1_Mount__Output>
       MountsRequest: MessageTypeDefinition<_fastpull_v1_MountsRequest, _fastpull_v1_MountsRequest__Output>
       MountsResponse: MessageTypeDefinition<_fastpull_v1_MountsResponse, _fastpull_v1_MountsResponse__Output>

@@ -1,5 +1,7 @@
 // Generated from proto/fastpull/v1/fastpull.proto by scripts/gen-proto.mjs; do not edit.
 
+import type { Millis as _fastpull_v1_Millis, Millis__Output as _fastpull_v1_Millis__Output } from '../../fastpull/v1/Millis.js';
+import type { Count as _fastpull_v1_Count, Count__Output as _fastpull_v1_Count__Output } from '../../fastpull/v1/Count.js';
 
 /**
  * Where one layer's time went (see PullTimings in @fastpull/core).
@@ -42,27 +44,23 @@ export interface LayerTimings {
    */
   'state'?: (string);
   /**
-   * CPU of the pass's stages, each on its own thread's clock; unset for a layer that was there, or
-   * where the daemon has no thread clock (no native addon).
+   * CPU of the pass's stages, each on its own thread's clock; absent for a layer that was there, or
+   * where the daemon has no thread clock (no native addon). Messages, so that absence shows.
    * The thread that parsed the tar and wrote the files.
    */
-  'threadCpuMs'?: (number | string);
+  'threadCpu'?: (_fastpull_v1_Millis | null);
   /**
    * SHA-256 of the blob.
    */
-  'blobHashCpuMs'?: (number | string);
+  'blobHashCpu'?: (_fastpull_v1_Millis | null);
   /**
    * SHA-256 of the tar.
    */
-  'tarHashCpuMs'?: (number | string);
+  'tarHashCpu'?: (_fastpull_v1_Millis | null);
   /**
    * With the parallel inflater and a SOCI zTOC: the checkpoints it started chunks from.
    */
-  'ztocCheckpoints'?: (number);
-  '_threadCpuMs'?: "threadCpuMs";
-  '_blobHashCpuMs'?: "blobHashCpuMs";
-  '_tarHashCpuMs'?: "tarHashCpuMs";
-  '_ztocCheckpoints'?: "ztocCheckpoints";
+  'ztocCheckpoints'?: (_fastpull_v1_Count | null);
 }
 
 /**
@@ -106,25 +104,21 @@ export interface LayerTimings__Output {
    */
   'state': (string);
   /**
-   * CPU of the pass's stages, each on its own thread's clock; unset for a layer that was there, or
-   * where the daemon has no thread clock (no native addon).
+   * CPU of the pass's stages, each on its own thread's clock; absent for a layer that was there, or
+   * where the daemon has no thread clock (no native addon). Messages, so that absence shows.
    * The thread that parsed the tar and wrote the files.
    */
-  'threadCpuMs'?: (number);
+  'threadCpu': (_fastpull_v1_Millis__Output | null);
   /**
    * SHA-256 of the blob.
    */
-  'blobHashCpuMs'?: (number);
+  'blobHashCpu': (_fastpull_v1_Millis__Output | null);
   /**
    * SHA-256 of the tar.
    */
-  'tarHashCpuMs'?: (number);
+  'tarHashCpu': (_fastpull_v1_Millis__Output | null);
   /**
    * With the parallel inflater and a SOCI zTOC: the checkpoints it started chunks from.
    */
-  'ztocCheckpoints'?: (number);
-  '_threadCpuMs'?: "threadCpuMs";
-  '_blobHashCpuMs'?: "blobHashCpuMs";
-  '_tarHashCpuMs'?: "tarHashCpuMs";
-  '_ztocCheckpoints'?: "ztocCheckpoints";
+  'ztocCheckpoints': (_fastpull_v1_Count__Output | null);
 }
