@@ -91,6 +91,10 @@ describe.skipIf(reason !== undefined)('CRI PullImage through the fast path', () 
   it('answers every layer from a fastpull pull: containerd downloads no layer blob, and CRI lists the image', async () => {
     const imageRef = await cri.pullImage(ref);
     expect(imageRef).toBe(image.configDigest);
+    // fastpulld's log lines come through a pipe and may land after containerd's answer: wait for the
+    // last ones this pull makes (its top layer's record, the pull's own line) before reading them.
+    await daemon.waitLog((l) => l.msg === 'layer recorded for containerd' && l.target === chains.at(-1));
+    await daemon.waitLog((l) => l.event === 'pull' && l.image === `${registry.host}/cri/busybox@${image.manifestDigest}`);
 
     const status = await cri.imageStatus(ref);
     expect(status).toMatchObject({ id: image.configDigest, repoTags: [ref], repoDigests: [`${registry.host}/cri/busybox@${image.manifestDigest}`] });
@@ -100,7 +104,7 @@ describe.skipIf(reason !== undefined)('CRI PullImage through the fast path', () 
     const recorded = daemon.logs.filter((l) => l.msg === 'layer recorded for containerd');
     expect(recorded.map((l) => l.target)).toEqual(chains);
     expect(recorded[0]!.how).toBe('pulled');
-    expect(daemon.logs.filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS')).toHaveLength(image.layers.length);
+    await expect.poll(() => daemon.logs.filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 10_000 }).toBe(image.layers.length);
     expect(daemon.logs.filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself')).toEqual([]);
     const pulls = daemon.logs.filter((l) => l.event === 'pull');
     expect(pulls).toHaveLength(1);

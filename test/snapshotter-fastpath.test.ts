@@ -130,6 +130,8 @@ describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fas
     await pushImage(registry.url, 'fast/held', 'v1', held);
     const heldRef = `${registry.host}/fast/held:v1`;
     await api.pull(heldRef);
+    // Its log line comes through a pipe: only what follows it counts below.
+    await daemon.waitLog((l) => l.event === 'pull' && l.image === heldRef);
     let before = daemon.logs.length;
     await unpackAsContainerd(held, heldRef, 'other');
     // The log lines come through a pipe: they may land just after the answers.
