@@ -60,10 +60,13 @@ describe('repository hygiene', () => {
 
   it('the rules catch what they are for', () => {
     const hits = (line: string): string[] => RULES.filter(([, p]) => p.test(line)).map(([what]) => what);
+    // The samples that name outside notes and paths are built from parts, so that this file does
+    // not itself hold what it forbids.
+    const note = (name: string): string => `${name}.md`;
     for (const line of [
-      'see ../shared/FACTS.md',
-      'as DESIGN.md says',
-      'cd /work/wt-hygiene',
+      `see ${['..', 'shared', note('FACTS')].join('/')}`,
+      `as ${note('DESIGN')} says`,
+      `cd ${['', 'work', 'wt-x'].join('/')}`,
       'done in this session',
       'the planner wants',
       'fixed in issue 12',
