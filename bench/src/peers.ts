@@ -5,10 +5,12 @@
 // distribution registry on loopback, measures the limit per image, then pulls each image with every
 // contender BENCH_RUNS times into a fresh store (page cache dropped first where permitted); then the
 // memory scenario (one small vs one large layer) and the fault scenario (one stalled connection).
+// Trees it is done with go to a trash, emptied only when space runs short and then followed by a
+// cool-down before the next measured run (src/peers/trash.ts says why), and at the end.
 // Prints markdown tables and writes bench/results/peers-<time>.json and peers-latest.md.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { arch, availableParallelism, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { arch, availableParallelism, loadavg, release, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
@@ -17,6 +19,7 @@ import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, s
 import { measureLimit, type Limit } from './peers/limit.js';
 import { dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
+import { limitNeed, plus, pullNeed, times, Trash } from './peers/trash.js';
 import { readTrace, traceSvg } from './trace-svg.js';
 
 const here = import.meta.dirname;
@@ -35,6 +38,8 @@ const MEM_MIB = list('BENCH_MEM_MIB', `${Math.max(16, Math.round(512 * SCALE))},
 const PULL_TIMEOUT_S = num('BENCH_TIMEOUT_S', 1800);
 const FAULT_TIMEOUT_S = num('BENCH_FAULT_TIMEOUT_S', 60);
 const FAULT_AFTER_BYTES = num('BENCH_FAULT_AFTER_KIB', 1024) * 1024;
+/** Seconds between removing trees and the next measured run (0: no wait). */
+const DELETE_COOLDOWN_S = Math.max(0, num('BENCH_DELETE_COOLDOWN_S', 65));
 const CACHE = resolve(env.BENCH_CACHE ?? join(benchDir, '.cache'));
 /** BENCH_SOCI=1: gzip images get a SOCI index (v1, through the referrers tag), which fastpull's parallel inflater uses. */
 const SOCI = env.BENCH_SOCI === '1';
@@ -186,14 +191,24 @@ const contenders = CONTENDERS.map((n) => {
   return c;
 });
 
+const trash = new Trash(DELETE_COOLDOWN_S, log);
+// Ctrl-C or a kill: the trash goes too (it may hold many GiB), then exit as the signal would have.
+for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  process.once(sig, () => {
+    log(`\n${sig}: removing the trash (${trash.size} tree(s))`);
+    trash.empty();
+    process.exit(code);
+  });
+}
+
+/** One pull into a fresh directory, which goes to the trash (callers call `trash.before` first). */
 async function pullOnce(c: Contender, ref: string, timeoutS: number, trace?: string): Promise<PullResult> {
-  const dir = mkdtempSync(join(tmpdir(), 'fastpull-bench-run-'));
+  const dir = trash.dir('fastpull-bench-run-');
   try {
     return await c.pull(ref, dir, timeoutS * 1000, trace);
   } catch (e) {
     return { ok: false, timedOut: false, wall: NaN, cpu: NaN, rssMiB: NaN, bytes: NaN, output: '', note: `error: ${e instanceof Error ? e.message : String(e)}` };
   } finally {
-    rmSync(dir, { recursive: true, force: true });
     execFileSync('sync');
   }
 }
@@ -223,6 +238,7 @@ const machine = {
 const sizes = sizesFor(SCALE, env);
 log(`fastpull peers bench: scale ${SCALE}, ${RUNS} run(s), ${machine.cores} cores (${machine.cpu}); tools: ${setup}`);
 log(`sizes: ${JSON.stringify(sizes)}`);
+log(`trees go to a trash under ${trash.base}, emptied when space runs short, then ${DELETE_COOLDOWN_S} s before the next measured run (BENCH_DELETE_COOLDOWN_S)`);
 
 mkdirSync(join(CACHE, 'registry'), { recursive: true });
 const registry = await startDistribution({ dir: join(CACHE, 'registry') });
@@ -264,7 +280,9 @@ try {
       pullImages.push(image);
       const ref = refs.get(image.name)!;
       log(`${image.name}: ${image.layers.length} layers, ${f0(image.layers.reduce((a, l) => a + l.size, 0) / MIB)} MiB compressed, ${f0(image.layers.reduce((a, l) => a + l.tarSize, 0) / MIB)} MiB uncompressed, ${image.layers.reduce((a, l) => a + l.files, 0)} files`);
-      const limit = await measureLimit(image, blobUrl(image), join(here, 'peers', 'inflate-child.js'), log);
+      // Between images: the trash is emptied here if this image's runs would not fit beside it.
+      await trash.before(plus(limitNeed(image), times(RUNS * contenders.length, pullNeed(image))), `${image.name}: the limit`);
+      const limit = await measureLimit(image, blobUrl(image), join(here, 'peers', 'inflate-child.js'), log, trash);
       cacheDrops.add(limit.cacheDrop);
       limits.set(image.name, limit);
       log(`  bound ${f2(limit.bound)} s (${limit.dominant}); terms ${JSON.stringify(Object.fromEntries(Object.entries(limit.terms).map(([k, v]) => [k, Number(v.toFixed(3))])))}`);
@@ -281,6 +299,7 @@ try {
         for (const c of order) {
           const row = byName.get(c.name)!;
           if (row.unavailable !== undefined) continue;
+          await trash.before(pullNeed(image), `${image.name} run ${run + 1} ${c.name}`);
           drop();
           // The last run of a contender that can writes its trace (the sampling costs next to nothing).
           const trace = c.traces && run === RUNS - 1 ? join(tracesDir, `${image.name}-${slug(c.name)}.trace.json`) : undefined;
@@ -302,12 +321,14 @@ try {
       const image = await prepare(oneLayerImage(mib));
       const ref = refs.get(image.name)!;
       log(`memory: one layer of ${mib} MiB (${f0(image.layers[0]!.size / MIB)} MiB compressed)`);
+      await trash.before(times(contenders.length, pullNeed(image)), `memory, ${mib} MiB`);
       for (const c of contenders) {
         const why = c.unavailable();
         if (why !== undefined) {
           memoryRows.push({ image: image.name, contender: c.name, runs: [], unavailable: why });
           continue;
         }
+        await trash.before(pullNeed(image), `memory, ${mib} MiB, ${c.name}`);
         drop();
         const r = await pullOnce(c, ref, PULL_TIMEOUT_S);
         memoryRows.push({ image: image.name, contender: c.name, runs: [r] });
@@ -321,12 +342,14 @@ try {
     const largest = image.layers.reduce((a, l) => (l.size > a.size ? l : a));
     faultInfo = { image: image.name, digest: largest.digest, afterBytes: FAULT_AFTER_BYTES, timeoutS: FAULT_TIMEOUT_S, stalled: [] };
     log(`fault: ${image.name}, the first GET of the largest layer (${f0(largest.size / MIB)} MiB) stalls after ${FAULT_AFTER_BYTES} bytes; limit ${FAULT_TIMEOUT_S} s`);
+    await trash.before(times(contenders.length, pullNeed(image)), 'fault');
     for (const c of contenders) {
       const why = c.unavailable();
       if (why !== undefined) {
         faultRows.push({ image: image.name, contender: c.name, runs: [], unavailable: why });
         continue;
       }
+      await trash.before(pullNeed(image), `fault, ${c.name}`);
       const proxy = await startStallProxy(registry.url, largest.digest, FAULT_AFTER_BYTES);
       try {
         drop();
@@ -343,6 +366,8 @@ try {
   }
 } finally {
   await registry.stop();
+  log(`removing the trash (${trash.size} tree(s))`);
+  trash.empty();
 }
 
 // ---- report --------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 // containerd's `ctr images pull` (its own daemon, root and socket) and `skopeo copy` + `umoci unpack`.
 // Each pull goes into a fresh store under the run directory; a contender that cannot run says why.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { diskBytes, measure, sleep, which, type Measured } from './measure.js';
 
@@ -20,7 +20,8 @@ export interface Contender {
   /** Why it cannot run on this machine, or undefined when it can. */
   unavailable(): string | undefined;
   /**
-   * Pulls and unpacks `ref` into a fresh store under `dir` (which it may fill; the caller removes it).
+   * Pulls and unpacks `ref` into a fresh store under `dir` (which it may fill; the caller removes it,
+   * later: nothing of it may be deleted before the next measured pull, src/peers/trash.ts).
    * `trace`: a file to write the pull's trace to, for a contender that can (`fastpull pull --trace`).
    */
   pull(ref: string, dir: string, timeoutMs: number, trace?: string): Promise<PullResult>;
@@ -200,7 +201,8 @@ export function containerd(): Contender {
       // Overlayfs failed: try the native snapshotter from now on.
       overlayError = r.note;
       snapshotter = 'native';
-      rmSync(join(dir, 'containerd'), { recursive: true, force: true });
+      // Set aside, not removed: a delete right before the retry would slow its file creation.
+      renameSync(join(dir, 'containerd'), join(dir, 'containerd-overlayfs-failed'));
       const again = await one(ref, dir, timeoutMs);
       return again.ok ? { ...again, note: `native snapshotter (overlayfs failed: ${overlayError})` } : again;
     },

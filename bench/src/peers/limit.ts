@@ -4,13 +4,15 @@
 //       largest layer's inflate, disk)
 // network = parallel curl of all blobs to disk; inflate = per layer, the fastest single-core tool
 // among igzip, pigz, gzip and node:zlib (zstd: the zstd program); hashes = openssl dgst -sha256;
-// extraction and disk = GNU tar -x of all layers (one per core at a time), then sync.
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+// extraction and disk = GNU tar -x of all layers (one per core at a time), then sync. Its files go to
+// the trash (src/peers/trash.ts), not away at once: the pulls measured next would pay for the delete.
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { ImageMeta } from './images.js';
 import { dropCaches, measure, which, type Measured } from './measure.js';
+import type { Trash } from './trash.js';
 
 export interface InflateTry {
   readonly tool: string;
@@ -60,83 +62,79 @@ function ok(m: Measured, what: string): Measured {
   return m;
 }
 
-export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) => string, inflateChild: string, log: (s: string) => void): Promise<Limit> {
+export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) => string, inflateChild: string, log: (s: string) => void, trash: Trash): Promise<Limit> {
   const cores = availableParallelism();
-  const work = mkdtempSync(join(tmpdir(), 'fastpull-bench-limit-'));
-  try {
-    // Network: every blob at once, to disk.
-    const cacheDrop = dropCaches();
-    const curlArgs = ['-sS', '--fail', '--parallel', '--parallel-max', '16'];
-    image.layers.forEach((l, i) => curlArgs.push('-o', join(work, `blob-${i}`), blobUrl(l.digest)));
-    const curl = ok(await measure('curl', curlArgs), 'curl');
-    const sync = await measure('sync', []);
-    log(`  limit: curl ${curl.wall.toFixed(2)} s (+ sync ${sync.wall.toFixed(2)} s)`);
+  const work = trash.dir('fastpull-bench-limit-');
+  // Network: every blob at once, to disk.
+  const cacheDrop = dropCaches();
+  const curlArgs = ['-sS', '--fail', '--parallel', '--parallel-max', '16'];
+  image.layers.forEach((l, i) => curlArgs.push('-o', join(work, `blob-${i}`), blobUrl(l.digest)));
+  const curl = ok(await measure('curl', curlArgs), 'curl');
+  const sync = await measure('sync', []);
+  log(`  limit: curl ${curl.wall.toFixed(2)} s (+ sync ${sync.wall.toFixed(2)} s)`);
 
-    // Inflate: each tool on each layer, the blob in the page cache, output discarded.
-    const tools = inflaters(image.compression, inflateChild);
-    const layers: LayerLimit[] = [];
-    for (const [i, l] of image.layers.entries()) {
-      const blob = join(image.dir, l.file);
-      const tries: InflateTry[] = [];
-      spawnSync('cat', [blob], { stdio: 'ignore' }); // warm the page cache
-      for (const t of tools) {
-        const m = await measure(t.cmd, t.args(blob));
-        tries.push(m.ok ? { tool: t.tool, wall: m.wall, cpu: m.cpu } : { tool: t.tool, wall: NaN, cpu: NaN, error: m.output.slice(-200) });
-      }
-      const good = tries.filter((t) => t.error === undefined);
-      if (good.length === 0) throw new Error(`limit: no inflater could decompress layer ${i} (${tries.map((t) => `${t.tool}: ${t.error}`).join('; ')})`);
-      const best = good.reduce((a, b) => (b.cpu < a.cpu ? b : a));
-      layers.push({ name: l.name, size: l.size, tarSize: l.tarSize, tries, best });
-      // The uncompressed tar, for hashing and extraction (not timed).
-      const fd = openSync(join(work, `layer-${i}.tar`), 'w');
-      const r = spawnSync(image.compression === 'zstd' ? 'zstd' : 'gzip', ['-dc', blob], { stdio: ['ignore', fd, 'pipe'] });
-      closeSync(fd);
-      if (r.status !== 0) throw new Error(`limit: decompressing layer ${i}: ${r.stderr.toString()}`);
+  // Inflate: each tool on each layer, the blob in the page cache, output discarded.
+  const tools = inflaters(image.compression, inflateChild);
+  const layers: LayerLimit[] = [];
+  for (const [i, l] of image.layers.entries()) {
+    const blob = join(image.dir, l.file);
+    const tries: InflateTry[] = [];
+    spawnSync('cat', [blob], { stdio: 'ignore' }); // warm the page cache
+    for (const t of tools) {
+      const m = await measure(t.cmd, t.args(blob));
+      tries.push(m.ok ? { tool: t.tool, wall: m.wall, cpu: m.cpu } : { tool: t.tool, wall: NaN, cpu: NaN, error: m.output.slice(-200) });
     }
-    // The tars are dirty pages: write them back now, or the extraction's sync would count them.
-    spawnSync('sync');
-    const inflateCpu = layers.reduce((a, l) => a + l.best.cpu, 0);
-    log(`  limit: inflate CPU ${inflateCpu.toFixed(2)} s (best per layer: ${[...new Set(layers.map((l) => l.best.tool))].join(', ')})`);
-
-    // Hashes, with openssl, of the blobs and of the tars.
-    const blobs = image.layers.map((l) => join(image.dir, l.file));
-    const tars = image.layers.map((_, i) => join(work, `layer-${i}.tar`));
-    const shaC = ok(await measure('openssl', ['dgst', '-sha256', ...blobs]), 'openssl dgst (compressed)');
-    const shaU = ok(await measure('openssl', ['dgst', '-sha256', ...tars]), 'openssl dgst (uncompressed)');
-
-    // Extraction: GNU tar -x of every layer into its own directory (as overlay snapshots are), as many
-    // layers at once as there are cores (layers are independent), then sync.
-    for (let i = 0; i < tars.length; i++) mkdirSync(join(work, `x-${i}`));
-    const script = 'n="$1"; shift; printf "%s\\n" "$@" | xargs -P "$n" -I{} sh -c \'tar -x -f "$0/layer-$1.tar" -C "$0/x-$1"\' "$0" {} && sync';
-    const extract = ok(await measure('sh', ['-c', script, work, String(cores), ...tars.map((_, i) => String(i))]), 'tar -x');
-    const bytes = image.layers.reduce((a, l) => a + l.tarSize, 0);
-    const blocks = Math.ceil(bytes / (4 * 1024 * 1024));
-    const dd = ok(await measure('dd', ['if=/dev/zero', `of=${join(work, 'dd')}`, 'bs=4M', `count=${blocks}`, 'conv=fdatasync', 'status=none']), 'dd');
-    const largest = image.layers.reduce((a, l, i) => (l.size > image.layers[a]!.size ? i : a), 0);
-
-    const cpuTotal = inflateCpu + shaC.cpu + shaU.cpu + extract.cpu;
-    const terms: Record<TermName, number> = {
-      network: curl.wall,
-      cpu: cpuTotal / cores,
-      'largest layer inflate': layers[largest]!.best.wall,
-      disk: extract.wall,
-    };
-    const dominant = (Object.keys(terms) as TermName[]).reduce((a, b) => (terms[b] > terms[a] ? b : a));
-    return {
-      cores,
-      curl: { wall: curl.wall, wallWithSync: curl.wall + sync.wall, cpu: curl.cpu },
-      layers,
-      inflateCpu,
-      shaCompressedCpu: shaC.cpu,
-      shaUncompressedCpu: shaU.cpu,
-      extract: { cpu: extract.cpu, wallWithSync: extract.wall },
-      rawWrite: { wall: dd.wall, bytes: blocks * 4 * 1024 * 1024 },
-      terms,
-      bound: terms[dominant],
-      dominant,
-      cacheDrop,
-    };
-  } finally {
-    rmSync(work, { recursive: true, force: true });
+    const good = tries.filter((t) => t.error === undefined);
+    if (good.length === 0) throw new Error(`limit: no inflater could decompress layer ${i} (${tries.map((t) => `${t.tool}: ${t.error}`).join('; ')})`);
+    const best = good.reduce((a, b) => (b.cpu < a.cpu ? b : a));
+    layers.push({ name: l.name, size: l.size, tarSize: l.tarSize, tries, best });
+    // The uncompressed tar, for hashing and extraction (not timed).
+    const fd = openSync(join(work, `layer-${i}.tar`), 'w');
+    const r = spawnSync(image.compression === 'zstd' ? 'zstd' : 'gzip', ['-dc', blob], { stdio: ['ignore', fd, 'pipe'] });
+    closeSync(fd);
+    if (r.status !== 0) throw new Error(`limit: decompressing layer ${i}: ${r.stderr.toString()}`);
   }
+  // The tars are dirty pages: write them back now, or the extraction's sync would count them.
+  spawnSync('sync');
+  const inflateCpu = layers.reduce((a, l) => a + l.best.cpu, 0);
+  log(`  limit: inflate CPU ${inflateCpu.toFixed(2)} s (best per layer: ${[...new Set(layers.map((l) => l.best.tool))].join(', ')})`);
+
+  // Hashes, with openssl, of the blobs and of the tars.
+  const blobs = image.layers.map((l) => join(image.dir, l.file));
+  const tars = image.layers.map((_, i) => join(work, `layer-${i}.tar`));
+  const shaC = ok(await measure('openssl', ['dgst', '-sha256', ...blobs]), 'openssl dgst (compressed)');
+  const shaU = ok(await measure('openssl', ['dgst', '-sha256', ...tars]), 'openssl dgst (uncompressed)');
+
+  // Extraction: GNU tar -x of every layer into its own directory (as overlay snapshots are), as many
+  // layers at once as there are cores (layers are independent), then sync.
+  for (let i = 0; i < tars.length; i++) mkdirSync(join(work, `x-${i}`));
+  const script = 'n="$1"; shift; printf "%s\\n" "$@" | xargs -P "$n" -I{} sh -c \'tar -x -f "$0/layer-$1.tar" -C "$0/x-$1"\' "$0" {} && sync';
+  const extract = ok(await measure('sh', ['-c', script, work, String(cores), ...tars.map((_, i) => String(i))]), 'tar -x');
+  const bytes = image.layers.reduce((a, l) => a + l.tarSize, 0);
+  const blocks = Math.ceil(bytes / (4 * 1024 * 1024));
+  const dd = ok(await measure('dd', ['if=/dev/zero', `of=${join(work, 'dd')}`, 'bs=4M', `count=${blocks}`, 'conv=fdatasync', 'status=none']), 'dd');
+  const largest = image.layers.reduce((a, l, i) => (l.size > image.layers[a]!.size ? i : a), 0);
+
+  const cpuTotal = inflateCpu + shaC.cpu + shaU.cpu + extract.cpu;
+  const terms: Record<TermName, number> = {
+    network: curl.wall,
+    cpu: cpuTotal / cores,
+    'largest layer inflate': layers[largest]!.best.wall,
+    disk: extract.wall,
+  };
+  const dominant = (Object.keys(terms) as TermName[]).reduce((a, b) => (terms[b] > terms[a] ? b : a));
+  return {
+    cores,
+    curl: { wall: curl.wall, wallWithSync: curl.wall + sync.wall, cpu: curl.cpu },
+    layers,
+    inflateCpu,
+    shaCompressedCpu: shaC.cpu,
+    shaUncompressedCpu: shaU.cpu,
+    extract: { cpu: extract.cpu, wallWithSync: extract.wall },
+    rawWrite: { wall: dd.wall, bytes: blocks * 4 * 1024 * 1024 },
+    terms,
+    bound: terms[dominant],
+    dominant,
+    cacheDrop,
+  };
 }

@@ -79,10 +79,26 @@ export interface RunOptions {
   readonly cwd?: string;
 }
 
+let timeDir: string | undefined;
+let timeFiles = 0;
+
+/**
+ * A fresh file for /usr/bin/time's report. They are kept until the process exits: deleting one after
+ * each command would put a just-freed inode in the way of the next command's file creation
+ * (src/peers/trash.ts says what that costs on ext4).
+ */
+function nextTimeFile(): string {
+  if (timeDir === undefined) {
+    const d = mkdtempSync(join(tmpdir(), 'fastpull-bench-time-'));
+    process.once('exit', () => rmSync(d, { recursive: true, force: true }));
+    timeDir = d;
+  }
+  return join(timeDir, String(timeFiles++));
+}
+
 /** Runs `cmd args` measured. Never throws for a failing command: `ok` says. */
 export async function measure(cmd: string, args: readonly string[], options: RunOptions = {}): Promise<Measured> {
-  const dir = mkdtempSync(join(tmpdir(), 'fastpull-bench-time-'));
-  const timeFile = join(dir, 'time');
+  const timeFile = nextTimeFile();
   const daemons = options.daemons ?? [];
   const daemonCpu0 = daemons.reduce((a, p) => a + cpuSeconds(p), 0);
   const t0 = performance.now();
@@ -133,7 +149,6 @@ export async function measure(cmd: string, args: readonly string[], options: Run
   } catch {
     /* killed before time wrote */
   }
-  rmSync(dir, { recursive: true, force: true });
   return { ok: code === 0 && !timedOut, timedOut, wall, cpu, rssMiB: Math.max(peakKiB, maxOneKiB) / 1024, output };
 }
 

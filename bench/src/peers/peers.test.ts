@@ -1,8 +1,8 @@
 // The peers benchmark's own machinery (no speed figures here): the tar writer, the stalling proxy,
-// the measuring wrapper.
+// the measuring wrapper, the trash of finished trees.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, get } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import { field1, imageRequest, readField1, readVarint, varint } from './cri-wire
 import { measure } from './measure.js';
 import { startStallProxy } from './stall-proxy.js';
 import { TarWriter } from './tarwriter.js';
+import { decide, fsSpace, margins, Trash, type FsSpace } from './trash.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -114,5 +115,74 @@ describe('the CRI client messages', () => {
     expect(readField1(field1(Buffer.from('sha256:abc')))).toBe('sha256:abc');
     expect(readVarint(varint(2 ** 40 + 5), 0)).toEqual([2 ** 40 + 5, 6]);
     expect(readField1(Buffer.from([0x12, 0x01, 0x41]))).toBe('');
+  });
+});
+
+describe('the trash policy', () => {
+  const GIB = 1024 ** 3;
+  // 100 GiB, 1M inodes: 5 GiB and 50,000 inodes are kept free.
+  const fs = (freeGiB: number, freeInodes = 500_000): FsSpace => ({ freeBytes: freeGiB * GIB, totalBytes: 100 * GIB, freeInodes, totalInodes: 1_000_000 });
+
+  it('keeps 1 GiB or 5% of the filesystem free, and 5% of its inodes', () => {
+    expect(margins(fs(50))).toEqual({ bytes: 5 * GIB, inodes: 50_000 });
+    expect(margins({ freeBytes: GIB, totalBytes: 4 * GIB, freeInodes: 10, totalInodes: 100 }).bytes).toBe(GIB);
+  });
+
+  it('removes nothing while the work fits, and waits out what is left of the cool-down', () => {
+    expect(decide(fs(50), { bytes: 40 * GIB, inodes: 1000 }, 3, undefined, 65)).toEqual({ empty: false, waitS: 0, why: 'fits' });
+    expect(decide(fs(50), { bytes: GIB, inodes: 1000 }, 3, 20, 65)).toEqual({ empty: false, waitS: 45, why: 'fits' });
+    expect(decide(fs(50), { bytes: GIB, inodes: 1000 }, 3, 70, 65).waitS).toBe(0);
+  });
+
+  it('empties the trash when the bytes or the inodes would drop below the margin, then waits the whole cool-down', () => {
+    const bytes = decide(fs(50), { bytes: 46 * GIB, inodes: 1000 }, 3, 20, 65);
+    expect(bytes).toMatchObject({ empty: true, waitS: 65 });
+    expect(bytes.why).toContain('50.0 GiB free, 46.0 GiB needed, 5.0 GiB kept free');
+    const inodes = decide(fs(50, 60_000), { bytes: GIB, inodes: 20_000 }, 1, undefined, 65);
+    expect(inodes).toMatchObject({ empty: true, waitS: 65 });
+    expect(inodes.why).toContain('60000 inodes free, 20000 needed');
+    expect(decide(fs(50), { bytes: 46 * GIB, inodes: 1000 }, 3, undefined, 0)).toMatchObject({ empty: true, waitS: 0 });
+  });
+
+  it('does not count inodes on a filesystem without a fixed number of them', () => {
+    const btrfs: FsSpace = { freeBytes: 50 * GIB, totalBytes: 100 * GIB, freeInodes: 0, totalInodes: 0 };
+    expect(decide(btrfs, { bytes: GIB, inodes: 1_000_000 }, 2, undefined, 65)).toEqual({ empty: false, waitS: 0, why: 'fits' });
+  });
+
+  it('says so when space is short and the trash is empty, and removes nothing', () => {
+    const d = decide(fs(5), { bytes: GIB, inodes: 10 }, 0, 10, 65);
+    expect(d).toMatchObject({ empty: false, waitS: 55 });
+    expect(d.why).toContain('trash empty, nothing to remove');
+  });
+});
+
+describe('Trash', () => {
+  it('keeps trees until the filesystem is short for the next work, then removes them all and cools down', async () => {
+    const base = tmp();
+    const lines: string[] = [];
+    const trash = new Trash(0.3, (s) => lines.push(s), base);
+    const a = trash.dir('run-');
+    writeFileSync(join(a, 'f'), 'x');
+    const b = join(base, 'limit');
+    mkdirSync(join(b, 'x-0'), { recursive: true });
+    trash.add(b);
+    expect(trash.size).toBe(2);
+
+    await trash.before({ bytes: 1, inodes: 1 }, 'a small run');
+    expect(existsSync(join(a, 'f')) && existsSync(join(b, 'x-0'))).toBe(true);
+    expect(lines).toEqual([]);
+
+    // More than this filesystem has free: the trash must go, and the run waits the cool-down after.
+    const t0 = performance.now();
+    await trash.before({ bytes: fsSpace(base).freeBytes + 1, inodes: 1 }, 'a huge run');
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(300);
+    expect(existsSync(a) || existsSync(b)).toBe(false);
+    expect(trash.size).toBe(0);
+    expect(lines[0]).toMatch(/removing 2 tree\(s\) before a huge run \(.* GiB free/);
+    expect(lines[1]).toMatch(/cool-down, 0.3 s before a huge run/);
+
+    // Nothing left to remove: it says so, and waits out only what is left of the cool-down.
+    await trash.before({ bytes: fsSpace(base).freeBytes + 1, inodes: 1 }, 'another huge run');
+    expect(lines[2]).toContain('trash empty, nothing to remove');
   });
 });
