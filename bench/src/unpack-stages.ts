@@ -9,9 +9,10 @@
 // paths alternating (serial first in odd runs). Each run reports wall time, process CPU and each
 // stage's CPU on its own thread's clock, as UnpackTimings gives it: blob hash and tar hash (pool
 // threads), inflate (ISA-L's decode thread, the parallel decoder's jobs), the unpack thread (tar
-// parsing, file writes, stream plumbing; inline hashing too for 'serial'); their sum, and sum / wall:
-// above 1, the stages ran at once. "rest" is process CPU less the stages (V8's GC threads, libuv's
-// file reads). A decoder without a clock (node:zlib, igzip, pigz) is measured alone instead (gunzip
+// parsing, file writes, stream plumbing; inline hashing too for 'serial', where the hash columns are
+// the time of those calls and part of it); their sum, and sum / wall: above 1, the stages ran at once.
+// "rest" is process CPU less the stages (V8's GC threads, the blob's reads on libuv's pool);
+// process CPU / wall is how many cores the process got, the ceiling of sum / wall. A decoder without a clock (node:zlib, igzip, pigz) is measured alone instead (gunzip
 // to nowhere, process CPU), and that figure stands in for its inflate, marked so.
 import { execFileSync } from 'node:child_process';
 import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
@@ -149,12 +150,12 @@ for (const kind of ['incompressible', 'fp16'] as const) {
     );
   }
   console.log('\nMedian (min-max):\n');
-  console.log('| path | wall s | blob hash CPU s | inflate CPU s | tar hash CPU s | unpack thread CPU s | stages sum s | sum / wall |');
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('| path | wall s | blob hash CPU s | inflate CPU s | tar hash CPU s | unpack thread CPU s | stages sum s | sum / wall | process CPU / wall |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const mode of ['inline', 'pool'] as const) {
     const rs = runs[mode];
     console.log(
-      `| ${PATHS[mode]} | ${range(rs.map((r) => r.wall))} | ${range(rs.map((r) => r.blobHash))} | ${range(rs.map((r) => r.inflate))} | ${range(rs.map((r) => r.tarHash))} | ${range(rs.map((r) => r.thread))} | ${range(rs.map((r) => r.sum))} | ${range(rs.map((r) => r.sum / r.wall))} |`,
+      `| ${PATHS[mode]} | ${range(rs.map((r) => r.wall))} | ${range(rs.map((r) => r.blobHash))} | ${range(rs.map((r) => r.inflate))} | ${range(rs.map((r) => r.tarHash))} | ${range(rs.map((r) => r.thread))} | ${range(rs.map((r) => r.sum))} | ${range(rs.map((r) => r.sum / r.wall))} | ${range(rs.map((r) => r.cpu / r.wall))} |`,
     );
   }
   const ratios = runs.inline.map((r, i) => r.wall / runs.pool[i]!.wall);
