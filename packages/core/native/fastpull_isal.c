@@ -14,7 +14,7 @@
 //
 // cpuNs() is the CPU the decoding took, on the clock of the thread that ran it (CLOCK_THREAD_CPUTIME_ID):
 // the decode thread's whole clock, wake-ups included, brought up to date after each call and when the
-// thread ends; a call on the calling thread counts its own time. Exact, and two clock reads per call.
+// thread ends; a call on the calling thread counts its own time. Exact, at a clock read or two per call.
 //
 // Between members the rules are node:zlib's: a member may be followed by another member, by the
 // end, or by a zero byte, after which everything is ignored (padding); anything else must parse as
