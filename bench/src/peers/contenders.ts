@@ -20,8 +20,8 @@ export interface Contender {
   /** Why it cannot run on this machine, or undefined when it can. */
   unavailable(): string | undefined;
   /**
-   * Pulls and unpacks `ref` into a fresh store under `dir` (which it may fill; the caller removes it,
-   * later: nothing of it may be deleted before the next measured pull, src/peers/trash.ts).
+   * Pulls and unpacks `ref` into a fresh store under `dir` (which it may fill; the caller removes it
+   * later, never right before another measured pull: src/peers/trash.ts).
    * `trace`: a file to write the pull's trace to, for a contender that can (`fastpull pull --trace`).
    */
   pull(ref: string, dir: string, timeoutMs: number, trace?: string): Promise<PullResult>;
