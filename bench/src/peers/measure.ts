@@ -83,17 +83,23 @@ let timeDir: string | undefined;
 let timeFiles = 0;
 
 /**
- * A fresh file for /usr/bin/time's report. They are kept until the process exits: deleting one after
- * each command would put a just-freed inode in the way of the next command's file creation
- * (src/peers/trash.ts says what that costs on ext4).
+ * A fresh file for /usr/bin/time's report. They are kept until the process exits (or
+ * `removeTimeFiles`): deleting one after each command would put a just-freed inode in the way of the
+ * next command's file creation (src/peers/trash.ts says what that costs on ext4).
  */
 function nextTimeFile(): string {
   if (timeDir === undefined) {
-    const d = mkdtempSync(join(tmpdir(), 'fastpull-bench-time-'));
-    process.once('exit', () => rmSync(d, { recursive: true, force: true }));
-    timeDir = d;
+    timeDir = mkdtempSync(join(tmpdir(), 'fastpull-bench-time-'));
+    process.once('exit', removeTimeFiles);
   }
   return join(timeDir, String(timeFiles++));
+}
+
+/** Removes /usr/bin/time's reports; for a process that does not end with an 'exit' event (a test worker). */
+export function removeTimeFiles(): void {
+  if (timeDir !== undefined) rmSync(timeDir, { recursive: true, force: true });
+  timeDir = undefined;
+  process.removeListener('exit', removeTimeFiles);
 }
 
 /** Runs `cmd args` measured. Never throws for a failing command: `ok` says. */

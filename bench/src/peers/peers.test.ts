@@ -7,9 +7,9 @@ import { createServer, get } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { field1, imageRequest, readField1, readVarint, varint } from './cri-wire.js';
-import { measure } from './measure.js';
+import { measure, removeTimeFiles } from './measure.js';
 import { startStallProxy } from './stall-proxy.js';
 import { TarWriter } from './tarwriter.js';
 import { decide, fsSpace, margins, Trash, type FsSpace } from './trash.js';
@@ -23,6 +23,7 @@ function tmp(): string {
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
+afterAll(removeTimeFiles);
 
 function writeSample(path: string): { sha256: string; size: number } {
   const w = new TarWriter(path);
