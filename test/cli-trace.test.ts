@@ -9,7 +9,7 @@ import type { PullTimings, TraceDocument, TraceEvent } from '@fastpull/core';
 import { buildImage, findDistributionBinary, Prng, pushImage, sampleImage, sampleLayerEntries, startDistribution, startLoopbackRegistry, type BuiltImage } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { runCli, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
-import { checkCounters, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans } from './trace-checks.js';
+import { checkCounters, checkCpuArgs, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans } from './trace-checks.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping CLI trace tests: docker-registry is not installed');
@@ -72,6 +72,7 @@ describe.skipIf(!binary)('fastpull pull --trace', () => {
       expect(ms(unpack.dur!)).toBeCloseTo(t.unpackMs, 2);
       expect(ms(commit.dur!)).toBeCloseTo(t.commitMs, 2);
       expect(unpack.args).toMatchObject({ hashMs: t.verifyMs, inflateMs: t.decompressMs, extractMs: t.extractMs, waitMs: t.waitMs });
+      checkCpuArgs(unpack.args!, t);
       // In the order a layer goes: waiting, fetching, the pass ending after its download, verify, commit.
       expect(track.get('waiting')!.ts).toBeLessThanOrEqual(fetch.ts);
       expect(unpack.ts + unpack.dur!).toBeGreaterThanOrEqual(fetch.ts + fetch.dur! - 0.01);

@@ -1,7 +1,7 @@
 // Checks of a pull's trace document shared by the trace tests (CLI, daemon, faults): what the tracks,
 // spans and counters must hold for any pull, whatever ran it.
 import { expect } from 'vitest';
-import type { PullTimings, TraceEvent } from '@fastpull/core';
+import type { LayerTimings, PullTimings, TraceEvent } from '@fastpull/core';
 import type { BuiltImage } from '@fastpull/core/testing';
 
 /** The pull's process and the unpack workers' (see TraceEvent.pid). */
@@ -61,6 +61,15 @@ export function checkRanges(events: readonly TraceEvent[], image: BuiltImage, i:
  * that ran it (threadId > 0 with workers), passes of one thread never overlapping, each span's parts
  * those of the layer's timings and its time that of the layer's pass. Returns the threads.
  */
+/** A pass span's stage CPU arguments: each one the layer's timings have, and no other. */
+export function checkCpuArgs(args: Readonly<Record<string, string | number>>, t: LayerTimings): void {
+  for (const k of ['threadCpuMs', 'blobHashCpuMs', 'inflateCpuMs', 'tarHashCpuMs'] as const) {
+    const want = t[k];
+    if (want === undefined) expect(args, k).not.toHaveProperty(k);
+    else expect(args[k] as number, k).toBeCloseTo(want, 2);
+  }
+}
+
 export function checkWorkers(events: readonly TraceEvent[], image: BuiltImage, timings: PullTimings): Set<number> {
   const names = new Map(events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === WORKERS_PID).map((e) => [e.tid!, String(e.args!.name)]));
   expect(events.find((e) => e.ph === 'M' && e.name === 'process_name' && e.pid === WORKERS_PID)?.args?.name).toBe('unpack workers');
@@ -78,6 +87,7 @@ export function checkWorkers(events: readonly TraceEvent[], image: BuiltImage, t
     expect(p.args!.hashMs as number).toBeCloseTo(t.verifyMs, 2);
     expect(p.args!.inflateMs as number).toBeCloseTo(t.decompressMs, 2);
     expect(p.args!.extractMs as number).toBeCloseTo(t.extractMs, 2);
+    checkCpuArgs(p.args!, t);
     // The same pass as on the layer's unpack track, seen from the worker: as long, and over when
     // the layer goes on to verify; it started once the layer had begun.
     const unpack = spans(events, passTid(i)).get('unpack')!;

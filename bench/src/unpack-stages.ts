@@ -1,15 +1,19 @@
-// One question: does one large layer use more than one core now that both SHA-256s run on the libuv
-// pool beside inflate and extraction, and by how much is its unpack faster than the serial path?
+// One question: does one large layer use more than one core, with both SHA-256s on the libuv pool,
+// inflate on its decoder's own thread and extraction on the unpack thread, and by how much is its
+// unpack faster than the serial path (both hashes inline on the unpack thread)?
 //
 // Builds (and caches under bench/.cache) single-layer images of BENCH_MIB MiB (default 512): one of
-// incompressible bytes (model weights as stored), one of fp16-like values (gzip takes about a fifth
-// off). Unpacks each layer in this process with unpackLayer, BENCH_RUNS times per path, the two
-// paths alternating (serial first in odd runs): 'serial' hashes inline on the unpack thread (as
-// before), 'stages' hashes on the pool. Each run reports wall time, process CPU and each stage's CPU
-// on its own thread (the addon's thread clock): blob hash and tar hash (pool threads), the unpack
-// thread (tar parsing, file writes, stream plumbing; inline hashing too for 'serial'), and the rest
-// of the process (node:zlib's inflate on the pool, V8's GC threads). Inflate alone is measured apart
-// (gunzip to nowhere, process CPU) so that the sum of the stages' CPU can be put beside the wall time.
+// incompressible bytes (model weights as stored), one of fp16-like values (gzip takes about a tenth
+// off). Unpacks each layer in this process with unpackLayer and the inflater BENCH_INFLATER resolves
+// to (default auto: in-process ISA-L where its addon is built), BENCH_RUNS times per path, the two
+// paths alternating (serial first in odd runs). Each run reports wall time, process CPU and each
+// stage's CPU on its own thread's clock, as UnpackTimings gives it: blob hash and tar hash (pool
+// threads), inflate (ISA-L's decode thread, the parallel decoder's jobs), the unpack thread (tar
+// parsing, file writes, stream plumbing; inline hashing too for 'serial', where the hash columns are
+// the time of those calls and part of it); their sum, and sum / wall: above 1, the stages ran at once.
+// "rest" is process CPU less the stages (V8's GC threads, the blob's reads on libuv's pool);
+// process CPU / wall is how many cores the process got, the ceiling of sum / wall. A decoder without a clock (node:zlib, igzip, pigz) is measured alone instead (gunzip
+// to nowhere, process CPU), and that figure stands in for its inflate, marked so.
 import { execFileSync } from 'node:child_process';
 import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -17,7 +21,7 @@ import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
-import { unpackLayer, type InflaterChoice } from '@fastpull/core';
+import { resolveGunzip, unpackLayer, type InflaterChoice } from '@fastpull/core';
 import { median } from './lib.js';
 import { ensureImage, type ImageSpec, type LayerSpec } from './peers/images.js';
 import { randomBlob } from './peers/content.js';
@@ -25,7 +29,8 @@ import { randomBlob } from './peers/content.js';
 const MIB = 1024 * 1024;
 const SIZE_MIB = Number(process.env.BENCH_MIB ?? 512);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const INFLATER = (process.env.BENCH_INFLATER ?? 'zlib') as InflaterChoice;
+const INFLATER = (process.env.BENCH_INFLATER ?? 'auto') as InflaterChoice;
+const DECODER = resolveGunzip(INFLATER).kind;
 const CACHE = resolve(process.env.BENCH_CACHE ?? join(import.meta.dirname, '..', '.cache'));
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
@@ -66,14 +71,19 @@ interface Run {
   wall: number;
   cpu: number;
   blobHash: number;
+  inflate: number;
+  /** Whether `inflate` is the decoder's own clock in this run, not the measurement alone. */
+  inflateClocked: boolean;
   tarHash: number;
   thread: number;
+  /** The stages' CPU: hashes (apart only on the pool), inflate, unpack thread. */
+  sum: number;
   rest: number;
 }
 
 const cpuSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
 
-async function unpackOnce(blobPath: string, mediaType: string, hashMode: 'inline' | 'pool'): Promise<Run> {
+async function unpackOnce(blobPath: string, mediaType: string, hashMode: 'inline' | 'pool', inflateAlone: () => number): Promise<Run> {
   const dest = mkdtempSync(join(tmpdir(), 'fastpull-stages-'));
   try {
     execFileSync('sync');
@@ -86,54 +96,69 @@ async function unpackOnce(blobPath: string, mediaType: string, hashMode: 'inline
     const blobHash = (r.timings.blobHashCpuMs ?? NaN) / 1000;
     const tarHash = (r.timings.tarHashCpuMs ?? NaN) / 1000;
     const thread = (r.timings.threadCpuMs ?? NaN) / 1000;
+    const clocked = r.timings.inflateCpuMs !== undefined;
+    const inflate = clocked ? r.timings.inflateCpuMs! / 1000 : inflateAlone();
     // Inline, the hashing is part of the unpack thread's CPU.
-    const own = hashMode === 'inline' ? thread : thread + blobHash + tarHash;
-    return { wall, cpu, blobHash, tarHash, thread, rest: cpu - own };
+    const sum = (hashMode === 'inline' ? thread : thread + blobHash + tarHash) + inflate;
+    // Only clocked stages ran in this process's CPU: an inflate measured alone is not in it.
+    const rest = cpu - sum + (clocked ? 0 : inflate);
+    return { wall, cpu, blobHash, inflate, inflateClocked: clocked, tarHash, thread, sum, rest };
   } finally {
     rmSync(dest, { recursive: true, force: true });
   }
 }
 
-/** CPU and wall seconds of inflating the blob alone, to nowhere. */
-async function inflateAlone(blobPath: string): Promise<{ wall: number; cpu: number }> {
+/** CPU seconds of inflating the blob alone with node:zlib, to nowhere. */
+async function zlibAlone(blobPath: string): Promise<number> {
   const c0 = process.cpuUsage();
-  const t0 = performance.now();
   await pipeline(createReadStream(blobPath, { highWaterMark: MIB }), zlib.createGunzip({ chunkSize: 256 * 1024 }), new Writable({ write: (_c, _e, cb) => cb() }));
-  return { wall: (performance.now() - t0) / 1000, cpu: cpuSeconds(process.cpuUsage(c0)) };
+  return cpuSeconds(process.cpuUsage(c0));
 }
 
 const range = (xs: readonly number[], digits = 2) => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)})`;
+const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
+const PATHS = { inline: 'serial', pool: 'stages' } as const;
 
-console.log(`# unpack stages: ${new Date().toISOString().slice(0, 10)}, ${availableParallelism()} cores, load ${loadavg()[0]!.toFixed(1)}, ${SIZE_MIB} MiB per layer, inflater ${INFLATER}, ${RUNS} runs per path, alternating\n`);
+console.log(`# unpack stages: ${new Date().toISOString().slice(0, 10)}, ${availableParallelism()} cores, load ${load()} at the start, ${SIZE_MIB} MiB per layer, inflater ${INFLATER} (${DECODER}), ${RUNS} runs per path, alternating\n`);
 for (const kind of ['incompressible', 'fp16'] as const) {
   const spec: ImageSpec = { name: `stages-${kind}-${SIZE_MIB}`, compression: 'gzip', layers: [layer(kind, SIZE_MIB)] };
   const meta = ensureImage(CACHE, spec, log);
   const l = meta.layers[0]!;
   const blobPath = join(meta.dir, l.file);
   const runs = { inline: [] as Run[], pool: [] as Run[] };
-  const inflate: { wall: number; cpu: number }[] = [];
-  await unpackOnce(blobPath, l.mediaType, 'pool'); // warm: page cache, JIT, allocator
+  // Only for a decoder without a clock: node:zlib alone stands in for it (an external program's own cost differs).
+  let alone: number | undefined;
+  const inflateAlone = () => alone ?? NaN;
+  const first = await unpackOnce(blobPath, l.mediaType, 'pool', inflateAlone); // warm: page cache, JIT, allocator
+  if (!first.inflateClocked) alone = await zlibAlone(blobPath);
   for (let i = 0; i < RUNS; i++) {
     const order = i % 2 === 0 ? (['inline', 'pool'] as const) : (['pool', 'inline'] as const);
     for (const mode of order) {
-      const r = await unpackOnce(blobPath, l.mediaType, mode);
+      const r = await unpackOnce(blobPath, l.mediaType, mode, inflateAlone);
       runs[mode].push(r);
-      log(`${kind} ${mode === 'inline' ? 'serial' : 'stages'} run ${i + 1}: wall ${r.wall.toFixed(2)} s, cpu ${r.cpu.toFixed(2)} s`);
+      log(`${kind} ${PATHS[mode]} run ${i + 1}: wall ${r.wall.toFixed(2)} s, stages CPU ${r.sum.toFixed(2)} s, sum / wall ${(r.sum / r.wall).toFixed(2)}, load ${load()}`);
     }
-    inflate.push(await inflateAlone(blobPath));
   }
-  const inflateCpu = median(inflate.map((x) => x.cpu));
-  console.log(`## ${kind}: ${(l.size / MIB).toFixed(0)} MiB compressed, ${(l.tarSize / MIB).toFixed(0)} MiB tar; inflate alone ${range(inflate.map((x) => x.cpu))} s CPU\n`);
-  console.log('| path | wall s | process CPU s | blob hash CPU s | tar hash CPU s | unpack thread CPU s | rest CPU s (inflate, GC) | stages CPU sum s | wall / stages sum |');
+  const mark = first.inflateClocked ? '' : ' (node:zlib alone, measured apart)';
+  console.log(`## ${kind}: ${(l.size / MIB).toFixed(0)} MiB compressed, ${(l.tarSize / MIB).toFixed(0)} MiB tar\n`);
+  console.log(`| path | run | wall s | blob hash CPU s | inflate CPU s${mark} | tar hash CPU s | unpack thread CPU s | stages sum s | sum / wall | process CPU s | rest s |`);
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  const f = (x: number) => x.toFixed(2);
+  for (const mode of ['inline', 'pool'] as const) {
+    runs[mode].forEach((r, i) =>
+      console.log(`| ${PATHS[mode]} | ${i + 1} | ${f(r.wall)} | ${f(r.blobHash)} | ${f(r.inflate)} | ${f(r.tarHash)} | ${f(r.thread)} | ${f(r.sum)} | ${f(r.sum / r.wall)} | ${f(r.cpu)} | ${f(r.rest)} |`),
+    );
+  }
+  console.log('\nMedian (min-max):\n');
+  console.log('| path | wall s | blob hash CPU s | inflate CPU s | tar hash CPU s | unpack thread CPU s | stages sum s | sum / wall | process CPU / wall |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const mode of ['inline', 'pool'] as const) {
     const rs = runs[mode];
-    // Inline, the unpack thread's CPU holds both hashes; on the pool they are apart.
-    const sums = rs.map((r) => (mode === 'inline' ? r.thread : r.thread + r.blobHash + r.tarHash) + inflateCpu);
     console.log(
-      `| ${mode === 'inline' ? 'serial (hash inline)' : 'stages (hash on pool)'} | ${range(rs.map((r) => r.wall))} | ${range(rs.map((r) => r.cpu))} | ${range(rs.map((r) => r.blobHash))} | ${range(rs.map((r) => r.tarHash))} | ${range(rs.map((r) => r.thread))} | ${range(rs.map((r) => r.rest))} | ${range(sums)} | ${range(rs.map((r, i) => r.wall / sums[i]!))} |`,
+      `| ${PATHS[mode]} | ${range(rs.map((r) => r.wall))} | ${range(rs.map((r) => r.blobHash))} | ${range(rs.map((r) => r.inflate))} | ${range(rs.map((r) => r.tarHash))} | ${range(rs.map((r) => r.thread))} | ${range(rs.map((r) => r.sum))} | ${range(rs.map((r) => r.sum / r.wall))} | ${range(rs.map((r) => r.cpu / r.wall))} |`,
     );
   }
   const ratios = runs.inline.map((r, i) => r.wall / runs.pool[i]!.wall);
   console.log(`\nserial / stages wall, per pair: ${range(ratios)}x\n`);
 }
+console.log(`load ${load()} at the end`);

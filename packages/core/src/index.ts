@@ -79,7 +79,7 @@ export type { WorkerTask } from './unpack/worker.js';
 export { unpackLayer, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './unpack/layer.js';
 export type { HashMode } from './unpack/hash-tap.js';
 export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
-export { createIsalGunzip, type IsalGunzipOptions } from './unpack/isal.js';
+export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/isal.js';
 export { trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
 export {

@@ -10,7 +10,7 @@ export function existsTimings(digest: Digest): LayerTimings {
 
 /** A committed layer's times: its download, its unpack pass (split by what the pass did) and its commit. */
 export function committedTimings(digest: Digest, fetchMs: number, r: Pick<UnpackedLayer, 'timings' | 'checkpointsUsed'>, commitMs: number): LayerTimings {
-  const { totalMs, waitMs, verifyMs, decompressMs, extractMs, threadCpuMs, blobHashCpuMs, tarHashCpuMs } = r.timings;
+  const { totalMs, waitMs, verifyMs, decompressMs, extractMs, threadCpuMs, blobHashCpuMs, inflateCpuMs, tarHashCpuMs } = r.timings;
   return {
     digest,
     fetchMs,
@@ -23,6 +23,7 @@ export function committedTimings(digest: Digest, fetchMs: number, r: Pick<Unpack
     state: 'committed',
     ...(threadCpuMs !== undefined ? { threadCpuMs } : {}),
     ...(blobHashCpuMs !== undefined ? { blobHashCpuMs } : {}),
+    ...(inflateCpuMs !== undefined ? { inflateCpuMs } : {}),
     ...(tarHashCpuMs !== undefined ? { tarHashCpuMs } : {}),
     ...(r.checkpointsUsed !== undefined ? { ztocCheckpoints: r.checkpointsUsed } : {}),
   };

@@ -103,9 +103,19 @@ export function passSpans(passes: readonly PassRecord[], digests: readonly strin
     const to = Math.min(p.endedAt ?? end, end, next);
     const t = p.timings;
     const from = t ? Math.max(p.startedAt, to - t.totalMs) : p.startedAt;
-    const parts: Record<string, number> = t ? { unpackMs: round3(t.totalMs), waitMs: round3(t.waitMs), hashMs: round3(t.verifyMs), inflateMs: round3(t.decompressMs), extractMs: round3(t.extractMs) } : { failed: 1 };
+    const parts: Record<string, number> = t ? { unpackMs: round3(t.totalMs), waitMs: round3(t.waitMs), hashMs: round3(t.verifyMs), inflateMs: round3(t.decompressMs), extractMs: round3(t.extractMs), ...cpuArgs(t) } : { failed: 1 };
     return { name: 'unpack', cat: 'worker', tid: p.thread, from, to, args: { layer: p.index, digest: digests[p.index] ?? '', bytesRead: p.read(), ...parts } };
   });
+}
+
+/** The CPU of a pass's stages that its timings have (see UnpackTimings), as span arguments. */
+export function cpuArgs(t: Pick<UnpackTimings, 'threadCpuMs' | 'blobHashCpuMs' | 'inflateCpuMs' | 'tarHashCpuMs'>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of ['threadCpuMs', 'blobHashCpuMs', 'inflateCpuMs', 'tarHashCpuMs'] as const) {
+    const v = t[k];
+    if (v !== undefined) out[k] = round3(v);
+  }
+  return out;
 }
 
 function round3(x: number): number {

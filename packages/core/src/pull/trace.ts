@@ -4,7 +4,7 @@
 // worker thread, counters.
 import type { RangeRequest } from '../registry/range-request.js';
 import type { PullObserver } from './observer.js';
-import { laneTid, layerSortIndex, layerTid, passSpans, passTid, rangeSpans, WORKERS_PID, type PassRecord, type SpanSpec } from './trace-tracks.js';
+import { cpuArgs, laneTid, layerSortIndex, layerTid, passSpans, passTid, rangeSpans, WORKERS_PID, type PassRecord, type SpanSpec } from './trace-tracks.js';
 import type { LayerTimings, PullEvent, PullTimings } from './types.js';
 
 /** One trace event: `X` a complete span, `C` a counter sample, `M` metadata naming a track. */
@@ -234,6 +234,7 @@ export class TraceRecorder {
           hashMs: lt.verifyMs,
           inflateMs: lt.decompressMs,
           extractMs: lt.extractMs,
+          ...cpuArgs(lt),
           ...(lt.ztocCheckpoints !== undefined ? { ztocCheckpoints: lt.ztocCheckpoints } : {}),
         }),
       );
@@ -276,3 +277,4 @@ export class TraceRecorder {
 function meta(name: string, tid: number, args: Record<string, string | number>, pid = PID): TraceEvent {
   return { name, ph: 'M', ts: 0, pid, tid, args };
 }
+

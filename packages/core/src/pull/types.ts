@@ -85,12 +85,15 @@ export interface LayerTimings {
   readonly state: 'committed' | 'exists';
   /**
    * CPU of the pass's stages, each on its own thread's clock (see UnpackTimings): the thread that
-   * parsed the tar and wrote the files, and the SHA-256 of the blob and of the tar. Absent for a
-   * layer that was there, or where the clock is missing (no addon).
+   * parsed the tar and wrote the files, the SHA-256 of the blob and of the tar, and decompressing.
+   * Absent for a layer that was there, or where the clock is missing (no addon; for decompressing,
+   * a decoder without one: see UnpackTimings.inflateCpuMs).
    */
   readonly threadCpuMs?: number;
   /** CPU of hashing the blob. */
   readonly blobHashCpuMs?: number;
+  /** CPU of decompressing: in-process ISA-L or the parallel gunzip only. */
+  readonly inflateCpuMs?: number;
   /** CPU of hashing the tar. */
   readonly tarHashCpuMs?: number;
   /**

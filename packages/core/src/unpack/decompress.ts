@@ -43,6 +43,18 @@ export function resolveCompression(mediaType: string, head: Uint8Array, what = '
   return detectCompression(head);
 }
 
+/**
+ * CPU milliseconds a decompressor from {@link createDecompressor} spent decoding, where it can
+ * tell: the in-process ISA-L stage (its decode thread's clock) and the parallel gunzip (its decode
+ * threads' clocks, per job). Undefined for node:zlib (its calls run on libuv's pool, shared with
+ * other work, with no clock per stream), for an external program (another process), for zstd and for
+ * an uncompressed layer. Final once the stream has ended.
+ */
+export function decompressorCpuMs(decompressor: Transform): number | undefined {
+  const cpu = (decompressor as { readonly cpuMs?: unknown }).cpuMs;
+  return typeof cpu === 'number' ? cpu : undefined;
+}
+
 /** Options of {@link createDecompressor}. */
 export interface DecompressorOptions {
   /** The gunzip decoder for gzip layers; default {@link DEFAULT_INFLATER} ('auto': in-process ISA-L when its addon is built, else node:zlib). */

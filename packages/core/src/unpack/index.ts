@@ -19,4 +19,4 @@ export {
   type GunzipDecoder,
   type GunzipLookup,
 } from './inflater.js';
-export { createIsalGunzip, isalAvailable, isalUnavailableReason, type IsalGunzipOptions } from './isal.js';
+export { createIsalGunzip, isalAvailable, isalUnavailableReason, type IsalGunzipOptions, type IsalGunzipStream } from './isal.js';

@@ -9,6 +9,7 @@ import { createDecompressor } from './decompress.js';
 import { chunks, layerLike } from './gzip.testkit.js';
 import { findInflater } from './inflater.js';
 import { createIsalGunzip, ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './isal.js';
+import { nativeHash } from './native.js';
 
 /** What the stage may hold for a stalled reader: its read-ahead (two output buffers) and the buffer being filled. */
 const HELD_AT_MOST = 3 * ISAL_CHUNK_SIZE;
@@ -218,11 +219,47 @@ describe.skipIf(!available).each([
     }
   });
 
+  it('counts the CPU its decoding took, on the clock of the thread that ran it', async () => {
+    const blob = gz(layerLike(24 << 20, 17));
+    const stage = createIsalGunzip({ sync });
+    expect(stage.cpuMs).toBe(0);
+    const clock = nativeHash();
+    const own0 = clock?.threadCpuNs();
+    const t0 = performance.now();
+    const out = await inflateWith(stage, chunks(blob, 1 << 20));
+    const wall = performance.now() - t0;
+    expect(out.length).toBe(24 << 20);
+    const cpu = stage.cpuMs!;
+    expect(cpu).toBeGreaterThan(0);
+    // One thread's clock: never more than the time it existed.
+    expect(cpu).toBeLessThanOrEqual(wall + 1);
+    // Final once the stream has ended.
+    expect(stage.cpuMs).toBe(cpu);
+    // On this thread the calls are part of its own CPU.
+    if (sync && clock && own0 !== undefined) expect(cpu).toBeLessThan((clock.threadCpuNs() - own0) / 1e6);
+  });
+
   it('is what createDecompressor gives for the isal choice', async () => {
     const gunzip = createDecompressor('gzip', { inflater: 'isal' });
     expect(gunzip).not.toBeInstanceOf(zlib.Gunzip);
     expect((await inflateWith(gunzip, [gz('a, '), gz('b')])).toString()).toBe('a, b');
     expect(findInflater('isal')).toBeUndefined();
+  });
+});
+
+describe.skipIf(!available)('createIsalGunzip CPU', () => {
+  it('counts about the same CPU for the same stream on the decode thread as on this thread', async () => {
+    const blob = gz(layerLike(24 << 20, 19));
+    const run = async (sync: boolean): Promise<number> => {
+      const stage = createIsalGunzip({ sync });
+      await inflateWith(stage, chunks(blob, 1 << 20));
+      return stage.cpuMs!;
+    };
+    await run(false); // warm the allocator and the page cache of the decoder's tables
+    const [thread, here] = [await run(false), await run(true)];
+    // The same work: a clock that missed the decode thread, or counted another thread, falls far out.
+    expect(thread / here).toBeGreaterThan(0.33);
+    expect(thread / here).toBeLessThan(3);
   });
 });
 

@@ -10,6 +10,7 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
 import { unpackLayer } from './layer.js';
 import { nativeHash } from './native.js';
+import { InflatePool, sharedInflatePool } from './pargzip.js';
 import { Prng } from '../testing/prng.js';
 import { code, makeTar } from './tar.testkit.js';
 
@@ -38,6 +39,14 @@ function writeBlob(name: string, data: Buffer): string {
   fs.writeFileSync(p, data);
   return p;
 }
+
+/** The inflaters with a CPU clock that can run here, and how many decode threads each has. */
+const clockedInflaters: ['isal' | 'parallel', number][] = [
+  ...(isalAvailable() ? [['isal', 1] as ['isal', number]] : []),
+  ...(InflatePool.available() ? [['parallel', sharedInflatePool().threads] as ['parallel', number]] : []),
+];
+if (!isalAvailable()) console.log(`unpackLayer: the isal inflater's CPU is not checked: ${isalUnavailableReason()}`);
+if (!InflatePool.available()) console.log("unpackLayer: the parallel inflater's CPU is not checked: its native decoder is not built");
 
 describe('unpackLayer', () => {
   it('returns the blob digest, the diffID and both sizes, reading the blob once', async () => {
@@ -73,7 +82,22 @@ describe('unpackLayer', () => {
       expect(r.timings.blobHashCpuMs).toBeGreaterThan(0);
       expect(r.timings.tarHashCpuMs).toBeGreaterThan(0);
       expect(r.timings.threadCpuMs).toBeGreaterThan(0);
+      // node:zlib decodes on libuv's pool, shared with other work: no clock of its own.
+      expect(r.timings).not.toHaveProperty('inflateCpuMs');
     }
+  });
+
+  it.each(clockedInflaters)('says what decompressing took in CPU with the %s inflater', async (inflater, threads) => {
+    const prng = new Prng(12);
+    // Layer-like: half random, half runs, so that the decoder has work on both kinds of block.
+    const tar = await makeTar(Array.from({ length: 24 }, (_, i) => ({ name: `f${i}`, body: i % 2 ? prng.bytes(1 << 20) : Buffer.alloc(1 << 20, i) })));
+    const blob = zlib.gzipSync(tar);
+    const r = await unpackLayer({ blobPath: writeBlob('blob', blob), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir(inflater), inflater });
+    expect(r.diffID).toBe(sha256(tar));
+    const cpu = r.timings.inflateCpuMs!;
+    expect(cpu).toBeGreaterThan(0);
+    // Its decode threads (ISA-L: one), busy within the pass: never more than the pass's wall time each.
+    expect(cpu).toBeLessThanOrEqual(r.timings.totalMs * threads);
   });
 
   it('inflates a multi-member gzip blob into the whole tar', async () => {

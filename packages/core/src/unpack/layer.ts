@@ -6,7 +6,7 @@ import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted
 import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
-import { createDecompressor, MAGIC_BYTES, resolveCompression } from './decompress.js';
+import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, resolveCompression } from './decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
 import { nativeHash } from './native.js';
@@ -83,7 +83,9 @@ export interface UnpackedLayer {
  * 'pool' mode, node:zlib and ISA-L's decode calls) and in decoder processes or threads, so they
  * overlap; the wall times (`*Ms`) are measured where each stage holds up this thread, decompression
  * is what remains, and the CPU times (`*CpuMs`) are each stage's own thread CPU clock. unpackLayer
- * always sets the hashing fields (and `threadCpuMs` where the addon is); timings made elsewhere may lack them.
+ * always sets the hashing fields (`threadCpuMs` where the addon is, `inflateCpuMs` where the decoder
+ * has a clock); timings made elsewhere may lack them. Their sum set against `totalMs` shows how many
+ * cores the pass kept busy.
  */
 export interface UnpackTimings {
   /** Wall time of the pass. */
@@ -107,6 +109,13 @@ export interface UnpackTimings {
    * hashing). Absent without the addon's thread clock.
    */
   threadCpuMs?: number;
+  /**
+   * CPU of decompressing, on the decoder's own threads' clocks: the in-process ISA-L stage's decode
+   * thread, or the parallel gunzip's decode threads (their jobs). Absent for node:zlib (libuv pool
+   * threads shared with other work: no clock per stream), an external igzip or pigz (another
+   * process), zstd and uncompressed layers.
+   */
+  inflateCpuMs?: number;
 }
 
 /**
@@ -120,7 +129,7 @@ export interface UnpackTimings {
  * @example
  * const r = await unpackLayer({ blobPath: '/tmp/layer.tar.gz', mediaType: MediaTypes.OCI_LAYER_GZIP, dest: '/tmp/rootfs' });
  * if (r.diffID !== expectedDiffID) throw new Error('not the layer the config names');
- * console.log(r.timings.blobHashCpuMs, r.timings.tarHashCpuMs, r.timings.threadCpuMs);
+ * console.log(r.timings.blobHashCpuMs, r.timings.inflateCpuMs, r.timings.tarHashCpuMs, r.timings.threadCpuMs);
  */
 export async function unpackLayer(options: UnpackLayerOptions): Promise<UnpackedLayer> {
   const { blobPath, mediaType, dest, signal, onBytes } = options;
@@ -222,6 +231,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const totalMs = performance.now() - started;
   const verifyMs = blob.blockedMs + tar.blockedMs;
   const parallel = (decompressor as Partial<ParallelGunzipStream>).stats;
+  const inflateCpuMs = decompressorCpuMs(decompressor);
   return {
     ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
     blobDigest: blob.digest,
@@ -239,6 +249,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       blobHashCpuMs: blob.cpuMs,
       tarHashCpuMs: tar.cpuMs,
       ...(clock && cpuStart !== undefined ? { threadCpuMs: (clock.threadCpuNs() - cpuStart) / 1e6 } : {}),
+      ...(inflateCpuMs !== undefined ? { inflateCpuMs } : {}),
     },
   };
 }

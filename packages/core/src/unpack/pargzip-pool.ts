@@ -4,6 +4,7 @@ import { Worker } from 'node:worker_threads';
 import { FastpullError } from '../errors.js';
 import { JobSlot, nativeInflate, runJob, WINDOW, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
 import type { FromInflateWorker, SlotRef, ToInflateWorker } from './pargzip-worker.js';
+import { nativeHash } from './native.js';
 import { compiledWorker } from './pool.js';
 
 /** A slot lent to a stream for one job (and its result, until released). */
@@ -49,6 +50,8 @@ export class InflatePool {
   private nextSlot = 1;
   private nextLease = 1;
   private readonly free: JobSlot[] = [];
+  /** CPU ns of each owner's jobs so far, on the clocks of the threads that ran them. */
+  private readonly cpu = new WeakMap<object, number>();
   /** Lent slots: the lease, its owner, and whether a job runs in it now. */
   private readonly lent = new Map<JobSlot, { lease: number; owner: object; running: boolean; releaseWhenDone: boolean }>();
 
@@ -80,6 +83,18 @@ export class InflatePool {
   /** Slots lent out now; for tests. */
   get slotsLent(): number {
     return this.lent.size;
+  }
+
+  /**
+   * CPU milliseconds of `owner`'s jobs that have returned, each on the clock of the thread that ran
+   * it (speculative jobs whose output was not used count too); undefined without the addon's clock.
+   */
+  cpuMs(owner: object): number | undefined {
+    return nativeHash() ? (this.cpu.get(owner) ?? 0) / 1e6 : undefined;
+  }
+
+  private addCpu(owner: object, ns: number | undefined): void {
+    if (ns !== undefined && ns >= 0) this.cpu.set(owner, (this.cpu.get(owner) ?? 0) + ns);
   }
 
   /** Lends `owner` a slot for a job of at most `cap` symbols and `inputBytes` of input. */
@@ -124,10 +139,14 @@ export class InflatePool {
         this.setRunning(lease, true);
         setImmediate(() => {
           this.setRunning(lease, false);
+          const clock = nativeHash();
+          const t0 = clock?.threadCpuNs();
           try {
             resolve(attach(runJob(wire, lease.slot), lease));
           } catch (e) {
             reject(e as Error);
+          } finally {
+            if (clock && t0 !== undefined) this.addCpu(owner, clock.threadCpuNs() - t0);
           }
         });
         return;
@@ -171,6 +190,7 @@ export class InflatePool {
       const onMessage = (msg: FromInflateWorker) => {
         if (msg.id !== id) return;
         finish();
+        this.addCpu(entry.owner, msg.cpuNs);
         worker.unref();
         this.idle.push(worker);
         this.setRunning(entry.lease, false);

@@ -77,6 +77,11 @@ export function createParallelGunzip(options: ParallelGunzipOptions = {}): Paral
 export interface ParallelGunzipStream extends Transform {
   /** Counters, final once the stream has ended. */
   readonly stats: ParallelGunzipStats;
+  /**
+   * CPU milliseconds of this stream's decode jobs so far, each on the clock of the thread that ran it
+   * (guesses that were dropped count too); undefined without the addon's thread clock.
+   */
+  readonly cpuMs: number | undefined;
 }
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
@@ -99,6 +104,10 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   private failed: Error | undefined;
   private stopped = false;
   private readonly owner = {};
+
+  get cpuMs(): number | undefined {
+    return this.pool.cpuMs(this.owner);
+  }
 
   constructor(options: ParallelGunzipOptions) {
     super({ readableHighWaterMark: 1024 * 1024, writableHighWaterMark: 1024 * 1024 });

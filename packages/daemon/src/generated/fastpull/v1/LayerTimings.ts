@@ -61,6 +61,11 @@ export interface LayerTimings {
    * With the parallel inflater and a SOCI zTOC: the checkpoints it started chunks from.
    */
   'ztocCheckpoints'?: (_fastpull_v1_Count | null);
+  /**
+   * Decompressing, on the decoder's own threads' clocks: in-process ISA-L or the parallel gunzip
+   * only (node:zlib, external programs, zstd and plain tar leave it absent).
+   */
+  'inflateCpu'?: (_fastpull_v1_Millis | null);
 }
 
 /**
@@ -121,4 +126,9 @@ export interface LayerTimings__Output {
    * With the parallel inflater and a SOCI zTOC: the checkpoints it started chunks from.
    */
   'ztocCheckpoints': (_fastpull_v1_Count__Output | null);
+  /**
+   * Decompressing, on the decoder's own threads' clocks: in-process ISA-L or the parallel gunzip
+   * only (node:zlib, external programs, zstd and plain tar leave it absent).
+   */
+  'inflateCpu': (_fastpull_v1_Millis__Output | null);
 }
