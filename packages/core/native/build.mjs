@@ -26,7 +26,7 @@ const isalNote = () => {
 const WITHOUT =
   'fastpull works without it: extended attributes are dropped (a layer with an opaque directory fails), ' +
   'file times keep microseconds (milliseconds before 1970), the in-process ISA-L and parallel gzip decoders and allocator tuning ' +
-  'are off (node:zlib decodes), both hashes of a layer run on its unpack thread, snapshots are flushed file by file instead of ' +
+  'are off (node:zlib decodes), both hashes of a layer and all its file writes run on its unpack thread, snapshots are flushed file by file instead of ' +
   'with one syncfs, and locks and device nodes go through flock(1) and mknod(1)';
 
 /** Ends an install without an addon: says why and what that means, and succeeds. */
