@@ -24,7 +24,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'findImages', 'findInflater', 'formatPlatform', 'formatReference', 'type GcLeftover', 'type GcOptions', 'type GcResult',
       'type GunzipDecoder', 'type GunzipLookup', 'type GzipCheckpoint', 'type HashMode', 'HELD_FOR_CONTAINERD_GRACE_MS', 'hostPlatform', 'type ImageConfig', 'type ImageDetails', 'type ImageIndex', 'type ImageLayer',
       'type ImageManifest', 'type ImageOptions', 'type ImageRecord', 'type ImageStore', 'InflatePool', 'INFLATER_CHOICES',
-      'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'type IsalGunzipOptions', 'isDigest', 'isFastpullError', 'type LayerState',
+      'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'type IsalGunzipOptions', 'type IsalGunzipStream', 'isDigest', 'isFastpullError', 'type LayerState',
       'type LayerTimings', 'type Lease', 'type LeaseRefs', 'listWritableMounts', 'liveLeaseRefs', 'type LocalPullOptions', 'LocalService', 'type LocalServiceOptions',
       'MediaTypes', 'MIN_CHUNK_SIZE', 'type Mount', 'type MountRecord', 'mountsFor', 'type MountTarget', 'normalizePlatform',
       'openStore', 'type ParallelGunzipOptions', 'type ParallelGunzipStats', 'type ParallelGunzipStream', 'parseChunkSize', 'parseDigest',
