@@ -5,7 +5,7 @@
   "targets": [
     {
       "target_name": "fastpull_native",
-      "sources": ["fastpull_native.c"],
+      "sources": ["fastpull_native.c", "fastpull_files.c"],
       "cflags": ["-O2", "-Wall"]
     },
     {

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const install = process.argv.includes('--install');
 const outs = ['fastpull_native.node', 'fastpull_inflate.node'].map((f) => join(here, 'build', 'Release', f));
-const sources = ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp'].map((f) => join(here, f));
+const sources = ['fastpull_native.c', 'fastpull_files.c', 'fastpull_files.h', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp'].map((f) => join(here, f));
 // The in-process ISA-L inflater is optional: binding.gyp builds it only where libisal is (isal-probe.sh).
 const isalOut = join(here, 'build', 'Release', 'fastpull_isal.node');
 const isalFound = () => spawnSync('sh', [join(here, 'isal-probe.sh')], { encoding: 'utf8' }).stdout?.trim() === '1';
@@ -26,7 +26,7 @@ const isalNote = () => {
 const WITHOUT =
   'fastpull works without it: extended attributes are dropped (a layer with an opaque directory fails), ' +
   'file times keep microseconds (milliseconds before 1970), the in-process ISA-L and parallel gzip decoders and allocator tuning ' +
-  'are off (node:zlib decodes), both hashes of a layer run on its unpack thread, snapshots are flushed file by file instead of ' +
+  'are off (node:zlib decodes), both hashes of a layer and all its file writes run on its unpack thread, snapshots are flushed file by file instead of ' +
   'with one syncfs, and locks and device nodes go through flock(1) and mknod(1)';
 
 /** Ends an install without an addon: says why and what that means, and succeeds. */

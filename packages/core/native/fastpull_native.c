@@ -5,7 +5,8 @@
 // symlink; flock, so that processes sharing a store unpack each layer once; and the flushes that make
 // a snapshot durable before it is committed (sync_file_range to start write-back early, syncfs).
 // Also SHA-256 on the libuv pool (OpenSSL's, as Node exports it) and a thread CPU clock, so that an
-// unpack hashes its blob and its tar on other cores than the one parsing the tar.
+// unpack hashes its blob and its tar on other cores than the one parsing the tar; and, from
+// fastpull_files.c, the threads that write a layer's small files beside its unpack thread.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -23,6 +24,8 @@
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "fastpull_files.h"
 
 #define PATH_CAP 4096
 #define NAME_CAP 256
@@ -58,6 +61,9 @@ static napi_value throw_errno(napi_env env, int err, const char* syscall, const 
   napi_throw(env, errno_error(env, err, syscall, path));
   return NULL;
 }
+
+napi_value fastpull_errno_error(napi_env env, int err, const char* syscall, const char* path) { return errno_error(env, err, syscall, path); }
+napi_value fastpull_throw_errno(napi_env env, int err, const char* syscall, const char* path) { return throw_errno(env, err, syscall, path); }
 
 static int get_string(napi_env env, napi_value v, char* buf, size_t cap) {
   size_t len = 0;
@@ -690,6 +696,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  fastpull_files_init(env, exports);
   return exports;
 }
 

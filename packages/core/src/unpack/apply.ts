@@ -10,6 +10,7 @@ import { type ApplyLimits, resolveLimits } from './limits.js';
 import { ApplyReport, type ApplyStats } from './report.js';
 import { TarReader } from './tarreader.js';
 import { OVERLAY_OPAQUE_XATTR, OverlayWhiteouts, ROOTLESS_OPAQUE_XATTR } from './whiteouts.js';
+import { FileSink } from './filesink.js';
 import { LayerWriter } from './writer.js';
 import { LayerWriteback, type WritebackMode } from './writeback.js';
 
@@ -105,6 +106,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     reader,
     whiteouts: (tree, r, owner) => new OverlayWhiteouts(tree, r, { opaqueXattr, sameOwner, owner }),
     writeback,
+    sink: FileSink.open(),
   });
   const started = performance.now();
   let ok = false;
@@ -114,6 +116,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
       await writer.entry(entry);
     }
     await reader.drain(); // the rest of the stream, past the end of the tar
+    await writer.settle();
     throwIfAborted(signal, what);
     writer.finish();
     ok = true;
@@ -123,7 +126,8 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     if (signal?.aborted && !isFastpullError(e) && e !== reader.sourceError) throw abortError(signal, what);
     throw e;
   } finally {
-    // No background flush outlives the layer (it may be removed next, or the thread end).
+    // No file write and no background flush outlives the layer (it may be removed next, or the thread end).
+    if (!ok) await writer.abandon();
     await writeback?.settled();
     if (!ok) {
       // Let go of the source (a stream is destroyed), without waiting, for it may be stuck, and only

@@ -7,8 +7,8 @@ import type { NativeFs } from './native.js';
 /** What a pull loses without the addon, for the one warning that says so. */
 export const WITHOUT_ADDON =
   'extended attributes are dropped (a layer with an opaque directory fails), file times keep microseconds (milliseconds before 1970), ' +
-  'the in-process ISA-L and parallel gzip decoders and allocator tuning are off (node:zlib decodes), both hashes of a layer run on its ' +
-  'unpack thread, snapshots are flushed file by file instead of with one syncfs, and locks and device nodes go through flock(1) and mknod(1)';
+  'the in-process ISA-L and parallel gzip decoders and allocator tuning are off (node:zlib decodes), both hashes of a layer and all its ' +
+  'file writes run on its unpack thread, snapshots are flushed file by file instead of with one syncfs, and locks and device nodes go through flock(1) and mknod(1)';
 
 /** The exit status flock(1) is told to use when another holder has the lock (its default, 1, is also its error status). */
 const CONFLICT = 75;

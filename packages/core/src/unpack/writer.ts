@@ -1,6 +1,7 @@
 // The generic apply: writes each tar entry into the layer's tree, leaving deletions to a whiteout converter.
 import fs from 'node:fs';
 import { abortError, isFastpullError } from '../errors.js';
+import { type FileSink, SINK_MAX_FILE } from './filesink.js';
 import { LayerTree } from './layertree.js';
 import { type ApplyLimits, limitCode } from './limits.js';
 import { nativeFs } from './native.js';
@@ -10,7 +11,8 @@ import type { TarEntry, TarReader } from './tarreader.js';
 import { entryTimes, setTimesAt, setTimesFd, type Times } from './times.js';
 import type { WhiteoutConverter } from './whiteouts.js';
 import type { FileWriteback, LayerWriteback } from './writeback.js';
-import { setXattrs } from './xattrs.js';
+import { hasXattrs, setXattrs } from './xattrs.js';
+import { WHITEOUT_PREFIX } from './whiteouts.js';
 
 const { S_IFCHR, S_IFBLK, S_IFIFO, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 /** Linux dev_t as the kernel takes it from mknod: 12 bits of major, 20 of minor. Larger numbers would be truncated into other devices. */
@@ -35,6 +37,8 @@ export interface LayerWriterOptions {
   whiteouts: WhiteoutConverterFactory;
   /** Starts the write-back of files as they are written (apply.ts ApplyOptions.writeback); none when undefined. */
   writeback?: LayerWriteback | undefined;
+  /** Writer threads for small new files (filesink.ts); without it every file is written on this thread. */
+  sink?: FileSink | undefined;
 }
 
 /** Writes entries into the directory, in order; see applyLayer for the rules. */
@@ -46,6 +50,7 @@ export class LayerWriter {
   private readonly signal: AbortSignal | undefined;
   private readonly reader: TarReader;
   private readonly writeback: LayerWriteback | undefined;
+  private readonly sink: FileSink | undefined;
   private readonly euid = process.geteuid?.() ?? -1;
   private readonly egid = process.getegid?.() ?? -1;
   /** Bytes of all files made so far, sparse ones at full size. */
@@ -55,7 +60,7 @@ export class LayerWriter {
     private readonly report: ApplyReport,
     options: LayerWriterOptions,
   ) {
-    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader, writeback: this.writeback } = options);
+    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader, writeback: this.writeback, sink: this.sink } = options);
     this.tree = new LayerTree(options.root, report, (dir) => this.whiteouts.madeDir(dir, true));
     this.whiteouts = options.whiteouts(this.tree, report, (e) => this.owner(e));
   }
@@ -69,7 +74,11 @@ export class LayerWriter {
       if (rel === '') {
         // The root is the snapshot directory itself; containerd ignores such entries too.
         report.stats.skipped++;
-      } else if (!this.whiteouts.convert(rel, e)) {
+        return;
+      }
+      // A whiteout may remove or replace what this layer made: nothing of it may still be queued.
+      if (baseOf(rel).startsWith(WHITEOUT_PREFIX)) await this.settle();
+      if (!this.whiteouts.convert(rel, e)) {
         await this.write(rel, e);
       }
     } catch (err) {
@@ -79,7 +88,20 @@ export class LayerWriter {
     }
   }
 
-  /** Applies directory modes and mtimes, deepest first, and lists what the layers below must settle. */
+  /**
+   * Resolves once every file handed to the writer threads is made (rejects with the first that
+   * failed). Before anything that could touch a queued name, and before {@link finish}.
+   */
+  async settle(): Promise<void> {
+    await this.sink?.drain();
+  }
+
+  /** After a failure: nothing this writer queued is written once this resolves. */
+  async abandon(): Promise<void> {
+    await this.sink?.abandon();
+  }
+
+  /** Applies directory modes and mtimes, deepest first, and lists what the layers below must settle (after {@link settle}). */
   finish(): void {
     this.tree.finish(this.report.stats.lowerChecks);
   }
@@ -126,6 +148,9 @@ export class LayerWriter {
     const mode = modeOf(e);
     const { uid, gid } = this.owner(e);
     const t = this.timesOf(e);
+    // Replacing what this layer made: that must be on disk before it is removed.
+    if (this.tree.lookup(rel) !== undefined) await this.settle();
+    if (this.sink !== undefined && e.sparse === undefined && e.size <= SINK_MAX_FILE && !hasXattrs(e)) return this.queueFile(this.sink, rel, mode, uid, gid, t);
     const parent = this.tree.prepare(rel, false);
     // O_EXCL: never through an existing name, a symlink above all.
     const fd = fs.openSync(this.tree.paths.fs(rel), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
@@ -145,6 +170,29 @@ export class LayerWriter {
       fs.closeSync(fd);
     }
     this.report.stats.files++;
+  }
+
+  /**
+   * A small new file, to the writer threads: its data is gathered here (views of the tar stream's
+   * buffers, copied by the sink) and the file made there, as file() would make it.
+   */
+  private async queueFile(sink: FileSink, rel: string, mode: number, uid: number, gid: number, times: Times): Promise<void> {
+    const parent = this.tree.prepare(rel, false);
+    const stats = this.report.stats;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of this.reader.data()) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (this.signal?.aborted) throw abortError(this.signal, this.report.what);
+    }
+    parent.set(baseOf(rel), { kind: 'file' });
+    stats.bytes += size;
+    this.writeback?.wrote(size);
+    const owner = this.sameOwner && (uid !== this.euid || gid !== this.egid) ? { uid, gid } : undefined;
+    const { label, entryDetails: details } = this.report;
+    await sink.add({ path: Buffer.from(this.tree.paths.abs(rel), 'latin1'), chunks, mode, owner, times, label, details });
+    stats.files++;
   }
 
   private async writeData(fd: number, writeback?: FileWriteback): Promise<void> {
@@ -183,13 +231,14 @@ export class LayerWriter {
     fs.ftruncateSync(fd, size); // the trailing hole, if any
   }
 
-  private directory(rel: string, e: TarEntry): void {
+  private async directory(rel: string, e: TarEntry): Promise<void> {
     const mode = modeOf(e);
     const { uid, gid } = this.owner(e);
     const times = this.timesOf(e);
     let node = this.tree.lookup(rel);
     if (node?.kind !== 'dir') {
       const replaced = node !== undefined;
+      if (replaced) await this.settle();
       const parent = this.tree.prepare(rel, true);
       // Owner-only until finish() sets the real mode: a 0555 directory must still take its children.
       fs.mkdirSync(this.tree.paths.fs(rel), 0o700);
@@ -202,13 +251,14 @@ export class LayerWriter {
     node.meta = { mode, times };
   }
 
-  private symlink(rel: string, e: TarEntry): void {
+  private async symlink(rel: string, e: TarEntry): Promise<void> {
     const target = e.linkname;
     if (!target) this.report.refuse('INVALID_LAYER', 'symlink without a target');
     if (target.includes('\0')) this.report.refuse('HOSTILE_LAYER', 'NUL in symlink target');
     if (target.length > this.limits.maxSymlinkBytes) this.overLimit('maxSymlinkBytes', `the symlink target has ${target.length} bytes`);
     const { uid, gid } = this.owner(e);
     const t = this.timesOf(e);
+    if (this.tree.lookup(rel) !== undefined) await this.settle();
     const parent = this.tree.prepare(rel, false);
     const abs = this.tree.paths.fs(rel);
     fs.symlinkSync(fsPath(target), abs); // kept verbatim: it resolves inside the container, never here
@@ -218,8 +268,10 @@ export class LayerWriter {
     setTimesAt(this.tree.paths, rel, t);
   }
 
-  private hardlink(rel: string, e: TarEntry): void {
+  private async hardlink(rel: string, e: TarEntry): Promise<void> {
     if (!e.linkname) this.report.refuse('INVALID_LAYER', 'hardlink without a target');
+    // The target may still be queued, and this name may replace something queued.
+    await this.settle();
     const target = this.cleanPath(e.linkname, 'hardlink target');
     const shown = JSON.stringify(display(e.linkname));
     const kind = this.tree.lookup(target, `hardlink target ${shown}`)?.kind;
@@ -238,7 +290,7 @@ export class LayerWriter {
     parent.set(baseOf(rel), { kind });
   }
 
-  private special(rel: string, e: TarEntry): void {
+  private async special(rel: string, e: TarEntry): Promise<void> {
     const type = e.type === 'character-device' ? S_IFCHR : e.type === 'block-device' ? S_IFBLK : S_IFIFO;
     const { devmajor: major, devminor: minor } = e;
     if (type !== S_IFIFO && !(Number.isInteger(major) && major >= 0 && major <= MAX_DEV_MAJOR && Number.isInteger(minor) && minor >= 0 && minor <= MAX_DEV_MINOR)) {
@@ -248,6 +300,7 @@ export class LayerWriter {
     const mode = modeOf(e);
     const { uid, gid } = this.owner(e);
     const t = this.timesOf(e);
+    if (this.tree.lookup(rel) !== undefined) await this.settle();
     const parent = this.tree.prepare(rel, false);
     try {
       this.tree.paths.native(rel, true, (p) => nativeFs().mknod(p, type | mode, type === S_IFIFO ? 0 : major, type === S_IFIFO ? 0 : minor));

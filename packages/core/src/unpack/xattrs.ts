@@ -8,6 +8,12 @@ import type { TarEntry } from './tarreader.js';
 
 const XATTR_PAX_PREFIX = 'SCHILY.xattr.';
 
+/** Whether the entry carries extended attributes (setXattrs has something to set). */
+export function hasXattrs(e: TarEntry): boolean {
+  for (const key of e.pax.keys()) if (key.startsWith(XATTR_PAX_PREFIX)) return true;
+  return false;
+}
+
 /**
  * Sets the entry's xattrs on `rel` itself. Overlay's own (`trusted.overlay.*`, `user.overlay.*`)
  * are refused (HOSTILE_LAYER); other `trusted.*` ones, and any the filesystem or our privilege

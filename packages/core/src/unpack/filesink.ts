@@ -1,0 +1,124 @@
+// One layer's queue of small files for the addon's writer threads (native/fastpull_files.c).
+//
+// Making a small file is almost all kernel work (the create, the first write, the inode updates),
+// paid on whichever thread calls. The unpack thread hands each small new regular file to the sink
+// and goes on parsing, while a pool of threads makes the files side by side. The writer keeps every
+// decision: it cleans the name, makes the parents, chooses what may go to the sink, and drains the
+// sink before anything that could touch a name still queued (a replacement, a hardlink, a
+// whiteout) and before directories get their final modes and times.
+import { availableParallelism } from 'node:os';
+import { nativeFs } from './native.js';
+import { fsError } from './report.js';
+import type { Times } from './times.js';
+
+/** Files up to this size go to the sink; larger ones are written by the unpack thread as they stream. */
+export const SINK_MAX_FILE = 1024 * 1024;
+/** Bytes a sink may hold before the unpack thread waits: bounds its memory whatever the layer. */
+export const SINK_MAX_PENDING = 4 * 1024 * 1024;
+/** Writer threads in the process, shared by every layer being unpacked. */
+const WRITER_THREADS = Math.min(8, Math.max(2, availableParallelism()));
+
+type Sink = object & { readonly __brand?: 'FileSink' };
+
+/** The addon's calls behind {@link FileSink}. */
+interface NativeFiles {
+  fileSinkCreate(threads: number): Sink;
+  fileSinkAdd(
+    sink: Sink,
+    seq: number,
+    path: Buffer,
+    chunks: readonly Uint8Array[],
+    mode: number,
+    uid: number,
+    gid: number,
+    atimeSec: number,
+    atimeNsec: number,
+    mtimeSec: number,
+    mtimeNsec: number,
+  ): number;
+  fileSinkWait(sink: Sink, below: number): Promise<number>;
+  fileSinkCancel(sink: Sink): void;
+  fileSinkError(sink: Sink): { seq: number; error: Error } | null;
+}
+
+let calls: NativeFiles | null | undefined;
+
+function nativeFiles(): NativeFiles | undefined {
+  if (calls === undefined) {
+    try {
+      const m = nativeFs() as unknown as Partial<NativeFiles>;
+      calls = typeof m.fileSinkCreate === 'function' && typeof m.fileSinkAdd === 'function' && typeof m.fileSinkWait === 'function' ? (m as NativeFiles) : null;
+    } catch {
+      calls = null;
+    }
+  }
+  return calls ?? undefined;
+}
+
+/** A file for the sink: its raw absolute path, its data, mode, owner (none: leave it) and times. */
+export interface SinkFile {
+  path: Buffer;
+  chunks: readonly Uint8Array[];
+  mode: number;
+  owner: { uid: number; gid: number } | undefined;
+  times: Times;
+  /** What an error of this file is reported as: the entry's label and details (report.ts). */
+  label: string;
+  details: Record<string, unknown>;
+}
+
+/** The small-file writers of one layer's extraction. */
+export class FileSink {
+  private seq = 0;
+  /** Label and details of each file not known to be written, by sequence number. */
+  private readonly entries = new Map<number, { label: string; details: Record<string, unknown> }>();
+
+  private constructor(
+    private readonly native: NativeFiles,
+    private readonly sink: Sink,
+  ) {}
+
+  /** A sink, or undefined where the addon lacks the writer threads (files are then written in line). */
+  static open(): FileSink | undefined {
+    const native = nativeFiles();
+    return native === undefined ? undefined : new FileSink(native, native.fileSinkCreate(WRITER_THREADS));
+  }
+
+  /**
+   * Queues the file. The chunks are copied before this returns. Resolves at once while the sink
+   * holds less than {@link SINK_MAX_PENDING}, else once it does again; rejects with the error of
+   * a file that failed (as the writer's own calls would: see report.ts fsError).
+   */
+  async add(f: SinkFile): Promise<void> {
+    const seq = this.seq++;
+    this.entries.set(seq, { label: f.label, details: f.details });
+    const { uid, gid } = f.owner ?? { uid: -1, gid: -1 };
+    const { atime, mtime } = f.times;
+    const pending = this.native.fileSinkAdd(this.sink, seq, f.path, f.chunks, f.mode, uid, gid, atime.sec, atime.nsec, mtime.sec, mtime.nsec);
+    if (pending < 0) return this.drain(); // an earlier file failed: report it
+    if (pending > SINK_MAX_PENDING) await this.native.fileSinkWait(this.sink, SINK_MAX_PENDING / 2);
+    this.throwIfFailed();
+  }
+
+  /** Resolves once every queued file is made; rejects with the first that failed. */
+  async drain(): Promise<void> {
+    if (this.entries.size === 0) return;
+    await this.native.fileSinkWait(this.sink, 0);
+    this.throwIfFailed();
+    this.entries.clear();
+  }
+
+  /** Drops what no thread has started and waits for the rest: nothing writes below the layer after this. */
+  async abandon(): Promise<void> {
+    this.native.fileSinkCancel(this.sink);
+    await this.native.fileSinkWait(this.sink, 0);
+    this.entries.clear();
+  }
+
+  private throwIfFailed(): void {
+    const failed = this.native.fileSinkError(this.sink);
+    if (failed === null) return;
+    const entry = this.entries.get(failed.seq);
+    throw fsError(failed.error, entry?.label ?? 'writing a file', entry?.details ?? {});
+  }
+}
