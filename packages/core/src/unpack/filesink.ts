@@ -14,7 +14,7 @@ import type { Times } from './times.js';
 /** Files up to this size go to the sink; larger ones are written by the unpack thread as they stream. */
 export const SINK_MAX_FILE = 1024 * 1024;
 /** Bytes a sink may hold before the unpack thread waits: bounds its memory whatever the layer. */
-export const SINK_MAX_PENDING = 4 * 1024 * 1024;
+export const SINK_MAX_PENDING = 1024 * 1024;
 /** Writer threads in the process, shared by every layer being unpacked. */
 const WRITER_THREADS = Math.min(8, Math.max(2, availableParallelism()));
 
