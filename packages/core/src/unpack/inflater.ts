@@ -35,7 +35,7 @@ export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pi
  *     igzip 1.18x (0.93-1.30), CPU 1.17x.
  * So ISA-L in process is as fast or faster within the noise and takes the least CPU; node:zlib next.
  * The igzip program decodes faster than node:zlib alone, but its pipe costs more CPU than it saves
- * once hashing and extraction share the cores; in process, ISA-L decodes on a libuv pool thread while
+ * once hashing and extraction share the cores; in process, ISA-L decodes on its own thread while
  * the unpack thread extracts the chunk before (and the hashes run on other pool threads). 'parallel' spends CPU on
  * guessing and pays off only with cores to spare. igzip and pigz run only when asked for.
  */
