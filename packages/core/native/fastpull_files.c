@@ -402,12 +402,21 @@ static napi_value js_wait(napi_env env, napi_callback_info info) {
   return promise;
 }
 
-// fileSinkCancel(sink): drops the jobs no thread has started; the ones being written go on.
-static napi_value js_cancel(napi_env env, napi_callback_info info) {
+// The sink a call names as its only argument, or NULL with a TypeError thrown.
+static fs_sink* only_sink_arg(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value a[1];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  fs_sink* s = argc < 1 ? NULL : get_sink(env, a[0]);
+  if (argc < 1) {
+    napi_throw_type_error(env, NULL, "missing the file sink");
+    return NULL;
+  }
+  return get_sink(env, a[0]);
+}
+
+// fileSinkCancel(sink): drops the jobs no thread has started; the ones being written go on.
+static napi_value js_cancel(napi_env env, napi_callback_info info) {
+  fs_sink* s = only_sink_arg(env, info);
   if (s == NULL) return NULL;
   pthread_mutex_lock(&mu);
   cancel_queued(s);
@@ -419,10 +428,7 @@ static napi_value js_cancel(napi_env env, napi_callback_info info) {
 // fileSinkError(sink) -> null, or { seq, error } for the first job that failed: `error` as the
 // addon's other calls throw (code, errno, syscall, path).
 static napi_value js_error(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value a[1];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  fs_sink* s = argc < 1 ? NULL : get_sink(env, a[0]);
+  fs_sink* s = only_sink_arg(env, info);
   if (s == NULL) return NULL;
   pthread_mutex_lock(&mu);
   int err = s->err;
