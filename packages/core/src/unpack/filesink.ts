@@ -39,6 +39,8 @@ interface NativeFiles {
   fileSinkWait(sink: Sink, below: number): Promise<number>;
   fileSinkCancel(sink: Sink): void;
   fileSinkError(sink: Sink): { seq: number; error: Error } | null;
+  /** The writer threads' CPU on the sink's files so far (ns); absent from addons built before it. */
+  fileSinkCpuNs?(sink: Sink): number;
 }
 
 let calls: NativeFiles | null | undefined;
@@ -84,6 +86,11 @@ export class FileSink {
     return native === undefined ? undefined : new FileSink(native, native.fileSinkCreate(WRITER_THREADS));
   }
 
+  /** Whether this addon's writer threads count their CPU (see {@link cpuMs}). */
+  static clocked(): boolean {
+    return typeof nativeFiles()?.fileSinkCpuNs === 'function';
+  }
+
   /**
    * Queues the file. The chunks are copied before this returns. Resolves at once while the sink
    * holds less than {@link SINK_MAX_PENDING}, else once it does again; rejects with the error of
@@ -113,6 +120,16 @@ export class FileSink {
     this.native.fileSinkCancel(this.sink);
     await this.native.fileSinkWait(this.sink, 0);
     this.entries.clear();
+  }
+
+  /**
+   * CPU the writer threads spent making this sink's files, in ms, each on its own thread clock
+   * (only the file's calls; files dropped after a failure cost nothing). Complete once drain() or
+   * abandon() has resolved. Undefined where the addon predates the count.
+   */
+  get cpuMs(): number | undefined {
+    const ns = this.native.fileSinkCpuNs?.(this.sink);
+    return ns === undefined ? undefined : ns / 1e6;
   }
 
   private throwIfFailed(): void {
