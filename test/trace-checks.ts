@@ -63,7 +63,7 @@ export function checkRanges(events: readonly TraceEvent[], image: BuiltImage, i:
  */
 /** A pass span's stage CPU arguments: each one the layer's timings have, and no other. */
 export function checkCpuArgs(args: Readonly<Record<string, string | number>>, t: LayerTimings): void {
-  for (const k of ['threadCpuMs', 'blobHashCpuMs', 'inflateCpuMs', 'tarHashCpuMs'] as const) {
+  for (const k of ['threadCpuMs', 'blobHashCpuMs', 'inflateCpuMs', 'tarHashCpuMs', 'writerCpuMs'] as const) {
     const want = t[k];
     if (want === undefined) expect(args, k).not.toHaveProperty(k);
     else expect(args[k] as number, k).toBeCloseTo(want, 2);

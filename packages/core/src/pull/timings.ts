@@ -10,7 +10,7 @@ export function existsTimings(digest: Digest): LayerTimings {
 
 /** A committed layer's times: its download, its unpack pass (split by what the pass did) and its commit. */
 export function committedTimings(digest: Digest, fetchMs: number, r: Pick<UnpackedLayer, 'timings' | 'checkpointsUsed'>, commitMs: number): LayerTimings {
-  const { totalMs, waitMs, verifyMs, decompressMs, extractMs, threadCpuMs, blobHashCpuMs, inflateCpuMs, tarHashCpuMs } = r.timings;
+  const { totalMs, waitMs, verifyMs, decompressMs, extractMs, threadCpuMs, blobHashCpuMs, inflateCpuMs, tarHashCpuMs, writerCpuMs } = r.timings;
   return {
     digest,
     fetchMs,
@@ -25,6 +25,7 @@ export function committedTimings(digest: Digest, fetchMs: number, r: Pick<Unpack
     ...(blobHashCpuMs !== undefined ? { blobHashCpuMs } : {}),
     ...(inflateCpuMs !== undefined ? { inflateCpuMs } : {}),
     ...(tarHashCpuMs !== undefined ? { tarHashCpuMs } : {}),
+    ...(writerCpuMs !== undefined ? { writerCpuMs } : {}),
     ...(r.checkpointsUsed !== undefined ? { ztocCheckpoints: r.checkpointsUsed } : {}),
   };
 }

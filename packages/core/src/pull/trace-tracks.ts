@@ -109,9 +109,9 @@ export function passSpans(passes: readonly PassRecord[], digests: readonly strin
 }
 
 /** The CPU of a pass's stages that its timings have (see UnpackTimings), as span arguments. */
-export function cpuArgs(t: Pick<UnpackTimings, 'threadCpuMs' | 'blobHashCpuMs' | 'inflateCpuMs' | 'tarHashCpuMs'>): Record<string, number> {
+export function cpuArgs(t: Pick<UnpackTimings, 'threadCpuMs' | 'blobHashCpuMs' | 'inflateCpuMs' | 'tarHashCpuMs' | 'writerCpuMs'>): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const k of ['threadCpuMs', 'blobHashCpuMs', 'inflateCpuMs', 'tarHashCpuMs'] as const) {
+  for (const k of ['threadCpuMs', 'blobHashCpuMs', 'inflateCpuMs', 'tarHashCpuMs', 'writerCpuMs'] as const) {
     const v = t[k];
     if (v !== undefined) out[k] = round3(v);
   }

@@ -70,7 +70,7 @@ describe('TraceRecorder', () => {
     read = 300;
     clock = 30;
     trace.sample();
-    o.unpackEnded!(0, { thread: 7, timings: { totalMs: 25, waitMs: 5, verifyMs: 1, extractMs: 4, decompressMs: 15, threadCpuMs: 6.25, blobHashCpuMs: 1.5, inflateCpuMs: 12.0004, tarHashCpuMs: 0 } });
+    o.unpackEnded!(0, { thread: 7, timings: { totalMs: 25, waitMs: 5, verifyMs: 1, extractMs: 4, decompressMs: 15, threadCpuMs: 6.25, blobHashCpuMs: 1.5, inflateCpuMs: 12.0004, tarHashCpuMs: 0, writerCpuMs: 3.1416 } });
     const doc = trace.finish();
     const x = doc.traceEvents.filter((e) => e.ph === 'X' && e.cat === 'range').map((e) => [e.name, e.tid, e.ts, e.dur, e.args!.offset, e.args!.bytes, e.args!.outcome]);
     expect(x).toEqual([
@@ -93,7 +93,7 @@ describe('TraceRecorder', () => {
     const pass = doc.traceEvents.find((e) => e.pid === 2 && e.ph === 'X')!;
     expect([pass.name, pass.tid, pass.ts, pass.dur]).toEqual(['unpack', 7, 5000, 25000]);
     // Each stage's CPU the pass measured (0 too), to the microsecond.
-    expect(pass.args).toEqual({ layer: 0, digest: A, bytesRead: 300, unpackMs: 25, waitMs: 5, hashMs: 1, inflateMs: 15, extractMs: 4, threadCpuMs: 6.25, blobHashCpuMs: 1.5, inflateCpuMs: 12, tarHashCpuMs: 0 });
+    expect(pass.args).toEqual({ layer: 0, digest: A, bytesRead: 300, unpackMs: 25, waitMs: 5, hashMs: 1, inflateMs: 15, extractMs: 4, threadCpuMs: 6.25, blobHashCpuMs: 1.5, inflateCpuMs: 12, tarHashCpuMs: 0, writerCpuMs: 3.142 });
     // In flight: landed (resumed bytes too) less read; the rate counts fetched bytes only. Without
     // an interval only the explicit samples are taken.
     expect(doc.traceEvents.filter((e) => e.name === 'bytes in flight').map((e) => [e.ts, e.args!.bytes])).toEqual([[10000, 0], [20000, 80], [30000, 0]]);

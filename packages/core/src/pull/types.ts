@@ -85,9 +85,10 @@ export interface LayerTimings {
   readonly state: 'committed' | 'exists';
   /**
    * CPU of the pass's stages, each on its own thread's clock (see UnpackTimings): the thread that
-   * parsed the tar and wrote the files, the SHA-256 of the blob and of the tar, and decompressing.
-   * Absent for a layer that was there, or where the clock is missing (no addon; for decompressing,
-   * a decoder without one: see UnpackTimings.inflateCpuMs).
+   * parsed the tar and wrote the files, the SHA-256 of the blob and of the tar, decompressing, and
+   * the writer threads that made the small files. Absent for a layer that was there, or where the
+   * clock is missing (no addon; for decompressing, a decoder without one: see
+   * UnpackTimings.inflateCpuMs; for the writers, an addon without writer threads).
    */
   readonly threadCpuMs?: number;
   /** CPU of hashing the blob. */
@@ -96,6 +97,8 @@ export interface LayerTimings {
   readonly inflateCpuMs?: number;
   /** CPU of hashing the tar. */
   readonly tarHashCpuMs?: number;
+  /** CPU of the writer threads making the layer's small files (0: none went to them). */
+  readonly writerCpuMs?: number;
   /**
    * With the parallel inflater and a SOCI zTOC for the layer in the registry: how many of the
    * zTOC's checkpoints the inflater started chunks from (each one checked against the stream).

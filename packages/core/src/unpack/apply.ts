@@ -98,6 +98,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   const opaqueXattr = rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR;
   const report = new ApplyReport(what);
   const writeback = LayerWriteback.open(options.writeback, root);
+  const sink = FileSink.open();
   const writer = new LayerWriter(report, {
     root,
     sameOwner,
@@ -106,7 +107,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     reader,
     whiteouts: (tree, r, owner) => new OverlayWhiteouts(tree, r, { opaqueXattr, sameOwner, owner }),
     writeback,
-    sink: FileSink.open(),
+    sink,
   });
   const started = performance.now();
   let ok = false;
@@ -121,6 +122,8 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     writer.finish();
     ok = true;
     report.stats.extractMs = Math.max(0, performance.now() - started - reader.inputWaitMs);
+    const writerCpuMs = sink?.cpuMs; // complete: settle() drained the sink
+    if (writerCpuMs !== undefined) report.stats.writerCpuMs = writerCpuMs;
     return report.stats;
   } catch (e) {
     if (signal?.aborted && !isFastpullError(e) && e !== reader.sourceError) throw abortError(signal, what);

@@ -7,6 +7,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
+import { FileSink, SINK_MAX_FILE } from './filesink.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
 import { unpackLayer } from './layer.js';
 import { nativeHash } from './native.js';
@@ -47,6 +48,7 @@ const clockedInflaters: ['isal' | 'parallel', number][] = [
 ];
 if (!isalAvailable()) console.log(`unpackLayer: the isal inflater's CPU is not checked: ${isalUnavailableReason()}`);
 if (!InflatePool.available()) console.log("unpackLayer: the parallel inflater's CPU is not checked: its native decoder is not built");
+if (!FileSink.clocked()) console.log("unpackLayer: the writer threads' CPU is not checked: the addon has no counting writer threads here");
 
 describe('unpackLayer', () => {
   it('returns the blob digest, the diffID and both sizes, reading the blob once', async () => {
@@ -98,6 +100,28 @@ describe('unpackLayer', () => {
     expect(cpu).toBeGreaterThan(0);
     // Its decode threads (ISA-L: one), busy within the pass: never more than the pass's wall time each.
     expect(cpu).toBeLessThanOrEqual(r.timings.totalMs * threads);
+  });
+
+  it.skipIf(!FileSink.clocked())("counts the writer threads' CPU for a layer of small files, and 0 when none went to them", async () => {
+    const prng = new Prng(13);
+    const small = Array.from({ length: 300 }, (_, i) => ({ name: `d${i % 7}/f${i}`, body: prng.bytes(1 + ((i * 7919) % 16384)) }));
+    const tar = await makeTar(small);
+    const r = await unpackLayer({ blobPath: writeBlob('small.gz', zlib.gzipSync(tar)), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('small') });
+    expect(r.diffID).toBe(sha256(tar));
+    expect(r.stats.files).toBe(300);
+    expect(fs.readFileSync(path.join(work, 'small/d5/f299'))).toEqual(small[299]!.body);
+    const cpu = r.timings.writerCpuMs!;
+    expect(cpu).toBeGreaterThan(0);
+    expect(r.stats.writerCpuMs).toBe(cpu);
+    // At most 16 writer threads, each busy within the pass at most.
+    expect(cpu).toBeLessThanOrEqual(r.timings.totalMs * 16);
+
+    // One file over the sink's limit: the unpack thread writes it; the writers made nothing.
+    const big = await makeTar([{ name: 'big', body: prng.bytes(SINK_MAX_FILE + 1) }]);
+    const b = await unpackLayer({ blobPath: writeBlob('big.gz', zlib.gzipSync(big)), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('big') });
+    expect(b.stats.files).toBe(1);
+    expect(fs.statSync(path.join(work, 'big/big')).size).toBe(SINK_MAX_FILE + 1);
+    expect(b.timings.writerCpuMs).toBe(0);
   });
 
   it('inflates a multi-member gzip blob into the whole tar', async () => {

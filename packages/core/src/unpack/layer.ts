@@ -84,7 +84,7 @@ export interface UnpackedLayer {
  * overlap; the wall times (`*Ms`) are measured where each stage holds up this thread, decompression
  * is what remains, and the CPU times (`*CpuMs`) are each stage's own thread CPU clock. unpackLayer
  * always sets the hashing fields (`threadCpuMs` where the addon is, `inflateCpuMs` where the decoder
- * has a clock); timings made elsewhere may lack them. Their sum set against `totalMs` shows how many
+ * has a clock, `writerCpuMs` where the addon has writer threads); timings made elsewhere may lack them. Their sum set against `totalMs` shows how many
  * cores the pass kept busy.
  */
 export interface UnpackTimings {
@@ -116,6 +116,12 @@ export interface UnpackTimings {
    * process), zstd and uncompressed layers.
    */
   inflateCpuMs?: number;
+  /**
+   * CPU of the addon's writer threads making the layer's small files (up to 1 MiB, no sparse map, no
+   * extended attributes), on their own clocks: see {@link ApplyStats.writerCpuMs}. 0 when no file
+   * went to them; absent where the addon has no writer threads (every file is then in threadCpuMs).
+   */
+  writerCpuMs?: number;
 }
 
 /**
@@ -129,7 +135,7 @@ export interface UnpackTimings {
  * @example
  * const r = await unpackLayer({ blobPath: '/tmp/layer.tar.gz', mediaType: MediaTypes.OCI_LAYER_GZIP, dest: '/tmp/rootfs' });
  * if (r.diffID !== expectedDiffID) throw new Error('not the layer the config names');
- * console.log(r.timings.blobHashCpuMs, r.timings.inflateCpuMs, r.timings.tarHashCpuMs, r.timings.threadCpuMs);
+ * console.log(r.timings.blobHashCpuMs, r.timings.inflateCpuMs, r.timings.tarHashCpuMs, r.timings.threadCpuMs, r.timings.writerCpuMs);
  */
 export async function unpackLayer(options: UnpackLayerOptions): Promise<UnpackedLayer> {
   const { blobPath, mediaType, dest, signal, onBytes } = options;
@@ -250,6 +256,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       tarHashCpuMs: tar.cpuMs,
       ...(clock && cpuStart !== undefined ? { threadCpuMs: (clock.threadCpuNs() - cpuStart) / 1e6 } : {}),
       ...(inflateCpuMs !== undefined ? { inflateCpuMs } : {}),
+      ...(stats.writerCpuMs !== undefined ? { writerCpuMs: stats.writerCpuMs } : {}),
     },
   };
 }

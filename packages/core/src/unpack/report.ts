@@ -20,6 +20,12 @@ export interface ApplyStats {
   /** Milliseconds spent reading tar headers and writing the tree, waits for tar bytes excluded. */
   extractMs: number;
   /**
+   * CPU the addon's writer threads spent making this layer's small files (filesink.ts), each on its
+   * own thread clock: work done beside {@link extractMs}, not inside it. 0 when no file went to them;
+   * absent where the addon has no writer threads or no clock for them (files are then written in line).
+   */
+  writerCpuMs?: number;
+  /**
    * What only the layers below can settle, for {@link reconcileWithLowers} once they are committed:
    * parents this layer implies but never names, and the whiteouts it made.
    */

@@ -66,6 +66,11 @@ export interface LayerTimings {
    * only (node:zlib, external programs, zstd and plain tar leave it absent).
    */
   'inflateCpu'?: (_fastpull_v1_Millis | null);
+  /**
+   * The writer threads that made the layer's small files, on their own clocks: 0 when none went to
+   * them; absent where the daemon's addon has no writer threads.
+   */
+  'writerCpu'?: (_fastpull_v1_Millis | null);
 }
 
 /**
@@ -131,4 +136,9 @@ export interface LayerTimings__Output {
    * only (node:zlib, external programs, zstd and plain tar leave it absent).
    */
   'inflateCpu': (_fastpull_v1_Millis__Output | null);
+  /**
+   * The writer threads that made the layer's small files, on their own clocks: 0 when none went to
+   * them; absent where the daemon's addon has no writer threads.
+   */
+  'writerCpu': (_fastpull_v1_Millis__Output | null);
 }
