@@ -76,7 +76,9 @@ interface Run {
   inflateClocked: boolean;
   tarHash: number;
   thread: number;
-  /** The stages' CPU: hashes (apart only on the pool), inflate, unpack thread. */
+  /** The writer threads that made the small files (0: none went to them; NaN: no writer threads). */
+  writers: number;
+  /** The stages' CPU: hashes (apart only on the pool), inflate, unpack thread, writer threads. */
   sum: number;
   rest: number;
 }
@@ -96,13 +98,14 @@ async function unpackOnce(blobPath: string, mediaType: string, hashMode: 'inline
     const blobHash = (r.timings.blobHashCpuMs ?? NaN) / 1000;
     const tarHash = (r.timings.tarHashCpuMs ?? NaN) / 1000;
     const thread = (r.timings.threadCpuMs ?? NaN) / 1000;
+    const writers = (r.timings.writerCpuMs ?? 0) / 1000;
     const clocked = r.timings.inflateCpuMs !== undefined;
     const inflate = clocked ? r.timings.inflateCpuMs! / 1000 : inflateAlone();
     // Inline, the hashing is part of the unpack thread's CPU.
-    const sum = (hashMode === 'inline' ? thread : thread + blobHash + tarHash) + inflate;
+    const sum = (hashMode === 'inline' ? thread : thread + blobHash + tarHash) + inflate + writers;
     // Only clocked stages ran in this process's CPU: an inflate measured alone is not in it.
     const rest = cpu - sum + (clocked ? 0 : inflate);
-    return { wall, cpu, blobHash, inflate, inflateClocked: clocked, tarHash, thread, sum, rest };
+    return { wall, cpu, blobHash, inflate, inflateClocked: clocked, tarHash, thread, writers: r.timings.writerCpuMs === undefined ? NaN : writers, sum, rest };
   } finally {
     rmSync(dest, { recursive: true, force: true });
   }
@@ -141,21 +144,21 @@ for (const kind of ['incompressible', 'fp16'] as const) {
   }
   const mark = first.inflateClocked ? '' : ' (node:zlib alone, measured apart)';
   console.log(`## ${kind}: ${(l.size / MIB).toFixed(0)} MiB compressed, ${(l.tarSize / MIB).toFixed(0)} MiB tar\n`);
-  console.log(`| path | run | wall s | blob hash CPU s | inflate CPU s${mark} | tar hash CPU s | unpack thread CPU s | stages sum s | sum / wall | process CPU s | rest s |`);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log(`| path | run | wall s | blob hash CPU s | inflate CPU s${mark} | tar hash CPU s | unpack thread CPU s | writer threads CPU s | stages sum s | sum / wall | process CPU s | rest s |`);
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   const f = (x: number) => x.toFixed(2);
   for (const mode of ['inline', 'pool'] as const) {
     runs[mode].forEach((r, i) =>
-      console.log(`| ${PATHS[mode]} | ${i + 1} | ${f(r.wall)} | ${f(r.blobHash)} | ${f(r.inflate)} | ${f(r.tarHash)} | ${f(r.thread)} | ${f(r.sum)} | ${f(r.sum / r.wall)} | ${f(r.cpu)} | ${f(r.rest)} |`),
+      console.log(`| ${PATHS[mode]} | ${i + 1} | ${f(r.wall)} | ${f(r.blobHash)} | ${f(r.inflate)} | ${f(r.tarHash)} | ${f(r.thread)} | ${f(r.writers)} | ${f(r.sum)} | ${f(r.sum / r.wall)} | ${f(r.cpu)} | ${f(r.rest)} |`),
     );
   }
   console.log('\nMedian (min-max):\n');
-  console.log('| path | wall s | blob hash CPU s | inflate CPU s | tar hash CPU s | unpack thread CPU s | stages sum s | sum / wall | process CPU / wall |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('| path | wall s | blob hash CPU s | inflate CPU s | tar hash CPU s | unpack thread CPU s | writer threads CPU s | stages sum s | sum / wall | process CPU / wall |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const mode of ['inline', 'pool'] as const) {
     const rs = runs[mode];
     console.log(
-      `| ${PATHS[mode]} | ${range(rs.map((r) => r.wall))} | ${range(rs.map((r) => r.blobHash))} | ${range(rs.map((r) => r.inflate))} | ${range(rs.map((r) => r.tarHash))} | ${range(rs.map((r) => r.thread))} | ${range(rs.map((r) => r.sum))} | ${range(rs.map((r) => r.sum / r.wall))} | ${range(rs.map((r) => r.cpu / r.wall))} |`,
+      `| ${PATHS[mode]} | ${range(rs.map((r) => r.wall))} | ${range(rs.map((r) => r.blobHash))} | ${range(rs.map((r) => r.inflate))} | ${range(rs.map((r) => r.tarHash))} | ${range(rs.map((r) => r.thread))} | ${range(rs.map((r) => r.writers))} | ${range(rs.map((r) => r.sum))} | ${range(rs.map((r) => r.sum / r.wall))} | ${range(rs.map((r) => r.cpu / r.wall))} |`,
     );
   }
   const ratios = runs.inline.map((r, i) => r.wall / runs.pool[i]!.wall);
