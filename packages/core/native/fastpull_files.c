@@ -225,6 +225,18 @@ static fs_sink* get_sink(napi_env env, napi_value v) {
   return s;
 }
 
+// Takes a call's `n` arguments into `a` (n <= 11), the first being a sink: the sink, or NULL with
+// a TypeError thrown (`usage` says what the call takes).
+static fs_sink* sink_args(napi_env env, napi_callback_info info, size_t n, napi_value* a, const char* usage) {
+  size_t argc = n;
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc < n) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  return get_sink(env, a[0]);
+}
+
 // fileSinkCreate(threads): a new sink; at least `threads` writer threads run in the process.
 static napi_value js_create(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -266,14 +278,8 @@ static int get_i64(napi_env env, napi_value v, int64_t* out) {
 // mtimeSec, mtimeNsec) -> the sink's pending bytes after this job, or -1 when an earlier job failed
 // (nothing is queued then). uid -1: leave the owner. The path is raw bytes without NUL.
 static napi_value js_add(napi_env env, napi_callback_info info) {
-  size_t argc = 11;
   napi_value a[11];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 11) {
-    napi_throw_type_error(env, NULL, "fileSinkAdd: missing arguments");
-    return NULL;
-  }
-  fs_sink* s = get_sink(env, a[0]);
+  fs_sink* s = sink_args(env, info, 11, a, "fileSinkAdd: missing arguments");
   if (s == NULL) return NULL;
   int64_t seq, mode, uid, gid, as, ans, ms, mns;
   void* path_data = NULL;
@@ -389,14 +395,8 @@ static void wait_complete(napi_env env, napi_status status, void* data) {
 // fileSinkWait(sink, below) -> a promise of the pending bytes, once they are at most `below` (0:
 // every job of the sink is done or dropped). The wait blocks a libuv pool thread, not the loop.
 static napi_value js_wait(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value a[2];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 2) {
-    napi_throw_type_error(env, NULL, "fileSinkWait(sink, below)");
-    return NULL;
-  }
-  fs_sink* s = get_sink(env, a[0]);
+  fs_sink* s = sink_args(env, info, 2, a, "fileSinkWait(sink, below)");
   if (s == NULL) return NULL;
   int64_t below;
   if (get_i64(env, a[1], &below) != 0 || below < 0) {
@@ -419,21 +419,10 @@ static napi_value js_wait(napi_env env, napi_callback_info info) {
   return promise;
 }
 
-// The sink a call names as its only argument, or NULL with a TypeError thrown.
-static fs_sink* only_sink_arg(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value a[1];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 1) {
-    napi_throw_type_error(env, NULL, "missing the file sink");
-    return NULL;
-  }
-  return get_sink(env, a[0]);
-}
-
 // fileSinkCancel(sink): drops the jobs no thread has started; the ones being written go on.
 static napi_value js_cancel(napi_env env, napi_callback_info info) {
-  fs_sink* s = only_sink_arg(env, info);
+  napi_value a[1];
+  fs_sink* s = sink_args(env, info, 1, a, "missing the file sink");
   if (s == NULL) return NULL;
   pthread_mutex_lock(&mu);
   cancel_queued(s);
@@ -445,7 +434,8 @@ static napi_value js_cancel(napi_env env, napi_callback_info info) {
 // fileSinkError(sink) -> null, or { seq, error } for the first job that failed: `error` as the
 // addon's other calls throw (code, errno, syscall, path).
 static napi_value js_error(napi_env env, napi_callback_info info) {
-  fs_sink* s = only_sink_arg(env, info);
+  napi_value a[1];
+  fs_sink* s = sink_args(env, info, 1, a, "missing the file sink");
   if (s == NULL) return NULL;
   pthread_mutex_lock(&mu);
   int err = s->err;
@@ -471,7 +461,8 @@ static napi_value js_error(napi_env env, napi_callback_info info) {
 // far, each on its own thread clock; a skipped or dropped job adds nothing. Complete once a wait
 // for 0 has resolved.
 static napi_value js_cpu(napi_env env, napi_callback_info info) {
-  fs_sink* s = only_sink_arg(env, info);
+  napi_value a[1];
+  fs_sink* s = sink_args(env, info, 1, a, "missing the file sink");
   if (s == NULL) return NULL;
   pthread_mutex_lock(&mu);
   uint64_t ns = s->cpu_ns;

@@ -103,8 +103,11 @@ export class FileSink {
     const { atime, mtime } = f.times;
     const pending = this.native.fileSinkAdd(this.sink, seq, f.path, f.chunks, f.mode, uid, gid, atime.sec, atime.nsec, mtime.sec, mtime.nsec);
     if (pending < 0) return this.drain(); // an earlier file failed: report it
-    if (pending > SINK_MAX_PENDING) await this.native.fileSinkWait(this.sink, SINK_MAX_PENDING / 2);
-    this.throwIfFailed();
+    // A failure after this add shows at the next add or drain; the wait is where one may have come.
+    if (pending > SINK_MAX_PENDING) {
+      await this.native.fileSinkWait(this.sink, SINK_MAX_PENDING / 2);
+      this.throwIfFailed();
+    }
   }
 
   /** Resolves once every queued file is made; rejects with the first that failed. */
