@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
-import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, startContainerd, waitForSnapshotter, type CriImages, type CriOptions, type PrivateContainerd } from './containerd.js';
+import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriImages, type CriOptions, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { snapshotsClient, type SnapshotInfo } from './snapshotter-client.js';
 
@@ -88,7 +88,7 @@ describe.skipIf(reason !== undefined)('restarts of fastpulld and of containerd u
   const snapshots = async (): Promise<{ ctr: string; records: SnapshotInfo[] }> => {
     const client = snapshotsClient(snapSocket);
     try {
-      const records = (await client.list()).filter((r) => !r.name.includes('fastpull-probe-')).sort((a, b) => a.name.localeCompare(b.name));
+      const records = (await client.list()).filter((r) => !isProbeRecord(r.name)).sort((a, b) => a.name.localeCompare(b.name));
       return { ctr: await ctr(['snapshots', '--snapshotter', 'fastpull', 'ls']), records };
     } finally {
       client.close();

@@ -138,13 +138,24 @@ export async function launchContainerd(dir: string, address: string, config: str
 }
 
 /**
+ * Keys of the probe snapshots of {@link waitForSnapshotter} start with this. A probe whose `ctr` call
+ * failed (timed out on a loaded machine, say) after containerd had reached the snapshotter leaves
+ * an active record there that containerd's metadata never took; only containerd's garbage
+ * collection removes it, at a time of its choosing. Tests that count records leave these out.
+ */
+export const PROBE_KEY_PREFIX = 'fastpull-probe-';
+
+/** True for a record (its name is `namespace/id/key` in the snapshotter) of a probe of {@link waitForSnapshotter}. */
+export const isProbeRecord = (name: string): boolean => (name.split('/').at(-1) ?? '').startsWith(PROBE_KEY_PREFIX);
+
+/**
  * Waits until containerd reaches the proxy snapshotter `fastpull`: it dials lazily and, after a
  * failed dial, retries with a back-off of up to a few seconds; calls fail UNAVAILABLE meanwhile.
  * Listing goes to containerd's own metadata only, so the probe prepares (then removes) a snapshot.
  */
 export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const key = `fastpull-probe-${process.pid}`;
+  const key = `${PROBE_KEY_PREFIX}${process.pid}`;
   for (;;) {
     const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', key], { timeoutMs: 10_000 });
     if (r.status === 0) break;
