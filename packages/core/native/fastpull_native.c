@@ -365,6 +365,32 @@ static napi_value js_start_writeback(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// punchHole(fd, offset, nbytes): fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) frees the
+// range's blocks and drops its pages from the page cache, dirty ones included, without writing
+// them: bytes that were read and will not be read again never reach the disk. The file keeps its
+// size; the range reads as zeros. Throws (EOPNOTSUPP where the filesystem cannot punch holes).
+static napi_value js_punch_hole(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (get_args(env, info, 3, argv)) return NULL;
+  int32_t fd;
+  int64_t offset, nbytes;
+  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || get_offset(env, argv[1], &offset) || get_offset(env, argv[2], &nbytes)) {
+    napi_throw_type_error(env, NULL, "punchHole(fd: number, offset: integer >= 0, nbytes: integer >= 0)");
+    return NULL;
+  }
+  if (nbytes == 0) return NULL;
+#ifdef __linux__
+  int rc;
+  do {
+    rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)nbytes);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return throw_errno(env, errno, "fallocate", "(fd)");
+#else
+  return throw_errno(env, EOPNOTSUPP, "fallocate", "(fd)");
+#endif
+  return NULL;
+}
+
 typedef struct {
   napi_async_work work;
   napi_deferred deferred;
@@ -689,6 +715,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"tuneAllocator", NULL, js_tune_allocator, NULL, NULL, NULL, napi_default, NULL},
       {"trimAllocator", NULL, js_trim_allocator, NULL, NULL, NULL, napi_default, NULL},
       {"startWriteback", NULL, js_start_writeback, NULL, NULL, NULL, napi_default, NULL},
+      {"punchHole", NULL, js_punch_hole, NULL, NULL, NULL, napi_default, NULL},
       {"syncfs", NULL, js_syncfs, NULL, NULL, NULL, napi_default, NULL},
       {"threadCpuNs", NULL, js_thread_cpu_ns, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Create", NULL, js_sha256_create, NULL, NULL, NULL, napi_default, NULL},

@@ -76,7 +76,7 @@ export type { Credentials, CredentialsProvider } from './registry/auth.js';
 // Unpacking: the worker pool and the gzip decoder choice.
 export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';
 export type { WorkerTask } from './unpack/worker.js';
-export { unpackLayer, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './unpack/layer.js';
+export { BLOB_DIGEST_DETAIL, unpackLayer, type BlobReleaseOptions, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './unpack/layer.js';
 export type { HashMode } from './unpack/hash-tap.js';
 export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
 export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/isal.js';

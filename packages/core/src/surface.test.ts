@@ -16,7 +16,7 @@ import { analyseSurface, checkPackageExports, ENTRY_POINTS, type EntryPoint, typ
 /** The committed surface: exported names per entry point, sorted; `type X` marks a type-only export. */
 const SURFACE: Record<EntryPoint, readonly string[]> = {
   '.': [
-      'acquireLease', 'type AllocatorTuning', 'asFastpullError', 'type BlobEntry', 'chainID', 'chainIDs',
+      'acquireLease', 'type AllocatorTuning', 'asFastpullError', 'BLOB_DIGEST_DETAIL', 'type BlobEntry', 'type BlobReleaseOptions', 'chainID', 'chainIDs',
       'checkDirectory', 'collectGarbage', 'CONTAINERD_HOSTS_DIR', 'createIsalGunzip', 'createParallelGunzip', 'createWritableMount', 'type Credentials', 'credentialsIdentity',
       'type CredentialsProvider', 'DEFAULT_CHUNK_SIZE', 'DEFAULT_CONCURRENCY', 'DEFAULT_INFLATER', 'DEFAULT_KEEP_BLOBS', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_SYNC', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot', 'defaultUnpackConcurrency',
       'type Descriptor', 'type Digest', 'type DirectoryUse', 'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning',

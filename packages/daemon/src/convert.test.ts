@@ -76,7 +76,7 @@ const timings: PullTimings = {
   layers: [
     { digest: digest('8'), fetchMs: 100, unpackMs: 200, waitMs: 10, verifyMs: 20, decompressMs: 30, extractMs: 40, commitMs: 5, state: 'committed' },
     // Every optional field set, one of them 0: set-to-0 and unset must both survive as they are.
-    { digest: digest('9'), fetchMs: 90, unpackMs: 150, waitMs: 9, verifyMs: 19, decompressMs: 29, extractMs: 39, commitMs: 4, state: 'committed', threadCpuMs: 120.5, blobHashCpuMs: 0, inflateCpuMs: 61.75, tarHashCpuMs: 33.25, writerCpuMs: 18.5, ztocCheckpoints: 7 },
+    { digest: digest('9'), fetchMs: 90, unpackMs: 150, waitMs: 9, verifyMs: 19, decompressMs: 29, extractMs: 39, commitMs: 4, state: 'committed', threadCpuMs: 120.5, blobHashCpuMs: 0, inflateCpuMs: 61.75, tarHashCpuMs: 33.25, writerCpuMs: 18.5, ztocCheckpoints: 7, releasedBytes: 5 * 1024 ** 3 },
     // The writers' CPU at 0 (a sink existed, no file went to it) beside an unset decoder clock.
     { digest: digest('c'), fetchMs: 1, unpackMs: 2, waitMs: 0, verifyMs: 0, decompressMs: 1, extractMs: 1, commitMs: 1, state: 'committed', threadCpuMs: 1.5, writerCpuMs: 0 },
     // The decoder's CPU alone, at 0 (a layer whose pass decoded nothing measurable), the rest unset.

@@ -131,6 +131,7 @@ export function timingsToWire(t: PullTimings): WirePullTimings {
       tarHashCpu: l.tarHashCpuMs !== undefined ? { ms: l.tarHashCpuMs } : null,
       writerCpu: l.writerCpuMs !== undefined ? { ms: l.writerCpuMs } : null,
       ztocCheckpoints: l.ztocCheckpoints !== undefined ? { n: l.ztocCheckpoints } : null,
+      releasedBytes: l.releasedBytes ?? 0,
     })),
     phases: phasesToWire(t),
   };
@@ -167,6 +168,7 @@ export function timingsFromWire(t: WirePullTimings | null | undefined): PullTimi
       ...(l.tarHashCpu ? { tarHashCpuMs: l.tarHashCpu.ms } : {}),
       ...(l.writerCpu ? { writerCpuMs: l.writerCpu.ms } : {}),
       ...(l.ztocCheckpoints ? { ztocCheckpoints: l.ztocCheckpoints.n } : {}),
+      ...(l.releasedBytes ? { releasedBytes: Number(l.releasedBytes) } : {}),
     })),
     phases: { fetchMs: p.fetchMs, verifyMs: p.verifyMs, decompressMs: p.decompressMs, extractMs: p.extractMs, commitMs: p.commitMs },
   };

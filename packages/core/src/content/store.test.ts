@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sha256Digest } from '../oci/digest.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { FileContentStore } from './store.js';
+import { WatermarkView } from './watermark.js';
 
 let root: string;
 let store: FileContentStore;
@@ -105,6 +106,27 @@ describe('resuming ingests', () => {
     await store.commit(resumed);
     // Buffer.equals: vitest's deep equality walks 3 MiB byte by byte.
     expect((await readFile(store.blobPath(d.digest))).equals(big)).toBe(true);
+  });
+
+  it('records no bytes a reader was granted to free: a resumed download fetches them again', async () => {
+    const big = Buffer.alloc(2 * 1024 * 1024, 9);
+    const d = { mediaType: MediaTypes.OCI_LAYER, digest: sha256Digest(big), size: big.length };
+    const first = await store.newIngest(d);
+    await first.write(big, 0); // complete: the record is saved
+    const reader = new WatermarkView(first.watermark.buffer);
+    reader.askRelease(1024 * 1024);
+    first.grantRelease();
+    expect(reader.releaseGranted).toBe(1024 * 1024);
+    const dir = join(store.dir, 'ingest', first.id);
+    expect(JSON.parse(await readFile(join(dir, 'ranges'), 'utf8'))).toEqual([[1024 * 1024, 2 * 1024 * 1024]]);
+    // A record saved later (the ingest put away) still leaves them out.
+    await store.suspend(first);
+    expect(JSON.parse(await readFile(join(dir, 'ranges'), 'utf8'))).toEqual([[1024 * 1024, 2 * 1024 * 1024]]);
+    const resumed = await store.newIngest(d);
+    expect(resumed.id).toBe(first.id);
+    expect(resumed.resumed).toEqual([[1024 * 1024, 2 * 1024 * 1024]]);
+    expect(resumed.watermark.value).toBe(0);
+    await store.abort(resumed);
   });
 
   it('sweeps dead ingests only once they are stale', async () => {

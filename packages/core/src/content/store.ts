@@ -39,6 +39,12 @@ export interface Ingest {
   readonly resumed: readonly (readonly [number, number])[];
   /** Writes `data` at byte `position` and advances the watermark over it. */
   write(data: Uint8Array, position: number): Promise<void>;
+  /**
+   * Grants a reader's ask to free bytes it has read (see Watermark): the resume record is first
+   * saved without them. Nothing happens when no ask is pending or the ingest is closed; a record
+   * that cannot be saved (NO_SPACE, say) grants nothing. Synchronous, like the record's saves.
+   */
+  grantRelease(): void;
 }
 
 /** What pulling and collection need from a content store. */
@@ -381,11 +387,12 @@ function openIngest(o: {
   const rangesPath = join(o.dir, RANGES_FILE);
   let unsaved = 0;
   let savedAt = Date.now();
-  const save = (): void => {
+  // `from`: bytes before it are left out (the reader may free them, see Watermark.grantRelease).
+  const save = (from = watermark.releaseGranted): void => {
     unsaved = 0;
     savedAt = Date.now();
     try {
-      writeFileSync(`${rangesPath}.tmp`, JSON.stringify(watermark.ranges()));
+      writeFileSync(`${rangesPath}.tmp`, JSON.stringify(watermark.ranges(from)));
       renameSync(`${rangesPath}.tmp`, rangesPath);
     } catch (e) {
       // A record cut short (ENOSPC) is litter that holds space: the previous record stands.
@@ -401,9 +408,17 @@ function openIngest(o: {
     handle: o.handle,
     watermark,
     release: o.release,
-    saveRanges: save,
+    saveRanges: () => save(),
     resumed: o.have,
     closed: false,
+    grantRelease(): void {
+      if (this.closed) return;
+      try {
+        watermark.grantRelease(save);
+      } catch {
+        // Not granted: the reader keeps the bytes, the record stands as it was.
+      }
+    },
     async write(data: Uint8Array, position: number): Promise<void> {
       // Synchronous: a 64 KiB write into the page cache takes microseconds, and skipping the
       // thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571 MB/s

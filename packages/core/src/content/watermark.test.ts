@@ -47,4 +47,32 @@ describe('Watermark', () => {
   it('is complete at once for blobs already on disk', () => {
     expect(Watermark.complete(123).value).toBe(123);
   });
+
+  it("lists ranges without the bytes a reader may free, and grants a reader's ask only once the record is saved", () => {
+    const w = new Watermark(100);
+    w.add(0, 40);
+    w.add(60, 80);
+    expect(w.ranges(30)).toEqual([[30, 40], [60, 80]]);
+    expect(w.ranges(50)).toEqual([[60, 80]]);
+    const reader = new WatermarkView(w.buffer);
+    const recorded: number[] = [];
+    expect(w.grantRelease((from) => recorded.push(from))).toBe(0); // nothing asked: nothing saved
+    expect(recorded).toEqual([]);
+    reader.askRelease(32);
+    reader.askRelease(16); // asks never move back
+    expect(reader.releaseAsked).toBe(32);
+    expect(reader.releaseGranted).toBe(0);
+    // A record that cannot be saved grants nothing.
+    expect(() =>
+      w.grantRelease(() => {
+        throw new Error('ENOSPC');
+      }),
+    ).toThrow('ENOSPC');
+    expect(reader.releaseGranted).toBe(0);
+    expect(w.grantRelease((from) => recorded.push(from))).toBe(32);
+    expect(recorded).toEqual([32]);
+    expect(reader.releaseGranted).toBe(32);
+    expect(w.grantRelease((from) => recorded.push(from))).toBe(32); // granted already: no new record
+    expect(recorded).toEqual([32]);
+  });
 });

@@ -1,11 +1,21 @@
 // The watermark of an ingest: how many bytes from offset 0 have landed without a gap. Chunks land in
 // any order; readers (the unpacker, possibly on another thread) follow the watermark, never reading a
 // byte before it is on disk. Shared through a SharedArrayBuffer so a worker can wait on it.
+//
+// The same memory carries the release of bytes already read: the reader asks to free a prefix of
+// the file (its blocks and pages, so that a blob deleted at commit is never written to disk), and
+// may free it only once the writer has granted it, that is once the ingest's resume record no
+// longer lists those bytes. A crash at any moment then leaves a record that claims only bytes the
+// file still holds.
 
 /** Layout of the shared buffer: BigInt64 slots. */
 const SLOT_MARK = 0;
 const SLOT_STATE = 1;
-const SLOTS = 2;
+/** Bytes from offset 0 the reader is done with and asks to free. */
+const SLOT_RELEASE_ASKED = 2;
+/** Bytes from offset 0 the writer's record no longer claims: the reader may free them. */
+const SLOT_RELEASE_GRANTED = 3;
+const SLOTS = 4;
 
 /** State slot values. */
 export const WatermarkState = { OPEN: 0n, FAILED: 1n } as const;
@@ -47,6 +57,21 @@ export class WatermarkView {
     if (Atomics.load(this.slots, SLOT_MARK) !== expected || this.failed) return;
     const r = Atomics.waitAsync(this.slots, SLOT_MARK, expected, timeoutMs);
     if (r.async) await r.value;
+  }
+
+  /** The reader is done with bytes [0, `end`) and asks to free them (never moves back). */
+  askRelease(end: number): void {
+    if (end > Number(Atomics.load(this.slots, SLOT_RELEASE_ASKED))) Atomics.store(this.slots, SLOT_RELEASE_ASKED, BigInt(end));
+  }
+
+  /** Bytes from offset 0 the reader asked to free. */
+  get releaseAsked(): number {
+    return Number(Atomics.load(this.slots, SLOT_RELEASE_ASKED));
+  }
+
+  /** Bytes from offset 0 the reader may free: no resume record claims them any more. */
+  get releaseGranted(): number {
+    return Number(Atomics.load(this.slots, SLOT_RELEASE_GRANTED));
   }
 }
 
@@ -96,9 +121,27 @@ export class Watermark extends WatermarkView {
     p.splice(i, j - i, [s, e]);
   }
 
-  /** The ranges on disk, sorted and disjoint, as [start, end): the prefix first, then the rest. */
-  ranges(): [number, number][] {
-    return [...(this.mark > 0 ? [[0, this.mark] as [number, number]] : []), ...this.pending.map(([a, b]) => [a, b] as [number, number])];
+  /**
+   * The ranges on disk, sorted and disjoint, as [start, end): the prefix first, then the rest.
+   * `from`: leave out bytes before it (those the reader may free, see {@link grantRelease}).
+   */
+  ranges(from = 0): [number, number][] {
+    const all = [...(this.mark > 0 ? [[0, this.mark] as [number, number]] : []), ...this.pending.map(([a, b]) => [a, b] as [number, number])];
+    return all.filter(([, b]) => b > from).map(([a, b]) => [Math.max(a, from), b]);
+  }
+
+  /**
+   * Grants the reader's pending ask to free bytes, if any: `record(from)` must first persist a
+   * record that claims nothing before `from` (it throws to refuse, and nothing is granted). Returns
+   * the bytes from offset 0 granted in all.
+   */
+  grantRelease(record: (from: number) => void): number {
+    const asked = this.releaseAsked;
+    if (asked > this.releaseGranted) {
+      record(asked);
+      Atomics.store(this.slots, SLOT_RELEASE_GRANTED, BigInt(asked));
+    }
+    return this.releaseGranted;
   }
 
   /** Marks the ingest failed: readers waiting on it wake up and stop. */

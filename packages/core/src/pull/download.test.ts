@@ -1,10 +1,12 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildImage } from '../testing/builder.js';
 import { Prng } from '../testing/prng.js';
-import { LayerDownload } from './download.js';
+import { UnpackPool } from '../unpack/index.js';
+import { nativePunchHole } from '../unpack/native.js';
+import { LayerDownload, RELEASE_LEAD, RELEASE_STEP } from './download.js';
 import { LayerProgress } from './progress.js';
 import { downloadContext, freshStore, serve, statesByLayer, workDir } from './pull.testkit.js';
 import type { PullEvent } from './types.js';
@@ -81,6 +83,48 @@ describe('LayerDownload', () => {
       expect(await ingests(store.root)).toEqual([]);
       again.watch.stop();
     } finally {
+      await served.close();
+    }
+  });
+
+  it.skipIf(nativePunchHole() === undefined)('lets the unpacker free what it hashed; a download stopped after that fetches those bytes again on resume', async () => {
+    const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(2 * 1024 * 1024) }]], compression: 'none' });
+    const served = await serve(image);
+    const pool = new UnpackPool({ size: 1, threads: false });
+    try {
+      const store = freshStore(work.dir, 'release');
+      const layer = served.layers[0]!;
+      // Paced, so that the download lasts several of the ingest's grants.
+      served.reg.faults.bytesPerSecond = 4 * 1024 * 1024;
+      const ctx = downloadContext(served, store);
+      const first = await LayerDownload.start({ ...ctx, options: { chunkSize: 256 * 1024 } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      expect(first.releasing(true)).toBeUndefined(); // a kept blob is never freed
+      expect(first.releasing(false, { FASTPULL_BLOB_RELEASE: '0' })).toBeUndefined();
+      expect(first.releasing(false)).toEqual({ step: RELEASE_STEP, lead: RELEASE_LEAD });
+      const dest = join(work.dir, 'release-fs');
+      mkdirSync(dest);
+      // Smaller steps than a pull's, and no lead: the unpacker frees as soon as it is granted.
+      const r = await pool.run({ blobPath: first.blobPath, mediaType: layer.mediaType, dest, follow: { watermark: first.watermark.buffer, size: layer.size, release: { step: 64 * 1024, lead: 0 } } });
+      expect(r.blobDigest).toBe(layer.digest);
+      expect(r.releasedBytes).toBeGreaterThan(0);
+      await first.done;
+      // Stopped from outside before its commit: put away for a resume, without the freed bytes.
+      await first.close(true);
+      ctx.watch.stop();
+      served.reg.faults = {};
+      const before = served.reg.stats.blobBytesServed(layer.digest);
+      const events: PullEvent[] = [];
+      const again = downloadContext(served, store);
+      const second = await LayerDownload.start(again, layer, layer, new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)));
+      await second.done;
+      const resumed = events[0]!.type === 'layer' ? events[0]!.bytes : 0;
+      expect(resumed).toBeLessThanOrEqual(layer.size - r.releasedBytes);
+      expect(served.reg.stats.blobBytesServed(layer.digest) - before).toBeGreaterThanOrEqual(r.releasedBytes);
+      expect(readFileSync(second.blobPath).equals(image.layers[0]!.blob)).toBe(true);
+      await second.close(false);
+      again.watch.stop();
+    } finally {
+      await pool.close();
       await served.close();
     }
   });

@@ -77,6 +77,8 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
     // download goes on: blob digest, inflate, diffID and extraction all happen as bytes land.
     active = await store.snapshots.prepare();
     const ztoc = await layerZtoc(ctx, layer);
+    // The blob is dropped after the commit (unless kept): the unpacker frees it as it goes.
+    const release = download.releasing(ctx.keepBlobs);
     const { observer } = ctx.options;
     // The pass's thread and its consumed bytes as last reported, for the observer.
     let thread = 0;
@@ -89,7 +91,7 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         layer: layer.digest,
         rootless: ctx.rootless,
         ...(store.snapshots.sync ? writebackFor(syncMethod()) : {}),
-        follow: { watermark: download.watermark.buffer, size: layer.size },
+        follow: { watermark: download.watermark.buffer, size: layer.size, ...(release !== undefined ? { release } : {}) },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),
       },

@@ -236,6 +236,7 @@ export class TraceRecorder {
           extractMs: lt.extractMs,
           ...cpuArgs(lt),
           ...(lt.ztocCheckpoints !== undefined ? { ztocCheckpoints: lt.ztocCheckpoints } : {}),
+          ...(lt.releasedBytes !== undefined ? { releasedBytes: lt.releasedBytes } : {}),
         }),
       );
       const committed = s.committed ?? end;

@@ -104,6 +104,11 @@ export interface LayerTimings {
    * zTOC's checkpoints the inflater started chunks from (each one checked against the stream).
    */
   readonly ztocCheckpoints?: number;
+  /**
+   * Bytes of the downloaded blob that the pass freed behind it (hole-punched once hashed, so the
+   * pull's flushes never wrote them to disk); absent when none were.
+   */
+  readonly releasedBytes?: number;
 }
 
 /**

@@ -1,10 +1,12 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FastpullError } from '../errors.js';
 import { sha256Digest } from '../oci/digest.js';
 import { sampleImage } from '../testing/sample.js';
+import type { ImageLayer } from '../images/store.js';
 import { UnpackPool } from '../unpack/index.js';
+import { BLOB_DIGEST_DETAIL, BLOB_RELEASED_DETAIL } from '../unpack/layer.js';
 import { LayerDownload } from './download.js';
 import { LayerProgress } from './progress.js';
 import { downloadContext, freshStore, serve, workDir, type Served } from './pull.testkit.js';
@@ -76,5 +78,28 @@ describe('verifying an unpacked layer', () => {
     } finally {
       await served.close();
     }
+  });
+
+  it('takes the digest a pass that freed part of the blob computed, and never hashes a file whose start is gone', async () => {
+    const blob = Buffer.from('the blob as the registry served it');
+    const layer = { digest: sha256Digest(blob), size: blob.length } as ImageLayer;
+    // The file on disk no longer holds the blob (its start was freed): hashing it would say mismatch.
+    const freed = join(work.dir, 'freed');
+    writeFileSync(freed, Buffer.alloc(blob.length));
+    let bad = 0;
+    const onBadBlob = async () => void bad++;
+    const tarError = new FastpullError('INVALID_LAYER', 'bad tar header', { details: { [BLOB_DIGEST_DETAIL]: layer.digest } });
+    expect(await diagnoseUnpackFailure(tarError, freed, layer, onBadBlob)).toBe(tarError);
+    const other = sha256Digest('other bytes');
+    const corrupt = new FastpullError('INVALID_LAYER', 'corrupt gzip stream', { details: { [BLOB_DIGEST_DETAIL]: other } });
+    expect(await diagnoseUnpackFailure(corrupt, freed, layer, onBadBlob)).toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.digest, got: other }, cause: corrupt });
+    expect(bad).toBe(1);
+    // Freed, and the pass could not read the rest: the error stands as it is.
+    const unknown = new FastpullError('INVALID_LAYER', 'corrupt gzip stream', { details: { [BLOB_RELEASED_DETAIL]: 8192 } });
+    expect(await diagnoseUnpackFailure(unknown, freed, layer, onBadBlob)).toBe(unknown);
+    expect(bad).toBe(1);
+    // Without either detail the file is hashed, as before.
+    const plain = new FastpullError('INVALID_LAYER', 'corrupt gzip stream');
+    expect(await diagnoseUnpackFailure(plain, freed, layer, onBadBlob)).toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.digest, got: sha256Digest(Buffer.alloc(blob.length)) } });
   });
 });

@@ -5,6 +5,7 @@ import { hashFile } from '../content/store.js';
 import type { Digest } from '../oci/digest.js';
 import type { ImageLayer } from '../images/store.js';
 import type { UnpackedLayer } from '../unpack/index.js';
+import { BLOB_DIGEST_DETAIL, BLOB_RELEASED_DETAIL, UNDIAGNOSED_CODES } from '../unpack/layer.js';
 
 /**
  * Throws unless the pass read exactly the manifest's size (SIZE_MISMATCH), its blob digest is the
@@ -33,13 +34,15 @@ export async function verifyUnpacked(layer: ImageLayer, r: Pick<UnpackedLayer, '
  * The error to report for a failed unpack pass. A blob that fails to decompress or extract may
  * simply be corrupt: then the truthful error is the digest mismatch, not whatever the decoder
  * tripped over (`onBadBlob` runs first). Hashing the blob again costs a read, on the failure path
- * only; ABORTED, NO_SPACE and UNSUPPORTED_MEDIA_TYPE say all there is already.
+ * only; a pass that freed part of the blob as it went has hashed the rest itself (its error's
+ * BLOB_DIGEST_DETAIL). ABORTED, NO_SPACE and UNSUPPORTED_MEDIA_TYPE say all there is already.
  */
 export async function diagnoseUnpackFailure(e: unknown, blobPath: string, layer: ImageLayer, onBadBlob: () => Promise<unknown>): Promise<unknown> {
-  if (isFastpullError(e) && (e.code === 'ABORTED' || e.code === 'NO_SPACE' || e.code === 'UNSUPPORTED_MEDIA_TYPE')) return e;
+  if (isFastpullError(e) && (UNDIAGNOSED_CODES.has(e.code) || e.details[BLOB_RELEASED_DETAIL] !== undefined)) return e;
   let got: Digest;
+  const told = isFastpullError(e) ? e.details[BLOB_DIGEST_DETAIL] : undefined;
   try {
-    got = await hashFile(blobPath, layer.digest);
+    got = typeof told === 'string' ? (told as Digest) : await hashFile(blobPath, layer.digest);
   } catch {
     return e;
   }

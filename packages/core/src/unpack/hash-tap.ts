@@ -27,6 +27,12 @@ export interface HashTapOptions {
   mode?: HashMode;
   /** Default {@link HASH_QUEUE_BYTES}. */
   queueBytes?: number;
+  /**
+   * Keep hashing what was queued when the stream is cut by an error, so that {@link finish} can
+   * complete the digest from the rest of the input; the owner then calls {@link finish} or
+   * {@link discard}.
+   */
+  keepOnError?: boolean;
 }
 
 /** What a {@link HashTap} saw. */
@@ -119,9 +125,37 @@ export class HashTap extends Transform {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // A tap that saw its whole stream is destroyed when done with it; only a cut stream drops its queue.
-    if (error || !this.writableFinished) this.stop();
+    // A tap that saw its whole stream is destroyed when done with it; only a cut stream drops its
+    // queue, unless its owner means to finish the digest.
+    if ((error || !this.writableFinished) && !this.options.keepOnError) this.stop();
     callback(error);
+  }
+
+  /** Drops what is queued and hashes nothing more (what is on the pool now still ends: see {@link settled}). */
+  discard(): void {
+    this.stop();
+  }
+
+  /**
+   * After the stream was cut (with `keepOnError`): hashes `rest`, the input that follows the
+   * {@link bytes} seen, and gives the digest of the whole. Throws when hashing failed or the tap
+   * was discarded.
+   */
+  async finish(rest: AsyncIterable<Uint8Array>): Promise<HashTapResult> {
+    for await (const chunk of rest) {
+      if (this.stopped || this.failed) break;
+      const b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      this.bytes += b.length;
+      if (this.inline) {
+        this.inline.update(b);
+        continue;
+      }
+      this.queue.push(b);
+      this.pending += b.length;
+      this.pump();
+      while (this.pending > this.limit && !this.stopped && !this.failed) await this.settled();
+    }
+    return this.result();
   }
 
   /** Bytes passed on but not yet hashed (queued or on the pool). */

@@ -9,13 +9,29 @@ import { WatermarkView } from '../content/watermark.js';
 import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, resolveCompression } from './decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
-import { nativeHash } from './native.js';
+import { nativeHash, nativePunchHole, type PunchHole } from './native.js';
 import type { WritebackMode } from './writeback.js';
 import type { ParallelGunzipStream } from './pargzip.js';
 import { parseZtoc, type GzipCheckpoint } from './ztoc.js';
 
 /** Read size for layer blobs: large reads keep syscalls and stream hops per byte low. */
 export const BLOB_READ_CHUNK = 1024 * 1024;
+
+/**
+ * How a pass frees the bytes of a blob it follows: each time another `step` bytes were hashed it
+ * asks the watermark's writer to free them, and punches a hole over what the writer has granted
+ * (see Watermark: the writer's resume record stops claiming them first). It frees only while the
+ * download is at least `lead` bytes ahead of the pass, or complete: a pass that waits on the
+ * network would gain nothing from it (the disk keeps up), and a stopped pull then resumes every
+ * byte it fetched. Where the download runs ahead, the pass is what the pull waits for, its disk
+ * writes of the blob are the cost, and fetching the freed bytes again after a stop is quick.
+ */
+export interface BlobReleaseOptions {
+  /** Bytes freed at a time: a positive multiple of 4096. */
+  step: number;
+  /** Bytes the download must be ahead of the pass (unless complete) for it to free any; default 4 steps. */
+  lead?: number;
+}
 
 /** Options of {@link unpackLayer}. */
 export interface UnpackLayerOptions {
@@ -34,7 +50,18 @@ export interface UnpackLayerOptions {
    * content `Watermark`), waiting for it to advance, until `size` bytes are read. Without it the
    * blob file is read as it is.
    */
-  follow?: { watermark: SharedArrayBuffer; size: number };
+  follow?: {
+    watermark: SharedArrayBuffer;
+    size: number;
+    /**
+     * Free the blob's bytes once hashed (see {@link BlobReleaseOptions}), so that a blob dropped after
+     * its layer's commit is never written to disk. Only for a blob nobody else reads and nobody
+     * keeps (the pull's own ingest); off where the addon or the filesystem cannot punch holes. A
+     * pass that fails after freeing bytes still tells the blob's digest (see
+     * {@link BLOB_DIGEST_DETAIL}).
+     */
+    release?: BlobReleaseOptions;
+  };
   /** Which gzip decoder to use; default 'auto'. */
   inflater?: InflaterChoice;
   /**
@@ -75,7 +102,28 @@ export interface UnpackedLayer {
   timings: UnpackTimings;
   /** zTOC checkpoints the parallel inflater started chunks from (absent when it had no zTOC that parsed). */
   checkpointsUsed?: number;
+  /** Bytes of the blob freed as the pass went (see UnpackLayerOptions.follow.release); 0 when none. */
+  releasedBytes: number;
 }
+
+/**
+ * Errors of a pass that say all there is: a blob that fails to decompress or extract otherwise may
+ * be corrupt, and the caller's truthful error is then the digest mismatch (pull/verify.ts).
+ */
+export const UNDIAGNOSED_CODES: ReadonlySet<string> = new Set(['ABORTED', 'NO_SPACE', 'UNSUPPORTED_MEDIA_TYPE']);
+
+/**
+ * The detail of a failed pass's error that holds the blob's digest (as a string), computed by
+ * reading the blob to its end, where the pass had freed part of the file and the caller can no
+ * longer hash it; absent otherwise.
+ */
+export const BLOB_DIGEST_DETAIL = 'blobDigest';
+
+/**
+ * The detail of a failed pass's error, in place of {@link BLOB_DIGEST_DETAIL} when the rest of the
+ * blob could not be read: the bytes freed from its start (the blob can no longer be hashed).
+ */
+export const BLOB_RELEASED_DETAIL = 'blobReleasedBytes';
 
 /**
  * Time of one unpack pass by what it was doing, in milliseconds. The pass is a pipeline whose
@@ -144,9 +192,18 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const started = performance.now();
   const waited = { ms: 0 };
 
+  const releasing = options.follow?.release;
+  if (releasing !== undefined) {
+    const { step, lead = 0 } = releasing;
+    if (!Number.isSafeInteger(step) || step <= 0 || step % RELEASE_ALIGN !== 0 || !Number.isSafeInteger(lead) || lead < 0) {
+      throw new FastpullError('INVALID_ARGUMENT', `${what}: release step ${step}, lead ${lead}: want a positive multiple of ${RELEASE_ALIGN} and a lead of 0 or more`);
+    }
+  }
+  const punchHole = releasing !== undefined ? nativePunchHole() : undefined;
   let file: fs.promises.FileHandle;
   try {
-    file = await fs.promises.open(blobPath, 'r');
+    // Punching holes needs a descriptor open for writing.
+    file = await fs.promises.open(blobPath, punchHole ? 'r+' : 'r');
   } catch (e) {
     throw fromFsError(e, `${what}: opening the blob`, (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'NOT_FOUND' : 'INTERNAL');
   }
@@ -185,7 +242,9 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   }
 
   const hashMode = options.hashMode ?? defaultHashMode();
-  const compressed = new HashTap({ mode: hashMode, ...(onBytes ? { onBytes } : {}) });
+  const release = punchHole && options.follow && releasing ? new BlobRelease(file.fd, new WatermarkView(options.follow.watermark), options.follow.size, releasing, punchHole) : undefined;
+  const tapped = release ? (n: number) => (onBytes?.(n), release.hashed(n)) : onBytes;
+  const compressed = new HashTap({ mode: hashMode, ...(tapped ? { onBytes: tapped } : {}), ...(release ? { keepOnError: true } : {}) });
   const uncompressed = new HashTap({ mode: hashMode });
   const clock = nativeHash();
   const cpuStart = clock?.threadCpuNs();
@@ -211,24 +270,24 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     );
     [blob, tar] = await Promise.all([compressed.result(), uncompressed.result()]);
   } catch (e) {
+    const error = passError(e, what, compressed.bytes, signal);
+    // Bytes freed: the caller cannot hash the blob again to tell a corrupt download from a bad
+    // layer. Read the rest of it into the blob's hash here, which holds everything before.
+    if (release && release.released > 0 && !UNDIAGNOSED_CODES.has(error.code)) {
+      const digest = await compressed
+        .finish(followFile(file, new WatermarkView(options.follow!.watermark), options.follow!.size, what, signal, waited, compressed.bytes))
+        .then((r) => (r.bytes === options.follow!.size ? r.digest : undefined))
+        .catch(() => undefined);
+      // Without the digest, the caller must not hash a file that lacks its first bytes.
+      const told = digest ? { [BLOB_DIGEST_DETAIL]: digest } : { [BLOB_RELEASED_DETAIL]: release.released };
+      compressed.discard();
+      await Promise.all([compressed.settled(), uncompressed.settled()]);
+      throw new FastpullError(error.code, error.message, { cause: error.cause, details: { ...error.details, ...told } });
+    }
     // No hashing of this layer outlives the call, whatever stopped it.
+    compressed.discard();
     await Promise.all([compressed.settled(), uncompressed.settled()]);
-    if (isFastpullError(e)) {
-      // The external inflater reports corrupt input without knowing which layer it was fed.
-      if (e.code === 'INVALID_LAYER' && !e.message.startsWith(what)) {
-        throw new FastpullError(e.code, `${what}: ${e.message}`, { cause: e, details: { ...e.details, compressedBytesRead: compressed.bytes } });
-      }
-      throw e;
-    }
-    if (signal?.aborted) throw abortError(signal, what);
-    const code = (e as { code?: unknown } | null)?.code;
-    if (typeof code === 'string' && code.startsWith('Z_')) {
-      throw new FastpullError('INVALID_LAYER', `${what}: corrupt gzip stream: ${(e as Error).message}`, {
-        cause: e,
-        details: { compressedBytesRead: compressed.bytes },
-      });
-    }
-    throw fromFsError(e, what);
+    throw error;
   } finally {
     // A followed blob is read through the handle directly; a plain read stream closed it already.
     if (options.follow) await file.close().catch(() => undefined);
@@ -240,6 +299,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const inflateCpuMs = decompressorCpuMs(decompressor);
   return {
     ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
+    releasedBytes: release?.released ?? 0,
     blobDigest: blob.digest,
     diffID: tar.digest,
     compressedSize: blob.bytes,
@@ -270,13 +330,75 @@ function ztocCheckpoints(blob: Uint8Array): readonly GzipCheckpoint[] | undefine
   }
 }
 
+/** The error a failed pass throws for `e`; `read`: compressed bytes read by then. */
+function passError(e: unknown, what: string, read: number, signal: AbortSignal | undefined): FastpullError {
+  if (isFastpullError(e)) {
+    // The external inflater reports corrupt input without knowing which layer it was fed.
+    if (e.code === 'INVALID_LAYER' && !e.message.startsWith(what)) {
+      return new FastpullError(e.code, `${what}: ${e.message}`, { cause: e, details: { ...e.details, compressedBytesRead: read } });
+    }
+    return e;
+  }
+  if (signal?.aborted) return abortError(signal, what);
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code.startsWith('Z_')) {
+    return new FastpullError('INVALID_LAYER', `${what}: corrupt gzip stream: ${(e as Error).message}`, { cause: e, details: { compressedBytesRead: read } });
+  }
+  return fromFsError(e, what);
+}
+
+/** Holes are punched in whole filesystem blocks: release steps and offsets are multiples of this. */
+const RELEASE_ALIGN = 4096;
+
+/**
+ * Frees a followed blob's bytes behind the pass, as {@link BlobReleaseOptions} says. Bytes are freed
+ * only once the blob's hash holds them, so the hash can still be finished from the rest of the file.
+ * The first punch the filesystem refuses ends the freeing; the bytes stay, which costs only disk
+ * writes.
+ */
+class BlobRelease {
+  /** Bytes from offset 0 freed. */
+  released = 0;
+  private asked = 0;
+  private off = false;
+  private readonly step: number;
+  private readonly lead: number;
+
+  constructor(
+    private readonly fd: number,
+    private readonly view: WatermarkView,
+    private readonly size: number,
+    options: BlobReleaseOptions,
+    private readonly punch: PunchHole,
+  ) {
+    this.step = options.step;
+    this.lead = options.lead ?? 4 * options.step;
+  }
+
+  /** The blob's hash holds (hashed, or queued to be) the first `hashed` bytes. */
+  hashed(hashed: number): void {
+    if (this.off) return;
+    const end = hashed - (hashed % RELEASE_ALIGN);
+    const landed = this.view.value;
+    if (end - this.asked >= this.step && (landed >= this.size || landed - hashed >= this.lead)) this.view.askRelease((this.asked = end));
+    const granted = Math.min(this.view.releaseGranted, end);
+    if (granted - this.released < this.step) return;
+    try {
+      this.punch(this.fd, this.released, granted - this.released);
+      this.released = granted;
+    } catch {
+      this.off = true;
+    }
+  }
+}
+
 /**
  * Reads a blob that is still arriving: never past the watermark, waiting (without blocking the
- * thread) for it to move, until `size` bytes were read. The caller closes the file.
+ * thread) for it to move, from byte `from` until `size` bytes were read. The caller closes the file.
  */
-async function* followFile(file: fs.promises.FileHandle, view: WatermarkView, size: number, what: string, signal: AbortSignal | undefined, waited: { ms: number }): AsyncGenerator<Buffer> {
+async function* followFile(file: fs.promises.FileHandle, view: WatermarkView, size: number, what: string, signal: AbortSignal | undefined, waited: { ms: number }, from = 0): AsyncGenerator<Buffer> {
   {
-    let pos = 0;
+    let pos = from;
     while (pos < size) {
       let mark = view.value;
       if (mark <= pos) {

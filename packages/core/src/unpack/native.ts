@@ -149,3 +149,25 @@ export function nativeHash(): NativeHash | undefined {
   }
   return hash ?? undefined;
 }
+
+/**
+ * fallocate(2) with FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: frees the range's blocks and drops
+ * its pages, dirty ones unwritten; the range then reads as zeros. Throws an errno error
+ * (EOPNOTSUPP where the filesystem cannot).
+ */
+export type PunchHole = (fd: number, offset: number, nbytes: number) => void;
+
+let punch: PunchHole | null | undefined;
+
+/** The addon's hole punching, or undefined when the addon cannot load or predates it. */
+export function nativePunchHole(): PunchHole | undefined {
+  if (punch === undefined) {
+    try {
+      const m = nativeFs() as { punchHole?: unknown };
+      punch = typeof m.punchHole === 'function' ? (m.punchHole as PunchHole) : null;
+    } catch {
+      punch = null;
+    }
+  }
+  return punch ?? undefined;
+}

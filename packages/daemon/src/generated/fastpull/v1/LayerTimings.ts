@@ -2,6 +2,7 @@
 
 import type { Millis as _fastpull_v1_Millis, Millis__Output as _fastpull_v1_Millis__Output } from '../../fastpull/v1/Millis.js';
 import type { Count as _fastpull_v1_Count, Count__Output as _fastpull_v1_Count__Output } from '../../fastpull/v1/Count.js';
+import type { Long } from '@grpc/proto-loader';
 
 /**
  * Where one layer's time went (see PullTimings in @fastpull/core).
@@ -71,6 +72,11 @@ export interface LayerTimings {
    * them; absent where the daemon's addon has no writer threads.
    */
   'writerCpu'?: (_fastpull_v1_Millis | null);
+  /**
+   * Bytes of the downloaded blob the pass freed behind it (hole-punched once hashed, so they were
+   * never flushed to disk); 0 when none were.
+   */
+  'releasedBytes'?: (number | string | Long);
 }
 
 /**
@@ -141,4 +147,9 @@ export interface LayerTimings__Output {
    * them; absent where the daemon's addon has no writer threads.
    */
   'writerCpu': (_fastpull_v1_Millis__Output | null);
+  /**
+   * Bytes of the downloaded blob the pass freed behind it (hole-punched once hashed, so they were
+   * never flushed to disk); 0 when none were.
+   */
+  'releasedBytes': (number);
 }
