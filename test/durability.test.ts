@@ -12,6 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chainIDs } from '@fastpull/core';
 import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
 import { cliPath, tempDir } from './helpers.js';
 import { parseTrace, straceUnavailable, type Syscall } from './strace.js';
@@ -150,6 +151,28 @@ function finalFlushes(t: Traced): string[] {
     });
 }
 
+/**
+ * For each commit: whether the layer's downloaded blob (its ingest's data file, named after the
+ * first 16 hex digits of the layer digest) was unlinked before the snapshot's final flush, which
+ * would otherwise write it only for it to be deleted. `layers`: chainID -> layer digest.
+ */
+function blobsGoneBeforeFlush(t: Traced, layers: ReadonlyMap<string, string>): string[] {
+  const ok = t.calls.filter((c) => c.ret >= 0);
+  return ok
+    .filter((c) => isRename(c) && c.paths.length === 2 && dirname(c.paths[1]!) === join(t.root, 'snapshots', 'committed'))
+    .map((rename) => {
+      // committed/<hex of the chainID>
+      const digest = layers.get(`sha256:${rename.paths[1]!.split('/').at(-1)!}`);
+      if (!digest) return `no layer for ${rename.paths[1]}`;
+      const prefix = join(t.root, 'content', 'ingest', `${digest.split(':')[1]!.slice(0, 16)}-`);
+      const unlink = ok.find((c) => (c.name === 'unlink' || c.name === 'unlinkat') && c.paths.some((p) => p.startsWith(prefix) && p.endsWith('/data')));
+      const flush = ok.filter((c) => c.name === 'syncfs' && c.paths.includes(activeOf(rename)) && c.end < rename.start).at(-1);
+      if (!unlink) return `the ingest of ${digest} was never unlinked`;
+      if (!flush || unlink.end > flush.start) return `the ingest of ${digest} was unlinked (line ${unlink.start + 1}) after its snapshot's final flush (line ${(flush?.start ?? -1) + 1})`;
+      return 'gone before the flush';
+    });
+}
+
 /** How many syncfs calls of a snapshot's fs/ started before the last file of that snapshot was created. */
 function backgroundFlushes(t: Traced): number {
   const ok = t.calls.filter((c) => c.ret >= 0);
@@ -218,6 +241,9 @@ describe.skipIf(!binary || noStrace !== undefined)('committed means durable (str
       expect(finalFlushes(t)).toEqual(Array.from({ length: image.layers.length }, () => 'through an fd opened before the writes'));
       expect(t.calls.some((c) => c.name === 'sync_file_range' && c.paths.some((p) => p.endsWith('/fs/big/x')))).toBe(true);
       expect(backgroundFlushes(t)).toBeGreaterThan(0);
+      const ids = chainIDs(image.layers.map((l) => l.diffID));
+      const layers = new Map(image.layers.map((l, i) => [ids[i]!, l.digest] as [string, string]));
+      expect(blobsGoneBeforeFlush(t, layers)).toEqual(Array.from({ length: image.layers.length }, () => 'gone before the flush'));
     }
   });
 

@@ -28,7 +28,8 @@ export interface CommitContext {
 
 /**
  * Commits the verified layer `index` unpacked into `active`: the blob first (kept: committed, so it
- * stays even if the snapshot does not make it), then the snapshot; then the blob goes unless kept.
+ * stays even if the snapshot does not make it), then the snapshot. A blob not kept goes: one this
+ * pull downloaded just before the snapshot's flush, one from the store after the commit.
  * Returns false when another writer committed the same chainID first (its snapshot is used).
  */
 export async function commitLayer(ctx: CommitContext, index: number, active: ActiveSnapshot, r: Pick<UnpackedLayer, 'blobDigest' | 'uncompressedSize' | 'stats'>, download: LayerDownload): Promise<boolean> {
@@ -37,8 +38,8 @@ export async function commitLayer(ctx: CommitContext, index: number, active: Act
   const what = `layer ${layer.digest}`;
   throwIfAborted(signal, what);
   // Not kept, committing the blob would fsync hundreds of MB only to delete them: it stays an
-  // ingest, which a failure below suspends for the next pull to resume from (an aborted pull) and
-  // success discards.
+  // ingest, which a failure while settling against the lowers suspends for the next pull to resume
+  // from (an aborted pull), and which goes before the flush.
   if (ctx.keepBlobs) await download.keep(r.blobDigest);
   const checks = r.stats.lowerChecks;
   if (checks.impliedDirs.length > 0 || checks.whiteouts.length > 0) {
@@ -53,6 +54,10 @@ export async function commitLayer(ctx: CommitContext, index: number, active: Act
     reconcileWithLowers(active.fs, lowers.map((id) => store.snapshots.fsPath(id)), checks, { sameOwner: !rootless });
   }
   const parent = index > 0 ? ctx.layers[index - 1]!.chainID : undefined;
+  // The downloaded blob goes before the snapshot's flush, which would otherwise write whatever of it
+  // is still only in the page cache, to delete it a moment later. If the commit fails now (the
+  // disk's error), the next pull fetches the blob again: nothing unverified is kept either way.
+  if (download.downloading) await download.discard();
   const mine = await store.snapshots.commit(active, {
     chainID: layer.chainID,
     diffID: layer.diffID,
@@ -60,8 +65,7 @@ export async function commitLayer(ctx: CommitContext, index: number, active: Act
     size: r.uncompressedSize,
     ...(rootless ? { rootless } : {}),
   });
-  if (download.downloading) await download.discard();
-  else if (download.fromStore && !ctx.keepBlobs) await dropLayerBlob(store, layer.digest, ctx.leaseId);
+  if (download.fromStore && !ctx.keepBlobs) await dropLayerBlob(store, layer.digest, ctx.leaseId);
   return mine;
 }
 
