@@ -382,7 +382,7 @@ static napi_value js_punch_hole(napi_env env, napi_callback_info info) {
 #ifdef __linux__
   int rc;
   do {
-    rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)nbytes);
+    rc = fallocate64(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off64_t)offset, (off64_t)nbytes);
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) return throw_errno(env, errno, "fallocate", "(fd)");
 #else

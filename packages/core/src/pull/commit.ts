@@ -56,7 +56,8 @@ export async function commitLayer(ctx: CommitContext, index: number, active: Act
   const parent = index > 0 ? ctx.layers[index - 1]!.chainID : undefined;
   // The downloaded blob goes before the snapshot's flush, which would otherwise write whatever of it
   // is still only in the page cache, to delete it a moment later. If the commit fails now (the
-  // disk's error), the next pull fetches the blob again: nothing unverified is kept either way.
+  // disk's error) or the process is killed during the flush, the next pull fetches the blob again
+  // (most of it is freed by now anyway, see UnpackLayerOptions.follow.release).
   if (download.downloading) await download.discard();
   const mine = await store.snapshots.commit(active, {
     chainID: layer.chainID,

@@ -120,7 +120,7 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
     const bad = download;
     // A failed download is the cause of whatever the unpacker then saw.
     if (fetched.status === 'rejected') throw fetched.reason;
-    if (unpacked.status === 'rejected') throw await diagnoseUnpackFailure(unpacked.reason, blobPath, layer, () => bad.dropDamaged());
+    if (unpacked.status === 'rejected') throw await diagnoseUnpackFailure(unpacked.reason, blobPath, layer, () => bad.dropDamaged(), download.watermark.releaseGranted);
     const r = unpacked.value;
     progress.verifying();
     await verifyUnpacked(layer, r, () => bad.dropDamaged());

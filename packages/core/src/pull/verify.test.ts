@@ -98,7 +98,12 @@ describe('verifying an unpacked layer', () => {
     const unknown = new FastpullError('INVALID_LAYER', 'corrupt gzip stream', { details: { [BLOB_RELEASED_DETAIL]: 8192 } });
     expect(await diagnoseUnpackFailure(unknown, freed, layer, onBadBlob)).toBe(unknown);
     expect(bad).toBe(1);
-    // Without either detail the file is hashed, as before.
+    // The pass was allowed to free bytes but its error tells nothing (a worker thread that died):
+    // the file cannot tell either.
+    const died = new FastpullError('INTERNAL', 'unpack worker exited with status 1');
+    expect(await diagnoseUnpackFailure(died, freed, layer, onBadBlob, 8192)).toBe(died);
+    expect(bad).toBe(1);
+    // Without either detail, nothing freed, the file is hashed, as before.
     const plain = new FastpullError('INVALID_LAYER', 'corrupt gzip stream');
     expect(await diagnoseUnpackFailure(plain, freed, layer, onBadBlob)).toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.digest, got: sha256Digest(Buffer.alloc(blob.length)) } });
   });

@@ -36,11 +36,15 @@ export async function verifyUnpacked(layer: ImageLayer, r: Pick<UnpackedLayer, '
  * tripped over (`onBadBlob` runs first). Hashing the blob again costs a read, on the failure path
  * only; a pass that freed part of the blob as it went has hashed the rest itself (its error's
  * BLOB_DIGEST_DETAIL). ABORTED, NO_SPACE and UNSUPPORTED_MEDIA_TYPE say all there is already.
+ * `freedBytes`: how much of the blob's start the pass was allowed to free (the watermark's grant);
+ * when some was and the error tells no digest (a worker thread that died, say), the file cannot
+ * tell either, and the error is returned as it is.
  */
-export async function diagnoseUnpackFailure(e: unknown, blobPath: string, layer: ImageLayer, onBadBlob: () => Promise<unknown>): Promise<unknown> {
+export async function diagnoseUnpackFailure(e: unknown, blobPath: string, layer: ImageLayer, onBadBlob: () => Promise<unknown>, freedBytes = 0): Promise<unknown> {
   if (isFastpullError(e) && (UNDIAGNOSED_CODES.has(e.code) || e.details[BLOB_RELEASED_DETAIL] !== undefined)) return e;
   let got: Digest;
   const told = isFastpullError(e) ? e.details[BLOB_DIGEST_DETAIL] : undefined;
+  if (typeof told !== 'string' && freedBytes > 0) return e;
   try {
     got = typeof told === 'string' ? (told as Digest) : await hashFile(blobPath, layer.digest);
   } catch {

@@ -251,6 +251,8 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   let stats: ApplyStats | undefined;
   let blob: HashTapResult;
   let tar: HashTapResult;
+  // Whether the stream ran to its end: after that, only a final digest can fail.
+  let piped = false;
   try {
     await pipeline(
       source,
@@ -268,16 +270,19 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       },
       signal ? { signal } : {},
     );
+    piped = true;
     [blob, tar] = await Promise.all([compressed.result(), uncompressed.result()]);
   } catch (e) {
     const error = passError(e, what, compressed.bytes, signal);
     // Bytes freed: the caller cannot hash the blob again to tell a corrupt download from a bad
     // layer. Read the rest of it into the blob's hash here, which holds everything before.
     if (release && release.released > 0 && !UNDIAGNOSED_CODES.has(error.code)) {
-      const digest = await compressed
-        .finish(followFile(file, new WatermarkView(options.follow!.watermark), options.follow!.size, what, signal, waited, compressed.bytes))
-        .then((r) => (r.bytes === options.follow!.size ? r.digest : undefined))
-        .catch(() => undefined);
+      const digest = piped
+        ? undefined
+        : await compressed
+            .finish(followFile(file, new WatermarkView(options.follow!.watermark), options.follow!.size, what, signal, waited, compressed.bytes))
+            .then((r) => (r.bytes === options.follow!.size ? r.digest : undefined))
+            .catch(() => undefined);
       // Without the digest, the caller must not hash a file that lacks its first bytes.
       const told = digest ? { [BLOB_DIGEST_DETAIL]: digest } : { [BLOB_RELEASED_DETAIL]: release.released };
       compressed.discard();
