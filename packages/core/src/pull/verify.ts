@@ -5,7 +5,7 @@ import { hashFile } from '../content/store.js';
 import type { Digest } from '../oci/digest.js';
 import type { ImageLayer } from '../images/store.js';
 import type { UnpackedLayer } from '../unpack/index.js';
-import { BLOB_DIGEST_DETAIL, BLOB_RELEASED_DETAIL, UNDIAGNOSED_CODES } from '../unpack/layer.js';
+import { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from '../unpack/layer.js';
 
 /**
  * Throws unless the pass read exactly the manifest's size (SIZE_MISMATCH), its blob digest is the
@@ -37,11 +37,11 @@ export async function verifyUnpacked(layer: ImageLayer, r: Pick<UnpackedLayer, '
  * only; a pass that freed part of the blob as it went has hashed the rest itself (its error's
  * BLOB_DIGEST_DETAIL). ABORTED, NO_SPACE and UNSUPPORTED_MEDIA_TYPE say all there is already.
  * `freedBytes`: how much of the blob's start the pass was allowed to free (the watermark's grant);
- * when some was and the error tells no digest (a worker thread that died, say), the file cannot
- * tell either, and the error is returned as it is.
+ * when some was and the error tells no digest (a worker thread that died, or the rest of the blob
+ * could not be read), the file cannot tell either, and the error is returned as it is.
  */
 export async function diagnoseUnpackFailure(e: unknown, blobPath: string, layer: ImageLayer, onBadBlob: () => Promise<unknown>, freedBytes = 0): Promise<unknown> {
-  if (isFastpullError(e) && (UNDIAGNOSED_CODES.has(e.code) || e.details[BLOB_RELEASED_DETAIL] !== undefined)) return e;
+  if (isFastpullError(e) && UNDIAGNOSED_CODES.has(e.code)) return e;
   let got: Digest;
   const told = isFastpullError(e) ? e.details[BLOB_DIGEST_DETAIL] : undefined;
   if (typeof told !== 'string' && freedBytes > 0) return e;

@@ -114,16 +114,11 @@ export const UNDIAGNOSED_CODES: ReadonlySet<string> = new Set(['ABORTED', 'NO_SP
 
 /**
  * The detail of a failed pass's error that holds the blob's digest (as a string), computed by
- * reading the blob to its end, where the pass had freed part of the file and the caller can no
- * longer hash it; absent otherwise.
+ * reading the blob to its end, where the pass was granted to free part of the file and the caller
+ * can no longer hash it; absent otherwise (and where the rest could not be read).
  */
 export const BLOB_DIGEST_DETAIL = 'blobDigest';
 
-/**
- * The detail of a failed pass's error, in place of {@link BLOB_DIGEST_DETAIL} when the rest of the
- * blob could not be read: the bytes freed from its start (the blob can no longer be hashed).
- */
-export const BLOB_RELEASED_DETAIL = 'blobReleasedBytes';
 
 /**
  * Time of one unpack pass by what it was doing, in milliseconds. The pass is a pipeline whose
@@ -274,20 +269,19 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     [blob, tar] = await Promise.all([compressed.result(), uncompressed.result()]);
   } catch (e) {
     const error = passError(e, what, compressed.bytes, signal);
-    // Bytes freed: the caller cannot hash the blob again to tell a corrupt download from a bad
-    // layer. Read the rest of it into the blob's hash here, which holds everything before.
-    if (release && release.released > 0 && !UNDIAGNOSED_CODES.has(error.code)) {
+    // Bytes granted to be freed: the caller cannot hash the blob again to tell a corrupt download
+    // from a bad layer. Read the rest of it into the blob's hash here, which holds everything before.
+    if (release && release.granted > 0 && !UNDIAGNOSED_CODES.has(error.code)) {
       const digest = piped
         ? undefined
         : await compressed
             .finish(followFile(file, new WatermarkView(options.follow!.watermark), options.follow!.size, what, signal, waited, compressed.bytes))
             .then((r) => (r.bytes === options.follow!.size ? r.digest : undefined))
             .catch(() => undefined);
-      // Without the digest, the caller must not hash a file that lacks its first bytes.
-      const told = digest ? { [BLOB_DIGEST_DETAIL]: digest } : { [BLOB_RELEASED_DETAIL]: release.released };
       compressed.discard();
       await Promise.all([compressed.settled(), uncompressed.settled()]);
-      throw new FastpullError(error.code, error.message, { cause: error.cause, details: { ...error.details, ...told } });
+      if (digest) throw new FastpullError(error.code, error.message, { cause: error.cause, details: { ...error.details, [BLOB_DIGEST_DETAIL]: digest } });
+      throw error;
     }
     // No hashing of this layer outlives the call, whatever stopped it.
     compressed.discard();
@@ -364,6 +358,11 @@ const RELEASE_ALIGN = 4096;
 class BlobRelease {
   /** Bytes from offset 0 freed. */
   released = 0;
+
+  /** Bytes from offset 0 the writer granted to free (freed or not yet). */
+  get granted(): number {
+    return this.view.releaseGranted;
+  }
   private asked = 0;
   private off = false;
   private readonly step: number;
