@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, verifyBytes, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
+import { downloadWritten } from '../util/allocator.js';
 import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
 import { Watermark } from './watermark.js';
 import { claimDir, sweepDeadDirs, tryClaimDir } from '../util/owner.js';
@@ -435,6 +436,7 @@ function openIngest(o: {
       } catch (e) {
         throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
       }
+      downloadWritten(data.byteLength);
     },
   };
 }

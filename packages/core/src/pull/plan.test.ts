@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '../oci/chainid.js';
 import { sampleImage } from '../testing/sample.js';
+import { pullMemoryHolders, setPullMemoryHooks } from '../util/allocator.js';
 import { pull } from './pull.js';
 import { hasBlob, imageLayers, isUnpacked } from './plan.js';
 import { freshStore, serve, workDir } from './pull.testkit.js';
@@ -36,7 +37,19 @@ describe('planning a pull', () => {
       const [bottom, top] = served.layers;
       expect(await isUnpacked(store, bottom!, false)).toBe(false);
       expect(await hasBlob(store, top!)).toBe(false);
-      await pull(served.refText, { root: store.root, plainHttp: true, rootless: false, keepBlobs: true });
+      // The pull holds the memory keeper while it runs, and lets go when done.
+      let trims = 0;
+      const restore = setPullMemoryHooks({ trim: () => void trims++ });
+      try {
+        const running = pull(served.refText, { root: store.root, plainHttp: true, rootless: false, keepBlobs: true });
+        expect(pullMemoryHolders()).toBe(1);
+        await running;
+        expect(pullMemoryHolders()).toBe(0);
+        await expect(pull(`${served.refText}-missing`, { root: store.root, plainHttp: true })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+        expect(pullMemoryHolders()).toBe(0);
+      } finally {
+        restore();
+      }
       expect(await isUnpacked(store, bottom!, false)).toBe(true);
       await expect(isUnpacked(store, bottom!, true)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { chainID: bottom!.chainID, storeRootless: false, rootless: true } });
       expect(await hasBlob(store, top!)).toBe(true);

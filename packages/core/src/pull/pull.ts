@@ -12,6 +12,7 @@ import { findSociZtocs } from '../registry/soci.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
+import { holdPullMemory } from '../util/allocator.js';
 import { acquireLease } from '../store/lease.js';
 import { pullLayer, type LayerContext } from './layer.js';
 import { imageLayers } from './plan.js';
@@ -54,6 +55,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.
   if (options.pool) options.pool.warm();
   else if (!ownsPool(options)) sharedUnpackPool().warm();
+  const releaseMemory = holdPullMemory();
   try {
     const resolved = await client.resolve(ref, { ...(platform ? { platform } : {}), ...(signal ? { signal } : {}) });
     const resolveMs = performance.now() - t0;
@@ -78,6 +80,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
       await lease.release();
     }
   } finally {
+    releaseMemory();
     if (!options.client) await client.close();
   }
 }

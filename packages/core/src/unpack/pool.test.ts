@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Watermark } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
-import { CONSUMED_POLL_MS, UnpackPool } from './pool.js';
+import { CONSUMED_POLL_MS, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-pool-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -76,6 +76,19 @@ describe('UnpackPool', () => {
       expect(new Set(threads).size).toBe(2);
       inline.warm(2);
       expect(inline.workers).toBe(0);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('gives its workers the small young generation, so dead buffers are collected within a few MiB', async () => {
+    const pool = new UnpackPool({ size: 1 });
+    try {
+      pool.warm();
+      const workers = [...pool['all']].map((slot) => slot.worker);
+      expect(workers).toHaveLength(1);
+      await new Promise<void>((resolve) => workers[0]!.once('online', () => resolve()));
+      expect(workers[0]!.resourceLimits?.maxYoungGenerationSizeMb).toBe(WORKER_YOUNG_GENERATION_MB);
     } finally {
       await pool.close();
     }

@@ -1,10 +1,23 @@
 // tuneAllocator: applied once on glibc, skipped on request, refused with bad values; trimAllocator
-// gives back what the tuned allocator keeps.
+// gives back what the tuned allocator keeps; while pulls hold it, free memory is trimmed on a timer;
+// the download's writes bring a young collection every 16 MiB.
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { nativeFs } from '../unpack/native.js';
-import { MMAP_THRESHOLD, TRIM_THRESHOLD, trimAllocator, tuneAllocator } from './allocator.js';
+import {
+  downloadWritten,
+  holdPullMemory,
+  MMAP_THRESHOLD,
+  PULL_TRIM_INTERVAL_MS,
+  pullMemoryHolders,
+  setPullMemoryHooks,
+  TRIM_THRESHOLD,
+  trimAllocator,
+  tuneAllocator,
+  YOUNG_COLLECTION_BYTES,
+} from './allocator.js';
 
 const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
 const glibc = Boolean(report?.header?.glibcVersionRuntime);
@@ -51,4 +64,69 @@ describe('trimAllocator', () => {
     expect(trimAllocator({ FASTPULL_TUNE_MALLOC: '0' })).toBe(false);
   });
   if (!glibc) console.log('trimAllocator test skipped: the C library is not glibc');
+});
+
+describe('holdPullMemory and downloadWritten', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('trims on a timer while any pull holds it, and stops when the last lets go', () => {
+    vi.useFakeTimers();
+    let trims = 0;
+    const restore = setPullMemoryHooks({ trim: () => void trims++ });
+    try {
+      const a = holdPullMemory();
+      const b = holdPullMemory();
+      expect(pullMemoryHolders()).toBe(2);
+      vi.advanceTimersByTime(2 * PULL_TRIM_INTERVAL_MS + 10);
+      // One timer for both holders, not one each.
+      expect(trims).toBe(2);
+      a();
+      a(); // a second release of the same hold changes nothing
+      expect(pullMemoryHolders()).toBe(1);
+      vi.advanceTimersByTime(PULL_TRIM_INTERVAL_MS);
+      expect(trims).toBe(3);
+      b();
+      expect(pullMemoryHolders()).toBe(0);
+      vi.advanceTimersByTime(10 * PULL_TRIM_INTERVAL_MS);
+      expect(trims).toBe(3);
+    } finally {
+      restore();
+    }
+  });
+
+  it('collects the young generation once per 16 MiB the download writes, whatever the write sizes', () => {
+    let collections = 0;
+    const restore = setPullMemoryHooks({ collectYoung: () => void collections++ });
+    try {
+      const chunk = 64 * 1024;
+      for (let n = 0; n < YOUNG_COLLECTION_BYTES / chunk - 1; n++) downloadWritten(chunk);
+      expect(collections).toBe(0);
+      downloadWritten(chunk);
+      expect(collections).toBe(1);
+      downloadWritten(YOUNG_COLLECTION_BYTES - 1);
+      expect(collections).toBe(1);
+      downloadWritten(1);
+      expect(collections).toBe(2);
+    } finally {
+      restore();
+    }
+  });
+
+  it.skipIf(!glibc)('once tuned, the writes of a download run real young collections (glibc only)', async () => {
+    expect(tuneAllocator({})).toBe('tuned');
+    const minor: number[] = [];
+    const observer = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) if ((e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) minor.push(e.startTime);
+    });
+    observer.observe({ entryTypes: ['gc'] });
+    try {
+      const from = performance.now();
+      for (let n = 0; n < 3; n++) downloadWritten(YOUNG_COLLECTION_BYTES);
+      await new Promise((r) => setTimeout(r, 50));
+      // V8's own collections could add some, never take ours away.
+      expect(minor.filter((t) => t >= from).length).toBeGreaterThanOrEqual(3);
+    } finally {
+      observer.disconnect();
+    }
+  });
 });
