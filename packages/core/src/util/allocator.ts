@@ -34,8 +34,8 @@ let done: AllocatorTuning | undefined;
  * {@link holdPullMemory} (free memory back to the kernel every 250 ms), and the download runs a
  * young-generation collection each 16 MiB it writes ({@link downloadWritten}). A peak is the sum
  * of every arena's own high-water mark plus V8's uncollected buffers: the ML bench image's peak RSS
- * was 263-289 MiB with the thresholds alone, 208-210 MiB with both (and the unpack workers' young
- * generation of 3 MiB, pool.ts), in the same time (8.0-9.5 s against 8.3-10.1 s, 3 runs each).
+ * was 264-266 MiB with the thresholds alone, 204-227 MiB with both (and the unpack workers' young
+ * generation of 3 MiB, pool.ts), in the same time (8.06-8.97 s against 8.03-8.92 s, 3 pairs).
  *
  * Process-wide and once: the CLI and fastpulld call it at startup; a library user may. The
  * environment variable FASTPULL_TUNE_MALLOC=0 leaves the allocator alone. Only glibc is tuned.
