@@ -1,7 +1,8 @@
 // Registry authentication: WWW-Authenticate challenges, Basic credentials and the Bearer token flow
 // (distribution's token spec). Credentials only ever go to the registry that owns them or to the
 // token realm it names, and never over plain HTTP to a non-loopback host.
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from './undici.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { isLoopbackHost } from './hosts.js';
 
@@ -170,7 +171,7 @@ export class Authorizer {
     }
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
+      res = await undici().request(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
     } catch (e) {
       throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
     }

@@ -1,7 +1,8 @@
 // The distribution API client: one object that holds a puller's connections, tokens and mirrors,
 // and joins its parts: endpoints.ts (which hosts), transport.ts (auth, redirects, retries),
 // resolver.ts (manifests, configs, platforms) and referrers.ts. Ranged layer fetch is fetch.ts.
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from './undici.js';
 import type { Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Platform } from '../oci/platform.js';
@@ -68,7 +69,7 @@ export class RegistryClient {
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher =
       options.dispatcher ??
-      new Agent({
+      new (undici().Agent)({
         connections: options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
         pipelining: 1,
         keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,

@@ -1,7 +1,8 @@
 // Which hosts a request for a reference goes to, in order: the mirrors of hosts.toml that have the
 // capability the request needs, then the upstream; a host that straggled recently goes last.
 import { readFileSync } from 'node:fs';
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from './undici.js';
 import { FastpullError, fromFsError } from '../errors.js';
 import type { Reference } from '../oci/reference.js';
 import { DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS, DEMOTION_MS, KEEP_ALIVE_TIMEOUT_MS } from './defaults.js';
@@ -132,7 +133,7 @@ export class Endpoints {
     if (!own) return this.options.dispatcher;
     const cert = h.client[0];
     const idle = this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-    const pool = new Agent({
+    const pool = new (undici().Agent)({
       connections: this.options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
       headersTimeout: idle,
