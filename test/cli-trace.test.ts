@@ -42,6 +42,8 @@ describe.skipIf(!binary)('fastpull pull --trace', () => {
     const names = events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === 1);
     const pull = spans(events, 0).get('pull')!;
     expect(pull.ts).toBe(0);
+    // The recording process's uptime at the pull's start: the CLI's own start, or fastpulld's age.
+    expect(pull.args?.processUptimeMs).toBeGreaterThan(0);
     // The recorder starts just before the pull and stops just after it.
     expect(pull.dur! / 1000).toBeGreaterThanOrEqual(timings.totalMs);
     expect(spans(events, 0).get('resolve')!.dur! / 1000).toBeGreaterThanOrEqual(timings.resolveMs);
@@ -149,7 +151,7 @@ describe.skipIf(!binary)('fastpull pull --trace', () => {
     const r = await runCliAsync(['pull', '--address', socket, '--trace', file, `${registry.host}/trace/none:v1`]);
     expect(r.status).not.toBe(0);
     const doc = JSON.parse(readFileSync(file, 'utf8')) as { traceEvents: TraceEvent[] };
-    expect(spans(doc.traceEvents, 0).get('pull')!.args).toEqual({ failed: 1 });
+    expect(spans(doc.traceEvents, 0).get('pull')!.args).toEqual({ failed: 1, processUptimeMs: expect.any(Number) });
   });
 
   it('through fastpulld, callers asking for a trace share a pull and its trace; one asking for none gets none', async () => {

@@ -35,7 +35,11 @@ describe('TraceRecorder', () => {
       [1001, 'unpack', 15000, 5000],
       [2, 'exists', 7000, 0],
     ]);
-    expect(doc.traceEvents.find((e) => e.name === 'pull')!.args).toEqual({ failed: 1 });
+    const pullArgs = doc.traceEvents.find((e) => e.name === 'pull')!.args!;
+    expect(pullArgs).toEqual({ failed: 1, processUptimeMs: expect.any(Number) });
+    // This process's uptime when start() ran: before now, after the process began.
+    expect(pullArgs.processUptimeMs).toBeGreaterThan(0);
+    expect(pullArgs.processUptimeMs).toBeLessThanOrEqual(Math.ceil(process.uptime() * 1000));
     expect(doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => e.args!.name)).toEqual(['pull', `layer 0 ${'a'.repeat(12)}`, 'layer 0 unpack', `layer 1 ${'b'.repeat(12)}`]);
     // The exists layer is no fetched byte; the fetched one counts in full once past fetching.
     expect(doc.traceEvents.filter((e) => e.name === 'bytes fetched').map((e) => e.args!.bytes)).toEqual([20, 60, 100]);

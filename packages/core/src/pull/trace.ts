@@ -80,6 +80,8 @@ export class TraceRecorder {
   private readonly now: () => number;
   private readonly sampleIntervalMs: number;
   private t0 = 0;
+  /** The process's uptime when the pull started, in ms (see {@link start}). */
+  private uptimeMs: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly counters: TraceEvent[] = [];
   private name = '';
@@ -125,6 +127,10 @@ export class TraceRecorder {
   /** The pull starts now; sampling begins. */
   start(): void {
     this.t0 = this.now();
+    // On the pull span: for a command, what its start took (Node, then fastpull's modules) before
+    // the pull; for a daemon, how long it had been up. With the pull's span it tells a command's
+    // wall time that went outside the pull (its start, or after the pull: its exit).
+    this.uptimeMs = Math.round(process.uptime() * 1000);
     if (this.sampleIntervalMs > 0) {
       this.sample();
       this.timer = setInterval(() => this.sample(), this.sampleIntervalMs);
@@ -187,7 +193,10 @@ export class TraceRecorder {
       meta('process_name', PULL_TID, { name: this.name ? `fastpull pull ${this.name}` : 'fastpull pull' }),
       meta('thread_name', PULL_TID, { name: 'pull' }),
       meta('thread_sort_index', PULL_TID, { sort_index: 0 }),
-      this.span('pull', 'pull', PULL_TID, this.t0, end, timings ? { totalMs: timings.totalMs } : { failed: 1 }),
+      this.span('pull', 'pull', PULL_TID, this.t0, end, {
+        ...(timings ? { totalMs: timings.totalMs } : { failed: 1 }),
+        ...(this.uptimeMs !== undefined ? { processUptimeMs: this.uptimeMs } : {}),
+      }),
     ];
     if (this.resolvedAt !== undefined) events.push(this.span('resolve', 'pull', PULL_TID, this.t0, this.resolvedAt, timings ? { resolveMs: timings.resolveMs } : {}));
     this.layers.forEach((layer, i) => {
