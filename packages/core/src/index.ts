@@ -80,7 +80,7 @@ export { BLOB_DIGEST_DETAIL, unpackLayer, type BlobReleaseOptions, type Unpacked
 export type { HashMode } from './unpack/hash-tap.js';
 export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
 export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/isal.js';
-export { trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
+export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
 export {
   findInflater,

@@ -17,7 +17,7 @@ import { analyseSurface, checkPackageExports, ENTRY_POINTS, type EntryPoint, typ
 const SURFACE: Record<EntryPoint, readonly string[]> = {
   '.': [
       'acquireLease', 'type AllocatorTuning', 'asFastpullError', 'BLOB_DIGEST_DETAIL', 'type BlobEntry', 'type BlobReleaseOptions', 'chainID', 'chainIDs',
-      'checkDirectory', 'collectGarbage', 'CONTAINERD_HOSTS_DIR', 'createIsalGunzip', 'createParallelGunzip', 'createWritableMount', 'type Credentials', 'credentialsIdentity',
+      'checkDirectory', 'collectGarbage', 'collectHeap', 'CONTAINERD_HOSTS_DIR', 'createIsalGunzip', 'createParallelGunzip', 'createWritableMount', 'type Credentials', 'credentialsIdentity',
       'type CredentialsProvider', 'DEFAULT_CHUNK_SIZE', 'DEFAULT_CONCURRENCY', 'DEFAULT_INFLATER', 'DEFAULT_KEEP_BLOBS', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_SYNC', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot', 'defaultUnpackConcurrency',
       'type Descriptor', 'type Digest', 'type DirectoryUse', 'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning',
       'type ErrorCode', 'ErrorCodes', 'type ExternalInflater', 'FastpullError', 'type FastpullService', 'FileImageStore',

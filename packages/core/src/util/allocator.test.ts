@@ -7,6 +7,7 @@ import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { nativeFs } from '../unpack/native.js';
 import {
+  collectHeap,
   downloadWritten,
   holdPullMemory,
   MMAP_THRESHOLD,
@@ -125,6 +126,25 @@ describe('holdPullMemory and downloadWritten', () => {
       await new Promise((r) => setTimeout(r, 50));
       // V8's own collections could add some, never take ours away.
       expect(minor.filter((t) => t >= from).length).toBeGreaterThanOrEqual(3);
+    } finally {
+      observer.disconnect();
+    }
+  });
+});
+
+describe('collectHeap', () => {
+  it('runs the collection asked for on this thread, without --expose-gc on the command line', async () => {
+    const kinds: number[] = [];
+    const observer = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) kinds.push((e as { detail?: { kind?: number } }).detail?.kind ?? -1);
+    });
+    observer.observe({ entryTypes: ['gc'] });
+    try {
+      expect(collectHeap('major')).toBe(true);
+      expect(collectHeap('minor')).toBe(true);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(kinds).toContain(constants.NODE_PERFORMANCE_GC_MAJOR);
+      expect(kinds).toContain(constants.NODE_PERFORMANCE_GC_MINOR);
     } finally {
       observer.disconnect();
     }

@@ -51,7 +51,7 @@ export function tuneAllocator(env: NodeJS.ProcessEnv = process.env): AllocatorTu
   } catch {
     done = 'unsupported'; // no addon: nothing to tune with (the unpack itself will say what is missing)
   }
-  if (done === 'tuned') youngCollection = youngCollector();
+  if (done === 'tuned' && v8Gc()) youngCollection = () => void collectHeap('minor');
   return done;
 }
 
@@ -69,15 +69,41 @@ let holders = 0;
 let trimTimer: NodeJS.Timeout | undefined;
 let hooks: Partial<PullMemoryHooks> = {};
 
-/** V8's young-generation collection without starting node with --expose-gc: a fresh context sees the flag. */
-function youngCollector(): (() => void) | undefined {
-  try {
-    setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as ((options: { type: 'minor' | 'major' }) => void) | undefined;
-    return typeof gc === 'function' ? () => gc({ type: 'minor' }) : undefined;
-  } catch {
-    return undefined; // a runtime without the flag: the download's garbage waits for V8's own collections
+type GcFunction = (options?: { type: 'minor' | 'major' }) => void;
+let gcFunction: GcFunction | null | undefined;
+
+/** V8's gc function without starting node with --expose-gc (a fresh context sees the flag); null where it cannot be had. */
+function v8Gc(): GcFunction | null {
+  if (gcFunction === undefined) {
+    try {
+      setFlagsFromString('--expose-gc');
+      const gc = runInNewContext('gc') as unknown;
+      gcFunction = typeof gc === 'function' ? (gc as GcFunction) : null;
+    } catch {
+      gcFunction = null;
+    }
   }
+  return gcFunction;
+}
+
+/**
+ * Runs one of V8's collections on this thread now: 'minor' (the young generation) or 'major' (the
+ * whole heap), reached without --expose-gc on node's command line. Returns false where the runtime
+ * gives no way to (then V8's own collections alone free its garbage). A long-running process runs
+ * a major one when it goes idle, before {@link trimAllocator}, so that buffers its pulls dropped are
+ * back in the allocator (fastpulld does, when its last pull settles).
+ * @example
+ * import { collectHeap, trimAllocator } from '@fastpull/core';
+ * collectHeap('major');
+ * trimAllocator();
+ */
+export function collectHeap(type: 'minor' | 'major'): boolean {
+  const gc = v8Gc();
+  if (!gc) return false;
+  // Node 20's V8 runs a young collection for { type: 'major' }: only a call without options is a full one.
+  if (type === 'minor') gc({ type: 'minor' });
+  else gc();
+  return true;
 }
 
 /**
