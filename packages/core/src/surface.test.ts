@@ -49,7 +49,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
   './registry': [
       'type Challenge', 'CONFIG_SIZE_LIMIT', 'type Credentials', 'type CredentialsProvider',
       'DEFAULT_CHUNK_SIZE', 'DEFAULT_CONNECTIONS_PER_HOST', 'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_PER_HOST',
-      'DEFAULT_MAX_REQUESTS', 'DEFAULT_STRAGGLER_FLOOR', 'DEFAULT_STRAGGLER_WINDOW_MS', 'defaultConfigPath',
+      'DEFAULT_MAX_REQUESTS', 'DEFAULT_ORDER_LEAD', 'DEFAULT_STRAGGLER_FLOOR', 'DEFAULT_STRAGGLER_WINDOW_MS', 'defaultConfigPath',
       'dockerConfigCredentials', 'type DockerConfigOptions', 'fetchBlob', 'type FetchOptions', 'FetchScheduler',
       'type FetchSchedulerOptions', 'findSociZtocs', 'type HostCapability', 'type HostsConfigOptions', 'hostsFor',
       'isConfigMediaType', 'isIndexMediaType', 'isLoopbackHost', 'isManifestMediaType', 'isSchema1MediaType',

@@ -85,6 +85,7 @@ export function rangeSpans(index: number, digest: string, requests: readonly Ran
         ...(ms > 0 ? { mibPerS: round3(r.bytes / 1048576 / (ms / 1000)) } : {}),
         ...(r.status !== undefined ? { status: r.status } : {}),
         ...(r.code !== undefined ? { code: r.code } : {}),
+        ...(r.yieldedMs !== undefined ? { yieldedMs: round3(r.yieldedMs) } : {}),
       },
     });
   }

@@ -68,7 +68,7 @@ describe('TraceRecorder', () => {
     // Chunks 0 and 1 overlap (two lanes); chunk 2 starts after chunk 0 ended (back in lane 1); chunk 1's remainder is re-issued.
     o.range!(0, req(0, 1, 8));
     o.range!(0, req(1, 2, 12, { outcome: 'straggler', bytes: 40, end: 200 }));
-    o.range!(0, req(2, 9, 15));
+    o.range!(0, req(2, 9, 15, { yieldedMs: 2.34567 }));
     o.range!(0, req(1, 12, 18, { attempt: 1, reason: 'reissue', start: 140, offset: 140, bytes: 60 }));
     o.bytes!(0, 100, false);
     read = 300;
@@ -83,6 +83,8 @@ describe('TraceRecorder', () => {
       ['range', 1002, 9000, 6000, 200, 100, 'done'],
       ['range reissue', 1003, 12000, 6000, 140, 60, 'done'],
     ]);
+    // Time a range held back for the earliest one, only where it did.
+    expect(doc.traceEvents.filter((e) => e.cat === 'range').map((e) => e.args!.yieldedMs)).toEqual([undefined, undefined, 2.346, undefined]);
     const names = doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => [e.pid, e.tid, e.args!.name]);
     expect(names).toEqual([
       [1, 0, 'pull'],

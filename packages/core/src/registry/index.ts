@@ -7,7 +7,7 @@ export type { RequestOptions } from './transport.js';
 export type { ResolvedImage } from './resolver.js';
 export type { Referrer } from './referrers.js';
 export { findSociZtocs, SOCI_IMAGE_MANIFEST_ANNOTATION, type SociZtocs } from './soci.js';
-export { fetchBlob, DEFAULT_CHUNK_SIZE, DEFAULT_STRAGGLER_FLOOR, DEFAULT_STRAGGLER_WINDOW_MS, type FetchOptions, type RandomAccessSink, type RangeRequest } from './fetch.js';
+export { fetchBlob, DEFAULT_CHUNK_SIZE, DEFAULT_ORDER_LEAD, DEFAULT_STRAGGLER_FLOOR, DEFAULT_STRAGGLER_WINDOW_MS, type FetchOptions, type RandomAccessSink, type RangeRequest } from './fetch.js';
 export { FetchScheduler, sharedFetchScheduler, DEFAULT_MAX_REQUESTS, DEFAULT_MAX_PER_HOST, DEFAULT_MAX_BYTES, type FetchSchedulerOptions } from './scheduler.js';
 export { parseChallenges, type Credentials, type CredentialsProvider, type Challenge } from './auth.js';
 export { dockerConfigCredentials, defaultConfigPath, type DockerConfigOptions } from './dockerconfig.js';

@@ -34,4 +34,9 @@ export interface RangeRequest {
   readonly sentAt: number;
   /** When it ended. */
   readonly endedAt: number;
+  /**
+   * Milliseconds it spent yielding to the download's earliest range, being far ahead of it (see
+   * `FetchOptions.orderLead`); absent when it never did.
+   */
+  readonly yieldedMs?: number;
 }

@@ -78,6 +78,8 @@ export interface LoopbackFaults {
   stallAfter?: CountedFault & { bytes: number };
   /** Blob GET bodies are sent at about this rate. */
   bytesPerSecond?: number;
+  /** Ranged blob GETs whose range starts at `start` are sent at about `bytesPerSecond` (others as the rest of the faults say). */
+  slowRange?: { start: number; bytesPerSecond: number };
   /**
    * Requests whose path matches are answered only once `until` settles (a gate: e.g. hold the
    * manifests until every client of a load test has asked). Requests that arrive after it settled

@@ -198,12 +198,12 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
   };
 
   /** Sends a blob body, honouring the throttle, drop and stall faults. */
-  const sendBlobBody = (res: ServerResponse, log: RequestLog, pathname: string, digest: Digest, body: Buffer): void => {
+  const sendBlobBody = (res: ServerResponse, log: RequestLog, pathname: string, digest: Digest, body: Buffer, rangeStart?: number): void => {
     const f = registry.faults;
     const drop = takeCounted(f.dropAfter, pathname);
     const stall = drop === undefined ? takeCounted(f.stallAfter, pathname) : undefined;
     const limit = drop?.bytes ?? stall?.bytes;
-    const rate = f.bytesPerSecond;
+    const rate = f.slowRange !== undefined && rangeStart === f.slowRange.start ? f.slowRange.bytesPerSecond : f.bytesPerSecond;
     const count = (n: number): void => {
       log.bytesSent += n;
       blobBytes.set(digest, (blobBytes.get(digest) ?? 0) + n);
@@ -289,6 +289,7 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
     let status = 200;
     let body = blob;
     const headers: Record<string, string | number> = { ...base };
+    let rangeStart: number | undefined;
     if (range !== undefined) {
       let { start, end } = range;
       if (f.wrongContentRange) {
@@ -298,6 +299,7 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
         if (start > end) start = end;
       }
       status = 206;
+      rangeStart = start;
       body = blob.subarray(start, end + 1);
       headers['Content-Range'] = `bytes ${start}-${end}/${total}`;
     }
@@ -308,7 +310,7 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       res.end();
       return;
     }
-    sendBlobBody(res, log, pathname, digest, body);
+    sendBlobBody(res, log, pathname, digest, body, rangeStart);
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
