@@ -72,8 +72,9 @@ const DEFAULT_ATTEMPTS = 4;
  * Default {@link FetchOptions.orderLead}: four chunks. A 1 GiB layer of fp16-like weights pulled
  * from a loopback registry, caches dropped, 2 cores: without it 13 of the first 16 ranges got 8 MiB/s
  * each while three others took 100-160 MiB/s and fetched ranges 17 to 52 meanwhile, so the bytes
- * from offset 0 (what the unpacker follows) stalled at 32 MiB for 1.9 s and the unpacker waited
- * 0.9-1.3 s; with it, it waited 0 ms (bench/README.md).
+ * from offset 0 (what the unpacker follows) stalled at 32 MiB for 1.9 s; the unpacker waited
+ * 530-995 ms without it and 243-382 ms with it, and the pull took 0.69-0.84x the time (3 pairs,
+ * bench/README.md).
  */
 export const DEFAULT_ORDER_LEAD = 64 * 1024 * 1024;
 
