@@ -16,6 +16,8 @@
 #include <node_api.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fastpull_inflate_core.h"
 
@@ -143,6 +145,30 @@ static napi_value copy_bytes(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// discard(bytes): hands the whole pages inside a byte view back to the kernel (madvise DONTNEED), so
+// that a job slot let go stops counting in the process's RSS at once instead of when every thread that
+// saw its SharedArrayBuffer has collected it. The view stays valid: its pages read as zeros until
+// written again. Returns the bytes handed back.
+static napi_value discard(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value a[1];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  void* d;
+  size_t len;
+  if (argc < 1 || get_bytes(env, a[0], &d, &len)) {
+    napi_throw_type_error(env, NULL, "discard: bad arguments");
+    return NULL;
+  }
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t from = ((uintptr_t)d + page - 1) & ~(page - 1);
+  uintptr_t to = ((uintptr_t)d + len) & ~(page - 1);
+  double n = 0;
+  if (to > from && madvise((void*)from, to - from, MADV_DONTNEED) == 0) n = (double)(to - from);
+  napi_value out;
+  napi_create_double(env, n, &out);
+  return out;
+}
+
 // crc32Combine(crc1, crc2, len2): the CRC-32 of A||B from crc(A), crc(B) and the length of B.
 static napi_value crc32_combine_js(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -210,6 +236,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"copyBytes", NULL, copy_bytes, NULL, NULL, NULL, napi_default, NULL},
       {"crc32Combine", NULL, crc32_combine_js, NULL, NULL, NULL, napi_default, NULL},
       {"useZlib", NULL, use_zlib_js, NULL, NULL, NULL, napi_default, NULL},
+      {"discard", NULL, discard, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

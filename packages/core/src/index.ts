@@ -78,7 +78,7 @@ export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions }
 export type { WorkerTask } from './unpack/worker.js';
 export { BLOB_DIGEST_DETAIL, unpackLayer, type BlobReleaseOptions, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './unpack/layer.js';
 export type { HashMode } from './unpack/hash-tap.js';
-export { createParallelGunzip, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
+export { createParallelGunzip, DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
 export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/isal.js';
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';

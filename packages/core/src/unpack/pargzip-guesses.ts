@@ -35,7 +35,7 @@ export class Guesses {
   private launcherDone = false;
 
   constructor(private readonly ctx: DecodeContext) {
-    this.maxAhead = Math.max(1, ctx.pool.threads) * 2;
+    this.maxAhead = ctx.ahead * 2;
   }
 
   /** Launches guesses until the stream stops or its input is used up; `onError` gets what failed. */
@@ -108,7 +108,14 @@ export class Guesses {
       if (ctx.stopped()) return;
       if (input.ended && start >= input.written) return;
       const end = Math.min(input.written, want);
-      const { data, lease } = ctx.copyInput(start, end);
+      const generation = ctx.pool.budget.generation;
+      const slot = ctx.tryCopyInput(start, end);
+      if (slot === undefined) {
+        // The process's slot budget is spent: wait for a slot to come back, then look again.
+        await ctx.pool.slotFreed(generation);
+        continue;
+      }
+      const { data, lease } = slot;
       this.next++;
       const cp = plan.checkpoint(k);
       // At a checkpoint: decode from it with its window. Else: search for a boundary from the chunk's start.
@@ -136,9 +143,11 @@ export class Guesses {
     const from = Math.floor(r.end.bit / 8);
     const to = Math.min(input.written, Math.ceil(stop / 8) + ctx.overrun);
     if (from < input.kept || to <= from || (r.status === Status.Need && to <= from + 64 && !input.ended)) return;
+    const slot = ctx.tryCopyInput(from, to);
+    if (slot === undefined) return; // no room in the budget: the output runs it when it gets there
+    const { data, lease } = slot;
     // The guess's own bytes give the window once they are all known (then no markers at all).
     const window = knownTail(r);
-    const { data, lease } = ctx.copyInput(from, to);
     const job: JobInput = { ...r.end, data, dataOffset: from, final: input.ended && to === input.written, stopKey: stop, cap: ctx.cap, window };
     const p = ctx.pool.run(job, lease, false, ctx.owner);
     if (window) this.knownWindow.add(p);

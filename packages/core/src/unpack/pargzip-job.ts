@@ -140,6 +140,8 @@ interface NativeInflate {
   ): void;
   resolveMarkers(src: Uint16Array, count: number, window: Uint8Array, minIndex: number, dst: Uint8Array): number;
   crc32Combine(crc1: number, crc2: number, len2: number): number;
+  /** Hands the whole pages inside `bytes` back to the kernel (they read as zeros after); the bytes handed back. Absent from addons built before it. */
+  discard?(bytes: Uint8Array): number;
   /** memcpy between byte views (V8's own copy into or out of shared memory is much slower). */
   copyBytes(dst: Uint8Array, dstOffset: number, src: Uint8Array, srcOffset: number, length: number): void;
   /**
@@ -178,6 +180,8 @@ export class JobSlot {
   readonly out8: Uint8Array;
   /** Compressed bytes. */
   readonly input: Uint8Array;
+  /** Whether the slot's pages are the process's (false once its pool discarded them: they read as zeros). */
+  resident = true;
 
   /** Views on `buffer` for jobs of at most `cap` symbols and `inputBytes` of input. */
   constructor(

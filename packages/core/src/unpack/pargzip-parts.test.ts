@@ -105,15 +105,20 @@ describe.skipIf(!available)('Guesses and DecodeCursor, without the stream', () =
     const overrun = Math.max(16 * 1024, chunk);
     const ctx: DecodeContext = {
       pool, owner, input, stats, cap, overrun,
+      ahead: Math.max(1, pool.threads),
       plan: new ChunkPlan(checkpoints, chunk),
       stopped: () => stopped,
-      copyInput: (from, to) => {
-        const lease = pool.takeSlot(owner, cap, Math.max(to - from, chunk + overrun));
-        const data = lease.slot.input.subarray(0, to - from);
-        expect(input.copy(data, from, to)).toBe(to - from);
-        return { data, lease };
-      },
+      copyInput: (from, to) => copy(from, to, true)!,
+      tryCopyInput: (from, to) => copy(from, to, false),
     };
+    function copy(from: number, to: number, force: boolean) {
+      const want = Math.max(to - from, chunk + overrun);
+      const lease = force ? pool.takeSlot(owner, cap, want) : pool.tryTakeSlot(owner, cap, want);
+      if (lease === undefined) return undefined;
+      const data = lease.slot.input.subarray(0, to - from);
+      expect(input.copy(data, from, to)).toBe(to - from);
+      return { data, lease };
+    }
     const guesses = new Guesses(ctx);
     const output = new MemberOutput(stats);
     const cursor = new DecodeCursor(ctx, guesses, output);

@@ -62,8 +62,12 @@ export interface DecodeContext {
   readonly cap: number;
   /** Bytes past a chunk's end a job gets, for the block that crosses it. */
   readonly overrun: number;
+  /** Jobs worth running ahead of the output at once: the pool's threads, as far as its budget allows. */
+  readonly ahead: number;
   /** Whether the stream stopped (destroyed, failed, or done): every part then winds down. */
   stopped(): boolean;
-  /** A slot for a job, holding a copy of input bytes [from, to). */
+  /** A slot for a job, holding a copy of input bytes [from, to) (past the budget if need be: for the job the output waits for). */
   copyInput(from: number, to: number): { data: Uint8Array; lease: SlotLease };
+  /** Like copyInput, but undefined when the budget has no room for the slot (for speculative jobs). */
+  tryCopyInput(from: number, to: number): { data: Uint8Array; lease: SlotLease } | undefined;
 }

@@ -2,6 +2,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { FastpullError } from '../errors.js';
+import { type InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { JobSlot, nativeInflate, runJob, WINDOW, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
 import type { FromInflateWorker, SlotRef, ToInflateWorker } from './pargzip-worker.js';
 import { nativeHash } from './native.js';
@@ -23,12 +24,13 @@ interface QueuedJob {
 }
 
 /** Free slots kept per decode thread (beyond them a released slot is let go). */
-const FREE_SLOTS_PER_THREAD = 4;
+const FREE_SLOTS_PER_THREAD = 1;
 
 /**
  * Worker threads that run decode jobs, one at a time each, in order of priority: a job the output is
  * waiting for goes before speculative ones. Jobs read and write shared slots ({@link JobSlot}) that the
- * pool lends and takes back, so no buffer moves between threads.
+ * pool lends and takes back, so no buffer moves between threads. Jobs running at once and the bytes of
+ * slots count against a budget that all pools of the process share ({@link InflateBudget}).
  * @example
  * const pool = new InflatePool({ threads: 4 });
  * try {
@@ -38,8 +40,10 @@ const FREE_SLOTS_PER_THREAD = 4;
  * }
  */
 export class InflatePool {
-  /** Threads decoding at once. */
+  /** Threads decoding at once, at most (the budget may allow fewer). */
   readonly threads: number;
+  /** What this pool's jobs and slots count against. */
+  readonly budget: InflateBudget;
   private readonly script: string | undefined;
   private readonly idle: Worker[] = [];
   /** Each worker, with the slots whose buffer it already has. */
@@ -54,14 +58,24 @@ export class InflatePool {
   private readonly cpu = new WeakMap<object, number>();
   /** Lent slots: the lease, its owner, and whether a job runs in it now. */
   private readonly lent = new Map<JobSlot, { lease: number; owner: object; running: boolean; releaseWhenDone: boolean }>();
+  /** Whether this pool waits for the budget to change (then it pumps again). */
+  private waiting = false;
+  /** This pool's waits on the budget now (they count among its waiters, which other pools yield to). */
+  private ownWaits = 0;
+  /** Owners that took slots and were not dropped yet (their streams run). */
+  private readonly owners = new Set<object>();
+  /** Callers of {@link slotFreed} waiting for a slot of this pool to come back. */
+  private slotWaiters: (() => void)[] = [];
 
   /**
-   * `threads` defaults to the machine's cores; 0 decodes on the calling thread (tests). INVALID_ARGUMENT
-   * for a negative or fractional count.
+   * `threads` defaults to the machine's cores; 0 decodes on the calling thread (tests). `budget`
+   * defaults to the process's ({@link processInflateBudget}). INVALID_ARGUMENT for a negative or
+   * fractional count.
    */
-  constructor(options: { threads?: number } = {}) {
+  constructor(options: { threads?: number; budget?: InflateBudget } = {}) {
     this.threads = options.threads ?? availableParallelism();
     if (!Number.isInteger(this.threads) || this.threads < 0) throw new FastpullError('INVALID_ARGUMENT', `inflate threads ${options.threads}: want an integer >= 0`);
+    this.budget = options.budget ?? processInflateBudget();
     this.script = this.threads === 0 ? undefined : compiledWorker('pargzip-worker.js');
   }
 
@@ -70,9 +84,9 @@ export class InflatePool {
     return nativeInflate() !== null;
   }
 
-  /** Slots allocated and not let go (lent plus free); for tests. */
+  /** Slots whose pages are held (lent, plus free and not discarded); for tests. */
   get slotCount(): number {
-    return this.lent.size + this.free.length;
+    return this.lent.size + this.free.filter((f) => f.resident).length;
   }
 
   /** Slots ever allocated; for tests. */
@@ -97,17 +111,71 @@ export class InflatePool {
     if (ns !== undefined && ns >= 0) this.cpu.set(owner, (this.cpu.get(owner) ?? 0) + ns);
   }
 
-  /** Lends `owner` a slot for a job of at most `cap` symbols and `inputBytes` of input. */
+  /**
+   * Lends `owner` a slot for a job of at most `cap` symbols and `inputBytes` of input: a free one that
+   * fits, or a new one even past the budget (for the job a stream's output waits for).
+   */
   takeSlot(owner: object, cap: number, inputBytes: number): SlotLease {
+    return this.lend(owner, cap, inputBytes, true)!;
+  }
+
+  /** Like {@link takeSlot}, but undefined when a new slot would not fit the budget (for speculative jobs). */
+  tryTakeSlot(owner: object, cap: number, inputBytes: number): SlotLease | undefined {
+    return this.lend(owner, cap, inputBytes, false);
+  }
+
+  /**
+   * Resolves when a slot may have come free: one of this pool's given back, or the budget changed
+   * since `generation` (read before the failed {@link tryTakeSlot}), or after 100 ms.
+   */
+  slotFreed(generation: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let done = false;
+      const once = (): void => {
+        if (done) return;
+        done = true;
+        resolve();
+      };
+      this.slotWaiters.push(once);
+      void this.budget.changed(generation, false).then(once);
+    });
+  }
+
+  private lend(owner: object, cap: number, inputBytes: number, force: boolean): SlotLease | undefined {
+    const input = Math.ceil(Math.max(inputBytes, 1) / SLOT_INPUT_STEP) * SLOT_INPUT_STEP;
+    // A resident free slot that fits costs nothing; else the budget must have room for one (a
+    // discarded slot of the pool's comes back, page by page as it is written, or a new one).
+    let i = this.bestFree(cap, inputBytes, true);
+    if (i < 0) {
+      if (!this.budget.reserve(JobSlot.bytes(cap, input), force)) return undefined;
+      i = this.bestFree(cap, inputBytes, false);
+      if (i >= 0 && this.free[i]!.buffer.byteLength !== JobSlot.bytes(cap, input)) {
+        // Counted at its own size: count that instead.
+        this.budget.unreserve(JobSlot.bytes(cap, input));
+        this.budget.reserve(this.free[i]!.buffer.byteLength, true);
+      }
+    }
+    let slot: JobSlot;
+    if (i >= 0) {
+      slot = this.free.splice(i, 1)[0]!;
+      slot.resident = true;
+    } else {
+      slot = new JobSlot(this.nextSlot++, cap, input);
+    }
+    const lease = this.nextLease++;
+    this.owners.add(owner);
+    this.lent.set(slot, { lease, owner, running: false, releaseWhenDone: false });
+    return { slot, lease };
+  }
+
+  /** The free slot (resident or discarded) that fits a job of `cap` symbols and `inputBytes` with the least input, or -1. */
+  private bestFree(cap: number, inputBytes: number, resident: boolean): number {
     let best = -1;
     for (let i = 0; i < this.free.length; i++) {
       const f = this.free[i]!;
-      if (f.cap === cap && f.inputBytes >= inputBytes && (best < 0 || f.inputBytes < this.free[best]!.inputBytes)) best = i;
+      if (f.resident === resident && f.cap === cap && f.inputBytes >= inputBytes && (best < 0 || f.inputBytes < this.free[best]!.inputBytes)) best = i;
     }
-    const slot = best >= 0 ? this.free.splice(best, 1)[0]! : new JobSlot(this.nextSlot++, cap, Math.ceil(Math.max(inputBytes, 1) / SLOT_INPUT_STEP) * SLOT_INPUT_STEP);
-    const lease = this.nextLease++;
-    this.lent.set(slot, { lease, owner, running: false, releaseWhenDone: false });
-    return { slot, lease };
+    return best;
   }
 
   /** Takes a slot back (a job still running in it gives it back when done). Later calls for the same lease do nothing. */
@@ -120,11 +188,39 @@ export class InflatePool {
     }
     this.lent.delete(l.slot);
     this.free.push(l.slot);
-    while (this.free.length > Math.max(1, this.threads) * FREE_SLOTS_PER_THREAD) {
-      const gone = this.free.shift()!;
-      for (const [w, known] of this.all) {
-        if (known.delete(gone.id)) w.postMessage({ id: 0, forget: gone.id } satisfies ToInflateWorker);
+    // Free slots stay resident for the next jobs (a fresh one page-faults all its bytes), one per
+    // thread; none once no stream runs, or while the slots of the process hold more than the budget
+    // (a stream's next job may take one past it): their bytes go back.
+    const over = this.budget.slotBytesHeld > this.budget.slotBytes;
+    this.trimFree(this.owners.size === 0 || over ? 0 : Math.max(1, this.threads) * FREE_SLOTS_PER_THREAD);
+    const ws = this.slotWaiters;
+    this.slotWaiters = [];
+    for (const w of ws) w();
+  }
+
+  /** Discards free slots past the `keep` most recently given back, and forgets discarded ones past as many as are lent. */
+  private trimFree(keep: number): void {
+    let resident = 0;
+    for (let i = this.free.length - 1; i >= 0; i--) {
+      const f = this.free[i]!;
+      if (!f.resident || ++resident <= keep) continue;
+      this.budget.unreserve(f.buffer.byteLength);
+      if (nativeInflate()?.discard?.(new Uint8Array(f.buffer)) !== undefined) {
+        f.resident = false;
+      } else {
+        this.forget(i);
       }
+    }
+    // Discarded slots hold address space only; keep no more of them than could be needed again.
+    let discarded = 0;
+    for (let i = this.free.length - 1; i >= 0; i--) if (!this.free[i]!.resident && ++discarded > Math.max(1, this.threads) * 2 + 2) this.forget(i);
+  }
+
+  /** Drops free slot `i` for good: no thread keeps a view on it. */
+  private forget(i: number): void {
+    const gone = this.free.splice(i, 1)[0]!;
+    for (const [w, known] of this.all) {
+      if (known.delete(gone.id)) w.postMessage({ id: 0, forget: gone.id } satisfies ToInflateWorker);
     }
   }
 
@@ -161,10 +257,16 @@ export class InflatePool {
     });
   }
 
-  /** Drops the queued (not yet running) jobs of `owner`, whose promises never settle, and takes back all its slots. */
+  /**
+   * Drops the queued (not yet running) jobs of `owner`, whose promises never settle, and takes back all
+   * its slots; with no other owner's stream running, the free ones are let go.
+   */
   drop(owner: object): void {
     for (let i = this.queue.length - 1; i >= 0; i--) if (this.queue[i]!.owner === owner) this.queue.splice(i, 1);
+    this.owners.delete(owner);
     for (const [slot, info] of [...this.lent]) if (info.owner === owner) this.release({ slot, lease: info.lease });
+    // No stream left: the free slots' bytes go back to the budget for other pools.
+    if (this.owners.size === 0) this.trimFree(0);
   }
 
   private setRunning(l: SlotLease, running: boolean): void {
@@ -176,6 +278,11 @@ export class InflatePool {
 
   private pump(): void {
     while (this.busy < this.threads && this.queue.length > 0) {
+      const generation = this.budget.generation;
+      if (!this.budget.tryRun(this.queue[0]!.urgent, this.ownWaits)) {
+        this.waitForRoom(generation);
+        return;
+      }
       const entry = this.queue.shift()!;
       const worker = this.idle.pop() ?? this.spawn();
       const known = this.all.get(worker)!;
@@ -186,6 +293,7 @@ export class InflatePool {
         worker.off('message', onMessage);
         worker.off('error', onError);
         this.busy--;
+        this.budget.endRun();
       };
       const onMessage = (msg: FromInflateWorker) => {
         if (msg.id !== id) return;
@@ -218,6 +326,21 @@ export class InflatePool {
     }
   }
 
+  /** Pumps again once the budget changed since `generation`. */
+  private waitForRoom(generation: number): void {
+    if (this.waiting) return;
+    this.waiting = true;
+    void this.awaitBudget(generation).then(() => {
+      this.waiting = false;
+      this.pump();
+    });
+  }
+
+  private awaitBudget(generation: number): Promise<void> {
+    this.ownWaits++;
+    return this.budget.changed(generation, true).then(() => void this.ownWaits--);
+  }
+
   private spawn(): Worker {
     const worker = new Worker(this.script!);
     this.all.set(worker, new Set());
@@ -229,9 +352,12 @@ export class InflatePool {
     return worker;
   }
 
-  /** Stops the threads. */
+  /** Stops the threads and gives the slots' bytes back to the budget. */
   async close(): Promise<void> {
     this.queue.length = 0;
+    for (const slot of [...this.free, ...this.lent.keys()]) if (slot.resident) this.budget.unreserve(slot.buffer.byteLength);
+    this.free.length = 0;
+    this.lent.clear();
     await Promise.all([...this.all.keys()].map((w) => w.terminate()));
   }
 }

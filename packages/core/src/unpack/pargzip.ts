@@ -21,13 +21,14 @@ import { FastpullError } from '../errors.js';
 import { DecodeCursor } from './pargzip-cursor.js';
 import { Guesses } from './pargzip-guesses.js';
 import { CompressedInput } from './pargzip-input.js';
-import { nativeInflate, WINDOW } from './pargzip-job.js';
+import { JobSlot, nativeInflate, WINDOW } from './pargzip-job.js';
 import { MemberOutput } from './pargzip-output.js';
 import { ChunkPlan, type DecodeContext, type ParallelGunzipStats } from './pargzip-plan.js';
 import { type InflatePool, sharedInflatePool, type SlotLease } from './pargzip-pool.js';
 import type { GzipCheckpoint } from './ztoc.js';
 
 export { InflatePool, sharedInflatePool, type SlotLease } from './pargzip-pool.js';
+export { DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits } from './pargzip-budget.js';
 export { knownTail, slideWindow } from './pargzip-output.js';
 export type { ParallelGunzipStats } from './pargzip-plan.js';
 
@@ -95,6 +96,8 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   private readonly checkpoints: readonly GzipCheckpoint[];
   /** Input bytes of the slots this stream asks for: its largest chunk and the overrun. */
   private readonly slotInput: number;
+  /** Jobs worth running ahead of the output: the pool's threads, as far as its budget's slots go. */
+  private readonly ahead: number;
   /** Compressed bytes written and kept; waiting for some releases a held write. */
   private readonly input = new CompressedInput(() => this.releaseWrite());
   private heldWrite: TransformCallback | undefined;
@@ -141,6 +144,9 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     // A checkpoint's span (4 MiB of tar by soci's default, plus the block that crosses it) in one job,
     // not one job and a small continuation.
     if (options.jobCap === undefined && outSpan > 0) this.cap = Math.min(MAX_CHECKPOINT_JOB, Math.max(this.cap, Math.ceil(outSpan * 1.25) + 65536));
+    // One slot stays for the job the output waits for; each job ahead needs another.
+    const slots = Math.floor(this.pool.budget.slotBytes / JobSlot.bytes(this.cap, this.slotInput));
+    this.ahead = Math.max(1, Math.min(threads, this.pool.budget.maxRunning, slots - 1));
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -185,7 +191,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   }
 
   private bufferLimit(): number {
-    return (Math.max(1, this.pool.threads) * 2 + 2) * this.chunk + this.overrun;
+    return (this.ahead * 2 + 2) * this.chunk + this.overrun;
   }
 
   private releaseWrite(): void {
@@ -194,11 +200,13 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     cb?.();
   }
 
-  /** A slot for a job, holding a copy of input bytes [from, to). */
-  private copyInput(from: number, to: number): { data: Uint8Array; lease: SlotLease } {
+  /** A slot for a job, holding a copy of input bytes [from, to); undefined when not `force`d and the budget has no room. */
+  private copyInput(from: number, to: number, force: boolean): { data: Uint8Array; lease: SlotLease } | undefined {
     // Slots are asked for at the size of the largest chunk, so that one fits every job of the stream
     // and is reused, instead of a fresh (page-faulting) slot for each larger span.
-    const lease = this.pool.takeSlot(this.owner, this.cap, Math.max(to - from, this.slotInput));
+    const want = Math.max(to - from, this.slotInput);
+    const lease = force ? this.pool.takeSlot(this.owner, this.cap, want) : this.pool.tryTakeSlot(this.owner, this.cap, want);
+    if (lease === undefined) return undefined;
     const out = lease.slot.input.subarray(0, to - from);
     if (this.input.copy(out, from, to) !== to - from) {
       this.pool.release(lease);
@@ -233,8 +241,10 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
       stats: this.stats,
       cap: this.cap,
       overrun: this.overrun,
+      ahead: this.ahead,
       stopped: () => this.stopped,
-      copyInput: (from, to) => this.copyInput(from, to),
+      copyInput: (from, to) => this.copyInput(from, to, true)!,
+      tryCopyInput: (from, to) => this.copyInput(from, to, false),
     };
     const guesses = new Guesses(ctx);
     const output = new MemberOutput(this.stats);

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { abortError, FastpullError, type ErrorCode } from '../errors.js';
 import { unpackLayer, type UnpackedLayer } from './layer.js';
+import { inflateBudgetWorkerData } from './pargzip-budget.js';
 import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
 
 /** Options of an {@link UnpackPool}. */
@@ -182,7 +183,8 @@ export class UnpackPool {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(this.script!, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } });
+    // The worker's decode pools count against this process's inflate budget, not one of their own.
+    const worker = new Worker(this.script!, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB }, workerData: inflateBudgetWorkerData() });
     const slot: Slot = { worker, busy: false };
     this.all.add(slot);
     // A worker that fails while idle only leaves the pool (its exit below); a running task has

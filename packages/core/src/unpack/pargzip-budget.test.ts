@@ -1,0 +1,192 @@
+// The inflate budget: its counters, shared across threads, and pools that decode within it.
+import zlib from 'node:zlib';
+import { Worker } from 'node:worker_threads';
+import { afterAll, describe, expect, it } from 'vitest';
+import { isFastpullError } from '../errors.js';
+import { Prng } from '../testing/prng.js';
+import { inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
+import { JobSlot, nativeInflate } from './pargzip-job.js';
+import { createParallelGunzip, InflatePool } from './pargzip.js';
+import { compiledWorker } from './pool.js';
+
+const available = InflatePool.available();
+const MIB = 1024 * 1024;
+
+describe('inflate budget', () => {
+  it('refuses limits that are not positive integers', () => {
+    for (const limits of [{ running: 0 }, { running: 1.5 }, { slotBytes: 0 }, { slotBytes: -1 }, { running: Number.NaN }]) {
+      let caught: unknown;
+      try {
+        InflateBudget.create(limits);
+      } catch (e) {
+        caught = e;
+      }
+      expect(isFastpullError(caught) && caught.code, JSON.stringify(limits)).toBe('INVALID_ARGUMENT');
+    }
+    expect(() => new InflateBudget(new SharedArrayBuffer(4))).toThrow(/not a budget buffer/);
+  });
+
+  it('bounds running jobs: one more for a job the output waits for, none for guesses while others wait', async () => {
+    const b = InflateBudget.create({ running: 2, slotBytes: 8 * MIB });
+    expect([b.tryRun(false), b.tryRun(false), b.tryRun(false)]).toEqual([true, true, false]);
+    expect(b.tryRun(true)).toBe(true);
+    expect(b.tryRun(true)).toBe(false);
+    expect([b.running, b.peakRunning]).toEqual([3, 3]);
+    b.endRun();
+    b.endRun();
+    expect(b.running).toBe(1);
+    // Another pool waits for a place: a guess leaves the free one to it; an urgent job does not,
+    // and neither does a guess of the pool that waits itself (self).
+    const generation = b.generation;
+    const waiting = b.changed(generation, true);
+    expect(b.waiters).toBe(1);
+    expect(b.tryRun(false)).toBe(false);
+    expect(b.tryRun(false, 1)).toBe(true);
+    b.endRun();
+    expect(b.tryRun(true)).toBe(true);
+    b.endRun(); // a change: the waiter wakes
+    await waiting;
+    expect(b.waiters).toBe(0);
+    expect(b.generation).toBeGreaterThan(generation);
+    // A change already past: no wait at all.
+    await b.changed(generation, true);
+    expect(b.waiters).toBe(0);
+  });
+
+  it('bounds slot bytes unless forced, and keeps the high-water mark', () => {
+    const b = InflateBudget.create({ running: 1, slotBytes: 10 * MIB });
+    expect(b.reserve(6 * MIB, false)).toBe(true);
+    expect(b.reserve(6 * MIB, false)).toBe(false);
+    expect(b.slotBytesHeld).toBe(6 * MIB);
+    expect(b.reserve(6 * MIB, true)).toBe(true);
+    expect(b.slotBytesHeld).toBe(12 * MIB);
+    b.unreserve(6 * MIB);
+    b.unreserve(6 * MIB);
+    expect([b.slotBytesHeld, b.peakSlotBytes]).toEqual([0, 12 * MIB]);
+    // Counted in 64 KiB units, rounded up.
+    expect(b.reserve(1, false)).toBe(true);
+    expect(b.slotBytesHeld).toBe(64 * 1024);
+  });
+
+  it.skipIf(!compiledWorker('pargzip-budget.js'))('is one budget for the threads the process hands it to', async () => {
+    const mine = processInflateBudget();
+    const held = mine.slotBytesHeld;
+    const url = new URL(`file://${compiledWorker('pargzip-budget.js')!}`).href;
+    // A worker thread, as the unpack pool starts them: it reserves 3 MiB, reports what it sees, waits
+    // for this thread's change, and gives them back.
+    const worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       import(${JSON.stringify(url)}).then(async (m) => {
+         const b = m.processInflateBudget();
+         b.reserve(3 * 1024 * 1024, false);
+         parentPort.postMessage({ max: b.slotBytes, running: b.maxRunning });
+         const g = b.generation;
+         parentPort.once('message', async () => {
+           await b.changed(g, true);
+           b.unreserve(3 * 1024 * 1024);
+           parentPort.postMessage('done');
+         });
+       }, (e) => parentPort.postMessage({ error: String(e) }));`,
+      { eval: true, workerData: inflateBudgetWorkerData() },
+    );
+    const failed = new Promise<never>((_, reject) => {
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`worker exited (${code})`)));
+    });
+    try {
+      const first = await Promise.race([new Promise<{ max: number; running: number }>((resolve) => worker.once('message', resolve)), failed]);
+      expect(first).toEqual({ max: mine.slotBytes, running: mine.maxRunning });
+      expect(mine.slotBytesHeld).toBe(held + 3 * MIB);
+      const done = new Promise((resolve) => worker.once('message', resolve));
+      worker.postMessage('go');
+      // The worker's wait shows here; a change made here wakes it.
+      for (let i = 0; i < 200 && mine.waiters === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(mine.waiters).toBe(1);
+      mine.reserve(64 * 1024, true);
+      mine.unreserve(64 * 1024);
+      expect(await Promise.race([done, failed])).toBe('done');
+      expect(mine.slotBytesHeld).toBe(held);
+    } finally {
+      await worker.terminate();
+    }
+  });
+});
+
+describe.skipIf(!available)('parallel gunzip within a budget', () => {
+  const rng = new Prng(77);
+  const words = Array.from({ length: 400 }, () => rng.bytes(rng.int(2, 8)).toString('hex'));
+  const parts: string[] = [];
+  for (let n = 0; n < 3 * MIB; ) {
+    const w = rng.pick(words) + (rng.chance(0.05) ? '\n' : ' ');
+    parts.push(w);
+    n += w.length;
+  }
+  const data = Buffer.concat([Buffer.from(parts.join('')), rng.bytes(2 * MIB)]);
+  const gz = zlib.gzipSync(data, { level: 6 });
+  const pools: InflatePool[] = [];
+  afterAll(() => Promise.all(pools.map((p) => p.close())));
+
+  async function gunzip(pool: InflatePool): Promise<Buffer> {
+    const g = createParallelGunzip({ pool, chunkSize: 128 * 1024, size: gz.length });
+    const out: Buffer[] = [];
+    const done = new Promise<Buffer>((resolve, reject) => {
+      g.on('data', (c: Buffer) => out.push(c));
+      g.on('end', () => resolve(Buffer.concat(out)));
+      g.on('error', reject);
+    });
+    for (let at = 0; at < gz.length; at += 256 * 1024) {
+      if (!g.write(gz.subarray(at, at + 256 * 1024))) await new Promise((r) => g.once('drain', r));
+    }
+    g.end();
+    return done;
+  }
+
+  function slotBytes(): number {
+    // The slot a stream of these chunks asks for (pargzip.ts: 4 Mi symbols, the chunk plus its overrun).
+    return JobSlot.bytes(4 * MIB, 512 * 1024);
+  }
+
+  it('holds the slots the budget allows (one over it for the output) and gives them back when done', async () => {
+    const loose = InflateBudget.create({ running: 2, slotBytes: 1024 * MIB });
+    const tight = InflateBudget.create({ running: 2, slotBytes: 2 * slotBytes() });
+    for (const budget of [loose, tight]) {
+      const pool = new InflatePool({ threads: 2, budget });
+      pools.push(pool);
+      const out = await gunzip(pool);
+      expect(out.equals(data)).toBe(true);
+      expect(budget.peakRunning).toBeLessThanOrEqual(3);
+      expect(budget.peakRunning).toBeGreaterThanOrEqual(1);
+      // Done: nothing lent, nothing kept resident, nothing counted.
+      for (let i = 0; i < 200 && pool.slotsLent > 0; i++) await new Promise((r) => setTimeout(r, 5));
+      expect([pool.slotsLent, pool.slotCount, budget.slotBytesHeld]).toEqual([0, 0, 0]);
+    }
+    expect(tight.peakSlotBytes).toBeLessThanOrEqual(tight.slotBytes + slotBytes() + 64 * 1024);
+    // Without the bound the same stream holds more: the bound is what kept it down.
+    expect(loose.peakSlotBytes).toBeGreaterThan(tight.peakSlotBytes);
+  });
+
+  it('shares one budget between pools decoding at once', async () => {
+    const budget = InflateBudget.create({ running: 1, slotBytes: 2 * slotBytes() });
+    const a = new InflatePool({ threads: 2, budget });
+    const b = new InflatePool({ threads: 2, budget });
+    pools.push(a, b);
+    const [x, y] = await Promise.all([gunzip(a), gunzip(b)]);
+    expect(x.equals(data) && y.equals(data)).toBe(true);
+    // One place, and one more for a job an output waits for; two streams may each take one slot past the bound.
+    expect(budget.peakRunning).toBeLessThanOrEqual(2);
+    expect(budget.peakSlotBytes).toBeLessThanOrEqual(budget.slotBytes + 2 * slotBytes() + 128 * 1024);
+    for (let i = 0; i < 200 && (a.slotsLent > 0 || b.slotsLent > 0); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(budget.slotBytesHeld).toBe(0);
+  });
+
+  it.skipIf(!nativeInflate()?.discard)('discards a slot let go: its pages read as zeros and are reused', () => {
+    const slot = new JobSlot(1, 1024 * 1024, 1024 * 1024);
+    const all = new Uint8Array(slot.buffer);
+    all.fill(0xa5);
+    const n = nativeInflate()!.discard!(all);
+    expect(n).toBeGreaterThan(all.length - 2 * 4096);
+    expect(all[all.length >> 1]).toBe(0);
+    all[all.length >> 1] = 7;
+    expect(all[all.length >> 1]).toBe(7);
+  });
+});
