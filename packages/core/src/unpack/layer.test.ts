@@ -293,9 +293,14 @@ describe('unpackLayer with the parallel and the in-process ISA-L gunzip', () => 
     gz[gz.length >> 1]! ^= 0x10;
     gz[(gz.length >> 1) + 1]! ^= 0x01;
     const blobPath = writeBlob('bad.tgz', gz);
-    await expect(unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('bad'), inflater })).rejects.toMatchObject({
+    const dest = snapshotDir('bad');
+    await expect(unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest, inflater })).rejects.toMatchObject({
       code: 'INVALID_LAYER',
       message: expect.stringContaining(`unpacking layer ${blobPath}`),
     });
+    // Settled when it rejects: what it wrote is gone, and nothing writes there any more.
+    expect(fs.readdirSync(dest)).toEqual([]);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(fs.readdirSync(dest)).toEqual([]);
   });
 });

@@ -248,6 +248,8 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   let tar: HashTapResult;
   // Whether the stream ran to its end: after that, only a final digest can fail.
   let piped = false;
+  // The extraction, which a pipeline that failed upstream does not wait for.
+  let applying: Promise<unknown> | undefined;
   try {
     await pipeline(
       source,
@@ -255,19 +257,21 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       decompressor,
       uncompressed,
       async (tar: AsyncIterable<Buffer>) => {
-        stats = await applyLayer(tar, dest, {
+        stats = await (applying = applyLayer(tar, dest, {
           ...(signal ? { signal } : {}),
           ...(options.layer ? { layer: options.layer } : {}),
           ...(options.limits ? { limits: options.limits } : {}),
           ...(options.rootless !== undefined ? { rootless: options.rootless } : {}),
           ...(options.writeback !== undefined ? { writeback: options.writeback } : {}),
-        });
+        }));
       },
       signal ? { signal } : {},
     );
     piped = true;
     [blob, tar] = await Promise.all([compressed.result(), uncompressed.result()]);
   } catch (e) {
+    // No file write outlives the call: the caller may remove `dest` next.
+    await applying?.catch(() => undefined);
     const error = passError(e, what, compressed.bytes, signal);
     // Bytes granted to be freed: the caller cannot hash the blob again to tell a corrupt download
     // from a bad layer. Read the rest of it into the blob's hash here, which holds everything before.
