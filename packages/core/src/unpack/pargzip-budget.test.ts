@@ -179,6 +179,22 @@ describe.skipIf(!available)('parallel gunzip within a budget', () => {
     expect(budget.slotBytesHeld).toBe(0);
   });
 
+  it('ends its threads once no stream used the pool for a while, and starts them again', async () => {
+    const budget = InflateBudget.create({ running: 2, slotBytes: 4 * slotBytes() });
+    const quick = new InflatePool({ threads: 2, budget, idleMs: 300 });
+    const slow = new InflatePool({ threads: 2, budget, idleMs: 60_000 });
+    pools.push(quick, slow);
+    expect((await gunzip(quick)).equals(data)).toBe(true);
+    expect(quick.threadsAlive).toBeGreaterThan(0);
+    expect((await gunzip(slow)).equals(data)).toBe(true);
+    for (let i = 0; i < 400 && quick.threadsAlive > 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(quick.threadsAlive).toBe(0);
+    expect(slow.threadsAlive).toBeGreaterThan(0);
+    expect((await gunzip(quick)).equals(data)).toBe(true);
+    expect(quick.threadsAlive).toBeGreaterThan(0);
+    expect(() => new InflatePool({ threads: 1, idleMs: -1 })).toThrow(/idleMs/);
+  });
+
   it.skipIf(!nativeInflate()?.discard)('discards a slot let go: its pages read as zeros and are reused', () => {
     const slot = new JobSlot(1, 1024 * 1024, 1024 * 1024);
     const all = new Uint8Array(slot.buffer);

@@ -23,6 +23,9 @@ interface QueuedJob {
   reject: (e: Error) => void;
 }
 
+/** Milliseconds a pool with no stream keeps its idle threads, by default. */
+const IDLE_THREAD_MS = 2000;
+
 /** Free slots kept per decode thread (beyond them a released slot is let go). */
 const FREE_SLOTS_PER_THREAD = 1;
 
@@ -66,15 +69,22 @@ export class InflatePool {
   private readonly owners = new Set<object>();
   /** Callers of {@link slotFreed} waiting for a slot of this pool to come back. */
   private slotWaiters: (() => void)[] = [];
+  /** Milliseconds a pool with no stream keeps its idle threads. */
+  private readonly idleMs: number;
+  private retireTimer: NodeJS.Timeout | undefined;
 
   /**
    * `threads` defaults to the machine's cores; 0 decodes on the calling thread (tests). `budget`
-   * defaults to the process's ({@link processInflateBudget}). INVALID_ARGUMENT for a negative or
-   * fractional count.
+   * defaults to the process's ({@link processInflateBudget}). Threads end once no stream has used the
+   * pool for `idleMs` (default 2 s): every unpack worker has a pool, and a long-lived process would
+   * otherwise keep each pool's threads (some 9 MiB each) for good. INVALID_ARGUMENT for a negative
+   * or fractional count.
    */
-  constructor(options: { threads?: number; budget?: InflateBudget } = {}) {
+  constructor(options: { threads?: number; budget?: InflateBudget; idleMs?: number } = {}) {
     this.threads = options.threads ?? availableParallelism();
     if (!Number.isInteger(this.threads) || this.threads < 0) throw new FastpullError('INVALID_ARGUMENT', `inflate threads ${options.threads}: want an integer >= 0`);
+    this.idleMs = options.idleMs ?? IDLE_THREAD_MS;
+    if (!(this.idleMs >= 0)) throw new FastpullError('INVALID_ARGUMENT', `inflate idleMs ${options.idleMs}: want a number >= 0`);
     this.budget = options.budget ?? processInflateBudget();
     this.script = this.threads === 0 ? undefined : compiledWorker('pargzip-worker.js');
   }
@@ -87,6 +97,11 @@ export class InflatePool {
   /** Slots whose pages are held (lent, plus free and not discarded); for tests. */
   get slotCount(): number {
     return this.lent.size + this.free.filter((f) => f.resident).length;
+  }
+
+  /** Decode threads alive, busy or idle; for tests. */
+  get threadsAlive(): number {
+    return this.all.size;
   }
 
   /** Slots ever allocated; for tests. */
@@ -164,6 +179,8 @@ export class InflatePool {
     }
     const lease = this.nextLease++;
     this.owners.add(owner);
+    clearTimeout(this.retireTimer);
+    this.retireTimer = undefined;
     this.lent.set(slot, { lease, owner, running: false, releaseWhenDone: false });
     return { slot, lease };
   }
@@ -265,8 +282,26 @@ export class InflatePool {
     for (let i = this.queue.length - 1; i >= 0; i--) if (this.queue[i]!.owner === owner) this.queue.splice(i, 1);
     this.owners.delete(owner);
     for (const [slot, info] of [...this.lent]) if (info.owner === owner) this.release({ slot, lease: info.lease });
-    // No stream left: the free slots' bytes go back to the budget for other pools.
-    if (this.owners.size === 0) this.trimFree(0);
+    // No stream left: the free slots' bytes go back to the budget for other pools, and the threads
+    // end unless a stream comes soon.
+    if (this.owners.size === 0) {
+      this.trimFree(0);
+      this.retireLater();
+    }
+  }
+
+  private retireLater(): void {
+    clearTimeout(this.retireTimer);
+    this.retireTimer = setTimeout(() => {
+      this.retireTimer = undefined;
+      if (this.owners.size > 0) return;
+      if (this.busy > 0 || this.queue.length > 0) return this.retireLater();
+      for (const w of this.idle.splice(0)) {
+        this.all.delete(w);
+        void w.terminate();
+      }
+    }, this.idleMs);
+    this.retireTimer.unref();
   }
 
   private setRunning(l: SlotLease, running: boolean): void {
@@ -354,6 +389,7 @@ export class InflatePool {
 
   /** Stops the threads and gives the slots' bytes back to the budget. */
   async close(): Promise<void> {
+    clearTimeout(this.retireTimer);
     this.queue.length = 0;
     for (const slot of [...this.free, ...this.lent.keys()]) if (slot.resident) this.budget.unreserve(slot.buffer.byteLength);
     this.free.length = 0;
