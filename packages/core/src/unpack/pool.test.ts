@@ -120,6 +120,9 @@ describe('UnpackPool', () => {
   it('follows a watermark and runs the highest priority waiting task first', async () => {
     const pool = new UnpackPool({ size: 1 });
     try {
+      // A first task, so that the worker is ready and the next one takes it at once.
+      const warm = await blob('warm', 1);
+      await pool.run({ blobPath: warm.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('warm') });
       const b = await blob('held', 5);
       const held = new Watermark(b.size);
       const order: string[] = [];
@@ -141,6 +144,25 @@ describe('UnpackPool', () => {
       expect(order).toEqual(['held', 'high', 'low']);
     } finally {
       await pool.close();
+    }
+  });
+
+  it('gives a starting worker the largest of the layers that came while it started, not the first', async () => {
+    for (const threads of [true, false]) {
+      const pool = new UnpackPool({ size: 1, threads });
+      try {
+        const small = await blob(`first-small-${threads}`, 1);
+        const big = await blob(`then-big-${threads}`, 3);
+        const order: string[] = [];
+        // Both come before the pool's only worker is ready: the larger one goes first.
+        const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`low-${threads}`) }, { priority: 1, onStart: () => order.push('low') });
+        const high = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`high-${threads}`) }, { priority: 9, onStart: () => order.push('high') });
+        await Promise.all([low, high]);
+        // On the calling thread there is nothing to wait for: the first comes first.
+        expect(order).toEqual(threads ? ['high', 'low'] : ['low', 'high']);
+      } finally {
+        await pool.close();
+      }
     }
   });
 

@@ -15,7 +15,9 @@ export type WorkerTask = Omit<UnpackLayerOptions, 'signal' | 'onBytes'>;
 /** `consumed`, when given: one BigInt64 slot where the worker keeps the compressed bytes the pass has read. */
 export type ToWorker = { type: 'run'; id: number; task: WorkerTask; consumed?: SharedArrayBuffer } | { type: 'abort'; id: number };
 
+/** `ready`: sent once, when the worker has loaded the unpacker and takes tasks. */
 export type FromWorker =
+  | { type: 'ready' }
   | { type: 'done'; id: number; result: Awaited<ReturnType<typeof unpackLayer>> }
   | { type: 'error'; id: number; error: { code?: string; message: string; details?: Record<string, unknown>; stack?: string } };
 
@@ -41,4 +43,5 @@ if (port) {
       })
       .finally(() => running.delete(msg.id));
   });
+  port.postMessage({ type: 'ready' } satisfies FromWorker);
 }
