@@ -180,11 +180,11 @@ export class UnpackPool {
           for (const s of this.idle) if (!s.ready) starting++;
           const want = Math.min(this.waiting.length, this.size - this.active) - Math.max(0, ready);
           while (starting < want && this.all.size < this.size) {
-            const slot = this.spawn();
-            slot.worker.unref();
-            this.idle.push(slot);
+            this.idle.push(this.spawn());
             starting++;
           }
+          // Tasks wait for these threads: they keep the process alive until they are ready.
+          for (const s of this.idle) if (!s.ready) s.worker.ref();
           return;
         }
       }
@@ -229,6 +229,8 @@ export class UnpackPool {
       if (msg.type !== 'ready') return;
       worker.off('message', onReady);
       slot.ready = true;
+      // Idle workers do not keep the process alive (a task given to it refs it again).
+      if (!slot.busy) worker.unref();
       this.grant();
     };
     worker.on('message', onReady);
