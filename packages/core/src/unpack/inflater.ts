@@ -1,6 +1,7 @@
 // Chooses the gunzip decoder for layers and runs an external one (igzip from ISA-L, or pigz) as a pipeline stage.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import { Transform, type TransformCallback } from 'node:stream';
 import { FastpullError } from '../errors.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
@@ -239,7 +240,7 @@ class ExternalGunzip extends Transform {
   constructor(private readonly tool: ExternalInflater) {
     super({ readableHighWaterMark: EXTERNAL_HIGH_WATER_MARK, writableHighWaterMark: EXTERNAL_HIGH_WATER_MARK });
     // An empty environment: pigz reads options from $PIGZ, and nothing else is wanted from ours.
-    this.child = spawn(tool.path, [...INFLATER_ARGS[tool.kind]], { stdio: ['pipe', 'pipe', 'pipe'], shell: false, env: {} });
+    this.child = childProcess().spawn(tool.path, [...INFLATER_ARGS[tool.kind]], { stdio: ['pipe', 'pipe', 'pipe'], shell: false, env: {} });
     const { stdin, stdout, stderr } = this.child;
     stdout.on('data', (chunk: Buffer) => {
       if (!this.destroyed && !this.push(chunk)) stdout.pause();
@@ -337,3 +338,12 @@ class ExternalGunzip extends Transform {
     });
   }
 }
+
+/**
+ * node:child_process, loaded on first use: every unpack worker imports this module, and only the
+ * external decoders need it (with it come net, dgram and their streams, compiled in each worker).
+ */
+function childProcess(): typeof import('node:child_process') {
+  return (loadedChildProcess ??= createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process'));
+}
+let loadedChildProcess: typeof import('node:child_process') | undefined;

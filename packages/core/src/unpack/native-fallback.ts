@@ -1,7 +1,7 @@
 // Stand-ins for the native addon's calls where it was not built: locks and device nodes through
 // flock(1) and mknod(1), times through node:fs (to the microsecond), and no extended attributes.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import type { NativeFs } from './native.js';
 
 /** What a pull loses without the addon, for the one warning that says so. */
@@ -41,6 +41,8 @@ function forChild(path: string): string {
 
 /** Runs a helper command; returns its exit status, or throws when it cannot be run at all. */
 function run(command: string, args: string[], syscall: string, path: string, stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe']): { status: number; stderr: string } {
+  // Loaded here, not imported: every unpack worker imports this module, and few ever run a helper.
+  const { spawnSync } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
   const r = spawnSync(command, args, { stdio, encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } });
   if (r.error !== undefined) {
     throw errnoError('ENOSYS', `without fastpull's native addon this needs ${command}(1), which could not be run (${r.error.message})`, syscall, path);
