@@ -162,13 +162,8 @@ export class InflatePool {
     // discarded slot of the pool's comes back, page by page as it is written, or a new one).
     let i = this.bestFree(cap, inputBytes, true);
     if (i < 0) {
-      if (!this.budget.reserve(JobSlot.bytes(cap, input), force)) return undefined;
       i = this.bestFree(cap, inputBytes, false);
-      if (i >= 0 && this.free[i]!.buffer.byteLength !== JobSlot.bytes(cap, input)) {
-        // Counted at its own size: count that instead.
-        this.budget.unreserve(JobSlot.bytes(cap, input));
-        this.budget.reserve(this.free[i]!.buffer.byteLength, true);
-      }
+      if (!this.budget.reserve(i >= 0 ? this.free[i]!.buffer.byteLength : JobSlot.bytes(cap, input), force)) return undefined;
     }
     let slot: JobSlot;
     if (i >= 0) {

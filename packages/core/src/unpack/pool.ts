@@ -137,8 +137,8 @@ export class UnpackPool {
   /**
    * Waits for a slot. A task is granted one only when a worker is ready for it (a thread takes 80-300
    * ms to start and load the unpacker): then the largest of the layers that came meanwhile goes
-   * first, not the one that asked first. In a pull of the ML bench image the small first layer took the only running
-   * worker while the 481 MiB one, which decides the pull's time, waited 310 ms for it.
+   * first, not the one that asked first. In a pull of the ML bench image the small first layer took
+   * the only running worker while the 481 MiB one, which decides the pull's time, waited 310 ms.
    */
   private acquire(priority: number, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
@@ -178,7 +178,7 @@ export class UnpackPool {
           // Enough threads starting for the tasks that can run; each grants when it runs.
           let starting = 0;
           for (const s of this.idle) if (!s.ready) starting++;
-          const want = Math.min(this.waiting.length, this.size - this.active) - Math.max(0, ready);
+          const want = Math.min(this.waiting.length, this.size - this.active);
           while (starting < want && this.all.size < this.size) {
             this.idle.push(this.spawn());
             starting++;
