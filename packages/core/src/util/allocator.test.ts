@@ -9,6 +9,8 @@ import { nativeFs } from '../unpack/native.js';
 import {
   collectHeap,
   downloadWritten,
+  HEAP_GROWING_PERCENT,
+  heapGrowingFlag,
   holdPullMemory,
   MMAP_THRESHOLD,
   PULL_TRIM_INTERVAL_MS,
@@ -42,6 +44,31 @@ describe('tuneAllocator', () => {
     expect(() => native.tuneAllocator(MMAP_THRESHOLD, Number.NaN)).toThrow(TypeError);
     expect(() => native.tuneAllocator(2 ** 31, TRIM_THRESHOLD)).toThrow(TypeError);
     expect(() => native.tuneAllocator(1.5, TRIM_THRESHOLD)).toThrow(TypeError);
+  });
+});
+
+describe('heapGrowingFlag', () => {
+  it("sets V8's heap growing factor unless node was started with one", () => {
+    const ours = `--heap-growing-percent=${HEAP_GROWING_PERCENT}`;
+    expect(heapGrowingFlag([], undefined)).toBe(ours);
+    expect(heapGrowingFlag(['--enable-source-maps'], '--max-old-space-size=512')).toBe(ours);
+    // A flag that only starts the same way is someone else's.
+    expect(heapGrowingFlag(['--heap-growing-percentage=5'], '')).toBe(ours);
+    expect(heapGrowingFlag(['--heap-growing-percent=50'], undefined)).toBeUndefined();
+    expect(heapGrowingFlag([], '--max-old-space-size=512  --heap_growing_percent=20')).toBeUndefined();
+    expect(heapGrowingFlag(['--heap-growing-percent', '20'], undefined)).toBeUndefined();
+  });
+
+  it('is a flag this V8 knows: setting it prints no warning', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const child = spawnSync(process.execPath, ['-e', `require('node:v8').setFlagsFromString(${JSON.stringify(heapGrowingFlag([], undefined))})`], {
+      encoding: 'utf8',
+    });
+    expect(child.status).toBe(0);
+    expect(child.stderr).toBe('');
+    // An unknown flag would have said so on stderr: the check above can fail.
+    const unknown = spawnSync(process.execPath, ['-e', `require('node:v8').setFlagsFromString('--heap-growing-percentx=5')`], { encoding: 'utf8' });
+    expect(unknown.stderr).toMatch(/unknown|unrecognized/i);
   });
 });
 
