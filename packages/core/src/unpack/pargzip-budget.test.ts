@@ -165,6 +165,23 @@ describe.skipIf(!available)('parallel gunzip within a budget', () => {
     expect(loose.peakSlotBytes).toBeGreaterThan(tight.peakSlotBytes);
   });
 
+  it('decodes a stream whose budget is smaller than one slot: the guess the output waits for goes past it', async () => {
+    // Before, the output waited for its next guess while the guess waited for room that could never
+    // be there: the stream hung (a pull with a 16 MiB budget did).
+    for (const slotBytesLimit of [1, slotBytes() - 64 * 1024]) {
+      const budget = InflateBudget.create({ running: 2, slotBytes: slotBytesLimit });
+      const pool = new InflatePool({ threads: 2, budget });
+      pools.push(pool);
+      const out = await gunzip(pool);
+      expect(out.equals(data)).toBe(true);
+      // Only jobs the output waited for ran: one slot at a time past the bound (and the guess it used).
+      expect(budget.peakSlotBytes).toBeGreaterThan(0);
+      expect(budget.peakSlotBytes).toBeLessThanOrEqual(2 * slotBytes() + 128 * 1024);
+      for (let i = 0; i < 200 && pool.slotsLent > 0; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(budget.slotBytesHeld).toBe(0);
+    }
+  }, 20_000);
+
   it('shares one budget between pools decoding at once', async () => {
     const budget = InflateBudget.create({ running: 1, slotBytes: 2 * slotBytes() });
     const a = new InflatePool({ threads: 2, budget });

@@ -33,6 +33,10 @@ export class Guesses {
   /** Callers of {@link guessFor} waiting for a launch. */
   private launchWaiters: (() => void)[] = [];
   private launcherDone = false;
+  /** The chunk whose guess the output waits for (-1: none). */
+  private wanted = -1;
+  /** Wakes the launcher from its wait for slot room (the output started waiting for its guess). */
+  private slotWaker: (() => void) | undefined;
 
   constructor(private readonly ctx: DecodeContext) {
     this.maxAhead = ctx.ahead * 2;
@@ -54,6 +58,8 @@ export class Guesses {
       const p = this.guesses.get(k);
       if (p) return p;
       if (this.ctx.stopped() || this.launcherDone || this.next > k) return undefined;
+      this.wanted = k;
+      this.slotWaker?.();
       await new Promise<void>((r) => this.launchWaiters.push(r));
     }
   }
@@ -109,10 +115,16 @@ export class Guesses {
       if (input.ended && start >= input.written) return;
       const end = Math.min(input.written, want);
       const generation = ctx.pool.budget.generation;
-      const slot = ctx.tryCopyInput(start, end);
+      // The guess the output waits for is the stream's next job: like an exact job it has its slot
+      // past the budget, or a budget smaller than a slot (or spent on other streams' guesses) would
+      // leave the output waiting for a guess that waits for room.
+      const urgent = this.wanted === k && this.launchWaiters.length > 0;
+      const slot = urgent ? ctx.copyInput(start, end) : ctx.tryCopyInput(start, end);
       if (slot === undefined) {
-        // The process's slot budget is spent: wait for a slot to come back, then look again.
-        await ctx.pool.slotFreed(generation);
+        // The process's slot budget is spent: wait for a slot to come back (or for the output to
+        // need this guess), then look again.
+        await Promise.race([ctx.pool.slotFreed(generation), new Promise<void>((r) => (this.slotWaker = r))]);
+        this.slotWaker = undefined;
         continue;
       }
       const { data, lease } = slot;
@@ -123,7 +135,7 @@ export class Guesses {
       const p = ctx.pool.run(
         { ...from, data, dataOffset: start, final: input.ended && end === input.written, stopKey: stop, cap: ctx.cap, window: cp ? cp.window : null },
         lease,
-        false,
+        urgent, // and a running place past the bound: guesses of other streams yield theirs to waiters
         ctx.owner,
       );
       p.then((r) => {
