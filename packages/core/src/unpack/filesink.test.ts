@@ -6,6 +6,7 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
 import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
+import { isFastpullError } from '../errors.js';
 import { FileSink } from './filesink.js';
 import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
 
@@ -134,5 +135,35 @@ describe.skipIf(!hasSink)('applyLayer: small files through the writer threads', 
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(r.stdout.trim().split('\n')).toEqual(['40 40', '40 40', '40 40']);
+  });
+});
+
+describe.skipIf(!hasSink)('FileSink', () => {
+  const times = { atime: { sec: 1_600_000_000, nsec: 0 }, mtime: { sec: 1_600_000_000, nsec: 0 } };
+  function file(name: string, i: number) {
+    return { path: Buffer.from(path.join(dest, name), 'latin1'), chunks: [Buffer.from(`file ${i}\n`)], mode: 0o644, owner: undefined, times, label: `writing ${name}`, details: { i } };
+  }
+  const settle = () => new Promise((r) => setTimeout(r, 2));
+
+  it('lets go of the labels of files made, and still names a file that failed after many were let go', async () => {
+    const sink = FileSink.open()!;
+    // Each file is made before the next arrives: the sink keeps only a bounded window of labels.
+    for (let i = 0; i < 200; i++) {
+      await sink.add(file(`f${i}`, i));
+      await settle();
+    }
+    expect(sink.labelsHeld).toBeGreaterThan(0);
+    expect(sink.labelsHeld).toBeLessThanOrEqual(40);
+    // A file that cannot be made (its directory does not exist), queued among others, then more.
+    await sink.add(file('missing/f', -1));
+    for (let i = 200; i < 260; i++) await sink.add(file(`f${i}`, i)).catch(() => undefined);
+    const err = await sink.drain().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isFastpullError(err) && err.code).toBe('INTERNAL');
+    expect(String((err as Error).message)).toContain('writing missing/f');
+    expect((err as { details?: Record<string, unknown> }).details).toMatchObject({ i: -1, errno: 'ENOENT' });
+    expect(fs.readFileSync(path.join(dest, 'f199'), 'utf8')).toBe('file 199\n');
   });
 });

@@ -15,6 +15,8 @@ import type { Times } from './times.js';
 export const SINK_MAX_FILE = 1024 * 1024;
 /** Bytes a sink may hold before the unpack thread waits: bounds its memory whatever the layer. */
 export const SINK_MAX_PENDING = 1024 * 1024;
+/** Labels of queued files a sink keeps before it looks whether it can let them go (see {@link FileSink.add}). */
+const PRUNE_ENTRIES = 32;
 /** Writer threads in the process, shared by every layer being unpacked. */
 const WRITER_THREADS = Math.min(8, Math.max(2, availableParallelism()));
 
@@ -103,11 +105,24 @@ export class FileSink {
     const { atime, mtime } = f.times;
     const pending = this.native.fileSinkAdd(this.sink, seq, f.path, f.chunks, f.mode, uid, gid, atime.sec, atime.nsec, mtime.sec, mtime.nsec);
     if (pending < 0) return this.drain(); // an earlier file failed: report it
+    // Only this file's bytes pending: every file before it is made. Unless one of them failed (its
+    // error is kept until drain), their labels are not needed any more, and holding them until
+    // the layer ends made a layer of 20,000 small files promote and scan them all (GC).
+    if (this.entries.size > PRUNE_ENTRIES && pending === jobBytes(f.chunks) && this.native.fileSinkError(this.sink) === null) {
+      const mine = this.entries.get(seq)!;
+      this.entries.clear();
+      this.entries.set(seq, mine);
+    }
     // A failure after this add shows at the next add or drain; the wait is where one may have come.
     if (pending > SINK_MAX_PENDING) {
       await this.native.fileSinkWait(this.sink, SINK_MAX_PENDING / 2);
       this.throwIfFailed();
     }
+  }
+
+  /** Labels this sink holds for files not known to be made (they go once every file before the newest is made). */
+  get labelsHeld(): number {
+    return this.entries.size;
   }
 
   /** Resolves once every queued file is made; rejects with the first that failed. */
@@ -141,4 +156,11 @@ export class FileSink {
     const entry = this.entries.get(failed.seq);
     throw fsError(failed.error, entry?.label ?? 'writing a file', entry?.details ?? {});
   }
+}
+
+/** What the addon counts as pending for one file: its bytes and one more. */
+function jobBytes(chunks: readonly Uint8Array[]): number {
+  let n = 1;
+  for (const c of chunks) n += c.length;
+  return n;
 }
