@@ -1,4 +1,5 @@
 // Tests of tar header blocks on their own: numeric fields (octal, base-256), checksums, formats, prefixes.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FastpullError } from '../errors.js';
 import { BLOCK, padToBlock, parseHeader, parseNumeric, typeOf } from './tarheader.js';
@@ -34,6 +35,43 @@ describe('parseNumeric', () => {
     expect(parseNumeric(big)).toBe(Number.MAX_SAFE_INTEGER);
     big.writeBigUInt64BE(2n ** 53n, 4);
     expect(parseNumeric(big)).toBeUndefined();
+  });
+
+  it('reads octal at the edge of the safe range exactly, and refuses one past it', () => {
+    expect(parseNumeric(Buffer.from(Number.MAX_SAFE_INTEGER.toString(8)))).toBe(Number.MAX_SAFE_INTEGER);
+    expect(parseNumeric(Buffer.from((2n ** 53n).toString(8)))).toBeUndefined();
+    expect(parseNumeric(Buffer.from('7'.repeat(30)))).toBeUndefined();
+    expect(parseNumeric(Buffer.from('0'.repeat(30) + '17'))).toBe(0o17);
+    expect(parseNumeric(Buffer.from('12 34'))).toBeUndefined(); // a space inside is not padding
+  });
+
+  it('reads any octal field as the text rule does: trim spaces and NULs, stop at a NUL, digits 0-7 only', () => {
+    /** The rule spelled out with strings (how the field was read before it went digit by digit). */
+    function byText(field: Buffer): number | undefined {
+      let a = 0;
+      let z = field.length;
+      while (a < z && (field[a] === 0x20 || field[a] === 0)) a++;
+      while (z > a && (field[z - 1] === 0x20 || field[z - 1] === 0)) z--;
+      const nul = field.indexOf(0, a);
+      if (nul !== -1 && nul < z) z = nul;
+      if (a === z) return 0;
+      const text = field.toString('latin1', a, z);
+      if (!/^[0-7]+$/.test(text)) return undefined;
+      const n = parseInt(text, 8);
+      return Number.isSafeInteger(n) ? n : undefined;
+    }
+    const byte = fc.oneof(
+      { weight: 8, arbitrary: fc.integer({ min: 0x30, max: 0x37 }) },
+      { weight: 2, arbitrary: fc.constantFrom(0x20, 0x00, 0x38, 0x39, 0x2b, 0x2d) },
+      { weight: 1, arbitrary: fc.integer({ min: 0, max: 0x7f }) },
+    );
+    fc.assert(
+      fc.property(fc.array(byte, { minLength: 1, maxLength: 24 }), (bytes) => {
+        const field = Buffer.from(bytes);
+        expect(parseNumeric(field)).toBe(byText(field));
+      }),
+      { numRuns: 5000 },
+    );
   });
 });
 

@@ -134,9 +134,13 @@ export function parseNumeric(field: Buffer): number | undefined {
   while (z > a && (field[z - 1] === 0x20 || field[z - 1] === 0)) z--;
   const nul = field.indexOf(0, a);
   if (nul !== -1 && nul < z) z = nul;
-  if (a === z) return 0;
-  const text = field.toString('latin1', a, z);
-  if (!/^[0-7]+$/.test(text)) return undefined;
-  const n = parseInt(text, 8);
-  return Number.isSafeInteger(n) ? n : undefined;
+  // Digit by digit: six fields of every header, so no string and no regular expression each time.
+  // Every partial value up to the true one is exact in a double, so one past the safe range stays past it.
+  let n = 0;
+  for (let i = a; i < z; i++) {
+    const d = field[i]! - 0x30;
+    if (d < 0 || d > 7) return undefined;
+    n = n * 8 + d;
+  }
+  return n <= Number.MAX_SAFE_INTEGER ? n : undefined;
 }
