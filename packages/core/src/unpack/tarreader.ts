@@ -189,7 +189,8 @@ export class TarReader {
       size = h.realSize;
       sparse = await oldGnuSparseMap(h.block, this.sparseBlocks, invalid, shown, details);
     } else {
-      const sp = await paxSparse(records, dataSize, this.sparseBlocks, invalid, details);
+      // Most entries have no PAX records at all: no sparse map to look for (and no promise to make).
+      const sp = records.size === 0 ? undefined : await paxSparse(records, dataSize, this.sparseBlocks, invalid, details);
       if (sp !== undefined) {
         if (type !== 'file') throw invalid(`sparse records on a ${type} entry`);
         ({ sparse } = sp);
