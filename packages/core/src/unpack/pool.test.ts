@@ -67,6 +67,11 @@ describe('UnpackPool', () => {
       expect(pool.workers).toBe(1);
       pool.warm(5);
       expect(pool.workers).toBe(2);
+      // A task is granted only a ready worker: with one thread still loading, both tasks may run on
+      // the other one after another. Wait (bounded) until both have loaded.
+      const slots = [...pool['all']];
+      for (let i = 0; i < 400 && !slots.every((s) => s.ready); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(slots.every((s) => s.ready)).toBe(true);
       const threads: number[] = [];
       await Promise.all(
         [0, 1].map(() => pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('warm') }, { onStart: (t) => threads.push(t) })),
