@@ -112,9 +112,14 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   const started = performance.now();
   let ok = false;
   try {
-    for (let entry = await reader.next(); entry !== null; entry = await reader.next()) {
+    for (;;) {
+      // Entries whose header and data are buffered already go through without a promise.
+      let entry = reader.nextSync();
+      if (entry === undefined) entry = await reader.next();
+      if (entry === null) break;
       throwIfAborted(signal, what);
-      await writer.entry(entry);
+      const writing = writer.entry(entry);
+      if (writing !== undefined) await writing;
     }
     await reader.drain(); // the rest of the stream, past the end of the tar
     await writer.settle();

@@ -156,7 +156,7 @@ describe.skipIf(!hasSink)('FileSink', () => {
     expect(sink.labelsHeld).toBeLessThanOrEqual(40);
     // A file that cannot be made (its directory does not exist), queued among others, then more.
     await sink.add(file('missing/f', -1));
-    for (let i = 200; i < 260; i++) await sink.add(file(`f${i}`, i)).catch(() => undefined);
+    for (let i = 200; i < 260; i++) await Promise.resolve(sink.add(file(`f${i}`, i))).catch(() => undefined);
     const err = await sink.drain().then(
       () => undefined,
       (e: unknown) => e,

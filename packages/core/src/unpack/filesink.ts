@@ -94,11 +94,12 @@ export class FileSink {
   }
 
   /**
-   * Queues the file. The chunks are copied before this returns. Resolves at once while the sink
-   * holds less than {@link SINK_MAX_PENDING}, else once it does again; rejects with the error of
-   * a file that failed (as the writer's own calls would: see report.ts fsError).
+   * Queues the file. The chunks are copied before this returns. Returns undefined while the sink
+   * holds less than {@link SINK_MAX_PENDING} (no promise per file), else a promise that resolves
+   * once it does again; the promise rejects with the error of a file that failed (as the writer's
+   * own calls would: see report.ts fsError).
    */
-  async add(f: SinkFile): Promise<void> {
+  add(f: SinkFile): Promise<void> | undefined {
     const seq = this.seq++;
     this.entries.set(seq, { label: f.label, details: f.details });
     const { uid, gid } = f.owner ?? { uid: -1, gid: -1 };
@@ -114,10 +115,13 @@ export class FileSink {
       this.entries.set(seq, mine);
     }
     // A failure after this add shows at the next add or drain; the wait is where one may have come.
-    if (pending > SINK_MAX_PENDING) {
-      await this.native.fileSinkWait(this.sink, SINK_MAX_PENDING / 2);
-      this.throwIfFailed();
-    }
+    return pending > SINK_MAX_PENDING ? this.room() : undefined;
+  }
+
+  /** Resolves once the sink holds half its bound or less. */
+  private async room(): Promise<void> {
+    await this.native.fileSinkWait(this.sink, SINK_MAX_PENDING / 2);
+    this.throwIfFailed();
   }
 
   /** Labels this sink holds for files not known to be made (they go once every file before the newest is made). */

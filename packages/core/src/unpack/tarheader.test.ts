@@ -2,7 +2,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FastpullError } from '../errors.js';
-import { BLOCK, padToBlock, parseHeader, parseNumeric, typeOf } from './tarheader.js';
+import { BLOCK, padToBlock, parseHeader, parseNumeric, parseNumericAt, typeOf } from './tarheader.js';
 
 const invalid = (m: string): FastpullError => new FastpullError('INVALID_LAYER', m);
 
@@ -71,6 +71,19 @@ describe('parseNumeric', () => {
         expect(parseNumeric(field)).toBe(byText(field));
       }),
       { numRuns: 5000 },
+    );
+  });
+
+  it('reads a field inside a block as it reads the same bytes on their own', () => {
+    const byte = fc.oneof(fc.integer({ min: 0x30, max: 0x37 }), fc.constantFrom(0x20, 0x00, 0x80, 0xff, 0x38), fc.integer({ min: 0, max: 0xff }));
+    fc.assert(
+      fc.property(fc.array(byte, { minLength: 1, maxLength: 40 }), fc.nat(), fc.nat(), (bytes, x, y) => {
+        const b = Buffer.from(bytes);
+        const start = x % b.length;
+        const end = start + (y % (b.length - start + 1));
+        expect(parseNumericAt(b, start, end)).toBe(parseNumeric(Buffer.from(b.subarray(start, end))));
+      }),
+      { numRuns: 3000 },
     );
   });
 });

@@ -35,11 +35,11 @@ export interface Header {
 /** One header block, checksum verified. Fields as Go's archive/tar reads them. */
 export function parseHeader(b: Buffer, invalid: (m: string) => FastpullError): Header {
   const num = (at: number, len: number, field: string): number => {
-    const n = parseNumeric(b.subarray(at, at + len));
+    const n = parseNumericAt(b, at, at + len);
     if (n === undefined) throw invalid(`unreadable ${field} field`);
     return n;
   };
-  const sum = parseNumeric(b.subarray(148, 156));
+  const sum = parseNumericAt(b, 148, 156);
   let unsigned = 8 * 0x20;
   let signed = 8 * 0x20;
   for (let i = 0; i < BLOCK; i++) {
@@ -117,28 +117,37 @@ function cString(b: Buffer, at: number, len: number): string {
  * octal padded with spaces or NULs. undefined when unreadable or beyond what a double holds exactly.
  */
 export function parseNumeric(field: Buffer): number | undefined {
-  if (field.length > 0 && (field[0]! & 0x80) !== 0) {
-    const inv = (field[0]! & 0x40) !== 0 ? 0xff : 0;
+  return parseNumericAt(field, 0, field.length);
+}
+
+/** {@link parseNumeric} of the field at bytes [start, end) of `b`, without a view of it. */
+export function parseNumericAt(b: Buffer, start: number, end: number): number | undefined {
+  if (end > start && (b[start]! & 0x80) !== 0) {
+    const inv = (b[start]! & 0x40) !== 0 ? 0xff : 0;
     let x = 0n;
-    for (let i = 0; i < field.length; i++) {
-      let c = field[i]! ^ inv;
-      if (i === 0) c &= 0x7f;
+    for (let i = start; i < end; i++) {
+      let c = b[i]! ^ inv;
+      if (i === start) c &= 0x7f;
       x = (x << 8n) | BigInt(c);
     }
     const n = inv === 0 ? x : -x - 1n;
     return n > BigInt(Number.MAX_SAFE_INTEGER) || n < BigInt(Number.MIN_SAFE_INTEGER) ? undefined : Number(n);
   }
-  let a = 0;
-  let z = field.length;
-  while (a < z && (field[a] === 0x20 || field[a] === 0)) a++;
-  while (z > a && (field[z - 1] === 0x20 || field[z - 1] === 0)) z--;
-  const nul = field.indexOf(0, a);
-  if (nul !== -1 && nul < z) z = nul;
+  let a = start;
+  let z = end;
+  while (a < z && (b[a] === 0x20 || b[a] === 0)) a++;
+  while (z > a && (b[z - 1] === 0x20 || b[z - 1] === 0)) z--;
+  for (let i = a; i < z; i++) {
+    if (b[i] === 0) {
+      z = i;
+      break;
+    }
+  }
   // Digit by digit: six fields of every header, so no string and no regular expression each time.
   // Every partial value up to the true one is exact in a double, so one past the safe range stays past it.
   let n = 0;
   for (let i = a; i < z; i++) {
-    const d = field[i]! - 0x30;
+    const d = b[i]! - 0x30;
     if (d < 0 || d > 7) return undefined;
     n = n * 8 + d;
   }

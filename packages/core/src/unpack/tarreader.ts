@@ -15,6 +15,15 @@ import { type PaxRecords, parsePax, paxInteger, paxTime, stripTrailingNuls } fro
 import { checkSparse, type EntryDetails, oldGnuSparseMap, paxSparse, type SparseBlocks, type SparseRegion } from './tarsparse.js';
 
 export { padToBlock, parseNumeric, type TarEntryType } from './tarheader.js';
+/** Type flags of the headers only {@link TarReader.next} reads: PAX, PAX global, GNU long name and link, old GNU sparse. */
+const FLAG_PAX = 0x78;
+const FLAG_GLOBAL = 0x67;
+const FLAG_LONG_NAME = 0x4c;
+const FLAG_LONG_LINK = 0x4b;
+const FLAG_OLD_SPARSE = 0x53;
+/** The records of an entry without a PAX header (shared: nothing adds to it). */
+const NO_RECORDS: ReadonlyMap<string, Buffer> = new Map();
+
 export type { SparseRegion } from './tarsparse.js';
 
 /** One entry as the tar describes it, PAX records, GNU long names and sparse maps applied. */
@@ -136,6 +145,49 @@ export class TarReader {
     }
   }
 
+  /**
+   * The next entry when what is buffered already holds its header, else undefined with nothing
+   * taken ({@link next} then reads it). Only plain headers: one with PAX records, a GNU long name,
+   * a sparse map or the end of the archive is left to {@link next}. A layer of small files reads
+   * most of its entries this way, without a promise each.
+   */
+  nextSync(): TarEntry | null | undefined {
+    if (this.ended) return null;
+    const skip = this.remaining + this.padding;
+    if (this.buffered < skip + BLOCK) return undefined;
+    this.skipBuffered(skip);
+    this.remaining = this.padding = 0;
+    const offset = this.position;
+    const flag = this.peekByte(156);
+    if (flag === FLAG_PAX || flag === FLAG_GLOBAL || flag === FLAG_LONG_NAME || flag === FLAG_LONG_LINK || flag === FLAG_OLD_SPARSE) return undefined;
+    const block = this.take(BLOCK);
+    if (block.equals(ZERO_BLOCK)) {
+      this.untake(block);
+      return undefined;
+    }
+    const h = parseHeader(block, (m) => this.invalid(`header at byte ${offset}: ${m}`));
+    const e = this.entry(h, undefined, undefined, undefined, offset);
+    // Without PAX records and not 'S', an entry has no sparse map to read: never a promise here.
+    if (e instanceof Promise) throw new FastpullError('INTERNAL', `${this.options.what}: entry at byte ${offset} needs a sparse map read`);
+    return e;
+  }
+
+  /**
+   * All the data of the entry just read when it is buffered already, as views of the stream's
+   * buffers (a sparse file's data regions back to back); undefined, with nothing taken, when some
+   * is still to come ({@link data} then reads it).
+   */
+  takeData(): Buffer[] | undefined {
+    if (this.remaining > this.buffered) return undefined;
+    const out: Buffer[] = [];
+    while (this.remaining > 0) {
+      const piece = this.takeUpTo(this.remaining);
+      this.remaining -= piece.length;
+      out.push(piece);
+    }
+    return out;
+  }
+
   /** The stored bytes of the entry {@link next} returned, in pieces as they arrive. */
   async *data(): AsyncGenerator<Buffer> {
     while (this.remaining > 0) {
@@ -153,8 +205,8 @@ export class TarReader {
     while (await this.pull()) this.dropBuffered();
   }
 
-  private async entry(h: Header, pax: PaxRecords | undefined, longName: string | undefined, longLink: string | undefined, offset: number): Promise<TarEntry> {
-    const records = pax?.records ?? new Map<string, Buffer>();
+  private entry(h: Header, pax: PaxRecords | undefined, longName: string | undefined, longLink: string | undefined, offset: number): TarEntry | Promise<TarEntry> {
+    const records = pax?.records ?? NO_RECORDS;
     const text = (key: string): string | undefined => records.get(key)?.toString('latin1');
     // As Go: an empty GNU long name or link name is no override.
     let name = (longName || undefined) ?? text('path') ?? h.name;
@@ -182,44 +234,39 @@ export class TarReader {
     const dataStart = this.position;
     if (dataStart + padToBlock(dataSize) > this.options.maxTarBytes) throw this.tooLarge(`entry ${shown} at byte ${offset} declares ${dataSize} bytes`, 'maxTotalBytes', details);
 
-    let size = dataSize;
-    let sparse: SparseRegion[] | undefined;
+    const made = (sparse: SparseRegion[] | undefined, size: number, dataSize: number, name: string): TarEntry => {
+      if (sparse !== undefined) checkSparse(sparse, size, dataSize, invalid);
+      this.remaining = dataSize;
+      this.padding = padToBlock(dataSize) - dataSize; // a sparse map before the data fills whole blocks
+      return {
+        type,
+        flag: h.flag,
+        name,
+        linkname,
+        mode: h.mode,
+        uid,
+        gid,
+        size: headerOnly ? 0 : size,
+        mtime,
+        atime,
+        devmajor: h.devmajor,
+        devminor: h.devminor,
+        pax: records,
+        sparse,
+        offset,
+      };
+    };
     if (h.flag === 'S') {
       if (h.format !== 'gnu') throw invalid('an old GNU sparse entry without the GNU magic');
-      size = h.realSize;
-      sparse = await oldGnuSparseMap(h.block, this.sparseBlocks, invalid, shown, details);
-    } else {
-      // Most entries have no PAX records at all: no sparse map to look for (and no promise to make).
-      const sp = records.size === 0 ? undefined : await paxSparse(records, dataSize, this.sparseBlocks, invalid, details);
-      if (sp !== undefined) {
-        if (type !== 'file') throw invalid(`sparse records on a ${type} entry`);
-        ({ sparse } = sp);
-        size = sp.size;
-        dataSize = sp.dataSize;
-        if (sp.name !== undefined) name = sp.name;
-      }
+      return oldGnuSparseMap(h.block, this.sparseBlocks, invalid, shown, details).then((sparse) => made(sparse, h.realSize, dataSize, name));
     }
-    if (sparse !== undefined) checkSparse(sparse, size, dataSize, invalid);
-
-    this.remaining = dataSize;
-    this.padding = padToBlock(dataSize) - dataSize; // a sparse map before the data fills whole blocks
-    return {
-      type,
-      flag: h.flag,
-      name,
-      linkname,
-      mode: h.mode,
-      uid,
-      gid,
-      size: headerOnly ? 0 : size,
-      mtime,
-      atime,
-      devmajor: h.devmajor,
-      devminor: h.devminor,
-      pax: records,
-      sparse,
-      offset,
-    };
+    // Most entries have no PAX records at all: no sparse map to look for, and no promise to make.
+    if (records.size === 0) return made(undefined, dataSize, dataSize, name);
+    return paxSparse(records, dataSize, this.sparseBlocks, invalid, details).then((sp) => {
+      if (sp === undefined) return made(undefined, dataSize, dataSize, name);
+      if (type !== 'file') throw invalid(`sparse records on a ${type} entry`);
+      return made(sp.sparse, sp.size, sp.dataSize, sp.name ?? name);
+    });
   }
 
   private end(): null {
@@ -252,6 +299,27 @@ export class TarReader {
       if (this.buffered === 0 && !(await this.pull())) throw this.truncated();
       n -= this.takeUpTo(n).length;
     }
+  }
+
+  /** Drops `n` bytes that are buffered already. */
+  private skipBuffered(n: number): void {
+    while (n > 0) n -= this.takeUpTo(n).length;
+  }
+
+  /** The buffered byte `at` bytes ahead (there must be that many). */
+  private peekByte(at: number): number {
+    for (const c of this.chunks) {
+      if (at < c.length) return c[at]!;
+      at -= c.length;
+    }
+    throw new RangeError('peek past the buffered bytes');
+  }
+
+  /** Puts back bytes just taken, as if they had not been. */
+  private untake(b: Buffer): void {
+    this.chunks.unshift(b);
+    this.buffered += b.length;
+    this.position -= b.length;
   }
 
   /** Makes `n` bytes buffered; false when the stream ends first. */

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import { abortError, isFastpullError } from '../errors.js';
 import { type FileSink, SINK_MAX_FILE } from './filesink.js';
-import { LayerTree } from './layertree.js';
+import { LayerTree, type Node } from './layertree.js';
 import { type ApplyLimits, limitCode } from './limits.js';
 import { nativeFs } from './native.js';
 import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
@@ -65,7 +65,12 @@ export class LayerWriter {
     this.whiteouts = options.whiteouts(this.tree, report, (e) => this.owner(e));
   }
 
-  async entry(e: TarEntry): Promise<void> {
+  /**
+   * Writes one entry. Undefined when it is done already (a small file whose data was buffered went
+   * to the writer threads, say), else a promise of it: most entries of a layer of small files take
+   * no promise at all.
+   */
+  entry(e: TarEntry): Promise<void> | undefined {
     const report = this.report;
     report.begin(e);
     try {
@@ -74,18 +79,32 @@ export class LayerWriter {
       if (rel === '') {
         // The root is the snapshot directory itself; containerd ignores such entries too.
         report.stats.skipped++;
-        return;
+        return undefined;
       }
       // A whiteout may remove or replace what this layer made: nothing of it may still be queued.
-      if (baseOf(rel).startsWith(WHITEOUT_PREFIX)) await this.settle();
-      if (!this.whiteouts.convert(rel, e)) {
-        await this.write(rel, e);
-      }
+      if (baseOf(rel).startsWith(WHITEOUT_PREFIX)) return this.caught(this.settle().then(() => this.convertOrWrite(rel, e)));
+      return this.caught(this.convertOrWrite(rel, e));
     } catch (err) {
-      if (isFastpullError(err) || err === this.reader.sourceError) throw err;
-      if (this.signal?.aborted) throw abortError(this.signal, report.what);
-      throw fsError(err, report.label, report.entryDetails);
+      throw this.entryError(err);
     }
+  }
+
+  private convertOrWrite(rel: string, e: TarEntry): Promise<void> | undefined {
+    return this.whiteouts.convert(rel, e) ? undefined : this.write(rel, e);
+  }
+
+  /** `p` with its failure reported as the entry's (see {@link entryError}). */
+  private caught(p: Promise<void> | undefined): Promise<void> | undefined {
+    return p?.catch((err: unknown) => {
+      throw this.entryError(err);
+    });
+  }
+
+  /** An error while writing the current entry, as the caller sees it: a filesystem error names the entry. */
+  private entryError(err: unknown): unknown {
+    if (isFastpullError(err) || err === this.reader.sourceError) return err;
+    if (this.signal?.aborted) return abortError(this.signal, this.report.what);
+    return fsError(err, this.report.label, this.report.entryDetails);
   }
 
   /**
@@ -120,7 +139,7 @@ export class LayerWriter {
     return rel;
   }
 
-  private async write(rel: string, e: TarEntry): Promise<void> {
+  private write(rel: string, e: TarEntry): Promise<void> | undefined {
     switch (e.type) {
       case 'file':
         return this.file(rel, e);
@@ -142,15 +161,24 @@ export class LayerWriter {
     }
   }
 
-  private async file(rel: string, e: TarEntry): Promise<void> {
+  private file(rel: string, e: TarEntry): Promise<void> | undefined {
     this.fileBytes += e.size;
     if (this.fileBytes > this.limits.maxTotalBytes) this.overLimit('maxTotalBytes', `the layer's files reach ${this.fileBytes} bytes`);
     const mode = modeOf(e);
     const { uid, gid } = this.owner(e);
     const t = this.timesOf(e);
     // Replacing what this layer made: that must be on disk before it is removed.
-    if (this.tree.lookup(rel) !== undefined) await this.settle();
+    if (this.tree.lookup(rel) !== undefined) return this.settle().then(() => this.newFile(rel, e, mode, uid, gid, t));
+    return this.newFile(rel, e, mode, uid, gid, t);
+  }
+
+  private newFile(rel: string, e: TarEntry, mode: number, uid: number, gid: number, t: Times): Promise<void> | undefined {
     if (this.sink !== undefined && e.sparse === undefined && e.size <= SINK_MAX_FILE && !hasXattrs(e)) return this.queueFile(this.sink, rel, mode, uid, gid, t);
+    return this.writeFile(rel, e, mode, uid, gid, t);
+  }
+
+  /** A file written here, by this thread, as its data streams. */
+  private async writeFile(rel: string, e: TarEntry, mode: number, uid: number, gid: number, t: Times): Promise<void> {
     const parent = this.tree.prepare(rel, false);
     // O_EXCL: never through an existing name, a symlink above all.
     const fd = fs.openSync(this.tree.paths.fs(rel), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
@@ -174,25 +202,43 @@ export class LayerWriter {
 
   /**
    * A small new file, to the writer threads: its data is gathered here (views of the tar stream's
-   * buffers, copied by the sink) and the file made there, as file() would make it.
+   * buffers, copied by the sink) and the file made there, as writeFile() would make it. Without a
+   * promise when the data is buffered already and the sink has room.
    */
-  private async queueFile(sink: FileSink, rel: string, mode: number, uid: number, gid: number, times: Times): Promise<void> {
+  private queueFile(sink: FileSink, rel: string, mode: number, uid: number, gid: number, times: Times): Promise<void> | undefined {
     const parent = this.tree.prepare(rel, false);
-    const stats = this.report.stats;
+    const chunks = this.reader.takeData();
+    if (chunks === undefined) return this.gatherThenQueue(sink, parent, rel, mode, uid, gid, times);
+    return this.queue(sink, parent, rel, chunks, mode, uid, gid, times);
+  }
+
+  /** The data of a small file that is not all buffered yet, then the file to the sink. */
+  private async gatherThenQueue(sink: FileSink, parent: Map<string, Node>, rel: string, mode: number, uid: number, gid: number, times: Times): Promise<void> {
     const chunks: Buffer[] = [];
-    let size = 0;
     for await (const chunk of this.reader.data()) {
       chunks.push(chunk);
-      size += chunk.length;
       if (this.signal?.aborted) throw abortError(this.signal, this.report.what);
     }
+    await this.queue(sink, parent, rel, chunks, mode, uid, gid, times);
+  }
+
+  private queue(sink: FileSink, parent: Map<string, Node>, rel: string, chunks: Buffer[], mode: number, uid: number, gid: number, times: Times): Promise<void> | undefined {
+    let size = 0;
+    for (const c of chunks) size += c.length;
+    const stats = this.report.stats;
     parent.set(baseOf(rel), { kind: 'file' });
     stats.bytes += size;
     this.writeback?.wrote(size);
     const owner = this.sameOwner && (uid !== this.euid || gid !== this.egid) ? { uid, gid } : undefined;
     const { label, entryDetails: details } = this.report;
-    await sink.add({ path: Buffer.from(this.tree.paths.abs(rel), 'latin1'), chunks, mode, owner, times, label, details });
-    stats.files++;
+    const added = sink.add({ path: Buffer.from(this.tree.paths.abs(rel), 'latin1'), chunks, mode, owner, times, label, details });
+    if (added === undefined) {
+      stats.files++;
+      return undefined;
+    }
+    return added.then(() => {
+      stats.files++;
+    });
   }
 
   private async writeData(fd: number, writeback?: FileWriteback): Promise<void> {
