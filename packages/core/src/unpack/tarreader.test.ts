@@ -112,7 +112,7 @@ describe('TarReader', () => {
       { name: 'a', body: 'alpha' },
       { name: 'b', body: 'beta' },
     ]);
-    tar[1024 + 148] ^= 1; // b's checksum
+    tar[1024 + 148] = tar[1024 + 148]! ^ 1; // b's checksum
     for (const sync of [false, true]) {
       const err = await readAll(tar, tar.length, sync, () => true).then(
         () => undefined,
