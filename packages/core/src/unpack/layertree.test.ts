@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LayerTree } from './layertree.js';
+import { LayerTree, leaf } from './layertree.js';
 import { ApplyReport } from './report.js';
 
 let root: string;
@@ -28,7 +28,7 @@ function place(rel: string, kind: 'file' | 'symlink' | 'whiteout'): void {
   const parent = tree.prepare(rel, false);
   if (kind === 'symlink') fs.symlinkSync('/', path.join(root, rel));
   else fs.writeFileSync(path.join(root, rel), '');
-  parent.set(path.basename(rel), { kind });
+  parent.set(path.basename(rel), leaf(kind));
 }
 
 describe('LayerTree', () => {
@@ -54,6 +54,18 @@ describe('LayerTree', () => {
     expect(fs.readdirSync(root).sort()).toEqual(['f', 'link']);
   });
 
+  it('holds one shared, frozen node for every path of a kind that is not a directory', () => {
+    place('a', 'file');
+    place('b', 'file');
+    place('s', 'symlink');
+    expect(tree.lookup('a')).toBe(tree.lookup('b'));
+    expect(tree.lookup('s')).not.toBe(tree.lookup('a'));
+    expect(tree.lookup('s')?.kind).toBe('symlink');
+    // Nothing may write to a shared node (it would change every path of its kind).
+    expect(() => Object.assign(tree.lookup('a')!, { kind: 'dir' })).toThrow(TypeError);
+    expect(tree.lookup('b')?.kind).toBe('file');
+  });
+
   it('makes way: removes a file or a whole directory, and merges a directory over a directory', () => {
     place('f', 'file');
     tree.prepare('f', false);
@@ -62,7 +74,7 @@ describe('LayerTree', () => {
 
     tree.ensureParents('d/e/g');
     fs.writeFileSync(path.join(root, 'd/e/g'), 'x');
-    tree.lookup('d/e')!.children!.set('g', { kind: 'file' });
+    tree.lookup('d/e')!.children!.set('g', leaf('file'));
     tree.prepare('d', true); // a directory over a directory keeps its contents
     expect(fs.readFileSync(path.join(root, 'd/e/g'), 'utf8')).toBe('x');
     tree.prepare('d', false); // anything else replaces it whole

@@ -5,7 +5,7 @@
 // overlay form is containerd's overlay snapshotter's: a character device 0:0 for a deleted name, an
 // `overlay.opaque` xattr for a directory whose lower contents are gone.
 import fs from 'node:fs';
-import type { LayerTree } from './layertree.js';
+import { leaf, type LayerTree } from './layertree.js';
 import { nativeFs } from './native.js';
 import { baseOf, display, errnoOf } from './rawpath.js';
 import type { ApplyReport } from './report.js';
@@ -138,7 +138,7 @@ export class OverlayWhiteouts implements WhiteoutConverter {
       this.report.warn(`${this.report.label}: skipped: creating an overlay whiteout needs privilege (EPERM)`, true);
       return;
     }
-    parent.set(baseOf(rel), { kind: 'whiteout' });
+    parent.set(baseOf(rel), leaf('whiteout'));
     // As containerd: the whiteout belongs to whoever the entry names.
     if (this.options.sameOwner) fs.lchownSync(this.tree.paths.fs(rel), uid, gid);
     stats.whiteouts++;

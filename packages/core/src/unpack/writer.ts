@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import { abortError, isFastpullError } from '../errors.js';
 import { type FileSink, SINK_MAX_FILE } from './filesink.js';
-import { LayerTree, type Node } from './layertree.js';
+import { LayerTree, leaf, type Node } from './layertree.js';
 import { type ApplyLimits, limitCode } from './limits.js';
 import { nativeFs } from './native.js';
 import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
@@ -182,7 +182,7 @@ export class LayerWriter {
     const parent = this.tree.prepare(rel, false);
     // O_EXCL: never through an existing name, a symlink above all.
     const fd = fs.openSync(this.tree.paths.fs(rel), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-    parent.set(baseOf(rel), { kind: 'file' });
+    parent.set(baseOf(rel), leaf('file'));
     try {
       const writeback = this.writeback?.file(fd);
       if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
@@ -226,7 +226,7 @@ export class LayerWriter {
     let size = 0;
     for (const c of chunks) size += c.length;
     const stats = this.report.stats;
-    parent.set(baseOf(rel), { kind: 'file' });
+    parent.set(baseOf(rel), leaf('file'));
     stats.bytes += size;
     this.writeback?.wrote(size);
     const owner = this.sameOwner && (uid !== this.euid || gid !== this.egid) ? { uid, gid } : undefined;
@@ -308,7 +308,7 @@ export class LayerWriter {
     const parent = this.tree.prepare(rel, false);
     const abs = this.tree.paths.fs(rel);
     fs.symlinkSync(fsPath(target), abs); // kept verbatim: it resolves inside the container, never here
-    parent.set(baseOf(rel), { kind: 'symlink' });
+    parent.set(baseOf(rel), leaf('symlink'));
     if (this.sameOwner) fs.lchownSync(abs, uid, gid);
     setXattrs(this.tree.paths, this.report, rel, e);
     setTimesAt(this.tree.paths, rel, t);
@@ -333,7 +333,7 @@ export class LayerWriter {
     if (this.tree.lookup(target)?.kind !== kind) this.report.refuse('INVALID_LAYER', `hardlink target ${shown} was removed by this very entry`);
     // link(2) never follows a symlink target: a link to a symlink is a second name for the symlink.
     fs.linkSync(this.tree.paths.fs(target), this.tree.paths.fs(rel));
-    parent.set(baseOf(rel), { kind });
+    parent.set(baseOf(rel), leaf(kind));
   }
 
   private async special(rel: string, e: TarEntry): Promise<void> {
@@ -355,7 +355,7 @@ export class LayerWriter {
       this.report.warn(`${this.report.label}: skipped: creating a ${e.type} needs privilege (EPERM)`, true);
       return;
     }
-    parent.set(baseOf(rel), { kind: 'special' });
+    parent.set(baseOf(rel), leaf('special'));
     const abs = this.tree.paths.fs(rel);
     if (this.sameOwner) fs.lchownSync(abs, uid, gid);
     // chmod follows symlinks, but mknod just made this very name (it fails on an existing one), and only this apply writes here.
