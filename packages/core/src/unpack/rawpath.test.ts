@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cleanEntryPath, display, fsPath, RawRoot } from './rawpath.js';
 
@@ -12,6 +13,34 @@ describe('cleanEntryPath', () => {
     expect(cleanEntryPath('..a/b..', 't')).toBe('..a/b..');
     expect(() => cleanEntryPath('a\0b', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER' }));
     expect(() => cleanEntryPath('a/b/../c', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER', message: 't: path "a/b/../c" has a ".." component' }));
+  });
+
+  it('cleans any name as splitting on / and dropping empty and . components does, and refuses the same', () => {
+    /** The rule spelled out (how every name was cleaned before clean names were passed through as they are). */
+    function bySplit(name: string): string {
+      if (name.includes('\0')) throw new Error('NUL');
+      const parts: string[] = [];
+      for (const part of name.split('/')) {
+        if (part === '' || part === '.') continue;
+        if (part === '..') throw new Error('..');
+        parts.push(part);
+      }
+      return parts.join('/');
+    }
+    const outcome = (f: () => string): string => {
+      try {
+        return `ok ${f()}`;
+      } catch (e) {
+        return `fails ${(e as { code?: string }).code ?? 'HOSTILE_LAYER'}`;
+      }
+    };
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom('a', 'b', '.', '/', '\0', '\xe9'), { maxLength: 12 }), (chars) => {
+        const name = chars.join('');
+        expect(outcome(() => cleanEntryPath(name, 't'))).toBe(outcome(() => bySplit(name)));
+      }),
+      { numRuns: 5000 },
+    );
   });
 });
 

@@ -16,6 +16,7 @@ const ASCII = /^[\x00-\x7f]*$/;
  * (for a layer's entries: raw bytes, one char per byte).
  */
 export function cleanEntryPath(name: string, what: string): string {
+  if (isClean(name)) return name;
   if (name.includes('\0')) throw new FastpullError('HOSTILE_LAYER', `${what}: NUL in path ${JSON.stringify(name)}`);
   const parts: string[] = [];
   for (const part of name.split('/')) {
@@ -24,6 +25,25 @@ export function cleanEntryPath(name: string, what: string): string {
     parts.push(part);
   }
   return parts.join('/');
+}
+
+/**
+ * Whether `name` is already what {@link cleanEntryPath} makes of it: no NUL, no empty, `.` or `..`
+ * component (so no leading, trailing or doubled `/`). Most names of a layer's files are, and need no
+ * split, array and join.
+ */
+function isClean(name: string): boolean {
+  let start = 0;
+  for (let i = 0; i <= name.length; i++) {
+    const c = i === name.length ? 0x2f : name.charCodeAt(i);
+    if (c === 0) return false;
+    if (c !== 0x2f) continue;
+    const len = i - start;
+    if (len === 0) return false;
+    if (name.charCodeAt(start) === 0x2e && (len === 1 || (len === 2 && name.charCodeAt(start + 1) === 0x2e))) return false;
+    start = i + 1;
+  }
+  return true;
 }
 
 /** A raw name (latin1 chars) for people: decoded as UTF-8. */

@@ -365,12 +365,15 @@ export class LayerWriter {
   }
 
   private owner(e: TarEntry): { uid: number; gid: number } {
-    for (const [what, id] of [['uid', e.uid], ['gid', e.gid]] as const) {
-      if (!Number.isInteger(id) || id < 0 || id > MAX_ID) {
-        this.report.refuse('HOSTILE_LAYER', `${what} ${id} is out of range (0-${MAX_ID}; ${MAX_ID + 1} would mean "leave unchanged")`, { [what]: id });
-      }
-    }
+    this.checkId('uid', e.uid);
+    this.checkId('gid', e.gid);
     return { uid: e.uid, gid: e.gid };
+  }
+
+  private checkId(what: 'uid' | 'gid', id: number): void {
+    if (!Number.isInteger(id) || id < 0 || id > MAX_ID) {
+      this.report.refuse('HOSTILE_LAYER', `${what} ${id} is out of range (0-${MAX_ID}; ${MAX_ID + 1} would mean "leave unchanged")`, { [what]: id });
+    }
   }
 
   private timesOf(e: TarEntry): Times {
