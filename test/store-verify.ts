@@ -4,7 +4,7 @@
 // process left where nothing looks (ingests, active snapshots, trash, leases, temp files) is
 // counted as litter, not as a fault.
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { chainIDs, formatPlatform, openStore, type Digest, type ImageRecord } from '@fastpull/core';
 import { applyLayer, diffTrees, readTree, type BuiltImage, type ExpectedTree, type TreeEntry } from '@fastpull/core/testing';
@@ -221,15 +221,51 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
  * (fetch.ts missingRanges), and the record never lists a byte that is not in the file. `report`
  * (verifyStore's) saves reading the ingests' records again.
  */
-export async function resumeBound(root: string, image: BuiltImage, report?: StoreReport): Promise<Map<Digest, number>> {
+export async function resumeBound(root: string, image: BuiltImage, report?: StoreReport, why?: Map<Digest, string>): Promise<Map<Digest, number>> {
   const store = openStore(root);
   const ingested = report?.ingested ?? recordedIngests(root);
   const out = new Map<Digest, number>();
   const chains = chainIDs(image.layers.map((l) => l.diffID));
   for (const [i, l] of image.layers.entries()) {
-    if (await store.snapshots.isCommitted(chains[i]!)) out.set(l.digest, 0);
-    else if ((await store.content.info(l.digest))?.size === l.size) out.set(l.digest, 0);
-    else out.set(l.digest, l.size - (ingested.get(l.digest) ?? 0));
+    if (await store.snapshots.isCommitted(chains[i]!)) {
+      out.set(l.digest, 0);
+      why?.set(l.digest, `snapshot ${chains[i]} committed`);
+    } else if ((await store.content.info(l.digest))?.size === l.size) {
+      out.set(l.digest, 0);
+      why?.set(l.digest, 'blob committed in content');
+    } else {
+      out.set(l.digest, l.size - (ingested.get(l.digest) ?? 0));
+      why?.set(l.digest, ingested.has(l.digest) ? `ingests [${ingestsOf(root, l.digest).join('; ')}]` : 'nothing of it in the store');
+    }
+  }
+  return out;
+}
+
+/** The ingests of `digest` as the disk holds them: id, files, size of data, ranges recorded. */
+function ingestsOf(root: string, digest: Digest): string[] {
+  const out: string[] = [];
+  for (const id of ls(join(root, 'content', 'ingest'))) {
+    const dir = join(root, 'content', 'ingest', id);
+    try {
+      const ref = JSON.parse(readFileSync(join(dir, 'ref'), 'utf8')) as { digest: Digest };
+      if (ref.digest !== digest) continue;
+      const files = ls(dir).sort().join(',');
+      let size = '?';
+      try {
+        size = String(statSync(join(dir, 'data')).size);
+      } catch {
+        size = 'none';
+      }
+      let ranges = 'none';
+      try {
+        ranges = readFileSync(join(dir, 'ranges'), 'utf8');
+      } catch {
+        // no record
+      }
+      out.push(`${id}: files ${files}, data ${size} bytes, ranges ${ranges}`);
+    } catch {
+      // no readable ref: not resumable
+    }
   }
   return out;
 }
