@@ -146,10 +146,11 @@ export class TarReader {
   }
 
   /**
-   * The next entry when what is buffered already holds its header, else undefined with nothing
-   * taken ({@link next} then reads it). Only plain headers: one with PAX records, a GNU long name,
-   * a sparse map or the end of the archive is left to {@link next}. A layer of small files reads
-   * most of its entries this way, without a promise each.
+   * The next entry when what is buffered already holds its header, else undefined with nothing of
+   * it taken ({@link next} then reads it; what was left of the previous entry may be skipped
+   * already, as next() would). Only plain headers: one with PAX records, a GNU long name, a sparse
+   * map or the end of the archive is left to {@link next}. A layer of small files reads most of its
+   * entries this way, without a promise each.
    */
   nextSync(): TarEntry | null | undefined {
     if (this.ended) return null;
