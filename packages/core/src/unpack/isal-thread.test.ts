@@ -46,15 +46,68 @@ describe.skipIf(!available)('the in-process ISA-L decode thread', () => {
     expect(threads()).toBe(before);
   });
 
+  it('decodes from span to span while this thread never returns to its loop', () => {
+    type Streaming = {
+      create(r: Int32Array, notify: () => void): unknown;
+      input(z: unknown, b: Uint8Array, o: number, n: number): void;
+      output(z: unknown, b: Uint8Array, o: number, n: number): void;
+      end(z: unknown): void;
+      take(z: unknown, records: Float64Array): number;
+      close(z: unknown): void;
+    };
+    const a = createRequire(import.meta.url)(ADDON) as Streaming;
+    const data = layerLike((3 << 20) + (1 << 19), 23);
+    const blob = zlib.gzipSync(data);
+    let notified = 0;
+    const z = a.create(new Int32Array(5), () => notified++);
+    const spans = [0, 1, 2, 3].map(() => new Uint8Array(1 << 20));
+    try {
+      for (const span of spans) a.output(z, span, 0, span.length);
+      // Two input spans: the thread goes from the first to the second on its own.
+      const cut = blob.length >> 1;
+      a.input(z, blob, 0, cut);
+      a.input(z, blob, cut, blob.length - cut);
+      a.end(z);
+      // Records are taken here without yielding: the thread was never handed control back.
+      const records = new Float64Array(7 * 32);
+      let produced = 0;
+      let consumed = 0;
+      let closed = 0;
+      let end = false;
+      const deadline = Date.now() + 20_000;
+      while (!end && Date.now() < deadline) {
+        const n = a.take(z, records);
+        for (let i = 0; i < n; i++) {
+          const r = records.subarray(i * 7, i * 7 + 7);
+          expect(r[4]).toBe(0); // no error
+          produced += r[0]!;
+          consumed += r[1]!;
+          closed += r[2]!;
+          if (r[3] === 1) end = true;
+        }
+      }
+      expect(end).toBe(true);
+      expect(notified).toBe(0);
+      expect(consumed).toBe(blob.length);
+      expect(produced).toBe(data.length);
+      expect(closed).toBe(3); // three full spans; the rest of the data sits in the fourth
+      expect(Buffer.concat(spans).subarray(0, data.length).equals(data)).toBe(true);
+    } finally {
+      a.close(z);
+    }
+    expect(() => a.input(z, blob, 0, 1)).toThrow(/closed/);
+  });
+
   it('ends with a worker thread that is terminated while a call decodes', async () => {
     const blob = zlib.gzipSync(Buffer.alloc(256 << 20), { level: 1 });
     const before = threads();
     const worker = new Worker(
       `const { workerData, parentPort } = require('node:worker_threads');
        const a = require(workerData.addon);
-       const z = a.create(new Int32Array(5));
+       const z = a.create(new Int32Array(5), () => parentPort.postMessage('done'));
        const out = new Uint8Array(256 << 20);
-       a.inflate(z, workerData.blob, 0, workerData.blob.length, out, 0, out.length, () => parentPort.postMessage('done'));
+       a.output(z, out, 0, out.length);
+       a.input(z, workerData.blob, 0, workerData.blob.length);
        parentPort.postMessage('started');`,
       { eval: true, workerData: { addon: ADDON, blob } },
     );

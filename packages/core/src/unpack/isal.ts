@@ -9,14 +9,21 @@ interface IsalHandle {
   readonly __isalHandle: never;
 }
 
-/** The addon built from `native/fastpull_isal.c`. Every call fills in the Int32Array given to create(). */
+/** The addon built from `native/fastpull_isal.c`. */
 interface IsalAddon {
-  create(result: Int32Array): IsalHandle;
-  /** Decodes on the inflater's own thread (started by the first call); `done(true)` once the result is filled in (false: never ran). */
-  inflate(z: IsalHandle, input: Uint8Array, inOffset: number, inLength: number, output: Uint8Array, outOffset: number, outLength: number, done: (ran: boolean) => void): void;
-  /** The same on this thread. */
+  /** `notify` is called on this thread when records of the decode thread wait ({@link take}). */
+  create(result: Int32Array, notify?: () => void): IsalHandle;
+  /** Compressed bytes for the decode thread (started by the first span), after those queued; kept unchanged until records show them used. */
+  input(z: IsalHandle, bytes: Uint8Array, offset: number, length: number): void;
+  /** Room for decoded bytes, filled after the spans queued before; kept until a record closes it. */
+  output(z: IsalHandle, bytes: Uint8Array, offset: number, length: number): void;
+  /** No more input: a record with `end` follows once everything is decoded. */
+  end(z: IsalHandle): void;
+  /** Moves the waiting records into `records`, {@link RECORD} numbers each; returns how many. */
+  take(z: IsalHandle, records: Float64Array): number;
+  /** One stretch on this thread; fills in the Int32Array given to create(). */
   inflateSync(z: IsalHandle, input: Uint8Array, inOffset: number, inLength: number, output: Uint8Array, outOffset: number, outLength: number): void;
-  /** Ends the inflater's thread (after the call under way); a later inflate starts another. */
+  /** Ends the decode thread (after the stretch under way) and forgets the spans. */
   close(z: IsalHandle): void;
   /**
    * CPU nanoseconds of the decoding so far, on the clock of the thread that ran it: the decode
@@ -33,6 +40,18 @@ const R_PHASE = 3;
 const R_MEMBERS = 4;
 const PH_BETWEEN = 2;
 const PH_PADDING = 3;
+
+// A record of take(): produced, consumed, done (the head output span is closed), end, error, phase, members.
+const RECORD = 7;
+const REC_PRODUCED = 0;
+const REC_CONSUMED = 1;
+const REC_DONE = 2;
+const REC_END = 3;
+const REC_ERROR = 4;
+const REC_PHASE = 5;
+const REC_MEMBERS = 6;
+/** Records one take() moves at most (the addon keeps fewer than this). */
+const MAX_RECORDS = 32;
 
 /** What each error of the addon means, in zlib's words where zlib has one. */
 const ERRORS: Readonly<Record<number, string>> = {
@@ -74,8 +93,9 @@ function load(): IsalAddon | undefined {
   const file = fileURLToPath(ADDON_URL);
   try {
     const m = createRequire(import.meta.url)(file) as Partial<IsalAddon> | null;
-    if (typeof m?.create === 'function' && typeof m.inflate === 'function' && typeof m.inflateSync === 'function' && typeof m.close === 'function') return (addon = m as IsalAddon);
-    why = `${file} lacks create, inflate, inflateSync or close (a build from an older source)`;
+    const calls = ['create', 'input', 'output', 'end', 'take', 'inflateSync', 'close'] as const;
+    if (m && calls.every((c) => typeof m[c] === 'function')) return (addon = m as IsalAddon);
+    why = `${file} lacks one of ${calls.join(', ')} (a build from an older source)`;
   } catch (e) {
     const notBuilt = (e as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND';
     why = notBuilt
@@ -145,24 +165,49 @@ export interface IsalGunzipStream extends Transform {
   readonly cpuMs: number | undefined;
 }
 
+/** An output span queued to the decode thread: `read` bytes of it were pushed so far. */
+interface OutSpan {
+  buf: Buffer;
+  read: number;
+}
+
+/**
+ * Input chunks the decode thread holds before the stage takes no more until the oldest is used up:
+ * the next one is there when the decode thread finishes one, without a round trip.
+ */
+const INPUT_CHUNKS = 2;
+
+/** Output spans queued to the decode thread at once (while the reader keeps up). */
+const OUTPUT_SPANS = 2;
+
 class IsalGunzip extends Transform implements IsalGunzipStream {
   private readonly result = new Int32Array(5);
   private readonly z: IsalHandle;
   private readonly chunkSize: number;
   private readonly sync: boolean;
-  /** The chunk being decoded, how far, and the callback that releases it. */
+  private compressedBytes = 0;
+  private members = 0;
+  private phase = 0;
+  /** Whether decoding waits for the reader (the stage holds READ_AHEAD bytes). */
+  private waiting = false;
+
+  // On this thread (`sync`): the chunk being decoded, how far, and the callback that releases it.
   private input: Uint8Array = EMPTY;
   private inOffset = 0;
   private pending: TransformCallback | undefined;
   private out: Buffer | undefined;
   private outOffset = 0;
-  /** Whether decoding waits for the reader (the stage holds READ_AHEAD bytes). */
-  private waiting = false;
-  /** Whether a call runs on the decode thread; then `idle` runs when it ends. */
-  private busy = false;
-  private idle: (() => void) | undefined;
-  private compressedBytes = 0;
-  private phase = 0;
+
+  // On the decode thread: the input chunks it holds (oldest first) and how much of the oldest it used,
+  // the callback of the chunk that waits for room, the output spans it fills, and _flush's callback.
+  private readonly queued: Uint8Array[] = [];
+  private usedOfOldest = 0;
+  private held: TransformCallback | undefined;
+  private readonly spans: OutSpan[] = [];
+  private flushed: TransformCallback | undefined;
+  private readonly records = new Float64Array(MAX_RECORDS * RECORD);
+  /** Whether the decode thread was closed (a notification queued before may still come). */
+  private threadClosed = false;
 
   constructor(
     private readonly addon: IsalAddon,
@@ -171,41 +216,146 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     super({ readableHighWaterMark: READ_AHEAD });
     this.chunkSize = options.chunkSize ?? ISAL_CHUNK_SIZE;
     this.sync = options.sync ?? DEFAULT_SYNC;
-    this.z = addon.create(this.result);
+    this.z = this.sync ? addon.create(this.result) : addon.create(this.result, () => this.collect());
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.input = chunk;
-    this.inOffset = 0;
-    this.pending = callback;
-    this.step();
+    if (this.sync) {
+      this.input = chunk;
+      this.inOffset = 0;
+      this.pending = callback;
+      this.step();
+      return;
+    }
+    if (chunk.length === 0) {
+      callback();
+      return;
+    }
+    try {
+      this.addon.input(this.z, chunk, 0, chunk.length);
+    } catch (e) {
+      callback(this.internal(e));
+      return;
+    }
+    this.queued.push(chunk);
+    this.feed();
+    if (this.queued.length < INPUT_CHUNKS) callback();
+    else this.held = callback;
   }
 
   override _flush(callback: TransformCallback): void {
-    this.addon.close(this.z); // nothing more to decode: the decode thread can go now
-    if (this.phase === PH_BETWEEN || this.phase === PH_PADDING) callback();
-    else callback(this.corrupt('unexpected end of file'));
+    if (this.sync) {
+      this.addon.close(this.z);
+      callback(this.phase === PH_BETWEEN || this.phase === PH_PADDING ? undefined : this.corrupt('unexpected end of file'));
+      return;
+    }
+    // The decode thread may still hold input: the end is known once it has decoded everything.
+    this.flushed = callback;
+    try {
+      this.addon.end(this.z);
+    } catch (e) {
+      this.flushed = undefined;
+      callback(this.internal(e));
+      return;
+    }
+    this.feed();
   }
 
   override _read(size: number): void {
     if (this.waiting) {
       this.waiting = false;
-      this.step();
+      if (this.sync) this.step();
+      else this.feed();
     }
     super._read(size);
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // A call on the decode thread still writes into the buffers: finish only after it has returned.
-    const finish = () => {
-      this.addon.close(this.z);
-      callback(error);
-    };
-    if (this.busy) this.idle = finish;
-    else finish();
+    // Returns once the decode thread is gone: nothing writes into the spans after it.
+    this.close();
+    this.queued.length = 0;
+    this.spans.length = 0;
+    this.held = undefined;
+    this.flushed = undefined;
+    callback(error);
   }
 
-  /** Runs decode calls until the chunk is used up, the reader must catch up, or a call is under way on the decode thread. */
+  get cpuMs(): number | undefined {
+    return this.addon.cpuNs ? this.addon.cpuNs(this.z) / 1e6 : undefined;
+  }
+
+  private close(): void {
+    this.threadClosed = true;
+    this.addon.close(this.z);
+  }
+
+  /** Queues output spans to the decode thread while the reader keeps up. */
+  private feed(): void {
+    while (!this.threadClosed && !this.destroyed && !this.waiting && this.spans.length < OUTPUT_SPANS) {
+      const buf = Buffer.allocUnsafe(this.chunkSize);
+      try {
+        this.addon.output(this.z, buf, 0, buf.length);
+      } catch (e) {
+        this.destroy(this.internal(e));
+        return;
+      }
+      this.spans.push({ buf, read: 0 });
+    }
+  }
+
+  /** Takes the decode thread's records: pushes what it decoded, releases the input it used up. */
+  private collect(): void {
+    const r = this.records;
+    for (;;) {
+      if (this.threadClosed || this.destroyed) return;
+      const n = this.addon.take(this.z, r);
+      for (let i = 0; i < n; i++) {
+        if (this.destroyed) return;
+        const at = i * RECORD;
+        const consumed = r[at + REC_CONSUMED]!;
+        this.compressedBytes += consumed;
+        this.phase = r[at + REC_PHASE]!;
+        this.members = r[at + REC_MEMBERS]!;
+        const produced = r[at + REC_PRODUCED]!;
+        if (produced > 0) {
+          const span = this.spans[0]!;
+          if (!this.push(span.buf.subarray(span.read, span.read + produced))) this.waiting = true;
+          span.read += produced;
+        }
+        if (r[at + REC_DONE] === 1) this.spans.shift();
+        if (consumed > 0) this.used(consumed);
+        const error = r[at + REC_ERROR]!;
+        if (error !== 0) {
+          this.destroy(this.corrupt(ERRORS[error] ?? `ISA-L error ${error}`, error));
+          return;
+        }
+        if (r[at + REC_END] === 1) {
+          const callback = this.flushed;
+          this.flushed = undefined;
+          this.close(); // everything is decoded: the decode thread can go now
+          callback?.(this.phase === PH_BETWEEN || this.phase === PH_PADDING ? undefined : this.corrupt('unexpected end of file'));
+          return;
+        }
+      }
+      if (n < MAX_RECORDS) break;
+    }
+    this.feed();
+  }
+
+  /** The decode thread used up `n` more input bytes: lets go of the chunks it finished, and takes the next. */
+  private used(n: number): void {
+    this.usedOfOldest += n;
+    while (this.queued.length > 0 && this.usedOfOldest >= this.queued[0]!.length) {
+      this.usedOfOldest -= this.queued.shift()!.length;
+    }
+    if (this.held && this.queued.length < INPUT_CHUNKS) {
+      const callback = this.held;
+      this.held = undefined;
+      callback();
+    }
+  }
+
+  /** Runs decode calls on this thread until the chunk is used up or the reader must catch up. */
   private step(): void {
     for (;;) {
       if (this.destroyed) return;
@@ -213,35 +363,10 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
         this.out = Buffer.allocUnsafe(this.chunkSize);
         this.outOffset = 0;
       }
-      const args = [this.z, this.input, this.inOffset, this.input.length - this.inOffset, this.out, this.outOffset, this.out.length - this.outOffset] as const;
-      if (!this.sync) {
-        this.busy = true;
-        try {
-          this.addon.inflate(...args, this.done);
-        } catch (e) {
-          // Not queued (the addon could not create or queue the call): nothing runs, so fail the stage.
-          this.busy = false;
-          this.destroy(new FastpullError('INTERNAL', `inflating with isal: ${e instanceof Error ? e.message : String(e)}`, { cause: e }));
-        }
-        return;
-      }
-      this.addon.inflateSync(...args);
+      this.addon.inflateSync(this.z, this.input, this.inOffset, this.input.length - this.inOffset, this.out, this.outOffset, this.out.length - this.outOffset);
       if (!this.after()) return;
     }
   }
-
-  get cpuMs(): number | undefined {
-    return this.addon.cpuNs ? this.addon.cpuNs(this.z) / 1e6 : undefined;
-  }
-
-  private readonly done = (ran: boolean): void => {
-    this.busy = false;
-    const idle = this.idle;
-    this.idle = undefined;
-    if (idle) idle();
-    else if (!ran) this.destroy(new FastpullError('INTERNAL', 'inflating with isal: the decode call was cancelled'));
-    else if (this.after()) this.step();
-  };
 
   /** Takes one call's result; true when the next call should follow at once. */
   private after(): boolean {
@@ -251,6 +376,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     this.inOffset += r[R_CONSUMED]!;
     this.compressedBytes += r[R_CONSUMED]!;
     this.phase = r[R_PHASE]!;
+    this.members = r[R_MEMBERS]!;
     const produced = r[R_PRODUCED]!;
     let more = true;
     if (produced > 0) {
@@ -279,9 +405,13 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     callback?.(error);
   }
 
+  private internal(e: unknown): FastpullError {
+    return new FastpullError('INTERNAL', `inflating with isal: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  }
+
   private corrupt(what: string, isalError?: number): FastpullError {
     return new FastpullError('INVALID_LAYER', `corrupt gzip stream: isal: ${what}`, {
-      details: { inflater: 'isal', compressedBytes: this.compressedBytes, members: this.result[R_MEMBERS], ...(isalError !== undefined ? { isalError } : {}) },
+      details: { inflater: 'isal', compressedBytes: this.compressedBytes, members: this.members, ...(isalError !== undefined ? { isalError } : {}) },
     });
   }
 }
