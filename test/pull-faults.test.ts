@@ -50,7 +50,7 @@ describe('ranged fetch', () => {
     expect(ranged.length).toBe(Math.ceil(layer.size / (64 * 1024)));
     expect(reg.stats.blobBytesServed(layer.digest)).toBe(layer.size);
     expect(reg.stats.maxInFlight).toBeGreaterThan(1);
-    expect(openStore(root).content.info(layer.digest)).resolves.toEqual({ digest: layer.digest, size: layer.size });
+    await expect(openStore(root).content.info(layer.digest)).resolves.toEqual({ digest: layer.digest, size: layer.size });
     expectCleanStore(root);
   });
 
