@@ -472,6 +472,22 @@ static void update_ref(napi_env env, inflater* z) {
   z->refd = want;
 }
 
+// Starts z's decode thread unless it runs; false (with an exception thrown) when z was closed or
+// the thread cannot start.
+static bool ensure_thread(napi_env env, inflater* z) {
+  if (!z->tsfn) {
+    napi_throw_error(env, NULL, "isal: the inflater was closed, or its environment is shutting down");
+    return false;
+  }
+  if (z->thread_running) return true;
+  if (pthread_create(&z->thread, NULL, thread_main, z) != 0) {
+    napi_throw_error(env, NULL, "isal: cannot start the decode thread");
+    return false;
+  }
+  z->thread_running = true;
+  return true;
+}
+
 // Queues a span for the decode thread (input when `input`), starting the thread first if need be.
 static napi_value queue_span(napi_env env, napi_callback_info info, bool input) {
   size_t argc = 4;
@@ -482,17 +498,7 @@ static napi_value queue_span(napi_env env, napi_callback_info info, bool input) 
   inflater* z = take_span(env, a, argc, input ? "input(inflater, bytes, offset, length)" : "output(inflater, bytes, offset, length)", &p, &n);
   if (!z) return NULL;
   if (n == 0) return NULL;
-  if (!z->tsfn) {
-    napi_throw_error(env, NULL, "isal: the inflater was closed, or its environment is shutting down");
-    return NULL;
-  }
-  if (!z->thread_running) {
-    if (pthread_create(&z->thread, NULL, thread_main, z) != 0) {
-      napi_throw_error(env, NULL, "isal: cannot start the decode thread");
-      return NULL;
-    }
-    z->thread_running = true;
-  }
+  if (!ensure_thread(env, z)) return NULL;
   pthread_mutex_lock(&z->mu);
   int* count = input ? &z->in_n : &z->out_n;
   if (*count == MAX_SPANS || (input && z->ended)) {
@@ -532,17 +538,7 @@ static napi_value js_end(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "end(inflater)");
     return NULL;
   }
-  if (!z->tsfn) {
-    napi_throw_error(env, NULL, "isal: the inflater was closed, or its environment is shutting down");
-    return NULL;
-  }
-  if (!z->thread_running) {
-    if (pthread_create(&z->thread, NULL, thread_main, z) != 0) {
-      napi_throw_error(env, NULL, "isal: cannot start the decode thread");
-      return NULL;
-    }
-    z->thread_running = true;
-  }
+  if (!ensure_thread(env, z)) return NULL;
   pthread_mutex_lock(&z->mu);
   z->ended = true;
   pthread_cond_signal(&z->cv);

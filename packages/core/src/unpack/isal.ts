@@ -65,9 +65,10 @@ const ERRORS: Readonly<Record<number, string>> = {
 };
 
 /**
- * Output buffer of one decode call. Each call is a hop to the decode thread and back, and each buffer a
- * push through the streams: at 1 MiB a GiB takes 1,024 of each instead of 4,096 at 256 KiB, which
- * cut the stage's CPU per GiB of incompressible data by about a quarter (bench:decoders, bench/README.md).
+ * Size of each output buffer. Each buffer is a push through the streams (and was, before the decode
+ * thread streamed, a hop to it and back): at 1 MiB a GiB takes 1,024 of each instead of 4,096 at
+ * 256 KiB, which cut the stage's CPU per GiB of incompressible data by about a quarter
+ * (bench:decoders, bench/README.md).
  */
 export const ISAL_CHUNK_SIZE = 1024 * 1024;
 
@@ -138,9 +139,12 @@ export interface IsalGunzipOptions {
  * the same when the rest arrives in the same write). Every member's CRC-32 and ISIZE are checked.
  * Corrupt or truncated input destroys the stage with INVALID_LAYER ("corrupt gzip stream: isal: ...").
  *
- * Each decode call runs on the stage's own decode thread (unless `sync`), so the thread that reads
- * the output goes on with the previous chunk meanwhile. Memory is bounded: one input chunk is decoded in output
- * steps of `chunkSize`, and decoding stops while more than about 2 MiB of output waits for the reader.
+ * Decoding runs on the stage's own decode thread (unless `sync`), which goes from one queued span to
+ * the next without waiting for the thread that reads the output: that thread goes on with what came
+ * before meanwhile. Memory is bounded: two input chunks and two output buffers of `chunkSize` at a
+ * time, and no new output buffer while about 2 MiB of output waits for the reader. Output comes in
+ * whole buffers of `chunkSize` (the last one shorter) on the decode thread; `sync` pushes what each
+ * call decoded.
  * INVALID_ARGUMENT when the addon is not available ({@link isalAvailable}).
  * @example
  * await pipeline(fs.createReadStream('layer.tar.gz'), createIsalGunzip(), fs.createWriteStream('layer.tar'));
