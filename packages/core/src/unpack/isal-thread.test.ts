@@ -1,6 +1,9 @@
 // The in-process ISA-L stage's decode thread: one per stream while it decodes, gone when the stream
 // ends or is destroyed, and when the worker thread that owns it goes away mid-call.
-import { readdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -16,6 +19,7 @@ if (!available) console.log(`skipping the ISA-L decode thread tests: ${isalUnava
 
 const ADDON = fileURLToPath(new URL('../../native/build/Release/fastpull_isal.node', import.meta.url));
 const threads = (): number => readdirSync('/proc/self/task').length;
+const COMPILED = new URL('../../dist/unpack/isal.js', import.meta.url).href;
 
 describe.skipIf(!available)('the in-process ISA-L decode thread', () => {
   it('exists while a stream decodes and ends with the stream, whether it finishes or is destroyed', async () => {
@@ -96,6 +100,48 @@ describe.skipIf(!available)('the in-process ISA-L decode thread', () => {
       a.close(z);
     }
     expect(() => a.input(z, blob, 0, 1)).toThrow(/closed/);
+  });
+
+  it('lets go of every stream once it has ended or was destroyed (nothing of the decode thread holds it)', () => {
+    // The decode thread calls back through a function that holds the stream until the stream closes
+    // it; in a long-lived daemon a stream kept past its end would be a leak per layer.
+    const dir = mkdtempSync(join(tmpdir(), 'isal-gc-'));
+    try {
+      const script = `
+        const { createIsalGunzip } = await import(${JSON.stringify(COMPILED)});
+        const zlib = await import('node:zlib');
+        const { Readable, Writable } = await import('node:stream');
+        const { pipeline } = await import('node:stream/promises');
+        const blob = zlib.gzipSync(Buffer.alloc(4 << 20, 7));
+        const N = 20;
+        let collected = 0;
+        const registry = new FinalizationRegistry(() => collected++);
+        for (let i = 0; i < N; i++) {
+          const s = createIsalGunzip();
+          registry.register(s, i);
+          if (i % 2) {
+            await pipeline(Readable.from([blob]), s, new Writable({ write: (_c, _e, cb) => cb() }));
+          } else {
+            s.on('error', () => {});
+            s.write(blob);
+            await new Promise((r) => s.once('data', r));
+            s.destroy(new Error('stop'));
+            await new Promise((r) => s.once('close', r));
+          }
+        }
+        for (let i = 0; i < 50 && collected < N; i++) {
+          globalThis.gc();
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        console.log(collected + ' of ' + N);`;
+      const file = join(dir, 'gc.mjs');
+      writeFileSync(file, script);
+      const r = spawnSync(process.execPath, ['--expose-gc', file], { encoding: 'utf8', timeout: 60_000 });
+      expect(r.stderr).toBe('');
+      expect(r.stdout.trim()).toBe('20 of 20');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('ends with a worker thread that is terminated while a call decodes', async () => {
