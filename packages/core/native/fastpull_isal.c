@@ -334,20 +334,41 @@ static napi_value js_create(napi_env env, napi_callback_info info) {
   return self;
 }
 
-// Reads (z, bytes, offset, length) at a[0..3]; throws and returns NULL when they are not what they must be.
-static inflater* take_span(napi_env env, napi_value* a, size_t argc, const char* usage, uint8_t** p, uint32_t* n) {
+// The inflater `v` wraps; NULL (with a TypeError saying `usage`) when it is none.
+static inflater* unwrap_inflater(napi_env env, napi_value v, const char* usage) {
   inflater* z = NULL;
-  uint8_t* data;
-  size_t len;
-  uint32_t off;
-  if (argc < 4 || napi_unwrap(env, a[0], (void**)&z) != napi_ok || get_bytes(env, a[1], &data, &len) ||
-      napi_get_value_uint32(env, a[2], &off) != napi_ok || napi_get_value_uint32(env, a[3], n) != napi_ok ||
-      (uint64_t)off + *n > len) {
+  if (napi_unwrap(env, v, (void**)&z) != napi_ok) {
     napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
-  *p = data + off;
   return z;
+}
+
+// The inflater that is a call's only argument (see unwrap_inflater).
+static inflater* only_inflater(napi_env env, napi_callback_info info, const char* usage) {
+  size_t argc = 1;
+  napi_value a[1];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc < 1) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  return unwrap_inflater(env, a[0], usage);
+}
+
+// Reads the span (bytes, offset, length) at a[0..2] into *p and *n; false (with a TypeError saying
+// `usage`) when they are not what they must be.
+static bool get_span(napi_env env, const napi_value* a, const char* usage, uint8_t** p, uint32_t* n) {
+  uint8_t* data;
+  size_t len;
+  uint32_t off;
+  if (get_bytes(env, a[0], &data, &len) || napi_get_value_uint32(env, a[1], &off) != napi_ok || napi_get_value_uint32(env, a[2], n) != napi_ok ||
+      (uint64_t)off + *n > len) {
+    napi_throw_type_error(env, NULL, usage);
+    return false;
+  }
+  *p = data + off;
+  return true;
 }
 
 // inflateSync(z, input, inOffset, inLength, output, outOffset, outLength): one stretch on this
@@ -359,12 +380,12 @@ static napi_value js_inflate_sync(napi_env env, napi_callback_info info) {
   static const char usage[] = "inflateSync(inflater, input, inOffset, inLength, output, outOffset, outLength)";
   uint8_t *in, *out;
   uint32_t in_n, out_n;
-  inflater* z = argc >= 7 ? take_span(env, a, 4, usage, &in, &in_n) : NULL;
-  if (z && !take_span(env, (napi_value[]){a[0], a[4], a[5], a[6]}, 4, usage, &out, &out_n)) return NULL;
-  if (!z) {
-    if (argc < 7) napi_throw_type_error(env, NULL, usage);
+  if (argc < 7) {
+    napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
+  inflater* z = unwrap_inflater(env, a[0], usage);
+  if (!z || !get_span(env, a + 1, usage, &in, &in_n) || !get_span(env, a + 4, usage, &out, &out_n)) return NULL;
   if (z->thread_running) {
     napi_throw_error(env, NULL, "isal: the inflater decodes on its own thread");
     return NULL;
@@ -493,11 +514,15 @@ static napi_value queue_span(napi_env env, napi_callback_info info, bool input) 
   size_t argc = 4;
   napi_value a[4];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  const char* usage = input ? "input(inflater, bytes, offset, length)" : "output(inflater, bytes, offset, length)";
   uint8_t* p;
   uint32_t n;
-  inflater* z = take_span(env, a, argc, input ? "input(inflater, bytes, offset, length)" : "output(inflater, bytes, offset, length)", &p, &n);
-  if (!z) return NULL;
-  if (n == 0) return NULL;
+  if (argc < 4) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  inflater* z = unwrap_inflater(env, a[0], usage);
+  if (!z || !get_span(env, a + 1, usage, &p, &n) || n == 0) return NULL;
   if (!ensure_thread(env, z)) return NULL;
   pthread_mutex_lock(&z->mu);
   int* count = input ? &z->in_n : &z->out_n;
@@ -530,14 +555,8 @@ static napi_value js_output(napi_env env, napi_callback_info info) {
 
 // end(z): no more input; a record with `end` set follows once the decoder has given everything.
 static napi_value js_end(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value a[1];
-  inflater* z = NULL;
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 1 || napi_unwrap(env, a[0], (void**)&z) != napi_ok) {
-    napi_throw_type_error(env, NULL, "end(inflater)");
-    return NULL;
-  }
+  inflater* z = only_inflater(env, info, "end(inflater)");
+  if (!z) return NULL;
   if (!ensure_thread(env, z)) return NULL;
   pthread_mutex_lock(&z->mu);
   z->ended = true;
@@ -561,9 +580,14 @@ static napi_value js_take(napi_env env, napi_callback_info info) {
   void* p = NULL;
   napi_value ab;
   size_t off;
-  if (argc < 2 || napi_unwrap(env, a[0], (void**)&z) != napi_ok || napi_is_typedarray(env, a[1], &is) != napi_ok || !is ||
-      napi_get_typedarray_info(env, a[1], &type, &len, &p, &ab, &off) != napi_ok || type != napi_float64_array) {
-    napi_throw_type_error(env, NULL, "take(inflater, records: Float64Array)");
+  static const char usage[] = "take(inflater, records: Float64Array)";
+  if (argc < 2 || !(z = unwrap_inflater(env, a[0], usage))) {
+    if (argc < 2) napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  if (napi_is_typedarray(env, a[1], &is) != napi_ok || !is || napi_get_typedarray_info(env, a[1], &type, &len, &p, &ab, &off) != napi_ok ||
+      type != napi_float64_array) {
+    napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
   double* f = p;
@@ -595,14 +619,8 @@ static napi_value js_take(napi_env env, napi_callback_info info) {
 // the stream's spans: nothing writes into them after it returns. The stream is over: input(),
 // output() and end() throw after it (inflateSync still runs).
 static napi_value js_close(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value a[1];
-  inflater* z = NULL;
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 1 || napi_unwrap(env, a[0], (void**)&z) != napi_ok) {
-    napi_throw_type_error(env, NULL, "close(inflater)");
-    return NULL;
-  }
+  inflater* z = only_inflater(env, info, "close(inflater)");
+  if (!z) return NULL;
   stop_thread(z);
   clear_stream(z);
   // Lets go of the notify function (which holds the stream); a notification already queued still comes.
@@ -613,14 +631,9 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
 
 // cpuNs(z): CPU of z's decoding so far, in ns (see the top of this file).
 static napi_value js_cpu_ns(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value a[1], out;
-  inflater* z = NULL;
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 1 || napi_unwrap(env, a[0], (void**)&z) != napi_ok) {
-    napi_throw_type_error(env, NULL, "cpuNs(inflater)");
-    return NULL;
-  }
+  napi_value out;
+  inflater* z = only_inflater(env, info, "cpuNs(inflater)");
+  if (!z) return NULL;
   pthread_mutex_lock(&z->mu);
   double ns = z->cpu_ns;
   pthread_mutex_unlock(&z->mu);

@@ -250,7 +250,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   override _flush(callback: TransformCallback): void {
     if (this.sync) {
       this.addon.close(this.z);
-      callback(this.phase === PH_BETWEEN || this.phase === PH_PADDING ? undefined : this.corrupt('unexpected end of file'));
+      callback(this.endError());
       return;
     }
     // The decode thread may still hold input: the end is known once it has decoded everything.
@@ -337,7 +337,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
           const callback = this.flushed;
           this.flushed = undefined;
           this.close(); // everything is decoded: the decode thread can go now
-          callback?.(this.phase === PH_BETWEEN || this.phase === PH_PADDING ? undefined : this.corrupt('unexpected end of file'));
+          callback?.(this.endError());
           return;
         }
       }
@@ -407,6 +407,11 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     this.pending = undefined;
     this.input = EMPTY;
     callback?.(error);
+  }
+
+  /** At the end of the input: undefined after a whole member (or padding), else what is missing. */
+  private endError(): FastpullError | undefined {
+    return this.phase === PH_BETWEEN || this.phase === PH_PADDING ? undefined : this.corrupt('unexpected end of file');
   }
 
   private internal(e: unknown): FastpullError {
