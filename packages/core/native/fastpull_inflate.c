@@ -16,6 +16,8 @@
 #include <node_api.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -38,18 +40,10 @@ static double get_num(napi_env env, napi_value v) {
   return d;
 }
 
-// inflateJob(data, dataOffset, final, startKind, startBit, btype, bfinal, left, hdr, hdrBit,
-//            stopKey, out16, out8, cap, members, res, window): decodes one job; results go to res.
-// window: the member's bytes before the start (at most 32 KiB) when known, else null (markers).
-// startKind: a state (ST_*), or -1 to search for a boundary from startBit.
-static napi_value inflate_job(napi_env env, napi_callback_info info) {
-  size_t argc = 17;
-  napi_value a[17];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc < 17) {
-    napi_throw_type_error(env, NULL, "inflateJob: 17 arguments");
-    return NULL;
-  }
+// The 17 arguments of a job (data, dataOffset, final, startKind, startBit, btype, bfinal, left, hdr,
+// hdrBit, stopKey, out16, out8, cap, members, res, window) into A and *res; a TypeError thrown and -1
+// when they are not what a job takes (`what` names the call).
+static int job_from_args(napi_env env, napi_value* a, job_args* A, double** res, const char* what) {
   void *data, *hdr = NULL, *o16, *o8, *members, *resv, *win = NULL;
   size_t dlen, hlen = 0, l16, l8, lm, lres, wlen = 0;
   napi_valuetype ht, wt;
@@ -60,12 +54,14 @@ static napi_value inflate_job(napi_env env, napi_callback_info info) {
       (ht != napi_null && ht != napi_undefined && get_bytes(env, a[8], &hdr, &hlen)) ||
       (wt != napi_null && wt != napi_undefined && get_bytes(env, a[16], &win, &wlen)) || lres < O_RESULT_LEN * 8 ||
       l8 < WIN + 300) {
-    napi_throw_type_error(env, NULL, "inflateJob: bad buffers");
-    return NULL;
+    char msg[80];
+    snprintf(msg, sizeof msg, "%s: bad buffers", what);
+    napi_throw_type_error(env, NULL, msg);
+    return -1;
   }
   bool fin;
   napi_get_value_bool(env, a[2], &fin);
-  job_args A = {
+  *A = (job_args){
       .data = data, .dlen = dlen, .data_offset = (uint64_t)get_num(env, a[1]), .final = fin,
       .start_kind = (int)get_num(env, a[3]), .start_bit = (uint64_t)get_num(env, a[4]),
       .btype = (int)get_num(env, a[5]), .bfinal = (int)get_num(env, a[6]), .left = (uint32_t)get_num(env, a[7]),
@@ -75,16 +71,38 @@ static napi_value inflate_job(napi_env env, napi_callback_info info) {
   };
   // An empty window is a known one (a member that just began), not a missing one.
   static const uint8_t no_bytes[1];
-  if (wt != napi_null && wt != napi_undefined && A.window == NULL) A.window = no_bytes;
+  if (wt != napi_null && wt != napi_undefined && A->window == NULL) A->window = no_bytes;
   // The members array holds 3 numbers per member end and, after them, room for the segment CRCs.
   // (4 * M + 1 numbers: M member ends, then M + 1 segment CRCs.)
   size_t slots = lm / 8, m = slots > 0 ? (slots - 1) / 4 : 0;
-  A.lm = 24 * m;
-  A.crcs = (double*)members + 3 * m;
-  A.ncrcs = slots - 3 * m;
-  if (decode_job(&A, (double*)resv) != 0) napi_throw_error(env, NULL, "inflateJob: out of memory");
+  A->lm = 24 * m;
+  A->crcs = (double*)members + 3 * m;
+  A->ncrcs = slots - 3 * m;
+  *res = resv;
+  return 0;
+}
+
+// inflateJob(data, dataOffset, final, startKind, startBit, btype, bfinal, left, hdr, hdrBit,
+//            stopKey, out16, out8, cap, members, res, window): decodes one job on the calling
+// thread; results go to res.
+// window: the member's bytes before the start (at most 32 KiB) when known, else null (markers).
+// startKind: a state (ST_*), or -1 to search for a boundary from startBit.
+static napi_value inflate_job(napi_env env, napi_callback_info info) {
+  size_t argc = 17;
+  napi_value a[17];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc < 17) {
+    napi_throw_type_error(env, NULL, "inflateJob: 17 arguments");
+    return NULL;
+  }
+  job_args A;
+  double* res;
+  if (job_from_args(env, a, &A, &res, "inflateJob") != 0) return NULL;
+  if (decode_job(&A, res) != 0) napi_throw_error(env, NULL, "inflateJob: out of memory");
   return NULL;
 }
+
+#include "fastpull_inflate_threads.h"
 
 // resolveMarkers(src16, count, window, minIndex, dst8): dst8[i] = src16[i] for a byte, window[m] for a
 // marker 0x8000|m. Returns -1, or the index of the first marker below minIndex (a distance reaching
@@ -237,6 +255,10 @@ static napi_value init(napi_env env, napi_value exports) {
       {"crc32Combine", NULL, crc32_combine_js, NULL, NULL, NULL, napi_default, NULL},
       {"useZlib", NULL, use_zlib_js, NULL, NULL, NULL, napi_default, NULL},
       {"discard", NULL, discard, NULL, NULL, NULL, napi_default, NULL},
+      {"decodeRunner", NULL, js_runner, NULL, NULL, NULL, napi_default, NULL},
+      {"decodeSubmit", NULL, js_submit, NULL, NULL, NULL, napi_default, NULL},
+      {"decodeRunnerClose", NULL, js_runner_close, NULL, NULL, NULL, napi_default, NULL},
+      {"decodeThreads", NULL, js_threads, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -1,4 +1,8 @@
 // The inflate budget: its counters, shared across threads, and pools that decode within it.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import zlib from 'node:zlib';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -196,21 +200,66 @@ describe.skipIf(!available)('parallel gunzip within a budget', () => {
     expect(budget.slotBytesHeld).toBe(0);
   });
 
-  it('ends its threads once no stream used the pool for a while, and starts them again', async () => {
-    const budget = InflateBudget.create({ running: 2, slotBytes: 4 * slotBytes() });
-    const quick = new InflatePool({ threads: 2, budget, idleMs: 300 });
-    const slow = new InflatePool({ threads: 2, budget, idleMs: 60_000 });
-    pools.push(quick, slow);
-    expect((await gunzip(quick)).equals(data)).toBe(true);
-    expect(quick.threadsAlive).toBeGreaterThan(0);
-    expect((await gunzip(slow)).equals(data)).toBe(true);
-    for (let i = 0; i < 400 && quick.threadsAlive > 0; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(quick.threadsAlive).toBe(0);
-    expect(slow.threadsAlive).toBeGreaterThan(0);
-    expect((await gunzip(quick)).equals(data)).toBe(true);
-    expect(quick.threadsAlive).toBeGreaterThan(0);
+  it('runs the jobs of every pool on the same decode threads of the process', async () => {
+    const budget = InflateBudget.create({ running: 4, slotBytes: 8 * slotBytes() });
+    const three = [1, 2, 3].map(() => new InflatePool({ threads: 2, budget }));
+    pools.push(...three);
+    const outs = await Promise.all(three.map((p) => gunzip(p)));
+    for (const out of outs) expect(out.equals(data)).toBe(true);
+    expect(budget.peakRunning).toBeGreaterThan(1);
+    // As many threads as the most any pool of the process asked for (the machine's cores for the
+    // shared pool), not a set per pool: three pools of two would be six.
+    expect(three[0]!.threadsAlive).toBeGreaterThanOrEqual(2);
+    expect(three[0]!.threadsAlive).toBeLessThanOrEqual(Math.max(2, availableParallelism()));
+    expect(three.map((p) => p.jobsRunning)).toEqual([0, 0, 0]);
+    for (const p of three) expect(p.cpuMs(p)).toBeDefined();
     expect(() => new InflatePool({ threads: 1, idleMs: -1 })).toThrow(/idleMs/);
   });
+
+  it.skipIf(!compiledWorker('pargzip.js'))('outlives threads that end while their jobs decode, and lets the process exit', () => {
+    // Worker threads decode through their own pools and are terminated mid-stream, their jobs still on
+    // the decode threads: each thread's end waits for its jobs that are decoding (they write into its
+    // slots), and the decode threads go on serving the others. The child then decodes on its main
+    // thread and must exit by itself (an idle runner holds no event loop).
+    const url = new URL(`file://${compiledWorker('pargzip.js')!}`).href;
+    const dir = mkdtempSync(join(tmpdir(), 'fastpull-pargzip-'));
+    try {
+      const script = `
+        const { Worker } = await import('node:worker_threads');
+        const zlib = await import('node:zlib');
+        const { createParallelGunzip, InflatePool } = await import(${JSON.stringify(url)});
+        const data = Buffer.alloc(24 << 20);
+        for (let i = 0; i < data.length; i += 4096) data.write(String(i * 2654435761 % 1000003), i);
+        const gz = zlib.gzipSync(data, { level: 1 });
+        const body = \`
+          const { parentPort, workerData } = require('node:worker_threads');
+          import(\${JSON.stringify(${JSON.stringify(url)})}).then((m) => {
+            const g = m.createParallelGunzip({ pool: new m.InflatePool({ threads: 2 }), chunkSize: 256 * 1024, size: workerData.length });
+            let n = 0;
+            g.on('data', (c) => { if ((n += c.length) >= 1 << 20) parentPort.postMessage('decoding'); });
+            g.end(Buffer.from(workerData));
+          });\`;
+        for (let round = 0; round < 6; round++) {
+          const w = new Worker(body, { eval: true, workerData: gz });
+          await new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); });
+          await w.terminate();
+        }
+        const pool = new InflatePool({ threads: 2 });
+        const g = createParallelGunzip({ pool, chunkSize: 256 * 1024, size: gz.length });
+        const out = [];
+        g.on('data', (c) => out.push(c));
+        await new Promise((resolve, reject) => { g.on('end', resolve); g.on('error', reject); g.end(gz); });
+        console.log(Buffer.concat(out).equals(data) ? 'equal' : 'different', pool.threadsAlive);`;
+      const file = join(dir, 'ends.mjs');
+      writeFileSync(file, script);
+      const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 120_000 });
+      expect(r.stderr).toBe('');
+      expect([r.status, r.signal]).toEqual([0, null]);
+      expect(r.stdout.trim()).toBe(`equal ${Math.max(2, availableParallelism())}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 150_000);
 
   it.skipIf(!nativeInflate()?.discard)('discards a slot let go: its pages read as zeros and are reused', () => {
     const slot = new JobSlot(1, 1024 * 1024, 1024 * 1024);

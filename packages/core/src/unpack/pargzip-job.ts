@@ -150,7 +150,22 @@ interface NativeInflate {
    * unless FASTPULL_INFLATE_PORTABLE=1.
    */
   useZlib(on?: boolean): boolean;
+  /**
+   * This thread's way to the process's decode threads (at least `threads` of them run): jobs given to
+   * {@link decodeSubmit} end with `onDone(id, cpuNs, failed)` on this thread (cpuNs -1 without a
+   * thread clock; failed: out of memory). Absent from addons built before it.
+   */
+  decodeRunner?(onDone: (id: number, cpuNs: number, failed: boolean) => void, threads: number): DecodeRunner;
+  /** Queues a job (the arguments of inflateJob after the runner and an id); its buffers must not be touched until it is done. */
+  decodeSubmit?(runner: DecodeRunner, id: number, ...args: Parameters<NativeInflate['inflateJob']>): void;
+  /** No more jobs or reports through `runner`; jobs already decoding finish. */
+  decodeRunnerClose?(runner: DecodeRunner): void;
+  /** Decode threads running in the process. */
+  decodeThreads?(): number;
 }
+
+/** A thread's handle on the process's decode threads (see NativeInflate.decodeRunner). */
+export type DecodeRunner = object & { readonly __brand?: 'DecodeRunner' };
 
 const ADDON_URL = new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url);
 let loaded: NativeInflate | null | undefined;
@@ -213,10 +228,16 @@ export type WireJob = Omit<JobInput, 'data'> & { dataLength: number };
 /** A job's result as it travels back: counts instead of the views (the slot holds the bytes). */
 export type WireResult = Omit<JobResult, 'out16' | 'out8' | 'slot' | 'lease'> & { n16: number; n8: number };
 
-/** Runs one job whose input is the first `job.dataLength` bytes of `slot.input`, on this thread. */
-export function runJob(job: WireJob, slot: JobSlot): WireResult {
-  const native = nativeInflate();
-  if (!native) throw new Error('the inflate addon is not built');
+/** A job ready for the native call: its arguments, and the views its results land in. */
+export interface PreparedJob {
+  args: Parameters<NativeInflate['inflateJob']>;
+  data: Uint8Array;
+  members: Float64Array;
+  res: Float64Array;
+}
+
+/** The native call for a job whose input is the first `job.dataLength` bytes of `slot.input`. */
+export function prepareJob(job: WireJob, slot: JobSlot): PreparedJob {
   if (job.cap > slot.cap || job.dataLength > slot.inputBytes) throw new RangeError('job larger than its slot');
   const data = slot.input.subarray(0, job.dataLength);
   const cap16 = (job.window || job.kind === St.Member ? 0 : Math.min(job.cap, MARKED_MAX)) + SLACK;
@@ -224,10 +245,16 @@ export function runJob(job: WireJob, slot: JobSlot): WireResult {
   const out8 = slot.out8.subarray(0, WINDOW + job.cap + SLACK);
   const members = new Float64Array(4 * MEMBERS_PER_JOB + 1);
   const res = new Float64Array(RESULT_LEN);
-  native.inflateJob(
+  const args: PreparedJob['args'] = [
     data, job.dataOffset, job.final, job.kind, job.bit, job.btype, job.bfinal, job.left, job.hdr, job.hdrBit,
     job.stopKey === Infinity ? 2e19 : job.stopKey, out16, out8, job.cap, members, res, job.window,
-  );
+  ];
+  return { args, data, members, res };
+}
+
+/** What a prepared job's native call produced. */
+export function finishJob(job: WireJob, p: PreparedJob): WireResult {
+  const { data, members, res } = p;
   const [status, error, state, bit, btype, bfinal, left, hdrBit, hdrLen, key, n16, n8, startKey, startKind, nMembers] = res as unknown as number[];
   let hdr: Uint8Array | null = null;
   if (state === St.Huff && btype === 2) {
@@ -249,4 +276,13 @@ export function runJob(job: WireJob, slot: JobSlot): WireResult {
     members: Array.from(members.subarray(0, 3 * nMembers!)),
     crcs: Array.from(members.subarray(3 * MEMBERS_PER_JOB, 3 * MEMBERS_PER_JOB + nMembers! + 1)),
   };
+}
+
+/** Runs one job whose input is the first `job.dataLength` bytes of `slot.input`, on this thread. */
+export function runJob(job: WireJob, slot: JobSlot): WireResult {
+  const native = nativeInflate();
+  if (!native) throw new Error('the inflate addon is not built');
+  const p = prepareJob(job, slot);
+  native.inflateJob(...p.args);
+  return finishJob(job, p);
 }

@@ -1,12 +1,9 @@
-// The decode threads of the parallel gunzip: a pool of workers that run jobs in shared slots it lends out.
+// The parallel gunzip's way to its decode threads: runs jobs, in order of priority, in shared slots it lends out.
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
 import { FastpullError } from '../errors.js';
 import { type InflateBudget, processInflateBudget } from './pargzip-budget.js';
-import { JobSlot, nativeInflate, runJob, WINDOW, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
-import type { FromInflateWorker, SlotRef, ToInflateWorker } from './pargzip-worker.js';
+import { finishJob, JobSlot, nativeInflate, prepareJob, runJob, WINDOW, type DecodeRunner, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
 import { nativeHash } from './native.js';
-import { compiledWorker } from './pool.js';
 
 /** A slot lent to a stream for one job (and its result, until released). */
 export interface SlotLease {
@@ -23,17 +20,16 @@ interface QueuedJob {
   reject: (e: Error) => void;
 }
 
-/** Milliseconds a pool with no stream keeps its idle threads, by default. */
-const IDLE_THREAD_MS = 2000;
-
 /** Free slots kept per decode thread (beyond them a released slot is let go). */
 const FREE_SLOTS_PER_THREAD = 1;
 
 /**
- * Worker threads that run decode jobs, one at a time each, in order of priority: a job the output is
- * waiting for goes before speculative ones. Jobs read and write shared slots ({@link JobSlot}) that the
- * pool lends and takes back, so no buffer moves between threads. Jobs running at once and the bytes of
- * slots count against a budget that all pools of the process share ({@link InflateBudget}).
+ * Runs decode jobs on the process's decode threads (native/fastpull_inflate_threads.h: one set of
+ * threads for every pool of every unpack worker), at most `threads` of this pool's at once, in order
+ * of priority: a job the output is waiting for goes before speculative ones. Jobs read and write
+ * shared slots ({@link JobSlot}) that the pool lends and takes back, so no buffer moves between
+ * threads. Jobs running at once and the bytes of slots count against a budget that all pools of the
+ * process share ({@link InflateBudget}).
  * @example
  * const pool = new InflatePool({ threads: 4 });
  * try {
@@ -47,10 +43,10 @@ export class InflatePool {
   readonly threads: number;
   /** What this pool's jobs and slots count against. */
   readonly budget: InflateBudget;
-  private readonly script: string | undefined;
-  private readonly idle: Worker[] = [];
-  /** Each worker, with the slots whose buffer it already has. */
-  private readonly all = new Map<Worker, Set<number>>();
+  /** The way to the process's decode threads; undefined for `threads: 0`, or until the first job. */
+  private runner: DecodeRunner | undefined;
+  /** Jobs on the decode threads, by id. */
+  private readonly running = new Map<number, { entry: QueuedJob; done: (cpuNs: number, failed: boolean) => void }>();
   private readonly queue: QueuedJob[] = [];
   private busy = 0;
   private nextId = 1;
@@ -69,24 +65,18 @@ export class InflatePool {
   private readonly owners = new Set<object>();
   /** Callers of {@link slotFreed} waiting for a slot of this pool to come back. */
   private slotWaiters: (() => void)[] = [];
-  /** Milliseconds a pool with no stream keeps its idle threads. */
-  private readonly idleMs: number;
-  private retireTimer: NodeJS.Timeout | undefined;
-
   /**
-   * `threads` defaults to the machine's cores; 0 decodes on the calling thread (tests). `budget`
-   * defaults to the process's ({@link processInflateBudget}). Threads end once no stream has used the
-   * pool for `idleMs` (default 2 s): every unpack worker has a pool, and a long-lived process would
-   * otherwise keep each pool's threads (some 9 MiB each) for good. INVALID_ARGUMENT for a negative
-   * or fractional count.
+   * `threads` (default the machine's cores): this pool's jobs running at once, and at least as many
+   * decode threads run in the process; 0 decodes on the calling thread (tests). `budget` defaults to
+   * the process's ({@link processInflateBudget}). `idleMs` is accepted and ignored: the decode
+   * threads are the process's (a few hundred KiB each), not the pool's to end. INVALID_ARGUMENT for
+   * a negative or fractional count.
    */
   constructor(options: { threads?: number; budget?: InflateBudget; idleMs?: number } = {}) {
     this.threads = options.threads ?? availableParallelism();
     if (!Number.isInteger(this.threads) || this.threads < 0) throw new FastpullError('INVALID_ARGUMENT', `inflate threads ${options.threads}: want an integer >= 0`);
-    this.idleMs = options.idleMs ?? IDLE_THREAD_MS;
-    if (!(this.idleMs >= 0)) throw new FastpullError('INVALID_ARGUMENT', `inflate idleMs ${options.idleMs}: want a number >= 0`);
+    if (options.idleMs !== undefined && !(options.idleMs >= 0)) throw new FastpullError('INVALID_ARGUMENT', `inflate idleMs ${options.idleMs}: want a number >= 0`);
     this.budget = options.budget ?? processInflateBudget();
-    this.script = this.threads === 0 ? undefined : compiledWorker('pargzip-worker.js');
   }
 
   /** Whether the native decoder is available (else {@link createParallelGunzip} cannot be used). */
@@ -99,9 +89,14 @@ export class InflatePool {
     return this.lent.size + this.free.filter((f) => f.resident).length;
   }
 
-  /** Decode threads alive, busy or idle; for tests. */
+  /** Decode threads running in the process (every pool's jobs share them); for tests. */
   get threadsAlive(): number {
-    return this.all.size;
+    return nativeInflate()?.decodeThreads?.() ?? 0;
+  }
+
+  /** This pool's jobs on the decode threads now; for tests. */
+  get jobsRunning(): number {
+    return this.running.size;
   }
 
   /** Slots ever allocated; for tests. */
@@ -174,8 +169,6 @@ export class InflatePool {
     }
     const lease = this.nextLease++;
     this.owners.add(owner);
-    clearTimeout(this.retireTimer);
-    this.retireTimer = undefined;
     this.lent.set(slot, { lease, owner, running: false, releaseWhenDone: false });
     return { slot, lease };
   }
@@ -228,12 +221,9 @@ export class InflatePool {
     for (let i = this.free.length - 1; i >= 0; i--) if (!this.free[i]!.resident && ++discarded > Math.max(1, this.threads) * 2 + 2) this.forget(i);
   }
 
-  /** Drops free slot `i` for good: no thread keeps a view on it. */
+  /** Drops free slot `i` for good. */
   private forget(i: number): void {
-    const gone = this.free.splice(i, 1)[0]!;
-    for (const [w, known] of this.all) {
-      if (known.delete(gone.id)) w.postMessage({ id: 0, forget: gone.id } satisfies ToInflateWorker);
-    }
+    this.free.splice(i, 1);
   }
 
   /** Runs a job whose input the caller wrote into its slot; `urgent` ones go first. */
@@ -243,7 +233,7 @@ export class InflatePool {
     const wire: WireJob = { ...rest, dataLength: data.length };
     return new Promise((resolve, reject) => {
       const entry: QueuedJob = { job: wire, lease, urgent, owner, resolve, reject };
-      if (!this.script) {
+      if (this.threads === 0) {
         this.setRunning(lease, true);
         setImmediate(() => {
           this.setRunning(lease, false);
@@ -277,26 +267,8 @@ export class InflatePool {
     for (let i = this.queue.length - 1; i >= 0; i--) if (this.queue[i]!.owner === owner) this.queue.splice(i, 1);
     this.owners.delete(owner);
     for (const [slot, info] of [...this.lent]) if (info.owner === owner) this.release({ slot, lease: info.lease });
-    // No stream left: the free slots' bytes go back to the budget for other pools, and the threads
-    // end unless a stream comes soon.
-    if (this.owners.size === 0) {
-      this.trimFree(0);
-      this.retireLater();
-    }
-  }
-
-  private retireLater(): void {
-    clearTimeout(this.retireTimer);
-    this.retireTimer = setTimeout(() => {
-      this.retireTimer = undefined;
-      if (this.owners.size > 0) return;
-      if (this.busy > 0 || this.queue.length > 0) return this.retireLater();
-      for (const w of this.idle.splice(0)) {
-        this.all.delete(w);
-        void w.terminate();
-      }
-    }, this.idleMs);
-    this.retireTimer.unref();
+    // No stream left: the free slots' bytes go back to the budget for other pools.
+    if (this.owners.size === 0) this.trimFree(0);
   }
 
   private setRunning(l: SlotLease, running: boolean): void {
@@ -314,46 +286,44 @@ export class InflatePool {
         return;
       }
       const entry = this.queue.shift()!;
-      const worker = this.idle.pop() ?? this.spawn();
-      const known = this.all.get(worker)!;
       this.busy++;
-      worker.ref();
       const id = this.nextId++;
-      const finish = () => {
-        worker.off('message', onMessage);
-        worker.off('error', onError);
+      let prepared: ReturnType<typeof prepareJob>;
+      try {
+        prepared = prepareJob(entry.job, entry.lease.slot);
+        this.runner ??= this.openRunner();
+        this.setRunning(entry.lease, true);
+        nativeInflate()!.decodeSubmit!(this.runner, id, ...prepared.args);
+      } catch (e) {
         this.busy--;
         this.budget.endRun();
-      };
-      const onMessage = (msg: FromInflateWorker) => {
-        if (msg.id !== id) return;
-        finish();
-        this.addCpu(entry.owner, msg.cpuNs);
-        worker.unref();
-        this.idle.push(worker);
         this.setRunning(entry.lease, false);
-        if (msg.ok) entry.resolve(attach(msg.result, entry.lease));
-        else entry.reject(new FastpullError('INTERNAL', `inflate worker: ${msg.message}`));
-        this.pump();
-      };
-      const onError = (e: Error) => {
-        finish();
-        this.all.delete(worker);
-        this.setRunning(entry.lease, false);
-        entry.reject(new FastpullError('INTERNAL', `inflate worker failed: ${e.message}`, { cause: e }));
-        this.pump();
-      };
-      worker.on('message', onMessage);
-      worker.on('error', onError);
-      const slot = entry.lease.slot;
-      const ref: SlotRef = { id: slot.id, cap: slot.cap, inputBytes: slot.inputBytes };
-      if (!known.has(slot.id)) {
-        ref.buffer = slot.buffer;
-        known.add(slot.id);
+        entry.reject(e instanceof FastpullError ? e : new FastpullError('INTERNAL', `inflate job: ${(e as Error).message}`, { cause: e }));
+        continue;
       }
-      this.setRunning(entry.lease, true);
-      worker.postMessage({ id, job: entry.job, slot: ref } satisfies ToInflateWorker);
+      const done = (cpuNs: number, failed: boolean): void => {
+        this.busy--;
+        this.budget.endRun();
+        if (cpuNs >= 0) this.addCpu(entry.owner, cpuNs);
+        this.setRunning(entry.lease, false);
+        if (failed) entry.reject(new FastpullError('INTERNAL', 'inflate job: out of memory'));
+        else entry.resolve(attach(finishJob(entry.job, prepared), entry.lease));
+        this.pump();
+      };
+      this.running.set(id, { entry, done });
     }
+  }
+
+  /** The way to the decode threads, whose reports come back on this thread. */
+  private openRunner(): DecodeRunner {
+    const native = nativeInflate();
+    if (!native?.decodeRunner) throw new FastpullError('INTERNAL', 'inflate job: the inflate addon has no decode threads (rebuild it)');
+    return native.decodeRunner((id: number, cpuNs: number, failed: boolean) => {
+      const job = this.running.get(id);
+      if (!job) return;
+      this.running.delete(id);
+      job.done(cpuNs, failed);
+    }, this.threads);
   }
 
   /** Pumps again once the budget changed since `generation`. */
@@ -371,25 +341,21 @@ export class InflatePool {
     return this.budget.changed(generation, true).then(() => void this.ownWaits--);
   }
 
-  private spawn(): Worker {
-    const worker = new Worker(this.script!);
-    this.all.set(worker, new Set());
-    worker.on('exit', () => {
-      this.all.delete(worker);
-      const i = this.idle.indexOf(worker);
-      if (i >= 0) this.idle.splice(i, 1);
-    });
-    return worker;
-  }
-
-  /** Stops the threads and gives the slots' bytes back to the budget. */
+  /**
+   * Drops the queued jobs and forgets those on the decode threads (their promises never settle; the
+   * running ones finish in memory the runner keeps alive), and gives the slots' bytes back to the
+   * budget. A later job starts afresh.
+   */
   async close(): Promise<void> {
-    clearTimeout(this.retireTimer);
     this.queue.length = 0;
+    for (let n = this.running.size; n > 0; n--) this.budget.endRun();
+    this.busy -= this.running.size;
+    this.running.clear();
     for (const slot of [...this.free, ...this.lent.keys()]) if (slot.resident) this.budget.unreserve(slot.buffer.byteLength);
     this.free.length = 0;
     this.lent.clear();
-    await Promise.all([...this.all.keys()].map((w) => w.terminate()));
+    if (this.runner) nativeInflate()!.decodeRunnerClose!(this.runner);
+    this.runner = undefined;
   }
 }
 
