@@ -1,8 +1,8 @@
 // What every parallel gunzip of a process shares across its threads: how many decode jobs run at once
 // and how much memory their slots hold.
 //
-// Each unpack worker has its own decode pool (a pool cannot lend threads to another isolate), so
-// without a shared bound a pull of n layers on n cores could run n * n decode jobs and hold n pools'
+// Each unpack worker has its own decode pool (its queue and slots; the decode threads are the
+// process's), so without a shared bound a pull of n layers on n cores could run n * n decode jobs and hold n pools'
 // slots at once: on two cores, two pools of about 15 slots of 17 MiB each put the parallel inflater's
 // peak RSS at 550 MiB. The bound lives in a SharedArrayBuffer that the main thread creates and hands to
 // every unpack worker, so all pools of a process count against the same numbers.
