@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const install = process.argv.includes('--install');
 const outs = ['fastpull_native.node', 'fastpull_inflate.node'].map((f) => join(here, 'build', 'Release', f));
-const sources = ['fastpull_native.c', 'fastpull_files.c', 'fastpull_files.h', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_inflate_threads.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp'].map((f) => join(here, f));
+const sources = ['fastpull_native.c', 'fastpull_files.c', 'fastpull_files.h', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_inflate_threads.h', 'fastpull_process_threads.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp'].map((f) => join(here, f));
 // The in-process ISA-L inflater is optional: binding.gyp builds it only where libisal is (isal-probe.sh).
 const isalOut = join(here, 'build', 'Release', 'fastpull_isal.node');
 const isalFound = () => spawnSync('sh', [join(here, 'isal-probe.sh')], { encoding: 'utf8' }).stdout?.trim() === '1';

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "fastpull_files.h"
+#include "fastpull_process_threads.h"
 
 #define MAX_THREADS 16
 
@@ -195,21 +196,7 @@ static void* writer_main(void* arg) {
 }
 
 // Under mu: at least `want` writer threads run (they live as long as the process).
-static int ensure_threads(int want) {
-  if (want > MAX_THREADS) want = MAX_THREADS;
-  while (threads < want) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    int r = pthread_create(&t, &attr, writer_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (r != 0) return threads > 0 ? 0 : r;
-    threads++;
-  }
-  return 0;
-}
+static int ensure_threads(int want) { return fastpull_start_threads(&threads, want, MAX_THREADS, writer_main, 256 * 1024); }
 
 static void sink_finalize(napi_env env, void* data, void* hint) {
   (void)env;
@@ -222,8 +209,6 @@ static void sink_finalize(napi_env env, void* data, void* hint) {
   pthread_mutex_unlock(&mu);
   if (unused) free_sink(s);
 }
-
-static void pin_addon(void);
 
 static fs_sink* get_sink(napi_env env, napi_value v) {
   fs_sink* s = NULL;
@@ -257,7 +242,6 @@ static napi_value js_create(napi_env env, napi_callback_info info) {
     return NULL;
   }
   pthread_mutex_lock(&mu);
-  pin_addon();
   int r = ensure_threads(want);
   pthread_mutex_unlock(&mu);
   if (r != 0) return fastpull_throw_errno(env, r, "pthread_create", "file sink");
@@ -484,21 +468,9 @@ static napi_value js_cpu(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// The writer threads live as long as the process, so the addon must too: Node unloads an addon when
-// the last worker thread that loaded it ends, which would pull the threads' code from under them.
-static void pin_addon(void) {
-  static bool pinned = false;
-  if (pinned) return;
-  Dl_info self;
-  if (dladdr((void*)pin_addon, &self) != 0 && self.dli_fname != NULL) {
-    // A second reference that is never dropped, and RTLD_NODELETE: the addon stays mapped.
-    pinned = dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
-  }
-}
-
 void fastpull_files_init(napi_env env, napi_value exports) {
   pthread_mutex_lock(&mu);
-  pin_addon();
+  fastpull_pin_addon((void*)writer_main);
   pthread_mutex_unlock(&mu);
   napi_property_descriptor props[] = {
       {"fileSinkCreate", NULL, js_create, NULL, NULL, NULL, napi_default, NULL},

@@ -10,6 +10,8 @@
 // the job's result reached the caller, and an isolate that goes away waits for its jobs that are
 // decoding (dropping those that are not), so no thread ever writes to memory that was freed.
 
+#include "fastpull_process_threads.h"
+
 #define MAX_DECODE_THREADS 256
 
 typedef struct dr_runner dr_runner;
@@ -82,34 +84,8 @@ static void* decode_main(void* arg) {
   return NULL;
 }
 
-// The threads live as long as the process, so the addon must too: Node.js unloads an addon when the
-// last isolate that loaded it ends, which would pull the threads' code from under them.
-static void pin_inflate_addon(void) {
-  static bool pinned = false;
-  if (pinned) return;
-  Dl_info self;
-  if (dladdr((void*)pin_inflate_addon, &self) != 0 && self.dli_fname != NULL) {
-    pinned = dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
-  }
-}
-
 // Under dmu: at least `want` decode threads run; 0, or the error of the first that could not start.
-static int ensure_decode_threads(int want) {
-  if (want > MAX_DECODE_THREADS) want = MAX_DECODE_THREADS;
-  if (dthreads < want) pin_inflate_addon();
-  while (dthreads < want) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 1024 * 1024);
-    int r = pthread_create(&t, &attr, decode_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (r != 0) return dthreads > 0 ? 0 : r;
-    dthreads++;
-  }
-  return 0;
-}
+static int ensure_decode_threads(int want) { return fastpull_start_threads(&dthreads, want, MAX_DECODE_THREADS, decode_main, 1024 * 1024); }
 
 // On the isolate's thread, with a job's result (env NULL: the callback is being torn down).
 static void runner_call(napi_env env, napi_value on_done, void* context, void* data) {
