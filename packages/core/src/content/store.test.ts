@@ -1,5 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -106,6 +106,40 @@ describe('resuming ingests', () => {
     await store.commit(resumed);
     // Buffer.equals: vitest's deep equality walks 3 MiB byte by byte.
     expect((await readFile(store.blobPath(d.digest))).equals(big)).toBe(true);
+  });
+
+  it('rewrites its record in place: a shorter one is padded with spaces and parses', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024, 5);
+    const d = { mediaType: MediaTypes.OCI_LAYER, digest: sha256Digest(big), size: big.length };
+    const ing = await store.newIngest(d);
+    const dir = join(store.dir, 'ingest', ing.id);
+    const record = join(dir, 'ranges');
+    // Three ranges apart, then the gaps filled: the record shrinks to one range.
+    await ing.write(big.subarray(0, 1024), 0);
+    await ing.write(big.subarray(1024 * 1024, 1024 * 1024 + 1024), 1024 * 1024);
+    await ing.write(big.subarray(2 * 1024 * 1024, 2 * 1024 * 1024 + 1024), 2 * 1024 * 1024);
+    await store.suspend(ing);
+    const long = await readFile(record, 'utf8');
+    expect(JSON.parse(long)).toEqual([
+      [0, 1024],
+      [1024 * 1024, 1024 * 1024 + 1024],
+      [2 * 1024 * 1024, 2 * 1024 * 1024 + 1024],
+    ]);
+    const inode = (await stat(record)).ino;
+    const resumed = await store.newIngest(d);
+    expect(resumed.id).toBe(ing.id);
+    await resumed.write(big.subarray(1024, 1024 * 1024), 1024);
+    await resumed.write(big.subarray(1024 * 1024 + 1024, 2 * 1024 * 1024), 1024 * 1024 + 1024);
+    await store.suspend(resumed);
+    const short = await readFile(record, 'utf8');
+    expect(JSON.parse(short)).toEqual([[0, 2 * 1024 * 1024 + 1024]]);
+    // Same file, same length, the rest spaces: no byte of the longer record is left to misread.
+    expect((await stat(record)).ino).toBe(inode);
+    expect(short.length).toBe(long.length);
+    expect(short.trimEnd()).toBe(JSON.stringify([[0, 2 * 1024 * 1024 + 1024]]));
+    const again = await store.newIngest(d);
+    expect(again.resumed).toEqual([[0, 2 * 1024 * 1024 + 1024]]);
+    await store.abort(again);
   });
 
   it('records no bytes a reader was granted to free: a resumed download fetches them again', async () => {
