@@ -45,8 +45,8 @@ export class InflatePool {
   readonly budget: InflateBudget;
   /** The way to the process's decode threads; undefined for `threads: 0`, or until the first job. */
   private runner: DecodeRunner | undefined;
-  /** Jobs on the decode threads, by id. */
-  private readonly running = new Map<number, { entry: QueuedJob; done: (cpuNs: number, failed: boolean) => void }>();
+  /** What to do when each job on the decode threads ends, by id. */
+  private readonly running = new Map<number, (cpuNs: number, failed: boolean) => void>();
   private readonly queue: QueuedJob[] = [];
   private busy = 0;
   private nextId = 1;
@@ -301,7 +301,7 @@ export class InflatePool {
         entry.reject(e instanceof FastpullError ? e : new FastpullError('INTERNAL', `inflate job: ${(e as Error).message}`, { cause: e }));
         continue;
       }
-      const done = (cpuNs: number, failed: boolean): void => {
+      this.running.set(id, (cpuNs: number, failed: boolean): void => {
         this.busy--;
         this.budget.endRun();
         if (cpuNs >= 0) this.addCpu(entry.owner, cpuNs);
@@ -309,8 +309,7 @@ export class InflatePool {
         if (failed) entry.reject(new FastpullError('INTERNAL', 'inflate job: out of memory'));
         else entry.resolve(attach(finishJob(entry.job, prepared), entry.lease));
         this.pump();
-      };
-      this.running.set(id, { entry, done });
+      });
     }
   }
 
@@ -319,10 +318,9 @@ export class InflatePool {
     const native = nativeInflate();
     if (!native?.decodeRunner) throw new FastpullError('INTERNAL', 'inflate job: the inflate addon has no decode threads (rebuild it)');
     return native.decodeRunner((id: number, cpuNs: number, failed: boolean) => {
-      const job = this.running.get(id);
-      if (!job) return;
+      const done = this.running.get(id);
       this.running.delete(id);
-      job.done(cpuNs, failed);
+      done?.(cpuNs, failed);
     }, this.threads);
   }
 
