@@ -14,6 +14,7 @@ import {
   holdPullMemory,
   MMAP_THRESHOLD,
   PULL_TRIM_INTERVAL_MS,
+  PULL_TRIM_SLACK_BYTES,
   pullMemoryHolders,
   setPullMemoryHooks,
   TRIM_THRESHOLD,
@@ -97,10 +98,12 @@ describe('trimAllocator', () => {
 describe('holdPullMemory and downloadWritten', () => {
   afterEach(() => vi.useRealTimers());
 
-  it('trims on a timer while any pull holds it, and stops when the last lets go', () => {
+  it('looks on a timer while any pull holds it, and stops when the last lets go', () => {
     vi.useFakeTimers();
     let trims = 0;
-    const restore = setPullMemoryHooks({ trim: () => void trims++ });
+    let looks = 0;
+    // The RSS grows by the slack between two looks: every look trims.
+    const restore = setPullMemoryHooks({ trim: () => void trims++, rss: () => looks++ * PULL_TRIM_SLACK_BYTES });
     try {
       const a = holdPullMemory();
       const b = holdPullMemory();
@@ -118,6 +121,42 @@ describe('holdPullMemory and downloadWritten', () => {
       vi.advanceTimersByTime(10 * PULL_TRIM_INTERVAL_MS);
       expect(trims).toBe(3);
     } finally {
+      restore();
+    }
+  });
+
+  it('trims only once the RSS grew by the slack since the hold began or the last trim', () => {
+    vi.useFakeTimers();
+    const MiB = 1024 * 1024;
+    let rss = 100 * MiB;
+    const trimmed: number[] = [];
+    // A trim gives back 30 MiB, as a pull's churned buffers did.
+    const restore = setPullMemoryHooks({
+      trim: () => {
+        trimmed.push(rss / MiB);
+        rss -= 30 * MiB;
+      },
+      rss: () => rss,
+    });
+    const release = holdPullMemory();
+    const tick = (to: number): void => {
+      rss = to * MiB;
+      vi.advanceTimersByTime(PULL_TRIM_INTERVAL_MS);
+    };
+    try {
+      const slack = PULL_TRIM_SLACK_BYTES / MiB;
+      tick(100 + slack - 1); // below the floor the hold began at, plus the slack
+      expect(trimmed).toEqual([]);
+      tick(100 + slack);
+      expect(trimmed).toEqual([100 + slack]);
+      // The floor is now what the trim left: growing back by less than the slack trims nothing.
+      tick(100 + slack - 30 + slack - 1);
+      tick(100);
+      expect(trimmed).toHaveLength(1);
+      tick(100 + 2 * slack - 30);
+      expect(trimmed).toEqual([100 + slack, 100 + 2 * slack - 30]);
+    } finally {
+      release();
       restore();
     }
   });
