@@ -9,7 +9,7 @@ import type { PullTimings, TraceDocument, TraceEvent } from '@fastpull/core';
 import { buildImage, findDistributionBinary, Prng, pushImage, sampleImage, sampleLayerEntries, startDistribution, startLoopbackRegistry, type BuiltImage } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { runCli, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
-import { checkCounters, checkCpuArgs, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans } from './trace-checks.js';
+import { checkCounters, checkCpuArgs, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans, WORKERS_PID } from './trace-checks.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping CLI trace tests: docker-registry is not installed');
@@ -97,7 +97,10 @@ describe.skipIf(!binary)('fastpull pull --trace', () => {
       if (status === 200) expect(rs).toHaveLength(1);
     });
     const threads = checkWorkers(events, image, timings);
-    expect(threads.size).toBeLessThanOrEqual(unpackConcurrency);
+    // More threads than slots only where a pass waited for its download and lent its slot (at
+    // least half of one of the pool's 100 ms looks).
+    const waited = events.filter((e) => e.ph === 'X' && e.pid === WORKERS_PID && (e.args!.waitMs as number) >= 50).length;
+    expect(threads.size).toBeLessThanOrEqual(unpackConcurrency + waited);
     const total = image.layers.reduce((n, l) => n + l.size, 0);
     checkCounters(events, total);
     const bytes = events.filter((e) => e.ph === 'C' && e.name === 'bytes fetched').map((e) => e.args!.bytes as number);

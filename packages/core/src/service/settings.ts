@@ -24,7 +24,7 @@ export const DEFAULT_SYNC = true;
 
 /**
  * Layers unpacked at once across all pulls of a service when none is given: the process-wide pool's size.
- * @example defaultUnpackConcurrency() // os.availableParallelism(), at least 1
+ * @example defaultUnpackConcurrency() // one per two of os.availableParallelism(), at least 1
  */
 export function defaultUnpackConcurrency(): number {
   return sharedUnpackPool().size;

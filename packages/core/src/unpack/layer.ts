@@ -46,6 +46,12 @@ export interface UnpackLayerOptions {
   /** Called as the blob is read, with the total of compressed bytes read so far. */
   onBytes?: (compressedBytesRead: number) => void;
   /**
+   * With `follow`: called with true when the pass has read all that landed and starts waiting for
+   * the download, and with false when it goes on (or stops). The unpack pool lends the slot of a
+   * pass that mostly waits.
+   */
+  onWait?: (waiting: boolean) => void;
+  /**
    * Follow a blob that is still being downloaded: read only below this watermark (the buffer of a
    * content `Watermark`), waiting for it to advance, until `size` bytes are read. Without it the
    * blob file is read as it is.
@@ -185,7 +191,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const what = `unpacking layer ${blobPath}`;
   throwIfAborted(signal, what);
   const started = performance.now();
-  const waited = { ms: 0 };
+  const waited = new WaitClock(options.onWait);
 
   const releasing = options.follow?.release;
   if (releasing !== undefined) {
@@ -213,12 +219,15 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       // The first bytes may not have landed yet: wait for them before choosing a decoder.
       const view = new WatermarkView(options.follow.watermark);
       const want = Math.min(MAGIC_BYTES, options.follow.size);
-      const t = performance.now();
-      while (view.value < want && !view.failed) {
-        throwIfAborted(signal, what);
-        await view.waitPast(view.value, 250);
+      const t = waited.start();
+      try {
+        while (view.value < want && !view.failed) {
+          throwIfAborted(signal, what);
+          await view.waitPast(view.value, 250);
+        }
+      } finally {
+        waited.stop(t);
       }
-      waited.ms += performance.now() - t;
       headBytes = (await file.read(head, 0, want, 0)).bytesRead;
     }
     const size = options.follow ? options.follow.size : (await file.stat()).size;
@@ -400,24 +409,44 @@ class BlobRelease {
   }
 }
 
+/** The time a pass spent waiting for the download's bytes; tells `onWait` as each wait starts and ends. */
+class WaitClock {
+  ms = 0;
+  constructor(private readonly onWait?: (waiting: boolean) => void) {}
+
+  /** A wait starts: returns its start, for {@link stop}. */
+  start(): number {
+    this.onWait?.(true);
+    return performance.now();
+  }
+
+  stop(started: number): void {
+    this.ms += performance.now() - started;
+    this.onWait?.(false);
+  }
+}
+
 /**
  * Reads a blob that is still arriving: never past the watermark, waiting (without blocking the
  * thread) for it to move, from byte `from` until `size` bytes were read. The caller closes the file.
  */
-async function* followFile(file: fs.promises.FileHandle, view: WatermarkView, size: number, what: string, signal: AbortSignal | undefined, waited: { ms: number }, from = 0): AsyncGenerator<Buffer> {
+async function* followFile(file: fs.promises.FileHandle, view: WatermarkView, size: number, what: string, signal: AbortSignal | undefined, waited: WaitClock, from = 0): AsyncGenerator<Buffer> {
   {
     let pos = from;
     while (pos < size) {
       let mark = view.value;
       if (mark <= pos) {
-        const t = performance.now();
-        while (mark <= pos) {
-          if (view.failed) throw new FastpullError('ABORTED', `${what}: the download of the blob stopped`);
-          throwIfAborted(signal, what);
-          await view.waitPast(pos, 250);
-          mark = view.value;
+        const t = waited.start();
+        try {
+          while (mark <= pos) {
+            if (view.failed) throw new FastpullError('ABORTED', `${what}: the download of the blob stopped`);
+            throwIfAborted(signal, what);
+            await view.waitPast(pos, 250);
+            mark = view.value;
+          }
+        } finally {
+          waited.stop(t);
         }
-        waited.ms += performance.now() - t;
       }
       const len = Math.min(BLOB_READ_CHUNK, mark - pos);
       const buf = Buffer.allocUnsafe(len);

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Watermark } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
-import { CONSUMED_POLL_MS, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
+import { CONSUMED_POLL_MS, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-pool-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -24,7 +24,44 @@ async function blob(name: string, files: number): Promise<{ path: string; size: 
 
 const dest = (name: string) => mkdtempSync(join(work, `${name}-`));
 
+/**
+ * Runs two passes at once on `pool`, the first following a landed blob of 20,000 small files
+ * (many of the pool's looks long, none of them waiting), and says whether the second started
+ * before the first ended or the pool said the first lent its slot.
+ */
+async function overlapped(pool: UnpackPool, name: string): Promise<boolean> {
+  const layer = await blob(name, 20_000);
+  const path = layer.path;
+  const landed = new Watermark(layer.size);
+  landed.add(0, layer.size);
+  const other = await blob(`${name}-other`, 1);
+  // The pool reports the first pass's last count before its slot is free.
+  let consumed = 0;
+  let secondStartedFirst = false;
+  const first = pool.run(
+    { blobPath: path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(name), follow: { watermark: landed.buffer, size: layer.size } },
+    { priority: 9, onBytes: (n) => void (consumed = n) },
+  );
+  const second = pool.run(
+    { blobPath: other.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`${name}-other`) },
+    { priority: 1, onStart: () => void (secondStartedFirst = consumed < layer.size) },
+  );
+  let lent = 0;
+  const look = setInterval(() => void (lent = Math.max(lent, pool.lending)), 5);
+  const t = performance.now();
+  const [r] = await Promise.all([first, second]).finally(() => clearInterval(look));
+  expect(r.diffID).toBe(layer.diffID);
+  // Long enough for the pool to look at the pass several times.
+  expect(performance.now() - t).toBeGreaterThan(3 * CONSUMED_POLL_MS);
+  return secondStartedFirst || lent > 0;
+}
+
 describe('UnpackPool', () => {
+  it('runs one layer per two cores by default, at least one', () => {
+    expect([1, 2, 3, 4, 16, 17].map((cores) => poolSizeFor(cores))).toEqual([1, 1, 2, 2, 8, 9]);
+    expect(new UnpackPool().size).toBe(poolSizeFor());
+  });
+
   it('refuses a size that is not a positive integer', () => {
     for (const size of [0, -1, 1.5, Number.NaN]) expect(() => new UnpackPool({ size }), String(size)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
@@ -122,7 +159,7 @@ describe('UnpackPool', () => {
     }
   });
 
-  it('follows a watermark and runs the highest priority waiting task first', async () => {
+  it('follows a watermark; a pass waiting for its download lends its slot to landed tasks, highest priority first', async () => {
     const pool = new UnpackPool({ size: 1 });
     try {
       // A first task, so that the worker is ready and the next one takes it at once.
@@ -137,16 +174,37 @@ describe('UnpackPool', () => {
       );
       const small = await blob('small', 1);
       const big = await blob('big', 3);
+      const c = await blob('coming', 2);
+      const coming = new Watermark(c.size);
+      // The highest priority, but still downloading: a lent slot is not for it.
+      const third = pool.run(
+        { blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('coming'), follow: { watermark: coming.buffer, size: c.size } },
+        { priority: 20, onStart: () => order.push('coming') },
+      );
       const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('low') }, { priority: 1, onStart: () => order.push('low') });
       const high = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('high') }, { priority: 9, onStart: () => order.push('high') });
-      // Nothing has landed yet: the first task waits on its watermark and holds the only slot.
-      await new Promise((r) => setTimeout(r, 100));
-      expect(order).toEqual(['held']);
+      // Nothing of the first has landed: its pass waits, lends its only slot after a look or two,
+      // and the landed ones run meanwhile, one at a time, the higher priority first.
+      await Promise.all([low, high]);
+      expect(order).toEqual(['held', 'high', 'low']);
       held.add(0, b.size);
       const r = await first;
       expect(r.diffID).toBe(b.diffID);
-      await Promise.all([low, high]);
-      expect(order).toEqual(['held', 'high', 'low']);
+      // The slot is free again: the one still downloading takes it, and follows its blob.
+      coming.add(0, c.size);
+      expect((await third).diffID).toBe(c.diffID);
+      expect(order).toEqual(['held', 'high', 'low', 'coming']);
+      // The slot came back: two passes that do not wait run one after the other again.
+      expect(await overlapped(pool, 'after-lend')).toBe(false);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('keeps the slot of a pass that does not wait for its download', async () => {
+    const pool = new UnpackPool({ size: 1 });
+    try {
+      expect(await overlapped(pool, 'busy')).toBe(false);
     } finally {
       await pool.close();
     }

@@ -7,11 +7,12 @@ import { Worker } from 'node:worker_threads';
 import { abortError, FastpullError, type ErrorCode } from '../errors.js';
 import { unpackLayer, type UnpackedLayer } from './layer.js';
 import { inflateBudgetWorkerData } from './pargzip-budget.js';
-import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
+import { WatermarkView } from '../content/watermark.js';
+import { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE, type FromWorker, type ToWorker, type WorkerTask } from './worker.js';
 
 /** Options of an {@link UnpackPool}. */
 export interface UnpackPoolOptions {
-  /** Layers unpacked at once; default: the number of cores. */
+  /** Layers unpacked at once; default {@link poolSizeFor} this machine's cores. */
   readonly size?: number;
   /** Run each layer on a worker thread (default true); false runs them on the calling thread. */
   readonly threads?: boolean;
@@ -36,8 +37,38 @@ export interface RunOptions {
   readonly onBytes?: (consumed: number) => void;
 }
 
-/** How often the pool reads a worker's count of consumed bytes. */
+/** How often the pool reads a worker's count of consumed bytes, and how long a pass waited for its download. */
 export const CONSUMED_POLL_MS = 100;
+
+/**
+ * A pass on a worker that spent at least this share of the last {@link CONSUMED_POLL_MS} waiting for
+ * its download, while the process left at least one core idle, lends its slot to a waiting layer
+ * whose blob has landed in full (the highest priority of those): that one runs meanwhile, and the
+ * pass takes the slot back once it waits less (the pool then runs one over its size until the
+ * borrower ends). A layer still downloading would only wait too. Where the cores are busy a download that falls behind is
+ * short of CPU, not of network, and another pass would only slow it down. At most as many passes
+ * lend at once as the pool has slots, so that it never runs more than twice its size: on a slow
+ * download every new pass waits too, and each would otherwise bring one more worker (about 25 MiB
+ * each; the ML image through 800 Mbit/s peaked at 280-303 MiB without this bound).
+ */
+export const LEND_WAIT_SHARE = 0.5;
+
+/**
+ * Layers a pool unpacks at once by default on `cores` cores: one per two cores. A pass keeps about
+ * two cores busy by itself: its unpack thread parses the tar and writes the large files, ISA-L's
+ * decode thread inflates, libuv's pool hashes both streams, and the addon's writer threads make the
+ * small files. A slower download is what a pass then waits for, and a pass that waits lends its
+ * slot to a layer that has landed ({@link LEND_WAIT_SHARE}). Measured on 2 cores, this (one slot,
+ * lending) against two slots without lending, alternating, page cache dropped, the bench images at
+ * scale 0.5: ML 0.95-1.04x wall (3 pairs), peak RSS 172-241 MiB against 226-239 (one run of three
+ * lent, and peaked as two slots do); many-files 0.90-0.95x, 145-152 against 160-170 MiB (4 pairs);
+ * many-layers 0.93-1.14x (median 0.94, 5 pairs), 125-156 against 154-169 MiB; ML through loopback
+ * held at 800 Mbit/s 1.00-1.01x (3 pairs). Without lending that last one took 1.03-1.12x as long
+ * (2 pairs): its small layers queued behind the large one's pass while it waited for bytes.
+ */
+export function poolSizeFor(cores = availableParallelism()): number {
+  return Math.max(1, Math.ceil(cores / 2));
+}
 
 /**
  * The young generation of each worker's heap, in MiB (1 MiB of semi-space; V8's default grows to
@@ -61,10 +92,20 @@ export function compiledWorker(name: string): string | undefined {
   return existsSync(path) ? path : undefined;
 }
 
+/** Whether the blob of `task` has landed in full: always, for a blob it does not follow. */
+function landedCheck(task: WorkerTask): () => boolean {
+  const follow = task.follow;
+  if (follow === undefined) return () => true;
+  const view = new WatermarkView(follow.watermark);
+  return () => view.value >= follow.size;
+}
+
 interface Waiting {
   readonly priority: number;
   readonly seq: number;
-  readonly start: () => void;
+  /** Whether the task's blob has landed in full (a pass on it will not wait for its download). */
+  readonly landed: () => boolean;
+  readonly start: (borrowed: boolean) => void;
 }
 
 interface Slot {
@@ -99,12 +140,16 @@ export class UnpackPool {
   private nextId = 1;
   /** Tasks granted a slot that have not taken their worker yet. */
   private granted = 0;
+  /** Running passes that lent their slot while they wait for their download (see {@link LEND_WAIT_SHARE}). */
+  private lent = 0;
+  /** Tasks running on slots lent to them. */
+  private borrowed = 0;
   /** A worker ended before it was ready: tasks then go to workers without waiting for them. */
   private broken = false;
   private closed = false;
 
   constructor(options: UnpackPoolOptions = {}) {
-    this.size = options.size ?? Math.max(1, availableParallelism());
+    this.size = options.size ?? poolSizeFor();
     if (!Number.isInteger(this.size) || this.size < 1) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
     this.script = options.threads === false ? undefined : compiledWorker('worker.js');
   }
@@ -120,7 +165,7 @@ export class UnpackPool {
    */
   async run(task: WorkerTask, options: RunOptions = {}): Promise<UnpackedLayer> {
     const { signal } = options;
-    await this.acquire(options.priority ?? 0, signal);
+    const borrowed = await this.acquire(options.priority ?? 0, landedCheck(task), signal);
     this.granted--;
     try {
       if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
@@ -130,7 +175,7 @@ export class UnpackPool {
       }
       return await this.onWorker(task, signal, options.onStart, options.onBytes);
     } finally {
-      this.release();
+      this.release(borrowed);
     }
   }
 
@@ -140,15 +185,17 @@ export class UnpackPool {
    * first, not the one that asked first. In a pull of the ML bench image the small first layer took
    * the only running worker while the 481 MiB one, which decides the pull's time, waited 310 ms.
    */
-  private acquire(priority: number, signal?: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+  private acquire(priority: number, landed: () => boolean, signal?: AbortSignal): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
       const entry: Waiting = {
         priority,
         seq: this.seq++,
-        start: () => {
+        landed,
+        start: (borrowed) => {
           signal?.removeEventListener('abort', onAbort);
-          this.active++;
-          resolve();
+          if (borrowed) this.borrowed++;
+          else this.active++;
+          resolve(borrowed);
         },
       };
       const onAbort = () => {
@@ -163,23 +210,48 @@ export class UnpackPool {
     });
   }
 
-  private release(): void {
-    this.active--;
+  private release(borrowed: boolean): void {
+    if (borrowed) this.borrowed--;
+    else this.active--;
     this.grant();
+  }
+
+  /** A running pass waits for its download: a waiting task whose blob has landed may run meanwhile. */
+  private lend(): void {
+    this.lent++;
+    this.grant();
+  }
+
+  /** A pass that lent its slot works again, or ended: what it lent is not lent any more (a task running on it goes on). */
+  private reclaim(): void {
+    this.lent--;
+  }
+
+  /** The next task to start and whether on a borrowed slot; undefined when none may. */
+  private next(): { index: number; borrowed: boolean } | undefined {
+    if (this.waiting.length === 0) return undefined;
+    if (this.active < this.size) return { index: 0, borrowed: false };
+    if (this.borrowed >= this.lent) return undefined;
+    const index = this.waiting.findIndex((w) => w.landed());
+    return index < 0 ? undefined : { index, borrowed: true };
   }
 
   /** Grants waiting tasks, highest priority first, while slots are free and workers ready; starts workers for the rest. */
   private grant(): void {
-    while (!this.closed && this.waiting.length > 0 && this.active < this.size) {
+    for (;;) {
+      if (this.closed) return;
+      const pick = this.next();
+      if (pick === undefined) return;
       if (this.script && !this.broken) {
         let ready = -this.granted;
         for (const s of this.idle) if (s.ready) ready++;
         if (ready <= 0) {
-          // Enough threads starting for the tasks that can run; each grants when it runs.
+          // Enough threads starting for the tasks that can run; each grants when it runs. A pass
+          // that lent its slot keeps its worker: one more may start for the task that borrows it.
           let starting = 0;
           for (const s of this.idle) if (!s.ready) starting++;
-          const want = Math.min(this.waiting.length, this.size - this.active);
-          while (starting < want && this.all.size < this.size) {
+          const want = Math.min(this.waiting.length, this.size - this.active + Math.max(0, this.lent - this.borrowed));
+          while (starting < want && this.all.size < this.size + this.lent) {
             this.idle.push(this.spawn());
             starting++;
           }
@@ -189,8 +261,13 @@ export class UnpackPool {
         }
       }
       this.granted++;
-      this.waiting.shift()!.start();
+      this.waiting.splice(pick.index, 1)[0]!.start(pick.borrowed);
     }
+  }
+
+  /** Running passes that lent their slot now, while they wait for their download. */
+  get lending(): number {
+    return this.lent;
   }
 
   /** Worker threads alive, idle or busy. */
@@ -253,20 +330,54 @@ export class UnpackPool {
     const id = this.nextId++;
     slot.busy = true;
     slot.worker.ref();
-    // The worker counts consumed bytes into shared memory; polling it costs the worker nothing.
-    const consumed = onBytes ? new BigInt64Array(new SharedArrayBuffer(8)) : undefined;
+    // The worker counts consumed bytes and its waits for the download into shared memory; polling
+    // them costs the worker nothing.
+    const follows = task.follow !== undefined;
+    const state = onBytes || follows ? new BigInt64Array(new SharedArrayBuffer(STATE_SLOTS * 8)) : undefined;
     let reported = 0;
-    const poll = () => {
-      const n = Number(Atomics.load(consumed!, 0));
+    let lent = false;
+    let lastLook = Date.now();
+    let lastWaited = 0;
+    let lastCpu = process.cpuUsage();
+    const waitedUntil = (now: number) => {
+      const since = Number(Atomics.load(state!, STATE_WAITING_SINCE));
+      return Number(Atomics.load(state!, STATE_WAITED_MS)) + (since > 0 ? Math.max(0, now - since) : 0);
+    };
+    const report = () => {
+      const n = Number(Atomics.load(state!, STATE_CONSUMED));
       if (n > reported) onBytes!((reported = n));
     };
-    const timer = consumed ? setInterval(poll, CONSUMED_POLL_MS) : undefined;
+    const poll = () => {
+      if (onBytes) report();
+      if (!follows) return;
+      const now = Date.now();
+      const waited = waitedUntil(now);
+      const interval = Math.max(1, now - lastLook);
+      const share = (waited - lastWaited) / interval;
+      const cpu = process.cpuUsage(lastCpu);
+      const idleCores = availableParallelism() - (cpu.user + cpu.system) / 1000 / interval;
+      lastWaited = waited;
+      lastLook = now;
+      lastCpu = process.cpuUsage();
+      if (!lent && share >= LEND_WAIT_SHARE && idleCores >= 1 && this.lent < this.size && this.waiting.some((w) => w.landed())) {
+        lent = true;
+        this.lend();
+      } else if (lent && share < LEND_WAIT_SHARE) {
+        lent = false;
+        this.reclaim();
+      }
+    };
+    const timer = state ? setInterval(poll, CONSUMED_POLL_MS) : undefined;
     timer?.unref();
     return new Promise<UnpackedLayer>((resolve, reject) => {
       const done = (ok: boolean) => {
         if (timer) {
           clearInterval(timer);
-          poll();
+          if (onBytes) report();
+        }
+        if (lent) {
+          lent = false;
+          this.reclaim(); // the task's end gives back the slot it holds again (run's release)
         }
         slot.worker.off('message', onMessage);
         slot.worker.off('error', onError);
@@ -304,7 +415,7 @@ export class UnpackPool {
       slot.worker.on('error', onError);
       slot.worker.on('exit', onExit);
       signal?.addEventListener('abort', onAbort, { once: true });
-      slot.worker.postMessage({ type: 'run', id, task, ...(consumed ? { consumed: consumed.buffer as SharedArrayBuffer } : {}) } satisfies ToWorker);
+      slot.worker.postMessage({ type: 'run', id, task, ...(state ? { state: state.buffer as SharedArrayBuffer } : {}) } satisfies ToWorker);
       if (signal?.aborted) onAbort();
     });
   }
@@ -325,7 +436,8 @@ function rebuildError(e: { code?: string; message: string; details?: Record<stri
 let shared: UnpackPool | undefined;
 
 /**
- * The process-wide pool: one bound on unpacking for all pulls of the process, one slot per core.
+ * The process-wide pool: one bound on unpacking for all pulls of the process, one slot per two
+ * cores ({@link poolSizeFor}).
  * Its idle workers do not keep the process alive.
  * @example
  * console.log(sharedUnpackPool().size, 'layers unpack at once');

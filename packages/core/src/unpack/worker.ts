@@ -6,14 +6,23 @@ import { unpackLayer, type UnpackLayerOptions } from './layer.js';
 
 /**
  * What {@link UnpackPool.run} unpacks: {@link UnpackLayerOptions} without the parts that cannot cross
- * to a worker thread (the signal and the callback; the pool's RunOptions carry the signal).
+ * to a worker thread (the signal and the callbacks; the pool's RunOptions carry the signal).
  * @example
  * const task: WorkerTask = { blobPath, mediaType, dest: active.fs, follow: { watermark: ingest.watermark.buffer, size } };
  */
-export type WorkerTask = Omit<UnpackLayerOptions, 'signal' | 'onBytes'>;
+export type WorkerTask = Omit<UnpackLayerOptions, 'signal' | 'onBytes' | 'onWait'>;
 
-/** `consumed`, when given: one BigInt64 slot where the worker keeps the compressed bytes the pass has read. */
-export type ToWorker = { type: 'run'; id: number; task: WorkerTask; consumed?: SharedArrayBuffer } | { type: 'abort'; id: number };
+/**
+ * Slots of a task's shared state (a BigInt64Array over `state`), which the worker writes and the pool
+ * reads without messages: the compressed bytes the pass has read; the milliseconds it spent waiting
+ * for the download in waits that ended; when the wait it is in began (Date.now(), 0: not waiting).
+ */
+export const STATE_CONSUMED = 0;
+export const STATE_WAITED_MS = 1;
+export const STATE_WAITING_SINCE = 2;
+export const STATE_SLOTS = 3;
+
+export type ToWorker = { type: 'run'; id: number; task: WorkerTask; state?: SharedArrayBuffer } | { type: 'abort'; id: number };
 
 /** `ready`: sent once, when the worker has loaded the unpacker and takes tasks. */
 export type FromWorker =
@@ -31,9 +40,22 @@ if (port) {
     }
     const ac = new AbortController();
     running.set(msg.id, ac);
-    const consumed = msg.consumed ? new BigInt64Array(msg.consumed) : undefined;
-    const onBytes = consumed ? (n: number) => void Atomics.store(consumed, 0, BigInt(n)) : undefined;
-    unpackLayer({ ...msg.task, signal: ac.signal, ...(onBytes ? { onBytes } : {}) })
+    const state = msg.state ? new BigInt64Array(msg.state) : undefined;
+    const onBytes = state ? (n: number) => void Atomics.store(state, STATE_CONSUMED, BigInt(n)) : undefined;
+    const onWait = state
+      ? (waiting: boolean) => {
+          if (waiting) {
+            Atomics.store(state, STATE_WAITING_SINCE, BigInt(Date.now()));
+            return;
+          }
+          const since = Number(Atomics.load(state, STATE_WAITING_SINCE));
+          if (since === 0) return;
+          // The total first, then the wait's end: a reader in between counts this wait twice for one look, never not at all.
+          Atomics.add(state, STATE_WAITED_MS, BigInt(Math.max(0, Date.now() - since)));
+          Atomics.store(state, STATE_WAITING_SINCE, 0n);
+        }
+      : undefined;
+    unpackLayer({ ...msg.task, signal: ac.signal, ...(onBytes ? { onBytes } : {}), ...(onWait ? { onWait } : {}) })
       .then((result) => port.postMessage({ type: 'done', id: msg.id, result } satisfies FromWorker))
       .catch((e: unknown) => {
         const error = isFastpullError(e)
