@@ -194,8 +194,10 @@ describe('UnpackPool', () => {
       coming.add(0, c.size);
       expect((await third).diffID).toBe(c.diffID);
       expect(order).toEqual(['held', 'high', 'low', 'coming']);
-      // The slot came back: two passes that do not wait run one after the other again.
+      // The slot came back: two passes that do not wait run one after the other again, and the
+      // worker started for the lent slot is gone.
       expect(await overlapped(pool, 'after-lend')).toBe(false);
+      expect(pool.workers).toBe(1);
     } finally {
       await pool.close();
     }

@@ -113,6 +113,8 @@ interface Slot {
   busy: boolean;
   /** Whether the worker has loaded the unpacker (a task given to it starts at once). */
   ready: boolean;
+  /** Order of starting: the pool keeps its oldest workers and ends the newest spare ones. */
+  readonly born: number;
 }
 
 /**
@@ -144,6 +146,7 @@ export class UnpackPool {
   private lent = 0;
   /** Tasks running on slots lent to them. */
   private borrowed = 0;
+  private born = 0;
   /** A worker ended before it was ready: tasks then go to workers without waiting for them. */
   private broken = false;
   private closed = false;
@@ -214,6 +217,7 @@ export class UnpackPool {
     if (borrowed) this.borrowed--;
     else this.active--;
     this.grant();
+    this.retireSpare();
   }
 
   /** A running pass waits for its download: a waiting task whose blob has landed may run meanwhile. */
@@ -225,6 +229,24 @@ export class UnpackPool {
   /** A pass that lent its slot works again, or ended: what it lent is not lent any more (a task running on it goes on). */
   private reclaim(): void {
     this.lent--;
+    this.retireSpare();
+  }
+
+  /**
+   * Ends idle workers beyond what the pool may use now (its size, plus one per lent slot), newest
+   * first: a worker started for a borrowed slot does not stay for good, holding its thread and heap.
+   */
+  private retireSpare(): void {
+    const keep = this.size + this.lent;
+    if (this.all.size <= keep) return;
+    // The oldest `keep` stay; an idle one past them goes now, a busy one when it is idle.
+    const kept = new Set([...this.all].sort((a, b) => a.born - b.born).slice(0, keep));
+    for (const slot of [...this.idle]) {
+      if (kept.has(slot) || !slot.ready) continue;
+      this.idle.splice(this.idle.indexOf(slot), 1);
+      this.all.delete(slot);
+      void slot.worker.terminate();
+    }
   }
 
   /** The next task to start and whether on a borrowed slot; undefined when none may. */
@@ -300,7 +322,7 @@ export class UnpackPool {
   private spawn(): Slot {
     // The worker's decode pools count against this process's inflate budget, not one of their own.
     const worker = new Worker(this.script!, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB }, workerData: inflateBudgetWorkerData() });
-    const slot: Slot = { worker, busy: false, ready: false };
+    const slot: Slot = { worker, busy: false, ready: false, born: this.born++ };
     this.all.add(slot);
     const onReady = (msg: FromWorker) => {
       if (msg.type !== 'ready') return;
