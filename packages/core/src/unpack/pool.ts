@@ -49,7 +49,7 @@ export const CONSUMED_POLL_MS = 100;
  * short of CPU, not of network, and another pass would only slow it down. At most as many passes
  * lend at once as the pool has slots, so that it never runs more than twice its size: on a slow
  * download every new pass waits too, and each would otherwise bring one more worker (about 25 MiB
- * each; the ML image through 800 Mbit/s peaked at 280-303 MiB without this bound).
+ * each; the ML image through 800 Mbit/s peaked at 273-296 MiB without this bound).
  */
 export const LEND_WAIT_SHARE = 0.5;
 
@@ -60,9 +60,9 @@ export const LEND_WAIT_SHARE = 0.5;
  * small files. A slower download is what a pass then waits for, and a pass that waits lends its
  * slot to a layer that has landed ({@link LEND_WAIT_SHARE}). Measured on 2 cores, this (one slot,
  * lending) against two slots without lending, alternating, page cache dropped, the bench images at
- * scale 0.5: ML 0.95-1.04x wall (3 pairs), peak RSS 172-241 MiB against 226-239 (one run of three
- * lent, and peaked as two slots do); many-files 0.90-0.95x, 145-152 against 160-170 MiB (4 pairs);
- * many-layers 0.93-1.14x (median 0.94, 5 pairs), 125-156 against 154-169 MiB; ML through loopback
+ * scale 0.5: ML 0.95-1.04x wall (3 pairs), peak RSS 168-235 MiB against 221-233 (one run of three
+ * lent, and peaked as two slots do); many-files 0.90-0.95x, 142-148 against 157-166 MiB (4 pairs);
+ * many-layers 0.93-1.14x (median 0.94, 5 pairs), 122-152 against 151-165 MiB; ML through loopback
  * held at 800 Mbit/s 1.00-1.01x (3 pairs). Without lending that last one took 1.03-1.12x as long
  * (2 pairs): its small layers queued behind the large one's pass while it waited for bytes.
  */

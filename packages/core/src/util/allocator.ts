@@ -171,8 +171,8 @@ export function downloadWritten(bytes: number): void {
  * that the next buffers faulted in again, and on a virtual machine a fault is dear.
  * Measured on the ML bench image at scale 0.5 (this rule against a trim at every look, alternating,
  * page cache dropped, 4 pairs, 2 cores): 73-87k page faults against 176-193k, system CPU 3.2-3.5
- * s against 4.4-5.3 s, wall 0.75-0.92x (5.5-6.1 s against 6.6-7.3 s), peak RSS 225-245 MiB
- * against 223-243 MiB; with a slack of 32 MiB 83-122k faults, of 64 MiB a peak up to 254 MiB.
+ * s against 4.4-5.3 s, wall 0.75-0.92x (5.5-6.1 s against 6.6-7.3 s), peak RSS 220-240 MiB
+ * against 218-238 MiB; with a slack of 32 MiB 83-122k faults, of 64 MiB a peak up to 254 MiB.
  * Returns the release (idempotent).
  * @example
  * const release = holdPullMemory();
