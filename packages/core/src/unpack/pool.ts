@@ -45,11 +45,12 @@ export const CONSUMED_POLL_MS = 100;
  * its download, while the process left at least one core idle, lends its slot to a waiting layer
  * whose blob has landed in full (the highest priority of those): that one runs meanwhile, and the
  * pass takes the slot back once it waits less (the pool then runs one over its size until the
- * borrower ends). A layer still downloading would only wait too. Where the cores are busy a download that falls behind is
- * short of CPU, not of network, and another pass would only slow it down. At most as many passes
- * lend at once as the pool has slots, so that it never runs more than twice its size: on a slow
- * download every new pass waits too, and each would otherwise bring one more worker (about 25 MiB
- * each; the ML image through 800 Mbit/s peaked at 273-296 MiB without this bound).
+ * borrower ends). A layer still downloading would only wait too. Where the cores are busy, a
+ * download that falls behind is short of CPU, not of network, and another pass would only slow it
+ * down. At most as many passes lend at once as the pool has slots, so that it never runs more than
+ * twice its size: on a slow download every new pass waits too, and each would otherwise bring one
+ * more worker (about 25 MiB each; the ML image through 800 Mbit/s peaked at 273-296 MiB without
+ * this bound).
  */
 export const LEND_WAIT_SHARE = 0.5;
 
@@ -63,7 +64,7 @@ export const LEND_WAIT_SHARE = 0.5;
  * scale 0.5: ML 0.95-1.04x wall (3 pairs), peak RSS 168-235 MiB against 221-233 (one run of three
  * lent, and peaked as two slots do); many-files 0.90-0.95x, 142-148 against 157-166 MiB (4 pairs);
  * many-layers 0.93-1.14x (median 0.94, 5 pairs), 122-152 against 151-165 MiB; ML through loopback
- * held at 800 Mbit/s 1.00-1.01x (3 pairs). Without lending that last one took 1.03-1.12x as long
+ * held at 800 Mbit/s 0.95-1.04x (6 pairs). Without lending that last one took 1.03-1.12x as long
  * (2 pairs): its small layers queued behind the large one's pass while it waited for bytes.
  */
 export function poolSizeFor(cores = availableParallelism()): number {
@@ -361,6 +362,7 @@ export class UnpackPool {
     let lastLook = Date.now();
     let lastWaited = 0;
     let lastCpu = process.cpuUsage();
+    const cores = availableParallelism();
     const waitedUntil = (now: number) => {
       const since = Number(Atomics.load(state!, STATE_WAITING_SINCE));
       return Number(Atomics.load(state!, STATE_WAITED_MS)) + (since > 0 ? Math.max(0, now - since) : 0);
@@ -376,11 +378,11 @@ export class UnpackPool {
       const waited = waitedUntil(now);
       const interval = Math.max(1, now - lastLook);
       const share = (waited - lastWaited) / interval;
-      const cpu = process.cpuUsage(lastCpu);
-      const idleCores = availableParallelism() - (cpu.user + cpu.system) / 1000 / interval;
+      const cpu = process.cpuUsage();
+      const idleCores = cores - (cpu.user - lastCpu.user + cpu.system - lastCpu.system) / 1000 / interval;
       lastWaited = waited;
       lastLook = now;
-      lastCpu = process.cpuUsage();
+      lastCpu = cpu;
       if (!lent && share >= LEND_WAIT_SHARE && idleCores >= 1 && this.lent < this.size && this.waiting.some((w) => w.landed())) {
         lent = true;
         this.lend();
