@@ -256,7 +256,13 @@ describe.skipIf(!available)('createIsalGunzip CPU', () => {
       return stage.cpuMs!;
     };
     await run(false); // warm the allocator and the page cache of the decoder's tables
-    const [thread, here] = [await run(false), await run(true)];
+    // Each mode's least CPU over alternating runs: the work itself, without what other test files running
+    // beside this one add to a single run (cache misses, faults), which put one CI run at 0.29.
+    let [thread, here] = [Infinity, Infinity];
+    for (let i = 0; i < 3; i++) {
+      thread = Math.min(thread, await run(false));
+      here = Math.min(here, await run(true));
+    }
     // The same work: a clock that missed the decode thread, or counted another thread, falls far out.
     expect(thread / here).toBeGreaterThan(0.33);
     expect(thread / here).toBeLessThan(3);
