@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
-import { inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
+import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { JobSlot, nativeInflate } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool } from './pargzip.js';
 import { compiledWorker } from './pool.js';
@@ -28,6 +28,19 @@ describe('inflate budget', () => {
       expect(isFastpullError(caught) && caught.code, JSON.stringify(limits)).toBe('INVALID_ARGUMENT');
     }
     expect(() => new InflateBudget(new SharedArrayBuffer(4))).toThrow(/not a budget buffer/);
+  });
+
+  it('holds by default a slot of memory per job that may run at once, up to 64 MiB', () => {
+    // Two cores: the job the output waits for and one ahead, as a third only takes CPU from the unpack thread.
+    expect(InflateBudget.create({ running: 1 }).slotBytes).toBe(24 * MIB);
+    expect(InflateBudget.create({ running: 2 }).slotBytes).toBe(48 * MIB);
+    expect(InflateBudget.create({ running: 3 }).slotBytes).toBe(DEFAULT_INFLATE_SLOT_BYTES);
+    expect(InflateBudget.create({ running: 64 }).slotBytes).toBe(DEFAULT_INFLATE_SLOT_BYTES);
+    expect(InflateBudget.create({ running: 2, slotBytes: 100 * MIB }).slotBytes).toBe(100 * MIB);
+    // Two slots of a stream of large chunks fit in 48 MiB, three do not: on two cores a stream runs one job ahead.
+    const slot = JobSlot.bytes(4 * MIB, 4.5 * MIB);
+    expect(Math.floor((48 * MIB) / slot)).toBe(2);
+    expect(Math.floor(DEFAULT_INFLATE_SLOT_BYTES / slot)).toBe(3);
   });
 
   it('bounds running jobs: one more for a job the output waits for, none for guesses while others wait', async () => {

@@ -26,8 +26,8 @@ const UNIT = 64 * 1024;
 const WAIT_MS = 100;
 
 /**
- * Slot memory of all parallel gunzips of a process together, by default: 64 MiB, three slots of a
- * stream of large chunks (about 17 MiB each: 8 MiB of 16-bit symbols, 4 MiB of bytes, 4.5 MiB of
+ * Slot memory of all parallel gunzips of a process together, at most, by default: 64 MiB, three slots
+ * of a stream of large chunks (about 17 MiB each: 8 MiB of 16-bit symbols, 4 MiB of bytes, 4.5 MiB of
  * input), the job the output waits for and two ahead. Measured on a 2-core VM with `--inflater
  * parallel` (docs/architecture.md, "Parallel gunzip"): one 1 GiB layer in the same time as without a
  * budget (96 and 128 MiB were no faster), the ML bench image (two large layers at once) 535-647 ->
@@ -35,11 +35,21 @@ const WAIT_MS = 100;
  */
 export const DEFAULT_INFLATE_SLOT_BYTES = 64 * 1024 * 1024;
 
+/**
+ * Slot memory per decode job that may run at once, by default, up to {@link DEFAULT_INFLATE_SLOT_BYTES}:
+ * a slot for each (two on 2 cores, the job the output waits for and one ahead), as a third job ahead
+ * only takes CPU from the unpack thread and the hashes. On a 2-core VM (alternating, page cache
+ * dropped, 3 pairs each, 48 against 64 MiB): one 1 GiB layer 0.82-0.87x the time with 238-243
+ * against 265-268 MiB of peak RSS (system time 3.2-3.8 against 4.1-4.6 s: fewer pages to fault in);
+ * the ML bench image 0.84-0.92x, 236-271 against 255-262 MiB.
+ */
+export const INFLATE_SLOT_BYTES_PER_JOB = 24 * 1024 * 1024;
+
 /** Limits of an {@link InflateBudget}. */
 export interface InflateBudgetLimits {
   /** Decode jobs running at once in the whole process (default: the machine's cores). */
   running?: number;
-  /** Bytes all slots may hold together (default {@link DEFAULT_INFLATE_SLOT_BYTES}). */
+  /** Bytes all slots may hold together (default {@link INFLATE_SLOT_BYTES_PER_JOB} per running job, at most {@link DEFAULT_INFLATE_SLOT_BYTES}). */
   slotBytes?: number;
 }
 
@@ -67,7 +77,7 @@ export class InflateBudget {
   /** A new budget; INVALID_ARGUMENT for limits that are not positive integers. */
   static create(limits: InflateBudgetLimits = {}): InflateBudget {
     const running = limits.running ?? Math.max(1, availableParallelism());
-    const slotBytes = limits.slotBytes ?? DEFAULT_INFLATE_SLOT_BYTES;
+    const slotBytes = limits.slotBytes ?? Math.min(DEFAULT_INFLATE_SLOT_BYTES, INFLATE_SLOT_BYTES_PER_JOB * running);
     if (!Number.isSafeInteger(running) || running < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: running ${running}: want an integer >= 1`);
     if (!Number.isSafeInteger(slotBytes) || slotBytes < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: slot bytes ${slotBytes}: want an integer >= 1`);
     const b = new InflateBudget(new SharedArrayBuffer(CELLS * 4));
