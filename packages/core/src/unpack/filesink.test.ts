@@ -8,6 +8,7 @@ import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
 import { isFastpullError } from '../errors.js';
 import { FileSink } from './filesink.js';
+import { nativeFs } from './native.js';
 import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
 
 const hasSink = FileSink.open() !== undefined;
@@ -57,6 +58,30 @@ describe.skipIf(!hasSink)('applyLayer: small files through the writer threads', 
     expect(ro.mode & 0o7777).toBe(0o555);
     expect(ro.mtimeMs).toBe(mtime.getTime());
     expect(fs.readdirSync(path.join(dest, 'ro'))).toHaveLength(50);
+  });
+
+  it('ends each wait once the sink is down to its own bound, waits for room and for every file side by side', async () => {
+    type Raw = {
+      fileSinkCreate(threads: number): object;
+      fileSinkAdd(s: object, seq: number, path: Buffer, chunks: Uint8Array[], mode: number, uid: number, gid: number, as: number, ans: number, ms: number, mns: number): number;
+      fileSinkWait(s: object, below: number): Promise<number>;
+    };
+    const native = nativeFs() as unknown as Raw;
+    const sink = native.fileSinkCreate(2);
+    const body = Buffer.alloc(4096, 7);
+    let pending = 0;
+    for (let i = 0; i < 600; i++) pending = native.fileSinkAdd(sink, i, Buffer.from(path.join(dest, `f${i}`)), [body], 0o644, -1, -1, 0, 0, 0, 0);
+    expect(pending).toBeGreaterThan(0);
+    // Waiters with different bounds, the highest first and last: each ends at its own bound, none is left asleep.
+    const bounds = [1 << 20, 0, 256 * 1024, 64 * 1024, 1 << 30];
+    const ended = await Promise.all(bounds.map((b) => native.fileSinkWait(sink, b).then((p) => ({ b, p }))));
+    for (const { b, p } of ended) expect(p, `a wait for ${b} bytes`).toBeLessThanOrEqual(b);
+    expect(await native.fileSinkWait(sink, 0)).toBe(0);
+    expect(fs.readdirSync(dest)).toHaveLength(600);
+    // A later wait on the same sink, after all the others ended, still ends.
+    native.fileSinkAdd(sink, 600, Buffer.from(path.join(dest, 'last')), [body], 0o644, -1, -1, 0, 0, 0, 0);
+    expect(await native.fileSinkWait(sink, 0)).toBe(0);
+    expect(fs.statSync(path.join(dest, 'last')).size).toBe(4096);
   });
 
   it('leaves nothing behind after an abort, even files that were still queued', async () => {
