@@ -15,7 +15,7 @@ import { join, relative, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
 import { criContender } from './peers/cri.js';
-import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, singleLayerImage, pushCached, pushSociIndex, sizesFor, type ImageMeta, type ImageSpec } from './peers/images.js';
+import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, singleLayerImage, pushCached, pushSociIndex, sizesFor, warmUpImage, type ImageMeta, type ImageSpec } from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
 import { dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
@@ -174,10 +174,13 @@ function inflateTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, 
 
 // ---- the run -------------------------------------------------------------------------------------
 
+/** The image `fastpulld:warm` pulls before the clock, once pushed (below). */
+let warmUpRef: string | undefined;
 const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
   'fastpull-serial': fastpullCli(repo, 'serial'),
   fastpulld: fastpulld(repo),
+  'fastpulld:warm': fastpulld(repo, () => warmUpRef),
   containerd: containerd(),
   'cri-fastpull': criContender(repo, 'fastpull'),
   'cri-overlayfs': criContender(repo, 'overlayfs'),
@@ -270,6 +273,7 @@ try {
     if (SOCI && meta.compression === 'gzip') log(`${meta.name}: SOCI index with ${await pushSociIndex(registry.url, meta)} zTOCs`);
     return meta;
   };
+  if (CONTENDERS.includes('fastpulld:warm')) warmUpRef = refs.get((await prepare(warmUpImage())).name);
   const blobUrl = (image: ImageMeta) => (digest: string) => `${registry.url}/v2/bench/${image.name}/blobs/${digest}`;
 
   if (SCENARIOS.includes('pull')) {

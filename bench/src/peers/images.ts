@@ -207,6 +207,14 @@ export function manyLayersImage(s: Sizes): ImageSpec {
   return { name: 'many-layers', compression: 'gzip', layers };
 }
 
+/**
+ * What `fastpulld (daemon, warm)` pulls before the clock: three small layers of their own seeds, so it
+ * shares no layer with any measured image.
+ */
+export function warmUpImage(): ImageSpec {
+  return { name: 'warm-up', compression: 'gzip', layers: [1, 2, 3].map((i) => mixLayer(`warm-up ${i}`, `opt/warm${i}`, 2, { libs: 0.5, text: 0.5 }, 500 + i)) };
+}
+
 /** One layer of `mib` MiB (half incompressible, a quarter libraries, a quarter low-entropy), for the memory scenario. */
 /** The ML image's dominant layer alone ("framework and model", same mix and seed), `mib` MiB uncompressed. */
 export function mlDominantLayerImage(mib: number): ImageSpec {

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { fastpullTimings } from './contenders.js';
 import { field1, imageRequest, readField1, readVarint, varint } from './cri-wire.js';
 import { measure, removeTimeFiles } from './measure.js';
 import { startStallProxy } from './stall-proxy.js';
@@ -102,6 +103,22 @@ describe('measure', () => {
     const slow = await measure('sleep', ['30'], { timeoutMs: 300 });
     expect(slow.timedOut).toBe(true);
     expect(performance.now() - t0).toBeLessThan(10_000);
+  });
+});
+
+describe('fastpullTimings', () => {
+  it('reads the done event of `fastpull pull --json`, after events whose lines hold arrays', () => {
+    const timings = { totalMs: 1250, resolveMs: 40, layers: [{ fetchMs: 300, unpackMs: 500 }, { fetchMs: 900, unpackMs: 200 }, { fetchMs: 100, unpackMs: 100 }] };
+    const output = [
+      JSON.stringify({ type: 'resolved', name: 'r/a:1', layers: [{ digest: 'sha256:aa', size: 3 }] }),
+      JSON.stringify({ type: 'progress', layers: [{ digest: 'sha256:aa', state: 'downloading' }] }),
+      'a warning that is not JSON',
+      JSON.stringify({ type: 'done', ref: 'r/a:1', image: { layers: [] }, timings }),
+      '',
+    ].join('\n');
+    expect(fastpullTimings(output)).toEqual({ resolve: 0.04, 'slowest layer fetch': 0.9, 'slowest layer unpack': 0.2 });
+    expect(fastpullTimings(output, true)).toEqual({ 'pull in the daemon': 1.25, resolve: 0.04, 'slowest layer fetch': 0.9, 'slowest layer unpack': 0.2 });
+    expect(fastpullTimings(output.split('\n').slice(0, 3).join('\n'))).toBeUndefined();
   });
 });
 
