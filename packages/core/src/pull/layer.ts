@@ -98,10 +98,10 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
       {
         signal,
         priority: layer.size,
-        onStart: (t) => {
+        onStart: (t, borrowed) => {
           thread = t;
           progress.unpackStarted();
-          observer?.unpackStarted?.(index, { thread, read: () => consumed });
+          observer?.unpackStarted?.(index, { thread, read: () => consumed, ...(borrowed ? { borrowed } : {}) });
         },
         onBytes: (n) => {
           consumed = n;

@@ -9,6 +9,8 @@ export interface UnpackPassStart {
   readonly thread: number;
   /** Compressed bytes of the blob the pass has read so far; cheap, callable at any time. */
   readonly read: () => number;
+  /** Whether it runs on a slot another pass lent while that one waits for its download (over the unpack concurrency). */
+  readonly borrowed?: boolean;
 }
 
 /** A layer's unpack pass ended. */

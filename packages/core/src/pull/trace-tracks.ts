@@ -11,6 +11,8 @@ export interface PassRecord {
   endedAt?: number;
   timings?: UnpackTimings;
   readonly read: () => number;
+  /** It ran on a slot a waiting pass lent (see UnpackPool's LEND_WAIT_SHARE). */
+  readonly borrowed?: boolean;
 }
 
 /** A span before it becomes a trace event: times in ms on the recorder's clock. */
@@ -105,7 +107,7 @@ export function passSpans(passes: readonly PassRecord[], digests: readonly strin
     const t = p.timings;
     const from = t ? Math.max(p.startedAt, to - t.totalMs) : p.startedAt;
     const parts: Record<string, number> = t ? { unpackMs: round3(t.totalMs), waitMs: round3(t.waitMs), hashMs: round3(t.verifyMs), inflateMs: round3(t.decompressMs), extractMs: round3(t.extractMs), ...cpuArgs(t) } : { failed: 1 };
-    return { name: 'unpack', cat: 'worker', tid: p.thread, from, to, args: { layer: p.index, digest: digests[p.index] ?? '', bytesRead: p.read(), ...parts } };
+    return { name: 'unpack', cat: 'worker', tid: p.thread, from, to, args: { layer: p.index, digest: digests[p.index] ?? '', bytesRead: p.read(), ...(p.borrowed ? { lentSlot: 1 } : {}), ...parts } };
   });
 }
 

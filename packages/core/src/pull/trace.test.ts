@@ -106,6 +106,26 @@ describe('TraceRecorder', () => {
     expect(doc.traceEvents.filter((e) => e.name === 'network').map((e) => [e.ts, e.args!.bytesPerSecond])).toEqual([[20000, 15000], [30000, 10000]]);
   });
 
+  it('marks a pass that ran on a slot another pass lent', () => {
+    let clock = 0;
+    const trace = new TraceRecorder({ now: () => clock, sampleIntervalMs: 0 });
+    trace.start();
+    trace.event({ type: 'resolved', name: 'r/app:1', manifest: A, platform: { os: 'linux', architecture: 'amd64' }, layers: [{ digest: A, size: 300, chainID: A }, { digest: B, size: 10, chainID: B }] });
+    const o = trace.observer;
+    o.unpackStarted!(0, { thread: 7, read: () => 0 });
+    clock = 5;
+    o.unpackStarted!(1, { thread: 8, read: () => 10, borrowed: true });
+    clock = 9;
+    o.unpackEnded!(1, { thread: 8 });
+    clock = 20;
+    o.unpackEnded!(0, { thread: 7 });
+    const passes = trace.finish().traceEvents.filter((e) => e.pid === 2 && e.ph === 'X');
+    expect(passes.map((e) => [e.tid, e.args!.layer, e.args!.lentSlot])).toEqual([
+      [7, 0, undefined],
+      [8, 1, 1],
+    ]);
+  });
+
   it("a pass's end seen after the thread's next pass was handed out is put before it: a worker's passes never overlap", () => {
     let clock = 0;
     const trace = new TraceRecorder({ now: () => clock, sampleIntervalMs: 0 });

@@ -109,7 +109,7 @@ export class TraceRecorder {
       else this.ranges.set(index, [request]);
     },
     unpackStarted: (index, pass) => {
-      this.passes.push({ index, thread: pass.thread, startedAt: this.now(), read: pass.read });
+      this.passes.push({ index, thread: pass.thread, startedAt: this.now(), read: pass.read, ...(pass.borrowed ? { borrowed: true } : {}) });
     },
     unpackEnded: (index, pass) => {
       const p = this.passes.findLast((x) => x.index === index && x.endedAt === undefined);

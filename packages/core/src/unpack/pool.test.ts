@@ -170,7 +170,7 @@ describe('UnpackPool', () => {
       const order: string[] = [];
       const first = pool.run(
         { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('held'), follow: { watermark: held.buffer, size: b.size } },
-        { onStart: () => order.push('held') },
+        { onStart: (_t, lent) => order.push(lent ? 'held on a lent slot' : 'held') },
       );
       const small = await blob('small', 1);
       const big = await blob('big', 3);
@@ -179,21 +179,21 @@ describe('UnpackPool', () => {
       // The highest priority, but still downloading: a lent slot is not for it.
       const third = pool.run(
         { blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('coming'), follow: { watermark: coming.buffer, size: c.size } },
-        { priority: 20, onStart: () => order.push('coming') },
+        { priority: 20, onStart: (_t, lent) => order.push(lent ? 'coming on a lent slot' : 'coming') },
       );
-      const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('low') }, { priority: 1, onStart: () => order.push('low') });
-      const high = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('high') }, { priority: 9, onStart: () => order.push('high') });
+      const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('low') }, { priority: 1, onStart: (_t, lent) => order.push(lent ? 'low on a lent slot' : 'low') });
+      const high = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('high') }, { priority: 9, onStart: (_t, lent) => order.push(lent ? 'high on a lent slot' : 'high') });
       // Nothing of the first has landed: its pass waits, lends its only slot after a look or two,
       // and the landed ones run meanwhile, one at a time, the higher priority first.
       await Promise.all([low, high]);
-      expect(order).toEqual(['held', 'high', 'low']);
+      expect(order).toEqual(['held', 'high on a lent slot', 'low on a lent slot']);
       held.add(0, b.size);
       const r = await first;
       expect(r.diffID).toBe(b.diffID);
       // The slot is free again: the one still downloading takes it, and follows its blob.
       coming.add(0, c.size);
       expect((await third).diffID).toBe(c.diffID);
-      expect(order).toEqual(['held', 'high', 'low', 'coming']);
+      expect(order).toEqual(['held', 'high on a lent slot', 'low on a lent slot', 'coming']);
       // The slot came back: two passes that do not wait run one after the other again, and the
       // worker started for the lent slot is gone.
       expect(await overlapped(pool, 'after-lend')).toBe(false);

@@ -26,9 +26,10 @@ export interface RunOptions {
   readonly priority?: number;
   /**
    * Called when the task gets its slot and starts, with the `threadId` of the thread that runs it
-   * (0: the calling thread, when the pool runs no workers).
+   * (0: the calling thread, when the pool runs no workers), and whether it runs on a slot that a pass
+   * waiting for its download lent ({@link LEND_WAIT_SHARE}), over the pool's size.
    */
-  readonly onStart?: (thread: number) => void;
+  readonly onStart?: (thread: number, borrowed: boolean) => void;
   /**
    * Called with the compressed bytes the pass has consumed so far, as they grow: at most every
    * CONSUMED_POLL_MS from a worker thread (read from shared memory, no messages), at each read
@@ -174,10 +175,10 @@ export class UnpackPool {
     try {
       if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
       if (!this.script) {
-        options.onStart?.(0);
+        options.onStart?.(0, borrowed);
         return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
       }
-      return await this.onWorker(task, signal, options.onStart, options.onBytes);
+      return await this.onWorker(task, signal, options.onStart && ((thread) => options.onStart!(thread, borrowed)), options.onBytes);
     } finally {
       this.release(borrowed);
     }
