@@ -104,6 +104,12 @@ function phaseMedians(runs: readonly PullResult[]): string {
   return names.map((n) => `${n} ${f2(median(runs.map((x) => x.phases?.[n] ?? NaN).filter(Number.isFinite)))} s`).join(', ');
 }
 
+/** "daemon alone: 231 MiB peak" for a contender with a daemon: its share of the peak-RSS column. */
+function daemonPeak(runs: readonly PullResult[]): string[] {
+  const peaks = runs.map((x) => x.daemonRssMiB).filter((m): m is number => m !== undefined && Number.isFinite(m));
+  return peaks.length > 0 ? [`daemon alone ${f0(Math.max(...peaks))} MiB peak`] : [];
+}
+
 function summarize(r: Row) {
   const good = r.runs.filter((x) => x.ok);
   const walls = good.map((x) => x.wall);
@@ -116,7 +122,7 @@ function summarize(r: Row) {
     cpu: median(good.map((x) => x.cpu)),
     rss: Math.max(...good.map((x) => x.rssMiB)),
     bytes: median(good.map((x) => x.bytes)),
-    notes: [...new Set(r.runs.map((x) => x.note).filter((n): n is string => n !== undefined))],
+    notes: [...new Set(r.runs.map((x) => x.note).filter((n): n is string => n !== undefined)), ...daemonPeak(good)],
     phases: phaseMedians(good),
   };
 }

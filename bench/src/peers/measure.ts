@@ -18,6 +18,8 @@ export interface Measured {
   /** User + system seconds of the command, its children and the daemons named. */
   readonly cpu: number;
   readonly rssMiB: number;
+  /** Peak of the daemons' resident memory alone (their sum, sampled with the rest), when daemons were named. */
+  readonly daemonRssMiB?: number;
   readonly output: string;
 }
 
@@ -121,10 +123,12 @@ export async function measure(cmd: string, args: readonly string[], options: Run
   child.stdout.on('data', keep);
   child.stderr.on('data', keep);
   let peakKiB = 0;
+  let daemonPeakKiB = 0;
   const sample = () => {
-    let kib = child.pid !== undefined ? treeRssKiB(child.pid) : 0;
-    for (const d of daemons) kib += statOf(d)?.rssKiB ?? 0;
-    peakKiB = Math.max(peakKiB, kib);
+    let daemonKiB = 0;
+    for (const d of daemons) daemonKiB += statOf(d)?.rssKiB ?? 0;
+    daemonPeakKiB = Math.max(daemonPeakKiB, daemonKiB);
+    peakKiB = Math.max(peakKiB, daemonKiB + (child.pid !== undefined ? treeRssKiB(child.pid) : 0));
   };
   const poll = setInterval(sample, 50);
   let timedOut = false;
@@ -155,7 +159,7 @@ export async function measure(cmd: string, args: readonly string[], options: Run
   } catch {
     /* killed before time wrote */
   }
-  return { ok: code === 0 && !timedOut, timedOut, wall, cpu, rssMiB: Math.max(peakKiB, maxOneKiB) / 1024, output };
+  return { ok: code === 0 && !timedOut, timedOut, wall, cpu, rssMiB: Math.max(peakKiB, maxOneKiB) / 1024, ...(daemons.length > 0 ? { daemonRssMiB: daemonPeakKiB / 1024 } : {}), output };
 }
 
 /** Bytes a directory takes on disk (du), 0 when it is missing. */

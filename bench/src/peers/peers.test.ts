@@ -1,6 +1,6 @@
 // The peers benchmark's own machinery (no speed figures here): the tar writer, the stalling proxy,
 // the measuring wrapper, the trash of finished trees.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, get } from 'node:http';
@@ -103,6 +103,20 @@ describe('measure', () => {
     const slow = await measure('sleep', ['30'], { timeoutMs: 300 });
     expect(slow.timedOut).toBe(true);
     expect(performance.now() - t0).toBeLessThan(10_000);
+  });
+
+  it("counts a daemon's memory in the peak, and gives the daemon's own peak apart", async () => {
+    // A "daemon" holding 64 MiB resident, and a command that holds little.
+    const daemon = spawn(process.execPath, ['-e', 'const b = Buffer.alloc(64 << 20, 1); setInterval(() => b[0]++, 1000);'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      const m = await measure('sleep', ['0.5'], { daemons: [daemon.pid!] });
+      expect(m.daemonRssMiB).toBeGreaterThan(64);
+      expect(m.rssMiB).toBeGreaterThan(m.daemonRssMiB!);
+      expect((await measure('sleep', ['0.1'])).daemonRssMiB).toBeUndefined();
+    } finally {
+      daemon.kill('SIGKILL');
+    }
   });
 });
 
