@@ -52,13 +52,16 @@ export function fastpullTimings(output: string, total = false): Record<string, n
   let t: PullTimingsJson | undefined;
   for (const line of output.split('\n').reverse()) {
     if (!line.startsWith('{')) continue;
+    let event: { type?: string; timings?: PullTimingsJson };
     try {
-      const event = JSON.parse(line) as { type?: string; timings?: PullTimingsJson };
-      if (event.type === 'done' && event.timings) t = event.timings;
+      event = JSON.parse(line) as typeof event;
     } catch {
-      // a line that is not an event (progress, a warning)
+      continue; // a line that is not an event (a warning)
     }
-    if (t) break;
+    if (event.type === 'done' && event.timings) {
+      t = event.timings;
+      break;
+    }
   }
   if (!t || t.layers.length === 0) return undefined;
   const slowest = t.layers.reduce((a, b) => (b.fetchMs + b.unpackMs > a.fetchMs + a.unpackMs ? b : a));

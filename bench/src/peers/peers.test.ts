@@ -107,9 +107,10 @@ describe('measure', () => {
 
   it("counts a daemon's memory in the peak, and gives the daemon's own peak apart", async () => {
     // A "daemon" holding 64 MiB resident, and a command that holds little.
-    const daemon = spawn(process.execPath, ['-e', 'const b = Buffer.alloc(64 << 20, 1); setInterval(() => b[0]++, 1000);'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const daemon = spawn(process.execPath, ['-e', 'const b = Buffer.alloc(64 << 20, 1); setInterval(() => b[0]++, 1000); console.log("ready");'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
-      await new Promise((r) => setTimeout(r, 1500));
+      // Measured once its 64 MiB are written, however long its start takes.
+      await new Promise((r) => daemon.stdout!.once('data', r));
       const m = await measure('sleep', ['0.5'], { daemons: [daemon.pid!] });
       expect(m.daemonRssMiB).toBeGreaterThan(64);
       expect(m.rssMiB).toBeGreaterThan(m.daemonRssMiB!);

@@ -7,7 +7,7 @@ import { buildLayer } from '../testing/builder.js';
 import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
 import { isFastpullError } from '../errors.js';
-import { FileSink } from './filesink.js';
+import { FileSink, type NativeFiles } from './filesink.js';
 import { nativeFs } from './native.js';
 import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
 
@@ -61,12 +61,7 @@ describe.skipIf(!hasSink)('applyLayer: small files through the writer threads', 
   });
 
   it('ends each wait once the sink is down to its own bound, waits for room and for every file side by side', async () => {
-    type Raw = {
-      fileSinkCreate(threads: number): object;
-      fileSinkAdd(s: object, seq: number, path: Buffer, chunks: Uint8Array[], mode: number, uid: number, gid: number, as: number, ans: number, ms: number, mns: number): number;
-      fileSinkWait(s: object, below: number): Promise<number>;
-    };
-    const native = nativeFs() as unknown as Raw;
+    const native = nativeFs() as unknown as NativeFiles;
     const sink = native.fileSinkCreate(2);
     const body = Buffer.alloc(4096, 7);
     let pending = 0;

@@ -23,7 +23,7 @@ const WRITER_THREADS = Math.min(8, Math.max(2, availableParallelism()));
 type Sink = object & { readonly __brand?: 'FileSink' };
 
 /** The addon's calls behind {@link FileSink}. */
-interface NativeFiles {
+export interface NativeFiles {
   fileSinkCreate(threads: number): Sink;
   fileSinkAdd(
     sink: Sink,
