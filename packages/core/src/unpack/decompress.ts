@@ -63,6 +63,20 @@ export interface DecompressorOptions {
   size?: number;
   /** Known starting points for the parallel decoder (a SOCI zTOC's); others ignore them. */
   checkpoints?: readonly GzipCheckpoint[];
+  /**
+   * Called with each input chunk once the decoder reads it no more, by decoders that can tell (the
+   * in-process ISA-L one and the parallel one); {@link tellsInputDone} says whether the stream
+   * returned does.
+   */
+  onInputDone?: (chunk: Uint8Array) => void;
+}
+
+/** Decoders made with an `onInputDone` they call. */
+const telling = new WeakSet<Transform>();
+
+/** Whether `decoder` (from {@link createDecompressor}) calls the `onInputDone` it was made with. */
+export function tellsInputDone(decoder: Transform): boolean {
+  return telling.has(decoder);
 }
 
 /**
@@ -79,14 +93,22 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
         if (!InflatePool.available()) {
           throw new FastpullError('INVALID_ARGUMENT', 'inflater parallel was asked for but its native decoder is not built (`pnpm --filter @fastpull/core build:native`); use auto or zlib instead');
         }
-        return createParallelGunzip({
+        const stream = createParallelGunzip({
           pool: sharedInflatePool(),
           ...(options.size !== undefined ? { size: options.size } : {}),
           ...(options.checkpoints ? { checkpoints: options.checkpoints } : {}),
+          ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}),
         });
+        if (options.onInputDone) telling.add(stream);
+        return stream;
       }
       const decoder = resolveGunzip(options.inflater ?? DEFAULT_INFLATER);
-      if (decoder.kind === 'isal') return createIsalGunzip();
+      if (decoder.kind === 'isal') {
+        if (!options.onInputDone) return createIsalGunzip();
+        const stream = createIsalGunzip({ onInputDone: options.onInputDone });
+        telling.add(stream);
+        return stream;
+      }
       return 'path' in decoder ? createExternalGunzip(decoder) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });
     }
     case 'none':

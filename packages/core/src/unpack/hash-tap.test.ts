@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { Prng } from '../testing/prng.js';
 import { defaultHashMode, HashTap, type HashMode } from './hash-tap.js';
 import { nativeHash } from './native.js';
+import { ReadBuffers } from './read-buffers.js';
+import { pipeRecycled } from './read-buffers.testkit.js';
 
 const hasPool = nativeHash() !== undefined;
 if (!hasPool) console.warn('hash-tap.test: the native addon has no pool SHA-256 here: pool tests skipped (pnpm --filter @fastpull/core build:native)');
@@ -83,6 +85,27 @@ describe('HashTap', () => {
     const r = await through(chunks, 'pool');
     expect(r.result.digest).toBe(sha256(chunks));
     expect(r.result.cpuMs).toBeGreaterThan(0);
+  });
+
+  it.each(['pool', 'inline'] as const)('%s: tells when it has hashed each chunk; chunks refilled from then on change neither digest nor output', async (mode) => {
+    if (mode === 'pool' && !hasPool) return;
+    const data = new Prng(11).bytes(3 * 1024 * 1024 + 12_345);
+    const buffers = new ReadBuffers(64 * 1024, 2);
+    const hashed = buffers.reader(0);
+    const told: number[] = [];
+    const tap = new HashTap({
+      mode,
+      queueBytes: 512 * 1024,
+      onHashed: (chunk) => {
+        told.push(chunk.length);
+        hashed(chunk);
+      },
+    });
+    const out = await pipeRecycled(tap, data, buffers, buffers.reader(1));
+    expect(out.equals(data)).toBe(true);
+    expect((await tap.result()).digest).toBe(sha256([data]));
+    expect(told).toEqual(Array.from({ length: Math.ceil(data.length / (64 * 1024)) }, (_, i) => Math.min(64 * 1024, data.length - i * 64 * 1024)));
+    expect(buffers.counts.recycled).toBeGreaterThan(0);
   });
 
   it.skipIf(!hasPool)('holds the stream back once more than its bound waits to be hashed', async () => {

@@ -33,6 +33,11 @@ export interface HashTapOptions {
    * {@link discard}.
    */
   keepOnError?: boolean;
+  /**
+   * Called with each chunk once it is hashed (only when hashing succeeded): the tap reads it no
+   * more.
+   */
+  onHashed?: (chunk: Buffer) => void;
 }
 
 /** What a {@link HashTap} saw. */
@@ -100,6 +105,7 @@ export class HashTap extends Transform {
       const ms = performance.now() - t;
       this.cpuMs += ms;
       this.blockedMs += ms;
+      this.options.onHashed?.(chunk);
       callback(null, chunk);
       return;
     }
@@ -203,6 +209,7 @@ export class HashTap extends Transform {
         this.stop();
         this.destroy(this.failed);
       }
+      if (!error && this.options.onHashed) for (const b of batch) this.options.onHashed(b);
       this.pump();
       if (this.held && (this.pending <= this.limit || this.failed)) {
         const release = this.held;

@@ -5,11 +5,13 @@ import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { createDecompressor } from './decompress.js';
+import { createDecompressor, tellsInputDone } from './decompress.js';
 import { chunks, layerLike } from './gzip.testkit.js';
 import { findInflater } from './inflater.js';
 import { createIsalGunzip, ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './isal.js';
 import { nativeHash } from './native.js';
+import { ReadBuffers } from './read-buffers.js';
+import { pipeRecycled } from './read-buffers.testkit.js';
 
 /** What the stage may hold for a stalled reader: its read-ahead (two output buffers) and the buffer being filled. */
 const HELD_AT_MOST = 3 * ISAL_CHUNK_SIZE;
@@ -172,6 +174,24 @@ describe.skipIf(!available).each([
     await expectParity(Buffer.concat([blob, Buffer.from('garbage')]), 'incorrect header check');
   });
 
+  it('tells when it is done with each input chunk; chunks refilled from then on change nothing', async () => {
+    const raw = layerLike(4 * 1024 * 1024, 5);
+    const input = gz(raw);
+    const buffers = new ReadBuffers(32 * 1024, 1);
+    const done = buffers.reader(0);
+    let told = 0;
+    const stage = createIsalGunzip({
+      sync,
+      onInputDone: (chunk) => {
+        told += chunk.length;
+        done(chunk);
+      },
+    });
+    expect((await pipeRecycled(stage, input, buffers)).equals(raw)).toBe(true);
+    expect(told).toBe(input.length);
+    expect(buffers.counts.recycled).toBeGreaterThan(0);
+  });
+
   it('keeps memory bounded when the reader stalls', async () => {
     const blob = gz(randomBytes(24 << 20), 1);
     let pulled = 0;
@@ -237,6 +257,12 @@ describe.skipIf(!available).each([
     expect(stage.cpuMs).toBe(cpu);
     // On this thread the calls are part of its own CPU.
     if (sync && clock && own0 !== undefined) expect(cpu).toBeLessThan((clock.threadCpuNs() - own0) / 1e6);
+  });
+
+  it('is a decoder createDecompressor says tells when it is done with its input, given whom to tell', () => {
+    expect(tellsInputDone(createDecompressor('gzip', { inflater: 'isal', onInputDone: () => undefined }))).toBe(true);
+    expect(tellsInputDone(createDecompressor('gzip', { inflater: 'isal' }))).toBe(false);
+    expect(tellsInputDone(createDecompressor('gzip', { inflater: 'zlib', onInputDone: () => undefined }))).toBe(false);
   });
 
   it('is what createDecompressor gives for the isal choice', async () => {

@@ -130,6 +130,11 @@ export interface IsalGunzipOptions {
   sync?: boolean;
   /** Size of each output buffer; default {@link ISAL_CHUNK_SIZE}. */
   chunkSize?: number;
+  /**
+   * Called with each input chunk once the decoder used all of it: it reads the chunk no more.
+   * Not called for a chunk it stopped in (an error, or the stream destroyed).
+   */
+  onInputDone?: (chunk: Uint8Array) => void;
 }
 
 /**
@@ -189,6 +194,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   private readonly z: IsalHandle;
   private readonly chunkSize: number;
   private readonly sync: boolean;
+  private readonly onInputDone: ((chunk: Uint8Array) => void) | undefined;
   private compressedBytes = 0;
   private members = 0;
   private phase = 0;
@@ -220,6 +226,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     super({ readableHighWaterMark: READ_AHEAD });
     this.chunkSize = options.chunkSize ?? ISAL_CHUNK_SIZE;
     this.sync = options.sync ?? DEFAULT_SYNC;
+    this.onInputDone = options.onInputDone;
     this.z = this.sync ? addon.create(this.result) : addon.create(this.result, () => this.collect());
   }
 
@@ -350,7 +357,9 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   private used(n: number): void {
     this.usedOfOldest += n;
     while (this.queued.length > 0 && this.usedOfOldest >= this.queued[0]!.length) {
-      this.usedOfOldest -= this.queued.shift()!.length;
+      const chunk = this.queued.shift()!;
+      this.usedOfOldest -= chunk.length;
+      this.onInputDone?.(chunk);
     }
     if (this.held && this.queued.length < INPUT_CHUNKS) {
       const callback = this.held;
@@ -405,6 +414,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   private release(error?: Error): void {
     const callback = this.pending;
     this.pending = undefined;
+    if (!error && this.input !== EMPTY) this.onInputDone?.(this.input);
     this.input = EMPTY;
     callback?.(error);
   }

@@ -288,6 +288,26 @@ describe('unpackLayer with the parallel and the in-process ISA-L gunzip', () => 
     expect(listTree(path.join(work, 'follow'))).toEqual(listTree(path.join(work, 'zlib')));
   });
 
+  it.each([...inflaters, 'zlib'] as const)('%s: a followed blob is read into buffers that come back once hashed and decoded (when the decoder tells)', async (inflater) => {
+    const body = new Prng(77).bytes(12 * 1024 * 1024 + 5000);
+    const gz = zlib.gzipSync(await makeTar([{ name: 'weights.bin', body }]), { level: 1 });
+    const blobPath = writeBlob('weights.tgz', gz);
+    const { Watermark } = await import('../content/watermark.js');
+    const mark = new Watermark(gz.length);
+    mark.add(0, gz.length);
+    const r = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('recycled'), inflater, follow: { watermark: mark.buffer, size: gz.length } });
+    expect(r.blobDigest).toBe(sha256(gz));
+    expect(fs.readFileSync(path.join(work, 'recycled', 'weights.bin')).equals(body)).toBe(true);
+    if (inflater === 'zlib') {
+      expect(r.readBuffers).toBeUndefined();
+      return;
+    }
+    // One read per MiB of blob, each into a buffer allocated or one that came back.
+    const { allocated, recycled } = r.readBuffers!;
+    expect(allocated + recycled).toBe(Math.ceil(gz.length / (1024 * 1024)));
+    expect(recycled).toBeGreaterThan(0);
+  });
+
   it.each(inflaters)('%s fails a corrupt layer with INVALID_LAYER naming the layer', async (inflater) => {
     const gz = await bigLayer();
     gz[gz.length >> 1]! ^= 0x10;

@@ -6,12 +6,13 @@ import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted
 import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
-import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, resolveCompression } from './decompress.js';
+import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, resolveCompression, tellsInputDone } from './decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
 import { nativeHash, nativePunchHole, type PunchHole } from './native.js';
 import type { WritebackMode } from './writeback.js';
 import type { ParallelGunzipStream } from './pargzip.js';
+import { ReadBuffers } from './read-buffers.js';
 import { parseZtoc, type GzipCheckpoint } from './ztoc.js';
 
 /** Read size for layer blobs: large reads keep syscalls and stream hops per byte low. */
@@ -110,6 +111,11 @@ export interface UnpackedLayer {
   checkpointsUsed?: number;
   /** Bytes of the blob freed as the pass went (see UnpackLayerOptions.follow.release); 0 when none. */
   releasedBytes: number;
+  /**
+   * The blob's read buffers when they were recycled (a followed blob whose decoder says when it is
+   * done with its input, see ReadBuffers): buffers allocated, and reads into one that came back.
+   */
+  readBuffers?: { allocated: number; recycled: number };
 }
 
 /**
@@ -211,6 +217,9 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   let source: Readable;
   let decompressor: Transform;
   let checkpoints: readonly GzipCheckpoint[] | undefined;
+  // A followed blob's reads go into buffers that come back once its hash (reader 0) and its decoder
+  // (reader 1) are done with them, where the decoder can tell.
+  let buffers = options.follow ? new ReadBuffers(BLOB_READ_CHUNK, 2) : undefined;
   try {
     const head = Buffer.alloc(MAGIC_BYTES);
     const { bytesRead } = await file.read(head, 0, MAGIC_BYTES, 0);
@@ -236,9 +245,11 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       ...(options.inflater ? { inflater: options.inflater } : {}),
       size,
       ...(checkpoints ? { checkpoints } : {}),
+      ...(buffers ? { onInputDone: buffers.reader(1) } : {}),
     });
+    if (!tellsInputDone(decompressor)) buffers = undefined;
     source = options.follow
-      ? Readable.from(followFile(file, new WatermarkView(options.follow.watermark), options.follow.size, what, signal, waited), { objectMode: false, highWaterMark: BLOB_READ_CHUNK })
+      ? Readable.from(followFile(file, new WatermarkView(options.follow.watermark), options.follow.size, what, signal, waited, 0, buffers), { objectMode: false, highWaterMark: BLOB_READ_CHUNK })
       : file.createReadStream({ start: 0, highWaterMark: BLOB_READ_CHUNK }); // closes the file when done
   } catch (e) {
     await file.close();
@@ -248,7 +259,12 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const hashMode = options.hashMode ?? defaultHashMode();
   const release = punchHole && options.follow && releasing ? new BlobRelease(file.fd, new WatermarkView(options.follow.watermark), options.follow.size, releasing, punchHole) : undefined;
   const tapped = release ? (n: number) => (onBytes?.(n), release.hashed(n)) : onBytes;
-  const compressed = new HashTap({ mode: hashMode, ...(tapped ? { onBytes: tapped } : {}), ...(release ? { keepOnError: true } : {}) });
+  const compressed = new HashTap({
+    mode: hashMode,
+    ...(tapped ? { onBytes: tapped } : {}),
+    ...(release ? { keepOnError: true } : {}),
+    ...(buffers ? { onHashed: buffers.reader(0) } : {}),
+  });
   const uncompressed = new HashTap({ mode: hashMode });
   const clock = nativeHash();
   const cpuStart = clock?.threadCpuNs();
@@ -312,6 +328,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   return {
     ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
     releasedBytes: release?.released ?? 0,
+    ...(buffers ? { readBuffers: buffers.counts } : {}),
     blobDigest: blob.digest,
     diffID: tar.digest,
     compressedSize: blob.bytes,
@@ -428,9 +445,19 @@ class WaitClock {
 
 /**
  * Reads a blob that is still arriving: never past the watermark, waiting (without blocking the
- * thread) for it to move, from byte `from` until `size` bytes were read. The caller closes the file.
+ * thread) for it to move, from byte `from` until `size` bytes were read, into `buffers` when given
+ * (else fresh ones). The caller closes the file.
  */
-async function* followFile(file: fs.promises.FileHandle, view: WatermarkView, size: number, what: string, signal: AbortSignal | undefined, waited: WaitClock, from = 0): AsyncGenerator<Buffer> {
+async function* followFile(
+  file: fs.promises.FileHandle,
+  view: WatermarkView,
+  size: number,
+  what: string,
+  signal: AbortSignal | undefined,
+  waited: WaitClock,
+  from = 0,
+  buffers?: ReadBuffers,
+): AsyncGenerator<Buffer> {
   {
     let pos = from;
     while (pos < size) {
@@ -449,11 +476,12 @@ async function* followFile(file: fs.promises.FileHandle, view: WatermarkView, si
         }
       }
       const len = Math.min(BLOB_READ_CHUNK, mark - pos);
-      const buf = Buffer.allocUnsafe(len);
+      const buf = buffers ? buffers.take() : Buffer.allocUnsafe(len);
       const { bytesRead } = await file.read(buf, 0, len, pos);
       if (bytesRead === 0) throw new FastpullError('INTERNAL', `${what}: blob file ends at ${pos}, before its watermark ${mark}`);
       pos += bytesRead;
-      yield bytesRead === len ? buf : buf.subarray(0, bytesRead);
+      if (buffers) yield buffers.lend(buf, bytesRead);
+      else yield bytesRead === len ? buf : buf.subarray(0, bytesRead);
     }
   }
 }

@@ -16,8 +16,15 @@ export class CompressedInput {
   private readonly waiters: { end: number; resolve: () => void }[] = [];
   private closed = false;
 
-  /** `onWait`: someone waits for bytes not written yet (the writer must not be held then). */
-  constructor(private readonly onWait: () => void) {}
+  /**
+   * `onWait`: someone waits for bytes not written yet (the writer must not be held then);
+   * `onForget`: a piece written is kept no more (its bytes were copied wherever they were needed;
+   * pieces kept when the input is closed are not told).
+   */
+  constructor(
+    private readonly onWait: () => void,
+    private readonly onForget?: (piece: Buffer) => void,
+  ) {}
 
   /** Bytes kept. */
   get buffered(): number {
@@ -72,7 +79,11 @@ export class CompressedInput {
 
   /** Forgets whole pieces below `low`. */
   forget(low: number): void {
-    while (this.pieces.length > 0 && this.kept + this.pieces[0]!.length <= low) this.kept += this.pieces.shift()!.length;
+    while (this.pieces.length > 0 && this.kept + this.pieces[0]!.length <= low) {
+      const piece = this.pieces.shift()!;
+      this.kept += piece.length;
+      this.onForget?.(piece);
+    }
   }
 
   /** Lets every waiter go, now and from now on. */
@@ -81,9 +92,9 @@ export class CompressedInput {
     for (const w of this.waiters.splice(0)) w.resolve();
   }
 
-  /** Drops every piece (the decode is over). */
+  /** Forgets every piece (the decode is over). */
   clear(): void {
-    this.pieces.length = 0;
+    for (const piece of this.pieces.splice(0)) this.onForget?.(piece);
   }
 
   private wake(): void {

@@ -8,6 +8,8 @@ import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
 import { nativeInflate, St, WINDOW } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
+import { ReadBuffers } from './read-buffers.js';
+import { pipeRecycled } from './read-buffers.testkit.js';
 
 const available = InflatePool.available();
 if (!available) console.log('skipping parallel gunzip tests: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');
@@ -246,6 +248,30 @@ describe.skipIf(!available)('parallel gunzip', () => {
     const runs = Buffer.concat(Array.from({ length: 60 }, () => Buffer.concat([rng.bytes(40_000), textData(rng, 80_000)])));
     const capped = await expectSame(gzipWith('gzip', ['-6', '-c'], runs), rng, { pool: threaded, chunkSize: 200_000, jobCap: 100_000, maxWrite: 1 << 20 });
     expect(capped.eagerKnownWindow).toBeGreaterThan(5);
+  });
+
+  it('tells when no job will read an input chunk again; chunks refilled from then on change nothing', async () => {
+    // Large enough that the stream holds back writes until jobs are done with the bytes before.
+    const raw = Buffer.concat([new Prng(3).bytes(3_000_000), Buffer.from('text of a layer '.repeat(300_000))]);
+    const input = zlib.gzipSync(raw);
+    for (const pool of [inline, threaded]) {
+      const buffers = new ReadBuffers(16 * 1024, 1);
+      const done = buffers.reader(0);
+      let told = 0;
+      const stage = createParallelGunzip({
+        pool,
+        chunkSize: 64 * 1024,
+        onInputDone: (chunk) => {
+          told += chunk.length;
+          done(chunk);
+        },
+      });
+      expect((await pipeRecycled(stage, input, buffers)).equals(raw)).toBe(true);
+      expect(stage.stats.guessesUsed + stage.stats.exactJobs).toBeGreaterThan(4); // many jobs, each copying its span
+      expect(told).toBe(input.length);
+      expect(buffers.counts.recycled).toBeGreaterThan(0);
+      await slotsBack(pool);
+    }
   });
 
   it('hands back every slot when the reader stops early or the stream is destroyed', async () => {

@@ -60,6 +60,8 @@ export interface ParallelGunzipOptions {
    * decoded past serially, as a wrong guess is.
    */
   checkpoints?: readonly GzipCheckpoint[];
+  /** Called with each input chunk once no job will read it again (every chunk, once the stream ended well; not those held when it failed or was destroyed). */
+  onInputDone?: (chunk: Uint8Array) => void;
 }
 
 /**
@@ -99,7 +101,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Jobs worth running ahead of the output: the pool's threads, as far as its budget's slots go. */
   private readonly ahead: number;
   /** Compressed bytes written and kept; waiting for some releases a held write. */
-  private readonly input = new CompressedInput(() => this.releaseWrite());
+  private readonly input: CompressedInput;
   private heldWrite: TransformCallback | undefined;
   // Output flow control.
   private pullWaiter: (() => void) | undefined;
@@ -114,6 +116,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
 
   constructor(options: ParallelGunzipOptions) {
     super({ readableHighWaterMark: 1024 * 1024, writableHighWaterMark: 1024 * 1024 });
+    this.input = new CompressedInput(() => this.releaseWrite(), options.onInputDone);
     if (!nativeInflate()) throw new FastpullError('INTERNAL', 'parallel gunzip: the native decoder is not built (`pnpm --filter @fastpull/core build:native`)');
     this.pool = options.pool ?? sharedInflatePool();
     const threads = Math.max(1, this.pool.threads);
