@@ -9,6 +9,7 @@ import { nativeFs } from '../unpack/native.js';
 import {
   collectHeap,
   downloadWritten,
+  FULL_COLLECTION_BYTES,
   HEAP_GROWING_PERCENT,
   heapGrowingFlag,
   holdPullMemory,
@@ -161,9 +162,22 @@ describe('holdPullMemory and downloadWritten', () => {
     }
   });
 
+  it('collects the whole heap instead of the young generation once per 256 MiB the download writes', () => {
+    const kinds: string[] = [];
+    const restore = setPullMemoryHooks({ collectYoung: () => void kinds.push('young'), collectFull: () => void kinds.push('full') });
+    try {
+      const per = FULL_COLLECTION_BYTES / YOUNG_COLLECTION_BYTES;
+      for (let n = 0; n < 2 * per; n++) downloadWritten(YOUNG_COLLECTION_BYTES);
+      const round = [...Array<string>(per - 1).fill('young'), 'full'];
+      expect(kinds).toEqual([...round, ...round]);
+    } finally {
+      restore();
+    }
+  });
+
   it('collects the young generation once per 16 MiB the download writes, whatever the write sizes', () => {
     let collections = 0;
-    const restore = setPullMemoryHooks({ collectYoung: () => void collections++ });
+    const restore = setPullMemoryHooks({ collectYoung: () => void collections++, collectFull: () => undefined });
     try {
       const chunk = 64 * 1024;
       for (let n = 0; n < YOUNG_COLLECTION_BYTES / chunk - 1; n++) downloadWritten(chunk);
