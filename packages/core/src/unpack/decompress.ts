@@ -104,9 +104,8 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
       }
       const decoder = resolveGunzip(options.inflater ?? DEFAULT_INFLATER);
       if (decoder.kind === 'isal') {
-        if (!options.onInputDone) return createIsalGunzip();
-        const stream = createIsalGunzip({ onInputDone: options.onInputDone });
-        telling.add(stream);
+        const stream = createIsalGunzip(options.onInputDone ? { onInputDone: options.onInputDone } : {});
+        if (options.onInputDone) telling.add(stream);
         return stream;
       }
       return 'path' in decoder ? createExternalGunzip(decoder) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });

@@ -177,11 +177,8 @@ export function downloadWritten(bytes: number): void {
     return;
   }
   young = 0;
-  (hooks.collectFull ?? fullCollection)();
-}
-
-function fullCollection(): void {
-  collectHeap('major');
+  if (hooks.collectFull) hooks.collectFull();
+  else collectHeap('major');
 }
 
 /**
