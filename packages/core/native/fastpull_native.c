@@ -365,30 +365,77 @@ static napi_value js_start_writeback(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// punchHole(fd, offset, nbytes): fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) frees the
-// range's blocks and drops its pages from the page cache, dirty ones included, without writing
-// them: bytes that were read and will not be read again never reach the disk. The file keeps its
-// size; the range reads as zeros. Throws (EOPNOTSUPP where the filesystem cannot punch holes).
-static napi_value js_punch_hole(napi_env env, napi_callback_info info) {
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  int fd;
+  int64_t offset, nbytes;
+  int err;
+} PunchJob;
+
+// On a libuv pool thread: freeing blocks that were written already can wait on the device (a
+// filesystem mounted with `discard` trims them before fallocate returns, tens of ms per call).
+static void punch_execute(napi_env env, void* data) {
+  (void)env;
+  PunchJob* job = data;
+  job->err = 0;
+#ifdef __linux__
+  int rc;
+  do {
+    rc = fallocate64(job->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off64_t)job->offset, (off64_t)job->nbytes);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) job->err = errno;
+#else
+  job->err = EOPNOTSUPP;
+#endif
+}
+
+static void punch_complete(napi_env env, napi_status status, void* data) {
+  PunchJob* job = data;
+  if (status != napi_ok && job->err == 0) job->err = EIO;
+  if (job->err != 0) {
+    napi_reject_deferred(env, job->deferred, errno_error(env, job->err, "fallocate", "(fd)"));
+  } else {
+    napi_value undef;
+    napi_get_undefined(env, &undef);
+    napi_resolve_deferred(env, job->deferred, undef);
+  }
+  napi_delete_async_work(env, job->work);
+  free(job);
+}
+
+// punchHoleAsync(fd, offset, nbytes): a promise of fallocate(FALLOC_FL_PUNCH_HOLE |
+// FALLOC_FL_KEEP_SIZE), run on a libuv pool thread, which frees the range's blocks and drops its pages
+// from the page cache, dirty ones included, without writing them: bytes that were read and will not
+// be read again never reach the disk. The file keeps its size; the range reads as zeros. Rejects
+// (EOPNOTSUPP where the filesystem cannot punch holes). `fd` must stay open until it settles.
+static napi_value js_punch_hole_async(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   if (get_args(env, info, 3, argv)) return NULL;
   int32_t fd;
   int64_t offset, nbytes;
-  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || get_offset(env, argv[1], &offset) || get_offset(env, argv[2], &nbytes)) {
-    napi_throw_type_error(env, NULL, "punchHole(fd: number, offset: integer >= 0, nbytes: integer >= 0)");
+  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0 || get_offset(env, argv[1], &offset) || get_offset(env, argv[2], &nbytes)) {
+    napi_throw_type_error(env, NULL, "punchHoleAsync(fd: number, offset: integer >= 0, nbytes: integer >= 0)");
     return NULL;
   }
-  if (nbytes == 0) return NULL;
-#ifdef __linux__
-  int rc;
-  do {
-    rc = fallocate64(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off64_t)offset, (off64_t)nbytes);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) return throw_errno(env, errno, "fallocate", "(fd)");
-#else
-  return throw_errno(env, EOPNOTSUPP, "fallocate", "(fd)");
-#endif
-  return NULL;
+  PunchJob* job = calloc(1, sizeof *job);
+  if (!job) return throw_errno(env, ENOMEM, "fallocate", "(fd)");
+  job->fd = fd;
+  job->offset = offset;
+  job->nbytes = nbytes;
+  napi_value promise, name;
+  napi_create_promise(env, &job->deferred, &promise);
+  if (nbytes == 0) {
+    napi_value undef;
+    napi_get_undefined(env, &undef);
+    napi_resolve_deferred(env, job->deferred, undef);
+    free(job);
+    return promise;
+  }
+  napi_create_string_utf8(env, "fastpull:punchHole", NAPI_AUTO_LENGTH, &name);
+  napi_create_async_work(env, NULL, name, punch_execute, punch_complete, job, &job->work);
+  napi_queue_async_work(env, job->work);
+  return promise;
 }
 
 typedef struct {
@@ -715,7 +762,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"tuneAllocator", NULL, js_tune_allocator, NULL, NULL, NULL, napi_default, NULL},
       {"trimAllocator", NULL, js_trim_allocator, NULL, NULL, NULL, napi_default, NULL},
       {"startWriteback", NULL, js_start_writeback, NULL, NULL, NULL, napi_default, NULL},
-      {"punchHole", NULL, js_punch_hole, NULL, NULL, NULL, napi_default, NULL},
+      {"punchHoleAsync", NULL, js_punch_hole_async, NULL, NULL, NULL, napi_default, NULL},
       {"syncfs", NULL, js_syncfs, NULL, NULL, NULL, napi_default, NULL},
       {"threadCpuNs", NULL, js_thread_cpu_ns, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Create", NULL, js_sha256_create, NULL, NULL, NULL, napi_default, NULL},

@@ -317,6 +317,8 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     await Promise.all([compressed.settled(), uncompressed.settled()]);
     throw error;
   } finally {
+    // No punch outlives the descriptor it goes through.
+    await release?.stop();
     // A followed blob is read through the handle directly; a plain read stream closed it already.
     if (options.follow) await file.close().catch(() => undefined);
   }
@@ -382,10 +384,11 @@ const RELEASE_ALIGN = 4096;
 /**
  * Frees a followed blob's bytes behind the pass, as {@link BlobReleaseOptions} says. Bytes are freed
  * only once the blob's hash holds them, so the hash can still be finished from the rest of the file.
- * The first punch the filesystem refuses ends the freeing; the bytes stay, which costs only disk
- * writes.
+ * One hole is punched at a time, on a pool thread: the pass goes on meanwhile (on a filesystem that
+ * discards freed blocks at once, a punch over bytes already written back waits on the device). The
+ * first punch the filesystem refuses ends the freeing; the bytes stay, which costs only disk writes.
  */
-class BlobRelease {
+export class BlobRelease {
   /** Bytes from offset 0 freed. */
   released = 0;
 
@@ -394,7 +397,10 @@ class BlobRelease {
     return this.view.releaseGranted;
   }
   private asked = 0;
+  /** Bytes from offset 0 the blob's hash holds, whole blocks. */
+  private hashedEnd = 0;
   private off = false;
+  private punching: Promise<void> | undefined;
   private readonly step: number;
   private readonly lead: number;
 
@@ -412,17 +418,34 @@ class BlobRelease {
   /** The blob's hash holds (hashed, or queued to be) the first `hashed` bytes. */
   hashed(hashed: number): void {
     if (this.off) return;
-    const end = hashed - (hashed % RELEASE_ALIGN);
+    const end = (this.hashedEnd = hashed - (hashed % RELEASE_ALIGN));
     const landed = this.view.value;
     if (end - this.asked >= this.step && (landed >= this.size || landed - hashed >= this.lead)) this.view.askRelease((this.asked = end));
-    const granted = Math.min(this.view.releaseGranted, end);
+    this.next();
+  }
+
+  /** Punches over what was granted and not freed yet, a step or more, unless a punch runs. */
+  private next(): void {
+    if (this.off || this.punching !== undefined) return;
+    const granted = Math.min(this.view.releaseGranted, this.hashedEnd);
     if (granted - this.released < this.step) return;
-    try {
-      this.punch(this.fd, this.released, granted - this.released);
-      this.released = granted;
-    } catch {
-      this.off = true;
-    }
+    this.punching = this.punch(this.fd, this.released, granted - this.released).then(
+      () => {
+        this.released = granted;
+        this.punching = undefined;
+        this.next();
+      },
+      () => {
+        this.off = true;
+        this.punching = undefined;
+      },
+    );
+  }
+
+  /** Starts no more punches; resolves once none runs (the descriptor may be closed then). */
+  async stop(): Promise<void> {
+    this.off = true;
+    while (this.punching !== undefined) await this.punching;
   }
 }
 

@@ -7,10 +7,10 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Watermark } from '../content/watermark.js';
+import { Watermark, WatermarkView } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { Prng } from '../testing/prng.js';
-import { BLOB_DIGEST_DETAIL, unpackLayer, type UnpackedLayer } from './layer.js';
+import { BLOB_DIGEST_DETAIL, BlobRelease, unpackLayer, type UnpackedLayer } from './layer.js';
 import { nativePunchHole } from './native.js';
 import { makeTar } from './tar.testkit.js';
 
@@ -26,7 +26,7 @@ afterEach(() => {
 });
 
 /** Why holes cannot be punched here (no addon call, or a filesystem that refuses), or undefined. */
-function cannotPunch(): string | undefined {
+async function cannotPunch(): Promise<string | undefined> {
   const punch = nativePunchHole();
   if (!punch) return 'the native addon has no punchHole here';
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fastpull-punch-probe-'));
@@ -34,7 +34,7 @@ function cannotPunch(): string | undefined {
   fs.writeFileSync(file, Buffer.alloc(8192, 1));
   const fd = fs.openSync(file, 'r+');
   try {
-    punch(fd, 0, 4096);
+    await punch(fd, 0, 4096);
     return undefined;
   } catch (e) {
     return `the temporary directory's filesystem cannot punch holes (${(e as Error).message})`;
@@ -43,7 +43,7 @@ function cannotPunch(): string | undefined {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
-const why = cannotPunch();
+const why = await cannotPunch();
 if (why) console.log(`release.test: skipped: ${why}`);
 
 /** A layer of one incompressible file of `size` bytes and a small one after it. */
@@ -175,5 +175,77 @@ describe.skipIf(why !== undefined)('unpackLayer freeing the blob as it goes', ()
     await expect(run(1000)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(run(0)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(run(4096, -1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+describe('BlobRelease', () => {
+  /** A punch that records its calls and settles only when the test says. */
+  function slowPunch(): { calls: [number, number, number][]; settle: (ok?: boolean) => void; punch: (fd: number, offset: number, nbytes: number) => Promise<void> } {
+    const calls: [number, number, number][] = [];
+    const waiting: ((ok: boolean) => void)[] = [];
+    return {
+      calls,
+      settle: (ok = true) => waiting.shift()!(ok),
+      punch: (fd, offset, nbytes) => {
+        calls.push([fd, offset, nbytes]);
+        return new Promise<void>((resolve, reject) => waiting.push((ok) => (ok ? resolve() : reject(new Error('EOPNOTSUPP')))));
+      },
+    };
+  }
+  const flush = () => new Promise((r) => setImmediate(r));
+
+  it('punches one granted range at a time without waiting for it, and stop() waits for the one running', async () => {
+    const size = 64 * STEP;
+    const w = Watermark.complete(size);
+    const p = slowPunch();
+    const release = new BlobRelease(7, new WatermarkView(w.buffer), size, { step: STEP }, p.punch);
+    release.hashed(2 * STEP);
+    w.grantRelease(() => undefined);
+    release.hashed(2 * STEP + 100); // returns at once: the punch runs elsewhere
+    expect(p.calls).toEqual([[7, 0, 2 * STEP]]);
+    // More is asked and granted while that punch runs: nothing new starts until it is done.
+    release.hashed(5 * STEP);
+    w.grantRelease(() => undefined);
+    release.hashed(5 * STEP);
+    expect(p.calls).toHaveLength(1);
+    expect(release.released).toBe(0);
+    p.settle();
+    await flush();
+    expect(release.released).toBe(2 * STEP);
+    // The next one starts where the last ended and covers what was granted meanwhile.
+    expect(p.calls).toEqual([
+      [7, 0, 2 * STEP],
+      [7, 2 * STEP, 3 * STEP],
+    ]);
+    let stopped = false;
+    const stopping = release.stop().then(() => (stopped = true));
+    await flush();
+    expect(stopped).toBe(false); // the descriptor is still in use
+    p.settle();
+    await stopping;
+    expect(release.released).toBe(5 * STEP);
+    // Stopped: nothing more is punched.
+    release.hashed(10 * STEP);
+    w.grantRelease(() => undefined);
+    release.hashed(10 * STEP);
+    expect(p.calls).toHaveLength(2);
+  });
+
+  it('stops freeing at the first punch the filesystem refuses', async () => {
+    const size = 64 * STEP;
+    const w = Watermark.complete(size);
+    const p = slowPunch();
+    const release = new BlobRelease(3, new WatermarkView(w.buffer), size, { step: STEP }, p.punch);
+    release.hashed(STEP);
+    w.grantRelease(() => undefined);
+    release.hashed(STEP);
+    p.settle(false);
+    await flush();
+    release.hashed(4 * STEP);
+    w.grantRelease(() => undefined);
+    release.hashed(4 * STEP);
+    expect(p.calls).toEqual([[3, 0, STEP]]);
+    expect(release.released).toBe(0);
+    await release.stop();
   });
 });
