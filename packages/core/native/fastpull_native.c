@@ -388,10 +388,13 @@ static void punch_execute(napi_env env, void* data) {
 #else
   job->err = EOPNOTSUPP;
 #endif
+  close(job->fd);
+  job->fd = -1;
 }
 
 static void punch_complete(napi_env env, napi_status status, void* data) {
   PunchJob* job = data;
+  if (job->fd >= 0) close(job->fd);  // never ran
   if (status != napi_ok && job->err == 0) job->err = EIO;
   if (job->err != 0) {
     napi_reject_deferred(env, job->deferred, errno_error(env, job->err, "fallocate", "(fd)"));
@@ -408,7 +411,9 @@ static void punch_complete(napi_env env, napi_status status, void* data) {
 // FALLOC_FL_KEEP_SIZE), run on a libuv pool thread, which frees the range's blocks and drops its pages
 // from the page cache, dirty ones included, without writing them: bytes that were read and will not
 // be read again never reach the disk. The file keeps its size; the range reads as zeros. Rejects
-// (EOPNOTSUPP where the filesystem cannot punch holes). `fd` must stay open until it settles.
+// (EOPNOTSUPP where the filesystem cannot punch holes). The job punches through a duplicate of `fd`
+// taken here: closing `fd` meanwhile (a worker torn down mid-pass) can never turn the punch onto
+// another file that got the same number.
 static napi_value js_punch_hole_async(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   if (get_args(env, info, 3, argv)) return NULL;
@@ -420,15 +425,20 @@ static napi_value js_punch_hole_async(napi_env env, napi_callback_info info) {
   }
   PunchJob* job = calloc(1, sizeof *job);
   if (!job) return throw_errno(env, ENOMEM, "fallocate", "(fd)");
-  job->fd = fd;
   job->offset = offset;
   job->nbytes = nbytes;
   napi_value promise, name;
   napi_create_promise(env, &job->deferred, &promise);
-  if (nbytes == 0) {
-    napi_value undef;
-    napi_get_undefined(env, &undef);
-    napi_resolve_deferred(env, job->deferred, undef);
+  job->fd = nbytes == 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  int dup_err = job->fd < 0 ? errno : 0;
+  if (nbytes == 0 || job->fd < 0) {
+    if (nbytes == 0) {
+      napi_value undef;
+      napi_get_undefined(env, &undef);
+      napi_resolve_deferred(env, job->deferred, undef);
+    } else {
+      napi_reject_deferred(env, job->deferred, errno_error(env, dup_err, "fcntl", "(fd)"));
+    }
     free(job);
     return promise;
   }

@@ -156,7 +156,8 @@ export function nativeHash(): NativeHash | undefined {
  * with an errno error (EOPNOTSUPP where the filesystem cannot). Off the caller's thread because
  * freeing blocks that were written already waits on the device where the filesystem discards
  * freed blocks at once (ext4 mounted with `discard`: 5-100 ms per 8 MiB measured on a cloud VM's
- * disk). `fd` must stay open until the promise settles.
+ * disk). The call takes a duplicate of `fd` for the job: closing `fd` before the promise settles
+ * never turns the punch onto another file that got the same number.
  */
 export type PunchHole = (fd: number, offset: number, nbytes: number) => Promise<void>;
 

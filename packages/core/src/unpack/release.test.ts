@@ -1,6 +1,7 @@
 // Tests of a pass that frees the blob's bytes behind it (UnpackLayerOptions.follow.release): it frees
 // only what its writer granted, its digests are the whole blob's, and a failed pass still tells the
 // blob's digest from the part of the file it did not free.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -175,6 +176,47 @@ describe.skipIf(why !== undefined)('unpackLayer freeing the blob as it goes', ()
     await expect(run(1000)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(run(0)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(run(4096, -1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+describe.skipIf(why !== undefined)('punchHoleAsync', () => {
+  it('punches the file it was called on even when that descriptor is closed at once and its number taken again', async () => {
+    const punch = nativePunchHole()!;
+    const first = path.join(work, 'first');
+    const second = path.join(work, 'second');
+    fs.writeFileSync(first, Buffer.alloc(64 * 1024, 1));
+    fs.writeFileSync(second, Buffer.alloc(64 * 1024, 2));
+    // Every libuv pool thread blocks opening a FIFO, so the punch waits in the queue until the
+    // descriptor it was given is closed and its number taken by another file.
+    const threads = Number(process.env.UV_THREADPOOL_SIZE) || 4;
+    const fifos = Array.from({ length: threads }, (_, i) => path.join(work, `fifo${i}`));
+    for (const f of fifos) execFileSync('mkfifo', [f]);
+    const blocked = fifos.map((f) => fs.promises.open(f, 'r'));
+    await new Promise((r) => setTimeout(r, 50));
+    const fd = fs.openSync(first, 'r+');
+    const punched = punch(fd, 0, 32 * 1024);
+    fs.closeSync(fd);
+    const other = fs.openSync(second, 'r+');
+    try {
+      expect(other).toBe(fd); // the lowest free number
+      for (const f of fifos) fs.closeSync(fs.openSync(f, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK));
+      await punched;
+      for (const h of await Promise.all(blocked)) await h.close();
+    } finally {
+      fs.closeSync(other);
+    }
+    const a = fs.readFileSync(first);
+    expect(a.subarray(0, 32 * 1024).every((b) => b === 0)).toBe(true);
+    expect(a.subarray(32 * 1024).every((b) => b === 1)).toBe(true);
+    expect(fs.readFileSync(second).every((b) => b === 2)).toBe(true);
+  });
+
+  it('rejects on a descriptor that is not open, and resolves at once for no bytes', async () => {
+    const punch = nativePunchHole()!;
+    const fd = fs.openSync(path.join(work, 'gone'), 'w');
+    fs.closeSync(fd);
+    await expect(punch(fd, 0, 4096)).rejects.toMatchObject({ code: 'EBADF' });
+    await expect(punch(fd, 0, 0)).resolves.toBeUndefined();
   });
 });
 
