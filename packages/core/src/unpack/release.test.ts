@@ -179,6 +179,19 @@ describe.skipIf(why !== undefined)('unpackLayer freeing the blob as it goes', ()
   });
 });
 
+/** Opens FIFO `f` for writing, which ends a read open waiting on it (ENXIO until that open has begun). */
+async function unblock(f: string): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    try {
+      fs.closeSync(fs.openSync(f, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK));
+      return;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENXIO' || tries >= 200) throw e;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+}
+
 describe.skipIf(why !== undefined)('punchHoleAsync', () => {
   it('punches the file it was called on even when that descriptor is closed at once and its number taken again', async () => {
     const punch = nativePunchHole()!;
@@ -199,7 +212,7 @@ describe.skipIf(why !== undefined)('punchHoleAsync', () => {
     const other = fs.openSync(second, 'r+');
     try {
       expect(other).toBe(fd); // the lowest free number
-      for (const f of fifos) fs.closeSync(fs.openSync(f, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK));
+      for (const f of fifos) await unblock(f);
       await punched;
       for (const h of await Promise.all(blocked)) await h.close();
     } finally {
