@@ -365,6 +365,18 @@ static napi_value js_start_writeback(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// Settles a promise of a call that returns nothing: resolved with undefined, or rejected with the
+// errno error of `syscall` on `path` where `err` is set.
+static void settle(napi_env env, napi_deferred deferred, int err, const char* syscall, const char* path) {
+  if (err != 0) {
+    napi_reject_deferred(env, deferred, errno_error(env, err, syscall, path));
+    return;
+  }
+  napi_value undef;
+  napi_get_undefined(env, &undef);
+  napi_resolve_deferred(env, deferred, undef);
+}
+
 typedef struct {
   napi_async_work work;
   napi_deferred deferred;
@@ -396,13 +408,7 @@ static void punch_complete(napi_env env, napi_status status, void* data) {
   PunchJob* job = data;
   if (job->fd >= 0) close(job->fd);  // never ran
   if (status != napi_ok && job->err == 0) job->err = EIO;
-  if (job->err != 0) {
-    napi_reject_deferred(env, job->deferred, errno_error(env, job->err, "fallocate", "(fd)"));
-  } else {
-    napi_value undef;
-    napi_get_undefined(env, &undef);
-    napi_resolve_deferred(env, job->deferred, undef);
-  }
+  settle(env, job->deferred, job->err, "fallocate", "(fd)");
   napi_delete_async_work(env, job->work);
   free(job);
 }
@@ -430,15 +436,9 @@ static napi_value js_punch_hole_async(napi_env env, napi_callback_info info) {
   napi_value promise, name;
   napi_create_promise(env, &job->deferred, &promise);
   job->fd = nbytes == 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  int dup_err = job->fd < 0 ? errno : 0;
+  int dup_err = nbytes != 0 && job->fd < 0 ? errno : 0;
   if (nbytes == 0 || job->fd < 0) {
-    if (nbytes == 0) {
-      napi_value undef;
-      napi_get_undefined(env, &undef);
-      napi_resolve_deferred(env, job->deferred, undef);
-    } else {
-      napi_reject_deferred(env, job->deferred, errno_error(env, dup_err, "fcntl", "(fd)"));
-    }
+    settle(env, job->deferred, dup_err, "fcntl", "(fd)");
     free(job);
     return promise;
   }
@@ -486,13 +486,7 @@ static void syncfs_complete(napi_env env, napi_status status, void* data) {
     job->err = EIO;
     job->syscall = "syncfs";
   }
-  if (job->err != 0) {
-    napi_reject_deferred(env, job->deferred, errno_error(env, job->err, job->syscall, job->path));
-  } else {
-    napi_value undef;
-    napi_get_undefined(env, &undef);
-    napi_resolve_deferred(env, job->deferred, undef);
-  }
+  settle(env, job->deferred, job->err, job->syscall, job->path);
   napi_delete_async_work(env, job->work);
   free(job);
 }
