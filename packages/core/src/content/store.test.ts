@@ -32,6 +32,25 @@ describe('FileContentStore', () => {
     expect(readdirSync(join(root, 'content', 'ingest'))).toEqual([]);
   });
 
+  it('writes through the thread pool while the reader punches a hole in the file, else at once on this thread', async () => {
+    const ing = await store.newIngest(desc);
+    // No punch: the bytes are in the file and published before write() returns its promise.
+    const first = ing.write(data.subarray(0, 4000), 0);
+    expect(ing.watermark.value).toBe(4000);
+    await first;
+    // A punch runs: the write goes off this thread, so nothing is published until it is done.
+    new WatermarkView(ing.watermark.buffer).setPunching(true);
+    expect(ing.watermark.punching).toBe(true);
+    const second = ing.write(data.subarray(4000, 9000), 4000);
+    expect(ing.watermark.value).toBe(4000);
+    await second;
+    expect(ing.watermark.value).toBe(9000);
+    new WatermarkView(ing.watermark.buffer).setPunching(false);
+    await ing.write(data.subarray(9000), 9000);
+    await store.commit(ing);
+    expect(await readFile(store.blobPath(desc.digest))).toEqual(data);
+  });
+
   it('refuses to commit content that does not match, and removes the ingest', async () => {
     const ing = await store.newIngest(desc);
     const bad = Buffer.from(data);

@@ -456,11 +456,16 @@ function openIngest(o: {
     async write(data: Uint8Array, position: number): Promise<void> {
       // Synchronous: a 64 KiB write into the page cache takes microseconds, and skipping the
       // thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571 MB/s
-      // (bench/src/fetch-blob.ts).
+      // (bench/src/fetch-blob.ts). Not while the reader punches a hole in the file: the write
+      // would wait for the punch on the file's lock (up to 0.1 s where the filesystem trims freed
+      // blocks), and this thread runs every download and the daemon's calls.
       // A failed write is the disk's fault (ENOSPC -> NO_SPACE), never the network's: callers
       // must not take it for a broken connection and retry it.
       try {
         let off = 0;
+        if (watermark.punching) {
+          while (off < data.byteLength) off += (await o.handle.write(data, off, data.byteLength - off, position + off)).bytesWritten;
+        }
         while (off < data.byteLength) off += writeSync(o.handle.fd, data, off, data.byteLength - off, position + off);
         // Published only once the bytes are in the file, so a follower never reads a hole.
         watermark.add(position, position + data.byteLength);

@@ -15,7 +15,9 @@ const SLOT_STATE = 1;
 const SLOT_RELEASE_ASKED = 2;
 /** Bytes from offset 0 the writer's record no longer claims: the reader may free them. */
 const SLOT_RELEASE_GRANTED = 3;
-const SLOTS = 4;
+/** 1 while the reader punches a hole in the file: a write to it would wait for the punch. */
+const SLOT_PUNCHING = 4;
+const SLOTS = 5;
 
 /** State slot values. */
 export const WatermarkState = { OPEN: 0n, FAILED: 1n } as const;
@@ -72,6 +74,20 @@ export class WatermarkView {
   /** Bytes from offset 0 the reader may free: no resume record claims them any more. */
   get releaseGranted(): number {
     return Number(Atomics.load(this.slots, SLOT_RELEASE_GRANTED));
+  }
+
+  /**
+   * Whether the reader is punching a hole in the file now. A punch holds the file's inode lock, for
+   * as long as the filesystem takes to free (and maybe trim) the blocks, and a write to the same
+   * file waits for it: the writer then writes off its thread.
+   */
+  get punching(): boolean {
+    return Atomics.load(this.slots, SLOT_PUNCHING) !== 0n;
+  }
+
+  /** The reader starts (true) or ended (false) a punch. */
+  setPunching(on: boolean): void {
+    Atomics.store(this.slots, SLOT_PUNCHING, on ? 1n : 0n);
   }
 }
 

@@ -429,13 +429,17 @@ export class BlobRelease {
     if (this.off || this.punching !== undefined) return;
     const granted = Math.min(this.view.releaseGranted, this.hashedEnd);
     if (granted - this.released < this.step) return;
+    // The download writes off its thread meanwhile: its writes to this file would wait for the punch.
+    this.view.setPunching(true);
     this.punching = this.punch(this.fd, this.released, granted - this.released).then(
       () => {
+        this.view.setPunching(false);
         this.released = granted;
         this.punching = undefined;
         this.next();
       },
       () => {
+        this.view.setPunching(false);
         this.off = true;
         this.punching = undefined;
       },

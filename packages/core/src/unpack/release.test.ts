@@ -256,8 +256,10 @@ describe('BlobRelease', () => {
     const release = new BlobRelease(7, new WatermarkView(w.buffer), size, { step: STEP }, p.punch);
     release.hashed(2 * STEP);
     w.grantRelease(() => undefined);
+    expect(w.punching).toBe(false);
     release.hashed(2 * STEP + 100); // returns at once: the punch runs elsewhere
     expect(p.calls).toEqual([[7, 0, 2 * STEP]]);
+    expect(w.punching).toBe(true); // the download writes off its thread meanwhile
     // More is asked and granted while that punch runs: nothing new starts until it is done.
     release.hashed(5 * STEP);
     w.grantRelease(() => undefined);
@@ -279,6 +281,7 @@ describe('BlobRelease', () => {
     p.settle();
     await stopping;
     expect(release.released).toBe(5 * STEP);
+    expect(w.punching).toBe(false);
     // Stopped: nothing more is punched.
     release.hashed(10 * STEP);
     w.grantRelease(() => undefined);
@@ -294,8 +297,10 @@ describe('BlobRelease', () => {
     release.hashed(STEP);
     w.grantRelease(() => undefined);
     release.hashed(STEP);
+    expect(w.punching).toBe(true);
     p.settle(false);
     await flush();
+    expect(w.punching).toBe(false);
     release.hashed(4 * STEP);
     w.grantRelease(() => undefined);
     release.hashed(4 * STEP);
