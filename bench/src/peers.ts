@@ -17,7 +17,7 @@ import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type P
 import { criContender } from './peers/cri.js';
 import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, singleLayerImage, pushCached, pushSociIndex, sizesFor, warmUpImage, type ImageMeta, type ImageSpec } from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
-import { dropCaches, which } from './peers/measure.js';
+import { blockCounters, dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
 import { limitNeed, plus, pullNeed, times, Trash } from './peers/trash.js';
 import { readTrace, traceSvg } from './trace-svg.js';
@@ -214,7 +214,13 @@ for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
 async function pullOnce(c: Contender, ref: string, timeoutS: number, trace?: string): Promise<PullResult> {
   const dir = trash.dir('fastpull-bench-run-');
   try {
-    return await c.pull(ref, dir, timeoutS * 1000, trace);
+    const before = blockCounters(dir);
+    const r = await c.pull(ref, dir, timeoutS * 1000, trace);
+    const after = blockCounters(dir);
+    if (before === undefined || after === undefined) return r;
+    const mib = (sectors: number) => (sectors * 512) / MIB;
+    const discarded = before.discardSectors !== undefined && after.discardSectors !== undefined ? { deviceDiscardMiB: mib(after.discardSectors - before.discardSectors) } : {};
+    return { ...r, deviceWriteMiB: mib(after.writeSectors - before.writeSectors), ...discarded };
   } catch (e) {
     return { ok: false, timedOut: false, wall: NaN, cpu: NaN, rssMiB: NaN, bytes: NaN, output: '', note: `error: ${e instanceof Error ? e.message : String(e)}` };
   } finally {
@@ -320,7 +326,8 @@ try {
             writeFileSync(trace.replace(/\.trace\.json$/, '.svg'), traceSvg(readTrace(trace), `${c.name}: ${image.name} (bench image, scale ${SCALE})`));
             row.trace = relative(benchDir, trace);
           }
-          log(`  run ${run + 1}/${RUNS} ${c.name}: ${r.ok ? `${f2(r.wall)} s, CPU ${f2(r.cpu)} s, RSS ${f0(r.rssMiB)} MiB, disk ${f0(r.bytes / MIB)} MiB` : 'FAILED'}${r.note ? ` (${r.note})` : ''}`);
+          const device = r.deviceWriteMiB === undefined ? '' : `, device wrote ${f0(r.deviceWriteMiB)} MiB${r.deviceDiscardMiB === undefined ? '' : `, discarded ${f0(r.deviceDiscardMiB)} MiB`}`;
+          log(`  run ${run + 1}/${RUNS} ${c.name}: ${r.ok ? `${f2(r.wall)} s, CPU ${f2(r.cpu)} s, RSS ${f0(r.rssMiB)} MiB, disk ${f0(r.bytes / MIB)} MiB${device}` : 'FAILED'}${r.note ? ` (${r.note})` : ''}`);
         }
       }
     }

@@ -13,6 +13,12 @@ export interface PullResult extends Measured {
   readonly note?: string;
   /** Seconds of each step, for a contender made of several commands. */
   readonly phases?: Readonly<Record<string, number>>;
+  /**
+   * MiB the block device under the run's directory wrote, and discarded, while the pull ran (every
+   * process's traffic; absent where the directory has no block device; see measure.ts blockCounters).
+   */
+  readonly deviceWriteMiB?: number;
+  readonly deviceDiscardMiB?: number;
 }
 
 export interface Contender {

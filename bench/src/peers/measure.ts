@@ -3,7 +3,7 @@
 // process tree's and the daemons' resident memory, sampled every 50 ms, and never less than the
 // largest single process's peak that /usr/bin/time reports).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -170,6 +170,40 @@ export function diskBytes(...dirs: string[]): number {
     if (r.status === 0) total += Number(r.stdout.split('\t')[0]);
   }
   return total;
+}
+
+/** Sectors a block device wrote and discarded since boot (its 512-byte units, whatever its block size). */
+export interface BlockCounters {
+  readonly writeSectors: number;
+  /** Undefined for a kernel older than 4.18, whose stat file has no discard fields. */
+  readonly discardSectors: number | undefined;
+}
+
+/** The counters of a block device's `stat` file (Documentation/block/stat.rst: field 7 sectors written, 14 discarded). */
+export function parseBlockStat(text: string): BlockCounters | undefined {
+  const f = text.trim().split(/\s+/).map(Number);
+  if (f.length < 11 || f.some((n) => !Number.isFinite(n))) return undefined;
+  return { writeSectors: f[6]!, discardSectors: f.length >= 15 ? f[13]! : undefined };
+}
+
+/**
+ * The counters of the block device holding `path`'s filesystem, or undefined where it has none (a
+ * tmpfs, overlayfs) or the system does not say. The device counts every process's traffic, and the
+ * write-back the kernel does later: read around a pull, they tell what reached the disk meanwhile
+ * (a blob written and then trimmed again, say), not who asked for it.
+ */
+export function blockCounters(path: string): BlockCounters | undefined {
+  try {
+    const dev = statSync(path).dev;
+    // Linux's dev_t: major in bits 8-19 and 32-43, minor in bits 0-7 and 20-31.
+    const high = Math.floor(dev / 2 ** 32);
+    const low = dev % 2 ** 32;
+    const major = ((low >>> 8) & 0xfff) | ((high & 0xfff) << 12);
+    const minor = (low & 0xff) | ((low >>> 20) << 8);
+    return parseBlockStat(readFileSync(`/sys/dev/block/${major}:${minor}/stat`, 'utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 export type CacheDrop = 'dropped' | string;

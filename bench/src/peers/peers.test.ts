@@ -2,7 +2,7 @@
 // the measuring wrapper, the trash of finished trees.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, readlinkSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer, get } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { fastpullTimings } from './contenders.js';
 import { field1, imageRequest, readField1, readVarint, varint } from './cri-wire.js';
-import { measure, removeTimeFiles } from './measure.js';
+import { blockCounters, measure, parseBlockStat, removeTimeFiles } from './measure.js';
 import { startStallProxy } from './stall-proxy.js';
 import { TarWriter } from './tarwriter.js';
 import { decide, fsSpace, margins, Trash, type FsSpace } from './trash.js';
@@ -118,6 +118,29 @@ describe('measure', () => {
     } finally {
       daemon.kill('SIGKILL');
     }
+  });
+});
+
+describe('block device counters', () => {
+  it('reads sectors written (field 7) and discarded (field 14) from a stat line, and no discards from an old kernel', () => {
+    const line = '  4001  12 300000  900  5002  34  777216  2100 0 3000 4000  61  0  98304  45  7  8\n';
+    expect(parseBlockStat(line)).toEqual({ writeSectors: 777216, discardSectors: 98304 });
+    expect(parseBlockStat('4001 12 300000 900 5002 34 777216 2100 0 3000 4000')).toEqual({ writeSectors: 777216, discardSectors: undefined });
+    expect(parseBlockStat('not a stat line')).toBeUndefined();
+  });
+
+  const device = blockCounters(tmpdir());
+  it.skipIf(device === undefined)('counts what a file synced in the temporary directory wrote to its device', () => {
+    const before = blockCounters(tmpdir())!;
+    const fd = openSync(join(tmp(), 'data'), 'w');
+    try {
+      writeSync(fd, Buffer.alloc(4 * 1024 * 1024, 7));
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    const after = blockCounters(tmpdir())!;
+    expect(after.writeSectors - before.writeSectors).toBeGreaterThanOrEqual((4 * 1024 * 1024) / 512);
   });
 });
 
