@@ -317,7 +317,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     await Promise.all([compressed.settled(), uncompressed.settled()]);
     throw error;
   } finally {
-    // No punch outlives the descriptor it goes through.
+    // No punch outlives the pass: its bytes count in releasedBytes, and the caller may drop the blob next.
     await release?.stop();
     // A followed blob is read through the handle directly; a plain read stream closed it already.
     if (options.follow) await file.close().catch(() => undefined);
@@ -446,7 +446,7 @@ export class BlobRelease {
     );
   }
 
-  /** Starts no more punches; resolves once none runs (the descriptor may be closed then). */
+  /** Starts no more punches; resolves once none runs. */
   async stop(): Promise<void> {
     this.off = true;
     while (this.punching !== undefined) await this.punching;
