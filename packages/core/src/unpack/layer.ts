@@ -431,19 +431,16 @@ export class BlobRelease {
     if (granted - this.released < this.step) return;
     // The download writes off its thread meanwhile: its writes to this file would wait for the punch.
     this.view.setPunching(true);
-    this.punching = this.punch(this.fd, this.released, granted - this.released).then(
-      () => {
+    this.punching = this.punch(this.fd, this.released, granted - this.released)
+      .then(
+        () => void (this.released = granted),
+        () => void (this.off = true),
+      )
+      .finally(() => {
         this.view.setPunching(false);
-        this.released = granted;
         this.punching = undefined;
         this.next();
-      },
-      () => {
-        this.view.setPunching(false);
-        this.off = true;
-        this.punching = undefined;
-      },
-    );
+      });
   }
 
   /** Starts no more punches; resolves once none runs. */
