@@ -22,7 +22,7 @@ Options:
                              $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
   --concurrency N            range requests in flight across all pulls (default ${DEFAULT_CONCURRENCY})
   --chunk-size SIZE          bytes per range request (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB)
-  --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per two cores)
+  --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per two cores, at most 4)
   --inflater NAME            gzip decoder: ${INFLATER_CHOICES.join(', ')} (default $FASTPULL_INFLATER, else ${DEFAULT_INFLATER})
   --keep-blobs               keep compressed layer blobs after unpacking
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)

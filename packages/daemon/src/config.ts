@@ -42,7 +42,7 @@ export interface DaemonConfig {
   readonly keepBlobs: boolean;
   /** Flush each snapshot to disk before committing it (default true; false is unsafe against power loss). */
   readonly sync: boolean;
-  /** Layers unpacked at once across all pulls (one pool they share); unset: the library's shared pool, one per two cores. */
+  /** Layers unpacked at once across all pulls (one pool they share); unset: the library's shared pool, one per two cores, at most 4. */
   readonly unpackConcurrency?: number;
   /** The gzip decoder, as the CLI's --inflater; unset: $FASTPULL_INFLATER, else the library's (auto). */
   readonly inflater?: InflaterChoice;

@@ -62,7 +62,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--hosts-dir <dir>', `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
     .option('--concurrency <n>', `range requests in flight for this pull (default: the shared scheduler, ${DEFAULT_CONCURRENCY})`)
     .option('--chunk-size <size>', `bytes per range request, e.g. 16MiB, 8M, 1048576 (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB; at least 64KiB)`)
-    .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per two cores; a layer waiting for its download lends its slot)')
+    .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per two cores, at most 4; a layer waiting for its download lends its slot)')
     .option('--inflater <auto|isal|zlib|igzip|pigz|parallel>', 'gzip decoder; auto is isal (ISA-L in process) where built, else zlib; igzip and pigz run as programs; parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))

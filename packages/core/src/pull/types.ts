@@ -176,7 +176,7 @@ export interface PullOptions {
   readonly stragglerWindowMs?: number;
   /** A range whose body stops for this long after bytes came is re-issued at once (default 3 s; 0: off). */
   readonly stallTimeoutMs?: number;
-  /** Layers decompressed and extracted at once; default: the process-wide pool, one per two cores. */
+  /** Layers decompressed and extracted at once; default: the process-wide pool, one per two cores, at most 4. */
   readonly unpackConcurrency?: number;
   /**
    * The pool that unpacks the layers; default the process-wide one (or one of the pull's own when

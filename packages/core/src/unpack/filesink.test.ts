@@ -7,12 +7,18 @@ import { buildLayer } from '../testing/builder.js';
 import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
 import { isFastpullError } from '../errors.js';
-import { FileSink, type NativeFiles } from './filesink.js';
+import { FileSink, writerThreadsFor, type NativeFiles } from './filesink.js';
 import { nativeFs } from './native.js';
 import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
 
 const hasSink = FileSink.open() !== undefined;
 if (!hasSink) console.warn('skipping the writer-thread tests: the native addon lacks the file sink');
+
+describe('writer threads', () => {
+  it('one per core, at least two and at most four', () => {
+    expect([1, 2, 3, 4, 5, 16, 192].map(writerThreadsFor)).toEqual([2, 2, 3, 4, 4, 4, 4]);
+  });
+});
 
 let sandbox: string;
 let dest: string;

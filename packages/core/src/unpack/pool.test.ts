@@ -57,8 +57,8 @@ async function overlapped(pool: UnpackPool, name: string): Promise<boolean> {
 }
 
 describe('UnpackPool', () => {
-  it('runs one layer per two cores by default, at least one', () => {
-    expect([1, 2, 3, 4, 16, 17].map((cores) => poolSizeFor(cores))).toEqual([1, 1, 2, 2, 8, 9]);
+  it('runs one layer per two cores by default, at least one and at most MAX_POOL_SIZE', () => {
+    expect([1, 2, 3, 4, 7, 8, 16, 17, 192].map((cores) => poolSizeFor(cores))).toEqual([1, 1, 2, 2, 4, 4, 4, 4, 4]);
     expect(new UnpackPool().size).toBe(poolSizeFor());
   });
 

@@ -56,7 +56,8 @@ export const CONSUMED_POLL_MS = 100;
 export const LEND_WAIT_SHARE = 0.5;
 
 /**
- * Layers a pool unpacks at once by default on `cores` cores: one per two cores. A pass keeps about
+ * Layers a pool unpacks at once by default on `cores` cores: one per two cores, at most
+ * {@link MAX_POOL_SIZE}. A pass keeps about
  * two cores busy by itself: its unpack thread parses the tar and writes the large files, ISA-L's
  * decode thread inflates, libuv's pool hashes both streams, and the addon's writer threads make the
  * small files. A slower download is what a pass then waits for, and a pass that waits lends its
@@ -69,8 +70,20 @@ export const LEND_WAIT_SHARE = 0.5;
  * (2 pairs): its small layers queued behind the large one's pass while it waited for bytes.
  */
 export function poolSizeFor(cores = availableParallelism()): number {
-  return Math.max(1, Math.ceil(cores / 2));
+  return Math.min(MAX_POOL_SIZE, Math.max(1, Math.ceil(cores / 2)));
 }
+
+/**
+ * The most layers a pool unpacks at once by default, however many cores (`--unpack-concurrency`
+ * sets any). Each slot's worker holds its own heap and allocator arena, about 16-40 MiB, and every
+ * pass's small files compete for the same filesystem. Measured with the CLI pinned to N cores of a
+ * 16-core machine (`pnpm bench:cores`, scale 0.5, 2 rounds): the ML image took 3.90 s (3.66-4.14)
+ * with 2 slots on 4 cores, 3.72 s (3.27-4.18) with 4 on 8 and 4.03 s (3.95-4.11) with 8 on 16, its
+ * peak RSS 238-256, 288-303 and 324-333 MiB; the 24 small layers of many-layers 1.19 s (1.18-1.19)
+ * with 4 slots and 1.08 s (1.05-1.11) with 8, at 248 and 397 MiB. On 2 cores, 8 slots against 4
+ * (`--unpack-concurrency`): many-layers peaked at 289 against 213 MiB.
+ */
+export const MAX_POOL_SIZE = 4;
 
 /**
  * The young generation of each worker's heap, in MiB (1 MiB of semi-space; V8's default grows to
