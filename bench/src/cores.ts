@@ -7,7 +7,8 @@
 // of each image's widest pull.
 //
 // Knobs: BENCH_IMAGES (ml,single-fp16,many-layers), BENCH_SCALE (0.5; sizes as `pnpm bench`'s),
-// BENCH_CORES (1,2,4,... up to the cores there are), BENCH_RUNS (2), BENCH_DIR (where stores go;
+// BENCH_CORES (1,2,4,... up to the cores there are), BENCH_INFLATERS (auto; e.g. `auto,parallel`:
+// each core count with each `--inflater`), BENCH_RUNS (2), BENCH_DIR (where stores go;
 // default the OS temporary directory), BENCH_CACHE (the image cache, bench/.cache),
 // BENCH_PREPARE_ONLY=1 (build the images into the cache and stop: several can build at once).
 import { execFileSync } from 'node:child_process';
@@ -34,6 +35,7 @@ const IMAGES = list('BENCH_IMAGES', 'ml,single-fp16,many-layers');
 const CACHE = resolve(env.BENCH_CACHE ?? join(benchDir, '.cache'));
 const TIMEOUT_S = num('BENCH_TIMEOUT_S', 600);
 const MAX = availableParallelism();
+const INFLATERS = list('BENCH_INFLATERS', 'auto');
 
 /** 1, 2, 4, ... and the machine's count, or BENCH_CORES. */
 export function coreCounts(max: number, given?: string): number[] {
@@ -120,6 +122,9 @@ export function largestPass(trace: unknown): PassFigures | undefined {
   return { pullS: pull.dur / 1e6, passS: (big.dur ?? 0) / 1e6, layerMiB: read(big) / MIB, cpu };
 }
 
+/** The kept trace of an image's widest pull with one inflater. */
+const traceName = (image: string, n: number, inflater: string) => `${image}-${n}-cores${inflater === 'auto' ? '' : `-${inflater}`}.trace.json`;
+
 const median = (xs: readonly number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
@@ -129,6 +134,7 @@ const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-');
 
 interface Run {
   readonly cores: number;
+  readonly inflater: string;
   readonly ok: boolean;
   readonly wall: number;
   readonly cpu: number;
@@ -182,16 +188,18 @@ async function main(): Promise<void> {
       log(`${meta.name}: ${meta.layers.length} layers, ${f0(compressedMiB)} MiB compressed, ${f0(unpackedMiB)} MiB unpacked`);
       const runs: Run[] = [];
       for (let round = 0; round < RUNS; round++) {
-        // Rotate the order each round, so no core count always runs first.
-        const order = cores.map((_, i) => cores[(i + round) % cores.length]!);
-        for (const n of order) {
+        // Rotate the order each round, so no setting always runs first.
+        const settings = cores.flatMap((n) => INFLATERS.map((inflater) => ({ n, inflater })));
+        const order = settings.map((_, i) => settings[(i + round) % settings.length]!);
+        for (const { n, inflater } of order) {
+          const flags = inflater === 'auto' ? [] : ['--inflater', inflater];
           const dir = mkdtempSync(join(base, 'run-'));
           const root = join(dir, 'root');
           const trace = join(dir, 'trace.json');
           execFileSync('sync');
           drops.add(dropCaches());
           const before = blockCounters(dir);
-          const m = await measure(taskset, ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', '--root', root, '--trace', trace, ref], { timeoutMs: TIMEOUT_S * 1000 });
+          const m = await measure(taskset, ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', ...flags, '--root', root, '--trace', trace, ref], { timeoutMs: TIMEOUT_S * 1000 });
           const after = blockCounters(dir);
           let pass: PassFigures | undefined;
           try {
@@ -202,6 +210,7 @@ async function main(): Promise<void> {
           const phases = fastpullTimings(m.output);
           const run: Run = {
             cores: n,
+            inflater,
             ok: m.ok,
             wall: m.wall,
             cpu: m.cpu,
@@ -213,9 +222,9 @@ async function main(): Promise<void> {
             ...(m.ok ? {} : { note: m.output.trim().split('\n').slice(-3).join(' / ').slice(0, 400) }),
           };
           runs.push(run);
-          if (m.ok && n === Math.max(...cores) && round === RUNS - 1) copyFileSync(trace, join(tracesDir, `${meta.name}-${n}-cores.trace.json`));
+          if (m.ok && n === Math.max(...cores) && round === RUNS - 1) copyFileSync(trace, join(tracesDir, traceName(meta.name, n, inflater)));
           const stages = pass ? Object.entries(pass.cpu).map(([k, v]) => `${k} ${f2(v)}`).join(', ') : '';
-          log(`  round ${round + 1} ${n} core(s): ${m.ok ? `${f2(m.wall)} s, CPU ${f2(m.cpu)} s, RSS ${f0(m.rssMiB)} MiB${pass ? `; largest pass ${f2(pass.passS)} s, ${f0(pass.layerMiB)} MiB blob (${stages})` : ''}` : `FAILED ${run.note}`}`);
+          log(`  round ${round + 1} ${n} core(s)${inflater === 'auto' ? '' : `, --inflater ${inflater}`}: ${m.ok ? `${f2(m.wall)} s, CPU ${f2(m.cpu)} s, RSS ${f0(m.rssMiB)} MiB${pass ? `; largest pass ${f2(pass.passS)} s, ${f0(pass.layerMiB)} MiB blob (${stages})` : ''}` : `FAILED ${run.note}`}`);
           rmSync(dir, { recursive: true, force: true });
         }
       }
@@ -228,20 +237,22 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   lines.push(`fastpull pull pinned to N cores (${machine.cores}-core ${machine.cpu}, ${machine.memGiB} GiB, kernel ${machine.kernel}; scale ${SCALE}; ${RUNS} round(s); page cache ${[...drops].join(', ')})`);
   lines.push('');
-  lines.push('| image | cores | wall s (median) | min-max s | speed-up vs 1st | CPU s | peak RSS MiB | largest pass s | its stages\' CPU s (sum) | note |');
-  lines.push('|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| image | inflater | cores | wall s (median) | min-max s | speed-up vs 1st | CPU s | peak RSS MiB | largest pass s | its stages\' CPU s (sum) | note |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
-    const first = median(r.runs.filter((x) => x.ok && x.cores === cores[0]).map((x) => x.wall));
+    for (const inflater of INFLATERS) {
+    const first = median(r.runs.filter((x) => x.ok && x.cores === cores[0] && x.inflater === inflater).map((x) => x.wall));
     for (const n of cores) {
-      const good = r.runs.filter((x) => x.ok && x.cores === n);
-      const bad = r.runs.filter((x) => !x.ok && x.cores === n);
+      const good = r.runs.filter((x) => x.ok && x.cores === n && x.inflater === inflater);
+      const bad = r.runs.filter((x) => !x.ok && x.cores === n && x.inflater === inflater);
       const wall = median(good.map((x) => x.wall));
       const passes = good.map((x) => x.pass).filter((p): p is PassFigures => p !== undefined);
       const stageSum = median(passes.map((p) => Object.values(p.cpu).reduce((a, b) => a + b, 0)));
       const stages = [...new Set(passes.flatMap((p) => Object.keys(p.cpu)))].map((k) => `${k} ${f2(median(passes.map((p) => p.cpu[k] ?? NaN).filter(Number.isFinite)))}`).join(', ');
       lines.push(
-        `| ${r.image} | ${n} | ${f2(wall)} | ${f2(Math.min(...good.map((x) => x.wall)))}-${f2(Math.max(...good.map((x) => x.wall)))} | ${f2(first / wall)}x | ${f2(median(good.map((x) => x.cpu)))} | ${f0(Math.max(...good.map((x) => x.rssMiB)))} | ${f2(median(passes.map((p) => p.passS)))} | ${f2(stageSum)}${stages ? ` (${stages})` : ''} | ${bad.length ? `${bad.length} failed: ${bad[0]!.note ?? ''}` : ''} |`,
+        `| ${r.image} | ${inflater} | ${n} | ${f2(wall)} | ${f2(Math.min(...good.map((x) => x.wall)))}-${f2(Math.max(...good.map((x) => x.wall)))} | ${f2(first / wall)}x | ${f2(median(good.map((x) => x.cpu)))} | ${f0(Math.max(...good.map((x) => x.rssMiB)))} | ${f2(median(passes.map((p) => p.passS)))} | ${f2(stageSum)}${stages ? ` (${stages})` : ''} | ${bad.length ? `${bad.length} failed: ${bad[0]!.note ?? ''}` : ''} |`,
       );
+    }
     }
   }
   const table = lines.join('\n');
@@ -249,11 +260,13 @@ async function main(): Promise<void> {
   const resultsDir = join(benchDir, 'results');
   mkdirSync(resultsDir, { recursive: true });
   const file = join(resultsDir, `cores-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, `${JSON.stringify({ machine, scale: SCALE, cores, runs: RUNS, cacheDrops: [...drops], results }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ machine, scale: SCALE, cores, inflaters: INFLATERS, runs: RUNS, cacheDrops: [...drops], results }, null, 2)}\n`);
   mkdirSync(join(resultsDir, 'traces'), { recursive: true });
   for (const r of results) {
-    const t = join(tracesDir, `${r.image}-${Math.max(...cores)}-cores.trace.json`);
-    if (existsSync(t)) copyFileSync(t, join(resultsDir, 'traces', `${r.image}-${Math.max(...cores)}-cores.trace.json`));
+    for (const inflater of INFLATERS) {
+      const name = traceName(r.image, Math.max(...cores), inflater);
+      if (existsSync(join(tracesDir, name))) copyFileSync(join(tracesDir, name), join(resultsDir, 'traces', name));
+    }
   }
   log(`wrote ${file}`);
   rmSync(base, { recursive: true, force: true });
