@@ -241,18 +241,18 @@ async function main(): Promise<void> {
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     for (const inflater of INFLATERS) {
-    const first = median(r.runs.filter((x) => x.ok && x.cores === cores[0] && x.inflater === inflater).map((x) => x.wall));
-    for (const n of cores) {
-      const good = r.runs.filter((x) => x.ok && x.cores === n && x.inflater === inflater);
-      const bad = r.runs.filter((x) => !x.ok && x.cores === n && x.inflater === inflater);
-      const wall = median(good.map((x) => x.wall));
-      const passes = good.map((x) => x.pass).filter((p): p is PassFigures => p !== undefined);
-      const stageSum = median(passes.map((p) => Object.values(p.cpu).reduce((a, b) => a + b, 0)));
-      const stages = [...new Set(passes.flatMap((p) => Object.keys(p.cpu)))].map((k) => `${k} ${f2(median(passes.map((p) => p.cpu[k] ?? NaN).filter(Number.isFinite)))}`).join(', ');
-      lines.push(
-        `| ${r.image} | ${inflater} | ${n} | ${f2(wall)} | ${f2(Math.min(...good.map((x) => x.wall)))}-${f2(Math.max(...good.map((x) => x.wall)))} | ${f2(first / wall)}x | ${f2(median(good.map((x) => x.cpu)))} | ${f0(Math.max(...good.map((x) => x.rssMiB)))} | ${f2(median(passes.map((p) => p.passS)))} | ${f2(stageSum)}${stages ? ` (${stages})` : ''} | ${bad.length ? `${bad.length} failed: ${bad[0]!.note ?? ''}` : ''} |`,
-      );
-    }
+      const first = median(r.runs.filter((x) => x.ok && x.cores === cores[0] && x.inflater === inflater).map((x) => x.wall));
+      for (const n of cores) {
+        const good = r.runs.filter((x) => x.ok && x.cores === n && x.inflater === inflater);
+        const bad = r.runs.filter((x) => !x.ok && x.cores === n && x.inflater === inflater);
+        const wall = median(good.map((x) => x.wall));
+        const passes = good.map((x) => x.pass).filter((p): p is PassFigures => p !== undefined);
+        const stageSum = median(passes.map((p) => Object.values(p.cpu).reduce((a, b) => a + b, 0)));
+        const stages = [...new Set(passes.flatMap((p) => Object.keys(p.cpu)))].map((k) => `${k} ${f2(median(passes.map((p) => p.cpu[k] ?? NaN).filter(Number.isFinite)))}`).join(', ');
+        lines.push(
+          `| ${r.image} | ${inflater} | ${n} | ${f2(wall)} | ${f2(Math.min(...good.map((x) => x.wall)))}-${f2(Math.max(...good.map((x) => x.wall)))} | ${f2(first / wall)}x | ${f2(median(good.map((x) => x.cpu)))} | ${f0(Math.max(...good.map((x) => x.rssMiB)))} | ${f2(median(passes.map((p) => p.passS)))} | ${f2(stageSum)}${stages ? ` (${stages})` : ''} | ${bad.length ? `${bad.length} failed: ${bad[0]!.note ?? ''}` : ''} |`,
+        );
+      }
     }
   }
   const table = lines.join('\n');

@@ -1,9 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { INFLATER_CHOICES, resolveGunzip, VERSION } from '@fastpull/core';
+import { INFLATER_CHOICES, poolSizeFor, resolveGunzip, VERSION, writerThreadsFor } from '@fastpull/core';
+import { CPU_FLAGS, cpuFlagsOf } from './commands/version.js';
 import { main } from './main.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fastpull-cli-'));
@@ -149,6 +150,21 @@ describe('fastpull main', () => {
     const zlib = JSON.parse((await run(['version', '--json'], { FASTPULL_INFLATER: 'zlib' })).out) as { inflater: { kind: string; choice: string } };
     expect(zlib.inflater).toEqual({ choice: 'zlib', kind: 'zlib' });
     expect((await run(['--version'])).out).toBe(`${VERSION}\n`);
+    // How a pull sizes itself here: the same figures the pool and the file sink use.
+    const cores = availableParallelism();
+    expect(lines[4]).toBe(`cores    ${cores}: ${poolSizeFor(cores)} ${poolSizeFor(cores) === 1 ? 'layer' : 'layers'} unpacked at once, ${writerThreadsFor(cores)} small-file writer threads`);
+    const sized = JSON.parse((await run(['version', '--json'])).out) as { cores: number; unpackSlots: number; writerThreads: number; cpuFlags?: string[] };
+    expect(sized).toMatchObject({ cores, unpackSlots: poolSizeFor(cores), writerThreads: writerThreadsFor(cores) });
+    const flags = cpuFlagsOf(readFileSync('/proc/cpuinfo', 'utf8'));
+    expect(sized.cpuFlags).toEqual(flags);
+    if (flags) expect(lines[5]).toBe(`cpu      ${flags.length > 0 ? flags.join(' ') : `none of ${CPU_FLAGS.join(' ')}`}`);
+  });
+
+  it('names the decoding-related flags of a cpuinfo text, in a fixed order', () => {
+    const info = 'processor\t: 0\nflags\t\t: fpu sse4_2 avx2 sha_ni bmi2 avx512f xsave\nbugs\t\t: none\n\nprocessor\t: 1\nflags\t\t: fpu\n';
+    expect(cpuFlagsOf(info)).toEqual(['sse4_2', 'avx2', 'bmi2', 'sha_ni', 'avx512f']);
+    expect(cpuFlagsOf('processor\t: 0\nflags\t\t: fpu vme\n')).toEqual([]);
+    expect(cpuFlagsOf('Processor\t: AArch64\nFeatures\t: fp asimd\n')).toBeUndefined();
   });
 
   // As root, test/cli-mount.test.ts runs this case as another user.

@@ -74,7 +74,8 @@ export { dockerConfigCredentials, type DockerConfigOptions } from './registry/do
 export type { Credentials, CredentialsProvider } from './registry/auth.js';
 
 // Unpacking: the worker pool and the gzip decoder choice.
-export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';
+export { MAX_POOL_SIZE, UnpackPool, poolSizeFor, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';
+export { WRITER_THREADS, writerThreadsFor } from './unpack/filesink.js';
 export type { WorkerTask } from './unpack/worker.js';
 export { BLOB_DIGEST_DETAIL, unpackLayer, type BlobReleaseOptions, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './unpack/layer.js';
 export type { HashMode } from './unpack/hash-tap.js';

@@ -1,6 +1,9 @@
-// `fastpull version`: what is running: fastpull, Node.js, and the gzip decoder pulls would use.
+// `fastpull version`: what is running: fastpull, Node.js, the gzip decoder pulls would use, and
+// how a pull sizes itself on this machine.
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { Command } from 'commander';
-import { inflaterFromEnv, isFastpullError, resolveGunzip, VERSION } from '@fastpull/core';
+import { inflaterFromEnv, isFastpullError, poolSizeFor, resolveGunzip, VERSION, WRITER_THREADS } from '@fastpull/core';
 import { writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, withExample } from '../options.js';
 
@@ -11,6 +14,37 @@ export interface VersionInfo {
   readonly inflater: { readonly choice: string; readonly kind: string; readonly path?: string; readonly error?: string };
   /** Threads of libuv's pool, which inflates (node:zlib, ISA-L) and hashes layers: UV_THREADPOOL_SIZE, else libuv's 4. */
   readonly threadPool: number;
+  /** Cores this process may run on (its affinity mask), which size what follows. */
+  readonly cores: number;
+  /** Layers a pull unpacks at once unless told (`--unpack-concurrency`). */
+  readonly unpackSlots: number;
+  /** Threads that make small files, shared by every layer being unpacked. */
+  readonly writerThreads: number;
+  /**
+   * The processor's instruction-set extensions that gzip decoding and SHA-256 use where present
+   * (from /proc/cpuinfo; absent where it cannot be read): a virtual machine that hides them decodes
+   * slower.
+   */
+  readonly cpuFlags?: readonly string[];
+}
+
+/** The flags of {@link VersionInfo.cpuFlags}, in the order printed. */
+export const CPU_FLAGS = ['sse4_2', 'avx', 'avx2', 'bmi2', 'sha_ni', 'avx512f', 'avx512bw', 'avx512vl', 'avx512_vbmi2', 'gfni', 'vpclmulqdq'] as const;
+
+/** Which of {@link CPU_FLAGS} the first `flags` line of a /proc/cpuinfo text names; undefined without one. */
+export function cpuFlagsOf(cpuinfo: string): string[] | undefined {
+  const line = /^flags\s*:(.*)$/m.exec(cpuinfo)?.[1];
+  if (line === undefined) return undefined;
+  const have = new Set(line.trim().split(/\s+/));
+  return CPU_FLAGS.filter((f) => have.has(f));
+}
+
+function readCpuFlags(): string[] | undefined {
+  try {
+    return cpuFlagsOf(readFileSync('/proc/cpuinfo', 'utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
@@ -25,7 +59,17 @@ export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
     inflater = { choice: env.FASTPULL_INFLATER ?? choice, kind: 'none', error: isFastpullError(e) ? e.message : String(e) };
   }
   const pool = Number(env.UV_THREADPOOL_SIZE);
-  return { fastpull: VERSION, node: process.version, inflater, threadPool: Number.isInteger(pool) && pool > 0 ? Math.min(pool, 1024) : 4 };
+  const cpuFlags = readCpuFlags();
+  return {
+    fastpull: VERSION,
+    node: process.version,
+    inflater,
+    threadPool: Number.isInteger(pool) && pool > 0 ? Math.min(pool, 1024) : 4,
+    cores: availableParallelism(),
+    unpackSlots: poolSizeFor(),
+    writerThreads: WRITER_THREADS,
+    ...(cpuFlags ? { cpuFlags } : {}),
+  };
 }
 
 export function versionCommand(io: CliIO): Command {
@@ -41,5 +85,7 @@ export function versionCommand(io: CliIO): Command {
     const i = v.inflater;
     writeLine(io.stdout, `inflater ${i.error ? `${i.choice}: ${i.error}` : i.path ? `${i.kind} (${i.path})` : `${i.kind} (built in)`}`);
     writeLine(io.stdout, `threads  ${v.threadPool} in libuv's pool`);
+    writeLine(io.stdout, `cores    ${v.cores}: ${v.unpackSlots} ${v.unpackSlots === 1 ? 'layer' : 'layers'} unpacked at once, ${v.writerThreads} small-file writer threads`);
+    if (v.cpuFlags) writeLine(io.stdout, `cpu      ${v.cpuFlags.length > 0 ? v.cpuFlags.join(' ') : 'none of ' + CPU_FLAGS.join(' ')}`);
   });
 }
