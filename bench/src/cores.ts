@@ -17,15 +17,14 @@ import { availableParallelism, cpus, release, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { fastpullTimings } from './peers/contenders.js';
-import { ensureImage, manyFilesImage, manyLayersImage, mlImage, pushCached, singleLayerImage, sizesFor, type ImageSpec } from './peers/images.js';
+import { ensureImage, namedImages, pushCached, sizesFor } from './peers/images.js';
 import { blockCounters, diskBytes, dropCaches, measure, which } from './peers/measure.js';
+import { envList as list, envNumber as num, f0, f2, medianOf as median } from './lib.js';
 
 const here = import.meta.dirname;
 const benchDir = resolve(here, '..');
 const repo = resolve(benchDir, '..');
 const env = process.env;
-const num = (name: string, dflt: number) => (env[name] !== undefined && env[name] !== '' ? Number(env[name]) : dflt);
-const list = (name: string, dflt: string) => (env[name] ?? dflt).split(',').map((s) => s.trim()).filter(Boolean);
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const MIB = 1024 * 1024;
 
@@ -125,12 +124,6 @@ export function largestPass(trace: unknown): PassFigures | undefined {
 /** The kept trace of an image's widest pull with one inflater. */
 const traceName = (image: string, n: number, inflater: string) => `${image}-${n}-cores${inflater === 'auto' ? '' : `-${inflater}`}.trace.json`;
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
-const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-');
 
 interface Run {
   readonly cores: number;
@@ -148,14 +141,7 @@ interface Run {
 
 async function main(): Promise<void> {
   const sizes = sizesFor(SCALE, env);
-  const specs: Record<string, () => ImageSpec> = {
-    ml: () => mlImage(sizes, 'gzip'),
-    'ml-zstd': () => mlImage(sizes, 'zstd'),
-    'many-files': () => manyFilesImage(sizes),
-    'many-layers': () => manyLayersImage(sizes),
-    single: () => singleLayerImage(sizes.singleMiB, 'incompressible'),
-    'single-fp16': () => singleLayerImage(sizes.singleMiB, 'fp16'),
-  };
+  const specs = namedImages(sizes);
   const chosen = IMAGES.map((name) => {
     const make = specs[name];
     if (!make) throw new Error(`BENCH_IMAGES: unknown image ${name} (known: ${Object.keys(specs).join(', ')})`);

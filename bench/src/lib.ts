@@ -41,6 +41,32 @@ export function timed(cmd: string, args: string[], env: NodeJS.ProcessEnv = proc
   return { wall: wall!, rssMiB: kib! / 1024 };
 }
 
+/** A number from the environment; `dflt` when it is unset or empty. */
+export function envNumber(name: string, dflt: number, env: NodeJS.ProcessEnv = process.env): number {
+  const v = env[name];
+  return v !== undefined && v !== '' ? Number(v) : dflt;
+}
+
+/** A comma-separated list from the environment (`dflt` when unset), trimmed, empty items dropped. */
+export function envList(name: string, dflt: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  return (env[name] ?? dflt)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** The median, the mean of the middle two for an even count; NaN for none. */
+export function medianOf(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+/** Two decimals, or '-' for what is not a finite number. */
+export const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '-');
+/** No decimals, or '-' for what is not a finite number. */
+export const f0 = (x: number): string => (Number.isFinite(x) ? x.toFixed(0) : '-');
+
+/** The upper middle value (the middle one for an odd count). */
 export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;

@@ -15,19 +15,18 @@ import { join, relative, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
 import { criContender } from './peers/cri.js';
-import { ensureImage, manyFilesImage, manyLayersImage, mlImage, oneLayerImage, singleLayerImage, pushCached, pushSociIndex, sizesFor, warmUpImage, type ImageMeta, type ImageSpec } from './peers/images.js';
+import { ensureImage, mlImage, namedImages, oneLayerImage, pushCached, pushSociIndex, sizesFor, warmUpImage, type ImageMeta, type ImageSpec } from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
 import { blockCounters, dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
 import { limitNeed, plus, pullNeed, times, Trash } from './peers/trash.js';
 import { readTrace, traceSvg } from './trace-svg.js';
+import { envList as list, envNumber as num, f0, f2, medianOf as median } from './lib.js';
 
 const here = import.meta.dirname;
 const benchDir = resolve(here, '..');
 const repo = resolve(benchDir, '..');
 const env = process.env;
-const num = (name: string, dflt: number) => (env[name] !== undefined && env[name] !== '' ? Number(env[name]) : dflt);
-const list = (name: string, dflt: string) => (env[name] ?? dflt).split(',').map((s) => s.trim()).filter(Boolean);
 
 const SCALE = num('BENCH_SCALE', 0.1);
 const RUNS = Math.max(1, num('BENCH_RUNS', 3));
@@ -90,12 +89,6 @@ interface Row {
   trace?: string;
 }
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
-const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-');
 const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
 /** "skopeo copy 0.71 s, umoci unpack 3.94 s" (medians), or '' when the contender is one command. */
@@ -270,14 +263,7 @@ const cacheDrops = new Set<string>();
 const drop = () => cacheDrops.add(dropCaches());
 
 try {
-  const specs: Record<string, () => ImageSpec> = {
-    ml: () => mlImage(sizes, 'gzip'),
-    'ml-zstd': () => mlImage(sizes, 'zstd'),
-    'many-files': () => manyFilesImage(sizes),
-    'many-layers': () => manyLayersImage(sizes),
-    single: () => singleLayerImage(sizes.singleMiB, 'incompressible'),
-    'single-fp16': () => singleLayerImage(sizes.singleMiB, 'fp16'),
-  };
+  const specs = namedImages(sizes);
   const refs = new Map<string, string>();
   const prepare = async (spec: ImageSpec) => {
     const meta = ensureImage(CACHE, spec, log);

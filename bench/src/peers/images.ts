@@ -234,6 +234,18 @@ export function singleLayerImage(mib: number, kind: 'incompressible' | 'fp16'): 
   return { name: kind === 'fp16' ? 'single-fp16' : 'single', compression: 'gzip', layers: [mixLayer(`${mib} MiB of ${kind} weights`, 'opt/model', mib, mix, 300)] };
 }
 
+/** The images a bench can name (BENCH_IMAGES), each made on demand at these sizes. */
+export function namedImages(s: Sizes): Record<string, () => ImageSpec> {
+  return {
+    ml: () => mlImage(s, 'gzip'),
+    'ml-zstd': () => mlImage(s, 'zstd'),
+    'many-files': () => manyFilesImage(s),
+    'many-layers': () => manyLayersImage(s),
+    single: () => singleLayerImage(s.singleMiB, 'incompressible'),
+    'single-fp16': () => singleLayerImage(s.singleMiB, 'fp16'),
+  };
+}
+
 // ---- building and caching ------------------------------------------------------------------------
 
 const MEDIA = {
