@@ -81,7 +81,7 @@ export function poolSizeFor(cores = availableParallelism()): number {
  * with 2 slots on 4 cores, 3.72 s (3.27-4.18) with 4 on 8 and 4.03 s (3.95-4.11) with 8 on 16, its
  * peak RSS 238-256, 288-303 and 324-333 MiB; the 24 small layers of many-layers 1.19 s (1.18-1.19)
  * with 4 slots and 1.08 s (1.05-1.11) with 8, at 248 and 397 MiB. On 2 cores, 8 slots against 4
- * (`--unpack-concurrency`, one run each): many-layers peaked at 289 against 213 MiB.
+ * (`--unpack-concurrency`, one run each): many-layers peaked at 282 against 208 MiB.
  */
 export const MAX_POOL_SIZE = 4;
 
