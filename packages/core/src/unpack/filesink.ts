@@ -28,7 +28,10 @@ const PRUNE_ENTRIES = 32;
  */
 export const WRITER_THREADS = writerThreadsFor(availableParallelism());
 
-/** {@link WRITER_THREADS} on `cores` cores. */
+/**
+ * {@link WRITER_THREADS} on `cores` cores.
+ * @example writerThreadsFor(1) // 2; writerThreadsFor(16) // 4
+ */
 export function writerThreadsFor(cores: number): number {
   return Math.min(4, Math.max(2, cores));
 }

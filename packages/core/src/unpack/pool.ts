@@ -68,6 +68,7 @@ export const LEND_WAIT_SHARE = 0.5;
  * many-layers 0.93-1.14x (median 0.94, 5 pairs), 122-152 against 151-165 MiB; ML through loopback
  * held at 800 Mbit/s 0.95-1.04x (6 pairs). Without lending that last one took 1.03-1.12x as long
  * (2 pairs): its small layers queued behind the large one's pass while it waited for bytes.
+ * @example poolSizeFor(2) // 1; poolSizeFor(16) // 4 (MAX_POOL_SIZE)
  */
 export function poolSizeFor(cores = availableParallelism()): number {
   return Math.min(MAX_POOL_SIZE, Math.max(1, Math.ceil(cores / 2)));
