@@ -1,7 +1,7 @@
 // How a fastpull pull scales with cores: the same images pulled with the CLI pinned to 1, 2, 4, ...
-// of the machine's cores (`taskset -c 0-N`; node and libuv size their pools from the affinity mask,
-// so a pinned pull sizes itself as on a machine of that many cores), core counts alternating within
-// each round. For each pull: wall, CPU, peak RSS, and from its trace the largest layer's unpack pass
+// of the machine's cores (`taskset -c` over the first N CPUs of cpuOrder, one thread of each physical
+// core first; node and libuv size their pools from the affinity mask, so a pinned pull sizes itself
+// as on a machine of that many cores), core counts alternating within each round. For each pull: wall, CPU, peak RSS, and from its trace the largest layer's unpack pass
 // (its wall and the CPU of each of its stages' threads), which says whether one big layer uses more
 // than one core. Prints a markdown table, writes bench/results/cores-<time>.json and keeps the trace
 // of each image's widest pull.
