@@ -20,11 +20,12 @@ const PRUNE_ENTRIES = 32;
 /**
  * Writer threads in the process, shared by every layer being unpacked: one per core, at least two
  * and at most four. More made no file sooner, only spent more CPU (in the kernel, where a thread
- * waiting for a lock whose holder runs spins; which lock was not identified). With the CLI pinned to N cores of a 16-core machine
- * (`pnpm bench:cores`, ML image at scale 0.5, 2 rounds) the writer threads spent 0.63-0.66 s of CPU
- * on the largest layer's small files with two threads on 2 cores, 1.28-1.64 s with four on 4 cores,
- * 2.70-4.54 s with eight on 8 and 4.88-5.59 s with eight on 16, for the same files; the pull took
- * 3.90 s (3.66-4.14) on 4 cores, 3.72 s (3.27-4.18) on 8 and 4.03 s (3.95-4.11) on 16.
+ * waiting for a lock whose holder runs spins; which lock was not identified). With the CLI pinned
+ * to N cores of a 16-core machine (bench `bench:cores`, ML image at scale 0.5, 2 rounds) the
+ * writer threads spent 0.63-0.66 s of CPU on the largest layer's small files with two threads on
+ * 2 cores, 1.28-1.64 s with four on 4 cores, 2.70-4.54 s with eight on 8 and 4.88-5.59 s with eight
+ * on 16, for the same files; the pull took 3.90 s (3.66-4.14) on 4 cores, 3.72 s (3.27-4.18) on 8
+ * and 4.03 s (3.95-4.11) on 16.
  */
 export const WRITER_THREADS = writerThreadsFor(availableParallelism());
 

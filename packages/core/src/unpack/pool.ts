@@ -78,7 +78,7 @@ export function poolSizeFor(cores = availableParallelism()): number {
  * The most layers a pool unpacks at once by default, however many cores (`--unpack-concurrency`
  * sets any). Each slot's worker holds its own heap and allocator arena, about 16-40 MiB, and every
  * pass's small files compete for the same filesystem. Measured with the CLI pinned to N cores of a
- * 16-core machine (`pnpm bench:cores`, scale 0.5, 2 rounds): the ML image took 3.90 s (3.66-4.14)
+ * 16-core machine (bench `bench:cores`, scale 0.5, 2 rounds): the ML image took 3.90 s (3.66-4.14)
  * with 2 slots on 4 cores, 3.72 s (3.27-4.18) with 4 on 8 and 4.03 s (3.95-4.11) with 8 on 16, its
  * peak RSS 238-256, 288-303 and 324-333 MiB; the 24 small layers of many-layers 1.19 s (1.18-1.19)
  * with 4 slots and 1.08 s (1.05-1.11) with 8, at 248 and 397 MiB. On 2 cores, 8 slots against 4
