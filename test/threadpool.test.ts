@@ -42,6 +42,18 @@ describe('thread pool size', () => {
     expect(version({ ...baseEnv, UV_THREADPOOL_SIZE: '5' })).toBe(5);
   });
 
+  it('the small-file writers: one per core, 2 to 4, or FASTPULL_WRITER_THREADS as a fresh CLI reads it', () => {
+    const writers = (env: NodeJS.ProcessEnv) => {
+      const r = spawnSync(process.execPath, [launcher, 'version', '--json'], { env, encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { writerThreads: number }).writerThreads;
+    };
+    const { FASTPULL_WRITER_THREADS: _unset, ...plain } = baseEnv;
+    expect(writers(plain)).toBe(Math.min(4, Math.max(2, availableParallelism())));
+    expect(writers({ ...plain, FASTPULL_WRITER_THREADS: '8' })).toBe(8);
+    expect(writers({ ...plain, FASTPULL_WRITER_THREADS: '17' })).toBe(Math.min(4, Math.max(2, availableParallelism())));
+  });
+
   it('takes effect in fastpulld started through its launcher: its threads grow by the pool\'s size over 4', async () => {
     const sized = await daemonThreads('sized', baseEnv);
     const four = await daemonThreads('four', { ...baseEnv, UV_THREADPOOL_SIZE: '4' });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coreCounts, cpuOrder, largestPass, parseCpuList } from './cores.js';
+import { coreCounts, cpuOrder, largestPass, parseCpuList, parseVariant } from './cores.js';
 
 describe('cores bench helpers', () => {
   it('counts cores by powers of two up to the machine, or as given', () => {
@@ -18,6 +18,15 @@ describe('cores bench helpers', () => {
     const adjacent = (cpu: number) => `${cpu - (cpu % 2)}-${cpu - (cpu % 2) + 1}`;
     expect(cpuOrder([0, 1, 2, 3, 4, 5], adjacent)).toEqual([0, 2, 4, 1, 3, 5]);
     expect(cpuOrder([3, 1, 2], () => undefined)).toEqual([1, 2, 3]);
+  });
+
+  it('splits a variant into environment and CLI arguments', () => {
+    expect(parseVariant('')).toEqual({ env: {}, args: [] });
+    expect(parseVariant(' FASTPULL_WRITER_THREADS=8  --unpack-concurrency 8 A_B=x=y ')).toEqual({
+      env: { FASTPULL_WRITER_THREADS: '8', A_B: 'x=y' },
+      args: ['--unpack-concurrency', '8'],
+    });
+    expect(parseVariant('--inflater=zlib lower=1')).toEqual({ env: {}, args: ['--inflater=zlib', 'lower=1'] });
   });
 
   it('finds the largest layer pass of a trace and its stages', () => {

@@ -8,7 +8,9 @@
 //
 // Knobs: BENCH_IMAGES (ml,single-fp16,many-layers), BENCH_SCALE (0.5; sizes as `pnpm bench`'s),
 // BENCH_CORES (1,2,4,... up to the cores there are), BENCH_INFLATERS (auto; e.g. `auto,parallel`:
-// each core count with each `--inflater`), BENCH_RUNS (2), BENCH_DIR (where stores go;
+// each core count with each `--inflater`), BENCH_VARIANTS ('|'-separated settings, each of
+// `KEY=VALUE` environment and CLI flags, e.g. `|FASTPULL_WRITER_THREADS=8|--unpack-concurrency 8`:
+// the default, then each; default none), BENCH_RUNS (2), BENCH_DIR (where stores go;
 // default the OS temporary directory), BENCH_CACHE (the image cache, bench/.cache),
 // BENCH_PREPARE_ONLY=1 (build the images into the cache and stop: several can build at once).
 import { execFileSync } from 'node:child_process';
@@ -35,6 +37,19 @@ const CACHE = resolve(env.BENCH_CACHE ?? join(benchDir, '.cache'));
 const TIMEOUT_S = num('BENCH_TIMEOUT_S', 600);
 const MAX = availableParallelism();
 const INFLATERS = list('BENCH_INFLATERS', 'auto');
+const VARIANTS = (process.env.BENCH_VARIANTS ?? '').split('|').map((v) => v.trim());
+
+/** A BENCH_VARIANTS setting: its `KEY=VALUE` words as environment, the rest as CLI arguments. */
+export function parseVariant(text: string): { env: Record<string, string>; args: string[] } {
+  const env: Record<string, string> = {};
+  const args: string[] = [];
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(word);
+    if (m) env[m[1]!] = m[2]!;
+    else args.push(word);
+  }
+  return { env, args };
+}
 
 /** 1, 2, 4, ... and the machine's count, or BENCH_CORES. */
 export function coreCounts(max: number, given?: string): number[] {
@@ -122,12 +137,15 @@ export function largestPass(trace: unknown): PassFigures | undefined {
 }
 
 /** The kept trace of an image's widest pull with one inflater. */
-const traceName = (image: string, n: number, inflater: string) => `${image}-${n}-cores${inflater === 'auto' ? '' : `-${inflater}`}.trace.json`;
+const traceName = (image: string, n: number, inflater: string, variant: string) =>
+  `${image}-${n}-cores${inflater === 'auto' ? '' : `-${inflater}`}${variant ? `-${variant.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '').toLowerCase()}` : ''}.trace.json`;
 
 
 interface Run {
   readonly cores: number;
   readonly inflater: string;
+  /** The BENCH_VARIANTS setting ('' for none). */
+  readonly variant: string;
   readonly ok: boolean;
   readonly wall: number;
   readonly cpu: number;
@@ -175,17 +193,18 @@ async function main(): Promise<void> {
       const runs: Run[] = [];
       for (let round = 0; round < RUNS; round++) {
         // Rotate the order each round, so no setting always runs first.
-        const settings = cores.flatMap((n) => INFLATERS.map((inflater) => ({ n, inflater })));
+        const settings = cores.flatMap((n) => INFLATERS.flatMap((inflater) => VARIANTS.map((variant) => ({ n, inflater, variant }))));
         const order = settings.map((_, i) => settings[(i + round) % settings.length]!);
-        for (const { n, inflater } of order) {
-          const flags = inflater === 'auto' ? [] : ['--inflater', inflater];
+        for (const { n, inflater, variant } of order) {
+          const extra = parseVariant(variant);
+          const flags = [...(inflater === 'auto' ? [] : ['--inflater', inflater]), ...extra.args];
           const dir = mkdtempSync(join(base, 'run-'));
           const root = join(dir, 'root');
           const trace = join(dir, 'trace.json');
           execFileSync('sync');
           drops.add(dropCaches());
           const before = blockCounters(dir);
-          const m = await measure(taskset, ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', ...flags, '--root', root, '--trace', trace, ref], { timeoutMs: TIMEOUT_S * 1000 });
+          const m = await measure(taskset, ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', ...flags, '--root', root, '--trace', trace, ref], { timeoutMs: TIMEOUT_S * 1000, env: { ...process.env, ...extra.env } });
           const after = blockCounters(dir);
           let pass: PassFigures | undefined;
           try {
@@ -197,6 +216,7 @@ async function main(): Promise<void> {
           const run: Run = {
             cores: n,
             inflater,
+            variant,
             ok: m.ok,
             wall: m.wall,
             cpu: m.cpu,
@@ -208,9 +228,9 @@ async function main(): Promise<void> {
             ...(m.ok ? {} : { note: m.output.trim().split('\n').slice(-3).join(' / ').slice(0, 400) }),
           };
           runs.push(run);
-          if (m.ok && n === Math.max(...cores) && round === RUNS - 1) copyFileSync(trace, join(tracesDir, traceName(meta.name, n, inflater)));
+          if (m.ok && n === Math.max(...cores) && round === RUNS - 1) copyFileSync(trace, join(tracesDir, traceName(meta.name, n, inflater, variant)));
           const stages = pass ? Object.entries(pass.cpu).map(([k, v]) => `${k} ${f2(v)}`).join(', ') : '';
-          log(`  round ${round + 1} ${n} core(s)${inflater === 'auto' ? '' : `, --inflater ${inflater}`}: ${m.ok ? `${f2(m.wall)} s, CPU ${f2(m.cpu)} s, RSS ${f0(m.rssMiB)} MiB${pass ? `; largest pass ${f2(pass.passS)} s, ${f0(pass.layerMiB)} MiB blob (${stages})` : ''}` : `FAILED ${run.note}`}`);
+          log(`  round ${round + 1} ${n} core(s)${inflater === 'auto' ? '' : `, --inflater ${inflater}`}${variant ? `, ${variant}` : ''}: ${m.ok ? `${f2(m.wall)} s, CPU ${f2(m.cpu)} s, RSS ${f0(m.rssMiB)} MiB${pass ? `; largest pass ${f2(pass.passS)} s, ${f0(pass.layerMiB)} MiB blob (${stages})` : ''}` : `FAILED ${run.note}`}`);
           rmSync(dir, { recursive: true, force: true });
         }
       }
@@ -223,20 +243,21 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   lines.push(`fastpull pull pinned to N cores (${machine.cores}-core ${machine.cpu}, ${machine.memGiB} GiB, kernel ${machine.kernel}; scale ${SCALE}; ${RUNS} round(s); page cache ${[...drops].join(', ')})`);
   lines.push('');
-  lines.push('| image | inflater | cores | wall s (median) | min-max s | speed-up vs 1st | CPU s | peak RSS MiB | largest pass s | its stages\' CPU s (sum) | note |');
-  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| image | inflater | variant | cores | wall s (median) | min-max s | speed-up vs 1st | CPU s | peak RSS MiB | largest pass s | its stages\' CPU s (sum) | note |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
-    for (const inflater of INFLATERS) {
-      const first = median(r.runs.filter((x) => x.ok && x.cores === cores[0] && x.inflater === inflater).map((x) => x.wall));
+    for (const [inflater, variant] of INFLATERS.flatMap((i) => VARIANTS.map((v) => [i, v] as const))) {
+      const same = (x: Run) => x.inflater === inflater && x.variant === variant;
+      const first = median(r.runs.filter((x) => x.ok && x.cores === cores[0] && same(x)).map((x) => x.wall));
       for (const n of cores) {
-        const good = r.runs.filter((x) => x.ok && x.cores === n && x.inflater === inflater);
-        const bad = r.runs.filter((x) => !x.ok && x.cores === n && x.inflater === inflater);
+        const good = r.runs.filter((x) => x.ok && x.cores === n && same(x));
+        const bad = r.runs.filter((x) => !x.ok && x.cores === n && same(x));
         const wall = median(good.map((x) => x.wall));
         const passes = good.map((x) => x.pass).filter((p): p is PassFigures => p !== undefined);
         const stageSum = median(passes.map((p) => Object.values(p.cpu).reduce((a, b) => a + b, 0)));
         const stages = [...new Set(passes.flatMap((p) => Object.keys(p.cpu)))].map((k) => `${k} ${f2(median(passes.map((p) => p.cpu[k] ?? NaN).filter(Number.isFinite)))}`).join(', ');
         lines.push(
-          `| ${r.image} | ${inflater} | ${n} | ${f2(wall)} | ${f2(Math.min(...good.map((x) => x.wall)))}-${f2(Math.max(...good.map((x) => x.wall)))} | ${f2(first / wall)}x | ${f2(median(good.map((x) => x.cpu)))} | ${f0(Math.max(...good.map((x) => x.rssMiB)))} | ${f2(median(passes.map((p) => p.passS)))} | ${f2(stageSum)}${stages ? ` (${stages})` : ''} | ${bad.length ? `${bad.length} failed: ${bad[0]!.note ?? ''}` : ''} |`,
+          `| ${r.image} | ${inflater} | ${variant || '-'} | ${n} | ${f2(wall)} | ${f2(Math.min(...good.map((x) => x.wall)))}-${f2(Math.max(...good.map((x) => x.wall)))} | ${f2(first / wall)}x | ${f2(median(good.map((x) => x.cpu)))} | ${f0(Math.max(...good.map((x) => x.rssMiB)))} | ${f2(median(passes.map((p) => p.passS)))} | ${f2(stageSum)}${stages ? ` (${stages})` : ''} | ${bad.length ? `${bad.length} failed: ${bad[0]!.note ?? ''}` : ''} |`,
         );
       }
     }
@@ -246,11 +267,11 @@ async function main(): Promise<void> {
   const resultsDir = join(benchDir, 'results');
   mkdirSync(resultsDir, { recursive: true });
   const file = join(resultsDir, `cores-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, `${JSON.stringify({ machine, scale: SCALE, cores, inflaters: INFLATERS, runs: RUNS, cacheDrops: [...drops], results }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ machine, scale: SCALE, cores, inflaters: INFLATERS, variants: VARIANTS, runs: RUNS, cacheDrops: [...drops], results }, null, 2)}\n`);
   mkdirSync(join(resultsDir, 'traces'), { recursive: true });
   for (const r of results) {
-    for (const inflater of INFLATERS) {
-      const name = traceName(r.image, Math.max(...cores), inflater);
+    for (const [inflater, variant] of INFLATERS.flatMap((i) => VARIANTS.map((v) => [i, v] as const))) {
+      const name = traceName(r.image, Math.max(...cores), inflater, variant);
       if (existsSync(join(tracesDir, name))) copyFileSync(join(tracesDir, name), join(resultsDir, 'traces', name));
     }
   }

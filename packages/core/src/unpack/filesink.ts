@@ -17,6 +17,9 @@ export const SINK_MAX_FILE = 1024 * 1024;
 export const SINK_MAX_PENDING = 1024 * 1024;
 /** Labels of queued files a sink keeps before it looks whether it can let them go (see {@link FileSink.add}). */
 const PRUNE_ENTRIES = 32;
+/** The most writer threads the addon starts (native/fastpull_files.c MAX_THREADS). */
+export const MAX_WRITER_THREADS = 16;
+
 /**
  * Writer threads in the process, shared by every layer being unpacked: one per core, at least two
  * and at most four. More made no file sooner, only spent more CPU (in the kernel, where a thread
@@ -30,12 +33,20 @@ const PRUNE_ENTRIES = 32;
 export const WRITER_THREADS = writerThreadsFor(availableParallelism());
 
 /**
- * {@link WRITER_THREADS} on `cores` cores.
- * @example writerThreadsFor(1) // 2; writerThreadsFor(16) // 4
+ * {@link WRITER_THREADS} on `cores` cores: FASTPULL_WRITER_THREADS in `env` when it is a whole
+ * number from 1 to {@link MAX_WRITER_THREADS} (for measuring; other values are ignored), else one
+ * per core, 2 to 4.
+ * @example writerThreadsFor(1) // 2; writerThreadsFor(16) // 4; writerThreadsFor(16, { FASTPULL_WRITER_THREADS: '8' }) // 8
  */
-export function writerThreadsFor(cores: number): number {
+export function writerThreadsFor(cores: number, env: NodeJS.ProcessEnv = process.env): number {
+  const asked = env.FASTPULL_WRITER_THREADS;
+  if (asked !== undefined && /^[0-9]+$/.test(asked)) {
+    const n = Number(asked);
+    if (n >= 1 && n <= MAX_WRITER_THREADS) return n;
+  }
   return Math.min(4, Math.max(2, cores));
 }
+
 
 type Sink = object & { readonly __brand?: 'FileSink' };
 
