@@ -37,7 +37,7 @@ const CACHE = resolve(env.BENCH_CACHE ?? join(benchDir, '.cache'));
 const TIMEOUT_S = num('BENCH_TIMEOUT_S', 600);
 const MAX = availableParallelism();
 const INFLATERS = list('BENCH_INFLATERS', 'auto');
-const VARIANTS = (process.env.BENCH_VARIANTS ?? '').split('|').map((v) => v.trim());
+const VARIANTS = (env.BENCH_VARIANTS ?? '').split('|').map((v) => v.trim());
 
 /** A BENCH_VARIANTS setting: its `KEY=VALUE` words as environment, the rest as CLI arguments. */
 export function parseVariant(text: string): { env: Record<string, string>; args: string[] } {
@@ -174,8 +174,9 @@ async function main(): Promise<void> {
   const cli = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
   if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (pnpm build)`);
   const base = mkdtempSync(join(resolve(env.BENCH_DIR ?? tmpdir()), 'fastpull-cores-'));
-  const tracesDir = join(base, 'traces');
-  mkdirSync(tracesDir);
+  const resultsDir = join(benchDir, 'results');
+  const tracesDir = join(resultsDir, 'traces');
+  mkdirSync(tracesDir, { recursive: true });
   const cpuList = cpuOrder(allowedCpus(), siblingsOf);
   const machine = { cpuOrder: cpuList.join(','), cores: MAX, cpu: cpus()[0]?.model ?? 'unknown', memGiB: Math.round(totalmem() / 2 ** 30), kernel: release(), node: process.version };
   log(`fastpull cores bench: ${JSON.stringify(machine)}; scale ${SCALE}; cores ${cores.join(',')}; ${RUNS} round(s); stores under ${base}`);
@@ -204,7 +205,7 @@ async function main(): Promise<void> {
           execFileSync('sync');
           drops.add(dropCaches());
           const before = blockCounters(dir);
-          const m = await measure(taskset, ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', ...flags, '--root', root, '--trace', trace, ref], { timeoutMs: TIMEOUT_S * 1000, env: { ...process.env, ...extra.env } });
+          const m = await measure(taskset, ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', ...flags, '--root', root, '--trace', trace, ref], { timeoutMs: TIMEOUT_S * 1000, env: { ...env, ...extra.env } });
           const after = blockCounters(dir);
           let pass: PassFigures | undefined;
           try {
@@ -228,6 +229,7 @@ async function main(): Promise<void> {
             ...(m.ok ? {} : { note: m.output.trim().split('\n').slice(-3).join(' / ').slice(0, 400) }),
           };
           runs.push(run);
+          // The widest pull's trace of the last round, kept next to the results.
           if (m.ok && n === Math.max(...cores) && round === RUNS - 1) copyFileSync(trace, join(tracesDir, traceName(meta.name, n, inflater, variant)));
           const stages = pass ? Object.entries(pass.cpu).map(([k, v]) => `${k} ${f2(v)}`).join(', ') : '';
           log(`  round ${round + 1} ${n} core(s)${inflater === 'auto' ? '' : `, --inflater ${inflater}`}${variant ? `, ${variant}` : ''}: ${m.ok ? `${f2(m.wall)} s, CPU ${f2(m.cpu)} s, RSS ${f0(m.rssMiB)} MiB${pass ? `; largest pass ${f2(pass.passS)} s, ${f0(pass.layerMiB)} MiB blob (${stages})` : ''}` : `FAILED ${run.note}`}`);
@@ -264,17 +266,8 @@ async function main(): Promise<void> {
   }
   const table = lines.join('\n');
   process.stdout.write(`${table}\n`);
-  const resultsDir = join(benchDir, 'results');
-  mkdirSync(resultsDir, { recursive: true });
   const file = join(resultsDir, `cores-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, `${JSON.stringify({ machine, scale: SCALE, cores, inflaters: INFLATERS, variants: VARIANTS, runs: RUNS, cacheDrops: [...drops], results }, null, 2)}\n`);
-  mkdirSync(join(resultsDir, 'traces'), { recursive: true });
-  for (const r of results) {
-    for (const [inflater, variant] of INFLATERS.flatMap((i) => VARIANTS.map((v) => [i, v] as const))) {
-      const name = traceName(r.image, Math.max(...cores), inflater, variant);
-      if (existsSync(join(tracesDir, name))) copyFileSync(join(tracesDir, name), join(resultsDir, 'traces', name));
-    }
-  }
   log(`wrote ${file}`);
   rmSync(base, { recursive: true, force: true });
 }
