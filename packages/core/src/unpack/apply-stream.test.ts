@@ -298,3 +298,20 @@ describe('applyLayer: names that are not UTF-8', () => {
     expect(stats.whiteouts).toBe(2);
   });
 });
+
+describe('applyLayer: what it lets go of', () => {
+  it('says how far it holds nothing of the stream: before each entry and after each piece of a large file, only ever forward', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024 + 100, 7);
+    const tar = await makeTar([{ name: 'a', body: 'x' }, { name: 'big', body: big }, { name: 'b', body: 'y' }]);
+    const offsets: number[] = [];
+    await applyLayer(chunksOf(tar, 64 * 1024), dest, { onReleased: (n) => offsets.push(n) });
+    expect(fs.readFileSync(path.join(dest, 'big')).equals(big)).toBe(true);
+    for (let i = 1; i < offsets.length; i++) expect(offsets[i]).toBeGreaterThanOrEqual(offsets[i - 1]!);
+    expect(offsets[0]).toBe(0);
+    expect(offsets.at(-1)!).toBeLessThanOrEqual(tar.length);
+    // The big file's data runs from after its header (two 512-byte blocks and 'a''s data block in) for 3 MiB:
+    // pieces of it were let go of while it was still being written.
+    const inside = offsets.filter((n) => n > 2048 && n < 2048 + big.length);
+    expect(inside.length).toBeGreaterThan(10);
+  });
+});

@@ -38,6 +38,13 @@ export interface ApplyOptions {
   limits?: Partial<ApplyLimits>;
   /** Start files' write-back as they are written (snapshots/durable.ts flushes the rest). Default: none. */
   writeback?: WritebackMode;
+  /**
+   * Called with an offset in `tar` before which the apply holds no byte of the stream and no view of
+   * one any more, so that the producer may fill those buffers again: before each entry is read
+   * (every entry before it is written; the files that went to the writer threads were copied) and
+   * after each piece of a large file is written. Offsets only grow.
+   */
+  onReleased?: (offset: number) => void;
 }
 
 /**
@@ -99,6 +106,8 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   const report = new ApplyReport(what);
   const writeback = LayerWriteback.open(options.writeback, root);
   const sink = FileSink.open();
+  const { onReleased } = options;
+  const released = onReleased ? () => onReleased(reader.consumed) : undefined;
   const writer = new LayerWriter(report, {
     root,
     sameOwner,
@@ -108,11 +117,13 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     whiteouts: (tree, r, owner) => new OverlayWhiteouts(tree, r, { opaqueXattr, sameOwner, owner }),
     writeback,
     sink,
+    released,
   });
   const started = performance.now();
   let ok = false;
   try {
     for (;;) {
+      released?.();
       // Entries whose header and data are buffered already go through without a promise.
       let entry = reader.nextSync();
       if (entry === undefined) entry = await reader.next();

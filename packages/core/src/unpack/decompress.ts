@@ -69,10 +69,27 @@ export interface DecompressorOptions {
    * returned does.
    */
   onInputDone?: (chunk: Uint8Array) => void;
+  /**
+   * The reader will say which output it is done with ({@link outputReleaser}), so a decoder that
+   * can may fill its output buffers again instead of allocating (the in-process ISA-L one).
+   */
+  reuseOutput?: boolean;
 }
 
 /** Decoders made with an `onInputDone` they call. */
 const telling = new WeakSet<Transform>();
+
+/** Decoders made with `reuseOutput` that can reuse their output buffers, and how to release them. */
+const releasing = new WeakMap<Transform, (upTo: number) => void>();
+
+/**
+ * For a decoder made with `reuseOutput` that can reuse its output: the call that says the reader
+ * holds no byte of its output before offset `upTo` any more, nor a view of one (see
+ * IsalGunzipStream.releaseOutput); undefined for a decoder that allocates every output buffer.
+ */
+export function outputReleaser(decoder: Transform): ((upTo: number) => void) | undefined {
+  return releasing.get(decoder);
+}
 
 /** Whether `decoder` (from {@link createDecompressor}) calls the `onInputDone` it was made with. */
 export function tellsInputDone(decoder: Transform): boolean {
@@ -104,8 +121,9 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
       }
       const decoder = resolveGunzip(options.inflater ?? DEFAULT_INFLATER);
       if (decoder.kind === 'isal') {
-        const stream = createIsalGunzip(options.onInputDone ? { onInputDone: options.onInputDone } : {});
+        const stream = createIsalGunzip({ ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}), ...(options.reuseOutput ? { reuseOutput: true } : {}) });
         if (options.onInputDone) telling.add(stream);
+        if (options.reuseOutput) releasing.set(stream, (upTo) => stream.releaseOutput(upTo));
         return stream;
       }
       return 'path' in decoder ? createExternalGunzip(decoder) : zlib.createGunzip({ chunkSize: GUNZIP_CHUNK_SIZE });

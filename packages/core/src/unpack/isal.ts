@@ -135,7 +135,23 @@ export interface IsalGunzipOptions {
    * Not called for a chunk it stopped in (an error, or the stream destroyed).
    */
   onInputDone?: (chunk: Uint8Array) => void;
+  /**
+   * Fill output buffers again once the reader said it is done with them
+   * ({@link IsalGunzipStream.releaseOutput}), instead of a fresh buffer each; default false. Only
+   * the stage's own decode thread (not `sync`) reuses them.
+   */
+  reuseOutput?: boolean;
 }
+
+/** Released output buffers a stage keeps to fill again; more that come back are left to the garbage collector. */
+export const ISAL_SPARE_OUTPUT = 16;
+
+/**
+ * Closed output buffers a stage remembers until they are released: a reader holds about 12 MiB at
+ * most (the tar's hash queue, the stream's read-ahead, the reader's own), and the oldest of more is
+ * left to the garbage collector, so that a reader that stops releasing holds nothing here.
+ */
+const RETIRED_MAX = 32;
 
 /**
  * A Transform that gunzips through ISA-L in this process. It takes what node:zlib's createGunzip
@@ -172,6 +188,16 @@ export interface IsalGunzipStream extends Transform {
    * was destroyed. Undefined where the addon predates the clock.
    */
   readonly cpuMs: number | undefined;
+  /**
+   * With `reuseOutput`: the reader holds no byte of the output before offset `upTo` (counted from
+   * the stream's first output byte) any more, nor any view of one: every output buffer all of whose
+   * bytes lie before it may be filled again. A buffer given back while something still reads it
+   * would change those bytes under the reader. Offsets only count forward; a smaller one changes
+   * nothing. Does nothing without `reuseOutput`.
+   */
+  releaseOutput(upTo: number): void;
+  /** Output buffers allocated so far, and ones filled again instead (with `reuseOutput`). */
+  readonly outputBuffers: { allocated: number; recycled: number };
 }
 
 /** An output span queued to the decode thread: `read` bytes of it were pushed so far. */
@@ -194,8 +220,11 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   private readonly z: IsalHandle;
   private readonly chunkSize: number;
   private readonly sync: boolean;
+  private readonly reuse: boolean;
   private readonly onInputDone: ((chunk: Uint8Array) => void) | undefined;
   private compressedBytes = 0;
+  /** Output bytes pushed so far: the offset of the next one. */
+  private produced = 0;
   private members = 0;
   private phase = 0;
   /** Whether decoding waits for the reader (the stage holds READ_AHEAD bytes). */
@@ -215,6 +244,15 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   private held: TransformCallback | undefined;
   private readonly spans: OutSpan[] = [];
   private flushed: TransformCallback | undefined;
+
+  // With `reuse`: the spans the decode thread closed that the reader has not released yet, oldest
+  // first, each with the output offset past its last byte; the offset released so far; spans to fill
+  // again; and the counts.
+  private readonly retired: { buf: Buffer; end: number }[] = [];
+  private released = 0;
+  private readonly spare: Buffer[] = [];
+  private allocated = 0;
+  private recycled = 0;
   private readonly records = new Float64Array(MAX_RECORDS * RECORD);
   /** Whether the decode thread was closed (a notification queued before may still come). */
   private threadClosed = false;
@@ -226,6 +264,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     super({ readableHighWaterMark: READ_AHEAD });
     this.chunkSize = options.chunkSize ?? ISAL_CHUNK_SIZE;
     this.sync = options.sync ?? DEFAULT_SYNC;
+    this.reuse = (options.reuseOutput ?? false) && !this.sync;
     this.onInputDone = options.onInputDone;
     this.z = this.sync ? addon.create(this.result) : addon.create(this.result, () => this.collect());
   }
@@ -286,6 +325,8 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     this.close();
     this.queued.length = 0;
     this.spans.length = 0;
+    this.retired.length = 0;
+    this.spare.length = 0;
     this.held = undefined;
     this.flushed = undefined;
     callback(error);
@@ -293,6 +334,43 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
 
   get cpuMs(): number | undefined {
     return this.addon.cpuNs ? this.addon.cpuNs(this.z) / 1e6 : undefined;
+  }
+
+  get outputBuffers(): { allocated: number; recycled: number } {
+    return { allocated: this.allocated, recycled: this.recycled };
+  }
+
+  releaseOutput(upTo: number): void {
+    if (!this.reuse || !(upTo > this.released)) return;
+    this.released = upTo;
+    this.recycleReleased();
+  }
+
+  /** A span the decode thread closed: spare once the reader releases all of it. */
+  private retire(buf: Buffer): void {
+    this.retired.push({ buf, end: this.produced });
+    // A reader that stopped releasing (it failed, or never meant to): the oldest goes to the collector.
+    if (this.retired.length > RETIRED_MAX) this.retired.shift();
+    this.recycleReleased();
+  }
+
+  private recycleReleased(): void {
+    const { retired } = this;
+    while (retired.length > 0 && retired[0]!.end <= this.released) {
+      const { buf } = retired.shift()!;
+      if (this.spare.length < ISAL_SPARE_OUTPUT) this.spare.push(buf);
+    }
+  }
+
+  /** A buffer for output: a released one when there is one, else a new one. */
+  private outputBuffer(): Buffer {
+    const buf = this.spare.pop();
+    if (buf !== undefined) {
+      this.recycled++;
+      return buf;
+    }
+    this.allocated++;
+    return Buffer.allocUnsafe(this.chunkSize);
   }
 
   private close(): void {
@@ -303,7 +381,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   /** Queues output spans to the decode thread while the reader keeps up. */
   private feed(): void {
     while (!this.threadClosed && !this.destroyed && !this.waiting && this.spans.length < OUTPUT_SPANS) {
-      const buf = Buffer.allocUnsafe(this.chunkSize);
+      const buf = this.outputBuffer();
       try {
         this.addon.output(this.z, buf, 0, buf.length);
       } catch (e) {
@@ -330,10 +408,14 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
         const produced = r[at + REC_PRODUCED]!;
         if (produced > 0) {
           const span = this.spans[0]!;
+          this.produced += produced;
           if (!this.push(span.buf.subarray(span.read, span.read + produced))) this.waiting = true;
           span.read += produced;
         }
-        if (r[at + REC_DONE] === 1) this.spans.shift();
+        if (r[at + REC_DONE] === 1) {
+          const span = this.spans.shift()!;
+          if (this.reuse) this.retire(span.buf);
+        }
         if (consumed > 0) this.used(consumed);
         const error = r[at + REC_ERROR]!;
         if (error !== 0) {
@@ -373,6 +455,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     for (;;) {
       if (this.destroyed) return;
       if (this.out === undefined || this.out.length - this.outOffset < MIN_ROOM) {
+        this.allocated++;
         this.out = Buffer.allocUnsafe(this.chunkSize);
         this.outOffset = 0;
       }

@@ -8,12 +8,13 @@ import zlib from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { FileSink, SINK_MAX_FILE } from './filesink.js';
-import { isalAvailable, isalUnavailableReason } from './isal.js';
+import { ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './isal.js';
 import { unpackLayer } from './layer.js';
-import { nativeHash } from './native.js';
+import { nativeFs, nativeHash } from './native.js';
 import { InflatePool, sharedInflatePool } from './pargzip.js';
 import { Prng } from '../testing/prng.js';
-import { code, makeTar } from './tar.testkit.js';
+import { paxRecord, rawHeader } from './apply.testkit.js';
+import { code, makeTar, padded } from './tar.testkit.js';
 
 
 const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
@@ -232,6 +233,46 @@ describe('unpackLayer into overlayfs', () => {
 if (!isRoot) console.warn('unpackLayer overlay test skipped: it mounts overlayfs, which needs root');
 
 // The in-process ISA-L gunzip runs the same checks where its addon is built (libisal-dev).
+describe.skipIf(!isalAvailable())("unpackLayer: the ISA-L decoder's output buffers filled again", () => {
+  it('fills them once the hash and the extraction are past them, and every file, xattr and name lands intact', async () => {
+    const prng = new Prng(31);
+    const small = (i: number): { name: string; body: Buffer } => ({ name: `s/${i % 9}/f${i}`, body: prng.bytes(1 + ((i * 7919) % 40_000)) });
+    const before = Array.from({ length: 150 }, (_, i) => small(i));
+    const after = Array.from({ length: 150 }, (_, i) => small(150 + i));
+    // A large file written by the unpack thread as it streams, its PAX records read after its data:
+    // they must not be views of a buffer the decoder fills again meanwhile.
+    const tag = prng.bytes(300);
+    const longName = `deep/${'n'.repeat(180)}`;
+    const big = prng.bytes(9 * 1024 * 1024 + 777);
+    const pax = Buffer.concat([paxRecord('SCHILY.xattr.user.tag', tag), paxRecord('path', Buffer.from(longName))]);
+    const middle = Buffer.concat([rawHeader('PaxHeaders/big', 'x', pax.length), padded(pax), rawHeader('big-short-name', '0', big.length), padded(big)]);
+    const head = await makeTar(before);
+    const tail = await makeTar(after);
+    // makeTar ends each archive with two zero blocks: joined without the first's.
+    const tar = Buffer.concat([head.subarray(0, head.length - 1024), middle, tail]);
+    const blob = zlib.gzipSync(tar, { level: 1 });
+    const r = await unpackLayer({ blobPath: writeBlob('reuse.tgz', blob), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('reuse'), inflater: 'isal' });
+    expect(r.diffID).toBe(sha256(tar));
+    expect(r.stats.files).toBe(301);
+    const root = path.join(work, 'reuse');
+    for (const f of [...before, ...after]) expect(fs.readFileSync(path.join(root, f.name)).equals(f.body)).toBe(true);
+    const bigPath = path.join(root, longName);
+    expect(fs.readFileSync(bigPath).equals(big)).toBe(true);
+    expect(nativeFs().lgetxattr(bigPath, 'user.tag')).toEqual(tag);
+    // More than a buffer per MiB of tar would be; most of them filled again.
+    const { allocated, recycled } = r.outputBuffers!;
+    expect(allocated + recycled).toBeGreaterThanOrEqual(Math.floor(tar.length / ISAL_CHUNK_SIZE));
+    expect(recycled).toBeGreaterThan(allocated);
+  });
+
+  it('says nothing of output buffers for a decoder that allocates each one', async () => {
+    const tar = await makeTar([{ name: 'f', body: 'x' }]);
+    const r = await unpackLayer({ blobPath: writeBlob('z.tgz', zlib.gzipSync(tar)), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('z'), inflater: 'zlib' });
+    expect(r.diffID).toBe(sha256(tar));
+    expect(r).not.toHaveProperty('outputBuffers');
+  });
+});
+
 const inflaters: ('parallel' | 'isal')[] = ['parallel', ...(isalAvailable() ? (['isal'] as const) : [])];
 if (!isalAvailable()) console.log(`unpackLayer isal cases skipped: ${isalUnavailableReason()}`);
 

@@ -6,11 +6,12 @@ import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted
 import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
 import { WatermarkView } from '../content/watermark.js';
-import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, resolveCompression, tellsInputDone } from './decompress.js';
+import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, outputReleaser, resolveCompression, tellsInputDone } from './decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
 import { nativeHash, nativePunchHole, type PunchHole } from './native.js';
 import type { WritebackMode } from './writeback.js';
+import type { IsalGunzipStream } from './isal.js';
 import type { ParallelGunzipStream } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
 import { parseZtoc, type GzipCheckpoint } from './ztoc.js';
@@ -116,6 +117,12 @@ export interface UnpackedLayer {
    * done with its input, see ReadBuffers): buffers allocated, and reads into one that came back.
    */
   readBuffers?: { allocated: number; recycled: number };
+  /**
+   * The decoder's output buffers when it fills them again once the tar's hash and the extraction
+   * are past them (the in-process ISA-L decoder on its own thread): buffers allocated, and ones
+   * filled again instead.
+   */
+  outputBuffers?: { allocated: number; recycled: number };
 }
 
 /**
@@ -246,6 +253,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       size,
       ...(checkpoints ? { checkpoints } : {}),
       ...(buffers ? { onInputDone: buffers.reader(1) } : {}),
+      reuseOutput: true,
     });
     if (!tellsInputDone(decompressor)) buffers = undefined;
     source = options.follow
@@ -265,7 +273,21 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     ...(release ? { keepOnError: true } : {}),
     ...(buffers ? { onHashed: buffers.reader(0) } : {}),
   });
-  const uncompressed = new HashTap({ mode: hashMode });
+  // The decoder may fill an output buffer again once the tar's hash and the extraction are both past it.
+  const releaseOutput = outputReleaser(decompressor);
+  let tarHashed = 0;
+  let tarApplied = 0;
+  const uncompressed = new HashTap({
+    mode: hashMode,
+    ...(releaseOutput
+      ? {
+          onHashed: (chunk: Buffer) => {
+            tarHashed += chunk.length;
+            releaseOutput(Math.min(tarHashed, tarApplied));
+          },
+        }
+      : {}),
+  });
   const clock = nativeHash();
   const cpuStart = clock?.threadCpuNs();
   let stats: ApplyStats | undefined;
@@ -288,6 +310,14 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
           ...(options.limits ? { limits: options.limits } : {}),
           ...(options.rootless !== undefined ? { rootless: options.rootless } : {}),
           ...(options.writeback !== undefined ? { writeback: options.writeback } : {}),
+          ...(releaseOutput
+            ? {
+                onReleased: (offset: number) => {
+                  tarApplied = offset;
+                  releaseOutput(Math.min(tarHashed, tarApplied));
+                },
+              }
+            : {}),
         }));
       },
       signal ? { signal } : {},
@@ -327,10 +357,12 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const verifyMs = blob.blockedMs + tar.blockedMs;
   const parallel = (decompressor as Partial<ParallelGunzipStream>).stats;
   const inflateCpuMs = decompressorCpuMs(decompressor);
+  const outputBuffers = releaseOutput ? (decompressor as Partial<IsalGunzipStream>).outputBuffers : undefined;
   return {
     ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
     releasedBytes: release?.released ?? 0,
     ...(buffers ? { readBuffers: buffers.counts } : {}),
+    ...(outputBuffers ? { outputBuffers } : {}),
     blobDigest: blob.digest,
     diffID: tar.digest,
     compressedSize: blob.bytes,

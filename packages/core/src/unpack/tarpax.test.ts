@@ -20,6 +20,14 @@ describe('parsePax', () => {
     expect(records.get('SCHILY.xattr.user.x')).toEqual(Buffer.from([0, 0xff, 0x0a]));
   });
 
+  it('copies the values: the buffer they came in may be filled again', () => {
+    const data = Buffer.concat([record('SCHILY.xattr.user.x', 'value'), record('linkpath', 'target')]);
+    const { records } = parsePax(data, invalid);
+    data.fill(0);
+    expect(records.get('SCHILY.xattr.user.x')?.toString()).toBe('value');
+    expect(records.get('linkpath')?.toString()).toBe('target');
+  });
+
   it('folds GNU sparse 0.0 offset/numbytes pairs into one map record', () => {
     const data = Buffer.concat([record('GNU.sparse.offset', '0'), record('GNU.sparse.numbytes', '4'), record('GNU.sparse.offset', '100'), record('GNU.sparse.numbytes', '2')]);
     expect(parsePax(data, invalid).records.get('GNU.sparse.map')?.toString()).toBe('0,4,100,2');

@@ -27,7 +27,9 @@ export function parsePax(data: Buffer, invalid: (m: string) => FastpullError): P
     if (eq <= 0) throw invalid('a record without a key');
     const key = record.toString('latin1', 0, eq);
     if (key.includes('\0')) throw invalid('NUL in a record key');
-    const value = record.subarray(eq + 1);
+    // A copy: an entry's records are read after its data (xattrs), once the stream's buffer that
+    // held them may be filled again (isal.ts reuseOutput).
+    const value = Buffer.from(record.subarray(eq + 1));
     if (key === 'GNU.sparse.offset' || key === 'GNU.sparse.numbytes') {
       const wanted = sparse00.length % 2 === 0 ? 'GNU.sparse.offset' : 'GNU.sparse.numbytes';
       if (key !== wanted || value.includes(0x2c)) throw invalid('a malformed GNU sparse 0.0 map');

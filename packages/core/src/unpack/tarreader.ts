@@ -88,6 +88,14 @@ export class TarReader {
 
   /** Milliseconds spent waiting for the source to give the next chunk. */
   inputWaitMs = 0;
+
+  /**
+   * Offset in the stream of the first byte not yet taken: everything before it was handed out
+   * (headers, data) or skipped. What the reader buffers lies after it.
+   */
+  get consumed(): number {
+    return this.position;
+  }
   /** The blocks of the entry being read, for sparse maps stored in them. */
   private readonly sparseBlocks: SparseBlocks;
 

@@ -39,6 +39,11 @@ export interface LayerWriterOptions {
   writeback?: LayerWriteback | undefined;
   /** Writer threads for small new files (filesink.ts); without it every file is written on this thread. */
   sink?: FileSink | undefined;
+  /**
+   * Called after each piece of a large file is written: nothing this writer holds refers to the
+   * stream before {@link TarReader.consumed} any more (apply.ts ApplyOptions.onReleased).
+   */
+  released?: (() => void) | undefined;
 }
 
 /** Writes entries into the directory, in order; see applyLayer for the rules. */
@@ -51,6 +56,7 @@ export class LayerWriter {
   private readonly reader: TarReader;
   private readonly writeback: LayerWriteback | undefined;
   private readonly sink: FileSink | undefined;
+  private readonly released: (() => void) | undefined;
   private readonly euid = process.geteuid?.() ?? -1;
   private readonly egid = process.getegid?.() ?? -1;
   /** Bytes of all files made so far, sparse ones at full size. */
@@ -60,7 +66,7 @@ export class LayerWriter {
     private readonly report: ApplyReport,
     options: LayerWriterOptions,
   ) {
-    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader, writeback: this.writeback, sink: this.sink } = options);
+    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader, writeback: this.writeback, sink: this.sink, released: this.released } = options);
     this.tree = new LayerTree(options.root, report, (dir) => this.whiteouts.madeDir(dir, true));
     this.whiteouts = options.whiteouts(this.tree, report, (e) => this.owner(e));
   }
@@ -246,6 +252,7 @@ export class LayerWriter {
     let position = 0;
     for await (const chunk of this.reader.data()) {
       writeAll(fd, chunk, position);
+      this.released?.();
       position += chunk.length;
       writeback?.wrote(position);
       stats.bytes += chunk.length;
@@ -271,6 +278,7 @@ export class LayerWriter {
         at += n;
         done += n;
       }
+      this.released?.();
       stats.bytes += chunk.length;
       if (this.signal?.aborted) throw abortError(this.signal, this.report.what);
     }
