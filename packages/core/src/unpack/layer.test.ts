@@ -243,7 +243,7 @@ describe.skipIf(!isalAvailable())("unpackLayer: the ISA-L decoder's output buffe
     // they must not be views of a buffer the decoder fills again meanwhile.
     const tag = prng.bytes(300);
     const longName = `deep/${'n'.repeat(180)}`;
-    const big = prng.bytes(9 * 1024 * 1024 + 777);
+    const big = prng.bytes(24 * 1024 * 1024 + 777);
     const pax = Buffer.concat([paxRecord('SCHILY.xattr.user.tag', tag), paxRecord('path', Buffer.from(longName))]);
     const middle = Buffer.concat([rawHeader('PaxHeaders/big', 'x', pax.length), padded(pax), rawHeader('big-short-name', '0', big.length), padded(big)]);
     const head = await makeTar(before);
@@ -259,10 +259,13 @@ describe.skipIf(!isalAvailable())("unpackLayer: the ISA-L decoder's output buffe
     const bigPath = path.join(root, longName);
     expect(fs.readFileSync(bigPath).equals(big)).toBe(true);
     expect(nativeFs().lgetxattr(bigPath, 'user.tag')).toEqual(tag);
-    // More than a buffer per MiB of tar would be; most of them filled again.
+    // A buffer per MiB of tar, but no more allocated than the stages hold at once (the tar's hash
+    // queue of 8 MiB, the decoder's read-ahead, the reader's own): the rest were filled again,
+    // however the hash lags on a loaded machine.
     const { allocated, recycled } = r.outputBuffers!;
     expect(allocated + recycled).toBeGreaterThanOrEqual(Math.floor(tar.length / ISAL_CHUNK_SIZE));
-    expect(recycled).toBeGreaterThan(allocated);
+    expect(allocated).toBeLessThanOrEqual(20);
+    expect(recycled).toBeGreaterThan(0);
   });
 
   it('says nothing of output buffers for a decoder that allocates each one', async () => {
