@@ -10,6 +10,7 @@ import { chunks, layerLike } from './gzip.testkit.js';
 import { findInflater } from './inflater.js';
 import { createIsalGunzip, ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './isal.js';
 import { nativeHash } from './native.js';
+import { InflatePool } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';
 
@@ -343,6 +344,7 @@ describe.skipIf(!available)('createIsalGunzip with reuseOutput', () => {
     expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal', reuseOutput: true }))).toBeTypeOf('function');
     expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal' }))).toBeUndefined();
     expect(outputReleaser(createDecompressor('gzip', { inflater: 'zlib', reuseOutput: true }))).toBeUndefined();
+    if (InflatePool.available()) expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel', reuseOutput: true }))).toBeUndefined();
   });
 });
 

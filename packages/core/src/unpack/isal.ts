@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { Transform, type TransformCallback } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { FastpullError } from '../errors.js';
+import { OutputBuffers } from './output-buffers.js';
 
 /** An inflater in the addon: opaque, one gzip stream from its start. */
 interface IsalHandle {
@@ -143,16 +144,6 @@ export interface IsalGunzipOptions {
   reuseOutput?: boolean;
 }
 
-/** Released output buffers a stage keeps to fill again; more that come back are left to the garbage collector. */
-export const ISAL_SPARE_OUTPUT = 16;
-
-/**
- * Closed output buffers a stage remembers until they are released: a reader holds about 12 MiB at
- * most (the tar's hash queue, the stream's read-ahead, the reader's own), and the oldest of more is
- * left to the garbage collector, so that a reader that stops releasing holds nothing here.
- */
-const RETIRED_MAX = 32;
-
 /**
  * A Transform that gunzips through ISA-L in this process. It takes what node:zlib's createGunzip
  * takes, with the same outcome: concatenated members (empty ones too), and after a member either
@@ -245,14 +236,8 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   private readonly spans: OutSpan[] = [];
   private flushed: TransformCallback | undefined;
 
-  // With `reuse`: the spans the decode thread closed that the reader has not released yet, oldest
-  // first, each with the output offset past its last byte; the offset released so far; spans to fill
-  // again; and the counts.
-  private readonly retired: { buf: Buffer; end: number }[] = [];
-  private released = 0;
-  private readonly spare: Buffer[] = [];
-  private allocated = 0;
-  private recycled = 0;
+  /** Output spans: filled again once released (with `reuse`), else each one new. */
+  private readonly outputs: OutputBuffers;
   private readonly records = new Float64Array(MAX_RECORDS * RECORD);
   /** Whether the decode thread was closed (a notification queued before may still come). */
   private threadClosed = false;
@@ -265,6 +250,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     this.chunkSize = options.chunkSize ?? ISAL_CHUNK_SIZE;
     this.sync = options.sync ?? DEFAULT_SYNC;
     this.reuse = (options.reuseOutput ?? false) && !this.sync;
+    this.outputs = new OutputBuffers(this.chunkSize);
     this.onInputDone = options.onInputDone;
     this.z = this.sync ? addon.create(this.result) : addon.create(this.result, () => this.collect());
   }
@@ -325,8 +311,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     this.close();
     this.queued.length = 0;
     this.spans.length = 0;
-    this.retired.length = 0;
-    this.spare.length = 0;
+    this.outputs.clear();
     this.held = undefined;
     this.flushed = undefined;
     callback(error);
@@ -337,40 +322,11 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   }
 
   get outputBuffers(): { allocated: number; recycled: number } {
-    return { allocated: this.allocated, recycled: this.recycled };
+    return this.outputs.counts;
   }
 
   releaseOutput(upTo: number): void {
-    if (!this.reuse || !(upTo > this.released)) return;
-    this.released = upTo;
-    this.recycleReleased();
-  }
-
-  /** A span the decode thread closed: spare once the reader releases all of it. */
-  private retire(buf: Buffer): void {
-    this.retired.push({ buf, end: this.produced });
-    // A reader that stopped releasing (it failed, or never meant to): the oldest goes to the collector.
-    if (this.retired.length > RETIRED_MAX) this.retired.shift();
-    this.recycleReleased();
-  }
-
-  private recycleReleased(): void {
-    const { retired } = this;
-    while (retired.length > 0 && retired[0]!.end <= this.released) {
-      const { buf } = retired.shift()!;
-      if (this.spare.length < ISAL_SPARE_OUTPUT) this.spare.push(buf);
-    }
-  }
-
-  /** A buffer for output: a released one when there is one, else a new one. */
-  private outputBuffer(): Buffer {
-    const buf = this.spare.pop();
-    if (buf !== undefined) {
-      this.recycled++;
-      return buf;
-    }
-    this.allocated++;
-    return Buffer.allocUnsafe(this.chunkSize);
+    if (this.reuse) this.outputs.release(upTo);
   }
 
   private close(): void {
@@ -381,7 +337,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   /** Queues output spans to the decode thread while the reader keeps up. */
   private feed(): void {
     while (!this.threadClosed && !this.destroyed && !this.waiting && this.spans.length < OUTPUT_SPANS) {
-      const buf = this.outputBuffer();
+      const buf = this.outputs.take();
       try {
         this.addon.output(this.z, buf, 0, buf.length);
       } catch (e) {
@@ -414,7 +370,8 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
         }
         if (r[at + REC_DONE] === 1) {
           const span = this.spans.shift()!;
-          if (this.reuse) this.retire(span.buf);
+          // Every byte it got is pushed: it may be filled again once the reader is past them.
+          if (this.reuse) this.outputs.retire(span.buf, this.produced);
         }
         if (consumed > 0) this.used(consumed);
         const error = r[at + REC_ERROR]!;
@@ -455,8 +412,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
     for (;;) {
       if (this.destroyed) return;
       if (this.out === undefined || this.out.length - this.outOffset < MIN_ROOM) {
-        this.allocated++;
-        this.out = Buffer.allocUnsafe(this.chunkSize);
+        this.out = this.outputs.take();
         this.outOffset = 0;
       }
       this.addon.inflateSync(this.z, this.input, this.inOffset, this.input.length - this.inOffset, this.out, this.outOffset, this.out.length - this.outOffset);
