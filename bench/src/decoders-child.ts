@@ -1,7 +1,7 @@
 // One run of bench:decoders (src/decoders.ts) in a fresh process: gunzips a file from the page cache
 // into a discarding sink with one decoder and prints what it cost as one JSON line.
 //
-// argv: decoder (read, isal, isal-reader, zlib; `@base` after a name loads the decoder from the
+// argv: decoder (read, isal, isal-reuse, isal-reader, zlib; `@base` after a name loads the decoder from the
 // build named by BENCH_BASELINE_CORE instead), the .gz file, the bytes it must decode to.
 // The allocator is tuned as the CLI and fastpulld tune it at startup.
 import { createReadStream, readFileSync } from 'node:fs';
@@ -11,7 +11,7 @@ import { Writable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { tuneAllocator } from '@fastpull/core';
-import type { IsalGunzipOptions } from '@fastpull/core';
+import type { IsalGunzipOptions, IsalGunzipStream } from '@fastpull/core';
 
 export interface DecoderRun {
   readonly wall: number;
@@ -50,13 +50,15 @@ async function main(): Promise<void> {
   const [name, base] = spec.split('@');
   tuneAllocator();
   let stage: Transform | undefined;
-  if (name === 'isal' || name === 'isal-reader') stage = (await isalFactory(base === 'base'))({ sync: name === 'isal-reader' });
+  // isal-reuse: the stage fills its output buffers again once the sink is past them, as in a pull.
+  if (name === 'isal' || name === 'isal-reader' || name === 'isal-reuse') stage = (await isalFactory(base === 'base'))({ sync: name === 'isal-reader', ...(name === 'isal-reuse' ? { reuseOutput: true } : {}) });
   else if (name === 'zlib') stage = zlib.createGunzip({ chunkSize: ZLIB_CHUNK });
   else if (name !== 'read') throw new Error(`unknown decoder ${name}`);
   let out = 0;
   const sink = new Writable({
     write(chunk: Buffer, _e, cb) {
       out += chunk.length;
+      if (name === 'isal-reuse') (stage as IsalGunzipStream).releaseOutput(out);
       cb();
     },
   });

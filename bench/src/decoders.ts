@@ -6,7 +6,8 @@
 // 1024): fp16-like weights and incompressible bytes. Each run is a fresh process (src/decoders-child.ts,
 // CPU counted around the pipeline only); `igzip` runs under /usr/bin/time. BENCH_RUNS rounds
 // (default 5), the decoders' order rotated each round. BENCH_DECODERS picks them (default
-// read,isal,isal-reader,zlib,igzip; `read` is reading the file alone, the floor under the in-process
+// read,isal,isal-reader,zlib,igzip; also isal-reuse, which fills its output buffers again as a pull
+// does; `read` is reading the file alone, the floor under the in-process
 // decoders); a name with `@base` (isal@base) loads that decoder from the packages/core build at
 // BENCH_BASELINE_CORE, to measure a change against the build before it in the same run.
 import { execFileSync, spawnSync } from 'node:child_process';
