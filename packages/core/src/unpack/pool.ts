@@ -82,7 +82,9 @@ export function poolSizeFor(cores = availableParallelism()): number {
  * with 2 slots on 4 cores, 3.72 s (3.27-4.18) with 4 on 8 and 4.03 s (3.95-4.11) with 8 on 16, its
  * peak RSS 238-256, 288-303 and 324-333 MiB; the 24 small layers of many-layers 1.19 s (1.18-1.19)
  * with 4 slots and 1.08 s (1.05-1.11) with 8, at 248 and 397 MiB. On 2 cores, 8 slots against 4
- * (`--unpack-concurrency`, one run each): many-layers peaked at 282 against 208 MiB.
+ * (`--unpack-concurrency`, one run each): many-layers peaked at 282 against 208 MiB. Since the
+ * decoder's output buffers are filled again (OutputBuffers), 4 slots forced on 2 cores peak at
+ * 226-229 MiB on ML, against 313-333 before (3 pairs; not yet measured on many cores).
  */
 export const MAX_POOL_SIZE = 4;
 
@@ -93,7 +95,9 @@ export const MAX_POOL_SIZE = 4;
  * objects: with the default young generation dead buffers piled up to 40 MiB per worker before a
  * collection, and the allocator kept that high-water mark. The small one is collected every few
  * MiB of objects. ML bench image (3 runs each): peak RSS 243-263 MiB against 264-275 MiB with this
- * alone, in the same time.
+ * alone, in the same time. Both kinds of buffer are now filled again (ReadBuffers, OutputBuffers);
+ * 8 or 16 MiB instead were measured since on the layer of 20,000 small files, whose parse makes
+ * the most objects, and took the same time (1.60-1.81 against 1.64-1.70 s, 3 rounds).
  */
 export const WORKER_YOUNG_GENERATION_MB = 3;
 
