@@ -268,6 +268,53 @@ describe.skipIf(!isalAvailable())("unpackLayer: the ISA-L decoder's output buffe
     expect(recycled).toBeGreaterThan(0);
   });
 
+  it('lands the same tree as node:zlib, which reuses nothing, for layers of every entry kind and size', async () => {
+    /** Every path with its kind, mode, content hash or link target, and its user.k xattr. */
+    const describeTree = (root: string): string[] => {
+      const out: string[] = [];
+      const walk = (d: string) => {
+        for (const name of fs.readdirSync(d).sort()) {
+          const p = path.join(d, name);
+          const st = fs.lstatSync(p);
+          const what = st.isFile() ? createHash('sha256').update(fs.readFileSync(p)).digest('hex') : st.isSymbolicLink() ? fs.readlinkSync(p) : '';
+          const xattr = st.isSymbolicLink() ? null : nativeFs().lgetxattr(p, 'user.k');
+          out.push(`${path.relative(root, p)} ${st.mode} ${st.nlink} ${what} ${xattr?.toString('hex') ?? '-'}`);
+          if (st.isDirectory()) walk(p);
+        }
+      };
+      walk(root);
+      return out;
+    };
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const prng = new Prng(500 + seed);
+      const files: string[] = [];
+      const entries: Parameters<typeof makeTar>[0] = [];
+      for (let i = 0; i < 60; i++) {
+        const dir = `d${prng.int(0, 3)}/`;
+        const kind = prng.int(0, 9);
+        const name = `${dir}e${i}`;
+        if (kind <= 3) entries.push({ name, body: prng.bytes(prng.int(0, 70_000)) });
+        // Large files, written by the unpack thread across several of the decoder's 1 MiB buffers.
+        else if (kind === 4) entries.push({ name, body: prng.bytes(prng.int(900_000, 3_200_000)) });
+        // Records read after the file's data: an xattr on a large file and on a small one.
+        else if (kind === 5) entries.push({ name, body: prng.bytes(prng.int(1_100_000, 2_000_000)), pax: { 'SCHILY.xattr.user.k': `v${i}-${prng.int(0, 1e9)}` } });
+        else if (kind === 6) entries.push({ name, body: prng.bytes(prng.int(1, 5000)), pax: { 'SCHILY.xattr.user.k': `s${i}` } });
+        else if (kind === 7) entries.push({ name: `${dir}${'long-name-'.repeat(12)}${i}`, body: prng.bytes(prng.int(0, 1_500_000)) });
+        else if (kind === 8) entries.push({ name, type: 'symlink', linkname: `../target-${i}` });
+        else if (files.length > 0) entries.push({ name, type: 'link', linkname: files[prng.int(0, files.length - 1)]! });
+        if (kind <= 7) files.push(entries.at(-1)!.name);
+      }
+      const tar = await makeTar(entries);
+      const blobPath = writeBlob(`mixed-${seed}.tgz`, zlib.gzipSync(tar, { level: 1 }));
+      const viaIsal = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir(`isal-${seed}`), inflater: 'isal' });
+      const viaZlib = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir(`zlib-${seed}`), inflater: 'zlib' });
+      expect(viaIsal.diffID).toBe(sha256(tar));
+      expect(viaIsal.outputBuffers!.recycled).toBeGreaterThan(0);
+      expect(viaZlib).not.toHaveProperty('outputBuffers');
+      expect(describeTree(path.join(work, `isal-${seed}`))).toEqual(describeTree(path.join(work, `zlib-${seed}`)));
+    }
+  });
+
   it('says nothing of output buffers for a decoder that allocates each one', async () => {
     const tar = await makeTar([{ name: 'f', body: 'x' }]);
     const r = await unpackLayer({ blobPath: writeBlob('z.tgz', zlib.gzipSync(tar)), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('z'), inflater: 'zlib' });
