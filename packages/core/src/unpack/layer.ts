@@ -277,16 +277,10 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const releaseOutput = outputReleaser(decompressor);
   let tarHashed = 0;
   let tarApplied = 0;
+  const released = releaseOutput && (() => releaseOutput(Math.min(tarHashed, tarApplied)));
   const uncompressed = new HashTap({
     mode: hashMode,
-    ...(releaseOutput
-      ? {
-          onHashed: (chunk: Buffer) => {
-            tarHashed += chunk.length;
-            releaseOutput(Math.min(tarHashed, tarApplied));
-          },
-        }
-      : {}),
+    ...(released ? { onHashed: (chunk: Buffer) => ((tarHashed += chunk.length), released()) } : {}),
   });
   const clock = nativeHash();
   const cpuStart = clock?.threadCpuNs();
@@ -310,14 +304,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
           ...(options.limits ? { limits: options.limits } : {}),
           ...(options.rootless !== undefined ? { rootless: options.rootless } : {}),
           ...(options.writeback !== undefined ? { writeback: options.writeback } : {}),
-          ...(releaseOutput
-            ? {
-                onReleased: (offset: number) => {
-                  tarApplied = offset;
-                  releaseOutput(Math.min(tarHashed, tarApplied));
-                },
-              }
-            : {}),
+          ...(released ? { onReleased: (offset: number) => ((tarApplied = offset), released()) } : {}),
         }));
       },
       signal ? { signal } : {},
