@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
 import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
-import { JobSlot, nativeInflate } from './pargzip-job.js';
+import { JobSlot, nativeInflate, St, Status, type JobInput, type JobResult } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool } from './pargzip.js';
 import { compiledWorker } from './pool.js';
 
@@ -152,7 +152,8 @@ describe.skipIf(!available)('parallel gunzip within a budget', () => {
       g.on('error', reject);
     });
     for (let at = 0; at < gz.length; at += 256 * 1024) {
-      if (!g.write(gz.subarray(at, at + 256 * 1024))) await new Promise((r) => g.once('drain', r));
+      // A stream that fails never drains: its error ends the wait.
+      if (!g.write(gz.subarray(at, at + 256 * 1024))) await Promise.race([new Promise((r) => g.once('drain', r)), done]);
     }
     g.end();
     return done;
@@ -211,6 +212,75 @@ describe.skipIf(!available)('parallel gunzip within a budget', () => {
     expect(budget.peakSlotBytes).toBeLessThanOrEqual(budget.slotBytes + 2 * slotBytes() + 128 * 1024);
     for (let i = 0; i < 200 && (a.slotsLent > 0 || b.slotsLent > 0); i++) await new Promise((r) => setTimeout(r, 5));
     expect(budget.slotBytesHeld).toBe(0);
+  });
+
+  /** A speculative job decoding all of a small gzip member, queued on `pool`. */
+  function speculative(pool: InflatePool): { done: Promise<JobResult>; lease: ReturnType<InflatePool['takeSlot']> } {
+    const member = zlib.gzipSync(Buffer.from('fastpull '.repeat(4096)));
+    const owner = {};
+    const lease = pool.takeSlot(owner, 4 * MIB, member.length);
+    const data = lease.slot.input.subarray(0, member.length);
+    data.set(member);
+    const job: JobInput = { kind: St.Member, bit: 0, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0, data, dataOffset: 0, final: true, stopKey: Infinity, cap: 4 * MIB, window: null };
+    return { done: pool.run(job, lease, false, owner), lease };
+  }
+
+  /** `p`, or a rejection once it has not settled in `ms` (a hang shows as a failure, not a stuck run). */
+  function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done in ${ms} ms`)), ms)));
+    return Promise.race([p, late]).finally(() => clearTimeout(timer));
+  }
+
+  it('runs the speculative jobs of pools that waited for the same running place: no pool yields to another for good', async () => {
+    // Each pool waiting with a guess first used to count as a waiter that the other pools' guesses
+    // leave the place to: two of them yielded to each other forever, nothing running (two streams on
+    // a budget of one running job hung that way).
+    const budget = InflateBudget.create({ running: 1, slotBytes: 4 * slotBytes() });
+    const a = new InflatePool({ threads: 2, budget });
+    const b = new InflatePool({ threads: 2, budget });
+    pools.push(a, b);
+    // A guess of pool a takes the one place; a guess of each pool queues behind it.
+    const jobs = [speculative(a), speculative(a), speculative(b)];
+    expect([a.jobsRunning, b.jobsRunning, budget.running]).toEqual([1, 0, 1]);
+    // Waits for guesses ask nobody to yield.
+    expect(budget.waiters).toBe(0);
+    const results = await within(Promise.all(jobs.map((j) => j.done)), 5000, 'the three speculative jobs');
+    expect(results.map((r) => r.status)).toEqual([Status.End, Status.End, Status.End]);
+    for (const r of results) expect(Buffer.from(r.out8).toString('latin1')).toBe('fastpull '.repeat(4096));
+    expect(budget.running).toBe(0);
+    expect(budget.peakRunning).toBe(1);
+    jobs.forEach((j, i) => (i < 2 ? a : b).release(j.lease));
+  });
+
+  it('runs a queued guess that the output comes to wait for like the output\'s own jobs: past the bound, first in line', async () => {
+    const budget = InflateBudget.create({ running: 1, slotBytes: 4 * slotBytes() });
+    const pool = new InflatePool({ threads: 2, budget });
+    pools.push(pool);
+    expect(budget.tryRun(false)).toBe(true); // the one place is taken, and stays taken
+    try {
+      const first = speculative(pool);
+      const second = speculative(pool);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(pool.jobsRunning).toBe(0);
+      pool.hurry(second.lease);
+      // The hurried job runs on the place past the bound that the output's jobs may take; the other
+      // guess still waits.
+      const r = await within(second.done, 5000, 'the hurried guess');
+      expect(r.status).toBe(Status.End);
+      expect(budget.peakRunning).toBe(2);
+      let firstDone = false;
+      void first.done.then(() => (firstDone = true));
+      await new Promise((r) => setTimeout(r, 20));
+      expect(firstDone).toBe(false);
+      pool.hurry(second.lease); // done already: nothing to do
+      pool.release(second.lease);
+      budget.endRun();
+      expect((await within(first.done, 5000, 'the other guess')).status).toBe(Status.End);
+      pool.release(first.lease);
+    } finally {
+      if (budget.running > 0) budget.endRun();
+    }
   });
 
   it('runs the jobs of every pool on the same decode threads of the process', async () => {

@@ -116,7 +116,7 @@ export class InflateBudget {
     return Atomics.load(this.cells, PEAK_UNITS) * UNIT;
   }
 
-  /** Pools waiting for a running place now. */
+  /** Pools waiting for a running place for a job the output waits for, now. */
   get waiters(): number {
     return Atomics.load(this.cells, WAITERS);
   }
@@ -129,7 +129,7 @@ export class InflateBudget {
   /**
    * Takes a running place when there is one. A job the output waits for (`urgent`) may take one
    * place past the bound, so that it never queues behind guesses; a speculative one leaves places to
-   * the pools waiting for one (`self` of them being the caller's own waits).
+   * the pools waiting to run such a job (`self` of them being the caller's own waits).
    */
   tryRun(urgent: boolean, self = 0): boolean {
     for (;;) {
@@ -171,8 +171,9 @@ export class InflateBudget {
 
   /**
    * Resolves once something was given back since `generation` was read (at once if it already was),
-   * or after 100 ms. A caller waiting for a running place says so (`forRun`): speculative jobs of
-   * other pools leave places to it.
+   * or after 100 ms. A caller waiting for a running place for a job the output waits for says so
+   * (`forRun`): speculative jobs of other pools leave places to it. A wait for a place for a guess
+   * must not: pools waiting with guesses would each leave the place to the others, for good.
    */
   changed(generation: number, forRun: boolean): Promise<void> {
     if (forRun) Atomics.add(this.cells, WAITERS, 1);

@@ -1,5 +1,6 @@
 // The speculative side of the parallel gunzip: guesses launched ahead of the output, and their continuations.
 import { St, Status, type JobInput, type JobResult, type JobStart } from './pargzip-job.js';
+import type { SlotLease } from './pargzip-pool.js';
 import { knownTail } from './pargzip-output.js';
 import type { DecodeContext } from './pargzip-plan.js';
 
@@ -26,6 +27,8 @@ export class Guesses {
   private readonly continuations = new Map<string, Continuation>();
   /** Continuations that started with a known window (no markers). */
   private readonly knownWindow = new WeakSet<Promise<JobResult>>();
+  /** The slot of each launched job: once the output waits for the job, the pool hurries it. */
+  private readonly leases = new WeakMap<Promise<JobResult>, SlotLease>();
   /** Jobs (guesses and continuations) launched and not yet taken, at most. */
   private readonly maxAhead: number;
   /** Wakes the launcher when there is room again. */
@@ -56,7 +59,7 @@ export class Guesses {
   async guessFor(k: number): Promise<JobResult | undefined> {
     for (;;) {
       const p = this.guesses.get(k);
-      if (p) return p;
+      if (p) return this.hurried(p);
       if (this.ctx.stopped() || this.launcherDone || this.next > k) return undefined;
       this.wanted = k;
       this.slotWaker?.();
@@ -90,7 +93,17 @@ export class Guesses {
     this.wakeLauncher();
     this.ctx.stats.eagerJobs++;
     if (this.knownWindow.delete(c.p)) this.ctx.stats.eagerKnownWindow++;
-    return c.p;
+    return this.hurried(c.p);
+  }
+
+  /**
+   * `p`, whose job the output now waits for: launched as speculative, it may still be queued behind
+   * the running places other pools' waits are owed, so the pool runs it as it runs the output's jobs.
+   */
+  private hurried(p: Promise<JobResult>): Promise<JobResult> {
+    const lease = this.leases.get(p);
+    if (lease) this.ctx.pool.hurry(lease);
+    return p;
   }
 
   /** Lets a launcher waiting for room see that the stream stopped. */
@@ -138,6 +151,7 @@ export class Guesses {
         urgent, // and a running place past the bound: guesses of other streams yield theirs to waiters
         ctx.owner,
       );
+      this.leases.set(p, lease);
       p.then((r) => {
         if (this.guesses.has(k) && r.status !== Status.NoStart && r.status !== Status.Error) this.continueEagerly(k, r, stop);
       }, () => undefined);
@@ -162,6 +176,7 @@ export class Guesses {
     const window = knownTail(r);
     const job: JobInput = { ...r.end, data, dataOffset: from, final: input.ended && to === input.written, stopKey: stop, cap: ctx.cap, window };
     const p = ctx.pool.run(job, lease, false, ctx.owner);
+    this.leases.set(p, lease);
     if (window) this.knownWindow.add(p);
     p.then((next) => {
       if (this.continuations.has(contKey(r.end, stop))) this.continueEagerly(k, next, stop);

@@ -57,9 +57,11 @@ export class InflatePool {
   private readonly cpu = new WeakMap<object, number>();
   /** Lent slots: the lease, its owner, and whether a job runs in it now. */
   private readonly lent = new Map<JobSlot, { lease: number; owner: object; running: boolean; releaseWhenDone: boolean }>();
-  /** Whether this pool waits for the budget to change (then it pumps again). */
+  /** Whether this pool waits for the budget to change with a speculative job first in its queue (then it pumps again). */
   private waiting = false;
-  /** This pool's waits on the budget now (they count among its waiters, which other pools yield to). */
+  /** Whether it waits with a job first that the output waits for: that wait counts among the budget's waiters, which other pools' speculative jobs yield to. */
+  private waitingUrgent = false;
+  /** This pool's waits among the budget's waiters now (0 or 1). */
   private ownWaits = 0;
   /** Owners that took slots and were not dropped yet (their streams run). */
   private readonly owners = new Set<object>();
@@ -281,8 +283,9 @@ export class InflatePool {
   private pump(): void {
     while (this.busy < this.threads && this.queue.length > 0) {
       const generation = this.budget.generation;
-      if (!this.budget.tryRun(this.queue[0]!.urgent, this.ownWaits)) {
-        this.waitForRoom(generation);
+      const urgent = this.queue[0]!.urgent;
+      if (!this.budget.tryRun(urgent, this.ownWaits)) {
+        this.waitForRoom(generation, urgent);
         return;
       }
       const entry = this.queue.shift()!;
@@ -324,19 +327,44 @@ export class InflatePool {
     }, this.threads);
   }
 
-  /** Pumps again once the budget changed since `generation`. */
-  private waitForRoom(generation: number): void {
-    if (this.waiting) return;
-    this.waiting = true;
-    void this.awaitBudget(generation).then(() => {
-      this.waiting = false;
+  /**
+   * Pumps again once the budget changed since `generation`. Only a wait for a job the output waits
+   * for (`urgent`) asks the other pools' speculative jobs to leave it a place: pools that each waited
+   * with a guess first, each yielding to the others' waits, would never run one (two streams on a
+   * budget of one running job stalled for good that way).
+   */
+  private waitForRoom(generation: number, urgent: boolean): void {
+    if (urgent ? this.waitingUrgent : this.waiting) return;
+    if (urgent) {
+      this.waitingUrgent = true;
+      this.ownWaits++;
+    } else {
+      this.waiting = true;
+    }
+    void this.budget.changed(generation, urgent).then(() => {
+      if (urgent) {
+        this.waitingUrgent = false;
+        this.ownWaits--;
+      } else {
+        this.waiting = false;
+      }
       this.pump();
     });
   }
 
-  private awaitBudget(generation: number): Promise<void> {
-    this.ownWaits++;
-    return this.budget.changed(generation, true).then(() => void this.ownWaits--);
+  /**
+   * The job in `l`'s slot is one the output waits for now (a guess or continuation launched ahead of
+   * it): if it is still queued, it goes before the speculative jobs and may take a running place past
+   * the bound, as a job launched for the output does. Nothing for a job already running or done.
+   */
+  hurry(l: SlotLease): void {
+    const i = this.queue.findIndex((q) => q.lease.slot === l.slot && q.lease.lease === l.lease);
+    if (i < 0 || this.queue[i]!.urgent) return;
+    const entry = this.queue.splice(i, 1)[0]!;
+    entry.urgent = true;
+    const at = this.queue.findIndex((q) => !q.urgent);
+    this.queue.splice(at < 0 ? this.queue.length : at, 0, entry);
+    this.pump();
   }
 
   /**

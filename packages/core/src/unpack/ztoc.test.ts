@@ -44,7 +44,8 @@ async function gunzip(gz: Buffer, options: ParallelGunzipOptions): Promise<{ dat
     g.on('end', resolve);
     g.on('error', reject);
   });
-  for (let at = 0; at < gz.length; at += 300_000) if (!g.write(gz.subarray(at, at + 300_000))) await new Promise((r) => g.once('drain', r));
+  // A stream that fails never drains: its error ends the wait.
+  for (let at = 0; at < gz.length; at += 300_000) if (!g.write(gz.subarray(at, at + 300_000))) await Promise.race([new Promise((r) => g.once('drain', r)), done]);
   g.end();
   await done;
   return { data: Buffer.concat(out), stats: g.stats };
