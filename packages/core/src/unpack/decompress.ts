@@ -71,7 +71,8 @@ export interface DecompressorOptions {
   onInputDone?: (chunk: Uint8Array) => void;
   /**
    * The reader will say which output it is done with ({@link outputReleaser}), so a decoder that
-   * can may fill its output buffers again instead of allocating (the in-process ISA-L one).
+   * can may fill its output buffers again instead of allocating (the in-process ISA-L one and the
+   * parallel one).
    */
   reuseOutput?: boolean;
 }
@@ -115,8 +116,10 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
           ...(options.size !== undefined ? { size: options.size } : {}),
           ...(options.checkpoints ? { checkpoints: options.checkpoints } : {}),
           ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}),
+          ...(options.reuseOutput ? { reuseOutput: true } : {}),
         });
         if (options.onInputDone) telling.add(stream);
+        if (options.reuseOutput) releasing.set(stream, (upTo) => stream.releaseOutput(upTo));
         return stream;
       }
       const decoder = resolveGunzip(options.inflater ?? DEFAULT_INFLATER);

@@ -340,11 +340,14 @@ describe.skipIf(!available)('createIsalGunzip with reuseOutput', () => {
     expect(stage.outputBuffers.recycled).toBeGreaterThanOrEqual(14);
   });
 
-  it('is what createDecompressor gives a release call for, and only with reuseOutput', () => {
+  it('is what createDecompressor gives a release call for (as for the parallel decoder), and only with reuseOutput', () => {
     expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal', reuseOutput: true }))).toBeTypeOf('function');
     expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal' }))).toBeUndefined();
     expect(outputReleaser(createDecompressor('gzip', { inflater: 'zlib', reuseOutput: true }))).toBeUndefined();
-    if (InflatePool.available()) expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel', reuseOutput: true }))).toBeUndefined();
+    if (InflatePool.available()) {
+      expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel', reuseOutput: true }))).toBeTypeOf('function');
+      expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel' }))).toBeUndefined();
+    }
   });
 });
 

@@ -119,8 +119,8 @@ export interface UnpackedLayer {
   readBuffers?: { allocated: number; recycled: number };
   /**
    * The decoder's output buffers when it fills them again once the tar's hash and the extraction
-   * are past them (the in-process ISA-L decoder on its own thread): buffers allocated, and ones
-   * filled again instead.
+   * are past them (the in-process ISA-L decoder on its own thread, the parallel one): buffers
+   * allocated, and ones filled again instead.
    */
   outputBuffers?: { allocated: number; recycled: number };
 }
@@ -344,7 +344,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const verifyMs = blob.blockedMs + tar.blockedMs;
   const parallel = (decompressor as Partial<ParallelGunzipStream>).stats;
   const inflateCpuMs = decompressorCpuMs(decompressor);
-  const outputBuffers = releaseOutput ? (decompressor as Partial<IsalGunzipStream>).outputBuffers : undefined;
+  const outputBuffers = releaseOutput ? (decompressor as Partial<IsalGunzipStream | ParallelGunzipStream>).outputBuffers : undefined;
   return {
     ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
     releasedBytes: release?.released ?? 0,

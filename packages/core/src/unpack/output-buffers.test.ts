@@ -1,6 +1,6 @@
 // Tests of a decoder's output buffers filled again once released.
 import { describe, expect, it } from 'vitest';
-import { OUTPUT_BUFFERS_RETIRED, OUTPUT_BUFFERS_SPARE, OutputBuffers } from './output-buffers.js';
+import { OUTPUT_RETIRED_BYTES, OUTPUT_SPARE_BYTES, OutputBuffers } from './output-buffers.js';
 
 describe('OutputBuffers', () => {
   it('gives a retired buffer again only once every byte in it is released', () => {
@@ -30,20 +30,25 @@ describe('OutputBuffers', () => {
   });
 
   it('keeps a bounded number of spare and of retired buffers, leaving the rest to the collector', () => {
-    const out = new OutputBuffers(4);
-    const bufs = Array.from({ length: OUTPUT_BUFFERS_SPARE + 5 }, () => out.take());
-    bufs.forEach((b, i) => out.retire(b, (i + 1) * 4));
-    out.release(Number.MAX_SAFE_INTEGER);
-    const again = new Set(Array.from({ length: OUTPUT_BUFFERS_SPARE + 5 }, () => out.take()));
-    expect(bufs.filter((b) => again.has(b))).toHaveLength(OUTPUT_BUFFERS_SPARE);
+    for (const size of [1 << 20, 256 * 1024]) {
+      const out = new OutputBuffers(size);
+      // 16 MiB spare and 32 MiB retired, whatever the buffers' size.
+      expect([out.spareMax * size, out.retiredMax * size]).toEqual([OUTPUT_SPARE_BYTES, OUTPUT_RETIRED_BYTES]);
+      const bufs = Array.from({ length: out.spareMax + 5 }, () => out.take());
+      bufs.forEach((b, i) => out.retire(b, (i + 1) * size));
+      out.release(Number.MAX_SAFE_INTEGER);
+      const again = new Set(Array.from({ length: out.spareMax + 5 }, () => out.take()));
+      expect(bufs.filter((b) => again.has(b))).toHaveLength(out.spareMax);
 
-    // A reader that never releases: the oldest retired ones are forgotten, never handed out again.
-    const stalled = new OutputBuffers(4);
-    const held = Array.from({ length: OUTPUT_BUFFERS_RETIRED + 3 }, () => stalled.take());
-    held.forEach((b, i) => stalled.retire(b, (i + 1) * 4));
-    stalled.release((OUTPUT_BUFFERS_RETIRED + 3) * 4);
-    const taken = new Set(Array.from({ length: OUTPUT_BUFFERS_RETIRED + 3 }, () => stalled.take()));
-    for (const b of held.slice(0, 3)) expect(taken.has(b)).toBe(false);
+      // A reader that never releases: the oldest retired ones are forgotten, never handed out again.
+      const stalled = new OutputBuffers(size);
+      const held = Array.from({ length: stalled.retiredMax + 3 }, () => stalled.take());
+      held.forEach((b, i) => stalled.retire(b, (i + 1) * size));
+      stalled.release((stalled.retiredMax + 3) * size);
+      const taken = new Set(Array.from({ length: stalled.retiredMax + 3 }, () => stalled.take()));
+      for (const b of held.slice(0, 3)) expect(taken.has(b)).toBe(false);
+      expect(held.slice(3).filter((b) => taken.has(b))).toHaveLength(Math.min(stalled.spareMax, stalled.retiredMax));
+    }
   });
 
   it('gives nothing again after clear()', () => {

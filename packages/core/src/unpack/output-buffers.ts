@@ -1,15 +1,15 @@
 // Output buffers of one decoder that are filled again once the reader released every byte in them.
 
-/** Released buffers a decoder keeps to fill again; more that come back are left to the garbage collector. */
-export const OUTPUT_BUFFERS_SPARE = 16;
+/** Bytes of released buffers a decoder keeps to fill again (16 of 1 MiB); more that come back are left to the garbage collector. */
+export const OUTPUT_SPARE_BYTES = 16 * 1024 * 1024;
 
 /**
- * Buffers pushed but not yet released that a decoder remembers: a pass's reader holds about 12 MiB
- * at most (the tar's hash queue of 8 MiB, the decoder's read-ahead, the reader's own), and the
- * oldest of more is left to the garbage collector, so that a reader that stops releasing holds
- * nothing here.
+ * Bytes of buffers pushed but not yet released that a decoder remembers (32 of 1 MiB): a pass's
+ * reader holds about 12 MiB at most (the tar's hash queue of 8 MiB, the decoder's read-ahead, the
+ * reader's own), and the oldest of more is left to the garbage collector, so that a reader that
+ * stops releasing holds nothing here.
  */
-export const OUTPUT_BUFFERS_RETIRED = 32;
+export const OUTPUT_RETIRED_BYTES = 32 * 1024 * 1024;
 
 /**
  * A decoder's output buffers, filled again once its reader said it holds no byte of them any more.
@@ -34,12 +34,18 @@ export class OutputBuffers {
   private released = 0;
   private allocated = 0;
   private recycled = 0;
+  /** Spare buffers kept, at most ({@link OUTPUT_SPARE_BYTES} of them). */
+  readonly spareMax: number;
+  /** Retired buffers remembered, at most ({@link OUTPUT_RETIRED_BYTES} of them). */
+  readonly retiredMax: number;
 
   constructor(
     /** Bytes of each buffer. */
     readonly size: number,
   ) {
     if (!Number.isSafeInteger(size) || size <= 0) throw new RangeError(`OutputBuffers: size ${size}`);
+    this.spareMax = Math.max(1, Math.floor(OUTPUT_SPARE_BYTES / size));
+    this.retiredMax = Math.max(1, Math.floor(OUTPUT_RETIRED_BYTES / size));
   }
 
   /** A buffer of {@link size} bytes to fill: a released one when there is one, else a new one. */
@@ -56,7 +62,7 @@ export class OutputBuffers {
   /** `buf` (from {@link take}) holds no output at or past offset `end`: it is spare once `end` is released. */
   retire(buf: Buffer, end: number): void {
     this.retired.push({ buf, end });
-    if (this.retired.length > OUTPUT_BUFFERS_RETIRED) this.retired.shift();
+    if (this.retired.length > this.retiredMax) this.retired.shift();
     this.recycle();
   }
 
@@ -82,7 +88,7 @@ export class OutputBuffers {
     const { retired } = this;
     while (retired.length > 0 && retired[0]!.end <= this.released) {
       const { buf } = retired.shift()!;
-      if (this.spare.length < OUTPUT_BUFFERS_SPARE) this.spare.push(buf);
+      if (this.spare.length < this.spareMax) this.spare.push(buf);
     }
   }
 }

@@ -6,7 +6,7 @@ import type { ParallelGunzipStats } from './pargzip-plan.js';
 import type { GzipCheckpoint } from './ztoc.js';
 
 /** Size of the output buffers the stream emits. */
-const OUTPUT_PIECE = 256 * 1024;
+export const OUTPUT_PIECE = 256 * 1024;
 
 /**
  * The output so far, as far as the next job needs it: the current member's last 32 KiB (its window),
@@ -39,32 +39,38 @@ export class MemberOutput {
   }
 
   /**
-   * Takes the next job's output: markers resolved against the window, bytes copied out in 256 KiB
-   * buffers (as zlib's output comes, so the job's slot can be used again), every member that ended in
-   * it checked. INVALID_LAYER for a distance before the member, a wrong CRC-32 or length.
+   * Takes the next job's output: markers resolved against the window, bytes copied out in pieces of
+   * at most 256 KiB (as zlib's output comes, so the job's slot can be used again), every member that
+   * ended in it checked. Each piece goes into a buffer of {@link OUTPUT_PIECE} bytes from `buffer`
+   * (default: a new one each), from its start. INVALID_LAYER for a distance before the member, a
+   * wrong CRC-32 or length.
    */
-  take(r: JobResult): Buffer[] {
+  take(r: JobResult, buffer: () => Buffer = () => Buffer.allocUnsafe(OUTPUT_PIECE)): Buffer[] {
     const native = this.native;
     const parts: Buffer[] = [];
     const n16 = r.out16.length;
     if (n16 > 0) {
       this.stats.markedBytes += n16;
-      const b = Buffer.allocUnsafe(n16);
-      const bad = native.resolveMarkers(r.out16, n16, this.window, WINDOW - Math.min(this.memberOut, WINDOW), b);
-      if (bad >= 0) throw corrupt('invalid distance too far back', r.startKey);
-      parts.push(b);
+      // A marker names a place in the window before the job, never in the job's own output: the
+      // symbols resolve piece by piece against the same window.
+      const windowStart = WINDOW - Math.min(this.memberOut, WINDOW);
+      for (let at = 0; at < n16; at += OUTPUT_PIECE) {
+        const len = Math.min(OUTPUT_PIECE, n16 - at);
+        const piece = buffer().subarray(0, len);
+        if (native.resolveMarkers(r.out16.subarray(at, at + len), len, this.window, windowStart, piece) >= 0) throw corrupt('invalid distance too far back', r.startKey);
+        this.crc = zlib.crc32(piece, this.crc);
+        parts.push(piece);
+      }
+      this.memberOut += n16;
     }
     for (let at = 0; at < r.out8.length; at += OUTPUT_PIECE) {
-      const piece = Buffer.allocUnsafe(Math.min(OUTPUT_PIECE, r.out8.length - at));
-      native.copyBytes(piece, 0, r.out8, at, piece.length);
+      const len = Math.min(OUTPUT_PIECE, r.out8.length - at);
+      const piece = buffer().subarray(0, len);
+      native.copyBytes(piece, 0, r.out8, at, len);
       parts.push(piece);
     }
     const total = n16 + r.out8.length;
     // The decode threads computed the CRC of the byte part per member segment; combine them.
-    if (n16 > 0) {
-      this.crc = zlib.crc32(parts[0]!, this.crc);
-      this.memberOut += n16;
-    }
     let segStart = n16;
     for (let m = 0; m < r.members.length; m += 3) {
       const endAt = r.members[m]!;

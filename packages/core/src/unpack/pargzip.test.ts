@@ -364,3 +364,107 @@ describe.skipIf(!available)('parallel gunzip', () => {
     }
   });
 });
+
+describe.skipIf(!available)('createParallelGunzip with reuseOutput', () => {
+  /**
+   * Gunzips `gz` with reuseOutput on real threads, keeping every chunk the stream gives as it is (a
+   * view); after each chunk, releases what `release(total so far)` says.
+   */
+  async function inflateHolding(gz: Buffer, release: (total: number) => number | undefined, pool: InflatePool = threaded) {
+    const g = createParallelGunzip({ pool, reuseOutput: true, chunkSize: 256 * 1024, size: gz.length });
+    const views: Buffer[] = [];
+    let total = 0;
+    let released = 0;
+    // Views not released yet whose bytes changed, seen after each chunk (none may).
+    let changed = 0;
+    const done = new Promise<void>((resolve, reject) => {
+      g.on('data', (c: Buffer) => {
+        views.push(c);
+        total += c.length;
+        const upTo = release(total);
+        if (upTo !== undefined) {
+          g.releaseOutput(upTo);
+          released = Math.max(released, upTo);
+        }
+        let end = total;
+        for (let i = views.length - 1; i >= 0 && end > released; i--) {
+          const v = views[i]!;
+          if (!v.equals(raw.subarray(end - v.length, end))) changed++;
+          end -= v.length;
+        }
+      });
+      g.on('end', resolve);
+      g.on('error', reject);
+    });
+    for (let at = 0; at < gz.length; at += 300_000) {
+      if (!g.write(gz.subarray(at, at + 300_000))) await Promise.race([new Promise((r) => g.once('drain', r)), done]);
+    }
+    g.end();
+    await done;
+    await slotsBack(pool);
+    return { views, counts: g.outputBuffers, stats: g.stats, changed };
+  }
+
+  // Text: guesses start mid-stream with matches reaching into the window they do not know, so part of
+  // each chunk's output comes as markers, resolved piece by piece into the same buffers as the bytes.
+  const raw = textData(new Prng(61), 12 << 20);
+  const gz = zlib.gzipSync(raw, { level: 6 });
+
+  it('fills an output buffer again only once the reader released all of it, the markers\' pieces and the bytes\' alike', async () => {
+    // Released up to what was read a megabyte ago: the views of the last megabyte read must stay intact.
+    const lag = 1 << 20;
+    const { views, counts, stats, changed } = await inflateHolding(gz, (total) => Math.max(0, total - lag));
+    expect(changed).toBe(0);
+    expect(stats.guessesUsed).toBeGreaterThan(0);
+    expect(stats.markedBytes).toBeGreaterThan(0);
+    expect(counts.recycled).toBeGreaterThan(0);
+    expect(views.every((v) => v.length <= 256 * 1024)).toBe(true);
+    const whole = Buffer.concat(views);
+    expect(whole.length).toBe(raw.length);
+    // Every byte not released is still what was decoded; the released ones were filled again.
+    expect(whole.subarray(raw.length - lag).equals(raw.subarray(raw.length - lag))).toBe(true);
+    expect(whole.equals(raw)).toBe(false);
+  });
+
+  it('reuses nothing while the reader releases nothing, nor anything behind what it released', async () => {
+    const kept = await inflateHolding(gz, () => undefined);
+    expect(kept.changed).toBe(0);
+    expect(kept.counts.recycled).toBe(0);
+    expect(Buffer.concat(kept.views).equals(raw)).toBe(true);
+    const upTo = 3 << 20;
+    const partly = await inflateHolding(gz, (total) => Math.min(total, upTo));
+    expect(partly.changed).toBe(0);
+    expect(Buffer.concat(partly.views).subarray(upTo).equals(raw.subarray(upTo))).toBe(true);
+    expect(partly.counts.recycled).toBeGreaterThan(0);
+    // At most the buffers (a view each) whose bytes all lie in the first 3 MiB.
+    let end = 0;
+    const behind = partly.views.filter((v) => (end += v.length) <= upTo).length;
+    expect(partly.counts.recycled).toBeLessThanOrEqual(behind);
+  });
+
+  it('gives the bytes node:zlib gives when the reader copies and releases each chunk, through a few buffers', async () => {
+    const rng = new Prng(62);
+    const mixed = Buffer.concat([textData(rng, 5 << 20), binaryData(rng, 4 << 20), rng.bytes(2 << 20), textData(rng, 3 << 20)]);
+    const gzMixed = Buffer.concat([zlib.gzipSync(mixed.subarray(0, 9 << 20), { level: 1 }), zlib.gzipSync(mixed.subarray(9 << 20), { level: 9 })]);
+    for (const pool of [threaded, inline]) {
+      const copied: Buffer[] = [];
+      const g = createParallelGunzip({ pool, reuseOutput: true, chunkSize: 256 * 1024, size: gzMixed.length });
+      let pushed = 0;
+      g.on('data', (c: Buffer) => {
+        copied.push(Buffer.from(c));
+        pushed += c.length;
+        g.releaseOutput(pushed);
+      });
+      const ended = new Promise<void>((resolve, reject) => {
+        g.on('end', resolve);
+        g.on('error', reject);
+      });
+      g.end(gzMixed);
+      await ended;
+      expect(Buffer.concat(copied).equals(mixed)).toBe(true);
+      // 14 MiB of output, 56 pieces, through the buffers a job's output takes at once and a few more.
+      expect(g.outputBuffers.allocated + g.outputBuffers.recycled).toBeGreaterThanOrEqual(56);
+      expect(g.outputBuffers.recycled).toBeGreaterThan(g.outputBuffers.allocated);
+    }
+  });
+});

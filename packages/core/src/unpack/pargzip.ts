@@ -22,7 +22,8 @@ import { DecodeCursor } from './pargzip-cursor.js';
 import { Guesses } from './pargzip-guesses.js';
 import { CompressedInput } from './pargzip-input.js';
 import { JobSlot, nativeInflate, WINDOW } from './pargzip-job.js';
-import { MemberOutput } from './pargzip-output.js';
+import { MemberOutput, OUTPUT_PIECE } from './pargzip-output.js';
+import { OutputBuffers } from './output-buffers.js';
 import { ChunkPlan, type DecodeContext, type ParallelGunzipStats } from './pargzip-plan.js';
 import { type InflatePool, sharedInflatePool, type SlotLease } from './pargzip-pool.js';
 import type { GzipCheckpoint } from './ztoc.js';
@@ -62,6 +63,12 @@ export interface ParallelGunzipOptions {
   checkpoints?: readonly GzipCheckpoint[];
   /** Called with each input chunk once no job will read it again (every chunk, once the stream ended well; not those held when it failed or was destroyed). */
   onInputDone?: (chunk: Uint8Array) => void;
+  /**
+   * Fill output buffers again once the reader released them ({@link ParallelGunzipStream.releaseOutput}),
+   * instead of a fresh 256 KiB buffer per piece; default false. Only for a reader that releases what
+   * it is done with, and never holds a view of output behind what it released.
+   */
+  reuseOutput?: boolean;
 }
 
 /**
@@ -85,6 +92,14 @@ export interface ParallelGunzipStream extends Transform {
    * (guesses that were dropped count too); undefined without the addon's thread clock.
    */
   readonly cpuMs: number | undefined;
+  /**
+   * With `reuseOutput`: the reader holds no byte of the output before offset `upTo` (counted from the
+   * stream's first output byte) any more, nor a view of one, so every output buffer all of whose bytes
+   * lie before it may be filled again. Offsets only count forward. Does nothing without `reuseOutput`.
+   */
+  releaseOutput(upTo: number): void;
+  /** Output buffers allocated so far, and ones filled again instead (with `reuseOutput`). */
+  readonly outputBuffers: { allocated: number; recycled: number };
 }
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
@@ -109,6 +124,19 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   private failed: Error | undefined;
   private stopped = false;
   private readonly owner = {};
+  /** The output's buffers (taken again once released, with `reuseOutput`). */
+  private readonly outputs = new OutputBuffers(OUTPUT_PIECE);
+  private readonly reuse: boolean;
+  /** Output bytes pushed so far. */
+  private pushed = 0;
+
+  get outputBuffers(): { allocated: number; recycled: number } {
+    return this.outputs.counts;
+  }
+
+  releaseOutput(upTo: number): void {
+    if (this.reuse) this.outputs.release(upTo);
+  }
 
   get cpuMs(): number | undefined {
     return this.pool.cpuMs(this.owner);
@@ -117,6 +145,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
   constructor(options: ParallelGunzipOptions) {
     super({ readableHighWaterMark: 1024 * 1024, writableHighWaterMark: 1024 * 1024 });
     this.input = new CompressedInput(() => this.releaseWrite(), options.onInputDone);
+    this.reuse = options.reuseOutput ?? false;
     if (!nativeInflate()) throw new FastpullError('INTERNAL', 'parallel gunzip: the native decoder is not built (`pnpm --filter @fastpull/core build:native`)');
     this.pool = options.pool ?? sharedInflatePool();
     const threads = Math.max(1, this.pool.threads);
@@ -266,9 +295,14 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         const job = await cursor.next();
         if (job === undefined) return;
         cursor.check(job.r);
-        const parts = output.take(job.r);
+        const parts = output.take(job.r, () => this.outputs.take());
         this.pool.release(job.r); // the slot goes to other jobs: nothing below reads the job's output
-        for (const p of parts) await this.pushOut(p);
+        for (const p of parts) {
+          this.pushed += p.length;
+          // Every byte of the piece's buffer is pushed: it may be filled again once the reader is past them.
+          if (this.reuse) this.outputs.retire(Buffer.from(p.buffer, p.byteOffset, OUTPUT_PIECE), this.pushed);
+          await this.pushOut(p);
+        }
         if (!cursor.advance(job)) return;
         this.release(Math.min(cursor.byte, Math.floor(ctx.plan.bit(guesses.next) / 8)));
       }
@@ -277,6 +311,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
       this.pool.drop(this.owner);
       guesses.wakeLauncher();
       this.input.close();
+      this.outputs.clear();
       await launching;
       if (!this.destroyed && this.failed === undefined) this.input.clear();
     }
