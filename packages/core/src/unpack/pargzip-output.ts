@@ -41,11 +41,11 @@ export class MemberOutput {
   /**
    * Takes the next job's output: markers resolved against the window, bytes copied out in pieces of
    * at most 256 KiB (as zlib's output comes, so the job's slot can be used again), every member that
-   * ended in it checked. Each piece goes into a buffer of {@link OUTPUT_PIECE} bytes from `buffer`
-   * (default: a new one each), from its start. INVALID_LAYER for a distance before the member, a
-   * wrong CRC-32 or length.
+   * ended in it checked. Each piece goes, from its start, into a buffer from `buffer(length)` (at
+   * least that long; default: a new one of that length), one buffer per piece, in order.
+   * INVALID_LAYER for a distance before the member, a wrong CRC-32 or length.
    */
-  take(r: JobResult, buffer: () => Buffer = () => Buffer.allocUnsafe(OUTPUT_PIECE)): Buffer[] {
+  take(r: JobResult, buffer: (length: number) => Buffer = (length) => Buffer.allocUnsafe(length)): Buffer[] {
     const native = this.native;
     const parts: Buffer[] = [];
     const n16 = r.out16.length;
@@ -56,7 +56,7 @@ export class MemberOutput {
       const windowStart = WINDOW - Math.min(this.memberOut, WINDOW);
       for (let at = 0; at < n16; at += OUTPUT_PIECE) {
         const len = Math.min(OUTPUT_PIECE, n16 - at);
-        const piece = buffer().subarray(0, len);
+        const piece = buffer(len).subarray(0, len);
         if (native.resolveMarkers(r.out16.subarray(at, at + len), len, this.window, windowStart, piece) >= 0) throw corrupt('invalid distance too far back', r.startKey);
         this.crc = zlib.crc32(piece, this.crc);
         parts.push(piece);
@@ -65,7 +65,7 @@ export class MemberOutput {
     }
     for (let at = 0; at < r.out8.length; at += OUTPUT_PIECE) {
       const len = Math.min(OUTPUT_PIECE, r.out8.length - at);
-      const piece = buffer().subarray(0, len);
+      const piece = buffer(len).subarray(0, len);
       native.copyBytes(piece, 0, r.out8, at, len);
       parts.push(piece);
     }

@@ -295,13 +295,25 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
         const job = await cursor.next();
         if (job === undefined) return;
         cursor.check(job.r);
-        const parts = output.take(job.r, () => this.outputs.take());
+        // Reusing: each piece in a buffer of OUTPUT_PIECE bytes taken from `outputs`, kept here in
+        // the pieces' order; else one of the piece's own length.
+        const taken: Buffer[] = [];
+        const parts = output.take(
+          job.r,
+          this.reuse
+            ? () => {
+                const buf = this.outputs.take();
+                taken.push(buf);
+                return buf;
+              }
+            : undefined,
+        );
         this.pool.release(job.r); // the slot goes to other jobs: nothing below reads the job's output
-        for (const p of parts) {
-          this.pushed += p.length;
+        for (let i = 0; i < parts.length; i++) {
+          this.pushed += parts[i]!.length;
           // Every byte of the piece's buffer is pushed: it may be filled again once the reader is past them.
-          if (this.reuse) this.outputs.retire(Buffer.from(p.buffer, p.byteOffset, OUTPUT_PIECE), this.pushed);
-          await this.pushOut(p);
+          if (this.reuse) this.outputs.retire(taken[i]!, this.pushed);
+          await this.pushOut(parts[i]!);
         }
         if (!cursor.advance(job)) return;
         this.release(Math.min(cursor.byte, Math.floor(ctx.plan.bit(guesses.next) / 8)));
