@@ -2,7 +2,7 @@
 // (distribution's token spec). Credentials only ever go to the registry that owns them or to the
 // token realm it names, and never over plain HTTP to a non-loopback host.
 import type { Dispatcher } from 'undici';
-import { undici } from './undici.js';
+import { type HttpPool, sendRequest } from './undici.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { isLoopbackHost } from './hosts.js';
 
@@ -97,7 +97,7 @@ export class Authorizer {
   private readonly basic = new Set<string>();
 
   constructor(
-    private readonly dispatcher: Dispatcher,
+    private readonly dispatcher: HttpPool,
     private readonly credentials: CredentialsProvider | undefined,
     private readonly userAgent: string,
   ) {}
@@ -171,7 +171,7 @@ export class Authorizer {
     }
     let res: Dispatcher.ResponseData;
     try {
-      res = await undici().request(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
+      res = await sendRequest(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
     } catch (e) {
       throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
     }

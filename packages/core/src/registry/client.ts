@@ -2,7 +2,8 @@
 // and joins its parts: endpoints.ts (which hosts), transport.ts (auth, redirects, retries),
 // resolver.ts (manifests, configs, platforms) and referrers.ts. Ranged layer fetch is fetch.ts.
 import type { Dispatcher } from 'undici';
-import { undici } from './undici.js';
+import { NodeHttpPool } from './nodehttp.js';
+import type { HttpPool } from './undici.js';
 import type { Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Platform } from '../oci/platform.js';
@@ -10,6 +11,7 @@ import type { Reference } from '../oci/reference.js';
 import { Authorizer, type CredentialsProvider } from './auth.js';
 import { DEFAULT_ATTEMPTS, DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_USER_AGENT, KEEP_ALIVE_TIMEOUT_MS } from './defaults.js';
 import { Endpoints } from './endpoints.js';
+import { DEFAULT_DIAL_TIMEOUT_MS } from './hostsconfig.js';
 import type { RegistryEndpoint } from './hosts.js';
 import { fetchReferrers, type Referrer } from './referrers.js';
 import { Resolver, type FetchedManifest, type ResolvedImage } from './resolver.js';
@@ -56,8 +58,8 @@ export interface RegistryClientOptions {
  * const image = await client.resolve(parseReference('127.0.0.1:5000/app:1'), { platform: hostPlatform() });
  */
 export class RegistryClient {
-  /** The undici dispatcher requests go through (the client's own Agent unless one was given). */
-  readonly dispatcher: Dispatcher;
+  /** Where requests go: the client's own connections (node:http and node:https), or the undici dispatcher it was given. */
+  readonly dispatcher: HttpPool;
   private readonly ownsDispatcher: boolean;
   private readonly endpoints: Endpoints;
   private readonly transport: Transport;
@@ -69,12 +71,11 @@ export class RegistryClient {
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher =
       options.dispatcher ??
-      new (undici().Agent)({
+      new NodeHttpPool({
         connections: options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
-        pipelining: 1,
-        keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-        headersTimeout: idle,
-        bodyTimeout: idle,
+        keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+        idleTimeoutMs: idle,
+        dialTimeoutMs: DEFAULT_DIAL_TIMEOUT_MS,
       });
     this.endpoints = new Endpoints({
       dispatcher: this.dispatcher,

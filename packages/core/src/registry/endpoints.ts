@@ -2,7 +2,8 @@
 // capability the request needs, then the upstream; a host that straggled recently goes last.
 import { readFileSync } from 'node:fs';
 import type { Dispatcher } from 'undici';
-import { undici } from './undici.js';
+import { NodeHttpPool } from './nodehttp.js';
+import type { HttpPool } from './undici.js';
 import { FastpullError, fromFsError } from '../errors.js';
 import type { Reference } from '../oci/reference.js';
 import { DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS, DEMOTION_MS, KEEP_ALIVE_TIMEOUT_MS } from './defaults.js';
@@ -21,7 +22,7 @@ export interface Endpoint {
   /** Headers from hosts.toml, lower-case names, sent with every request to this host. */
   readonly headers: Readonly<Record<string, string>>;
   /** The connection pool for this host (its own when hosts.toml gives it TLS settings). */
-  readonly dispatcher: Dispatcher;
+  readonly dispatcher: HttpPool;
   /** The name the credentials provider is asked about. */
   readonly credentialsFor: string;
   /** Appended to every path: `?ns=<registry>` for a mirror, empty for the upstream. */
@@ -31,7 +32,7 @@ export interface Endpoint {
 /** Options of {@link Endpoints}. */
 export interface EndpointsOptions {
   /** The pool for hosts without TLS settings of their own. */
-  readonly dispatcher: Dispatcher;
+  readonly dispatcher: HttpPool;
   /** Plain HTTP for the upstream (loopback registries use it anyway). */
   readonly plainHttp: boolean;
   /** containerd's registry host configuration directory, if any. */
@@ -52,7 +53,7 @@ export class Endpoints {
   /** Until when (epoch ms) a `<registry> <origin>` goes behind the other hosts. */
   private readonly demotedUntil = new Map<string, number>();
   /** Pools this object made and must close. */
-  private readonly ownPools: Dispatcher[] = [];
+  private readonly ownPools: NodeHttpPool[] = [];
 
   constructor(private readonly options: EndpointsOptions) {}
 
@@ -128,22 +129,19 @@ export class Endpoints {
   }
 
   /** The shared pool, or one of the host's own when it has TLS files, skip_verify or its own dial timeout. */
-  private poolFor(h: RegistryHost): Dispatcher {
+  private poolFor(h: RegistryHost): HttpPool {
     const own = h.ca.length > 0 || h.client.length > 0 || h.skipVerify || h.dialTimeoutMs !== DEFAULT_DIAL_TIMEOUT_MS;
     if (!own) return this.options.dispatcher;
     const cert = h.client[0];
     const idle = this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-    const pool = new (undici().Agent)({
+    const pool = new NodeHttpPool({
       connections: this.options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
-      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-      headersTimeout: idle,
-      bodyTimeout: idle,
-      connect: {
-        timeout: h.dialTimeoutMs,
-        rejectUnauthorized: !h.skipVerify,
-        ...(h.ca.length > 0 ? { ca: h.ca.map((f) => readTlsFile(f, h)) } : {}),
-        ...(cert ? { cert: readTlsFile(cert[0], h), key: readTlsFile(cert[1] ?? cert[0], h) } : {}),
-      },
+      keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+      idleTimeoutMs: idle,
+      dialTimeoutMs: h.dialTimeoutMs,
+      rejectUnauthorized: !h.skipVerify,
+      ...(h.ca.length > 0 ? { ca: h.ca.map((f) => readTlsFile(f, h)) } : {}),
+      ...(cert ? { cert: readTlsFile(cert[0], h), key: readTlsFile(cert[1] ?? cert[0], h) } : {}),
     });
     this.ownPools.push(pool);
     return pool;

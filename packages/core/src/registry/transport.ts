@@ -2,7 +2,7 @@
 // answered once), following redirects without carrying the Authorization header to another
 // origin, and for small reads, retried with back-off or after the Retry-After the server sends.
 import type { Dispatcher } from 'undici';
-import { undici } from './undici.js';
+import { sendRequest } from './undici.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Reference } from '../oci/reference.js';
 import { backoffMs, isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
@@ -203,7 +203,7 @@ class Exchange {
     const headers = { ...this.headers };
     if (this.authorization !== undefined && url.origin === this.ep.origin) headers.authorization = this.authorization;
     try {
-      return await undici().request(url, { method: this.options.method ?? 'GET', headers, dispatcher: this.ep.dispatcher, signal: this.options.signal ?? null });
+      return await sendRequest(url, { method: this.options.method ?? 'GET', headers, dispatcher: this.ep.dispatcher, signal: this.options.signal ?? null });
     } catch (e) {
       if (this.options.signal?.aborted) throw new FastpullError('ABORTED', `requesting ${url.pathname} from ${url.host}: aborted`, { cause: e });
       throw new FastpullError('NETWORK_ERROR', `requesting ${url.pathname} from ${url.host}: ${(e as Error).message}`, { cause: e, details: { host: url.host } });

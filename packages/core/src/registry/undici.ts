@@ -1,6 +1,10 @@
 // The HTTP client, loaded when the first registry client is made rather than when the library is.
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
+import { NodeHttpPool } from './nodehttp.js';
+
+/** Where a registry request goes: the client's own connections, or a caller's undici dispatcher. */
+export type HttpPool = NodeHttpPool | Dispatcher;
 
 type AgentClass = typeof import('undici').Agent;
 
@@ -12,6 +16,18 @@ export interface HttpClient {
 }
 
 let loaded: HttpClient | undefined;
+
+/**
+ * Sends one request through `options.dispatcher`: the client's own connections answer it
+ * themselves, a caller's undici dispatcher through undici's request (undici is loaded only then).
+ */
+export function sendRequest(
+  url: URL,
+  options: { dispatcher: HttpPool; method: Dispatcher.HttpMethod; headers: Record<string, string>; body?: string; signal: AbortSignal | null },
+): Promise<Dispatcher.ResponseData> {
+  const { dispatcher, ...rest } = options;
+  return dispatcher instanceof NodeHttpPool ? dispatcher.request(url, rest) : undici().request(url, { ...rest, dispatcher });
+}
 
 /**
  * undici's Agent and request, required on first use. Loading undici is most of what importing this

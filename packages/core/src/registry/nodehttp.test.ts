@@ -1,0 +1,133 @@
+// The registry client's own connections (node:http and node:https) against loopback servers: what a
+// request sends and what its response looks like, connection reuse and limits, timeouts, aborts.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { NodeHttpPool, type NodeHttpPoolOptions } from './nodehttp.js';
+
+const servers: (Server | TcpServer)[] = [];
+const pools: NodeHttpPool[] = [];
+
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.close()));
+  for (const s of servers.splice(0)) {
+    (s as Server).closeAllConnections?.();
+    s.close();
+  }
+});
+
+async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ url: string; sockets: Set<Socket>; peak: () => number }> {
+  const server = createServer(handler);
+  const sockets = new Set<Socket>();
+  let open = 0;
+  let peak = 0;
+  server.on('connection', (s) => {
+    sockets.add(s);
+    peak = Math.max(peak, ++open);
+    s.on('close', () => open--);
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, sockets, peak: () => peak };
+}
+
+function pool(options: Partial<NodeHttpPoolOptions> = {}): NodeHttpPool {
+  const p = new NodeHttpPool({ connections: 4, idleTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000, dialTimeoutMs: 5_000, ...options });
+  pools.push(p);
+  return p;
+}
+
+async function text(body: AsyncIterable<Buffer>): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const c of body) parts.push(c);
+  return Buffer.concat(parts).toString();
+}
+
+describe('NodeHttpPool', () => {
+  it('sends the method, path, query, headers and body, and gives the status, lower-case headers (a repeated one as a list) and body', async () => {
+    const { url } = await serve((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        res.setHeader('X-One', 'a');
+        res.setHeader('WWW-Authenticate', ['Bearer realm="r"', 'Basic realm="b"']);
+        res.statusCode = 201;
+        res.end(`${req.method} ${req.url} ${req.headers['x-test']} ${req.headers['content-length']} ${body}`);
+      });
+    });
+    const res = await pool().request(new URL(`${url}/v2/x/blobs/sha256:ab?n=1&last=b`), { method: 'POST', headers: { 'x-test': 'yes' }, body: 'a=1&b=2', signal: null });
+    expect(res.statusCode).toBe(201);
+    expect(res.headers['x-one']).toBe('a');
+    expect(res.headers['www-authenticate']).toEqual(['Bearer realm="r"', 'Basic realm="b"']);
+    expect(await text(res.body as AsyncIterable<Buffer>)).toBe('POST /v2/x/blobs/sha256:ab?n=1&last=b yes 7 a=1&b=2');
+  });
+
+  it('keeps a connection after a read or dumped body, closes it after a dump past the limit, and opens at most `connections` at once', async () => {
+    const { url, sockets, peak } = await serve((req, res) => {
+      const n = Number(new URL(req.url!, 'http://x').searchParams.get('n'));
+      setTimeout(() => res.end(Buffer.alloc(n, 1)), 20);
+    });
+    const p = pool({ connections: 2 });
+    const a = await p.request(new URL(`${url}/?n=10`), { method: 'GET', headers: {}, signal: null });
+    expect((await text(a.body as AsyncIterable<Buffer>)).length).toBe(10);
+    const b = await p.request(new URL(`${url}/?n=1000`), { method: 'GET', headers: {}, signal: null });
+    await b.body.dump({ limit: 4096 });
+    expect(sockets.size).toBe(1);
+    const c = await p.request(new URL(`${url}/?n=${4 * 1024 * 1024}`), { method: 'GET', headers: {}, signal: null });
+    await c.body.dump({ limit: 4096 });
+    const d = await p.request(new URL(`${url}/?n=10`), { method: 'GET', headers: {}, signal: null });
+    await d.body.dump();
+    expect(sockets.size).toBe(2);
+    const many = await Promise.all(Array.from({ length: 6 }, () => p.request(new URL(`${url}/?n=100`), { method: 'GET', headers: {}, signal: null }).then((r) => text(r.body as AsyncIterable<Buffer>))));
+    expect(many.every((t) => t.length === 100)).toBe(true);
+    expect(peak()).toBeLessThanOrEqual(2);
+  });
+
+  it('fails a request whose server sends nothing for the idle timeout, before the headers and mid-body', async () => {
+    const { url } = await serve((req, res) => {
+      if (req.url === '/mid') {
+        res.writeHead(200, { 'content-length': '100' });
+        res.write('x'.repeat(10));
+      }
+      // Then nothing more.
+    });
+    const p = pool({ idleTimeoutMs: 200 });
+    const t0 = Date.now();
+    await expect(p.request(new URL(`${url}/never`), { method: 'GET', headers: {}, signal: null })).rejects.toThrow(/no data from 127\.0\.0\.1:\d+ for 200 ms/);
+    const res = await p.request(new URL(`${url}/mid`), { method: 'GET', headers: {}, signal: null });
+    expect(res.statusCode).toBe(200);
+    await expect(text(res.body as AsyncIterable<Buffer>)).rejects.toThrow();
+    expect(Date.now() - t0).toBeLessThan(4_000);
+  });
+
+  it('fails a TLS connection whose handshake does not end within the dial timeout', async () => {
+    // A TCP server that accepts and never answers the TLS ClientHello.
+    const held: Socket[] = [];
+    const tcp = createTcpServer((s) => held.push(s));
+    servers.push(tcp);
+    await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
+    const port = (tcp.address() as AddressInfo).port;
+    const t0 = Date.now();
+    await expect(pool({ dialTimeoutMs: 150, idleTimeoutMs: 10_000 }).request(new URL(`https://127.0.0.1:${port}/v2/`), { method: 'GET', headers: {}, signal: null })).rejects.toThrow(/connect timeout: no connection to 127\.0\.0\.1:\d+ within 150 ms/);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    for (const s of held) s.destroy();
+  });
+
+  it('stops a body when its signal is aborted, and refuses requests once closed', async () => {
+    const { url } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-length': String(1 << 20) });
+      res.write(Buffer.alloc(1024));
+    });
+    const p = pool();
+    const ac = new AbortController();
+    const res = await p.request(new URL(url), { method: 'GET', headers: {}, signal: ac.signal });
+    const reading = text(res.body as AsyncIterable<Buffer>);
+    setTimeout(() => ac.abort(), 50);
+    await expect(reading).rejects.toThrow();
+    const aborted = new AbortController();
+    aborted.abort();
+    await expect(p.request(new URL(url), { method: 'GET', headers: {}, signal: aborted.signal })).rejects.toThrow(/abort/i);
+    await p.close();
+    await expect(p.request(new URL(url), { method: 'GET', headers: {}, signal: null })).rejects.toThrow(/closed/);
+  });
+});
