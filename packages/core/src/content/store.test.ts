@@ -32,7 +32,7 @@ describe('FileContentStore', () => {
     expect(readdirSync(join(root, 'content', 'ingest'))).toEqual([]);
   });
 
-  it('writes through the thread pool while the reader punches a hole in the file, else at once on this thread', async () => {
+  it('writes through the thread pool while the reader punches a hole in the file (writeNow then declines), else at once on this thread', async () => {
     const ing = await store.newIngest(desc);
     // No punch: the bytes are in the file and published before write() returns its promise.
     const first = ing.write(data.subarray(0, 4000), 0);
@@ -45,8 +45,14 @@ describe('FileContentStore', () => {
     expect(ing.watermark.value).toBe(4000);
     await second;
     expect(ing.watermark.value).toBe(9000);
+    // writeNow writes nothing while the punch runs, and says so.
+    expect(ing.writeNow(data.subarray(9000, 9500), 9000)).toBe(false);
+    expect(ing.watermark.value).toBe(9000);
     new WatermarkView(ing.watermark.buffer).setPunching(false);
-    await ing.write(data.subarray(9000), 9000);
+    // Else it writes and publishes before it returns.
+    expect(ing.writeNow(data.subarray(9000, 9500), 9000)).toBe(true);
+    expect(ing.watermark.value).toBe(9500);
+    await ing.write(data.subarray(9500), 9500);
     await store.commit(ing);
     expect(await readFile(store.blobPath(desc.digest))).toEqual(data);
   });

@@ -41,6 +41,11 @@ export interface Ingest {
   /** Writes `data` at byte `position` and advances the watermark over it. */
   write(data: Uint8Array, position: number): Promise<void>;
   /**
+   * Like write, before it returns, and true; false, with nothing written, while a reader frees a
+   * part of the file (the write would wait on its lock: then write()).
+   */
+  writeNow(data: Uint8Array, position: number): boolean;
+  /**
    * Grants a reader's ask to free bytes it has read (see Watermark): the resume record is first
    * saved without them. Nothing happens when no ask is pending or the ingest is closed; a record
    * that cannot be saved (NO_SPACE, say) grants nothing. Synchronous, like the record's saves.
@@ -433,6 +438,13 @@ function openIngest(o: {
     if (rangesFd !== undefined) closeSync(rangesFd);
     rangesFd = undefined;
   };
+  // Published only once the bytes are in the file, so a follower never reads a hole.
+  const landed = (data: Uint8Array, position: number): void => {
+    watermark.add(position, position + data.byteLength);
+    unsaved += data.byteLength;
+    if (unsaved >= RANGES_SAVE_BYTES || Date.now() - savedAt >= RANGES_SAVE_MS || watermark.value === o.expected.size) save();
+  };
+  const writeAt = ingestWriter(o.handle.fd, o.expected.digest, landed);
   return {
     id: o.id,
     dir: o.dir,
@@ -454,27 +466,50 @@ function openIngest(o: {
       }
     },
     async write(data: Uint8Array, position: number): Promise<void> {
-      // Synchronous: a 64 KiB write into the page cache takes microseconds, and skipping the
-      // thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571 MB/s
-      // (bench/src/fetch-blob.ts). Not while the reader punches a hole in the file: the write
-      // would wait for the punch on the file's lock (up to 0.1 s where the filesystem trims freed
-      // blocks), and this thread runs every download and the daemon's calls.
-      // A failed write is the disk's fault (ENOSPC -> NO_SPACE), never the network's: callers
-      // must not take it for a broken connection and retry it.
-      try {
-        let off = 0;
-        if (watermark.punching) {
+      // Not while the reader punches a hole in the file: a synchronous write would wait for the
+      // punch on the file's lock (up to 0.1 s where the filesystem trims freed blocks), and this
+      // thread runs every download and the daemon's calls.
+      if (watermark.punching) {
+        try {
+          let off = 0;
           while (off < data.byteLength) off += (await o.handle.write(data, off, data.byteLength - off, position + off)).bytesWritten;
+          landed(data, position);
+        } catch (e) {
+          throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
         }
-        while (off < data.byteLength) off += writeSync(o.handle.fd, data, off, data.byteLength - off, position + off);
-        // Published only once the bytes are in the file, so a follower never reads a hole.
-        watermark.add(position, position + data.byteLength);
-        unsaved += data.byteLength;
-        if (unsaved >= RANGES_SAVE_BYTES || Date.now() - savedAt >= RANGES_SAVE_MS || watermark.value === o.expected.size) save();
-      } catch (e) {
-        throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
+        downloadWritten(data.byteLength);
+        return;
       }
+      writeAt(data, position);
       downloadWritten(data.byteLength);
     },
+    writeNow(data: Uint8Array, position: number): boolean {
+      if (watermark.punching) return false;
+      writeAt(data, position);
+      downloadWritten(data.byteLength);
+      return true;
+    },
+  };
+}
+
+/**
+ * The ingest's write path: synchronous, as a 64 KiB write into the page cache takes microseconds,
+ * and skipping the thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571
+ * MB/s (bench/src/fetch-blob.ts). A failed write is the disk's fault (ENOSPC -> NO_SPACE), never the
+ * network's: callers must not take it for a broken connection and retry it.
+ */
+function ingestWriter(
+  fd: number,
+  digest: string,
+  landed: (data: Uint8Array, position: number) => void,
+): (data: Uint8Array, position: number) => void {
+  return (data, position) => {
+    try {
+      let off = 0;
+      while (off < data.byteLength) off += writeSync(fd, data, off, data.byteLength - off, position + off);
+      landed(data, position);
+    } catch (e) {
+      throw fromFsError(e, `writing the download of ${digest} at offset ${position}`);
+    }
   };
 }

@@ -9,7 +9,7 @@ import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import type { RegistryClient } from './client.js';
-import { discard, headerValue, responseError } from './response.js';
+import { consumeBody, discard, headerValue, responseError } from './response.js';
 import type { RangeRequest } from './range-request.js';
 import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
 
@@ -19,6 +19,12 @@ export type { RangeRequest } from './range-request.js';
 export interface RandomAccessSink {
   /** Writes `data` at byte `position`; chunks arrive in any order, possibly concurrently. */
   write(data: Uint8Array, position: number): Promise<void>;
+  /**
+   * Writes `data` at `position` before returning, and returns true; or writes nothing and returns
+   * false when it cannot now (then {@link write} does). Optional: spares the download a promise per
+   * network read.
+   */
+  writeNow?(data: Uint8Array, position: number): boolean;
 }
 
 /** Options of {@link fetchBlob}. */
@@ -482,21 +488,26 @@ async function writeBody(ctx: ChunkContext, res: Dispatcher.ResponseData, cursor
   let pos = cursor.pos;
   const running: RunningRange = { from: pos, cursor };
   const leave = ctx.order?.enter(running);
-  try {
-    for await (const chunk of res.body as AsyncIterable<Buffer>) {
-      if (pos + chunk.length > end) {
-        throw new FastpullError('SIZE_MISMATCH', `${ctx.what}: server sent more than the ${end - pos} bytes expected at offset ${pos}`);
-      }
-      await ctx.sink.write(chunk, pos);
-      pos += chunk.length;
-      cursor.pos = pos;
-      ctx.options.onBytes?.(chunk.length);
-      // Before the next piece is read: while this waits, the body is not read and its connection soon stops.
-      if (ctx.order !== undefined && pos < end) {
-        const ms = await ctx.order.yieldFor(running);
-        if (spent !== undefined) spent.yieldedMs += ms;
-      }
+  const order = ctx.order;
+  const landed = (n: number): Promise<void> | undefined => {
+    pos += n;
+    cursor.pos = pos;
+    ctx.options.onBytes?.(n);
+    // Before the next piece is read: while this waits, the body is not read and its connection soon stops.
+    if (order === undefined || pos >= end || !order.ahead(running)) return undefined;
+    return order.yieldFor(running).then((ms) => {
+      if (spent !== undefined) spent.yieldedMs += ms;
+    });
+  };
+  const take = (chunk: Buffer): Promise<void> | undefined => {
+    if (pos + chunk.length > end) {
+      throw new FastpullError('SIZE_MISMATCH', `${ctx.what}: server sent more than the ${end - pos} bytes expected at offset ${pos}`);
     }
+    if (ctx.sink.writeNow?.(chunk, pos) === true) return landed(chunk.length);
+    return ctx.sink.write(chunk, pos).then(() => landed(chunk.length));
+  };
+  try {
+    await consumeBody(res.body, take);
   } catch (e) {
     res.body.destroy();
     if (isFastpullError(e)) throw e;

@@ -1,4 +1,6 @@
 // Reading registry responses: header values, small capped bodies, and the error a failed response means.
+import type { Readable } from 'node:stream';
+import { finished } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { FastpullError, isFastpullError } from '../errors.js';
 import { readCapped } from './auth.js';
@@ -68,4 +70,72 @@ export async function responseError(res: Dispatcher.ResponseData, what: string):
     default:
       return new FastpullError('REGISTRY_ERROR', `${what}: registry answered HTTP ${status}${detail}`, { details });
   }
+}
+
+/**
+ * Hands each chunk of `body` to `take` in order, from its 'data' events: `take` returns undefined
+ * when it is done with the chunk, or a promise it is to be waited for (the body pauses meanwhile
+ * and what it still emits waits in order). Resolves once the body ended and every chunk was taken;
+ * rejects with the body's error, its premature close, or what `take` threw.
+ *
+ * Rather than `for await` over the body: that costs a promise and a trip through the stream's
+ * async iterator per network read, and the ranged fetch takes a 64 KiB read every few
+ * microseconds. Fetching 1 GiB from a loopback server as 16 ranges, 2-core VM, alternating (3
+ * pairs), the same node:http responses written at their offsets: 'data' events 0.61-0.76 s of
+ * user CPU against 0.98-1.19 s with `for await`.
+ */
+export function consumeBody(body: Readable, take: (chunk: Buffer) => Promise<void> | undefined): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const queue: Buffer[] = [];
+    let waiting = false;
+    let ended = false;
+    let settled = false;
+    const settle = (e?: unknown): void => {
+      if (settled) return;
+      settled = true;
+      body.off('data', onData);
+      stop();
+      if (e !== undefined) reject(e);
+      else resolve();
+    };
+    // Takes queued chunks until one must be waited for; true once the queue is empty.
+    const drain = (): boolean => {
+      while (queue.length > 0 && !settled) {
+        let wait: Promise<void> | undefined;
+        try {
+          wait = take(queue.shift()!);
+        } catch (e) {
+          settle(e);
+          return false;
+        }
+        if (wait !== undefined) {
+          waiting = true;
+          body.pause();
+          wait.then(
+            () => {
+              waiting = false;
+              if (!drain()) return;
+              if (ended) settle();
+              else body.resume();
+            },
+            (e: unknown) => settle(e),
+          );
+          return false;
+        }
+      }
+      return !settled;
+    };
+    const onData = (chunk: Buffer): void => {
+      queue.push(chunk);
+      if (!waiting) drain();
+    };
+    const stop = finished(body, (err) => {
+      if (err) settle(err);
+      else {
+        ended = true;
+        if (!waiting && queue.length === 0) settle();
+      }
+    });
+    body.on('data', onData);
+  });
 }
