@@ -4,9 +4,9 @@
 // Format: containerd docs/hosts.md (and core/remotes/docker/config/hosts.go, whose behaviour is
 // mirrored where the docs are silent). The TOML is read by smol-toml; this file gives its values
 // their meaning and refuses wrong ones by key path (`host."https://m".capabilities: ...`).
+import { createRequire } from 'node:module';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
-import { parse as parseToml, TomlError } from 'smol-toml';
 import { FastpullError, fromFsError, throwIfAborted } from '../errors.js';
 import { registryEndpoint } from './hosts.js';
 
@@ -202,8 +202,20 @@ function stringArray(v: unknown): string[] | undefined {
   return Array.isArray(v) && v.every((x): x is string => typeof x === 'string') ? v : undefined;
 }
 
+type SmolToml = typeof import('smol-toml');
+let toml: SmolToml | undefined;
+
+/**
+ * The TOML parser, required when the first hosts.toml is read: most pulls have none, and loading it
+ * (nine modules) is paid at every start otherwise.
+ */
+function smolToml(): SmolToml {
+  return (toml ??= createRequire(import.meta.url)('smol-toml') as SmolToml);
+}
+
 /** Parses the TOML, or fails naming file, line and column. */
 function readToml(text: string, file: string): Table {
+  const { parse: parseToml, TomlError } = smolToml();
   try {
     return parseToml(text, { maxDepth: MAX_NESTING });
   } catch (e) {

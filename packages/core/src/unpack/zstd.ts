@@ -6,15 +6,23 @@
 // hashes bound the pass, not the decoder. zstd-napi (native, faster: docs/architecture.md, figures) was not taken: its
 // install step first tries to download a prebuilt binary, which cannot work on these machines.
 import { Transform, type TransformCallback } from 'node:stream';
-import { Decompress } from 'fzstd';
+import { createRequire } from 'node:module';
 import { FastpullError } from '../errors.js';
 
+type Fzstd = typeof import('fzstd');
+let fzstd: Fzstd | undefined;
+
+/** fzstd, required by the first zstd layer: a gzip layer's worker need not compile it. */
+function decoderModule(): Fzstd {
+  return (fzstd ??= createRequire(import.meta.url)('fzstd') as Fzstd);
+}
+
 class ZstdDecompressor extends Transform {
-  private readonly decoder: Decompress;
+  private readonly decoder: InstanceType<Fzstd['Decompress']>;
 
   constructor() {
     super();
-    this.decoder = new Decompress((chunk: Uint8Array) => {
+    this.decoder = new (decoderModule().Decompress)((chunk: Uint8Array) => {
       this.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
     });
   }
