@@ -37,6 +37,8 @@ function pool(options: Partial<NodeHttpPoolOptions> = {}): NodeHttpPool {
   return p;
 }
 
+const tick = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
 async function text(body: AsyncIterable<Buffer>): Promise<string> {
   const parts: Buffer[] = [];
   for await (const c of body) parts.push(c);
@@ -129,5 +131,35 @@ describe('NodeHttpPool', () => {
     await expect(p.request(new URL(url), { method: 'GET', headers: {}, signal: aborted.signal })).rejects.toThrow(/abort/i);
     await p.close();
     await expect(p.request(new URL(url), { method: 'GET', headers: {}, signal: null })).rejects.toThrow(/closed/);
+  });
+
+  it('leaves a response that was read, or dumped unread, alone when its signal is aborted afterwards: no error, its connection kept', async () => {
+    const { url, sockets } = await serve((req, res) => {
+      res.writeHead(req.url === '/error' ? 416 : 200, { 'content-length': '5' });
+      res.end('hello');
+    });
+    const uncaught: unknown[] = [];
+    const onUncaught = (e: unknown) => uncaught.push(e);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const p = pool();
+      const read = new AbortController();
+      const a = await p.request(new URL(`${url}/ok`), { method: 'GET', headers: {}, signal: read.signal });
+      expect(await text(a.body as AsyncIterable<Buffer>)).toBe('hello');
+      read.abort();
+      const dumped = new AbortController();
+      const b = await p.request(new URL(`${url}/error`), { method: 'GET', headers: {}, signal: dumped.signal });
+      // As a failed range does: the body dumped in the background while the download is aborted.
+      const dumping = b.body.dump();
+      dumped.abort();
+      await dumping;
+      await tick(50);
+      const c = await p.request(new URL(`${url}/ok`), { method: 'GET', headers: {}, signal: null });
+      expect(await text(c.body as AsyncIterable<Buffer>)).toBe('hello');
+      expect(uncaught).toEqual([]);
+      expect(sockets.size).toBeLessThanOrEqual(2);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+    }
   });
 });

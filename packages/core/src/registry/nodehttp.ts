@@ -89,8 +89,9 @@ export class NodeHttpPool {
       method: options.method,
       headers: options.body !== undefined ? { ...options.headers, 'content-length': String(Buffer.byteLength(options.body)) } : options.headers,
       agent: tls ? this.https : this.http,
-      ...(options.signal ? { signal: options.signal } : {}),
     };
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(abortError(signal));
     return new Promise((resolve, reject) => {
       let req: ClientRequest;
       try {
@@ -112,6 +113,18 @@ export class NodeHttpPool {
         dial.unref();
         socket.once(tls ? 'secureConnect' : 'connect', stopDial);
       });
+      // The signal stops the request, or the body once it is being read; not node's `signal` option,
+      // which destroys the request even after its response ended, its socket back in the pool
+      // (an 'error' nobody listens to any more).
+      let response: IncomingMessage | undefined;
+      const onAbort = (): void => {
+        const e = abortError(signal!);
+        if (response === undefined) req.destroy(e);
+        else if (!response.complete) response.destroy(e);
+      };
+      const unlisten = (): void => signal?.removeEventListener('abort', onAbort);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      req.once('close', unlisten);
       req.setTimeout(this.options.idleTimeoutMs, () => req.destroy(new Error(`timeout: no data from ${url.host} for ${this.options.idleTimeoutMs} ms`)));
       req.on('error', (e) => {
         stopDial();
@@ -119,6 +132,8 @@ export class NodeHttpPool {
       });
       req.on('response', (res: IncomingMessage) => {
         stopDial();
+        response = res;
+        res.once('close', unlisten);
         // An error after the headers reaches whoever reads the body; without a listener it would throw.
         res.on('error', () => {});
         resolve({ statusCode: res.statusCode ?? 0, headers: responseHeaders(res), body: withDump(res), trailers: {}, opaque: null, context: {} } as unknown as Dispatcher.ResponseData);
@@ -133,6 +148,12 @@ export class NodeHttpPool {
     this.http.destroy();
     this.https.destroy();
   }
+}
+
+function abortError(signal: AbortSignal): Error {
+  const e = new Error('The operation was aborted', { cause: signal.reason });
+  e.name = 'AbortError';
+  return e;
 }
 
 /** Headers as undici gives them: lower-case names, a repeated header as a list. */
