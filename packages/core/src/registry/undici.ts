@@ -1,4 +1,5 @@
-// The HTTP client, loaded when the first registry client is made rather than when the library is.
+// Where a registry request is sent: the client's own connections (nodehttp.ts), or a caller's undici
+// dispatcher, through undici, which is then loaded on first use rather than with the library.
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import { NodeHttpPool } from './nodehttp.js';
