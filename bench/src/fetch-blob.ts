@@ -1,6 +1,6 @@
 // One question: how fast does fastpull download one big blob to disk, against curl fetching the same
 // ranges in parallel, and does its memory stay flat as the blob grows? Sizes from BENCH_SIZES_MIB
-// (default "512,4096"), range size from BENCH_CHUNK_MIB (default 16); the blob is a sparse file of zeros served by blob-server.js in its own
+// (default "512,4096"), range size from BENCH_CHUNK_MIB (default 16); wall, user and system CPU, peak RSS; the blob is a sparse file of zeros served by blob-server.js in its own
 // process (content does not matter to HTTP; the page cache serves it). Prints a markdown table.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -21,16 +21,23 @@ function zerosDigest(path: string): string {
   return `sha256:${execFileSync('sha256sum', [path], { encoding: 'utf8' }).split(' ')[0]}`;
 }
 
-function timed(cmd: string, args: string[]): { wall: number; rssMiB: number } {
-  const r = spawnSync('/usr/bin/time', ['-f', '%e %M', cmd, ...args], { encoding: 'utf8', maxBuffer: 1 << 26 });
+interface Timed {
+  wall: number;
+  user: number;
+  sys: number;
+  rssMiB: number;
+}
+
+function timed(cmd: string, args: string[]): Timed {
+  const r = spawnSync('/usr/bin/time', ['-f', '%e %U %S %M', cmd, ...args], { encoding: 'utf8', maxBuffer: 1 << 26 });
   if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr.slice(-2000)}`);
-  const [wall, kib] = r.stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
-  return { wall: wall!, rssMiB: kib! / 1024 };
+  const [wall, user, sys, kib] = r.stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
+  return { wall: wall!, user: user!, sys: sys!, rssMiB: kib! / 1024 };
 }
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-fetchbench-'));
 try {
-  console.log(`| blob | contender | median s | MB/s | peak RSS MiB |\n|---|---|---|---|---|`);
+  console.log(`| blob | contender | median s | MB/s | user CPU s (median) | system CPU s (median) | peak RSS MiB |\n|---|---|---|---|---|---|---|`);
   for (const mib of SIZES) {
     const blob = join(work, `blob-${mib}`);
     execFileSync('truncate', ['-s', `${mib}M`, blob]);
@@ -40,10 +47,12 @@ try {
     const url = `http://127.0.0.1:${port}/v2/bench/blob/blobs/${digest}`;
     const size = statSync(blob).size;
     try {
-      const rows: Record<string, { wall: number[]; rss: number[] }> = {};
-      const add = (name: string, r: { wall: number; rssMiB: number }) => {
-        rows[name] ??= { wall: [], rss: [] };
+      const rows: Record<string, { wall: number[]; user: number[]; sys: number[]; rss: number[] }> = {};
+      const add = (name: string, r: Timed) => {
+        rows[name] ??= { wall: [], user: [], sys: [], rss: [] };
         rows[name].wall.push(r.wall);
+        rows[name].user.push(r.user);
+        rows[name].sys.push(r.sys);
         rows[name].rss.push(r.rssMiB);
       };
       for (let run = 0; run < RUNS; run++) {
@@ -57,7 +66,7 @@ try {
       }
       for (const [name, r] of Object.entries(rows)) {
         const m = median(r.wall);
-        console.log(`| ${mib} MiB | ${name} | ${m.toFixed(2)} | ${(size / 1e6 / m).toFixed(0)} | ${Math.max(...r.rss).toFixed(0)} |`);
+        console.log(`| ${mib} MiB | ${name} | ${m.toFixed(2)} | ${(size / 1e6 / m).toFixed(0)} | ${median(r.user).toFixed(2)} | ${median(r.sys).toFixed(2)} | ${Math.max(...r.rss).toFixed(0)} |`);
       }
     } finally {
       server.kill();

@@ -2,10 +2,13 @@
 // blob into a content store ingest with fastpull's ranged fetch. Like curl, it neither hashes nor
 // fsyncs (in a pull, hashing runs in the unpack worker while the download goes on).
 // Usage: node fetch-child.js HOST:PORT DIGEST SIZE ROOT [CHUNK_MIB]
-import { parseReference, type Digest } from '@fastpull/core';
+import { parseReference, tuneAllocator, type Digest } from '@fastpull/core';
 import { FileContentStore } from '@fastpull/core/content';
 import { fetchBlob, RegistryClient } from '@fastpull/core/registry';
 
+// As the CLI and fastpulld do at start (the allocator's thresholds, and a young collection each 16 MiB
+// the download writes).
+tuneAllocator();
 const [host, digest, size, root, chunkMiB] = process.argv.slice(2) as [string, Digest, string, string, string?];
 const desc = { mediaType: 'application/octet-stream', digest, size: Number(size) };
 const client = new RegistryClient({ plainHttp: true });
