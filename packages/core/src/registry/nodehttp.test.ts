@@ -1,6 +1,11 @@
 // The registry client's own connections (node:http and node:https) against loopback servers: what a
 // request sends and what its response looks like, connection reuse and limits, timeouts, aborts.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NodeHttpPool, type NodeHttpPoolOptions } from './nodehttp.js';
@@ -160,6 +165,35 @@ describe('NodeHttpPool', () => {
       expect(sockets.size).toBeLessThanOrEqual(2);
     } finally {
       process.off('uncaughtException', onUncaught);
+    }
+  });
+
+  it('talks TLS: trusts the CA it is given (else refuses an unknown certificate unless told to skip verification) and presents its client certificate', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fastpull-tls-'));
+    try {
+      const cert = (name: string, cn: string) => {
+        execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, `${name}.key`), '-out', join(dir, `${name}.pem`), '-days', '1', '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+        return { key: readFileSync(join(dir, `${name}.key`)), cert: readFileSync(join(dir, `${name}.pem`)) };
+      };
+      const server = cert('server', '127.0.0.1');
+      const client = cert('client', 'fastpull-client');
+      // The server asks for a client certificate signed by (here: equal to) the client's own.
+      const https = createTlsServer({ ...server, ca: [client.cert], requestCert: true, rejectUnauthorized: true }, (req, res) => {
+        const peer = (req.socket as import('node:tls').TLSSocket).getPeerCertificate();
+        res.end(`hello ${peer.subject?.CN ?? 'nobody'}`);
+      });
+      servers.push(https);
+      await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
+      const url = new URL(`https://127.0.0.1:${(https.address() as AddressInfo).port}/v2/`);
+      const get = (p: NodeHttpPool) => p.request(url, { method: 'GET', headers: {}, signal: null }).then((r) => text(r.body as AsyncIterable<Buffer>));
+      // The system's CAs do not know the server's certificate.
+      await expect(get(pool({ cert: client.cert, key: client.key }))).rejects.toThrow(/self[- ]signed|certificate/i);
+      // Its CA given but no client certificate: the server ends the handshake.
+      await expect(get(pool({ ca: [server.cert] }))).rejects.toThrow();
+      expect(await get(pool({ ca: [server.cert], cert: client.cert, key: client.key }))).toBe('hello fastpull-client');
+      expect(await get(pool({ rejectUnauthorized: false, cert: client.cert, key: client.key }))).toBe('hello fastpull-client');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
