@@ -32,6 +32,7 @@ describe('undici, loaded on first use', () => {
       `console.log(JSON.stringify({ imported: typeof core.pull, before, after: loaded(), index, web }));`,
       `await client.close();`,
     ].join('\n');
+    // Not spawnSync: the server the child asks runs in this process.
     const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
       const child = spawn(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 });
       let stdout = '';
