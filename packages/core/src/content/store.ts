@@ -443,8 +443,21 @@ function openIngest(o: {
     watermark.add(position, position + data.byteLength);
     unsaved += data.byteLength;
     if (unsaved >= RANGES_SAVE_BYTES || Date.now() - savedAt >= RANGES_SAVE_MS || watermark.value === o.expected.size) save();
+    downloadWritten(data.byteLength);
   };
-  const writeAt = ingestWriter(o.handle.fd, o.expected.digest, landed);
+  // The write path: synchronous, as a 64 KiB write into the page cache takes microseconds, and
+  // skipping the thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571 MB/s
+  // (bench/src/fetch-blob.ts). A failed write is the disk's fault (ENOSPC -> NO_SPACE), never the
+  // network's: callers must not take it for a broken connection and retry it.
+  const writeAt = (data: Uint8Array, position: number): void => {
+    try {
+      let off = 0;
+      while (off < data.byteLength) off += writeSync(o.handle.fd, data, off, data.byteLength - off, position + off);
+      landed(data, position);
+    } catch (e) {
+      throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
+    }
+  };
   return {
     id: o.id,
     dir: o.dir,
@@ -477,39 +490,14 @@ function openIngest(o: {
         } catch (e) {
           throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
         }
-        downloadWritten(data.byteLength);
         return;
       }
       writeAt(data, position);
-      downloadWritten(data.byteLength);
     },
     writeNow(data: Uint8Array, position: number): boolean {
       if (watermark.punching) return false;
       writeAt(data, position);
-      downloadWritten(data.byteLength);
       return true;
     },
-  };
-}
-
-/**
- * The ingest's write path: synchronous, as a 64 KiB write into the page cache takes microseconds,
- * and skipping the thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571
- * MB/s (bench/src/fetch-blob.ts). A failed write is the disk's fault (ENOSPC -> NO_SPACE), never the
- * network's: callers must not take it for a broken connection and retry it.
- */
-function ingestWriter(
-  fd: number,
-  digest: string,
-  landed: (data: Uint8Array, position: number) => void,
-): (data: Uint8Array, position: number) => void {
-  return (data, position) => {
-    try {
-      let off = 0;
-      while (off < data.byteLength) off += writeSync(fd, data, off, data.byteLength - off, position + off);
-      landed(data, position);
-    } catch (e) {
-      throw fromFsError(e, `writing the download of ${digest} at offset ${position}`);
-    }
   };
 }
