@@ -1,6 +1,7 @@
 // One question: how fast does fastpull download one big blob to disk, against curl fetching the same
 // ranges in parallel, and does its memory stay flat as the blob grows? Sizes from BENCH_SIZES_MIB
-// (default "512,4096"), range size from BENCH_CHUNK_MIB (default 16); wall, user and system CPU, peak RSS; the blob is a sparse file of zeros served by blob-server.js in its own
+// (default "512,4096"), range size from BENCH_CHUNK_MIB (default 16), BENCH_FETCH_DIRECT="0,1" to
+// compare range bodies through node:http (0) and straight off the socket (1); wall, user and system CPU, peak RSS; the blob is a sparse file of zeros served by blob-server.js in its own
 // process (content does not matter to HTTP; the page cache serves it). Prints a markdown table.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -14,6 +15,11 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CHUNK_MIB = Number(process.env.BENCH_CHUNK_MIB ?? 16);
 const CHUNK = CHUNK_MIB * 1024 * 1024;
 const PARALLEL = 16;
+/**
+ * The ways fastpull's side reads range bodies to compare, alternating in each run
+ * (FASTPULL_DIRECT_RANGES: 1 straight off the socket, 0 through node:http); default: the default alone.
+ */
+const DIRECT = process.env.BENCH_FETCH_DIRECT?.split(',').map((t) => t.trim());
 const here = import.meta.dirname;
 
 /** The digest a sparse file of `size` zeros has (what fastpull verifies against). */
@@ -28,8 +34,9 @@ interface Timed {
   rssMiB: number;
 }
 
-function timed(cmd: string, args: string[]): Timed {
-  const r = spawnSync('/usr/bin/time', ['-f', '%e %U %S %M', cmd, ...args], { encoding: 'utf8', maxBuffer: 1 << 26 });
+function timed(cmd: string, args: string[], direct?: string): Timed {
+  const env = direct === undefined ? process.env : { ...process.env, FASTPULL_DIRECT_RANGES: direct };
+  const r = spawnSync('/usr/bin/time', ['-f', '%e %U %S %M', cmd, ...args], { encoding: 'utf8', maxBuffer: 1 << 26, env });
   if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr.slice(-2000)}`);
   const [wall, user, sys, kib] = r.stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
   return { wall: wall!, user: user!, sys: sys!, rssMiB: kib! / 1024 };
@@ -57,8 +64,12 @@ try {
       };
       for (let run = 0; run < RUNS; run++) {
         const root = join(work, 'root');
-        add(`fastpull fetch (16 x ${CHUNK_MIB} MiB ranges)`, timed(process.execPath, [join(here, 'fetch-child.js'), `127.0.0.1:${port}`, digest, String(size), root, String(CHUNK_MIB)]));
-        rmSync(root, { recursive: true, force: true });
+        for (const direct of DIRECT ?? [undefined]) {
+          const how = direct === undefined ? '' : direct === '0' ? ', through node:http' : ', off the socket';
+          const name = `fastpull fetch (16 x ${CHUNK_MIB} MiB ranges${how})`;
+          add(name, timed(process.execPath, [join(here, 'fetch-child.js'), `127.0.0.1:${port}`, digest, String(size), root, String(CHUNK_MIB)], direct));
+          rmSync(root, { recursive: true, force: true });
+        }
         const args = ['-sS', '--fail', '--parallel', '--parallel-max', String(PARALLEL)];
         for (let start = 0, i = 0; start < size; start += CHUNK, i++) args.push('-r', `${start}-${Math.min(size, start + CHUNK) - 1}`, '-o', join(work, `part${i}`), url);
         add(`curl --parallel (16 x ${CHUNK_MIB} MiB ranges)`, timed('curl', args));

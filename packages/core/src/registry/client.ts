@@ -3,6 +3,7 @@
 // resolver.ts (manifests, configs, platforms) and referrers.ts. Ranged layer fetch is fetch.ts.
 import type { Dispatcher } from 'undici';
 import { NodeHttpPool } from './nodehttp.js';
+import type { DirectResponse } from './directhttp.js';
 import type { HttpPool } from './undici.js';
 import type { Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
@@ -100,7 +101,7 @@ export class RegistryClient {
    * Authorization header goes only to the origin it was issued for, never to a redirect target on
    * another origin (blob storage, CDNs). The response body must be consumed or destroyed.
    */
-  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<Dispatcher.ResponseData> {
+  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<DirectResponse> {
     return this.transport.request(ref, path, options);
   }
 

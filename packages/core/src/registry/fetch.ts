@@ -10,6 +10,7 @@ import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import type { RegistryClient } from './client.js';
 import { consumeBody, discard, headerValue, responseError } from './response.js';
+import type { DirectResponse } from './directhttp.js';
 import type { RangeRequest } from './range-request.js';
 import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
 
@@ -17,12 +18,16 @@ export type { RangeRequest } from './range-request.js';
 
 /** Where downloaded bytes go: positional writes into one file. */
 export interface RandomAccessSink {
-  /** Writes `data` at byte `position`; chunks arrive in any order, possibly concurrently. */
+  /**
+   * Writes `data` at byte `position`; chunks arrive in any order, possibly concurrently. `data` is
+   * valid until the promise settles (it may be a view of a connection's read buffer, reused for
+   * the next read): copy what is to be kept longer.
+   */
   write(data: Uint8Array, position: number): Promise<void>;
   /**
    * Writes `data` at `position` before returning, and returns true; or writes nothing and returns
    * false when it cannot now (then {@link write} does). Optional: spares the download a promise per
-   * network read.
+   * network read. `data` is valid until it returns.
    */
   writeNow?(data: Uint8Array, position: number): boolean;
 }
@@ -269,7 +274,7 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
       const end = whole ? ctx.desc.size : range.end;
       const useRange = ranged || pos > range.start;
       const headers: Record<string, string> = useRange ? { range: `bytes=${pos}-${end - 1}` } : {};
-      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal, onEndpoint: (o) => (origin = o) });
+      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal, onEndpoint: (o) => (origin = o), blob: true });
       if (record) record.status = res.statusCode;
       if (res.statusCode === 206) {
         checkContentRange(ctx, res, pos, end);
@@ -484,7 +489,7 @@ function checkContentRange(ctx: ChunkContext, res: Dispatcher.ResponseData, star
  * bytes land, so a retry after a broken connection asks only for the remainder. Time spent yielding
  * to the earliest range (see RangeOrder) is added to `spent`.
  */
-async function writeBody(ctx: ChunkContext, res: Dispatcher.ResponseData, cursor: { pos: number }, end: number, spent?: { yieldedMs: number }): Promise<void> {
+async function writeBody(ctx: ChunkContext, res: DirectResponse, cursor: { pos: number }, end: number, spent?: { yieldedMs: number }): Promise<void> {
   let pos = cursor.pos;
   const running: RunningRange = { from: pos, cursor };
   const leave = ctx.order?.enter(running);
@@ -507,7 +512,7 @@ async function writeBody(ctx: ChunkContext, res: Dispatcher.ResponseData, cursor
     return ctx.sink.write(chunk, pos).then(() => landed(chunk.length));
   };
   try {
-    await consumeBody(res.body, take);
+    await (res.direct ? res.direct.consume(take) : consumeBody(res.body, take));
   } catch (e) {
     res.body.destroy();
     if (isFastpullError(e)) throw e;

@@ -15,6 +15,7 @@ import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Dispatcher } from 'undici';
+import { DirectConnections, type DirectResponse } from './directhttp.js';
 
 /** How a {@link NodeHttpPool} connects. */
 export interface NodeHttpPoolOptions {
@@ -65,6 +66,8 @@ export class NodeHttpPool {
   private readonly http: HttpAgent;
   private readonly https: HttpsAgent;
   private closed = false;
+  /** Connections for blob ranges, whose bodies are read straight off the socket (directhttp.ts). */
+  private direct: DirectConnections | undefined;
 
   constructor(private readonly options: NodeHttpPoolOptions) {
     const common = { keepAlive: true, maxSockets: options.connections, timeout: options.keepAliveTimeoutMs, scheduling: 'lifo' as const };
@@ -143,9 +146,25 @@ export class NodeHttpPool {
     });
   }
 
+  /**
+   * A GET of a blob or a range of one, whose body the caller writes where it belongs: sent on a
+   * connection whose reads land in one buffer (directhttp.ts), a 200 or 206 with a Content-Length
+   * then has its body in the response's `direct`, read off the socket in place. Any other answer
+   * is an ordinary response (its body capped at 64 KiB, except a success without a length, which
+   * is asked for again through node:http). FASTPULL_DIRECT_RANGES=0 sends it through node:http
+   * like any request.
+   */
+  requestBlob(url: URL, options: NodeHttpRequestOptions): Promise<DirectResponse> {
+    if (process.env.FASTPULL_DIRECT_RANGES === '0' || options.method !== 'GET' || options.body !== undefined) return this.request(url, options);
+    if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
+    this.direct ??= new DirectConnections(this.options);
+    return this.direct.request(url, options.headers, options.signal, () => this.request(url, options));
+  }
+
   /** Closes every connection; later requests fail. */
   async close(): Promise<void> {
     this.closed = true;
+    this.direct?.close();
     this.http.destroy();
     this.https.destroy();
   }

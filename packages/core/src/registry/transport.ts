@@ -9,6 +9,7 @@ import { backoffMs, isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retr
 import type { Authorizer } from './auth.js';
 import { DEFAULT_ATTEMPTS, MAX_REDIRECTS } from './defaults.js';
 import type { Endpoint, Endpoints, Operation } from './endpoints.js';
+import type { DirectResponse } from './directhttp.js';
 import { discard, headerValue } from './response.js';
 
 /** Options of {@link RegistryClient.request}. */
@@ -23,6 +24,12 @@ export interface RequestOptions {
   readonly headers?: Record<string, string>;
   /** Aborts the request (ABORTED). */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * A GET of a blob's bytes, whose body the caller writes at its offsets: the client's own
+   * connections may then answer a 200 or 206 with a body to take through the response's `direct`
+   * (read off the socket in place, see directhttp.ts) instead of its `body`.
+   */
+  readonly blob?: boolean;
 }
 
 /** What the reads of manifests, configs and referrers need of a transport. */
@@ -48,13 +55,13 @@ export class Transport implements Requester {
    * only to the origin it was issued for, never to a redirect target on another origin (blob
    * storage, CDNs). The response body must be consumed or destroyed.
    */
-  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<Dispatcher.ResponseData> {
+  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<DirectResponse> {
     const endpoints = await this.endpoints.for(ref, options.op ?? 'pull');
     for (let i = 0; ; i++) {
       const ep = endpoints[i]!;
       const last = i === endpoints.length - 1;
       options.onEndpoint?.(ep.origin);
-      let res: Dispatcher.ResponseData;
+      let res: DirectResponse;
       try {
         res = await new Exchange(this.auth, this.userAgent, ref, ep, path, options).run();
       } catch (e) {
@@ -174,7 +181,7 @@ class Exchange {
   }
 
   /** Sends the request and answers challenges and redirects until a response is the caller's. */
-  async run(): Promise<Dispatcher.ResponseData> {
+  async run(): Promise<DirectResponse> {
     await this.start();
     for (;;) {
       const res = await this.send();
@@ -198,12 +205,12 @@ class Exchange {
     this.authorization = await this.auth.header(this.ep.credentialsFor, this.ep.origin, this.scope);
   }
 
-  private async send(): Promise<Dispatcher.ResponseData> {
+  private async send(): Promise<DirectResponse> {
     const url = this.url;
     const headers = { ...this.headers };
     if (this.authorization !== undefined && url.origin === this.ep.origin) headers.authorization = this.authorization;
     try {
-      return await sendRequest(url, { method: this.options.method ?? 'GET', headers, dispatcher: this.ep.dispatcher, signal: this.options.signal ?? null });
+      return await sendRequest(url, { method: this.options.method ?? 'GET', headers, dispatcher: this.ep.dispatcher, signal: this.options.signal ?? null, blob: this.options.blob === true });
     } catch (e) {
       if (this.options.signal?.aborted) throw new FastpullError('ABORTED', `requesting ${url.pathname} from ${url.host}: aborted`, { cause: e });
       throw new FastpullError('NETWORK_ERROR', `requesting ${url.pathname} from ${url.host}: ${(e as Error).message}`, { cause: e, details: { host: url.host } });

@@ -2,6 +2,7 @@
 // dispatcher, through undici, which is then loaded on first use rather than with the library.
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
+import type { DirectResponse } from './directhttp.js';
 import { NodeHttpPool } from './nodehttp.js';
 
 /** Where a registry request goes: the client's own connections, or a caller's undici dispatcher. */
@@ -21,13 +22,16 @@ let loaded: HttpClient | undefined;
 /**
  * Sends one request through `options.dispatcher`: the client's own connections answer it
  * themselves, a caller's undici dispatcher through undici's request (undici is loaded only then).
+ * `blob`: a GET of a blob's bytes, whose body the client's own connections may hand over as the
+ * response's `direct` (NodeHttpPool.requestBlob).
  */
 export function sendRequest(
   url: URL,
-  options: { dispatcher: HttpPool; method: Dispatcher.HttpMethod; headers: Record<string, string>; body?: string; signal: AbortSignal | null },
-): Promise<Dispatcher.ResponseData> {
-  const { dispatcher, ...rest } = options;
-  return dispatcher instanceof NodeHttpPool ? dispatcher.request(url, rest) : undici().request(url, { ...rest, dispatcher });
+  options: { dispatcher: HttpPool; method: Dispatcher.HttpMethod; headers: Record<string, string>; body?: string; signal: AbortSignal | null; blob?: boolean },
+): Promise<DirectResponse> {
+  const { dispatcher, blob, ...rest } = options;
+  if (!(dispatcher instanceof NodeHttpPool)) return undici().request(url, { ...rest, dispatcher });
+  return blob === true ? dispatcher.requestBlob(url, rest) : dispatcher.request(url, rest);
 }
 
 /**
