@@ -178,6 +178,7 @@ let warmUpRef: string | undefined;
 const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
   'fastpull-serial': fastpullCli(repo, 'serial'),
+  'fastpull-nodehttp': fastpullCli(repo, 'nodehttp'),
   fastpulld: fastpulld(repo),
   'fastpulld:warm': fastpulld(repo, () => warmUpRef),
   containerd: containerd(),

@@ -228,7 +228,6 @@ class Connection {
         if (name.toLowerCase() !== 'host') head += `${name}: ${value}\r\n`;
       }
       this.socket.write(`${head}\r\n`);
-      // A connection in the pool is not read from (its reads would find nothing); this one is now.
       this.socket.resume();
     });
   }
@@ -262,9 +261,12 @@ class Connection {
       return;
     }
     this.phase = 'idle';
-    // Kept for the next request, without keeping the process alive (as node's agents do).
+    // Kept for the next request, without keeping the process alive (as node's agents do), and read
+    // from meanwhile (a body's last take may have paused it): a close or stray bytes from the
+    // server drop it now rather than fail the next request.
     this.socket.unref();
     this.socket.setTimeout(this.options.keepAliveTimeoutMs);
+    this.socket.resume();
     this.hooks.idle(this);
   }
 
@@ -455,7 +457,7 @@ class DirectBodyImpl implements DirectBody {
     }
     // More than the Content-Length: the connection is out of step; the body itself is whole.
     if (part.length < chunk.length) this.conn.destroy(new Error('the server sent more than the Content-Length'));
-    else if (this.received === this.length && !this.waiting && this.queue.length === 0) this.end();
+    if (this.received === this.length && !this.waiting && this.queue.length === 0) this.end();
   }
 
   /** Takes queued pieces until one must be waited for; then ends, or reads on. */
