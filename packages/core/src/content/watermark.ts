@@ -17,7 +17,16 @@ const SLOT_RELEASE_ASKED = 2;
 const SLOT_RELEASE_GRANTED = 3;
 /** 1 while the reader punches a hole in the file: a write to it would wait for the punch. */
 const SLOT_PUNCHING = 4;
-const SLOTS = 5;
+/**
+ * Bytes from offset 0 the reader that frees the file behind it has read (its blob hash holds
+ * them); 0 until it starts, {@link READER_DONE} once it frees nothing more. The writer may pace the
+ * download to it.
+ */
+const SLOT_READER = 5;
+const SLOTS = 6;
+
+/** {@link WatermarkView.reader} of a reader that frees nothing more: the download need not wait for it. */
+export const READER_DONE = Number.MAX_SAFE_INTEGER;
 
 /** State slot values. */
 export const WatermarkState = { OPEN: 0n, FAILED: 1n } as const;
@@ -83,6 +92,16 @@ export class WatermarkView {
    */
   get punching(): boolean {
     return Atomics.load(this.slots, SLOT_PUNCHING) !== 0n;
+  }
+
+  /** Bytes from offset 0 the reader that frees the file behind it has read (see SLOT_READER). */
+  get reader(): number {
+    return Number(Atomics.load(this.slots, SLOT_READER));
+  }
+
+  /** The reader has read the first `n` bytes (never moves back), or frees nothing more ({@link READER_DONE}). */
+  setReader(n: number): void {
+    if (n > this.reader) Atomics.store(this.slots, SLOT_READER, BigInt(n));
   }
 
   /** The reader starts (true) or ended (false) a punch. */

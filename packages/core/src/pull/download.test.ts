@@ -6,6 +6,7 @@ import { buildImage } from '../testing/builder.js';
 import { Prng } from '../testing/prng.js';
 import { UnpackPool } from '../unpack/index.js';
 import { nativePunchHole } from '../unpack/native.js';
+import { READER_DONE, WatermarkView } from '../content/watermark.js';
 import { LayerDownload, RELEASE_LEAD, RELEASE_STEP } from './download.js';
 import { LayerProgress } from './progress.js';
 import { downloadContext, freshStore, serve, statesByLayer, workDir } from './pull.testkit.js';
@@ -151,6 +152,57 @@ describe('LayerDownload', () => {
       await d.close(false);
       ctx.watch.stop();
     } finally {
+      await served.close();
+    }
+  });
+
+  it('holds a blob it frees behind the unpack pass to within the download lead of what the pass has read, and runs free once the pass is done or the blob is kept', async () => {
+    const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(2 * 1024 * 1024) }]], compression: 'none' });
+    const served = await serve(image);
+    const env = process.env.FASTPULL_DOWNLOAD_LEAD_MIB;
+    process.env.FASTPULL_DOWNLOAD_LEAD_MIB = '0.25'; // 256 KiB
+    try {
+      const layer = served.layers[0]!;
+      const chunk = 64 * 1024;
+      const lead = 256 * 1024;
+      const landedAfterQuiet = async (d: LayerDownload) => {
+        for (let last = -1; d.watermark.value !== last; ) {
+          last = d.watermark.value;
+          await new Promise((r) => setTimeout(r, 150));
+        }
+        return d.watermark.value;
+      };
+
+      const ctx = downloadContext(served, freshStore(work.dir, 'paced'));
+      const d = await LayerDownload.start({ ...ctx, options: { chunkSize: chunk } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      expect(d.releasing(false)).toBeDefined();
+      // No pass has read anything: ranges that start past the lead wait.
+      const first = await landedAfterQuiet(d);
+      expect(first).toBeGreaterThanOrEqual(lead);
+      expect(first).toBeLessThanOrEqual(lead + chunk);
+      const reader = new WatermarkView(d.watermark.buffer);
+      reader.setReader(1024 * 1024);
+      const second = await landedAfterQuiet(d);
+      expect(second).toBeGreaterThanOrEqual(1024 * 1024 + lead);
+      expect(second).toBeLessThanOrEqual(1024 * 1024 + lead + chunk);
+      // A pass that frees nothing more lets the rest come.
+      reader.setReader(READER_DONE);
+      await d.done;
+      expect(d.watermark.value).toBe(layer.size);
+      await d.close(false);
+      ctx.watch.stop();
+
+      // A blob that is kept is never held back.
+      const kept = downloadContext(served, freshStore(work.dir, 'paced-kept'));
+      const k = await LayerDownload.start({ ...kept, options: { chunkSize: chunk } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      expect(k.releasing(true)).toBeUndefined();
+      await k.done;
+      expect(k.watermark.value).toBe(layer.size);
+      await k.close(false);
+      kept.watch.stop();
+    } finally {
+      if (env === undefined) delete process.env.FASTPULL_DOWNLOAD_LEAD_MIB;
+      else process.env.FASTPULL_DOWNLOAD_LEAD_MIB = env;
       await served.close();
     }
   });

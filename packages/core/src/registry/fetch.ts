@@ -66,6 +66,12 @@ export interface FetchOptions {
    * DEFAULT_ORDER_LEAD; 0: ranges never yield). See {@link RangeOrder}.
    */
   readonly orderLead?: number;
+  /**
+   * Called with each range's first byte before the range asks for a connection (every range after
+   * the first): the range waits for the promise it returns, if any. Lets a caller hold the download
+   * back to a reader's pace.
+   */
+  readonly pace?: (start: number) => Promise<void> | undefined;
 }
 
 /**
@@ -168,8 +174,12 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   let failure: unknown;
   // They ask for connections now, after the probe.
   const queued = performance.now();
+  const paced = async (r: Chunk): Promise<void> => {
+    await options.pace?.(r.start);
+    await limit(() => fetchRange(sub, { ...r, queuedAt: queued }, true), r.end - r.start, signal);
+  };
   const tasks = ranges.map((r) =>
-    limit(() => fetchRange(sub, { ...r, queuedAt: queued }, true), r.end - r.start, signal).catch((e: unknown) => {
+    paced(r).catch((e: unknown) => {
       // The first failure stops the other chunks; all are settled before the caller sees it, so no
       // write lands in the sink after fetchBlob returns.
       if (failure === undefined) failure = e;

@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
-import { WatermarkView } from '../content/watermark.js';
+import { READER_DONE, WatermarkView } from '../content/watermark.js';
 import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, outputReleaser, resolveCompression, tellsInputDone } from './decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
@@ -437,6 +437,7 @@ export class BlobRelease {
   /** The blob's hash holds (hashed, or queued to be) the first `hashed` bytes. */
   hashed(hashed: number): void {
     if (this.off) return;
+    this.view.setReader(hashed);
     const end = (this.hashedEnd = hashed - (hashed % RELEASE_ALIGN));
     const landed = this.view.value;
     if (end - this.asked >= this.step && (landed >= this.size || landed - hashed >= this.lead)) this.view.askRelease((this.asked = end));
@@ -453,7 +454,10 @@ export class BlobRelease {
     this.punching = this.punch(this.fd, this.released, granted - this.released)
       .then(
         () => void (this.released = granted),
-        () => void (this.off = true),
+        () => {
+          this.off = true;
+          this.view.setReader(READER_DONE);
+        },
       )
       .finally(() => {
         this.view.setPunching(false);
@@ -465,6 +469,7 @@ export class BlobRelease {
   /** Starts no more punches; resolves once none runs. */
   async stop(): Promise<void> {
     this.off = true;
+    this.view.setReader(READER_DONE);
     while (this.punching !== undefined) await this.punching;
   }
 }
