@@ -718,6 +718,46 @@ describe('DirectConnections: kept-alive connections', { timeout: 5_000 }, () => 
     expect(srv.sockets.length).toBe(2);
   });
 
+  it('opens at most `connections` connections per origin: later requests wait for one to come free or go, an aborted wait takes none', async () => {
+    const body = randomBytes(1000);
+    const held: Socket[] = [];
+    const srv = await rawServer((s) => held.push(s));
+    const answer = (s: Socket) => {
+      s.write(head('206 Partial Content', [`Content-Length: ${body.length}`]));
+      s.write(body);
+    };
+    const c = client({ connections: 2 });
+    const reqs = Array.from({ length: 4 }, () => get(c, srv.url));
+    const aborted = new AbortController();
+    const gaveUp = get(c, srv.url, {}, aborted.signal);
+    await until(() => held.length === 2, 'two requests reached the server');
+    await tick(50);
+    expect(srv.sockets.length).toBe(2);
+    aborted.abort();
+    await expect(gaveUp).rejects.toMatchObject({ name: 'AbortError' });
+    // The first two are answered; each connection then carries a waiting request.
+    for (const s of held.splice(0)) answer(s);
+    const first = await Promise.all(reqs.slice(0, 2));
+    for (const r of first) expect((await collect(r.direct!)).equals(body)).toBe(true);
+    await until(() => held.length === 2, 'the waiting requests reached the server');
+    expect(srv.sockets.length).toBe(2);
+    // One connection is lost unanswered: its request goes out again, on a new connection in its place.
+    const lost = held.shift()!;
+    lost.destroy();
+    answer(held.shift()!);
+    await until(() => held.length === 1, 'the lost request sent again');
+    expect(srv.sockets.length).toBe(3);
+    answer(held.shift()!);
+    for (const r of await Promise.all(reqs.slice(2))) expect((await collect(r.direct!)).equals(body)).toBe(true);
+    // Two connections live, both idle: the next two requests take them.
+    const again = get(c, srv.url);
+    const more = get(c, srv.url);
+    await until(() => held.length === 2, 'two more requests reached the server');
+    for (const s of held.splice(0)) answer(s);
+    for (const r of await Promise.all([again, more])) expect((await collect(r.direct!)).equals(body)).toBe(true);
+    expect(srv.sockets.length).toBe(3);
+  });
+
   it('closes a connection idle in the pool for the keep-alive timeout', async () => {
     const body = randomBytes(100);
     const srv = await rawServer(serve206(body));

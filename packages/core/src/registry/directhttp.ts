@@ -53,6 +53,10 @@ const BUFFERED_BODY_CAP = 64 * 1024;
 export class DirectConnections {
   private readonly idle = new Map<string, Connection[]>();
   private readonly all = new Set<Connection>();
+  /** Connections per origin (dialling, busy or idle): at most the pool's `connections`. */
+  private readonly live = new Map<string, number>();
+  /** Requests waiting for a connection of their origin, first come first served. */
+  private readonly waiting = new Map<string, Waiter[]>();
   private closed = false;
 
   constructor(private readonly options: NodeHttpPoolOptions) {}
@@ -62,22 +66,22 @@ export class DirectConnections {
    * its body in `direct`; another success (a body without a length) is asked for again through
    * `fallback`; any other answer's body (up to 64 KiB) is the response's `body`. Rejects on a
    * transport failure before the head (a connection that was kept alive and turns out closed is
-   * replaced once), or when `signal` aborts.
+   * replaced once), or when `signal` aborts. At most `connections` connections per origin: a
+   * request beyond waits for one of them.
    */
   async request(url: URL, headers: Record<string, string>, signal: AbortSignal | null, fallback: () => Promise<Dispatcher.ResponseData>): Promise<DirectResponse> {
     if (this.closed) throw new Error('the connection pool is closed');
     if (signal?.aborted) throw abortError();
     const key = `${url.protocol}//${url.host}`;
-    const reused = this.takeIdle(key);
     try {
-      return await (reused ?? this.dial(url, key)).send(url, headers, signal, fallback);
+      return await (await this.acquire(url, key, signal)).send(url, headers, signal, fallback);
     } catch (e) {
       // A kept-alive connection the server closed meanwhile fails before any byte of an answer:
-      // the request goes out once more, on a new connection.
+      // the request goes out once more (on a new connection, unless another idle one is there).
       if (!(e instanceof StaleConnection)) throw e;
       if (signal?.aborted) throw e.cause;
     }
-    return this.dial(url, key).send(url, headers, signal, fallback);
+    return (await this.acquire(url, key, signal)).send(url, headers, signal, fallback);
   }
 
   /** Closes every connection; later requests fail. */
@@ -85,6 +89,32 @@ export class DirectConnections {
     this.closed = true;
     for (const c of this.all) c.destroy(new Error('the connection pool is closed'));
     this.idle.clear();
+    for (const list of this.waiting.values()) for (const w of list.splice(0)) w.give(new Error('the connection pool is closed'));
+  }
+
+  /** An idle connection of the origin, a new one while fewer than `connections` live, or the next one to come free. */
+  private acquire(url: URL, key: string, signal: AbortSignal | null): Promise<Connection> {
+    const idle = this.takeIdle(key);
+    if (idle) return Promise.resolve(idle);
+    if ((this.live.get(key) ?? 0) < this.options.connections) return Promise.resolve(this.dial(url, key));
+    return new Promise<Connection>((resolve, reject) => {
+      const list = this.waiting.get(key) ?? [];
+      this.waiting.set(key, list);
+      const onAbort = (): void => {
+        const i = list.indexOf(waiter);
+        if (i >= 0) list.splice(i, 1);
+        reject(abortError());
+      };
+      const waiter: Waiter = {
+        give: (c) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (c instanceof Error) reject(c);
+          else resolve(c ?? this.dial(url, key));
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      list.push(waiter);
+    });
   }
 
   private takeIdle(key: string): Connection | undefined {
@@ -97,25 +127,51 @@ export class DirectConnections {
   }
 
   private dial(url: URL, key: string): Connection {
-    const conn = new Connection(url, this.options, {
-      idle: (c) => {
-        if (this.closed) c.destroy(new Error('the connection pool is closed'));
-        else {
-          const list = this.idle.get(key) ?? [];
-          list.push(c);
-          this.idle.set(key, list);
-        }
-      },
-      gone: (c) => {
-        this.all.delete(c);
-        const list = this.idle.get(key);
-        const i = list?.indexOf(c) ?? -1;
-        if (i >= 0) list!.splice(i, 1);
-      },
-    });
+    this.live.set(key, (this.live.get(key) ?? 0) + 1);
+    let conn: Connection;
+    try {
+      conn = this.connect(url, key);
+    } catch (e) {
+      this.live.set(key, this.live.get(key)! - 1);
+      throw e;
+    }
     this.all.add(conn);
     return conn;
   }
+
+  private connect(url: URL, key: string): Connection {
+    return new Connection(url, this.options, {
+      idle: (c) => {
+        if (this.closed) {
+          c.destroy(new Error('the connection pool is closed'));
+          return;
+        }
+        // A request waiting for a connection of this origin takes it at once.
+        const waiter = this.waiting.get(key)?.shift();
+        if (waiter) {
+          waiter.give(c);
+          return;
+        }
+        const list = this.idle.get(key) ?? [];
+        list.push(c);
+        this.idle.set(key, list);
+      },
+      gone: (c) => {
+        this.all.delete(c);
+        this.live.set(key, (this.live.get(key) ?? 1) - 1);
+        const list = this.idle.get(key);
+        const i = list?.indexOf(c) ?? -1;
+        if (i >= 0) list!.splice(i, 1);
+        // Its place goes to a request waiting for one: it dials anew.
+        if (!this.closed) this.waiting.get(key)?.shift()?.give(undefined);
+      },
+    });
+  }
+}
+
+/** A request waiting for a connection: given one that came free, leave to dial (undefined), or an error. */
+interface Waiter {
+  give(c: Connection | undefined | Error): void;
 }
 
 /** A failure of a kept-alive connection before any byte of the answer came: worth one more try. */
