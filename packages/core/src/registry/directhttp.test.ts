@@ -119,6 +119,16 @@ async function collect(d: DirectBody, seen?: Buffer[]): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
+/** The body taken whole, each piece copied only after `take` waited `ms`: the piece must stay valid until then. */
+async function collectAfterWaits(d: DirectBody, ms: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  await d.consume(async (chunk) => {
+    await tick(ms);
+    parts.push(Buffer.from(chunk));
+  });
+  return Buffer.concat(parts);
+}
+
 async function text(body: Readable): Promise<string> {
   const parts: Buffer[] = [];
   for await (const c of body) parts.push(c as Buffer);
@@ -194,12 +204,7 @@ describe('DirectConnections: a 206 read straight off the socket', { timeout: 5_0
     const body = randomBytes(2 * 1024 * 1024);
     const srv = await rawServer(serve206(body));
     const res = await get(client(), srv.url);
-    const parts: Buffer[] = [];
-    await res.direct!.consume(async (chunk) => {
-      await tick(1);
-      parts.push(Buffer.from(chunk));
-    });
-    expect(Buffer.concat(parts).equals(body)).toBe(true);
+    expect((await collectAfterWaits(res.direct!, 1)).equals(body)).toBe(true);
   });
 
   it('keeps body bytes that came in the same write as the head until consume is called later', async () => {
@@ -460,12 +465,7 @@ describe('DirectConnections: failures', { timeout: 5_000 }, () => {
       setTimeout(() => s.write(Buffer.concat([body.subarray(500), Buffer.from('EXTRA')])), 30);
     });
     const res = await get(client(), srv.url);
-    const parts: Buffer[] = [];
-    await res.direct!.consume(async (chunk) => {
-      await tick(60);
-      parts.push(Buffer.from(chunk));
-    });
-    expect(Buffer.concat(parts).equals(body)).toBe(true);
+    expect((await collectAfterWaits(res.direct!, 60)).equals(body)).toBe(true);
   });
 
   it('rejects a malformed status line, a malformed header, an invalid Content-Length and an oversized head', async () => {

@@ -71,7 +71,7 @@ export class DirectConnections {
    */
   async request(url: URL, headers: Record<string, string>, signal: AbortSignal | null, fallback: () => Promise<Dispatcher.ResponseData>): Promise<DirectResponse> {
     if (this.closed) throw new Error('the connection pool is closed');
-    if (signal?.aborted) throw abortError();
+    if (signal?.aborted) throw abortError(signal);
     const key = `${url.protocol}//${url.host}`;
     try {
       return await (await this.acquire(url, key, signal)).send(url, headers, signal, fallback);
@@ -103,7 +103,7 @@ export class DirectConnections {
       const onAbort = (): void => {
         const i = list.indexOf(waiter);
         if (i >= 0) list.splice(i, 1);
-        reject(abortError());
+        reject(abortError(signal));
       };
       const waiter: Waiter = {
         give: (c) => {
@@ -271,7 +271,7 @@ class Connection {
       const exchange = new Exchange(this, fresh, resolve, reject, fallback);
       this.current = exchange;
       if (signal) {
-        const onAbort = (): void => this.destroy(abortError());
+        const onAbort = (): void => this.destroy(abortError(signal));
         signal.addEventListener('abort', onAbort, { once: true });
         exchange.unlisten = () => signal.removeEventListener('abort', onAbort);
       }
@@ -809,8 +809,9 @@ function isIp(host: string): boolean {
   return /^[\d.]+$/.test(host) || host.includes(':');
 }
 
-function abortError(): Error {
-  const e = new Error('The operation was aborted');
+/** The error an aborted request fails with, as node's own (name AbortError), the signal's reason as its cause. */
+export function abortError(signal?: AbortSignal | null): Error {
+  const e = new Error('The operation was aborted', signal ? { cause: signal.reason } : {});
   e.name = 'AbortError';
   return e;
 }

@@ -15,7 +15,7 @@ import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Dispatcher } from 'undici';
-import { DirectConnections, type DirectResponse } from './directhttp.js';
+import { abortError, DirectConnections, type DirectResponse } from './directhttp.js';
 
 /** How a {@link NodeHttpPool} connects. */
 export interface NodeHttpPoolOptions {
@@ -168,12 +168,6 @@ export class NodeHttpPool {
     this.http.destroy();
     this.https.destroy();
   }
-}
-
-function abortError(signal: AbortSignal): Error {
-  const e = new Error('The operation was aborted', { cause: signal.reason });
-  e.name = 'AbortError';
-  return e;
 }
 
 /** Headers as undici gives them: lower-case names, a repeated header as a list. */
