@@ -179,6 +179,7 @@ const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
   'fastpull-serial': fastpullCli(repo, 'serial'),
   'fastpull-nodehttp': fastpullCli(repo, 'nodehttp'),
+  'fastpull-buffered': fastpullCli(repo, 'buffered'),
   fastpulld: fastpulld(repo),
   'fastpulld:warm': fastpulld(repo, () => warmUpRef),
   containerd: containerd(),
