@@ -13,7 +13,11 @@
 import fs from 'node:fs';
 import { nativeFs } from './native.js';
 
-/** Files of at least this many bytes are written direct; smaller ones are not worth the buffers. */
+/**
+ * Files of at least this many bytes are written direct. Each such file waits for its last write
+ * before the next entry: from 1 MiB up, the ML bench image took 5.24-6.23 s against 4.65-5.30 s
+ * from 8 MiB up (and 4.90-5.37 s all buffered).
+ */
 export const DIRECT_MIN = 8 * 1024 * 1024;
 /** Bytes of one direct write, and of each buffer. */
 export const DIRECT_CHUNK = 4 * 1024 * 1024;
