@@ -8,7 +8,9 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
-import { DIRECT_CHUNK, DIRECT_DEPTH, DIRECT_MIN, directIo, type DirectIo, DirectWriter, type WriteAt } from './direct.js';
+import { Worker } from 'node:worker_threads';
+import { DIRECT_BUDGET, DIRECT_CHUNK, DIRECT_DEPTH, DIRECT_MIN, directBudgetWorkerData, directBuffersHeld, directIo, type DirectIo, DirectWriter, type WriteAt } from './direct.js';
+import { compiledWorker } from './pool.js';
 import { chunksOf, code, makeTar } from './tar.testkit.js';
 
 const O_DIRECT = fs.constants.O_DIRECT;
@@ -157,6 +159,76 @@ withAddon('DirectWriter', () => {
     }
     expect((failure as NodeJS.ErrnoException).code).toBe('EBADF');
     expect(fs.statSync(file).size).toBe(0);
+  });
+});
+
+withAddon('the process budget of direct-write buffers', () => {
+  it('gives a second writer at once what is left (at least one buffer), and keeps at most the budget', async () => {
+    const fds = ['a', 'b'].map((n) => fs.openSync(path.join(sandbox, n), 'wx', 0o600));
+    const data = [pattern(3 * DIRECT_CHUNK + 77, 21), pattern(2 * DIRECT_CHUNK + 5, 22)];
+    const first = new DirectWriter(calls!, fds[0]!);
+    const second = new DirectWriter(calls!, fds[1]!);
+    try {
+      expect([first.depth, second.depth]).toEqual([DIRECT_DEPTH, 1]);
+      expect(directBuffersHeld()).toBe(DIRECT_BUDGET + 1);
+      // Interleaved, as two unpack threads would write.
+      for (let at = 0; at < data[0]!.length; at += 500_000) {
+        for (const [i, w] of [first, second].entries()) {
+          const piece = data[i]!.subarray(at, at + 500_000);
+          if (piece.length > 0) await w.add(Buffer.from(piece));
+        }
+      }
+      await first.end(data[0]!.length);
+      await second.end(data[1]!.length);
+    } finally {
+      await first.settle();
+      await second.settle();
+      for (const fd of fds) fs.closeSync(fd);
+    }
+    expect(fs.readFileSync(path.join(sandbox, 'a')).equals(data[0]!)).toBe(true);
+    expect(fs.readFileSync(path.join(sandbox, 'b')).equals(data[1]!)).toBe(true);
+    expect(directBuffersHeld()).toBe(DIRECT_BUDGET);
+    // The kept buffers serve the next writer of this thread, in full.
+    const fd = fs.openSync(path.join(sandbox, 'c'), 'wx', 0o600);
+    const next = new DirectWriter(calls!, fd);
+    expect(next.depth).toBe(DIRECT_DEPTH);
+    expect(directBuffersHeld()).toBe(DIRECT_BUDGET);
+    await next.settle();
+    fs.closeSync(fd);
+  });
+
+  it.skipIf(!compiledWorker('direct.js'))('is one budget for the unpack threads the process hands it to', async () => {
+    // This thread keeps the budget's buffers (the test above, or this writer): a worker gets one.
+    const fd = fs.openSync(path.join(sandbox, 'mine'), 'wx', 0o600);
+    const mine = new DirectWriter(calls!, fd);
+    const url = new URL(`file://${compiledWorker('direct.js')!}`).href;
+    const file = path.join(sandbox, 'theirs');
+    const worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       const fs = require('node:fs');
+       import(${JSON.stringify(url)}).then(async (m) => {
+         const fd = fs.openSync(${JSON.stringify(file)}, 'wx', 0o600);
+         const w = new m.DirectWriter(m.directIo(), fd);
+         const seen = { depth: w.depth, held: m.directBuffersHeld() };
+         await w.settle();
+         fs.closeSync(fd);
+         parentPort.postMessage(seen);
+       }, (e) => parentPort.postMessage({ error: String(e) }));`,
+      { eval: true, workerData: directBudgetWorkerData() },
+    );
+    try {
+      const seen = await new Promise((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      });
+      expect(mine.depth).toBe(DIRECT_DEPTH);
+      expect(seen).toEqual({ depth: 1, held: DIRECT_BUDGET + 1 });
+      expect(directBuffersHeld()).toBe(DIRECT_BUDGET);
+    } finally {
+      await worker.terminate();
+      await mine.settle();
+      fs.closeSync(fd);
+    }
   });
 });
 

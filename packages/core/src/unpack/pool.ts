@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { abortError, FastpullError, type ErrorCode } from '../errors.js';
 import { unpackLayer, type UnpackedLayer } from './layer.js';
+import { directBudgetWorkerData } from './direct.js';
 import { inflateBudgetWorkerData } from './pargzip-budget.js';
 import { WatermarkView } from '../content/watermark.js';
 import { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE, type FromWorker, type ToWorker, type WorkerTask } from './worker.js';
@@ -341,7 +342,7 @@ export class UnpackPool {
 
   private spawn(): Slot {
     // The worker's decode pools count against this process's inflate budget, not one of their own.
-    const worker = new Worker(this.script!, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB }, workerData: inflateBudgetWorkerData() });
+    const worker = new Worker(this.script!, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB }, workerData: { ...inflateBudgetWorkerData(), ...directBudgetWorkerData() } });
     const slot: Slot = { worker, busy: false, ready: false, born: this.born++ };
     this.all.add(slot);
     const onReady = (msg: FromWorker) => {
