@@ -5,11 +5,11 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import fc from 'fast-check';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
 import { Worker } from 'node:worker_threads';
-import { DIRECT_BUDGET, DIRECT_CHUNK, DIRECT_DEPTH, DIRECT_MIN, directBudgetWorkerData, directBuffersHeld, directIo, type DirectIo, DirectWriter, type WriteAt } from './direct.js';
+import { DIRECT_BUDGET, DIRECT_CHUNK, DIRECT_DEPTH, DIRECT_MIN, DIRECT_MIN_FLOOR, directBudgetWorkerData, directBuffersHeld, directIo, type DirectIo, DirectWriter, directSize, type WriteAt } from './direct.js';
 import { compiledWorker } from './pool.js';
 import { chunksOf, code, makeTar } from './tar.testkit.js';
 
@@ -233,10 +233,23 @@ withAddon('the process budget of direct-write buffers', () => {
 });
 
 withAddon('applyLayer: large files go direct', () => {
-  it('writes files of DIRECT_MIN and more direct, smaller ones through the page cache, all byte for byte', async () => {
-    const big = pattern(DIRECT_MIN + 4321, 1);
-    const exact = pattern(DIRECT_MIN, 2);
-    const small = pattern(DIRECT_MIN - 1, 3);
+  // 128 MiB files by default: the threshold as FASTPULL_DIRECT_MIN_MIB sets it, to its floor.
+  beforeAll(() => void (process.env.FASTPULL_DIRECT_MIN_MIB = '1'));
+  afterAll(() => void delete process.env.FASTPULL_DIRECT_MIN_MIB);
+
+  it('decides by size: 128 MiB by default, FASTPULL_DIRECT_MIN_MIB down to 8 MiB', () => {
+    delete process.env.FASTPULL_DIRECT_MIN_MIB;
+    expect([directSize(DIRECT_MIN - 1), directSize(DIRECT_MIN)]).toEqual([false, true]);
+    process.env.FASTPULL_DIRECT_MIN_MIB = '16';
+    expect([directSize(16 * 1024 * 1024 - 1), directSize(16 * 1024 * 1024)]).toEqual([false, true]);
+    process.env.FASTPULL_DIRECT_MIN_MIB = '1';
+    expect([directSize(DIRECT_MIN_FLOOR - 1), directSize(DIRECT_MIN_FLOOR)]).toEqual([false, true]);
+  });
+
+  it('writes files from the threshold up direct, smaller ones through the page cache, all byte for byte', async () => {
+    const big = pattern(DIRECT_MIN_FLOOR + 4321, 1);
+    const exact = pattern(DIRECT_MIN_FLOOR, 2);
+    const small = pattern(DIRECT_MIN_FLOOR - 1, 3);
     const tar = await makeTar([
       { name: 'opt/big.bin', body: big },
       { name: 'opt/exact.bin', body: exact },
@@ -262,7 +275,7 @@ withAddon('applyLayer: large files go direct', () => {
       ctx.skip(`cannot mount tmpfs: ${(e as Error).message}`);
     }
     try {
-      const tar = await makeTar([{ name: 'big', body: pattern(DIRECT_MIN + 1, 9) }]);
+      const tar = await makeTar([{ name: 'big', body: pattern(DIRECT_MIN_FLOOR + 1, 9) }]);
       expect(await code(applyLayer(chunksOf(tar, 256 * 1024), small))).toBe('NO_SPACE');
     } finally {
       // umount fails with EBUSY while any fd of the file is open: a close under a write in flight would show.

@@ -15,11 +15,24 @@ import { isMainThread, workerData } from 'node:worker_threads';
 import { nativeFs } from './native.js';
 
 /**
- * Files of at least this many bytes are written direct. Each such file waits for its last write
- * before the next entry: from 1 MiB up, the ML bench image took 5.24-6.23 s against 4.65-5.30 s
- * from 8 MiB up (and 4.90-5.37 s all buffered).
+ * Files of at least this many bytes are written direct by default (FASTPULL_DIRECT_MIN_MIB sets it,
+ * at least 8 MiB): weights shards, not a layer's libraries and data files. Each such file waits for
+ * its last write before the next entry, and in a layer of mixed files its writes queue behind the
+ * flushes of the small ones: in `pnpm bench` the ML image (whose largest layer has files of 22 to
+ * 256 MiB among thousands of small ones) took 5.53-5.80 s from 8 MiB up against 4.69-5.16 s all
+ * buffered (pairs 1.07-1.22x); from 128 MiB up, 4.65-5.19 s against 5.00-5.43 s (0.88-1.04x, CLI, 3
+ * pairs); from 1 MiB up, 5.24-6.23 s. The layers of 4 GiB in 256 MiB files gain either way.
  */
-export const DIRECT_MIN = 8 * 1024 * 1024;
+export const DIRECT_MIN = 128 * 1024 * 1024;
+/** The least FASTPULL_DIRECT_MIN_MIB may set: below it a file is not worth the buffers. */
+export const DIRECT_MIN_FLOOR = 8 * 1024 * 1024;
+
+/** Whether a file of `size` bytes is to be written direct (before {@link directIo} says whether it can be). */
+export function directSize(size: number): boolean {
+  if (size < DIRECT_MIN_FLOOR) return false;
+  const mib = Number(process.env.FASTPULL_DIRECT_MIN_MIB);
+  return size >= (Number.isFinite(mib) && mib > 0 ? Math.max(DIRECT_MIN_FLOOR, mib * 1024 * 1024) : DIRECT_MIN);
+}
 /** Bytes of one direct write, and of each buffer. */
 export const DIRECT_CHUNK = 4 * 1024 * 1024;
 /**

@@ -4,7 +4,7 @@ import { abortError, isFastpullError } from '../errors.js';
 import { type FileSink, SINK_MAX_FILE } from './filesink.js';
 import { LayerTree, leaf, type Node } from './layertree.js';
 import { type ApplyLimits, limitCode } from './limits.js';
-import { DIRECT_MIN, directIo, DirectWriter } from './direct.js';
+import { directIo, directSize, DirectWriter } from './direct.js';
 import { nativeFs } from './native.js';
 import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
 import { type ApplyReport, fsError } from './report.js';
@@ -192,7 +192,7 @@ export class LayerWriter {
     parent.set(baseOf(rel), leaf('file'));
     let direct: DirectWriter | undefined;
     try {
-      const calls = e.sparse === undefined && e.size >= DIRECT_MIN ? directIo() : undefined;
+      const calls = e.sparse === undefined && directSize(e.size) ? directIo() : undefined;
       if (calls !== undefined) direct = new DirectWriter(calls, fd);
       if (direct?.isDirect === true) {
         await this.writeDirect(direct, e.size);
