@@ -180,6 +180,7 @@ const allContenders: Record<string, Contender> = {
   'fastpull-serial': fastpullCli(repo, 'serial'),
   'fastpull-nodehttp': fastpullCli(repo, 'nodehttp'),
   'fastpull-buffered': fastpullCli(repo, 'buffered'),
+  'fastpull-direct': fastpullCli(repo, 'direct'),
   fastpulld: fastpulld(repo),
   'fastpulld:warm': fastpulld(repo, () => warmUpRef),
   containerd: containerd(),

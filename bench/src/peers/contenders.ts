@@ -84,13 +84,14 @@ export function fastpullTimings(output: string, total = false): Record<string, n
  * `serial` is the pull as it was before a layer's stages ran on threads of their own: both hashes on
  * the unpack thread between the stages (FASTPULL_HASH=inline) and libuv's default pool of 4;
  * `nodehttp` reads blob bodies through node:http instead of off the socket (FASTPULL_DIRECT_RANGES=0);
- * `buffered` writes large files through the page cache instead of with O_DIRECT (FASTPULL_DIRECT_WRITES=0). Any
+ * `buffered` writes large files through the page cache (FASTPULL_DIRECT_WRITES=0, the default now) and
+ * `direct` with O_DIRECT (FASTPULL_DIRECT_WRITES=1). Any
  * other variant is a gzip decoder, `--inflater <variant>` (BENCH_CONTENDERS `fastpull:<inflater>`),
  * where `isal-reader` is `isal` decoding on the unpack thread (the benchmark-only FASTPULL_ISAL_THREAD).
  */
 export function fastpullCli(repo: string, variant?: string): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
-  const inflater = variant === undefined || variant === 'serial' || variant === 'nodehttp' || variant === 'buffered' ? undefined : variant === 'isal-reader' ? 'isal' : variant;
+  const inflater = variant === undefined || variant === 'serial' || variant === 'nodehttp' || variant === 'buffered' || variant === 'direct' ? undefined : variant === 'isal-reader' ? 'isal' : variant;
   const env =
     variant === 'serial'
       ? { ...process.env, FASTPULL_HASH: 'inline', UV_THREADPOOL_SIZE: '4' }
@@ -98,10 +99,10 @@ export function fastpullCli(repo: string, variant?: string): Contender {
         ? { ...process.env, FASTPULL_ISAL_THREAD: 'reader' }
         : variant === 'nodehttp'
           ? { ...process.env, FASTPULL_DIRECT_RANGES: '0' }
-          : variant === 'buffered'
-            ? { ...process.env, FASTPULL_DIRECT_WRITES: '0' }
+          : variant === 'buffered' || variant === 'direct'
+            ? { ...process.env, FASTPULL_DIRECT_WRITES: variant === 'direct' ? '1' : '0' }
             : process.env;
-  const names: Record<string, string> = { serial: 'fastpull (CLI, serial hashing)', nodehttp: 'fastpull (CLI, bodies through node:http)', buffered: 'fastpull (CLI, large files through the page cache)' };
+  const names: Record<string, string> = { serial: 'fastpull (CLI, serial hashing)', nodehttp: 'fastpull (CLI, bodies through node:http)', buffered: 'fastpull (CLI, large files through the page cache)', direct: 'fastpull (CLI, large files written direct)' };
   return {
     name: variant === undefined ? 'fastpull (CLI)' : (names[variant] ?? `fastpull --inflater ${variant} (CLI)`),
     traces: true,

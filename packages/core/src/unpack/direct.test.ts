@@ -14,6 +14,8 @@ import { compiledWorker } from './pool.js';
 import { chunksOf, code, makeTar } from './tar.testkit.js';
 
 const O_DIRECT = fs.constants.O_DIRECT;
+// Direct writes are opt-in; the worker thread below inherits this environment.
+process.env.FASTPULL_DIRECT_WRITES = '1';
 const calls = directIo();
 // The addon is built by the test command; without it there is nothing of this file to test.
 const withAddon = calls === undefined ? describe.skip : describe;
