@@ -2,6 +2,8 @@
 // thread, so layers of an image use separate cores instead of taking turns on the main thread.
 import { parentPort } from 'node:worker_threads';
 import { isFastpullError } from '../errors.js';
+import { collectHeap, trimAllocator } from '../util/allocator.js';
+import { IdleCollector } from './idle-collect.js';
 import { unpackLayer, type UnpackLayerOptions } from './layer.js';
 
 /**
@@ -33,11 +35,20 @@ export type FromWorker =
 const port = parentPort;
 if (port) {
   const running = new Map<number, AbortController>();
+  // FASTPULL_IDLE_GC=0 (benchmarks only) keeps what idle workers hold, as before.
+  const idle =
+    process.env.FASTPULL_IDLE_GC === '0'
+      ? undefined
+      : new IdleCollector(() => {
+          collectHeap('major');
+          trimAllocator();
+        });
   port.on('message', (msg: ToWorker) => {
     if (msg.type === 'abort') {
       running.get(msg.id)?.abort(new Error('aborted by the pull'));
       return;
     }
+    idle?.busy();
     const ac = new AbortController();
     running.set(msg.id, ac);
     const state = msg.state ? new BigInt64Array(msg.state) : undefined;
@@ -63,7 +74,10 @@ if (port) {
           : { message: e instanceof Error ? e.message : String(e), ...(e instanceof Error && e.stack ? { stack: e.stack } : {}) };
         port.postMessage({ type: 'error', id: msg.id, error } satisfies FromWorker);
       })
-      .finally(() => running.delete(msg.id));
+      .finally(() => {
+        running.delete(msg.id);
+        if (running.size === 0) idle?.idle();
+      });
   });
   port.postMessage({ type: 'ready' } satisfies FromWorker);
 }
