@@ -146,15 +146,15 @@ function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Lim
 
 function limitTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Limit>): string {
   const out = [
-    '| image | layers | compressed MiB | uncompressed MiB | network s (curl, +sync) | inflate CPU s (best per layer) | SHA-256 CPU s (compr. + uncompr.) | tar -x CPU s | CPU term s (/cores) | largest layer inflate s | disk s (tar -x + sync) | bound s | dominant | for reference: dd of as many bytes s |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| image | layers | compressed MiB | uncompressed MiB | network s (curl, +sync) | inflate CPU s (best per layer) | SHA-256 CPU s (compr. + uncompr.) | tar -x CPU s | CPU term s (/cores) | download CPU s (receive + serve) | CPU term with download s | largest layer inflate s | disk s (tar -x + sync) | bound s | dominant | for reference: dd of as many bytes s |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const image of images) {
     const l = limits.get(image.name);
     if (!l) continue;
     const tools = [...new Set(l.layers.map((x) => x.best.tool))].join(', ');
     out.push(
-      `| ${image.name} | ${image.layers.length} | ${f0(image.layers.reduce((a, x) => a + x.size, 0) / MIB)} | ${f0(image.layers.reduce((a, x) => a + x.tarSize, 0) / MIB)} | ${f2(l.curl.wall)} (${f2(l.curl.wallWithSync)}) | ${f2(l.inflateCpu)} (${tools}) | ${f2(l.shaCompressedCpu)} + ${f2(l.shaUncompressedCpu)} | ${f2(l.extract.cpu)} | ${f2(l.terms.cpu)} | ${f2(l.terms['largest layer inflate'])} | ${f2(l.terms.disk)} | ${f2(l.bound)} | ${l.dominant} | ${f2(l.rawWrite.wall)} |`,
+      `| ${image.name} | ${image.layers.length} | ${f0(image.layers.reduce((a, x) => a + x.size, 0) / MIB)} | ${f0(image.layers.reduce((a, x) => a + x.tarSize, 0) / MIB)} | ${f2(l.curl.wall)} (${f2(l.curl.wallWithSync)}) | ${f2(l.inflateCpu)} (${tools}) | ${f2(l.shaCompressedCpu)} + ${f2(l.shaUncompressedCpu)} | ${f2(l.extract.cpu)} | ${f2(l.terms.cpu)} | ${l.download ? `${f2(l.download.cpu)} + ${l.download.serverCpu === undefined ? '?' : f2(l.download.serverCpu)}` : ''} | ${l.terms['cpu with download'] === undefined ? '' : f2(l.terms['cpu with download'])} | ${f2(l.terms['largest layer inflate'])} | ${f2(l.terms.disk)} | ${f2(l.bound)} | ${l.dominant} | ${f2(l.rawWrite.wall)} |`,
     );
   }
   return out.join('\n');
@@ -287,7 +287,7 @@ try {
       log(`${image.name}: ${image.layers.length} layers, ${f0(image.layers.reduce((a, l) => a + l.size, 0) / MIB)} MiB compressed, ${f0(image.layers.reduce((a, l) => a + l.tarSize, 0) / MIB)} MiB uncompressed, ${image.layers.reduce((a, l) => a + l.files, 0)} files`);
       // Between images: the trash is emptied here if this image's runs would not fit beside it.
       await trash.before(plus(limitNeed(image), times(RUNS * contenders.length, pullNeed(image))), `${image.name}: the limit`);
-      const limit = await measureLimit(image, blobUrl(image), join(here, 'peers', 'inflate-child.js'), log, trash);
+      const limit = await measureLimit(image, blobUrl(image), join(here, 'peers', 'inflate-child.js'), log, trash, registry.pid);
       cacheDrops.add(limit.cacheDrop);
       limits.set(image.name, limit);
       log(`  bound ${f2(limit.bound)} s (${limit.dominant}); terms ${JSON.stringify(Object.fromEntries(Object.entries(limit.terms).map(([k, v]) => [k, Number(v.toFixed(3))])))}`);

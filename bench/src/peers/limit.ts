@@ -1,8 +1,10 @@
 // The machine's own limit for pulling one image, measured with the best tools it has, and the bound of
 // the design's performance model:
 //   max(network, (inflate + SHA-256 of compressed and uncompressed bytes + extraction) CPU / cores,
-//       largest layer's inflate, disk)
-// network = parallel curl of all blobs to disk; inflate = per layer, the fastest single-core tool
+//       (the same + receiving the blobs + serving them) CPU / cores, largest layer's inflate, disk)
+// network = parallel curl of all blobs to disk; receiving = the CPU of a parallel curl of all blobs
+// to /dev/null, and serving = the registry's CPU meanwhile (it runs on this machine, on loopback, and
+// takes its share of the cores during every pull; page cache warm, so the least it costs); inflate = per layer, the fastest single-core tool
 // among igzip, pigz, gzip and node:zlib (zstd: the zstd program); hashes = openssl dgst -sha256;
 // extraction and disk = GNU tar -x of all layers (one per core at a time), then sync. Its files go to
 // the trash (src/peers/trash.ts), not away at once: the pulls measured next would pay for the delete.
@@ -11,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { ImageMeta } from './images.js';
-import { dropCaches, measure, which, type Measured } from './measure.js';
+import { cpuSeconds, dropCaches, measure, which, type Measured } from './measure.js';
 import type { Trash } from './trash.js';
 
 export interface InflateTry {
@@ -30,11 +32,20 @@ export interface LayerLimit {
   readonly best: InflateTry;
 }
 
-export type TermName = 'network' | 'cpu' | 'largest layer inflate' | 'disk';
+/**
+ * `cpu`: the unpack tools' CPU over the cores; `cpu with download`: the same plus receiving the blobs
+ * and the loopback registry's serving them, the CPU any puller on this machine shares its cores with.
+ */
+export type TermName = 'network' | 'cpu' | 'cpu with download' | 'largest layer inflate' | 'disk';
 
 export interface Limit {
   readonly cores: number;
   readonly curl: { wall: number; wallWithSync: number; cpu: number };
+  /**
+   * Every blob at once to /dev/null (page cache warm): curl's CPU (receiving), and the registry's CPU
+   * meanwhile (serving; absent when its process is unknown).
+   */
+  readonly download?: { wall: number; cpu: number; serverCpu?: number };
   readonly layers: readonly LayerLimit[];
   readonly inflateCpu: number;
   readonly shaCompressedCpu: number;
@@ -62,7 +73,14 @@ function ok(m: Measured, what: string): Measured {
   return m;
 }
 
-export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) => string, inflateChild: string, log: (s: string) => void, trash: Trash): Promise<Limit> {
+export async function measureLimit(
+  image: ImageMeta,
+  blobUrl: (digest: string) => string,
+  inflateChild: string,
+  log: (s: string) => void,
+  trash: Trash,
+  serverPid?: number,
+): Promise<Limit> {
   const cores = availableParallelism();
   const work = trash.dir('fastpull-bench-limit-');
   // Network: every blob at once, to disk.
@@ -72,6 +90,14 @@ export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) =
   const curl = ok(await measure('curl', curlArgs), 'curl');
   const sync = await measure('sync', []);
   log(`  limit: curl ${curl.wall.toFixed(2)} s (+ sync ${sync.wall.toFixed(2)} s)`);
+  // Receiving and serving alone: the same blobs again, to /dev/null, the registry's CPU counted apart.
+  const nullArgs = ['-sS', '--fail', '--parallel', '--parallel-max', '16'];
+  for (const l of image.layers) nullArgs.push('-o', '/dev/null', blobUrl(l.digest));
+  const server0 = serverPid === undefined ? undefined : cpuSeconds(serverPid);
+  const received = ok(await measure('curl', nullArgs), 'curl to /dev/null');
+  const serverCpu = serverPid === undefined || server0 === undefined ? undefined : Math.max(0, cpuSeconds(serverPid) - server0);
+  const download = { wall: received.wall, cpu: received.cpu, ...(serverCpu !== undefined ? { serverCpu } : {}) };
+  log(`  limit: receiving ${received.cpu.toFixed(2)} s of CPU, serving ${serverCpu === undefined ? 'not measured' : `${serverCpu.toFixed(2)} s`}`);
 
   // Inflate: each tool on each layer, the blob in the page cache, output discarded.
   const tools = inflaters(image.compression, inflateChild);
@@ -119,6 +145,7 @@ export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) =
   const terms: Record<TermName, number> = {
     network: curl.wall,
     cpu: cpuTotal / cores,
+    'cpu with download': (cpuTotal + download.cpu + (download.serverCpu ?? 0)) / cores,
     'largest layer inflate': layers[largest]!.best.wall,
     disk: extract.wall,
   };
@@ -126,6 +153,7 @@ export async function measureLimit(image: ImageMeta, blobUrl: (digest: string) =
   return {
     cores,
     curl: { wall: curl.wall, wallWithSync: curl.wall + sync.wall, cpu: curl.cpu },
+    download,
     layers,
     inflateCpu,
     shaCompressedCpu: shaC.cpu,

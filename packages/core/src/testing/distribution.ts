@@ -53,6 +53,8 @@ export interface DistributionRegistry {
   readonly url: string;
   /** The storage root directory (see {@link blobDataPath}). */
   readonly storageDir: string;
+  /** The server's process id (benchmarks read its CPU time from /proc). */
+  readonly pid: number | undefined;
   /** Stops the registry and waits for it to exit; removes its directory when it made a temporary one. */
   stop(): Promise<void>;
 }
@@ -179,7 +181,7 @@ export async function startDistribution(options: StartDistributionOptions = {}):
     }
     await sleep(50);
   }
-  return { host, url, storageDir, stop };
+  return { host, url, storageDir, pid: child.pid, stop };
 }
 
 async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {
