@@ -141,15 +141,14 @@ export async function measureLimit(
   const dd = ok(await measure('dd', ['if=/dev/zero', `of=${join(work, 'dd')}`, 'bs=4M', `count=${blocks}`, 'conv=fdatasync', 'status=none']), 'dd');
   const largest = image.layers.reduce((a, l, i) => (l.size > image.layers[a]!.size ? i : a), 0);
 
-  const cpuTotal = inflateCpu + shaC.cpu + shaU.cpu + extract.cpu;
-  const terms: Record<TermName, number> = {
+  const { terms, bound, dominant } = limitTerms({
+    cores,
     network: curl.wall,
-    cpu: cpuTotal / cores,
-    'cpu with download': (cpuTotal + download.cpu + (download.serverCpu ?? 0)) / cores,
-    'largest layer inflate': layers[largest]!.best.wall,
+    toolsCpu: inflateCpu + shaC.cpu + shaU.cpu + extract.cpu,
+    download,
+    largestInflate: layers[largest]!.best.wall,
     disk: extract.wall,
-  };
-  const dominant = (Object.keys(terms) as TermName[]).reduce((a, b) => (terms[b] > terms[a] ? b : a));
+  });
   return {
     cores,
     curl: { wall: curl.wall, wallWithSync: curl.wall + sync.wall, cpu: curl.cpu },
@@ -161,8 +160,38 @@ export async function measureLimit(
     extract: { cpu: extract.cpu, wallWithSync: extract.wall },
     rawWrite: { wall: dd.wall, bytes: blocks * 4 * 1024 * 1024 },
     terms,
-    bound: terms[dominant],
+    bound,
     dominant,
     cacheDrop,
   };
+}
+
+/** What the terms of a {@link Limit} are made of (seconds). */
+export interface LimitParts {
+  readonly cores: number;
+  /** Wall time of every blob to disk at once. */
+  readonly network: number;
+  /** CPU of the unpack tools: inflate, both hashes, tar -x. */
+  readonly toolsCpu: number;
+  /** CPU of receiving the blobs and of the registry serving them (absent: not measured). */
+  readonly download: { readonly cpu: number; readonly serverCpu?: number };
+  readonly largestInflate: number;
+  /** tar -x of every layer plus sync, wall. */
+  readonly disk: number;
+}
+
+/**
+ * The terms, the bound (the largest term) and which term it is.
+ * @example limitTerms({ cores: 2, network: 1, toolsCpu: 5, download: { cpu: 0.5, serverCpu: 0.5 }, largestInflate: 0.8, disk: 2.9 }).bound // 3
+ */
+export function limitTerms(p: LimitParts): { terms: Record<TermName, number>; bound: number; dominant: TermName } {
+  const terms: Record<TermName, number> = {
+    network: p.network,
+    cpu: p.toolsCpu / p.cores,
+    'cpu with download': (p.toolsCpu + p.download.cpu + (p.download.serverCpu ?? 0)) / p.cores,
+    'largest layer inflate': p.largestInflate,
+    disk: p.disk,
+  };
+  const dominant = (Object.keys(terms) as TermName[]).reduce((a, b) => (terms[b] > terms[a] ? b : a));
+  return { terms, bound: terms[dominant], dominant };
 }
