@@ -85,17 +85,15 @@ export async function measureLimit(
   const work = trash.dir('fastpull-bench-limit-');
   // Network: every blob at once, to disk.
   const cacheDrop = dropCaches();
-  const curlArgs = ['-sS', '--fail', '--parallel', '--parallel-max', '16'];
-  image.layers.forEach((l, i) => curlArgs.push('-o', join(work, `blob-${i}`), blobUrl(l.digest)));
-  const curl = ok(await measure('curl', curlArgs), 'curl');
+  // Every blob at once with curl, blob i written to out(i).
+  const curlAll = (out: (i: number) => string) => ['-sS', '--fail', '--parallel', '--parallel-max', '16', ...image.layers.flatMap((l, i) => ['-o', out(i), blobUrl(l.digest)])];
+  const curl = ok(await measure('curl', curlAll((i) => join(work, `blob-${i}`))), 'curl');
   const sync = await measure('sync', []);
   log(`  limit: curl ${curl.wall.toFixed(2)} s (+ sync ${sync.wall.toFixed(2)} s)`);
   // Receiving and serving alone: the same blobs again, to /dev/null, the registry's CPU counted apart.
-  const nullArgs = ['-sS', '--fail', '--parallel', '--parallel-max', '16'];
-  for (const l of image.layers) nullArgs.push('-o', '/dev/null', blobUrl(l.digest));
-  const server0 = serverPid === undefined ? undefined : cpuSeconds(serverPid);
-  const received = ok(await measure('curl', nullArgs), 'curl to /dev/null');
-  const serverCpu = serverPid === undefined || server0 === undefined ? undefined : Math.max(0, cpuSeconds(serverPid) - server0);
+  const server0 = serverPid === undefined ? 0 : cpuSeconds(serverPid);
+  const received = ok(await measure('curl', curlAll(() => '/dev/null')), 'curl to /dev/null');
+  const serverCpu = serverPid === undefined ? undefined : Math.max(0, cpuSeconds(serverPid) - server0);
   const download = { wall: received.wall, cpu: received.cpu, ...(serverCpu !== undefined ? { serverCpu } : {}) };
   log(`  limit: receiving ${received.cpu.toFixed(2)} s of CPU, serving ${serverCpu === undefined ? 'not measured' : `${serverCpu.toFixed(2)} s`}`);
 
