@@ -1,13 +1,18 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir, uptime } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Watermark } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
-import { CONSUMED_POLL_MS, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
+import { CONSUMED_POLL_MS, idleCores, machineIdleMs, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
+
+/** A machine with 64 idle cores, whatever else runs (the tests run side by side). */
+const idleMachine = () => performance.now() * 64;
+/** A machine whose every core is busy. */
+const busyMachine = () => 0;
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-pool-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -160,7 +165,7 @@ describe('UnpackPool', () => {
   });
 
   it('follows a watermark; a pass waiting for its download lends its slot to landed tasks, highest priority first', async () => {
-    const pool = new UnpackPool({ size: 1 });
+    const pool = new UnpackPool({ size: 1, machineIdle: idleMachine });
     try {
       // A first task, so that the worker is ready and the next one takes it at once.
       const warm = await blob('warm', 1);
@@ -201,6 +206,60 @@ describe('UnpackPool', () => {
     } finally {
       await pool.close();
     }
+  });
+
+  it('keeps the slot of a pass that waits for its download while the machine has no idle core', async () => {
+    const pool = new UnpackPool({ size: 1, machineIdle: busyMachine });
+    try {
+      const warm = await blob('busy-warm', 1);
+      await pool.run({ blobPath: warm.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-warm') });
+      const b = await blob('busy-held', 5);
+      const held = new Watermark(b.size);
+      const order: string[] = [];
+      const first = pool.run(
+        { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-held'), follow: { watermark: held.buffer, size: b.size } },
+        { onStart: (_t, lent) => order.push(lent ? 'held on a lent slot' : 'held') },
+      );
+      const small = await blob('busy-small', 1);
+      const landed = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-small') }, { priority: 9, onStart: (_t, lent) => order.push(lent ? 'landed on a lent slot' : 'landed') });
+      // The first pass waits for its download through many looks; this process is idle, but the machine is not.
+      let lent = 0;
+      const look = setInterval(() => void (lent = Math.max(lent, pool.lending)), 5);
+      await new Promise((r) => setTimeout(r, 6 * CONSUMED_POLL_MS));
+      clearInterval(look);
+      expect(order).toEqual(['held']);
+      expect(lent).toBe(0);
+      expect(pool.workers).toBe(1);
+      held.add(0, b.size);
+      expect((await first).diffID).toBe(b.diffID);
+      expect((await landed).diffID).toBe(small.diffID);
+      expect(order).toEqual(['held', 'landed']);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('counts idle cores as the fewer of those the process left and those the machine left', () => {
+    // 100 ms on 2 cores: the process used 50 ms of CPU, the machine was idle 10 ms (another program ran).
+    expect(idleCores(2, 100, 50, 10)).toBeCloseTo(0.1);
+    // The machine idle for 150 ms of core time: 1.5 cores, as the process left.
+    expect(idleCores(2, 100, 50, 150)).toBeCloseTo(1.5);
+    // More idle cores on the machine than this process may use: capped by its own.
+    expect(idleCores(2, 100, 50, 1500)).toBeCloseTo(1.5);
+    // The machine's count unknown: the process's own.
+    expect(idleCores(2, 100, 150, Number.NaN)).toBeCloseTo(0.5);
+  });
+
+  it("reads the machine's idle time from the kernel: at least what the CPUs count as idle, at most all their time since boot", () => {
+    const idleOfCpus = () => cpus().reduce((s, c) => s + c.times.idle, 0);
+    const before = idleOfCpus();
+    const idle = machineIdleMs();
+    const after = idleOfCpus();
+    expect(Number.isFinite(idle)).toBe(true);
+    // Idle and iowait, where libuv counts idle alone (a tick per CPU of slack between the reads).
+    expect(idle).toBeGreaterThanOrEqual(before - 10 * cpus().length);
+    expect(after).toBeLessThanOrEqual(idle + 10 * cpus().length);
+    expect(idle).toBeLessThanOrEqual((uptime() + 1) * 1000 * cpus().length);
   });
 
   it('keeps the slot of a pass that does not wait for its download', async () => {
