@@ -71,6 +71,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'snapshotRecordsConformance', 'snapshotterConformance', 'type SpecialEntry', 'startDistribution', 'type StartDistributionOptions', 'startLoopbackRegistry',
       'type Subject', 'type SubjectFactory', 'type TarEntry', 'type TreeEntry', 'writeOciLayout', 'writeTree', 'type ZtocFields',
     ],
+  './worker-ahead': ['startWorkerAhead'],
 };
 
 const srcDir = dirname(fileURLToPath(import.meta.url));
@@ -83,6 +84,7 @@ const loaders: Record<EntryPoint, () => Promise<Record<string, unknown>>> = {
   './snapshots': () => import('@fastpull/core/snapshots'),
   './registry': () => import('@fastpull/core/registry'),
   './testing': () => import('@fastpull/core/testing'),
+  './worker-ahead': () => import('@fastpull/core/worker-ahead'),
 };
 
 const entries = Object.keys(ENTRY_POINTS) as EntryPoint[];

@@ -16,6 +16,7 @@ export const ENTRY_POINTS = {
   './snapshots': 'snapshots/index.ts',
   './registry': 'registry/index.ts',
   './testing': 'testing/index.ts',
+  './worker-ahead': 'worker-ahead.ts',
 } as const;
 
 /** A package export path of {@link ENTRY_POINTS}. */

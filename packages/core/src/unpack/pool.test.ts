@@ -8,6 +8,7 @@ import { Watermark } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
 import { CONSUMED_POLL_MS, idleCores, machineIdleMs, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
+import { startWorkerAhead, workerAhead } from './spawn.js';
 
 /** A machine with 64 idle cores, whatever else runs (the tests run side by side). */
 const idleMachine = () => performance.now() * 64;
@@ -97,6 +98,43 @@ describe('UnpackPool', () => {
       expect(threads).toEqual([threads[0], threads[0], 0]);
     } finally {
       await threaded.close();
+    }
+  });
+
+  it('takes the worker a command started ahead as its first, whether it is still loading or ready', async () => {
+    const b = await blob('ahead', 3);
+    const runOn = async (pool: UnpackPool): Promise<number> => {
+      let thread = -1;
+      const r = await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('ahead') }, { onStart: (t) => void (thread = t) });
+      expect(r.diffID).toBe(b.diffID);
+      return thread;
+    };
+    // Still loading: the pool's first task waits for it and runs on it.
+    expect(startWorkerAhead()).toBe(true);
+    const loading = workerAhead()!;
+    expect(loading.ready).toBe(false);
+    // One at a time: a second call keeps the first.
+    expect(startWorkerAhead()).toBe(true);
+    expect(workerAhead()!.worker).toBe(loading.worker);
+    const first = new UnpackPool({ size: 1 });
+    try {
+      expect(await runOn(first)).toBe(loading.worker.threadId);
+      expect(workerAhead()).toBeUndefined();
+      expect(first.workers).toBe(1);
+    } finally {
+      await first.close();
+    }
+    // Ready before the pool asks: no message will say so, and the task must still start on it.
+    expect(startWorkerAhead()).toBe(true);
+    for (let i = 0; i < 800 && workerAhead()?.ready !== true; i++) await new Promise((r) => setTimeout(r, 25));
+    const ready = workerAhead()!;
+    expect(ready.ready).toBe(true);
+    const second = new UnpackPool({ size: 1 });
+    try {
+      expect(await runOn(second)).toBe(ready.worker.threadId);
+      expect(second.workers).toBe(1);
+    } finally {
+      await second.close();
     }
   });
 

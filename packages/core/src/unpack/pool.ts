@@ -1,13 +1,11 @@
 // A process-wide pool of unpack workers: bounds how many layers unpack at once, runs the largest
 // waiting layer first (it bounds the pull), and keeps each layer's pipeline off the main thread.
-import { closeSync, existsSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { abortError, FastpullError, type ErrorCode } from '../errors.js';
 import { unpackLayer, type UnpackedLayer } from './layer.js';
-import { directBudgetWorkerData } from './direct.js';
-import { inflateBudgetWorkerData } from './pargzip-budget.js';
+import { compiledWorker, startUnpackWorker, takeWorkerAhead } from './spawn.js';
 import { WatermarkView } from '../content/watermark.js';
 import { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE, type FromWorker, type ToWorker, type WorkerTask } from './worker.js';
 
@@ -139,29 +137,7 @@ export function poolSizeFor(cores = availableParallelism()): number {
  */
 export const MAX_POOL_SIZE = 4;
 
-/**
- * The young generation of each worker's heap, in MiB (1 MiB of semi-space; V8's default grows to
- * 16). A pass allocates its blob reads and inflated output as 1 MiB buffers that die within
- * milliseconds, but V8 frees a buffer only when it collects its holder, and a pass makes few other
- * objects: with the default young generation dead buffers piled up to 40 MiB per worker before a
- * collection, and the allocator kept that high-water mark. The small one is collected every few
- * MiB of objects. ML bench image (3 runs each): peak RSS 243-263 MiB against 264-275 MiB with this
- * alone, in the same time. Both kinds of buffer are now filled again (ReadBuffers, OutputBuffers);
- * 8 or 16 MiB instead were measured since on the layer of 20,000 small files, whose parse makes
- * the most objects, and took the same time (1.60-1.81 against 1.64-1.70 s, 3 rounds).
- */
-export const WORKER_YOUNG_GENERATION_MB = 3;
-
-/**
- * The compiled worker script `name` of this folder (undefined when not built). Tests run the TypeScript sources, which a worker thread cannot load,
- * so from src/ this points at the build output (`pnpm run build` makes it).
- */
-export function compiledWorker(name: string): string | undefined {
-  const here = import.meta.url;
-  const url = here.endsWith('.ts') ? new URL(`../../dist/unpack/${name}`, here) : new URL(`./${name}`, here);
-  const path = fileURLToPath(url);
-  return existsSync(path) ? path : undefined;
-}
+export { compiledWorker, WORKER_YOUNG_GENERATION_MB } from './spawn.js';
 
 /** Whether the blob of `task` has landed in full: always, for a blob it does not follow. */
 function landedCheck(task: WorkerTask): () => boolean {
@@ -393,10 +369,19 @@ export class UnpackPool {
   }
 
   private spawn(): Slot {
-    // The worker's decode pools count against this process's inflate budget, not one of their own.
-    const worker = new Worker(this.script!, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB }, workerData: { ...inflateBudgetWorkerData(), ...directBudgetWorkerData() } });
-    const slot: Slot = { worker, busy: false, ready: false, born: this.born++ };
+    // The worker a command started ahead (spawn.ts), or a new one.
+    const ahead = takeWorkerAhead(this.script!);
+    const worker = ahead?.worker ?? startUnpackWorker(this.script!);
+    const slot: Slot = { worker, busy: false, ready: ahead?.ready === true, born: this.born++ };
     this.all.add(slot);
+    if (slot.ready) {
+      // Ready already: no message will say so, and the caller returns before it could use it.
+      worker.unref();
+      queueMicrotask(() => {
+        if (!this.closed) this.grant();
+      });
+      return this.watch(slot);
+    }
     const onReady = (msg: FromWorker) => {
       if (msg.type !== 'ready') return;
       worker.off('message', onReady);
@@ -406,6 +391,12 @@ export class UnpackPool {
       this.grant();
     };
     worker.on('message', onReady);
+    return this.watch(slot);
+  }
+
+  /** Takes `slot`'s worker out of the pool when it ends. */
+  private watch(slot: Slot): Slot {
+    const worker = slot.worker;
     // A worker that fails while idle only leaves the pool (its exit below); a running task has
     // its own listener, which turns the failure into the task's error.
     worker.on('error', () => undefined);
