@@ -6,6 +6,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { buildLayer } from './testing/builder.js';
 
 describe('dependencies loaded on first use', () => {
   it('loads smol-toml only to read a hosts.toml, and fzstd only to decode zstd', () => {
@@ -34,6 +35,39 @@ describe('dependencies loaded on first use', () => {
       expect(r.error).toBeUndefined();
       expect(r.status, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim())).toEqual({ imported: 'function', toml: false, zstd: false, tomlWithoutFile: false, tomlAfter: true, zstdAfter: true });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('loads the unpacker only where a layer is unpacked: not by importing the library, by its first unpackLayer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fastpull-lazy-'));
+    try {
+      const layer = await buildLayer([{ type: 'file', path: 'a/b', content: 'lazy\n' }], { compression: 'gzip' });
+      const blobPath = join(dir, 'layer.tgz');
+      writeFileSync(blobPath, layer.blob);
+      mkdirSync(join(dir, 'rootfs'));
+      const dist = new URL('./index.ts', import.meta.url).href.replace(/\/src\/index\.ts$/, '/dist/');
+      // A loader hook that names every module the child loads, on stderr (hooks run on their own thread).
+      const hooks = `data:text/javascript,${encodeURIComponent('export async function load(url, context, next) { if (url.startsWith("file:")) process.stderr.write("loaded " + url + "\\n"); return next(url, context); }')}`;
+      const register = `data:text/javascript,${encodeURIComponent(`import { register } from 'node:module'; register(${JSON.stringify(hooks)});`)}`;
+      const script = [
+        `const core = await import(${JSON.stringify(`${dist}index.js`)});`,
+        `process.stderr.write('imported\\n');`,
+        `const r = await core.unpackLayer({ blobPath: ${JSON.stringify(blobPath)}, mediaType: core.MediaTypes.OCI_LAYER_GZIP, dest: ${JSON.stringify(join(dir, 'rootfs'))} });`,
+        `console.log(JSON.stringify({ diffID: r.diffID }));`,
+      ].join('\n');
+      const r = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+      expect(r.error).toBeUndefined();
+      expect(r.status, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout.trim())).toEqual({ diffID: layer.diffID });
+      const [before, after] = r.stderr.split('imported\n') as [string, string];
+      const unpacker = (text: string) => text.split('\n').filter((l) => /\/dist\/unpack\/(layer|apply|writer|tarreader)\.js$/.test(l));
+      // The library imported: its pool, its decoders' names and budgets, but not the unpacker.
+      expect(before).toContain('/dist/unpack/pool.js');
+      expect(unpacker(before)).toEqual([]);
+      // The first unpackLayer loads it.
+      expect(unpacker(after).length).toBe(4);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,4 +1,5 @@
 // Unpacks one layer blob in a single pass: digest of the blob, decompression, diffID and extraction together.
+import { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from './pass-codes.js';
 import fs from 'node:fs';
 import { Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -125,18 +126,7 @@ export interface UnpackedLayer {
   outputBuffers?: { allocated: number; recycled: number };
 }
 
-/**
- * Errors of a pass that say all there is: a blob that fails to decompress or extract otherwise may
- * be corrupt, and the caller's truthful error is then the digest mismatch (pull/verify.ts).
- */
-export const UNDIAGNOSED_CODES: ReadonlySet<string> = new Set(['ABORTED', 'NO_SPACE', 'UNSUPPORTED_MEDIA_TYPE']);
-
-/**
- * The detail of a failed pass's error that holds the blob's digest (as a string), computed by
- * reading the blob to its end, where the pass was granted to free part of the file and the caller
- * can no longer hash it; absent otherwise (and where the rest could not be read).
- */
-export const BLOB_DIGEST_DETAIL = 'blobDigest';
+export { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from './pass-codes.js';
 
 
 /**

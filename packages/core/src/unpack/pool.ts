@@ -4,10 +4,11 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { abortError, FastpullError, type ErrorCode } from '../errors.js';
-import { unpackLayer, type UnpackedLayer } from './layer.js';
+import type { UnpackedLayer } from './layer.js';
 import { compiledWorker, startUnpackWorker, takeWorkerAhead } from './spawn.js';
 import { WatermarkView } from '../content/watermark.js';
-import { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE, type FromWorker, type ToWorker, type WorkerTask } from './worker.js';
+import { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE } from './pass-codes.js';
+import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
 
 /** Options of an {@link UnpackPool}. */
 export interface UnpackPoolOptions {
@@ -223,6 +224,8 @@ export class UnpackPool {
       if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
       if (!this.script) {
         options.onStart?.(0, borrowed);
+        // Loaded here, not with the pool: a process whose passes run on workers never needs it.
+        const { unpackLayer } = await import('./layer.js');
         return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
       }
       return await this.onWorker(task, signal, options.onStart && ((thread) => options.onStart!(thread, borrowed)), options.onBytes);

@@ -5,6 +5,7 @@ import { isFastpullError } from '../errors.js';
 import { collectHeap, trimAllocator } from '../util/allocator.js';
 import { IdleCollector } from './idle-collect.js';
 import { unpackLayer, type UnpackLayerOptions } from './layer.js';
+import { STATE_CONSUMED, STATE_WAITED_MS, STATE_WAITING_SINCE } from './pass-codes.js';
 
 /**
  * What {@link UnpackPool.run} unpacks: {@link UnpackLayerOptions} without the parts that cannot cross
@@ -14,15 +15,7 @@ import { unpackLayer, type UnpackLayerOptions } from './layer.js';
  */
 export type WorkerTask = Omit<UnpackLayerOptions, 'signal' | 'onBytes' | 'onWait'>;
 
-/**
- * Slots of a task's shared state (a BigInt64Array over `state`), which the worker writes and the pool
- * reads without messages: the compressed bytes the pass has read; the milliseconds it spent waiting
- * for the download in waits that ended; when the wait it is in began (Date.now(), 0: not waiting).
- */
-export const STATE_CONSUMED = 0;
-export const STATE_WAITED_MS = 1;
-export const STATE_WAITING_SINCE = 2;
-export const STATE_SLOTS = 3;
+export { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE } from './pass-codes.js';
 
 export type ToWorker = { type: 'run'; id: number; task: WorkerTask; state?: SharedArrayBuffer } | { type: 'abort'; id: number };
 
