@@ -31,6 +31,22 @@ async function blob(name: string, files: number): Promise<{ path: string; size: 
 const dest = (name: string) => mkdtempSync(join(work, `${name}-`));
 
 /**
+ * Readies `pool`'s worker with a first task, then starts a pass of `name` that follows a download
+ * of which nothing has landed yet: its start is pushed to `order` ('held', or 'held on a lent slot').
+ */
+async function heldPass(pool: UnpackPool, name: string, order: string[]) {
+  const warm = await blob(`${name}-warm`, 1);
+  await pool.run({ blobPath: warm.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`${name}-warm`) });
+  const b = await blob(`${name}-held`, 5);
+  const held = new Watermark(b.size);
+  const pass = pool.run(
+    { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`${name}-held`), follow: { watermark: held.buffer, size: b.size } },
+    { onStart: (_t, lent) => order.push(lent ? 'held on a lent slot' : 'held') },
+  );
+  return { pass, held, blob: b };
+}
+
+/**
  * Runs two passes at once on `pool`, the first following a landed blob of 20,000 small files
  * (many of the pool's looks long, none of them waiting), and says whether the second started
  * before the first ended or the pool said the first lent its slot.
@@ -205,16 +221,9 @@ describe('UnpackPool', () => {
   it('follows a watermark; a pass waiting for its download lends its slot to landed tasks, highest priority first', async () => {
     const pool = new UnpackPool({ size: 1, machineIdle: idleMachine });
     try {
-      // A first task, so that the worker is ready and the next one takes it at once.
-      const warm = await blob('warm', 1);
-      await pool.run({ blobPath: warm.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('warm') });
-      const b = await blob('held', 5);
-      const held = new Watermark(b.size);
+      // The worker ready first, so that the held pass takes it at once.
       const order: string[] = [];
-      const first = pool.run(
-        { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('held'), follow: { watermark: held.buffer, size: b.size } },
-        { onStart: (_t, lent) => order.push(lent ? 'held on a lent slot' : 'held') },
-      );
+      const { pass: first, held, blob: b } = await heldPass(pool, 'lend', order);
       const small = await blob('small', 1);
       const big = await blob('big', 3);
       const c = await blob('coming', 2);
@@ -249,15 +258,8 @@ describe('UnpackPool', () => {
   it('keeps the slot of a pass that waits for its download while the machine has no idle core', async () => {
     const pool = new UnpackPool({ size: 1, machineIdle: busyMachine });
     try {
-      const warm = await blob('busy-warm', 1);
-      await pool.run({ blobPath: warm.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-warm') });
-      const b = await blob('busy-held', 5);
-      const held = new Watermark(b.size);
       const order: string[] = [];
-      const first = pool.run(
-        { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-held'), follow: { watermark: held.buffer, size: b.size } },
-        { onStart: (_t, lent) => order.push(lent ? 'held on a lent slot' : 'held') },
-      );
+      const { pass: first, held, blob: b } = await heldPass(pool, 'busy', order);
       const small = await blob('busy-small', 1);
       const landed = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-small') }, { priority: 9, onStart: (_t, lent) => order.push(lent ? 'landed on a lent slot' : 'landed') });
       // The first pass waits for its download through many looks; this process is idle, but the machine is not.
