@@ -146,7 +146,7 @@ function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Lim
 
 function limitTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Limit>): string {
   const out = [
-    '| image | layers | compressed MiB | uncompressed MiB | network s (curl, +sync) | inflate CPU s (best per layer) | SHA-256 CPU s (compr. + uncompr.) | tar -x CPU s | CPU term s (/cores) | download CPU s (receive + serve) | CPU term with download s | largest layer inflate s | disk s (tar -x + sync) | bound s | dominant | for reference: dd of as many bytes s |',
+    '| image | layers | compressed MiB | uncompressed MiB | network s (curl, +sync) | inflate CPU s (best per layer) | SHA-256 CPU s (compr. + uncompr.) | tar -x CPU s | CPU term s (/cores) | download CPU s (receive + serve warm, cold) | CPU term with download s (warm, cold) | largest layer inflate s | disk s (tar -x + sync) | bound s | dominant | for reference: dd of as many bytes s |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const image of images) {
@@ -154,7 +154,7 @@ function limitTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Li
     if (!l) continue;
     const tools = [...new Set(l.layers.map((x) => x.best.tool))].join(', ');
     out.push(
-      `| ${image.name} | ${image.layers.length} | ${f0(image.layers.reduce((a, x) => a + x.size, 0) / MIB)} | ${f0(image.layers.reduce((a, x) => a + x.tarSize, 0) / MIB)} | ${f2(l.curl.wall)} (${f2(l.curl.wallWithSync)}) | ${f2(l.inflateCpu)} (${tools}) | ${f2(l.shaCompressedCpu)} + ${f2(l.shaUncompressedCpu)} | ${f2(l.extract.cpu)} | ${f2(l.terms.cpu)} | ${l.download ? `${f2(l.download.cpu)} + ${l.download.serverCpu === undefined ? '?' : f2(l.download.serverCpu)}` : ''} | ${l.terms['cpu with download'] === undefined ? '' : f2(l.terms['cpu with download'])} | ${f2(l.terms['largest layer inflate'])} | ${f2(l.terms.disk)} | ${f2(l.bound)} | ${l.dominant} | ${f2(l.rawWrite.wall)} |`,
+      `| ${image.name} | ${image.layers.length} | ${f0(image.layers.reduce((a, x) => a + x.size, 0) / MIB)} | ${f0(image.layers.reduce((a, x) => a + x.tarSize, 0) / MIB)} | ${f2(l.curl.wall)} (${f2(l.curl.wallWithSync)}) | ${f2(l.inflateCpu)} (${tools}) | ${f2(l.shaCompressedCpu)} + ${f2(l.shaUncompressedCpu)} | ${f2(l.extract.cpu)} | ${f2(l.terms.cpu)} | ${l.download ? `${f2(l.download.cpu)} + ${l.download.serverCpu === undefined ? '?' : f2(l.download.serverCpu)}, ${l.download.coldServerCpu === undefined ? '?' : f2(l.download.coldServerCpu)}` : ''} | ${l.terms['cpu with download'] === undefined ? '' : f2(l.terms['cpu with download'])}${l.terms['cpu with cold download'] === undefined ? '' : `, ${f2(l.terms['cpu with cold download'])}`} | ${f2(l.terms['largest layer inflate'])} | ${f2(l.terms.disk)} | ${f2(l.bound)} | ${l.dominant} | ${f2(l.rawWrite.wall)} |`,
     );
   }
   return out.join('\n');

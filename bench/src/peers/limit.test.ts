@@ -19,6 +19,19 @@ describe('limitTerms', () => {
     expect(bound).toBeCloseTo(2.9);
   });
 
+  it('counts the registry serving from a cold page cache in a term of its own, which bounds the pull when larger', () => {
+    const { terms, bound, dominant } = limitTerms({ ...parts, download: { cpu: 0.6, serverCpu: 0.8, coldServerCpu: 2.4 } });
+    expect(terms['cpu with download']).toBeCloseTo(3.2);
+    expect(terms['cpu with cold download']).toBeCloseTo(4.0);
+    expect(dominant).toBe('cpu with cold download');
+    expect(bound).toBeCloseTo(4.0);
+  });
+
+  it('never counts a cold serving below the warm one (a run too short to see the cold reads)', () => {
+    const { terms } = limitTerms({ ...parts, download: { cpu: 0.6, serverCpu: 0.8, coldServerCpu: 0.2 } });
+    expect(terms['cpu with cold download']).toBeCloseTo(3.2);
+  });
+
   it('is the network term when the download is the slowest', () => {
     const { bound, dominant } = limitTerms({ ...parts, network: 9, download: { cpu: 0.1, serverCpu: 0.1 } });
     expect(dominant).toBe('network');

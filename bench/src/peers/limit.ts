@@ -1,10 +1,14 @@
 // The machine's own limit for pulling one image, measured with the best tools it has, and the bound of
 // the design's performance model:
 //   max(network, (inflate + SHA-256 of compressed and uncompressed bytes + extraction) CPU / cores,
-//       (the same + receiving the blobs + serving them) CPU / cores, largest layer's inflate, disk)
+//       (the same + receiving the blobs + serving them) CPU / cores, the same with the registry serving
+//       from a cold page cache, largest layer's inflate, disk)
 // network = parallel curl of all blobs to disk; receiving = the CPU of a parallel curl of all blobs
 // to /dev/null, and serving = the registry's CPU meanwhile (it runs on this machine, on loopback, and
-// takes its share of the cores during every pull; page cache warm, so the least it costs); inflate = per layer, the fastest single-core tool
+// takes its share of the cores during every pull; page cache warm, so the least it costs); serving
+// cold = the registry's CPU during the curl to disk, right after the page cache was dropped, as it
+// is before every measured pull (reading the blobs back from the disk costs the registry's process
+// CPU too); inflate = per layer, the fastest single-core tool
 // among igzip, pigz, gzip and node:zlib (zstd: the zstd program); hashes = openssl dgst -sha256;
 // extraction and disk = GNU tar -x of all layers (one per core at a time), then sync. Its files go to
 // the trash (src/peers/trash.ts), not away at once: the pulls measured next would pay for the delete.
@@ -34,18 +38,22 @@ export interface LayerLimit {
 
 /**
  * `cpu`: the unpack tools' CPU over the cores; `cpu with download`: the same plus receiving the blobs
- * and the loopback registry's serving them, the CPU any puller on this machine shares its cores with.
+ * and the loopback registry's serving them from a warm page cache, the least CPU any puller on this
+ * machine shares its cores with; `cpu with cold download`: the same with the registry serving from
+ * a cold page cache, as it does during the measured pulls (each starts after the cache is dropped).
  */
-export type TermName = 'network' | 'cpu' | 'cpu with download' | 'largest layer inflate' | 'disk';
+export type TermName = 'network' | 'cpu' | 'cpu with download' | 'cpu with cold download' | 'largest layer inflate' | 'disk';
 
 export interface Limit {
   readonly cores: number;
   readonly curl: { wall: number; wallWithSync: number; cpu: number };
   /**
    * Every blob at once to /dev/null (page cache warm): curl's CPU (receiving), and the registry's CPU
-   * meanwhile (serving; absent when its process is unknown).
+   * meanwhile (serving; absent when its process is unknown); `coldServerCpu`, the registry's CPU while
+   * it served the curl to disk right after the page cache was dropped (absent in results from before
+   * 6 December, 17:00 UTC, or when its process is unknown).
    */
-  readonly download?: { wall: number; cpu: number; serverCpu?: number };
+  readonly download?: { wall: number; cpu: number; serverCpu?: number; coldServerCpu?: number };
   readonly layers: readonly LayerLimit[];
   readonly inflateCpu: number;
   readonly shaCompressedCpu: number;
@@ -85,17 +93,27 @@ export async function measureLimit(
   const work = trash.dir('fastpull-bench-limit-');
   // Network: every blob at once, to disk.
   const cacheDrop = dropCaches();
-  // Every blob at once with curl, blob i written to out(i).
+  // Every blob at once with curl, blob i written to out(i); the registry's CPU meanwhile is its
+  // serving from a cold page cache.
   const curlAll = (out: (i: number) => string) => ['-sS', '--fail', '--parallel', '--parallel-max', '16', ...image.layers.flatMap((l, i) => ['-o', out(i), blobUrl(l.digest)])];
+  const serverCpuSince = (start: number | undefined) => (start === undefined || serverPid === undefined ? undefined : Math.max(0, cpuSeconds(serverPid) - start));
+  const coldStart = serverPid === undefined ? undefined : cpuSeconds(serverPid);
   const curl = ok(await measure('curl', curlAll((i) => join(work, `blob-${i}`))), 'curl');
+  const coldServerCpu = serverCpuSince(coldStart);
   const sync = await measure('sync', []);
   log(`  limit: curl ${curl.wall.toFixed(2)} s (+ sync ${sync.wall.toFixed(2)} s)`);
   // Receiving and serving alone: the same blobs again, to /dev/null, the registry's CPU counted apart.
-  const server0 = serverPid === undefined ? 0 : cpuSeconds(serverPid);
+  const warmStart = serverPid === undefined ? undefined : cpuSeconds(serverPid);
   const received = ok(await measure('curl', curlAll(() => '/dev/null')), 'curl to /dev/null');
-  const serverCpu = serverPid === undefined ? undefined : Math.max(0, cpuSeconds(serverPid) - server0);
-  const download = { wall: received.wall, cpu: received.cpu, ...(serverCpu !== undefined ? { serverCpu } : {}) };
-  log(`  limit: receiving ${received.cpu.toFixed(2)} s of CPU, serving ${serverCpu === undefined ? 'not measured' : `${serverCpu.toFixed(2)} s`}`);
+  const serverCpu = serverCpuSince(warmStart);
+  const download = {
+    wall: received.wall,
+    cpu: received.cpu,
+    ...(serverCpu !== undefined ? { serverCpu } : {}),
+    ...(coldServerCpu !== undefined ? { coldServerCpu } : {}),
+  };
+  const served = (s: number | undefined) => (s === undefined ? 'not measured' : `${s.toFixed(2)} s`);
+  log(`  limit: receiving ${received.cpu.toFixed(2)} s of CPU, serving ${served(serverCpu)} (page cache warm), ${served(coldServerCpu)} (cold)`);
 
   // Inflate: each tool on each layer, the blob in the page cache, output discarded.
   const tools = inflaters(image.compression, inflateChild);
@@ -171,8 +189,11 @@ export interface LimitParts {
   readonly network: number;
   /** CPU of the unpack tools: inflate, both hashes, tar -x. */
   readonly toolsCpu: number;
-  /** CPU of receiving the blobs and of the registry serving them (absent: not measured). */
-  readonly download: { readonly cpu: number; readonly serverCpu?: number };
+  /**
+   * CPU of receiving the blobs and of the registry serving them, from a warm and from a cold page
+   * cache (absent: not measured).
+   */
+  readonly download: { readonly cpu: number; readonly serverCpu?: number; readonly coldServerCpu?: number };
   readonly largestInflate: number;
   /** tar -x of every layer plus sync, wall. */
   readonly disk: number;
@@ -187,6 +208,8 @@ export function limitTerms(p: LimitParts): { terms: Record<TermName, number>; bo
     network: p.network,
     cpu: p.toolsCpu / p.cores,
     'cpu with download': (p.toolsCpu + p.download.cpu + (p.download.serverCpu ?? 0)) / p.cores,
+    // Serving from a cold cache costs at least what serving from a warm one does.
+    'cpu with cold download': (p.toolsCpu + p.download.cpu + Math.max(p.download.coldServerCpu ?? 0, p.download.serverCpu ?? 0)) / p.cores,
     'largest layer inflate': p.largestInflate,
     disk: p.disk,
   };
