@@ -239,6 +239,8 @@ export class UnpackPool {
    * ms to start and load the unpacker): then the largest of the layers that came meanwhile goes
    * first, not the one that asked first. In a pull of the ML bench image the small first layer took
    * the only running worker while the 481 MiB one, which decides the pull's time, waited 310 ms.
+   * A worker that is ready already (one the CLI started ahead, or a warm one) goes to the first task
+   * that asks: holding it for a larger layer still on its way made no pull faster (bench/README.md).
    */
   private acquire(priority: number, landed: () => boolean, signal?: AbortSignal): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
