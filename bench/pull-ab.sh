@@ -8,7 +8,8 @@
 #
 # A setting is environment variables for the pull (NAME= alone: none); FASTPULL_AB_CLI=PATH in a
 # setting runs that build's launch.cjs instead of this checkout's (a second worktree, built, for the
-# build before a change). Each pull goes into a fresh store under a temporary directory, with the
+# build before a change), and FASTPULL_AB_ARGS='FLAGS' adds flags to its `fastpull pull` (split at
+# spaces: two='FASTPULL_AB_ARGS=--unpack-concurrency 2'). Each pull goes into a fresh store under a temporary directory, with the
 # page cache dropped before it (as root), and the stores stay until the end: removing a tree of many
 # files makes the next files created on the same filesystem several times as dear for a while (ext4
 # looks at each recently freed inode; 1.3-1.9 s of the writer threads' CPU against 0.45-0.65 s on
@@ -35,13 +36,17 @@ for ((round = 1; round <= rounds; round++)); do
     vars=()
     [ -n "$envs" ] && IFS=, read -r -a vars <<< "$envs"
     cli=$default_cli
-    for v in "${vars[@]}"; do [[ $v == FASTPULL_AB_CLI=* ]] && cli=${v#FASTPULL_AB_CLI=}; done
+    flags=()
+    for v in "${vars[@]}"; do
+      [[ $v == FASTPULL_AB_CLI=* ]] && cli=${v#FASTPULL_AB_CLI=}
+      [[ $v == FASTPULL_AB_ARGS=* ]] && read -r -a flags <<< "${v#FASTPULL_AB_ARGS=}"
+    done
     [ -f "$cli" ] || { echo "pull-ab: $cli is missing (pnpm build)" >&2; exit 1; }
     root=$work/stores/$name-$round
     sync
     if [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; fi
     env "${vars[@]}" /usr/bin/time -f '%e %U %S %M' -o "$work/time" \
-      node "$cli" pull --plain-http --root "$root" "$ref" > /dev/null 2> "$work/err" \
+      node "$cli" pull --plain-http "${flags[@]}" --root "$root" "$ref" > /dev/null 2> "$work/err" \
       || { cat "$work/err" >&2; exit 1; }
     read -r wall user sys rss < "$work/time"
     printf '%s round %d: %s s (user %s s, system %s s, peak RSS %d MiB)\n' "$name" "$round" "$wall" "$user" "$sys" $((rss / 1024))
