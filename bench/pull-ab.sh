@@ -9,11 +9,12 @@
 # A setting is environment variables for the pull (NAME= alone: none); FASTPULL_AB_CLI=PATH in a
 # setting runs that build's launch.cjs instead of this checkout's (a second worktree, built, for the
 # build before a change), and FASTPULL_AB_ARGS='FLAGS' adds flags to its `fastpull pull` (split at
-# spaces: two='FASTPULL_AB_ARGS=--unpack-concurrency 2'). Each pull goes into a fresh store under a temporary directory, with the
-# page cache dropped before it (as root), and the stores stay until the end: removing a tree of many
-# files makes the next files created on the same filesystem several times as dear for a while (ext4
-# looks at each recently freed inode; 1.3-1.9 s of the writer threads' CPU against 0.45-0.65 s on
-# the many-files image, 2-core VM), which would fall on whichever setting runs next. They are removed
+# spaces: two='FASTPULL_AB_ARGS=--unpack-concurrency 2'). Each pull goes into a fresh store under a
+# temporary directory, with the page cache dropped before it (as root), and the stores stay until
+# the end: removing a tree of many files makes the next files created on the same filesystem
+# several times as dear for a while (ext4 looks at each recently freed inode; 1.3-1.9 s of the
+# writer threads' CPU against 0.45-0.65 s on the many-files image, 2-core VM), which would fall on
+# whichever setting runs next. They are removed
 # at the exit; wait a minute or two before measuring anything else. Prints per run: wall, user and
 # system CPU, peak RSS; then per setting the median wall time and CPU, and the ratios to the first
 # setting. The reference is pulled with --plain-http: serve it from a loopback registry (`pnpm bench`

@@ -96,14 +96,16 @@ export async function measureLimit(
   // Every blob at once with curl, blob i written to out(i); the registry's CPU meanwhile is its
   // serving from a cold page cache.
   const curlAll = (out: (i: number) => string) => ['-sS', '--fail', '--parallel', '--parallel-max', '16', ...image.layers.flatMap((l, i) => ['-o', out(i), blobUrl(l.digest)])];
-  const serverCpuSince = (start: number | undefined) => (start === undefined || serverPid === undefined ? undefined : Math.max(0, cpuSeconds(serverPid) - start));
-  const coldStart = serverPid === undefined ? undefined : cpuSeconds(serverPid);
+  // The registry's CPU clock (undefined when its process is unknown), and its CPU since a reading.
+  const serverClock = () => (serverPid === undefined ? undefined : cpuSeconds(serverPid));
+  const serverCpuSince = (start: number | undefined) => (start === undefined ? undefined : Math.max(0, serverClock()! - start));
+  const coldStart = serverClock();
   const curl = ok(await measure('curl', curlAll((i) => join(work, `blob-${i}`))), 'curl');
   const coldServerCpu = serverCpuSince(coldStart);
   const sync = await measure('sync', []);
   log(`  limit: curl ${curl.wall.toFixed(2)} s (+ sync ${sync.wall.toFixed(2)} s)`);
   // Receiving and serving alone: the same blobs again, to /dev/null, the registry's CPU counted apart.
-  const warmStart = serverPid === undefined ? undefined : cpuSeconds(serverPid);
+  const warmStart = serverClock();
   const received = ok(await measure('curl', curlAll(() => '/dev/null')), 'curl to /dev/null');
   const serverCpu = serverCpuSince(warmStart);
   const download = {
