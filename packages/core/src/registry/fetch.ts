@@ -91,7 +91,7 @@ const DEFAULT_ATTEMPTS = 4;
  * each while three others took 100-160 MiB/s and fetched ranges 17 to 52 meanwhile, so the bytes
  * from offset 0 (what the unpacker follows) stalled at 32 MiB for 1.9 s; the unpacker waited
  * 530-995 ms without it and 243-382 ms with it, and the pull took 0.69-0.84x the time (3 pairs,
- * bench/README.md).
+ * bench/HISTORY.md).
  */
 export const DEFAULT_ORDER_LEAD = 64 * 1024 * 1024;
 
