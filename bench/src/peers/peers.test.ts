@@ -213,10 +213,25 @@ describe('the trash policy', () => {
 });
 
 describe('Trash', () => {
+  it("reads the filesystem's size and free space as df does", () => {
+    const base = tmp();
+    const s = fsSpace(base);
+    const df = spawnSync('df', ['-B1', '--output=size,avail', base], { encoding: 'utf8' });
+    const [size, avail] = df.stdout.trim().split('\n')[1]!.trim().split(/\s+/).map(Number);
+    expect(s.totalBytes).toBe(size);
+    // Free space moves with whatever else writes meanwhile: within 64 MiB.
+    expect(Math.abs(s.freeBytes - avail!)).toBeLessThan(64 * 1024 ** 2);
+    expect(s.freeBytes).toBeLessThanOrEqual(s.totalBytes);
+  });
+
   it('keeps trees until the filesystem is short for the next work, then removes them all and cools down', async () => {
     const base = tmp();
     const lines: string[] = [];
-    const trash = new Trash(0.3, (s) => lines.push(s), base);
+    // The filesystem as the trash sees it: 100 GiB free of 200, so the decision does not depend on
+    // how full this machine's disk is (a nearly full one would empty the trash before any run).
+    const GIB = 1024 ** 3;
+    const space: FsSpace = { freeBytes: 100 * GIB, totalBytes: 200 * GIB, freeInodes: 1e6, totalInodes: 2e6 };
+    const trash = new Trash(0.3, (s) => lines.push(s), base, () => space);
     const a = trash.dir('run-');
     writeFileSync(join(a, 'f'), 'x');
     const b = join(base, 'limit');
@@ -230,7 +245,7 @@ describe('Trash', () => {
 
     // More than this filesystem has free: the trash must go, and the run waits the cool-down after.
     const t0 = performance.now();
-    await trash.before({ bytes: fsSpace(base).freeBytes + 1, inodes: 1 }, 'a huge run');
+    await trash.before({ bytes: space.freeBytes + 1, inodes: 1 }, 'a huge run');
     expect(performance.now() - t0).toBeGreaterThanOrEqual(300);
     expect(existsSync(a) || existsSync(b)).toBe(false);
     expect(trash.size).toBe(0);
@@ -238,7 +253,7 @@ describe('Trash', () => {
     expect(lines[1]).toMatch(/cool-down, 0.3 s before a huge run/);
 
     // Nothing left to remove: it says so, and waits out only what is left of the cool-down.
-    await trash.before({ bytes: fsSpace(base).freeBytes + 1, inodes: 1 }, 'another huge run');
+    await trash.before({ bytes: space.freeBytes + 1, inodes: 1 }, 'another huge run');
     expect(lines[2]).toContain('trash empty, nothing to remove');
   });
 });

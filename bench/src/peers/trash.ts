@@ -1,8 +1,8 @@
-// Keeps the peers benchmark's large deletes away from its measured runs. ext4, when it allocates an
-// inode, skips every inode freed in the last minute (several minutes while their inode table block is
-// not yet written back), scanning past each one, so a run that creates files right after a tree of
-// 20,000 was removed pays many times the usual system CPU, and parallel creators contend on the lock
-// around that scan. Each run's tree goes to a trash list instead; the trash is emptied only when the
+// Keeps the peers benchmark's large deletes away from its measured runs. ext4 without a journal (the
+// VM the bench's figures come from has none), when it allocates an inode, skips every inode freed in
+// the last minute (several minutes while their inode table block is not yet written back), scanning
+// past each one, so a run that creates files right after a tree of 20,000 was removed pays many
+// times the usual system CPU, and parallel creators contend on the lock around that scan. Each run's tree goes to a trash list instead; the trash is emptied only when the
 // next work would not fit on the filesystem, and a measured run waits a cool-down after any removal.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
@@ -95,11 +95,12 @@ export class Trash {
   private readonly paths: string[] = [];
   private removedAt: number | undefined;
 
-  /** `base`: where the directories are made (its filesystem is the one watched). */
+  /** `base`: where the directories are made (its filesystem is the one watched, through `space`). */
   constructor(
     private readonly cooldownS: number,
     private readonly log: (s: string) => void,
     readonly base: string = tmpdir(),
+    private readonly space: (path: string) => FsSpace = fsSpace,
   ) {}
 
   /** A fresh directory under `base`, already in the trash (so an interrupted run's tree goes too). */
@@ -120,7 +121,7 @@ export class Trash {
   /** Before measured work that will write `need`: empties the trash if it must, then waits out the cool-down. */
   async before(need: Need, what: string): Promise<void> {
     const since = this.removedAt === undefined ? undefined : (performance.now() - this.removedAt) / 1000;
-    const d = decide(fsSpace(this.base), need, this.paths.length, since, this.cooldownS);
+    const d = decide(this.space(this.base), need, this.paths.length, since, this.cooldownS);
     if (d.empty) {
       this.log(`  trash: removing ${this.paths.length} tree(s) before ${what} (${d.why})`);
       this.empty();
