@@ -10,10 +10,13 @@
 // The "+ zTOC" rows start chunks at checkpoints every 4 MiB of output, as a SOCI zTOC gives them
 // (made once with the test kit and cached next to the layer). The "isal in process" rows are ISA-L's
 // decoder linked into Node (createIsalGunzip, where libisal was found at build time), decoding on a
-// libuv pool thread or on the reading thread. Prints a markdown table (medians of
+// libuv pool thread or on the reading thread. The "reusing output" rows fill output buffers again
+// once the reader has taken them (`reuseOutput`, as an unpack pass runs the parallel decoder);
+// the other parallel rows allocate a fresh buffer per 256 KiB, as a caller without it does. Prints a markdown table (medians of
 // BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
 //   BENCH_PARGZIP_MIB  uncompressed size of the layer (default 1024)
-//   BENCH_DECODERS     only the rows whose name starts with one of these (comma-separated)
+//   BENCH_DECODERS     only the rows whose name starts with one of these, `|`-separated (row names hold
+//                      commas: 'parallel, 2 threads|igzip'); without a `|`, comma-separated as before
 import { spawnSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
@@ -21,7 +24,7 @@ import { join, resolve } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, gzipSync } from 'node:zlib';
-import { createIsalGunzip, createParallelGunzip, findInflater, InflatePool, parseZtoc, tuneAllocator, type GzipCheckpoint } from '@fastpull/core';
+import { createIsalGunzip, createParallelGunzip, findInflater, InflatePool, parseZtoc, tuneAllocator, type GzipCheckpoint, type ParallelGunzipStream } from '@fastpull/core';
 import { buildGzipCheckpoints, encodeZtoc } from '@fastpull/core/testing';
 import { median } from './lib.js';
 import { ensureImage, mlDominantLayerImage } from './peers/images.js';
@@ -35,6 +38,8 @@ interface Run {
   wall: number;
   cpu: number;
   out: number;
+  /** Parallel rows: output bytes decoded by exact jobs, one after another (ParallelGunzipStats.exactBytes). */
+  exactBytes?: number;
 }
 
 const cpuNow = () => {
@@ -42,21 +47,25 @@ const cpuNow = () => {
   return (u.user + u.system) / 1e6;
 };
 
-async function inProcess(file: string, make: () => NodeJS.ReadWriteStream): Promise<Run> {
+/** `release`: called with the output taken so far after each chunk (a reader done with all of it). */
+async function inProcess(file: string, make: () => NodeJS.ReadWriteStream, release?: (stream: NodeJS.ReadWriteStream, upTo: number) => void): Promise<Run> {
   let out = 0;
   const c = cpuNow();
   const t = performance.now();
+  const stream = make();
   await pipeline(
     createReadStream(file, { highWaterMark: 1024 * 1024 }),
-    make(),
+    stream,
     new Writable({
       write(chunk: Buffer, _e, cb) {
         out += chunk.length;
+        release?.(stream, out);
         cb();
       },
     }),
   );
-  return { wall: (performance.now() - t) / 1000, cpu: cpuNow() - c, out };
+  const stats = (stream as Partial<ParallelGunzipStream>).stats;
+  return { wall: (performance.now() - t) / 1000, cpu: cpuNow() - c, out, ...(stats ? { exactBytes: stats.exactBytes } : {}) };
 }
 
 function external(cmd: string, file: string): Run | undefined {
@@ -68,13 +77,13 @@ function external(cmd: string, file: string): Run | undefined {
 }
 
 /** The in-process contenders, by name: each runs in a fresh child process (see runChild). */
-function inProcessContender(name: string): { threads?: number; ztoc: boolean; tune: boolean; make?: () => NodeJS.ReadWriteStream } | undefined {
+function inProcessContender(name: string): { threads?: number; ztoc: boolean; reuse?: boolean; tune: boolean; make?: () => NodeJS.ReadWriteStream } | undefined {
   if (name === 'node:zlib createGunzip') return { ztoc: false, tune: false };
   if (name === 'node:zlib, allocator tuned') return { ztoc: false, tune: true };
   if (name === 'isal in process, pool thread') return { ztoc: false, tune: true, make: () => createIsalGunzip() };
   if (name === 'isal in process, reading thread') return { ztoc: false, tune: true, make: () => createIsalGunzip({ sync: true }) };
-  const m = /^parallel( \+ zTOC)?, (\d+) threads?$/.exec(name);
-  return m ? { threads: Number(m[2]), ztoc: m[1] !== undefined, tune: false } : undefined;
+  const m = /^parallel( \+ zTOC)?( reusing output)?, (\d+) threads?$/.exec(name);
+  return m ? { threads: Number(m[3]), ztoc: m[1] !== undefined, reuse: m[2] !== undefined, tune: false } : undefined;
 }
 
 /**
@@ -98,7 +107,8 @@ async function child(name: string, file: string, ztocFile: string): Promise<void
     const checkpoints = c.ztoc ? parseZtoc(readFileSync(ztocFile)).checkpoints : undefined;
     // Start the threads: a small stream through the pool first.
     await pipeline(Readable.from([gzipSync(Buffer.alloc(4 << 20, 7))]), createParallelGunzip({ pool, chunkSize: 64 * 1024 }), new Writable({ write: (_c, _e, cb) => cb() }));
-    run = await inProcess(file, () => createParallelGunzip({ pool, size, ...(checkpoints ? { checkpoints } : {}) }));
+    const release = c.reuse ? (stream: NodeJS.ReadWriteStream, upTo: number) => (stream as ParallelGunzipStream).releaseOutput(upTo) : undefined;
+    run = await inProcess(file, () => createParallelGunzip({ pool, size, ...(checkpoints ? { checkpoints } : {}), ...(c.reuse ? { reuseOutput: true } : {}) }), release);
     await pool.close();
   }
   process.stdout.write(JSON.stringify(run));
@@ -149,13 +159,14 @@ async function main(): Promise<void> {
     if (missing) console.error(`${name}: left out (${missing})`);
     else contenders.push([name, async () => runChild(name, file, ztocFile)]);
   }
-  for (const ztoc of [false, true]) {
+  for (const [ztoc, reuse] of [[false, false], [false, true], [true, false], [true, true]] as const) {
     for (const n of threadCounts) {
-      const name = `parallel${ztoc ? ' + zTOC' : ''}, ${n} thread${n === 1 ? '' : 's'}`;
+      const name = `parallel${ztoc ? ' + zTOC' : ''}${reuse ? ' reusing output' : ''}, ${n} thread${n === 1 ? '' : 's'}`;
       contenders.push([name, async () => runChild(name, file, ztocFile)]);
     }
   }
-  const only = (process.env.BENCH_DECODERS ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  const picked = process.env.BENCH_DECODERS ?? '';
+  const only = picked.split(picked.includes('|') ? '|' : ',').map((x) => x.trim()).filter(Boolean);
   if (only.length) contenders.splice(0, contenders.length, ...contenders.filter(([name]) => only.some((o) => name.startsWith(o))));
   const runs = new Map<string, Run[]>();
   // Rounds interleave the contenders, so a machine that slows down over time spreads over all of them.
@@ -171,14 +182,15 @@ async function main(): Promise<void> {
   const base = median((runs.get('node:zlib createGunzip') ?? [...runs.values()][0]!).map((r) => r.wall));
   const rows = [...runs].map(([name, rs]) => {
     const wall = median(rs.map((r) => r.wall));
-    return { name, wall, min: Math.min(...rs.map((r) => r.wall)), max: Math.max(...rs.map((r) => r.wall)), cpu: median(rs.map((r) => r.cpu)), mbps: layer.tarSize / 1e6 / wall, vsZlib: base / wall };
+    const exact = rs[0]!.exactBytes;
+    return { name, wall, min: Math.min(...rs.map((r) => r.wall)), max: Math.max(...rs.map((r) => r.wall)), cpu: median(rs.map((r) => r.cpu)), mbps: layer.tarSize / 1e6 / wall, vsZlib: base / wall, serial: exact === undefined ? undefined : exact / layer.tarSize };
   });
   const lines = [
     `Parallel gunzip, ${cpus()[0]?.model ?? 'unknown cpu'} (${cores} cores), Node ${process.version}; layer ${(size / 2 ** 20).toFixed(0)} MiB gzip -6 -> ${(layer.tarSize / 2 ** 20).toFixed(0)} MiB; median of ${RUNS}.`,
     '',
-    '| decoder | wall s (min-max) | CPU s | MB/s out | vs node:zlib |',
-    '|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.name} | ${r.wall.toFixed(2)} (${r.min.toFixed(2)}-${r.max.toFixed(2)}) | ${r.cpu.toFixed(2)} | ${r.mbps.toFixed(0)} | ${r.vsZlib.toFixed(2)}x |`),
+    '| decoder | wall s (min-max) | CPU s | MB/s out | vs node:zlib | decoded one job after another |',
+    '|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.name} | ${r.wall.toFixed(2)} (${r.min.toFixed(2)}-${r.max.toFixed(2)}) | ${r.cpu.toFixed(2)} | ${r.mbps.toFixed(0)} | ${r.vsZlib.toFixed(2)}x | ${r.serial === undefined ? '' : `${(100 * r.serial).toFixed(0)}%`} |`),
   ];
   console.log(lines.join('\n'));
   const out = join(benchDir, 'results', `pargzip-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);

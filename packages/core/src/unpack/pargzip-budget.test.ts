@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
-import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
+import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget, slotBytesFromEnv } from './pargzip-budget.js';
 import { JobSlot, nativeInflate, St, Status, type JobInput, type JobResult } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool } from './pargzip.js';
 import { compiledWorker } from './pool.js';
@@ -37,10 +37,13 @@ describe('inflate budget', () => {
     expect(InflateBudget.create({ running: 3 }).slotBytes).toBe(DEFAULT_INFLATE_SLOT_BYTES);
     expect(InflateBudget.create({ running: 64 }).slotBytes).toBe(DEFAULT_INFLATE_SLOT_BYTES);
     expect(InflateBudget.create({ running: 2, slotBytes: 100 * MIB }).slotBytes).toBe(100 * MIB);
-    // Two slots of a stream of large chunks fit in 48 MiB, three do not: on two cores a stream runs one job ahead.
-    const slot = JobSlot.bytes(4 * MIB, 4.5 * MIB);
-    expect(Math.floor((48 * MIB) / slot)).toBe(2);
-    expect(Math.floor(DEFAULT_INFLATE_SLOT_BYTES / slot)).toBe(3);
+    // Slots of a stream of the largest chunks (1 MiB and the overrun): three fit in 48 MiB, so on two
+    // cores a stream runs two jobs ahead; four in 64 MiB, however many cores.
+    const slot = JobSlot.bytes(4 * MIB, 1.5 * MIB);
+    expect(Math.floor((48 * MIB) / slot)).toBe(3);
+    expect(Math.floor(DEFAULT_INFLATE_SLOT_BYTES / slot)).toBe(4);
+    // With 4 MiB chunks, two and three.
+    expect(Math.floor((48 * MIB) / JobSlot.bytes(4 * MIB, 4.5 * MIB))).toBe(2);
   });
 
   it('bounds running jobs: one more for a job the output waits for, none for guesses while others wait', async () => {
@@ -83,6 +86,26 @@ describe('inflate budget', () => {
     // Counted in 64 KiB units, rounded up.
     expect(b.reserve(1, false)).toBe(true);
     expect(b.slotBytesHeld).toBe(64 * 1024);
+  });
+
+  it('takes its slot memory from FASTPULL_INFLATE_SLOT_MIB when that is a positive number', () => {
+    expect(slotBytesFromEnv({ FASTPULL_INFLATE_SLOT_MIB: '256' })).toEqual({ slotBytes: 256 * MIB });
+    expect(slotBytesFromEnv({ FASTPULL_INFLATE_SLOT_MIB: '0.5' })).toEqual({ slotBytes: MIB / 2 });
+    for (const v of [undefined, '', '0', '-3', 'lots']) expect(slotBytesFromEnv({ FASTPULL_INFLATE_SLOT_MIB: v })).toEqual({});
+  });
+
+  it.skipIf(!compiledWorker('pargzip-budget.js'))("sizes the process's budget from FASTPULL_INFLATE_SLOT_MIB, and by the cores without it", () => {
+    const url = new URL(`file://${compiledWorker('pargzip-budget.js')!}`).href;
+    const read = (env: NodeJS.ProcessEnv): number => {
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.processInflateBudget().slotBytes);`], {
+        encoding: 'utf8',
+        env: { ...process.env, FASTPULL_INFLATE_SLOT_MIB: '', ...env },
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return Number(r.stdout.trim());
+    };
+    expect(read({ FASTPULL_INFLATE_SLOT_MIB: '200' })).toBe(200 * MIB);
+    expect(read({})).toBe(InflateBudget.create().slotBytes);
   });
 
   it.skipIf(!compiledWorker('pargzip-budget.js'))('is one budget for the threads the process hands it to', async () => {

@@ -27,8 +27,8 @@ const WAIT_MS = 100;
 
 /**
  * Slot memory of all parallel gunzips of a process together, at most, by default: 64 MiB, three slots
- * of a stream of large chunks (about 17 MiB each: 8 MiB of 16-bit symbols, 4 MiB of bytes, 4.5 MiB of
- * input), the job the output waits for and two ahead. Measured on a 2-core VM with `--inflater
+ * of a stream of 4 MiB chunks (about 17 MiB each: 8 MiB of 16-bit symbols, 4 MiB of bytes, 4.5 MiB of
+ * input), the job the output waits for and two ahead; four of 1 MiB chunks (about 13.6 MiB each). Measured on a 2-core VM with `--inflater
  * parallel` (docs/architecture.md, "Parallel gunzip"): one 1 GiB layer in the same time as without a
  * budget (96 and 128 MiB were no faster), the ML bench image (two large layers at once) 535-647 ->
  * 366-397 MiB of peak RSS for 0.98-1.13x the time.
@@ -218,9 +218,20 @@ let processBudget: InflateBudget | undefined;
 export function processInflateBudget(): InflateBudget {
   if (!processBudget) {
     const given = isMainThread ? undefined : (workerData as { inflateBudget?: unknown } | null | undefined)?.inflateBudget;
-    processBudget = given instanceof SharedArrayBuffer ? new InflateBudget(given) : InflateBudget.create();
+    processBudget = given instanceof SharedArrayBuffer ? new InflateBudget(given) : InflateBudget.create(slotBytesFromEnv());
   }
   return processBudget;
+}
+
+/**
+ * FASTPULL_INFLATE_SLOT_MIB, for measuring: the slot memory of the process's parallel gunzips, in
+ * MiB, instead of {@link INFLATE_SLOT_BYTES_PER_JOB} per core up to {@link DEFAULT_INFLATE_SLOT_BYTES}.
+ * A stream runs ahead only as many jobs as its slots allow (a slot of 4 MiB chunks is about 17 MiB),
+ * so the default lets one stream run about two jobs ahead however many cores the machine has.
+ */
+export function slotBytesFromEnv(env: NodeJS.ProcessEnv = process.env): InflateBudgetLimits {
+  const mib = Number(env.FASTPULL_INFLATE_SLOT_MIB);
+  return Number.isFinite(mib) && mib > 0 ? { slotBytes: Math.round(mib * 1024 * 1024) } : {};
 }
 
 /** What a worker thread's `workerData` carries so that its decode pools share this process's budget. */

@@ -142,6 +142,7 @@ export class DecodeCursor {
       true,
       ctx.owner,
     );
+    ctx.stats.exactBytes += r.out16.length + r.out8.length;
     const progressed = r.out16.length + r.out8.length > 0 || r.end.bit !== this.at.bit || r.end.kind !== this.at.kind;
     if (r.status === Status.Need && !progressed) {
       if (input.ended && end === input.written) throw corrupt('unexpected end of file', this.at.bit);

@@ -14,7 +14,7 @@ import type { GzipCheckpoint } from './ztoc.js';
 const available = InflatePool.available();
 if (!available) console.log('skipping the parallel gunzip parts: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');
 
-const zeroStats = (): ParallelGunzipStats => ({ guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0, checkpointsUsed: 0, checkpointsDropped: 0 });
+const zeroStats = (): ParallelGunzipStats => ({ guessesUsed: 0, guessesDropped: 0, exactJobs: 0, exactBytes: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0, checkpointsUsed: 0, checkpointsDropped: 0 });
 
 describe('ChunkPlan', () => {
   it('starts chunks every `chunk` bytes, or at the checkpoints and every `chunk` bytes after the last', () => {

@@ -11,6 +11,11 @@ export interface ParallelGunzipStats {
   guessesDropped: number;
   /** Jobs run from a known state (the first, continuations, and the spans after a dropped guess). */
   exactJobs: number;
+  /**
+   * Output bytes those exact jobs decoded: the output waits for each of them in turn, so this part
+   * of the stream is decoded one job after another, however many threads the pool has.
+   */
+  exactBytes: number;
   /** Output bytes that were written as 16-bit symbols (markers possible) and resolved afterwards. */
   markedBytes: number;
   /** Continuations of guesses launched before the output reached them. */

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
 import { nativeInflate, St, WINDOW } from './pargzip-job.js';
-import { createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
+import { chunkFromEnv, createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';
 
@@ -198,6 +198,44 @@ describe.skipIf(!available)('parallel gunzip', () => {
     }
     // Continuations of guesses ran ahead of the output, on threads.
     expect(eager).toBeGreaterThan(0);
+  });
+
+  it('counts the output decoded one exact job after another: less where guesses cover their chunks than where they stop at their cap', async () => {
+    const rng = new Prng(77);
+    const data = textData(rng, 3_000_000);
+    const gz = gzipWith('gzip', ['-6', '-c'], data);
+    // Each 60 KB chunk of this text inflates to about 200 KB. Some guesses of text land on false
+    // boundaries and are dropped, and their spans too are decoded by exact jobs.
+    const covered = await expectSame(gz, rng, { pool: inline, chunkSize: 60_000, jobCap: 4_000_000, maxWrite: 1 << 20 });
+    expect(covered.guessesUsed).toBeGreaterThan(5);
+    expect(covered.exactBytes).toBeGreaterThan(0); // the first chunk, from the stream's start
+    expect(covered.exactBytes).toBeLessThan(data.length / 3);
+    const capped = await expectSame(gz, rng, { pool: inline, chunkSize: 60_000, jobCap: 30_000, maxWrite: 1 << 20 });
+    expect(capped.exactBytes).toBeGreaterThan(data.length / 2);
+    expect(capped.exactBytes).toBeLessThanOrEqual(data.length);
+  });
+
+  it('cuts streams that set no chunk size into chunks of FASTPULL_PARGZIP_CHUNK_KIB when that is set', async () => {
+    expect(chunkFromEnv({ FASTPULL_PARGZIP_CHUNK_KIB: '1024' })).toBe(1024 * 1024);
+    for (const v of [undefined, '', '0', '-1', 'big']) expect(chunkFromEnv({ FASTPULL_PARGZIP_CHUNK_KIB: v })).toBeUndefined();
+    const rng = new Prng(78);
+    const gz = gzipWith('gzip', ['-6', '-c'], Buffer.concat([binaryData(rng, 1_500_000), textData(rng, 1_500_000)]));
+    const chunks = async (kib: string | undefined): Promise<number> => {
+      const before = process.env.FASTPULL_PARGZIP_CHUNK_KIB;
+      if (kib === undefined) delete process.env.FASTPULL_PARGZIP_CHUNK_KIB;
+      else process.env.FASTPULL_PARGZIP_CHUNK_KIB = kib;
+      try {
+        const s = await expectSame(gz, rng, { pool: inline, size: gz.length, maxWrite: 1 << 20 });
+        return s.guessesUsed + s.guessesDropped;
+      } finally {
+        if (before === undefined) delete process.env.FASTPULL_PARGZIP_CHUNK_KIB;
+        else process.env.FASTPULL_PARGZIP_CHUNK_KIB = before;
+      }
+    };
+    // By default a stream of this size is one chunk per 256 KiB at least; 32 KiB makes 8 times as many.
+    const byDefault = await chunks(undefined);
+    const small = await chunks('32');
+    expect(small).toBeGreaterThan(4 * byDefault);
   });
 
   it('refuses corrupt and truncated streams with INVALID_LAYER wherever zlib refuses them', async () => {

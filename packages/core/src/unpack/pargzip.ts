@@ -33,10 +33,36 @@ export { DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits } f
 export { knownTail, slideWindow } from './pargzip-output.js';
 export type { ParallelGunzipStats } from './pargzip-plan.js';
 
-/** Compressed bytes per chunk, at most. */
-export const PARGZIP_CHUNK = 4 * 1024 * 1024;
+/**
+ * Compressed bytes per chunk, at most. A guess decodes its chunk only up to {@link JOB_CAP} symbols;
+ * what a chunk inflates to past that is decoded by exact jobs the output waits for one after another
+ * ({@link ParallelGunzipStats.exactBytes}), which no number of threads speeds up. 1 MiB covers
+ * layers that inflate up to about 4x. With 4 MiB chunks (before 6 December, set when a job's cap was
+ * 16 Mi symbols), on the 2-core VM with two decode threads (`bench:pargzip`, 512 MiB, 3 runs each):
+ * the ML bench image's dominant layer (1.7x) had 40% of its output decoded that way, against 3%
+ * now, and decoded in 1.75 s against 1.23 s (2.23 against 2.13 s of CPU); a layer of 20,000 small
+ * files (4.1x) 79% against 8%, 0.60-0.64 against 0.38-0.42 s; fp16 weights (1.1x) 8% against none,
+ * but 1.47-1.51 against 1.63-1.70 s, as a chunk's search for a boundary costs about 1.5 ms of CPU
+ * whatever its size. Whole pulls with `--inflater parallel` (alternating, page cache dropped): ML
+ * 0.81x (0.73-0.93, 4 pairs), CPU 0.91x; many-files 0.96x (0.93-1.06, 4 pairs); one layer of 4 GiB
+ * of fp16 weights 1.04x (0.99-1.08, 2 pairs), CPU 1.12x. On 2 cores a pull is bound by CPU; on many
+ * the serial part is what bounds a layer.
+ */
+export const PARGZIP_CHUNK = 1024 * 1024;
 /** Compressed bytes per chunk, at least. */
 const MIN_CHUNK = 256 * 1024;
+
+/**
+ * FASTPULL_PARGZIP_CHUNK_KIB, for measuring: compressed KiB per chunk of every stream that does not
+ * set {@link ParallelGunzipOptions.chunkSize}, instead of the default from the stream's size
+ * (undefined when unset or not a positive number). A guess decodes at most {@link JOB_CAP} symbols,
+ * so a chunk that inflates to more leaves the rest of it to exact jobs, one after another
+ * ({@link ParallelGunzipStats.exactBytes}; see {@link PARGZIP_CHUNK} for what chunk sizes did).
+ */
+export function chunkFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const kib = Number(env.FASTPULL_PARGZIP_CHUNK_KIB);
+  return Number.isFinite(kib) && kib > 0 ? Math.round(kib * 1024) : undefined;
+}
 /** Bytes past a chunk's end a job gets, for the block that crosses it (at most; see overrun). */
 const OVERRUN = 512 * 1024;
 /** Most symbols one job writes before it stops (a continuation goes on from there). */
@@ -48,7 +74,7 @@ const MAX_CHECKPOINT_JOB = 16 * 1024 * 1024;
 export interface ParallelGunzipOptions {
   /** Decode threads; default the pool's. */
   pool?: InflatePool;
-  /** Compressed bytes per chunk (at least 1 KiB); default: the stream's size split four ways per thread, 256 KiB to 4 MiB. */
+  /** Compressed bytes per chunk (at least 1 KiB); default: FASTPULL_PARGZIP_CHUNK_KIB, else the stream's size split four ways per thread, 256 KiB to {@link PARGZIP_CHUNK}. */
   chunkSize?: number;
   /** The stream's size when known (it sizes the chunks). */
   size?: number;
@@ -104,7 +130,7 @@ export interface ParallelGunzipStream extends Transform {
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Counters, final once the stream has ended. */
-  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0, checkpointsUsed: 0, checkpointsDropped: 0 };
+  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, exactBytes: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0, checkpointsUsed: 0, checkpointsDropped: 0 };
   private readonly pool: InflatePool;
   private readonly chunk: number;
   private cap: number;
@@ -149,7 +175,8 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     if (!nativeInflate()) throw new FastpullError('INTERNAL', 'parallel gunzip: the native decoder is not built (`pnpm --filter @fastpull/core build:native`)');
     this.pool = options.pool ?? sharedInflatePool();
     const threads = Math.max(1, this.pool.threads);
-    this.chunk = options.chunkSize !== undefined ? Math.max(1024, options.chunkSize) : (options.size ? Math.min(PARGZIP_CHUNK, Math.max(MIN_CHUNK, Math.ceil(options.size / (threads * 4)))) : PARGZIP_CHUNK);
+    const chunkSize = options.chunkSize ?? chunkFromEnv();
+    this.chunk = chunkSize !== undefined ? Math.max(1024, chunkSize) : (options.size ? Math.min(PARGZIP_CHUNK, Math.max(MIN_CHUNK, Math.ceil(options.size / (threads * 4)))) : PARGZIP_CHUNK);
     this.cap = options.jobCap ?? JOB_CAP;
     // zlib's blocks span up to ~100 KiB of input; smaller chunks (tests) get a smaller margin, and a
     // job that still runs out asks for more (a Need continuation).
