@@ -12,8 +12,8 @@
 // decoder linked into Node (createIsalGunzip, where libisal was found at build time), decoding on a
 // libuv pool thread or on the reading thread. The "reusing output" rows fill output buffers again
 // once the reader has taken them (`reuseOutput`, as an unpack pass runs the parallel decoder);
-// the other parallel rows allocate a fresh buffer per 256 KiB, as a caller without it does. Prints a markdown table (medians of
-// BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
+// the other parallel rows allocate a fresh buffer per 256 KiB, as a caller without it does. Prints
+// a markdown table (medians of BENCH_RUNS, default 3) and writes bench/results/pargzip-<time>.json.
 //   BENCH_PARGZIP_MIB  uncompressed size of the layer (default 1024)
 //   BENCH_DECODERS     only the rows whose name starts with one of these, `|`-separated (row names hold
 //                      commas: 'parallel, 2 threads|igzip'); without a `|`, comma-separated as before

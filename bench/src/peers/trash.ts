@@ -2,8 +2,9 @@
 // VM the bench's figures come from has none), when it allocates an inode, skips every inode freed in
 // the last minute (several minutes while their inode table block is not yet written back), scanning
 // past each one, so a run that creates files right after a tree of 20,000 was removed pays many
-// times the usual system CPU, and parallel creators contend on the lock around that scan. Each run's tree goes to a trash list instead; the trash is emptied only when the
-// next work would not fit on the filesystem, and a measured run waits a cool-down after any removal.
+// times the usual system CPU, and parallel creators contend on the lock around that scan. Each
+// run's tree goes to a trash list instead; the trash is emptied only when the next work would not
+// fit on the filesystem, and a measured run waits a cool-down after any removal.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';

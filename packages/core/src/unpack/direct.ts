@@ -12,6 +12,7 @@
 // (fcntl answers EINVAL), or one that refuses a direct write with EINVAL, gets buffered writes.
 import fs from 'node:fs';
 import { isMainThread, workerData } from 'node:worker_threads';
+import { positiveEnv } from '../util/env.js';
 import { nativeFs } from './native.js';
 
 /**
@@ -30,8 +31,8 @@ export const DIRECT_MIN_FLOOR = 8 * 1024 * 1024;
 /** Whether a file of `size` bytes is to be written direct (before {@link directIo} says whether it can be). */
 export function directSize(size: number): boolean {
   if (size < DIRECT_MIN_FLOOR) return false;
-  const mib = Number(process.env.FASTPULL_DIRECT_MIN_MIB);
-  return size >= (Number.isFinite(mib) && mib > 0 ? Math.max(DIRECT_MIN_FLOOR, mib * 1024 * 1024) : DIRECT_MIN);
+  const mib = positiveEnv(process.env.FASTPULL_DIRECT_MIN_MIB);
+  return size >= (mib !== undefined ? Math.max(DIRECT_MIN_FLOOR, mib * 1024 * 1024) : DIRECT_MIN);
 }
 /** Bytes of one direct write, and of each buffer. */
 export const DIRECT_CHUNK = 4 * 1024 * 1024;

@@ -9,6 +9,7 @@
 import { availableParallelism } from 'node:os';
 import { isMainThread, workerData } from 'node:worker_threads';
 import { FastpullError } from '../errors.js';
+import { positiveEnv } from '../util/env.js';
 
 // Int32 cells of the shared buffer.
 const RUNNING = 0;
@@ -28,8 +29,8 @@ const WAIT_MS = 100;
 /**
  * Slot memory of all parallel gunzips of a process together, at most, by default: 64 MiB, three slots
  * of a stream of 4 MiB chunks (about 17 MiB each: 8 MiB of 16-bit symbols, 4 MiB of bytes, 4.5 MiB of
- * input), the job the output waits for and two ahead; four of 1 MiB chunks (about 13.6 MiB each). Measured on a 2-core VM with `--inflater
- * parallel` (docs/architecture.md, "Parallel gunzip"): one 1 GiB layer in the same time as without a
+ * input), the job the output waits for and two ahead; four of 1 MiB chunks (about 13.6 MiB each).
+ * Measured on a 2-core VM with `--inflater parallel` (docs/architecture.md, "Parallel gunzip"): one 1 GiB layer in the same time as without a
  * budget (96 and 128 MiB were no faster), the ML bench image (two large layers at once) 535-647 ->
  * 366-397 MiB of peak RSS for 0.98-1.13x the time.
  */
@@ -226,12 +227,12 @@ export function processInflateBudget(): InflateBudget {
 /**
  * FASTPULL_INFLATE_SLOT_MIB, for measuring: the slot memory of the process's parallel gunzips, in
  * MiB, instead of {@link INFLATE_SLOT_BYTES_PER_JOB} per core up to {@link DEFAULT_INFLATE_SLOT_BYTES}.
- * A stream runs ahead only as many jobs as its slots allow (a slot of 4 MiB chunks is about 17 MiB),
- * so the default lets one stream run about two jobs ahead however many cores the machine has.
+ * A stream runs ahead only as many jobs as its slots allow (a slot of 1 MiB chunks is about 13.6 MiB),
+ * so the default lets one stream run three jobs ahead at most, however many cores the machine has.
  */
 export function slotBytesFromEnv(env: NodeJS.ProcessEnv = process.env): InflateBudgetLimits {
-  const mib = Number(env.FASTPULL_INFLATE_SLOT_MIB);
-  return Number.isFinite(mib) && mib > 0 ? { slotBytes: Math.round(mib * 1024 * 1024) } : {};
+  const mib = positiveEnv(env.FASTPULL_INFLATE_SLOT_MIB);
+  return mib === undefined ? {} : { slotBytes: Math.round(mib * 1024 * 1024) };
 }
 
 /** What a worker thread's `workerData` carries so that its decode pools share this process's budget. */

@@ -18,6 +18,7 @@
 // refuses exactly what zlib does, so the output always equals node:zlib's.
 import { Transform, type TransformCallback } from 'node:stream';
 import { FastpullError } from '../errors.js';
+import { positiveEnv } from '../util/env.js';
 import { DecodeCursor } from './pargzip-cursor.js';
 import { Guesses } from './pargzip-guesses.js';
 import { CompressedInput } from './pargzip-input.js';
@@ -60,8 +61,8 @@ const MIN_CHUNK = 256 * 1024;
  * ({@link ParallelGunzipStats.exactBytes}; see {@link PARGZIP_CHUNK} for what chunk sizes did).
  */
 export function chunkFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const kib = Number(env.FASTPULL_PARGZIP_CHUNK_KIB);
-  return Number.isFinite(kib) && kib > 0 ? Math.round(kib * 1024) : undefined;
+  const kib = positiveEnv(env.FASTPULL_PARGZIP_CHUNK_KIB);
+  return kib === undefined ? undefined : Math.round(kib * 1024);
 }
 /** Bytes past a chunk's end a job gets, for the block that crosses it (at most; see overrun). */
 const OVERRUN = 512 * 1024;
