@@ -3,6 +3,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# What the containerd suites need, which bootstrap installs where it can: here a missing piece fails
+# the run, saying what, instead of leaving its tests to skip.
+for bin in containerd runc busybox go; do
+  command -v "$bin" >/dev/null || { echo "test: $bin is required by the containerd suites and is not installed" >&2; exit 1; }
+done
+# containerd 1.7, 2.0 and 2.2, crictl, the SOCI snapshotter and cosign from their pinned Go modules
+# (scripts/peers/pins.txt); nothing is rebuilt while the pins are unchanged.
+bash scripts/peers.sh
 # Test files are outside the build: type-check them too, so they cannot rot unnoticed.
 pnpm run typecheck
 report="$(mktemp -d)/vitest.json"

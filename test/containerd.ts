@@ -1,14 +1,68 @@
 // A private containerd for tests: its own root, state, gRPC address and config under a temporary
 // directory, with fastpulld's snapshotter socket as the proxy snapshotter `fastpull` (required: a
-// containerd that cannot load it fails to start). Shim sockets and runc state are shared with any
-// system containerd, so callers use their own namespace and unique container ids. Also: a runnable
-// busybox image of several layers, and a client of the CRI image service.
+// containerd that cannot load it fails to start). The config is the shipped file of
+// deploy/containerd/ for the release under test, with only its paths made private and the test's
+// CRI choices applied, so every shipped config is started for real. The release is
+// $FASTPULL_CONTAINERD (1.6, Debian's, on PATH; 1.7, 2.0 and 2.2 as scripts/peers.sh builds them);
+// vitest.config.ts runs the containerd suites once per release. Shim sockets and runc state are
+// shared with any system containerd, so callers use their own namespace and unique container ids.
+// Also: a runnable busybox image of several layers, and a client of the CRI image service.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { parse, stringify, type TomlTable } from 'smol-toml';
 import { buildImage, Prng, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
+
+const repoRoot = join(import.meta.dirname, '..');
+
+/** A containerd release the suites run against. */
+export interface ContainerdRelease {
+  /** `1.6`, `1.7`, `2.0`, `2.2`. */
+  readonly name: string;
+  /** The major version: 2 reads config version 3 and has the split CRI plugins. */
+  readonly major: 1 | 2;
+  /** Where its containerd, ctr and containerd-shim-runc-v2 are; undefined for the ones on PATH. */
+  readonly binDir: string | undefined;
+  /** The file of deploy/containerd/ written for it. */
+  readonly configFile: string;
+  /** 2.1 and later: CRI pulls go through the transfer service unless told `use_local_image_pull`. */
+  readonly transfer: boolean;
+}
+
+/** The prefix scripts/peers.sh builds into. */
+export const peersPrefix = process.env.FASTPULL_PEERS ?? join(repoRoot, '.peers');
+
+export const CONTAINERD_RELEASES: readonly ContainerdRelease[] = [
+  { name: '1.6', major: 1, binDir: undefined, configFile: 'config-1.6.toml', transfer: false },
+  { name: '1.7', major: 1, binDir: join(peersPrefix, 'containerd-1.7', 'bin'), configFile: 'config-1.7.toml', transfer: false },
+  { name: '2.0', major: 2, binDir: join(peersPrefix, 'containerd-2.0', 'bin'), configFile: 'config-2.0.toml', transfer: false },
+  { name: '2.2', major: 2, binDir: join(peersPrefix, 'containerd-2.2', 'bin'), configFile: 'config-2.1.toml', transfer: true },
+];
+
+export function containerdRelease(name: string): ContainerdRelease {
+  const r = CONTAINERD_RELEASES.find((c) => c.name === name);
+  if (!r) throw new Error(`FASTPULL_CONTAINERD=${name}: not one of ${CONTAINERD_RELEASES.map((c) => c.name).join(', ')}`);
+  return r;
+}
+
+/** The release this test process runs against ($FASTPULL_CONTAINERD, default 1.6). */
+export const release: ContainerdRelease = containerdRelease(process.env.FASTPULL_CONTAINERD ?? '1.6');
+
+/** A binary of `r` (ctr, containerd): its path in the peers prefix, or its name on PATH. */
+export const releaseBin = (r: ContainerdRelease, bin: string): string => (r.binDir ? join(r.binDir, bin) : bin);
+
+/**
+ * `ctr images pull` flags for containerd's own client-side pull (no remote-snapshotter labels, so
+ * containerd downloads and applies every layer itself): 2.x pulls through the transfer service
+ * unless told `--local`, and the transfer service labels Prepares for a snapshotter that exports
+ * enable_remote_snapshot_annotations, as the shipped 2.1 file's does.
+ */
+export const ctrLocalPull = (r: ContainerdRelease = release): string[] => (r.major === 2 ? ['--local'] : []);
+
+/** PATH for a process of `r`: containerd finds its shim on PATH, so the release's own comes first. */
+export const releasePath = (r: ContainerdRelease): string => (r.binDir ? `${r.binDir}${delimiter}${process.env.PATH ?? ''}` : (process.env.PATH ?? ''));
 
 /** What the CRI plugin should do, when a test needs it (else it is disabled). */
 export interface CriOptions {
@@ -16,7 +70,15 @@ export interface CriOptions {
   readonly snapshotter: string;
   /** containerd's `disable_snapshot_annotations` (the remote-snapshotter labels are sent when false). */
   readonly disableSnapshotAnnotations: boolean;
+  /**
+   * 2.1 and later: `use_local_image_pull` (CRI pulls as 2.0 did, client side) instead of the transfer
+   * service the shipped file configures; default $FASTPULL_CRI_PULL = `local`. Ignored by earlier releases.
+   */
+  readonly localImagePull?: boolean;
 }
+
+/** The CRI pull path of this test process on 2.1 and later: `transfer` (as shipped) or `local` ($FASTPULL_CRI_PULL). */
+export const criPull: 'transfer' | 'local' = process.env.FASTPULL_CRI_PULL === 'local' ? 'local' : 'transfer';
 
 /** A running private containerd. */
 export interface PrivateContainerd {
@@ -24,6 +86,8 @@ export interface PrivateContainerd {
   readonly address: string;
   /** The namespace the `ctr` helper uses. */
   readonly namespace: string;
+  /** Its release. */
+  readonly release: ContainerdRelease;
   /** Runs `ctr --address … --namespace … ARGS` (its own namespace unless told); never throws on a non-zero exit. */
   ctr(args: readonly string[], options?: { timeoutMs?: number; namespace?: string }): Promise<{ status: number | null; stdout: string; stderr: string }>;
   /** containerd's log so far. */
@@ -31,13 +95,24 @@ export interface PrivateContainerd {
   stop(): Promise<void>;
 }
 
-/** Why a private containerd cannot run here, or undefined when it can. */
+/**
+ * Why a private containerd cannot run here at all (not root), or undefined. A release whose binaries
+ * are missing is not a reason to skip: {@link startContainerd} fails, saying what to install or build.
+ */
 export function containerdUnavailable(): string | undefined {
   if (process.getuid?.() !== 0) return 'not running as root';
-  for (const bin of ['containerd', 'ctr', 'runc', 'containerd-shim-runc-v2']) {
-    if (spawnSync('sh', ['-c', `command -v ${bin}`]).status !== 0) return `${bin} is not installed`;
-  }
   return undefined;
+}
+
+/** What `r` lacks on this machine (its binaries, runc), or undefined when it has everything. */
+export function releaseMissing(r: ContainerdRelease = release): string | undefined {
+  const missing = ['containerd', 'ctr', 'containerd-shim-runc-v2'].filter((bin) =>
+    r.binDir ? !existsSync(join(r.binDir, bin)) : spawnSync('sh', ['-c', `command -v ${bin}`]).status !== 0,
+  );
+  if (spawnSync('sh', ['-c', 'command -v runc']).status !== 0) missing.push('runc');
+  if (missing.length === 0) return undefined;
+  const how = r.binDir ? `bash scripts/peers.sh containerd-${r.name}` : 'bash scripts/bootstrap.sh (Debian packages containerd, runc)';
+  return `containerd ${r.name}: ${missing.join(', ')} not found (${how})`;
 }
 
 /** Runs a command without blocking the event loop (fastpulld's log pipe must keep draining). */
@@ -56,57 +131,102 @@ export function run(cmd: string, args: readonly string[], timeoutMs = 120_000): 
   });
 }
 
-/**
- * Starts containerd with a config of its own under `dir`, `snapshotterSocket` as `fastpull`.
- * Resolves once it answers; rejects with its log when it exits or does not answer in time.
- */
-export async function startContainerd(dir: string, snapshotterSocket: string, cri?: CriOptions): Promise<PrivateContainerd> {
-  mkdirSync(dir, { recursive: true });
-  const address = join(dir, 'containerd.sock');
-  const criConfig = cri
-    ? `[plugins."io.containerd.grpc.v1.cri"]
-  disable_tcp_service = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "${cri.snapshotter}"
-    disable_snapshot_annotations = ${cri.disableSnapshotAnnotations}
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "${join(dir, 'cni-bin')}"
-    conf_dir = "${join(dir, 'cni-conf')}"
-`
-    : '';
-  const config = `version = 2
-root = "${join(dir, 'root')}"
-state = "${join(dir, 'state')}"
-required_plugins = ["io.containerd.snapshotter.v1.fastpull"]
-disabled_plugins = [${cri ? '' : '"io.containerd.grpc.v1.cri", '}"io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+const table = (v: unknown): TomlTable => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as TomlTable) : {});
+/** `t[key]` as a table, created when absent. */
+const sub = (t: TomlTable, key: string): TomlTable => {
+  if (table(t[key]) !== t[key]) t[key] = {};
+  return t[key] as TomlTable;
+};
 
-[grpc]
-  address = "${address}"
-[ttrpc]
-  address = "${address}.ttrpc"
-[debug]
-  level = "debug"
-
-[proxy_plugins.fastpull]
-  type = "snapshot"
-  address = "${snapshotterSocket}"
-${criConfig}`;
-  return launchContainerd(dir, address, config);
+/** Where a private containerd keeps everything, and what it is pointed at. */
+export interface PrivatePaths {
+  /** Its directory: root, state, sockets, config and log go under it. */
+  readonly dir: string;
+  /** fastpulld's snapshotter socket. */
+  readonly snapshotterSocket: string;
+  /** fastpulld's store root (the proxy plugin's exports.root, where the file names one). */
+  readonly fastpullRoot?: string;
 }
 
 /**
- * Starts containerd with `config` (written to `dir`/config.toml) whose gRPC address is `address`.
- * Resolves once it answers; rejects with its log when it exits or does not answer in time.
+ * The shipped config for `r` as a private containerd runs it: every path made private, CRI kept off
+ * TCP, debug logs, fastpull required, plugins that would reach outside the test's directory (NRI's
+ * socket, the snapshotters this machine lacks) off; `cri` applied to the CRI keys of `r`'s layout,
+ * the file's own CRI settings kept with `'shipped'`, or the CRI plugins off when it is undefined.
+ * Nothing else of the file is changed.
  */
-export async function launchContainerd(dir: string, address: string, config: string): Promise<PrivateContainerd> {
+export function containerdConfig(r: ContainerdRelease, paths: PrivatePaths, cri?: CriOptions | 'shipped', source?: string): { config: string; address: string } {
+  const t = parse(source ?? readFileSync(join(repoRoot, 'deploy', 'containerd', r.configFile), 'utf8'));
+  const address = join(paths.dir, 'containerd.sock');
+  t.root = join(paths.dir, 'root');
+  t.state = join(paths.dir, 'state');
+  t.grpc = { address };
+  t.ttrpc = { address: `${address}.ttrpc` };
+  t.debug = { level: 'debug' };
+  t.required_plugins = ['io.containerd.snapshotter.v1.fastpull'];
+  const disabled = ['io.containerd.snapshotter.v1.aufs', 'io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.devmapper'];
+  if (r.major === 2) disabled.push('io.containerd.nri.v1.nri', 'io.containerd.snapshotter.v1.erofs');
+  const proxy = sub(sub(t, 'proxy_plugins'), 'fastpull');
+  proxy.address = paths.snapshotterSocket;
+  if (proxy.exports && paths.fastpullRoot) table(proxy.exports).root = paths.fastpullRoot;
+  const plugins = sub(t, 'plugins');
+  const cniDirs = { bin: join(paths.dir, 'cni-bin'), conf: join(paths.dir, 'cni-conf') };
+  if (r.major === 1) {
+    if (!cri) disabled.push('io.containerd.grpc.v1.cri');
+    const plugin = sub(plugins, 'io.containerd.grpc.v1.cri');
+    Object.assign(plugin, { disable_tcp_service: true, stream_server_address: '127.0.0.1', stream_server_port: '0', cni: { bin_dir: cniDirs.bin, conf_dir: cniDirs.conf } });
+    if (cri && cri !== 'shipped') Object.assign(sub(plugin, 'containerd'), { snapshotter: cri.snapshotter, disable_snapshot_annotations: cri.disableSnapshotAnnotations });
+  } else {
+    if (!cri) disabled.push('io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.podsandbox.controller.v1.podsandbox', 'io.containerd.sandbox.controller.v1.shim');
+    Object.assign(sub(plugins, 'io.containerd.grpc.v1.cri'), { disable_tcp_service: true, stream_server_address: '127.0.0.1', stream_server_port: '0' });
+    Object.assign(sub(plugins, 'io.containerd.cri.v1.runtime'), { cni: { bin_dirs: [cniDirs.bin], conf_dir: cniDirs.conf } });
+    if (cri && cri !== 'shipped') {
+      const images = sub(plugins, 'io.containerd.cri.v1.images');
+      images.snapshotter = cri.snapshotter;
+      const local = cri.localImagePull ?? criPull === 'local';
+      if (!r.transfer || local) {
+        // The client-side pull reads the CRI key (and 2.1+ turns to it when the key says false).
+        images.disable_snapshot_annotations = cri.disableSnapshotAnnotations;
+        if (r.transfer) images.use_local_image_pull = true;
+      } else {
+        // The transfer service labels Prepares for a snapshotter that exports this; the CRI key
+        // must stay unset there, or containerd falls back to the client-side pull.
+        delete images.disable_snapshot_annotations;
+        const exports = sub(proxy, 'exports');
+        if (cri.disableSnapshotAnnotations) delete exports.enable_remote_snapshot_annotations;
+        else exports.enable_remote_snapshot_annotations = 'true';
+      }
+    }
+  }
+  t.disabled_plugins = disabled;
+  return { config: stringify(t), address };
+}
+
+/**
+ * Starts the release under test with its shipped config (see {@link containerdConfig}) under `dir`,
+ * `snapshotterSocket` as `fastpull`. Resolves once it answers; rejects with its log when it exits or
+ * does not answer in time, or with what is missing when the release is not installed or built.
+ */
+export async function startContainerd(dir: string, snapshotterSocket: string, cri?: CriOptions | 'shipped', options: { release?: ContainerdRelease; fastpullRoot?: string } = {}): Promise<PrivateContainerd> {
+  const r = options.release ?? release;
+  const { config, address } = containerdConfig(r, { dir, snapshotterSocket, fastpullRoot: options.fastpullRoot }, cri);
+  return launchContainerd(dir, address, config, r);
+}
+
+/**
+ * Starts containerd of release `r` with `config` (written to `dir`/config.toml) whose gRPC address
+ * is `address`. Resolves once it answers; rejects with its log when it exits or does not answer in time.
+ */
+export async function launchContainerd(dir: string, address: string, config: string, r: ContainerdRelease = release): Promise<PrivateContainerd> {
+  const missing = releaseMissing(r);
+  if (missing) throw new Error(missing);
   mkdirSync(dir, { recursive: true });
   const configPath = join(dir, 'config.toml');
   writeFileSync(configPath, config);
   const logPath = join(dir, 'containerd.log');
   const logFd = openSync(logPath, 'a');
-  const proc: ChildProcess = spawn('containerd', ['--config', configPath], { stdio: ['ignore', logFd, logFd] });
+  const env = { ...process.env, PATH: releasePath(r) };
+  const proc: ChildProcess = spawn(releaseBin(r, 'containerd'), ['--config', configPath], { stdio: ['ignore', logFd, logFd], env });
   let exited: number | null | undefined;
   const gone = new Promise<void>((resolve) =>
     proc.on('exit', (code) => {
@@ -116,7 +236,7 @@ export async function launchContainerd(dir: string, address: string, config: str
   );
   const log = (): string => (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '');
   const namespace = `fastpull-test-${process.pid}`;
-  const ctr: PrivateContainerd['ctr'] = (args, options = {}) => run('ctr', ['--address', address, '--namespace', options.namespace ?? namespace, ...args], options.timeoutMs);
+  const ctr: PrivateContainerd['ctr'] = (args, options = {}) => run(releaseBin(r, 'ctr'), ['--address', address, '--namespace', options.namespace ?? namespace, ...args], options.timeoutMs);
   const stop = async (): Promise<void> => {
     if (exited !== undefined) return;
     proc.kill('SIGTERM');
@@ -126,15 +246,15 @@ export async function launchContainerd(dir: string, address: string, config: str
   };
   const deadline = Date.now() + 30_000;
   for (;;) {
-    if (exited !== undefined) throw new Error(`containerd exited with ${exited}:\n${log().slice(-4000)}`);
+    if (exited !== undefined) throw new Error(`containerd ${r.name} exited with ${exited}:\n${log().slice(-4000)}`);
     if (existsSync(address) && (await ctr(['version'], { timeoutMs: 5_000 })).status === 0) break;
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`containerd did not answer within 30 s:\n${log().slice(-4000)}`);
+      throw new Error(`containerd ${r.name} did not answer within 30 s:\n${log().slice(-4000)}`);
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((res) => setTimeout(res, 200));
   }
-  return { address, namespace, ctr, log, stop };
+  return { address, namespace, release: r, ctr, log, stop };
 }
 
 /**

@@ -1,17 +1,19 @@
 // The containerd configurations in deploy/containerd as containerd reads them. Each file (and each
 // alternative it shows in comments) parses as TOML and uses only keys that its containerd version's
-// config structures read, with the values the fast path needs. The 1.6 file runs for real: Debian's
-// containerd 1.6.20 started with it (only its paths made private) loads the CRI plugin and the
-// fastpull proxy plugin, and a CRI PullImage is answered by fastpulld's fast path. The 1.7 file
-// loads in 1.6.20 too (its 1.7-only keys are ignored, as 1.7 before 1.7.16 ignores `exports`).
-// containerd 2.x cannot run here: its files are checked against the keys it reads, not started.
+// config structures read, with the values the fast path needs. Then each file runs for real on every
+// release it is for: Debian's containerd 1.6.20, and 1.7, 2.0 and 2.2 as scripts/peers.sh builds
+// them, started with the file (only its paths made private), load the CRI plugin and the fastpull
+// proxy plugin, reach fastpulld through it, and a CRI PullImage is answered by fastpulld's fast path
+// (containerd holds no layer blob). The 2.1 file runs on 2.2 twice: as shipped (CRI pulls through
+// the transfer service) and with its use_local_image_pull alternative. The 1.7 file also loads in
+// 1.6.20 (its 1.7-only keys are ignored, as 1.7 before 1.7.16 ignores `exports`).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify, type TomlTable } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SNAPSHOTTER_SOCKET } from '@fastpull/daemon/paths';
 import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
-import { busyboxImage, containerdUnavailable, criImages, launchContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
+import { busyboxImage, containerdConfig, containerdRelease, containerdUnavailable, criImages, launchContainerd, waitForSnapshotter, type ContainerdRelease, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, repoRoot, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const dir = join(repoRoot, 'deploy', 'containerd');
@@ -132,10 +134,13 @@ describe('deploy/containerd: the keys each containerd version reads', () => {
   it('2.x: the CRI images plugin unpacks into fastpull; 2.1 also through the transfer service', () => {
     for (const file of ['config-2.0.toml', 'config-2.1.toml']) {
       const t = parse(text(file));
-      expect(table(table(t.plugins)['io.containerd.cri.v1.images'])).toMatchObject({ snapshotter: 'fastpull', disable_snapshot_annotations: false });
+      expect(table(table(t.plugins)['io.containerd.cri.v1.images']).snapshotter).toBe('fastpull');
       expect(table(t.plugins)['io.containerd.grpc.v1.cri'], file).toBeUndefined();
     }
+    expect(table(table(parse(text('config-2.0.toml')).plugins)['io.containerd.cri.v1.images']).disable_snapshot_annotations).toBe(false);
     const t = parse(text('config-2.1.toml'));
+    // Unset, so that CRI pulls stay on the transfer service (false makes 2.1+ fall back to the local pull).
+    expect(table(table(t.plugins)['io.containerd.cri.v1.images']).disable_snapshot_annotations).toBeUndefined();
     // The transfer service adds the labels only for a snapshotter exporting this, as the string "true".
     expect(table(table(table(t.proxy_plugins).fastpull).exports).enable_remote_snapshot_annotations).toBe('true');
     const unpack = table(table(t.plugins)['io.containerd.transfer.v1.local']).unpack_config as TomlTable[];
@@ -145,26 +150,9 @@ describe('deploy/containerd: the keys each containerd version reads', () => {
       expect(u.differ).toBe('walking');
     }
     const local = parse(alternatives(text('config-2.1.toml'))[0]!);
-    expect(table(table(local.plugins)['io.containerd.cri.v1.images']).use_local_image_pull).toBe(true);
+    expect(table(table(local.plugins)['io.containerd.cri.v1.images'])).toMatchObject({ use_local_image_pull: true, disable_snapshot_annotations: false });
   });
 });
-
-/** A deploy config with every path made private, CRI kept off TCP and ports; nothing else changed. */
-function privateConfig(source: string, work: string, snapshotterSocket: string, fastpullRoot: string): { config: string; address: string } {
-  const t = parse(source);
-  const address = join(work, 'containerd.sock');
-  t.root = join(work, 'root');
-  t.state = join(work, 'state');
-  t.grpc = { address };
-  t.ttrpc = { address: `${address}.ttrpc` };
-  t.debug = { level: 'debug' };
-  const proxy = table(table(t.proxy_plugins).fastpull);
-  proxy.address = snapshotterSocket;
-  if (proxy.exports) table(proxy.exports).root = fastpullRoot;
-  const cri = table(table(t.plugins)['io.containerd.grpc.v1.cri']);
-  Object.assign(cri, { disable_tcp_service: true, stream_server_address: '127.0.0.1', stream_server_port: '0', cni: { bin_dir: join(work, 'cni-bin'), conf_dir: join(work, 'cni-conf') } });
-  return { config: stringify(t), address };
-}
 
 /** `ctr plugins ls` rows: type, id and status. */
 async function plugins(containerd: PrivateContainerd): Promise<Array<{ type: string; id: string; status: string }>> {
@@ -178,16 +166,58 @@ async function plugins(containerd: PrivateContainerd): Promise<Array<{ type: str
     .map((c) => ({ type: c[0]!, id: c[1]!, status: c.at(-1)! }));
 }
 
+/** The version containerd's server reports (`ctr version`), e.g. `1.7.35` or `v2.2.10`. */
+async function serverVersion(containerd: PrivateContainerd): Promise<string> {
+  const r = await containerd.ctr(['version']);
+  const m = /Server:\s*\n\s*Version:\s*(\S+)/.exec(r.stdout);
+  if (!m) throw new Error(`ctr version: no server version in ${JSON.stringify(r.stdout)}`);
+  return m[1]!;
+}
+
+/** How a run changes the shipped file: not at all, one of its commented alternatives, or one key set. */
+type Variant = { kind: 'shipped' } | { kind: 'alternative'; index: number } | { kind: 'with'; plugin: string; key: string; value: boolean };
+
+/** Each shipped file on each release it is for, and the CRI pull path containerd takes with it. */
+interface Run {
+  readonly file: string;
+  readonly release: string;
+  readonly variant: Variant;
+  readonly label: string;
+  /** 2.1+: whether CRI pulls go through the transfer service (else containerd's client-side pull). */
+  readonly transfer?: boolean;
+}
+const IMAGES_PLUGIN = 'io.containerd.cri.v1.images';
+const RUNS: Run[] = [
+  { file: 'config-1.6.toml', release: '1.6', variant: { kind: 'shipped' }, label: 'as shipped' },
+  { file: 'config-1.7.toml', release: '1.6', variant: { kind: 'shipped' }, label: 'shipped; 1.7 keys ignored' },
+  { file: 'config-1.7.toml', release: '1.7', variant: { kind: 'shipped' }, label: 'as shipped' },
+  { file: 'config-2.0.toml', release: '2.0', variant: { kind: 'shipped' }, label: 'as shipped' },
+  { file: 'config-2.1.toml', release: '2.2', variant: { kind: 'shipped' }, label: 'shipped; transfer service', transfer: true },
+  { file: 'config-2.1.toml', release: '2.2', variant: { kind: 'alternative', index: 0 }, label: 'with use_local_image_pull', transfer: false },
+  // What the file warns against: the CRI key set false makes 2.1+ leave the transfer service.
+  { file: 'config-2.1.toml', release: '2.2', variant: { kind: 'with', plugin: IMAGES_PLUGIN, key: 'disable_snapshot_annotations', value: false }, label: 'annotations key false', transfer: false },
+];
+
+function variantSource(run: Run): string {
+  const v = run.variant;
+  if (v.kind === 'shipped') return text(run.file);
+  if (v.kind === 'alternative') return alternatives(text(run.file))[v.index]!;
+  const t = parse(text(run.file));
+  table(table(t.plugins)[v.plugin])[v.key] = v.value;
+  return stringify(t);
+}
+
 const work = tempDir('deploy-containerd');
 const reason = containerdUnavailable() ?? overlayUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
-if (reason) console.warn(`skipping the deploy/containerd run with containerd 1.6: ${reason}`);
+if (reason) console.warn(`skipping the deploy/containerd runs: ${reason}`);
 
-describe.skipIf(reason !== undefined)('deploy/containerd/config-1.6.toml in containerd 1.6.20', () => {
+describe.skipIf(reason !== undefined)('deploy/containerd files started on their containerd releases', () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon;
   let image: BuiltImage;
   const snapSocket = join(work.dir, 'snapshotter.sock');
   const root = join(work.dir, 'fastpull-root');
+  let seq = 0;
 
   beforeAll(async () => {
     registry = await startDistribution({ dir: join(work.dir, 'registry') });
@@ -201,20 +231,32 @@ describe.skipIf(reason !== undefined)('deploy/containerd/config-1.6.toml in cont
     work.cleanup();
   });
 
-  it('loads the CRI plugin and the fastpull proxy plugin, and a CRI PullImage is answered by fastpulld', async () => {
-    const ctrDir = join(work.dir, 'containerd-1.6');
-    const { config, address } = privateConfig(text('config-1.6.toml'), ctrDir, snapSocket, root);
-    const containerd = await launchContainerd(ctrDir, address, config);
+  it.each(RUNS)('$file in containerd $release ($label): CRI and fastpull load, fastpulld answers, a CRI PullImage takes the fast path', async (run) => {
+    const name = run.release;
+    const r: ContainerdRelease = containerdRelease(name);
+    const source = variantSource(run);
+    const ctrDir = join(work.dir, `containerd-${seq++}`);
+    const { config, address } = containerdConfig(r, { dir: ctrDir, snapshotterSocket: snapSocket, fastpullRoot: root }, 'shipped', source);
+    const containerd = await launchContainerd(ctrDir, address, config, r);
     const cri = criImages(containerd.address);
     try {
+      expect((await serverVersion(containerd)).replace(/^v/, '')).toMatch(new RegExp(`^${name.replace('.', '\\.')}\\.`));
       const loaded = await plugins(containerd);
       expect(loaded.find((p) => p.type === 'io.containerd.snapshotter.v1' && p.id === 'fastpull')?.status).toBe('ok');
       expect(loaded.find((p) => p.type === 'io.containerd.grpc.v1' && p.id === 'cri')?.status).toBe('ok');
       await waitForSnapshotter(containerd);
 
       const ref = `${registry.host}/deploy/busybox:v1`;
-      expect(await cri.pullImage(ref)).toMatch(/^sha256:[0-9a-f]{64}$/);
-      expect(daemon.logs.filter((l) => l.msg === 'layer recorded for containerd')).toHaveLength(image.layers.length);
+      const before = daemon.logs.filter((l) => l.msg === 'layer recorded for containerd').length;
+      expect(await cri.pullImage(ref)).toBe(image.configDigest);
+      if (run.transfer !== undefined) {
+        // containerd says at debug level which path a CRI pull took (its log is written before it answers).
+        const viaTransfer = containerd.log().split('\n').filter((l) => l.includes('PullImage') && l.includes('using transfer service'));
+        expect(viaTransfer.length, 'CRI pulls through the transfer service').toBe(run.transfer ? 1 : 0);
+        expect(/Falling back to local image pull mode/.test(containerd.log())).toBe(run.variant.kind === 'with');
+      }
+      await expect.poll(() => daemon.logs.filter((l) => l.msg === 'layer recorded for containerd').length - before, { timeout: 10_000 }).toBe(image.layers.length);
+      expect((await cri.imageStatus(ref))?.id).toBe(image.configDigest);
       const content = await containerd.ctr(['content', 'ls', '-q'], { namespace: 'k8s.io' });
       expect(content.stdout).toContain(image.manifestDigest);
       for (const l of image.layers) expect(content.stdout).not.toContain(l.digest);
@@ -225,19 +267,6 @@ describe.skipIf(reason !== undefined)('deploy/containerd/config-1.6.toml in cont
       await cri.removeImage(ref);
     } finally {
       cri.close();
-      await containerd.stop();
-    }
-  });
-
-  it('config-1.7.toml loads in 1.6.20 as well: the keys 1.6 does not know are ignored', async () => {
-    const ctrDir = join(work.dir, 'containerd-1.7-file');
-    const { config, address } = privateConfig(text('config-1.7.toml'), ctrDir, snapSocket, root);
-    const containerd = await launchContainerd(ctrDir, address, config);
-    try {
-      const loaded = await plugins(containerd);
-      expect(loaded.find((p) => p.id === 'fastpull')?.status).toBe('ok');
-      expect(loaded.find((p) => p.id === 'cri')?.status).toBe('ok');
-    } finally {
       await containerd.stop();
     }
   });
