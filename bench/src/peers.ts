@@ -186,6 +186,10 @@ const allContenders: Record<string, Contender> = {
   containerd: containerd(),
   'cri-fastpull': criContender(repo, 'fastpull'),
   'cri-overlayfs': criContender(repo, 'overlayfs'),
+  'cri-fastpull-1.7': criContender(repo, 'fastpull', '1.7'),
+  'cri-overlayfs-1.7': criContender(repo, 'overlayfs', '1.7'),
+  'cri-fastpull-2.2': criContender(repo, 'fastpull', '2.2'),
+  'cri-overlayfs-2.2': criContender(repo, 'overlayfs', '2.2'),
   skopeo: skopeoUmoci(),
 };
 const contenders = CONTENDERS.map((n) => {

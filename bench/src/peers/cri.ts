@@ -1,15 +1,50 @@
 // Pulls as kubelet makes them: CRI `PullImage` on a containerd of its own per pull (its CRI plugin
 // on, own root, state and socket), either with fastpulld as its proxy snapshotter on the fast path
-// (`snapshotter = "fastpull"`, `disable_snapshot_annotations = false`: fastpulld pulls each layer
-// and containerd downloads none) or with containerd's own overlayfs snapshotter. The daemons are
+// (`snapshotter = "fastpull"` with the remote-snapshotter labels on: fastpulld pulls each layer and
+// containerd downloads none) or with containerd's own overlayfs snapshotter. The containerd is
+// Debian's 1.6, or 1.7 or 2.2 as scripts/peers.sh builds them ($FASTPULL_PEERS, default .peers in
+// the repository); 2.2 is configured as deploy/containerd/config-2.1.toml ships (CRI pulls through
+// the transfer service, which labels Prepares for a proxy exporting enable_remote_snapshot_annotations). The daemons are
 // started and answering before the clock (containerd has dialled fastpulld, CRI answers); their CPU
 // and memory count with the client's. The wall time is the PullImage call's, request to answer
 // (src/peers/cri-pull.ts); the client process's own time is a phase beside it.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { delimiter } from 'node:path';
 import { containerdBaseConfig, failure, stop, waitFor, type Contender, type PullResult } from './contenders.js';
 import { diskBytes, measure, which } from './measure.js';
+
+/** A containerd release the CRI contenders run: `1.6` is the one on PATH, the others are built peers. */
+export type CriRelease = '1.6' | '1.7' | '2.2';
+
+function releaseBinDir(repo: string, release: CriRelease): string | undefined {
+  return release === '1.6' ? undefined : join(process.env.FASTPULL_PEERS ?? join(repo, '.peers'), `containerd-${release}`, 'bin');
+}
+
+/** containerd 2.x (config version 3): the CRI images and runtime plugins, the transfer service's unpack targets. */
+function criConfigV3(dir: string, sock: string, snapshotter: 'fastpull' | 'overlayfs', snapshotterSocket: string | undefined): string {
+  const q = (s: string) => JSON.stringify(s);
+  const base = containerdBaseConfig(dir, sock, ['io.containerd.nri.v1.nri'], snapshotterSocket ? ['io.containerd.snapshotter.v1.fastpull'] : []);
+  base[0] = 'version = 3';
+  const unpack = (sn: string) => ["[[plugins.'io.containerd.transfer.v1.local'.unpack_config]]", '  platform = "linux/amd64"', `  snapshotter = ${q(sn)}`, '  differ = "walking"'];
+  return [
+    ...base,
+    "[plugins.'io.containerd.grpc.v1.cri']",
+    '  disable_tcp_service = true',
+    '  stream_server_address = "127.0.0.1"',
+    '  stream_server_port = "0"',
+    "[plugins.'io.containerd.cri.v1.runtime'.cni]",
+    `  bin_dirs = [${q(join(dir, 'cni-bin'))}]`,
+    `  conf_dir = ${q(join(dir, 'cni-conf'))}`,
+    "[plugins.'io.containerd.cri.v1.images']",
+    `  snapshotter = ${q(snapshotter)}`,
+    ...(snapshotterSocket
+      ? ['[proxy_plugins.fastpull]', '  type = "snapshot"', `  address = ${q(snapshotterSocket)}`, '  exports = { enable_remote_snapshot_annotations = "true" }', ...unpack('overlayfs'), ...unpack('fastpull')]
+      : []),
+    '',
+  ].join('\n');
+}
 
 function criConfig(dir: string, sock: string, snapshotter: 'fastpull' | 'overlayfs', snapshotterSocket: string | undefined): string {
   const q = (s: string) => JSON.stringify(s);
@@ -45,13 +80,18 @@ function fastPathNote(log: string): string {
  * `containerd + fastpull snapshotter (CRI PullImage)` when `snapshotter` is fastpull, else
  * `containerd CRI + overlayfs (PullImage)`.
  */
-export function criContender(repo: string, snapshotter: 'fastpull' | 'overlayfs'): Contender {
+export function criContender(repo: string, snapshotter: 'fastpull' | 'overlayfs', release: CriRelease = '1.6'): Contender {
   const client = join(repo, 'bench', 'dist', 'peers', 'cri-pull.js');
   const daemonBin = join(repo, 'packages', 'daemon', 'dist', 'bin.js');
+  const binDir = releaseBinDir(repo, release);
+  const bin = (name: string) => (binDir ? join(binDir, name) : name);
+  const env = { ...process.env, PATH: binDir ? `${binDir}${delimiter}${process.env.PATH ?? ''}` : process.env.PATH };
+  const version = release === '1.6' ? '' : ` ${release}`;
   return {
-    name: snapshotter === 'fastpull' ? 'containerd + fastpull snapshotter (CRI PullImage)' : 'containerd CRI + overlayfs (PullImage)',
+    name: snapshotter === 'fastpull' ? `containerd${version} + fastpull snapshotter (CRI PullImage)` : `containerd${version} CRI + overlayfs (PullImage)`,
     unavailable() {
-      if (!which('containerd') || !which('ctr')) return 'containerd or ctr not installed (Debian package containerd; bench/setup.sh installs it)';
+      if (binDir && !existsSync(join(binDir, 'containerd'))) return `containerd ${release} is not built (bash scripts/peers.sh containerd-${release})`;
+      if (!binDir && (!which('containerd') || !which('ctr'))) return 'containerd or ctr not installed (Debian package containerd; bench/setup.sh installs it)';
       if (process.getuid?.() !== 0) return 'needs root (containerd with overlay snapshots)';
       if (snapshotter === 'fastpull' && !existsSync(daemonBin)) return `${daemonBin} is missing: build first (pnpm build)`;
       return undefined;
@@ -76,11 +116,12 @@ export function criContender(repo: string, snapshotter: 'fastpull' | 'overlayfs'
           await waitFor(() => existsSync(snapSock), 20_000, 'fastpulld snapshotter socket');
         }
         const config = join(cdir, 'config.toml');
-        writeFileSync(config, criConfig(cdir, sock, snapshotter, daemon ? snapSock : undefined));
+        const make = release === '2.2' ? criConfigV3 : criConfig;
+        writeFileSync(config, make(cdir, sock, snapshotter, daemon ? snapSock : undefined));
         let log = '';
-        containerd = spawn('containerd', ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+        containerd = spawn(bin('containerd'), ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'], detached: true, env });
         containerd.stderr!.on('data', (b: Buffer) => (log = (log + b.toString('utf8')).slice(-4000)));
-        const ctr = (...args: string[]) => spawnSync('ctr', ['--address', sock, '--namespace', 'bench-probe', ...args], { stdio: 'ignore', timeout: 10_000 }).status === 0;
+        const ctr = (...args: string[]) => spawnSync(bin('ctr'), ['--address', sock, '--namespace', 'bench-probe', ...args], { stdio: 'ignore', timeout: 10_000 }).status === 0;
         await waitFor(() => ctr('version'), 30_000, `containerd (${log.slice(-300)})`);
         // containerd dials its proxy snapshotter lazily: make it connect before the clock.
         if (daemon) await waitFor(() => ctr('snapshots', '--snapshotter', 'fastpull', 'prepare', 'probe') && ctr('snapshots', '--snapshotter', 'fastpull', 'rm', 'probe'), 30_000, 'containerd reaching fastpulld');
