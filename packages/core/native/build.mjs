@@ -22,12 +22,13 @@ const isalNote = () => {
   if (!existsSync(isalOut)) console.warn('@fastpull/core: libisal not found (Debian/Ubuntu package libisal-dev): the in-process ISA-L inflater (--inflater isal) is not built; everything else is.');
 };
 
-// As WITHOUT_ADDON in src/unpack/native-fallback.ts.
+// As WITHOUT_ADDON in src/unpack/native-fallback.ts, and what fastpulld loses.
 const WITHOUT =
   'fastpull works without it: extended attributes are dropped (a layer with an opaque directory fails), ' +
   'file times keep microseconds (milliseconds before 1970), the in-process ISA-L and parallel gzip decoders and allocator tuning ' +
   'are off (node:zlib decodes), both hashes of a layer and all its file writes run on its unpack thread, snapshots are flushed file by file instead of ' +
-  'with one syncfs, and locks and device nodes go through flock(1) and mknod(1)';
+  'with one syncfs, and locks and device nodes go through flock(1) and mknod(1); fastpulld cannot tell systemd that it is ready, so it refuses ' +
+  'to start under a Type=notify unit such as deploy/systemd/fastpulld.service';
 
 /** Ends an install without an addon: says why and what that means, and succeeds. */
 function withoutAddon(why) {

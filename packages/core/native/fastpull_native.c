@@ -6,13 +6,15 @@
 // a snapshot durable before it is committed (sync_file_range to start write-back early, syncfs).
 // Also SHA-256 on the libuv pool (OpenSSL's, as Node exports it) and a thread CPU clock, so that an
 // unpack hashes its blob and its tar on other cores than the one parsing the tar; and, from
-// fastpull_files.c, the threads that write a layer's small files beside its unpack thread.
+// fastpull_files.c, the threads that write a layer's small files beside its unpack thread. And one
+// datagram to a unix socket, for a service manager's notify socket, which node:dgram cannot reach.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <node_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,9 @@
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,7 +41,8 @@ static napi_value errno_error(napi_env env, int err, const char* syscall, const 
       {ENOSPC, "ENOSPC"}, {ENOTSUP, "ENOTSUP"}, {ENODATA, "ENODATA"}, {EINVAL, "EINVAL"},
       {ENOTDIR, "ENOTDIR"}, {ERANGE, "ERANGE"}, {EROFS, "EROFS"}, {EDQUOT, "EDQUOT"},
       {EBADF, "EBADF"},   {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"}, {ENOSYS, "ENOSYS"},
-      {EIO, "EIO"},
+      {EIO, "EIO"},       {EAGAIN, "EAGAIN"}, {ECONNREFUSED, "ECONNREFUSED"}, {ENOTSOCK, "ENOTSOCK"},
+      {EPROTOTYPE, "EPROTOTYPE"}, {EMSGSIZE, "EMSGSIZE"}, {ENOBUFS, "ENOBUFS"},
   };
   const char* code = "EIO";
   for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -798,6 +804,64 @@ static napi_value js_sha256_digest(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// How long a datagram may wait for room in the receiver's queue: a service manager that stops reading
+// must not hang the process that tells it something.
+#define DATAGRAM_SEND_TIMEOUT_SEC 5
+
+// sendDatagram(address, data): `data` (a Uint8Array) as one datagram to the AF_UNIX SOCK_DGRAM socket
+// at `address`, written as $NOTIFY_SOCKET writes it: a path, or '@' then a name in the abstract
+// namespace. Sent from this process itself (a helper process would be another sender, which a service
+// manager may refuse). Throws an errno Error: ENAMETOOLONG for an address sockaddr_un cannot hold,
+// EINVAL for one that is neither form, else what socket(2) or sendto(2) said.
+static napi_value js_send_datagram(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (get_args(env, info, 2, argv)) return NULL;
+  struct sockaddr_un sa;
+  // One byte over what sun_path holds, so that an address too long is seen, not silently cut.
+  char address[sizeof sa.sun_path + 2];
+  size_t alen = 0;
+  bool is_typed = false;
+  napi_typedarray_type tt = napi_int8_array;
+  void* data = NULL;
+  size_t len = 0;
+  napi_is_typedarray(env, argv[1], &is_typed);
+  if (is_typed) napi_get_typedarray_info(env, argv[1], &tt, &len, &data, NULL, NULL);
+  if (napi_get_value_string_utf8(env, argv[0], address, sizeof address, &alen) != napi_ok || !is_typed || tt != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, "sendDatagram(address: string, data: Uint8Array)");
+    return NULL;
+  }
+  if (alen + 1 >= sizeof address) return throw_errno(env, ENAMETOOLONG, "sendDatagram", address);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  socklen_t salen;
+  if (address[0] == '/') {
+    // A path: NUL-terminated inside sun_path, and no NUL of its own.
+    if (strlen(address) != alen) return throw_errno(env, EINVAL, "sendDatagram", address);
+    if (alen >= sizeof sa.sun_path) return throw_errno(env, ENAMETOOLONG, "sendDatagram", address);
+    memcpy(sa.sun_path, address, alen + 1);
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + alen + 1);
+  } else if (address[0] == '@' && alen > 1) {
+    // An abstract name: a leading NUL instead of the '@', and its length, not a terminator, ends it.
+    if (alen > sizeof sa.sun_path) return throw_errno(env, ENAMETOOLONG, "sendDatagram", address);
+    memcpy(sa.sun_path + 1, address + 1, alen - 1);
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + alen);
+  } else {
+    return throw_errno(env, EINVAL, "sendDatagram", address);
+  }
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return throw_errno(env, errno, "socket", address);
+  struct timeval timeout = {.tv_sec = DATAGRAM_SEND_TIMEOUT_SEC, .tv_usec = 0};
+  (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  ssize_t n;
+  do {
+    n = sendto(fd, len ? data : "", len, MSG_NOSIGNAL, (const struct sockaddr*)&sa, salen);
+  } while (n < 0 && errno == EINTR);
+  int err = errno;
+  close(fd);
+  if (n < 0) return throw_errno(env, err, "sendto", address);
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
@@ -818,6 +882,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"sha256Create", NULL, js_sha256_create, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},
+      {"sendDatagram", NULL, js_send_datagram, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   fastpull_files_init(env, exports);

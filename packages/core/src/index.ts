@@ -84,6 +84,7 @@ export type { HashMode } from './unpack/hash-tap.js';
 export { createParallelGunzip, DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
 export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/isal.js';
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
+export { unixDatagramSender, type UnixDatagramSender } from './util/unix-datagram.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
 export {
   findInflater,

@@ -33,7 +33,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type PulledImage', 'type PullEvent', 'pullEvents', 'type PullObserver', 'type PullOptions', 'type PullResult', 'type PullTimings',
       'type RangeRequest', 'type Reference', 'referenceName', 'removeWritableMount', 'resolveGunzip', 'resolveImage', 'type RunOptions', 'scopedCredentials', 'selectPlatform',
       'type ServicePullOptions', 'type ServiceSettings', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'type StoreOptions',
-      'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'trimAllocator', 'tuneAllocator', 'type UnpackedLayer', 'unpackedSize', 'unpackLayer', 'type UnpackLayerOptions', 'type UnpackPassEnd', 'type UnpackPassStart', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
+      'type TraceDocument', 'type TraceEvent', 'TraceRecorder', 'type TraceRecorderOptions', 'trimAllocator', 'tuneAllocator', 'type UnixDatagramSender', 'unixDatagramSender', 'type UnpackedLayer', 'unpackedSize', 'unpackLayer', 'type UnpackLayerOptions', 'type UnpackPassEnd', 'type UnpackPassStart', 'UnpackPool', 'type UnpackPoolOptions', 'type UnpackTimings', 'validateDigest',
       'verifyBytes', 'VERSION', 'type WorkerTask', 'type WritableMount', 'WRITER_THREADS', 'writerThreadsFor', 'type Ztoc',
     ],
   './content': [

@@ -175,3 +175,24 @@ export function nativePunchHole(): PunchHole | undefined {
   }
   return punch ?? undefined;
 }
+
+/**
+ * sendto(2) of `data` as one datagram to the AF_UNIX SOCK_DGRAM socket at `address` (a path, or `@`
+ * and an abstract name), from this process. Throws an errno Error (`code` ECONNREFUSED, ENOENT, ...).
+ */
+export type SendDatagram = (address: string, data: Uint8Array) => void;
+
+let datagram: SendDatagram | null | undefined;
+
+/** The addon's unix datagram send, or undefined when the addon cannot load or predates it. */
+export function nativeSendDatagram(): SendDatagram | undefined {
+  if (datagram === undefined) {
+    try {
+      const m = nativeFs() as { sendDatagram?: unknown };
+      datagram = typeof m.sendDatagram === 'function' ? (m.sendDatagram as SendDatagram) : null;
+    } catch {
+      datagram = null;
+    }
+  }
+  return datagram ?? undefined;
+}
