@@ -281,6 +281,27 @@ describe('fastpulld', () => {
     expect(refused.stderr()).toContain('is not a socket');
   });
 
+  it('makes the missing directories above its sockets with mode 0755 whatever its umask, so that the group can reach them', async () => {
+    const api = join(work.dir, 'made', 'api', 'fastpulld.sock');
+    const snap = join(work.dir, 'made', 'snap', 'snapshotter.sock');
+    // fastpulld inherits this umask; the store root keeps to it, the socket directories do not.
+    const umask = process.umask(0o077);
+    let d: RunningDaemon | undefined;
+    try {
+      d = startDaemon(['--socket', api, '--snapshotter-socket', snap, '--root', join(work.dir, 'made-root')]);
+    } finally {
+      process.umask(umask);
+    }
+    try {
+      await d.waitLog((l) => l.msg === 'fastpulld serving');
+      for (const dir of [join(work.dir, 'made'), dirname(api), dirname(snap)]) expect(statSync(dir).mode & 0o777, dir).toBe(0o755);
+      expect(statSync(join(work.dir, 'made-root')).mode & 0o777).toBe(0o700);
+      for (const socket of [api, snap]) expect(statSync(socket).mode & 0o777, socket).toBe(0o660);
+    } finally {
+      await stop(d);
+    }
+  });
+
   it("takes the CLI's --inflater: a choice is what its pulls run with; anything else stops the start, naming the key", async () => {
     const zSocket = join(work.dir, 'zlib.sock');
     const z = await serve(['--socket', zSocket, '--root', join(work.dir, 'zlib-root'), '--inflater', 'zlib']);

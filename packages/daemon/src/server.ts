@@ -13,7 +13,7 @@ import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
 export { prepareSocket } from './socket.js';
-import { listenUnix } from './socket.js';
+import { groupId, listenUnix, missingDirectories } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
@@ -90,7 +90,33 @@ export class Daemon {
     return d;
   }
 
+  /**
+   * Listens on both sockets, or, when any part of the start fails, takes away what it made (sockets,
+   * their directories, the metrics listener) before the error goes out: a socket left behind would
+   * look like a daemon that crashed. The store root, once made, stays.
+   */
   private async listen(): Promise<void> {
+    const { config } = this;
+    // A group that does not exist is a configuration to fix before anything is made.
+    if (config.group !== undefined) groupId(config.group);
+    const sockets = [config.socket, ...(config.snapshotterSocket ? [config.snapshotterSocket] : [])];
+    const made = [...new Set(sockets.flatMap((s) => missingDirectories(s)))];
+    const bound: string[] = [];
+    try {
+      await this.serve(bound);
+    } catch (e) {
+      this.server.forceShutdown();
+      await this.snapshotter?.stop(0);
+      await new Promise<void>((resolve) => (this.metricsServer ? this.metricsServer.close(() => resolve()) : resolve()));
+      for (const socket of bound) await fsp.rm(socket, { force: true });
+      // Innermost first; one something else has put a file in stays.
+      for (const dir of made.sort((a, b) => b.length - a.length)) await fsp.rmdir(dir).catch(() => undefined);
+      await this.service.close();
+      throw e;
+    }
+  }
+
+  private async serve(bound: string[]): Promise<void> {
     const { config } = this;
     // Every path is checked before anything listens: a mistake fails the start at once, naming it.
     await checkDirectory(config.root, 'store root', 'create');
@@ -103,6 +129,7 @@ export class Daemon {
     // Services before the socket exists: a client that connects at once finds them.
     this.addServices();
     await listenUnix(this.server, config.socket, config.group);
+    bound.push(config.socket);
     if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
     for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {

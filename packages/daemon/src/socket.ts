@@ -1,7 +1,7 @@
 // The unix sockets fastpulld listens on (its API and containerd's snapshotter API), made the same way:
 // a stale socket replaced, a live one or any other file refused, mode 0660 from the first moment, then
-// given to the configured group.
-import { promises as fsp, readFileSync } from 'node:fs';
+// given to the configured group; a directory missing above one made with mode 0755.
+import { lstatSync, promises as fsp, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -13,7 +13,11 @@ import { checkDirectory, FastpullError } from '@fastpull/core';
  * socket. `flag` names the setting in messages (e.g. `--socket`).
  */
 export async function prepareSocket(path: string, flag = '--socket'): Promise<void> {
+  const made = missingDirectories(path);
   await checkDirectory(dirname(path), 'socket directory', 'create');
+  // Whatever the umask: members of the sockets' group must be able to reach them (as systemd's
+  // RuntimeDirectoryMode=0755 for /run/fastpull).
+  for (const dir of made) await fsp.chmod(dir, 0o755);
   let st;
   try {
     st = await fsp.lstat(path);
@@ -47,14 +51,39 @@ export async function listenUnix(server: grpc.Server, path: string, group: strin
   } finally {
     process.umask(umask);
   }
-  await fsp.chmod(path, 0o660);
-  if (group === undefined) return;
-  const gid = groupId(group);
   try {
-    await fsp.chown(path, process.getuid?.() ?? -1, gid);
+    await fsp.chmod(path, 0o660);
+    if (group === undefined) return;
+    const gid = groupId(group);
+    try {
+      await fsp.chown(path, process.getuid?.() ?? -1, gid);
+    } catch (e) {
+      throw new FastpullError('PERMISSION_DENIED', `giving ${path} to group ${group}: ${(e as Error).message}`, { cause: e });
+    }
   } catch (e) {
-    throw new FastpullError('PERMISSION_DENIED', `giving ${path} to group ${group}: ${(e as Error).message}`, { cause: e });
+    // Bound by this call: a socket left here would look like a daemon that crashed.
+    await fsp.rm(path, { force: true });
+    throw e;
   }
+}
+
+/**
+ * The directories above the socket `path` that do not exist yet, outermost first: those that making
+ * its directory creates, and that a failed start takes away again.
+ */
+export function missingDirectories(path: string): string[] {
+  const missing: string[] = [];
+  for (let dir = dirname(path); dirname(dir) !== dir; dir = dirname(dir)) {
+    try {
+      lstatSync(dir);
+      break;
+    } catch (e) {
+      // Anything but "not there" is for checkDirectory to report.
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') break;
+      missing.unshift(dir);
+    }
+  }
+  return missing;
 }
 
 /** A group name or numeric id as a gid (from /etc/group). */
