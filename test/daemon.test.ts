@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { type FastpullError, type PullEvent } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
+import { EXIT_CONFIG, FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
 import { failure, repoRoot, runCliAsync, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -258,7 +258,7 @@ describe('fastpulld', () => {
   it('refuses a second daemon on a live socket, and replaces a stale one', async () => {
     const second = startDaemon(['--socket', socket, '--root', join(work.dir, 'other')]);
     const { code } = await second.exited;
-    expect(code).toBe(2);
+    expect(code).toBe(EXIT_CONFIG);
     expect(second.stderr()).toContain('another process is serving');
     expect(await client.health()).toBe('SERVING');
 
@@ -277,7 +277,7 @@ describe('fastpulld', () => {
     }
     writeFileSync(join(work.dir, 'not-a-socket'), 'x');
     const refused = startDaemon(['--socket', join(work.dir, 'not-a-socket'), '--root', join(work.dir, 'stale-root')]);
-    expect((await refused.exited).code).toBe(2);
+    expect((await refused.exited).code).toBe(EXIT_CONFIG);
     expect(refused.stderr()).toContain('is not a socket');
   });
 
@@ -315,7 +315,7 @@ describe('fastpulld', () => {
       await stop(z);
     }
     const refused = startDaemon(['--socket', join(work.dir, 'bogus.sock'), '--root', join(work.dir, 'zlib-root'), '--inflater', 'bogus']);
-    expect((await refused.exited).code).toBe(2);
+    expect((await refused.exited).code).toBe(EXIT_CONFIG);
     expect(refused.stderr()).toContain('inflater: "bogus" is not one of auto, igzip, pigz, zlib, parallel, isal (INVALID_ARGUMENT)');
   });
 

@@ -7,6 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { EXIT_CONFIG } from '@fastpull/daemon';
 import { cliPath, daemonBin, tempDir } from './helpers.js';
 
 /** A registry reference nothing answers (port 9, discard): reaching the network fails with NETWORK_ERROR. */
@@ -108,7 +109,7 @@ describe('paths a user gets wrong', () => {
     expectRefused(await cli(['pull', '--root', join(owned, 'store'), NOWHERE], asNobody), 'PERMISSION_DENIED', join(owned, 'store'), 'permission denied');
   });
 
-  it('fastpulld refuses a bad store root or socket path at once, naming it, with exit 2', async () => {
+  it('fastpulld refuses a bad store root or socket path at once, naming it, with exit 78 (EX_CONFIG)', async () => {
     const socket = join(work.dir, 'd.sock');
     const cases: Array<[string[], string]> = [
       [['--root', '/proc/nope', '--socket', socket], '/proc/nope'],
@@ -119,7 +120,7 @@ describe('paths a user gets wrong', () => {
     ];
     for (const [args, path] of cases) {
       const r = await run(daemonBin, args);
-      expect(r.status, r.stderr).toBe(2);
+      expect(r.status, r.stderr).toBe(EXIT_CONFIG);
       expect(r.stderr).toContain(path);
       expect(r.stderr).toMatch(/^fastpulld: .*\(INVALID_ARGUMENT\)\n$/);
       expect(r.ms).toBeLessThan(HANG_GUARD_MS);

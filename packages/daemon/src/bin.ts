@@ -2,7 +2,7 @@
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, VERSION } from '@fastpull/core';
-import { DEFAULT_CONFIG_PATH, readConfigFile, resolveConfig, type RawConfig } from './config.js';
+import { DEFAULT_CONFIG_PATH, EXIT_CONFIG, readConfigFile, resolveConfig, type RawConfig } from './config.js';
 import { Daemon } from './server.js';
 
 const USAGE = `Usage: fastpulld [options]
@@ -37,6 +37,12 @@ function fail(message: string, status: number): never {
   process.exit(status);
 }
 
+/** Ends a failed start: the message with its code; EXIT_CONFIG for a configuration to fix, else `status`. */
+function failStart(e: unknown, configuration: (e: unknown) => boolean, status = 1): never {
+  fail(`${e instanceof Error ? e.message : String(e)} (${isFastpullError(e) ? e.code : 'INTERNAL'})`, configuration(e) ? EXIT_CONFIG : status);
+}
+const invalid = (e: unknown): boolean => isFastpullError(e) && e.code === 'INVALID_ARGUMENT';
+
 let args: ReturnType<typeof parse>;
 function parse() {
   return parseArgs({
@@ -67,7 +73,7 @@ function parse() {
 try {
   args = parse();
 } catch (e) {
-  fail(`${(e as Error).message}; see 'fastpulld --help' (INVALID_ARGUMENT)`, 2);
+  fail(`${(e as Error).message}; see 'fastpulld --help' (INVALID_ARGUMENT)`, EXIT_CONFIG);
 }
 const v = args.values;
 if (v.help) {
@@ -127,9 +133,14 @@ for (const sig of ['SIGTERM', 'SIGINT'] as const) {
 }
 process.on('SIGHUP', () => daemon?.reload());
 
+let config;
 try {
-  const config = resolveConfig(readConfigFile(configPath, configRequired), flags);
+  config = resolveConfig(readConfigFile(configPath, configRequired), flags);
+} catch (e) {
+  failStart(e, invalid);
+}
+try {
   daemon = await Daemon.start({ config, configPath, configRequired, flags });
 } catch (e) {
-  fail(`${e instanceof Error ? e.message : String(e)} (${isFastpullError(e) ? e.code : 'INTERNAL'})`, isFastpullError(e) && e.code === 'INVALID_ARGUMENT' ? 2 : 1);
+  failStart(e, invalid);
 }

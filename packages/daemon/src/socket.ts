@@ -99,5 +99,8 @@ export function groupId(group: string): number {
     const [name, , gid] = line.split(':');
     if (name === group && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
   }
-  throw new FastpullError('INVALID_ARGUMENT', `group ${JSON.stringify(group)} does not exist`);
+  throw new FastpullError(
+    'INVALID_ARGUMENT',
+    `group ${JSON.stringify(group)} does not exist: create it (groupadd --system ${group}), or drop --group (the config file's \`group\`) to leave the sockets to fastpulld's own group`,
+  );
 }
