@@ -1,7 +1,8 @@
 // The systemd units and the Kubernetes manifests of deploy/ as their consumers read them.
 // systemd: `systemd-analyze verify` finds nothing to say about the units (skipped with the reason
-// printed where it is missing), fastpulld is ordered before containerd and containerd's drop-in
-// wants it, the gc timer starts the gc service, and their commands are the installed ones.
+// printed where it is missing), fastpulld is a Type=notify service that is not restarted after a
+// configuration error, it is ordered before containerd and containerd's drop-in wants it, the gc
+// timer starts the gc service, and their commands are the installed ones.
 // Kubernetes: every manifest passes the validators generated from Kubernetes' OpenAPI schema
 // (kubernetes-models; no API server is needed), and the fields containerd and kubelet depend on
 // are as they must be: the store at the same path in the pod as on the host, the socket directory
@@ -17,7 +18,7 @@ import { ConfigMap, Namespace } from 'kubernetes-models/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { PriorityClass } from 'kubernetes-models/scheduling.k8s.io/v1';
 import type { IContainer, IProbe, IVolume } from 'kubernetes-models/v1';
-import { CONFIG_KEYS, readConfigFile, resolveConfig } from '../packages/daemon/src/config.js';
+import { CONFIG_KEYS, EXIT_CONFIG, readConfigFile, resolveConfig } from '../packages/daemon/src/config.js';
 import { repoRoot, tempDir } from './helpers.js';
 
 const deploy = join(repoRoot, 'deploy');
@@ -57,6 +58,14 @@ describe('deploy/systemd', () => {
     expect([...dropIn.keys()]).toEqual(['Unit']);
     expect(values(dropIn, 'Unit', 'Wants')).toEqual(['fastpulld.service']);
     expect(values(dropIn, 'Unit', 'After')).toEqual(['fastpulld.service']);
+  });
+
+  it('has systemd wait for fastpulld’s READY=1 (Type=notify, from its main process), and not restart it on a configuration error', () => {
+    const service = unit('systemd/fastpulld.service');
+    expect(values(service, 'Service', 'Type')).toEqual(['notify']);
+    expect(values(service, 'Service', 'NotifyAccess')).toEqual(['main']);
+    expect(values(service, 'Service', 'Restart')).toEqual(['on-failure']);
+    expect(values(service, 'Service', 'RestartPreventExitStatus').join(' ').split(/\s+/)).toContain(String(EXIT_CONFIG));
   });
 
   it('runs the installed fastpulld with the documented config, the sockets’ group and their directory', () => {

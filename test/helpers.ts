@@ -76,10 +76,13 @@ export interface RunningDaemon {
   waitLog(fn: (l: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
 }
 
-/** Starts `fastpulld ARGS` (the built daemon, no config file) and collects its JSON log lines. */
-export function startDaemon(args: string[]): RunningDaemon {
+/**
+ * Starts `fastpulld ARGS` (the built daemon, no config file) and collects its JSON log lines. `env` is
+ * added to this process's environment; `bin` runs another entry (the launcher the systemd unit runs).
+ */
+export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; bin?: string } = {}): RunningDaemon {
   const socket = args[args.indexOf('--socket') + 1]!;
-  const proc = spawn(process.execPath, [daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '' } });
+  const proc = spawn(process.execPath, [options.bin ?? daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '', ...options.env } });
   const logs: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
   let buf = '';

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
-import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, VERSION } from '@fastpull/core';
-import { DEFAULT_CONFIG_PATH, EXIT_CONFIG, readConfigFile, resolveConfig, type RawConfig } from './config.js';
+import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, unixDatagramSender, VERSION } from '@fastpull/core';
+import { DEFAULT_CONFIG_PATH, DEFAULT_SHUTDOWN_TIMEOUT_MS, EXIT_CONFIG, readConfigFile, resolveConfig, type RawConfig } from './config.js';
+import { serviceNotifier, type ServiceNotifier } from './notify.js';
 import { Daemon } from './server.js';
 
 const USAGE = `Usage: fastpulld [options]
@@ -85,6 +86,19 @@ if (v.version) {
   process.exit(0);
 }
 
+// Before anything is started: $NOTIFY_SOCKET leaves the environment the programs fastpulld runs inherit.
+let daemon: Daemon | undefined;
+let notifier: ServiceNotifier | undefined;
+try {
+  notifier = serviceNotifier(process.env, unixDatagramSender(), (e, message) => {
+    const what = { err: e.message, notify: message.split('\n')[0] };
+    if (daemon) daemon.log.warn(what, 'could not notify the service manager');
+    else process.stderr.write(`fastpulld: could not notify the service manager (${what.notify}): ${what.err}\n`);
+  });
+} catch (e) {
+  failStart(e, () => true);
+}
+
 // Unpacking allocates output buffers by the gigabyte: keep their pages (FASTPULL_TUNE_MALLOC=0: don't).
 tuneAllocator();
 
@@ -109,29 +123,44 @@ const configRequired = v.config !== undefined || Boolean(process.env.FASTPULLD_C
 
 // Handlers go in before the socket exists: a signal sent as soon as the daemon is seen serving must
 // find them (SIGHUP's default action would kill the process).
-let daemon: Daemon | undefined;
-let stopping = false;
-for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(sig, () => {
-    if (stopping) return;
-    stopping = true;
-    const d = daemon;
-    if (!d) process.exit(0); // still starting: nothing to stop yet
-    // Bounded: whatever happens, the process is gone shortly after the shutdown timeout.
-    setTimeout(() => {
-      d.log.error('shutdown timed out; exiting');
-      process.exit(1);
-    }, d.config.shutdownTimeoutMs + 2000).unref();
-    d.shutdown(`stopping on ${sig}`).then(
-      () => process.exit(0),
-      (e: unknown) => {
-        d.log.error({ err: e instanceof Error ? e.message : String(e) }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  });
+let stopSignal: NodeJS.Signals | undefined;
+/** Bounds a stop asked for while still starting, until the start ends. */
+let startingStopTimer: NodeJS.Timeout | undefined;
+function onStopSignal(sig: NodeJS.Signals): void {
+  if (stopSignal) return;
+  stopSignal = sig;
+  notifier?.stopping(`stopping on ${sig}`);
+  if (daemon) stopDaemon(daemon, sig);
+  // Still starting: the start ends first (a failed one takes away what it made), then the daemon stops.
+  else startingStopTimer = setTimeout(() => process.exit(1), DEFAULT_SHUTDOWN_TIMEOUT_MS + 2000).unref();
 }
-process.on('SIGHUP', () => daemon?.reload());
+function stopDaemon(d: Daemon, sig: NodeJS.Signals): void {
+  // Bounded: whatever happens, the process is gone shortly after the shutdown timeout.
+  setTimeout(() => {
+    d.log.error('shutdown timed out; exiting');
+    process.exit(1);
+  }, d.config.shutdownTimeoutMs + 2000).unref();
+  d.shutdown(`stopping on ${sig}`).then(
+    () => process.exit(0),
+    (e: unknown) => {
+      d.log.error({ err: e instanceof Error ? e.message : String(e) }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
+}
+for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, () => onStopSignal(sig));
+process.on('SIGHUP', () => {
+  const d = daemon;
+  if (!d || stopSignal) return;
+  notifier?.reloading();
+  d.reload();
+  notifier?.ready(serving(d));
+});
+
+/** What `systemctl status` shows while fastpulld serves. */
+function serving(d: Daemon): string {
+  return `serving ${[d.config.socket, d.config.snapshotterSocket].filter((s) => s !== undefined).join(' and ')}`;
+}
 
 let config;
 try {
@@ -144,3 +173,7 @@ try {
 } catch (e) {
   failStart(e, invalid);
 }
+clearTimeout(startingStopTimer);
+if (stopSignal) stopDaemon(daemon, stopSignal);
+// Only now: both sockets take calls, so what systemd starts after fastpulld finds them.
+else notifier?.ready(serving(daemon));

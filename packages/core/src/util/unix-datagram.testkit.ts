@@ -1,13 +1,14 @@
 // A receiver of unix datagrams for tests, standing where a service manager's notify socket stands.
 // Node cannot bind a unix datagram socket, so a small python3 program does: it reports each datagram
-// with the sender's pid (SCM_CREDENTIALS, which the kernel fills in, as systemd reads it) and, at the
-// moment the datagram is read, whether each socket it was told to probe takes a connection.
+// with the sender's pid (SCM_CREDENTIALS, which the kernel fills in, as systemd reads it), the
+// monotonic clock and, at the moment the datagram is read, whether each socket it was told to probe
+// takes a connection.
 import { spawn, spawnSync, type ChildProcessByStdio } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 
 const RECEIVER = `
-import json, socket, struct, sys
+import json, socket, struct, sys, time
 address, probes = sys.argv[1], sys.argv[2:]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -28,8 +29,9 @@ while True:
     for level, kind, body in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
             pid = struct.unpack('iII', body[:12])[0]
+    read_usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
     answered = {p: answers(p) for p in probes}
-    print(json.dumps({'text': data.decode('utf-8', 'replace'), 'pid': pid, 'answered': answered}), flush=True)
+    print(json.dumps({'text': data.decode('utf-8', 'replace'), 'pid': pid, 'answered': answered, 'readUsec': read_usec}), flush=True)
 `;
 
 /** One datagram as the receiver read it. */
@@ -42,6 +44,8 @@ export interface Datagram {
   readonly pid: number | null;
   /** For each probed socket path: whether it took a connection when the datagram was read. */
   readonly answered: Record<string, boolean>;
+  /** CLOCK_MONOTONIC when it was read, in microseconds. */
+  readonly readUsec: bigint;
 }
 
 /** A bound receiver. */
@@ -77,7 +81,7 @@ export async function listenDatagrams(address: string, probes: readonly string[]
     buf += d.toString();
     let nl;
     while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = JSON.parse(buf.slice(0, nl)) as { listening?: true; text?: string; pid?: number | null; answered?: Record<string, boolean> };
+      const line = JSON.parse(buf.slice(0, nl)) as { listening?: true; text?: string; pid?: number | null; answered?: Record<string, boolean>; readUsec?: number };
       buf = buf.slice(nl + 1);
       if (line.listening) {
         bound();
@@ -90,7 +94,7 @@ export async function listenDatagrams(address: string, probes: readonly string[]
           .filter((l) => l.includes('='))
           .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
       );
-      received.push({ text, fields, pid: line.pid ?? null, answered: line.answered ?? {} });
+      received.push({ text, fields, pid: line.pid ?? null, answered: line.answered ?? {}, readUsec: BigInt(line.readUsec ?? 0) });
       wake?.();
     }
   });
