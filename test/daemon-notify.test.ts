@@ -4,7 +4,7 @@
 // of fastpulld's sockets). READY=1 comes from fastpulld's own pid once both sockets take calls;
 // RELOADING=1 and READY=1 on SIGHUP; STOPPING=1 on SIGTERM; a credential helper it runs never sees
 // NOTIFY_SOCKET. Failed starts: nothing is sent, what the start made is gone, and a configuration no
-// restart mends exits with EX_CONFIG (the unit's RestartPreventExitStatus).
+// restart mends exits with EXIT_CONFIG, 2 (the unit's RestartPreventExitStatus).
 import { existsSync, mkdirSync, readdirSync, readFileSync, watch, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
@@ -171,7 +171,7 @@ describe.skipIf(noListener !== undefined)('fastpulld under Type=notify', () => {
     }
   });
 
-  it('exits with EX_CONFIG, before making anything, when a restart cannot help: a group that does not exist, a bad flag, config file or NOTIFY_SOCKET', async () => {
+  it('exits with EXIT_CONFIG (2), before making anything, when a restart cannot help: a group that does not exist, a bad flag, config file or NOTIFY_SOCKET', async () => {
     const { dir, api, root, listener } = await setup();
     try {
       const group = 'fastpull-test-no-such-group';

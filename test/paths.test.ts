@@ -109,7 +109,7 @@ describe('paths a user gets wrong', () => {
     expectRefused(await cli(['pull', '--root', join(owned, 'store'), NOWHERE], asNobody), 'PERMISSION_DENIED', join(owned, 'store'), 'permission denied');
   });
 
-  it('fastpulld refuses a bad store root or socket path at once, naming it, with exit 78 (EX_CONFIG)', async () => {
+  it('fastpulld refuses a bad store root or socket path at once, naming it, with exit 2', async () => {
     const socket = join(work.dir, 'd.sock');
     const cases: Array<[string[], string]> = [
       [['--root', '/proc/nope', '--socket', socket], '/proc/nope'],

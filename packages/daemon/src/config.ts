@@ -60,11 +60,12 @@ export const DEFAULT_CONFIG_PATH = '/etc/fastpull/fastpulld.toml';
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 export const DEFAULT_LOG_LEVEL = 'info';
 /**
- * fastpulld's exit status for a start that no restart can mend (sysexits' EX_CONFIG): a bad flag,
+ * fastpulld's exit status for a start that no restart can mend (2, as for bad usage since the
+ * first release, so scripts that test for it keep working): a bad flag,
  * config file or value, a group that does not exist, a path that cannot serve, a $NOTIFY_SOCKET it
  * cannot use. deploy/systemd/fastpulld.service names it in RestartPreventExitStatus=.
  */
-export const EXIT_CONFIG = 78;
+export const EXIT_CONFIG = 2;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export { defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET } from './paths.js';
