@@ -15,6 +15,7 @@ export const CONTAINERD_SUITES = [
   'test/containerd-cri-registry.test.ts',
   'test/containerd-cri-restart.test.ts',
   'test/containerd-snapshotter.test.ts',
+  'test/containerd-boot-order.test.ts',
 ];
 const releases = (process.env.FASTPULL_CONTAINERD_RELEASES ?? '1.7,2.2').split(',').filter(Boolean);
 // 2.1 and later have two CRI pull paths: the transfer service (as deploy/containerd/config-2.1.toml
