@@ -89,14 +89,20 @@ describe('kill -9 during a pull', () => {
     });
     const [small, big] = chainIDs(image.layers.map((l) => l.diffID));
     const reg = await startLoopbackRegistry();
+    // The big layer's blob is held back until the kill: a barrier, so the small layer's commit is
+    // seen while the big one is surely still downloading, however loaded the machine.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
     try {
       reg.addImage('k/litter', '1', image);
-      reg.faults.bytesPerSecond = 256 * 1024;
+      reg.faults.hold = { path: new RegExp(`/blobs/${image.layers[1]!.digest}$`), until: released };
       const root = join(work.dir, 'root-litter');
       const ref = `${reg.host}/k/litter:1`;
       // Blobs kept: the small layer's blob is committed before its snapshot, and stays when the
       // pull dies before recording the image.
-      const child = spawn(process.execPath, [cliPath, 'pull', '--keep-blobs', '--root', root, ref], { stdio: 'ignore' });
+      // Two unpack slots: with one (a 2-core default) the held layer's pass could take it first and
+      // the small layer would wait for it.
+      const child = spawn(process.execPath, [cliPath, 'pull', '--keep-blobs', '--unpack-concurrency', '2', '--root', root, ref], { stdio: 'ignore' });
       const exited = new Promise((r) => child.on('exit', r));
       const committed = (c: string) => existsSync(join(root, 'snapshots', 'committed', parseDigest(c).hex));
       await until('the small layer committed', () => committed(small!));
@@ -115,6 +121,7 @@ describe('kill -9 during a pull', () => {
       expect(await store.content.info(image.layers[0]!.digest)).toBeUndefined();
       expect(await collectGarbage(store, { dryRun: true })).toEqual({ blobs: [], snapshots: [], litter: 0, leftovers: [], bytes: 0, images: [] });
     } finally {
+      release();
       await reg.close();
     }
   });
