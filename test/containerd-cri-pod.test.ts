@@ -20,7 +20,9 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Pod } from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { chainIDs } from '@fastpull/core';
 import { buildImage, findDistributionBinary, Prng, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
@@ -36,7 +38,7 @@ import {
   waitForSnapshotter,
   type PrivateContainerd,
 } from './containerd.js';
-import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { overlayUnavailable, repoRoot, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { snapshotsClient, type SnapshotsClient } from './snapshotter-client.js';
 
 const CRI_NAMESPACE = 'k8s.io';
@@ -328,3 +330,27 @@ describe.skipIf(reason !== undefined)(`a pod through CRI with crictl (containerd
       expect(await waitUntil(async () => (await client.list()).every((r) => !r.name.startsWith(`${CRI_NAMESPACE}/`)))).toBe(true);
     });
 });
+
+// The pod spec docs/containerd.md gives for image volumes, checked as the API server would take it
+// (Kubernetes' OpenAPI schema through kubernetes-models; there is no API server here). kubelet turns
+// its volume into the CRI `Mount.image` that the test above gives containerd.
+if (imageVolumes)
+  describe('docs/containerd.md, Image volumes', () => {
+    it("shows a pod spec that passes Kubernetes' schema and mounts an image volume", () => {
+      const docs = readFileSync(join(repoRoot, 'docs', 'containerd.md'), 'utf8');
+      const section = docs.slice(docs.indexOf('\n## Image volumes\n'));
+      const block = /```yaml\n([\s\S]*?)```/.exec(section.slice(0, section.indexOf('\n## ', 1)))?.[1];
+      expect(block).toBeDefined();
+      const manifest = parseYaml(block!) as ConstructorParameters<typeof Pod>[0];
+      const pod = new Pod(manifest);
+      expect(() => pod.validate()).not.toThrow();
+      const volume = pod.spec!.volumes!.find((v) => v.image)!;
+      expect(volume.image).toMatchObject({ reference: expect.any(String), pullPolicy: 'IfNotPresent' });
+      const mounts = pod.spec!.containers.flatMap((c) => c.volumeMounts ?? []).filter((m) => m.name === volume.name);
+      expect(mounts).toHaveLength(1);
+      // The schema check does catch what the API server would refuse.
+      const broken = structuredClone(manifest) as { spec: { volumes: Array<{ image?: { reference: unknown } }> } };
+      broken.spec.volumes.find((v) => v.image)!.image!.reference = 7;
+      expect(() => new Pod(broken as never).validate()).toThrow(/reference/);
+    });
+  });
