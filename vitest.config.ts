@@ -14,6 +14,7 @@ export const CONTAINERD_SUITES = [
   'test/containerd-cri.test.ts',
   'test/containerd-cri-registry.test.ts',
   'test/containerd-cri-restart.test.ts',
+  'test/containerd-cri-pod.test.ts',
   'test/containerd-snapshotter.test.ts',
   'test/containerd-boot-order.test.ts',
 ];

@@ -75,6 +75,16 @@ export interface CriOptions {
    * service the shipped file configures; default $FASTPULL_CRI_PULL = `local`. Ignored by earlier releases.
    */
   readonly localImagePull?: boolean;
+  /**
+   * The image RunPodSandbox starts each pod's sandbox container from (1.x `sandbox_image`, 2.x
+   * `pinned_images.sandbox`): the default, registry.k8s.io's pause, is out of reach of a test.
+   */
+  readonly sandboxImage?: string;
+  /**
+   * CRI's `restrict_oom_score_adj`: no container's oom_score_adj below containerd's own. Needed
+   * where containerd lacks CAP_SYS_RESOURCE, which lowering it takes (a pod's sandbox asks for -998).
+   */
+  readonly restrictOomScoreAdj?: boolean;
 }
 
 /** The CRI pull path of this test process on 2.1 and later: `transfer` (as shipped) or `local` ($FASTPULL_CRI_PULL). */
@@ -175,7 +185,11 @@ export function containerdConfig(r: ContainerdRelease, paths: PrivatePaths, cri?
     if (!cri) disabled.push('io.containerd.grpc.v1.cri');
     const plugin = sub(plugins, 'io.containerd.grpc.v1.cri');
     Object.assign(plugin, { disable_tcp_service: true, stream_server_address: '127.0.0.1', stream_server_port: '0', cni: { bin_dir: cniDirs.bin, conf_dir: cniDirs.conf } });
-    if (cri && cri !== 'shipped') Object.assign(sub(plugin, 'containerd'), { snapshotter: cri.snapshotter, disable_snapshot_annotations: cri.disableSnapshotAnnotations });
+    if (cri && cri !== 'shipped') {
+      Object.assign(sub(plugin, 'containerd'), { snapshotter: cri.snapshotter, disable_snapshot_annotations: cri.disableSnapshotAnnotations });
+      if (cri.sandboxImage) plugin.sandbox_image = cri.sandboxImage;
+      if (cri.restrictOomScoreAdj) plugin.restrict_oom_score_adj = true;
+    }
   } else {
     if (!cri) disabled.push('io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.podsandbox.controller.v1.podsandbox', 'io.containerd.sandbox.controller.v1.shim');
     Object.assign(sub(plugins, 'io.containerd.grpc.v1.cri'), { disable_tcp_service: true, stream_server_address: '127.0.0.1', stream_server_port: '0' });
@@ -183,6 +197,8 @@ export function containerdConfig(r: ContainerdRelease, paths: PrivatePaths, cri?
     if (cri && cri !== 'shipped') {
       const images = sub(plugins, 'io.containerd.cri.v1.images');
       images.snapshotter = cri.snapshotter;
+      if (cri.sandboxImage) sub(images, 'pinned_images').sandbox = cri.sandboxImage;
+      if (cri.restrictOomScoreAdj) sub(plugins, 'io.containerd.cri.v1.runtime').restrict_oom_score_adj = true;
       const local = cri.localImagePull ?? criPull === 'local';
       if (!r.transfer || local) {
         // The client-side pull reads the CRI key (and 2.1+ turns to it when the key says false).

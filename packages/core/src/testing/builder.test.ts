@@ -222,6 +222,16 @@ describe('buildImage', () => {
     expect(manifest.annotations).toEqual({ 'org.example': 'yes' });
     expect(JSON.parse(image.config.toString())).toMatchObject({ architecture: 'arm64', os: 'linux', variant: 'v8' });
   });
+
+  it("writes the container defaults it is given into the config's `config`, and an empty one otherwise", async () => {
+    const layers = [[{ type: 'file', path: 'a', content: 'a' }]] as const;
+    const plain = await buildImage({ layers });
+    expect((JSON.parse(plain.config.toString()) as { config: unknown }).config).toEqual({});
+    const sleeper = await buildImage({ layers, containerConfig: { Cmd: ['/bin/sleep', 'infinity'], Env: ['A=b'] } });
+    expect((JSON.parse(sleeper.config.toString()) as { config: unknown }).config).toEqual({ Cmd: ['/bin/sleep', 'infinity'], Env: ['A=b'] });
+    expect(sleeper.configDigest).not.toBe(plain.configDigest);
+    expect(sleeper.layers[0]!.digest).toBe(plain.layers[0]!.digest);
+  });
 });
 
 describe('buildIndex', () => {

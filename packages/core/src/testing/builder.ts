@@ -197,6 +197,11 @@ export interface BuildImageOptions {
   readonly platform?: Platform;
   /** Manifest annotations. */
   readonly annotations?: Readonly<Record<string, string>>;
+  /**
+   * The config's `config` object, what a runtime starts a container with when it is told no
+   * command (`Entrypoint`, `Cmd`, `Env`, `WorkingDir`); default `{}`.
+   */
+  readonly containerConfig?: Readonly<Record<string, unknown>>;
 }
 
 const DEFAULT_PLATFORM: Platform = { os: 'linux', architecture: 'amd64' };
@@ -238,7 +243,7 @@ export async function buildImage(options: BuildImageOptions): Promise<BuiltImage
       architecture: platform.architecture,
       os: platform.os,
       ...(platform.variant ? { variant: platform.variant } : {}),
-      config: {},
+      config: { ...options.containerConfig },
       rootfs: { type: 'layers', diff_ids: layers.map((l) => l.diffID) },
       history: layers.map((l, i) => ({ created: CREATED, created_by: `fastpull testing: layer ${i + 1} (${l.entries.length} entries)` })),
     }),
