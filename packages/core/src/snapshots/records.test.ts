@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { collectGarbage } from '../gc/gc.js';
 import { chainIDs } from '../oci/chainid.js';
@@ -198,6 +198,42 @@ describe('SnapshotRecords', () => {
     await records.remove('fastpull/0');
     gc = await collectGarbage(store);
     expect(gc.snapshots.map((s) => s.chainID)).toEqual([chain(0)]);
+  });
+
+  it("names a stack of borrowed layers too long for a page of full paths by short links containerd's mount code can shorten further", async () => {
+    const layers = 48;
+    const diffs = Array.from({ length: layers }, (_, i) => sha256Digest(`layer ${i}`));
+    const ids = chainIDs(diffs);
+    for (let i = 0; i < layers; i++) {
+      const a = await store.snapshots.prepare();
+      writeFileSync(join(a.fs, `f${i}`), `${i}`);
+      await store.snapshots.commit(a, { chainID: ids[i]!, diffID: diffs[i]!, ...(i > 0 ? { parent: ids[i - 1]! } : {}), size: 1 });
+      await records.commitChain(`fastpull/${i}`, i > 0 ? `fastpull/${i - 1}` : undefined, ids[i]!, { 'containerd.io/snapshot.ref': ids[i]! });
+    }
+    const full = (n: number) => ids.slice(0, n).reverse().map((id) => store.snapshots.fsPath(id));
+    const lowers = (m: Awaited<ReturnType<typeof records.prepare>>) => m[0]!.options.find((o) => o.startsWith('lowerdir='))!.slice('lowerdir='.length).split(':');
+    expect(full(layers).join(':').length).toBeGreaterThan(4096);
+
+    // A stack that fits keeps the trees' own paths.
+    expect(lowers(await records.prepare('short', `fastpull/${2}`))).toEqual(full(3));
+    // One that does not: every borrowed layer by a link in one directory, top first, each to its tree.
+    const m = await records.prepare('ctr', `fastpull/${layers - 1}`);
+    const links = lowers(m);
+    expect(links).toHaveLength(layers);
+    expect(new Set(links.map((l) => dirname(l)))).toEqual(new Set([join(root, 'snapshots', 'l')]));
+    expect(links.map((l) => readlinkSync(l))).toEqual(full(layers));
+    // What containerd's mount code leaves of them under their common directory fits with room to spare.
+    expect(links.map((l) => basename(l)).join(':').length).toBeLessThan(1024);
+    expect(m[0]!.options).toContain(`upperdir=${fsOf('ctr')}`);
+    expect(records.mounts('ctr')).toEqual(m);
+    expect(lowers(await records.view('v', `fastpull/${layers - 1}`))).toEqual(links);
+
+    // After a restart containerd gets the same mounts; collection keeps the links of borrowed layers.
+    records.close();
+    records = await SnapshotRecords.open(store, { indexOff: false });
+    expect(records.mounts('ctr')).toEqual(m);
+    expect((await collectGarbage(store)).snapshots).toEqual([]);
+    expect(links.map((l) => readlinkSync(l))).toEqual(full(layers));
   });
 
   it('never lets collection touch the directories of its own snapshots', async () => {

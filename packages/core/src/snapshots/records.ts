@@ -26,7 +26,7 @@ import {
 } from './record-file.js';
 import { parseSnapshotFilters } from './record-filters.js';
 import { recordMounts, overlayIndexOff } from './record-mounts.js';
-import type { Mount, Snapshotter } from './store.js';
+import { MAX_MOUNT_OPTIONS, type Mount, type Snapshotter } from './store.js';
 import { treeUsage, type SnapshotUsage } from './usage.js';
 import { flushTree } from './durable.js';
 
@@ -77,6 +77,11 @@ export class SnapshotRecords {
   /** `<root>/snapshots/containerd`. */
   readonly dir: string;
   private readonly byName = new Map<string, RecordFile>();
+  /**
+   * Short links (`<root>/snapshots/l/<prefix>`) to borrowed trees, by chainID: the mounts of a stack
+   * whose full paths do not fit a page name its borrowed layers by these.
+   */
+  private readonly links = new Map<Digest, string>();
   private queue: Promise<unknown> = Promise.resolve();
   private lockFd: number | undefined;
 
@@ -107,6 +112,10 @@ export class SnapshotRecords {
       const { records } = await readRecords(r.dir);
       await sweepRecordLitter(r.dir, records);
       for (const rec of records) r.byName.set(rec.name, rec);
+      // containerd asks again for the mounts of snapshots made before a restart (a task started
+      // later). Links that cannot be made leave those mounts naming full paths: no reason to
+      // refuse every other snapshot.
+      for (const rec of records) if (rec.kind !== 'committed') await r.linkParents(rec).catch(() => undefined);
     } catch (e) {
       r.close();
       throw e;
@@ -139,8 +148,8 @@ export class SnapshotRecords {
     return rec.chainID !== undefined ? this.store.snapshots.fsPath(rec.chainID) : join(this.dir, rec.id, 'fs');
   }
 
-  /** The trees of a snapshot's parents, immediate parent first. */
-  private parentTrees(parent: string | undefined): string[] {
+  /** The trees of a snapshot's parents, immediate parent first; borrowed ones by their short links when `linked`. */
+  private parentTrees(parent: string | undefined, linked = false): string[] {
     const out: string[] = [];
     const seen = new Set<string>();
     for (let name = parent; name !== undefined; ) {
@@ -148,14 +157,38 @@ export class SnapshotRecords {
       seen.add(name);
       const rec = this.byName.get(name);
       if (!rec) throw new FastpullError('NOT_FOUND', `parent snapshot ${JSON.stringify(name)} does not exist`);
-      out.push(this.fsOf(rec));
+      const link = linked && rec.chainID !== undefined ? this.links.get(rec.chainID) : undefined;
+      out.push(link ?? this.fsOf(rec));
       name = rec.parent;
     }
     return out;
   }
 
-  private mountsOf(rec: RecordFile): Mount[] {
-    return recordMounts({ kind: rec.kind, fs: this.fsOf(rec), work: join(this.dir, rec.id, 'work'), parents: this.parentTrees(rec.parent) }, { indexOff: this.indexOff });
+  private mountsOf(rec: RecordFile, linked = false): Mount[] {
+    return recordMounts({ kind: rec.kind, fs: this.fsOf(rec), work: join(this.dir, rec.id, 'work'), parents: this.parentTrees(rec.parent, linked) }, { indexOff: this.indexOff });
+  }
+
+  /**
+   * The mounts containerd gets. mount(2) takes the options in one page, and containerd's mount code,
+   * past the length below, shortens the lowerdirs to their paths under their longest common
+   * directory and mounts from there. A borrowed tree's path ends in its 64-hex chainID, so past
+   * about fifty layers even that does not fit; a stack that long names each borrowed layer by its
+   * short link instead, which all sit in one directory under names of a dozen characters.
+   */
+  private mountsFor(rec: RecordFile): Mount[] {
+    const plain = this.mountsOf(rec);
+    return tooLong(plain) ? this.mountsOf(rec, true) : plain;
+  }
+
+  /** Makes the short links {@link mountsFor} names for `rec`'s borrowed parents, when its stack needs them. */
+  private async linkParents(rec: RecordFile): Promise<void> {
+    if (!tooLong(this.mountsOf(rec))) return;
+    for (let name = rec.parent; name !== undefined; ) {
+      const parent = this.byName.get(name);
+      if (!parent) return;
+      if (parent.chainID !== undefined) this.links.set(parent.chainID, await this.store.snapshots.shortLink(parent.chainID));
+      name = parent.parent;
+    }
   }
 
   /** The info of a snapshot by key or name; NOT_FOUND when there is none. */
@@ -210,9 +243,10 @@ export class SnapshotRecords {
         created: now,
         updated: now,
       };
+      await this.linkParents(rec);
       await createRecordDir(this.dir, rec, { ownDirs: true, ...(owner ? { owner } : {}) });
       this.byName.set(key, rec);
-      return this.mountsOf(rec);
+      return this.mountsFor(rec);
     });
   }
 
@@ -227,7 +261,7 @@ export class SnapshotRecords {
   mounts(key: string): Mount[] {
     const rec = this.get(key);
     if (rec.kind === 'committed') throw new FastpullError('FAILED_PRECONDITION', `snapshot ${JSON.stringify(key)} is committed: only active snapshots and views have mounts`);
-    return this.mountsOf(rec);
+    return this.mountsFor(rec);
   }
 
   /**
@@ -378,6 +412,11 @@ export class SnapshotRecords {
   chainOf(key: string): Digest | undefined {
     return this.get(key).chainID;
   }
+}
+
+/** Whether an overlay's options reach the length past which containerd's mount code shortens them. */
+function tooLong(mounts: readonly Mount[]): boolean {
+  return mounts.some((m) => m.type === 'overlay' && m.options.join(',').length >= MAX_MOUNT_OPTIONS);
 }
 
 function toInfo(r: RecordFile): SnapshotRecordInfo {

@@ -88,13 +88,16 @@ export interface Snapshotter {
   list(): Promise<SnapshotInfo[]>;
   /** The chainIDs that short links name, by link path (a mount of many layers names them by these). */
   shortLinks(): Promise<Map<string, Digest>>;
+  /** A short link to a committed snapshot's tree (made on first use), for mounts of many layers. */
+  shortLink(chainID: Digest): Promise<string>;
 }
 
 /**
  * mount(2) takes its options in one page (4096 bytes with the NUL); this leaves room for the
- * upperdir and workdir a writable mount adds.
+ * upperdir and workdir a writable mount adds. containerd's mount code starts shortening overlay
+ * options at the same length (its page less 512).
  */
-const MAX_MOUNT_OPTIONS = 3584;
+export const MAX_MOUNT_OPTIONS = 3584;
 const LINKS_DIR = 'l';
 const SHORT_LINK_HEX = 12;
 
