@@ -126,6 +126,9 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     const byDigest = `${name.registry}/${name.repository}@${f.manifest}`;
     const pulling = pull(byDigest, f.manifest, signal);
     pulling.catch(() => undefined); // its failure is handled through layerCommitted
+    // containerd's unpack waits on this Prepare for as long as the pull takes: say so, or a slow
+    // or stuck pull shows nowhere between its start and its end.
+    log.debug({ event: 'snapshot', target: f.target, parent, image: f.ref }, 'waiting for the pull to bring the layer');
     await layerCommitted(f.target, pulling, signal);
     if (!(await parentMatches(f.target, parent))) return 'normal';
     return record(key, f.target, parent, labels, 'pulled');
