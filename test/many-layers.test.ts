@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectGarbage, mountsFor, openStore, pull } from '@fastpull/core';
+import { collectGarbage, LocalService, mountsFor, openStore, pull } from '@fastpull/core';
 import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
 import { overlayUnavailable, tempDir } from './helpers.js';
 
@@ -34,6 +34,17 @@ describe.skipIf(!binary)(`an image of ${LAYERS} layers`, () => {
     const deep = join(work.dir, 'a-store-root-with-a-rather-long-path-on-this-node');
     const { image: rec } = await pull(`${registry.host}/many/app:1`, { root: deep });
     await expect(mountsFor(openStore(deep), rec.name)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/70 layers needs \d+ bytes of mount options/) });
+  });
+
+  it('succeeds through the service all the same: the image is recorded, the pull gives no mounts, and mounts says why', async () => {
+    const deep = join(work.dir, 'a-store-root-with-a-rather-long-path-on-this-node-too');
+    const service = new LocalService({ root: deep, credentials: async () => undefined });
+    const pulled = await service.pull(`${registry.host}/many/app:1`);
+    expect(pulled.image.layers).toHaveLength(LAYERS);
+    expect(pulled.snapshots).toHaveLength(LAYERS);
+    expect(pulled.mounts).toEqual([]);
+    expect((await service.listImages()).map((i) => i.name)).toEqual([pulled.image.name]);
+    await expect(service.mounts({ image: pulled.image.name })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/70 layers needs \d+ bytes of mount options/) });
   });
 
   it('gives overlay options that fit a page, through short links to every snapshot, top first', async () => {

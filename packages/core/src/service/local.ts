@@ -18,7 +18,7 @@ import type { PullObserver } from '../pull/observer.js';
 import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
-import type { Mount, SnapshotInfo } from '../snapshots/store.js';
+import { isMountTooLong, type Mount, type SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
 import { openStore, type Store } from '../store.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
@@ -194,10 +194,18 @@ export class LocalService implements FastpullService {
     return mine;
   }
 
-  /** Where an image's snapshots lie and the mounts that stack them. */
+  /**
+   * Where an image's snapshots lie and the mounts that stack them: none for a stack too deep for
+   * one mount's options (`mounts` says why). The pull is done and recorded by then, and an image
+   * that fastpulld pulls for containerd is mounted through containerd's records, not these.
+   */
   async placement(image: ImageRecord): Promise<Placement> {
     const chain = image.layers.map((l) => l.chainID);
-    return { root: this.store.root, snapshots: chain.map((id) => this.store.snapshots.fsPath(id)), mounts: await this.store.snapshots.mounts(chain) };
+    const mounts = await this.store.snapshots.mounts(chain).catch((e: unknown) => {
+      if (isMountTooLong(e)) return [];
+      throw e;
+    });
+    return { root: this.store.root, snapshots: chain.map((id) => this.store.snapshots.fsPath(id)), mounts };
   }
 
   async listImages(): Promise<ImageRecord[]> {

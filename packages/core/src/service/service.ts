@@ -48,7 +48,10 @@ export interface Placement {
   readonly root: string;
   /** The snapshot directory of each layer, bottom first. */
   readonly snapshots: readonly string[];
-  /** The read-only mounts that present the image's tree. */
+  /**
+   * The read-only mounts that present the image's tree; none when its layers are too many for one
+   * mount's options under this store root (`mounts` of the image then fails, saying so).
+   */
   readonly mounts: readonly Mount[];
 }
 

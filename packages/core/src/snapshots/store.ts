@@ -8,7 +8,7 @@
 // image are then data (type, source, options) built from the committed dirs; this module mounts nothing.
 import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
-import { FastpullError, fromFsError } from '../errors.js';
+import { FastpullError, fromFsError, isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
 import { closeForFlush, flushTree, openForFlush } from './durable.js';
@@ -100,6 +100,11 @@ export interface Snapshotter {
 export const MAX_MOUNT_OPTIONS = 3584;
 const LINKS_DIR = 'l';
 const SHORT_LINK_HEX = 12;
+
+/** True for the failure of {@link Snapshotter.mounts} for a stack whose options do not fit one mount(2) even through short links. */
+export function isMountTooLong(e: unknown): boolean {
+  return isFastpullError(e) && e.code === 'INVALID_ARGUMENT' && e.details.limit === MAX_MOUNT_OPTIONS && typeof e.details.length === 'number';
+}
 
 /**
  * The on-disk snapshot store under `<root>/snapshots`, reached as `openStore(root).snapshots`.
@@ -270,7 +275,7 @@ export class FileSnapshotter implements Snapshotter {
       const length = [...flags, lower].join(',').length;
       if (length > MAX_MOUNT_OPTIONS) {
         throw new FastpullError('INVALID_ARGUMENT', `an overlay of ${chainIDs.length} layers needs ${length} bytes of mount options, over the ${MAX_MOUNT_OPTIONS} mount(2) takes; use a shorter store root`, {
-          details: { layers: chainIDs.length, length },
+          details: { layers: chainIDs.length, length, limit: MAX_MOUNT_OPTIONS },
         });
       }
     }
