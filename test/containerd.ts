@@ -13,6 +13,7 @@ import { delimiter, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { parse, stringify, type TomlTable } from 'smol-toml';
+import type { Platform } from '@fastpull/core';
 import { buildImage, Prng, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
 
 const repoRoot = join(import.meta.dirname, '..');
@@ -313,6 +314,8 @@ export interface BusyboxImageOptions {
   readonly seed?: number;
   /** A file `etc/variant` with this text in the top layer only: an image sharing its lower layers with the plain one. */
   readonly variant?: string;
+  /** The platform its config and descriptor name; default linux/amd64 (the builder's). */
+  readonly platform?: Platform;
 }
 
 /** Three layers over a static busybox: files replaced, deleted (whiteout), hidden (opaque dir), hard-linked. */
@@ -342,7 +345,7 @@ export async function busyboxImage(options: BusyboxImageOptions = {}): Promise<B
     const prng = new Prng(options.seed ?? 1);
     layers.forEach((l, i) => l.push({ type: 'file', path: `pad/${i}`, content: prng.bytes(options.padding!) }));
   }
-  return buildImage({ layers });
+  return buildImage({ layers, ...(options.platform ? { platform: options.platform } : {}) });
 }
 
 /** The output `ctr run` of {@link busyboxImage} gives for {@link BUSYBOX_PROBE}. */
@@ -358,9 +361,16 @@ export interface CriImage {
   readonly size: number;
 }
 
+/** Registry credentials as kubelet sends them in PullImageRequest.auth (from a pull secret). */
+export interface CriAuth {
+  readonly username: string;
+  readonly password: string;
+}
+
 /** A client of the CRI image service on containerd's socket (what kubelet calls). */
 export interface CriImages {
-  pullImage(image: string): Promise<string>;
+  /** PullImage, with `auth` as kubelet sends an image pull secret's credentials; resolves with the image id. */
+  pullImage(image: string, auth?: CriAuth): Promise<string>;
   /** The image as CRI lists it, or undefined when CRI has none by that name. */
   imageStatus(image: string): Promise<CriImage | undefined>;
   removeImage(image: string): Promise<void>;
@@ -373,7 +383,7 @@ export function criImages(address: string): CriImages {
   const raw = new Ctor(`unix:${address}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void> & { close(): void };
   const call = <T>(method: string, req: unknown): Promise<T> => new Promise((resolve, reject) => raw[method]!.call(raw, req, (e, res) => (e ? reject(e) : resolve(res as T))));
   return {
-    pullImage: async (image) => (await call<{ imageRef: string }>('PullImage', { image: { image } })).imageRef,
+    pullImage: async (image, auth) => (await call<{ imageRef: string }>('PullImage', { image: { image }, ...(auth ? { auth: { username: auth.username, password: auth.password } } : {}) })).imageRef,
     imageStatus: async (image) => (await call<{ image: CriImage | null }>('ImageStatus', { image: { image } })).image ?? undefined,
     removeImage: async (image) => void (await call('RemoveImage', { image: { image } })),
     close: () => raw.close(),

@@ -128,8 +128,8 @@ export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; 
 }
 
 /** Starts `fastpulld ARGS` and waits until it says it serves; fails with its stderr if it exits first. */
-export async function serveDaemon(args: string[]): Promise<RunningDaemon> {
-  const d = startDaemon(args);
+export async function serveDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; bin?: string } = {}): Promise<RunningDaemon> {
+  const d = startDaemon(args, options);
   await Promise.race([
     d.waitLog((l) => l.msg === 'fastpulld serving'),
     d.exited.then(({ code }) => {
