@@ -1,7 +1,7 @@
 // fastpulld as a real process on a temporary unix socket, driven by its TypeScript client, a raw gRPC
 // reflection client and the CLI: pulls from real registries on loopback, shared pulls, errors,
 // health, reflection, the socket's mode, metrics, SIGHUP, SIGTERM mid-pull and resume, stale sockets.
-import { mkdirSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, renameSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -253,6 +253,40 @@ describe('fastpulld', () => {
     expect(text).toMatch(/^fastpull_pull_requests_total\{joined="true"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_fetch_retries_total [1-9]/m);
     expect(text).toMatch(/^fastpull_fetch_stragglers_reissued_total \d+$/m);
+  });
+
+  it('answers the probes on its metrics port: /healthz while it runs, /readyz only while both sockets take connections and its store root is there', async () => {
+    const dir = join(work.dir, 'probes');
+    const paths = { socket: join(dir, 'fastpulld.sock'), snapshotter: join(dir, 'snapshotter.sock'), root: join(dir, 'root') };
+    const d = await serve(['--socket', paths.socket, '--snapshotter-socket', paths.snapshotter, '--root', paths.root, '--metrics-address', '127.0.0.1:0']);
+    try {
+      const base = String(d.logs.find((l) => l.msg === 'fastpulld serving')!.metrics).replace(/\/metrics$/, '');
+      const get = async (path: string): Promise<{ status: number; body: string }> => {
+        const r = await fetch(`${base}${path}`);
+        return { status: r.status, body: await r.text() };
+      };
+      expect(await get('/healthz')).toEqual({ status: 200, body: 'ok\n' });
+      expect(await get('/readyz')).toEqual({ status: 200, body: 'ok\n' });
+      expect((await get('/healthz?verbose')).status).toBe(200);
+      expect(await get('/nothing')).toEqual({ status: 404, body: 'not found: fastpulld answers GET /metrics, /healthz, /readyz\n' });
+
+      // Each thing /readyz looks at, taken away and given back; /healthz stays 200 throughout.
+      const away = (p: string): string => `${p}.away`;
+      for (const [what, path] of [['API socket', paths.socket], ['snapshotter socket', paths.snapshotter], ['store root', paths.root]] as const) {
+        renameSync(path, away(path));
+        try {
+          const r = await get('/readyz');
+          expect(r.status, what).toBe(503);
+          expect(r.body).toBe(`not ready: ${what} ${path}: ${what === 'store root' ? `ENOENT: no such file or directory, access '${path}'` : `connect ENOENT ${path}`}\n`);
+          expect(await get('/healthz')).toEqual({ status: 200, body: 'ok\n' });
+        } finally {
+          renameSync(away(path), path);
+        }
+        expect(await get('/readyz')).toEqual({ status: 200, body: 'ok\n' });
+      }
+    } finally {
+      await stop(d);
+    }
   });
 
   it('refuses a second daemon on a live socket, and replaces a stale one', async () => {

@@ -309,7 +309,7 @@ const daemonKey = fc.oneof(
 );
 const daemonValue = fc.oneof(
   fc.constantFrom('"/var/lib/fastpull"', '"relative/dir"', '""', '"16MiB"', '"64KiB"', '"1K"', '"0"', '"10s"', '"500ms"', '"1m"', '"1.5s"'),
-  fc.constantFrom('"127.0.0.1:9464"', '"[::1]:0"', '"localhost:65536"', '"0.0.0.0:9464"', '"info"', '"silent"', '"verbose"', 'true', 'false', '"true"'),
+  fc.constantFrom('"127.0.0.1:10271"', '"127.0.0.1:9464"', '"[::1]:0"', '"localhost:65536"', '"0.0.0.0:10271"', '"info"', '"silent"', '"verbose"', 'true', 'false', '"true"'),
   fc.constantFrom('0', '1', '-1', '16777216', '9007199254740993', '1e400', '1e10', '1e300', '3.5', 'inf', 'nan', '0x10', '1979-05-27T07:32:00Z', '[1, 2]', '{ a = 1 }', '[]'),
   fc.constantFrom('"99999999999999999999G"', '"9007199254740991"', '"8388608G"', '"99999999999m"', '"2592000"', '"1e3"'),
   fc.integer().map(String),

@@ -2,7 +2,7 @@
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, unixDatagramSender, VERSION } from '@fastpull/core';
-import { DEFAULT_CONFIG_PATH, DEFAULT_SHUTDOWN_TIMEOUT_MS, EXIT_CONFIG, readConfigFile, resolveConfig, type RawConfig } from './config.js';
+import { DEFAULT_CONFIG_PATH, DEFAULT_SHUTDOWN_TIMEOUT_MS, EXIT_CONFIG, readConfigFile, resolveConfig, SUGGESTED_METRICS_PORT, type RawConfig } from './config.js';
 import { serviceNotifier, type ServiceNotifier } from './notify.js';
 import { Daemon } from './server.js';
 
@@ -27,7 +27,8 @@ Options:
   --inflater NAME            gzip decoder: ${INFLATER_CHOICES.join(', ')} (default $FASTPULL_INFLATER, else ${DEFAULT_INFLATER})
   --keep-blobs               keep compressed layer blobs after unpacking
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
-  --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464)
+  --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics, and probes at /healthz and /readyz
+                             (loopback only, e.g. 127.0.0.1:${SUGGESTED_METRICS_PORT})
   --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent
   --shutdown-timeout DUR     how long SIGTERM waits for pulls to stop (default 10s)
   --version, --help

@@ -46,7 +46,7 @@ export interface DaemonConfig {
   readonly unpackConcurrency?: number;
   /** The gzip decoder, as the CLI's --inflater; unset: $FASTPULL_INFLATER, else the library's (auto). */
   readonly inflater?: InflaterChoice;
-  /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics on; unset: no metrics endpoint. */
+  /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics and the /healthz and /readyz probes on; unset: no HTTP endpoint. */
   readonly metricsAddress?: string;
   /** pino level: fatal, error, warn, info, debug, trace or silent. */
   readonly logLevel: string;
@@ -68,8 +68,8 @@ export const DEFAULT_LOG_LEVEL = 'info';
 export const EXIT_CONFIG = 2;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-export { defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET } from './paths.js';
-import { DEFAULT_SNAPSHOTTER_SOCKET, defaultSocket } from './paths.js';
+export { defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET, SUGGESTED_METRICS_PORT } from './paths.js';
+import { DEFAULT_SNAPSHOTTER_SOCKET, defaultSocket, SUGGESTED_METRICS_PORT } from './paths.js';
 
 /** Config keys as written in the TOML file (and, with dashes, as flags). */
 export const CONFIG_KEYS = [
@@ -246,10 +246,11 @@ export function parseDuration(key: ConfigKey, v: unknown): number {
 
 /** Metrics are opt-in and loopback only: they say what a node pulls, which is not for the network. */
 function loopbackAddress(v: unknown): string {
-  if (typeof v !== 'string') throw invalid('metrics_address', v, 'want a loopback HOST:PORT such as 127.0.0.1:9464');
+  const p = SUGGESTED_METRICS_PORT;
+  if (typeof v !== 'string') throw invalid('metrics_address', v, `want a loopback HOST:PORT such as 127.0.0.1:${p}`);
   const m = /^(?:(127\.\d+\.\d+\.\d+)|\[(::1)\]|(localhost)):(\d{1,5})$/.exec(v);
   const port = m ? Number(m[4]) : NaN;
-  if (!m || port > 65535) throw invalid('metrics_address', v, 'want a loopback HOST:PORT: 127.0.0.1:9464, [::1]:9464 or localhost:9464 (PORT 0 picks one)');
+  if (!m || port > 65535) throw invalid('metrics_address', v, `want a loopback HOST:PORT: 127.0.0.1:${p}, [::1]:${p} or localhost:${p} (PORT 0 picks one)`);
   return v;
 }
 

@@ -1,6 +1,6 @@
 // fastpulld's gRPC server: fastpull.v1 (Images, Snapshots, Content), grpc.health.v1 and server
 // reflection on a unix socket, over one store root; shared pulls, logs, metrics, reload and shutdown.
-import { existsSync, promises as fsp } from 'node:fs';
+import { constants as fsConstants, existsSync, promises as fsp } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
@@ -13,7 +13,7 @@ import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
 export { prepareSocket } from './socket.js';
-import { groupId, listenUnix, missingDirectories } from './socket.js';
+import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
@@ -32,6 +32,9 @@ export interface DaemonOptions {
 }
 
 type ServingStatus = 'SERVING' | 'NOT_SERVING';
+
+/** A socket of its own process that takes no connection in this long is as good as gone to a prober. */
+const PROBE_CONNECT_TIMEOUT_MS = 2000;
 
 /** A running fastpulld. */
 export class Daemon {
@@ -133,7 +136,7 @@ export class Daemon {
     if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
     for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
-      const m = await serveMetrics(config.metricsAddress, this.metrics.registry);
+      const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: () => this.notReady() });
       this.metricsServer = m.server;
       this.metricsUrl = m.url;
     }
@@ -141,6 +144,30 @@ export class Daemon {
       { socket: config.socket, group: config.group, ...this.service.settings, metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
+  }
+
+  /**
+   * Why the daemon cannot serve now, or undefined when it can: it is not stopping, each of its
+   * sockets takes a connection (a socket file removed from under it is caught here: nobody could
+   * reach it), and the store's root may be read and written (gone, or remounted read-only, fails).
+   */
+  async notReady(): Promise<string | undefined> {
+    if (this.stopping) return 'stopping';
+    const sockets: Array<[string, string | undefined]> = [
+      ['API socket', this.config.socket],
+      ['snapshotter socket', this.config.snapshotterSocket],
+    ];
+    for (const [what, path] of sockets) {
+      if (path === undefined) continue;
+      const why = await connectError(path, PROBE_CONNECT_TIMEOUT_MS);
+      if (why !== undefined) return `${what} ${path}: ${why}`;
+    }
+    try {
+      await fsp.access(this.config.root, fsConstants.R_OK | fsConstants.W_OK | fsConstants.X_OK);
+    } catch (e) {
+      return `store root ${this.config.root}: ${(e as Error).message}`;
+    }
+    return undefined;
   }
 
   private addServices(): void {
