@@ -19,7 +19,7 @@ import { ConfigMap, Namespace } from 'kubernetes-models/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { PriorityClass } from 'kubernetes-models/scheduling.k8s.io/v1';
 import type { IContainer, IProbe, IVolume } from 'kubernetes-models/v1';
-import { CONFIG_KEYS, EXIT_CONFIG, readConfigFile, resolveConfig, SUGGESTED_METRICS_PORT } from '../packages/daemon/src/config.js';
+import { CONFIG_KEYS, DEFAULT_CONTAINERD_SOCKET, EXIT_CONFIG, readConfigFile, resolveConfig, SUGGESTED_METRICS_PORT } from '../packages/daemon/src/config.js';
 import { HTTP_PATHS } from '../packages/daemon/src/metrics.js';
 import { repoRoot, tempDir } from './helpers.js';
 
@@ -87,7 +87,7 @@ describe('deploy/systemd', () => {
     for (const key of CONFIG_KEYS) expect(text, key).toMatch(new RegExp(`^(# )?${key} = `, 'm'));
     const file = join(work.dir, 'example.toml');
     writeFileSync(file, text);
-    expect(resolveConfig(readConfigFile(file, true), {}, {})).toMatchObject({ root: '/var/lib/fastpull', snapshotterSocket: '/run/fastpull/snapshotter.sock' });
+    expect(resolveConfig(readConfigFile(file, true), {}, {})).toMatchObject({ root: '/var/lib/fastpull', snapshotterSocket: '/run/fastpull/snapshotter.sock', containerdSocket: DEFAULT_CONTAINERD_SOCKET });
   });
 
   it('has a timer that runs fastpull gc', () => {
@@ -167,6 +167,14 @@ describe('deploy/kubernetes', () => {
     expect(exportsRoot).toBe(root);
   });
 
+  it('reaches containerd’s socket through its directory, mounted read-only with the host’s unmounts propagated', () => {
+    const socket = String(config.containerd_socket);
+    expect(socket).toBe(DEFAULT_CONTAINERD_SOCKET);
+    const mount = mountOf(fastpulld, dirname(socket))!;
+    expect(mount).toMatchObject({ readOnly: true, mountPropagation: 'HostToContainer' });
+    expect(hostPath(volumes.get(mount.name))).toEqual({ path: dirname(socket), type: 'Directory' });
+  });
+
   it('makes no directory on a node outside fastpull’s own, and finds hosts_dir inside a mounted one', () => {
     for (const v of volumes.values()) {
       if (v.hostPath?.type === 'DirectoryOrCreate') expect(['/var/lib/fastpull', '/run/fastpull'], v.name).toContain(v.hostPath.path);
@@ -225,7 +233,7 @@ describe('deploy/kubernetes', () => {
     const file = join(work.dir, 'fastpulld.toml');
     writeFileSync(file, configMap.data['fastpulld.toml']!);
     const resolved = resolveConfig(readConfigFile(file, true), {}, {});
-    expect(resolved).toMatchObject({ root: '/var/lib/fastpull', socket: '/run/fastpull/fastpulld.sock', snapshotterSocket: '/run/fastpull/snapshotter.sock', group: '7077' });
+    expect(resolved).toMatchObject({ root: '/var/lib/fastpull', socket: '/run/fastpull/fastpulld.sock', snapshotterSocket: '/run/fastpull/snapshotter.sock', containerdSocket: DEFAULT_CONTAINERD_SOCKET, group: '7077' });
   });
 });
 

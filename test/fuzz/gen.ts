@@ -304,7 +304,7 @@ export function dockerConfigArb(secret: string): fc.Arbitrary<string> {
 // --- fastpulld's TOML config ---
 
 const daemonKey = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom('root', 'socket', 'snapshotter_socket', 'group', 'hosts_dir', 'concurrency', 'chunk_size', 'keep_blobs', 'sync', 'unpack_concurrency', 'metrics_address', 'log_level', 'shutdown_timeout') },
+  { weight: 6, arbitrary: fc.constantFrom('root', 'socket', 'snapshotter_socket', 'containerd_socket', 'group', 'hosts_dir', 'concurrency', 'chunk_size', 'keep_blobs', 'sync', 'unpack_concurrency', 'metrics_address', 'log_level', 'shutdown_timeout') },
   { weight: 1, arbitrary: fc.constantFrom('unknown', 'Root', '"root"', ...TRICKY_KEYS) },
 );
 const daemonValue = fc.oneof(

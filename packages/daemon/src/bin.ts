@@ -18,6 +18,9 @@ Options:
   --socket PATH              unix socket (default /run/fastpull/fastpulld.sock as root)
   --snapshotter-socket PATH  serve containerd's snapshotter API there (default /run/fastpull/snapshotter.sock
                              as root with the default --socket; "" for none)
+  --containerd-socket PATH   containerd's socket: once serving, have containerd announce CRI's images again, so
+                             that its CRI plugin lists those it missed while fastpulld was down (default
+                             /run/containerd/containerd.sock with the default --snapshotter-socket; "" for none)
   --group NAME|GID           group owning the socket (mode 0660)
   --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP; default
                              $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
@@ -56,6 +59,7 @@ function parse() {
       root: { type: 'string' },
       socket: { type: 'string' },
       'snapshotter-socket': { type: 'string' },
+      'containerd-socket': { type: 'string' },
       group: { type: 'string' },
       'hosts-dir': { type: 'string' },
       concurrency: { type: 'string' },
@@ -107,6 +111,7 @@ const flags: RawConfig = {
   root: v.root,
   socket: v.socket,
   snapshotter_socket: v['snapshotter-socket'],
+  containerd_socket: v['containerd-socket'],
   group: v.group,
   hosts_dir: v['hosts-dir'],
   concurrency: v.concurrency,

@@ -15,6 +15,9 @@ export function defaultSocket(env: NodeJS.ProcessEnv = process.env): string {
 /** Where containerd finds fastpulld's snapshotter API (`[proxy_plugins.fastpull] address`) by default. */
 export const DEFAULT_SNAPSHOTTER_SOCKET = '/run/fastpull/snapshotter.sock';
 
+/** containerd's own gRPC socket as its packages install it (`[grpc] address`). */
+export const DEFAULT_CONTAINERD_SOCKET = '/run/containerd/containerd.sock';
+
 /**
  * The loopback port the configurations in deploy/ give `metrics_address` (metrics and the probes;
  * nothing listens unless told to). Chosen where a node's host network is not known to use it:

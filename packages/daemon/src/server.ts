@@ -18,6 +18,7 @@ import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
+import { announceAndLog, type AnnounceOutcome } from './snapshotter/announce.js';
 
 export interface DaemonOptions {
   readonly config: DaemonConfig;
@@ -58,6 +59,10 @@ export class Daemon {
   /** http://HOST:PORT/metrics when metrics are served. */
   metricsUrl: string | undefined;
   private stopping: Promise<void> | undefined;
+  /** Aborted when stopping: work of the daemon's own (announcing images) stops with it. */
+  private readonly lifetime = new AbortController();
+  /** The latest announcement of containerd's images, while it runs or once done. */
+  announcing: Promise<AnnounceOutcome | undefined> | undefined;
 
   private constructor(
     readonly config: DaemonConfig,
@@ -144,6 +149,23 @@ export class Daemon {
       { socket: config.socket, group: config.group, ...this.service.settings, metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
+    this.announcing = this.announceImages();
+  }
+
+  /**
+   * Has containerd announce the images of CRI's namespace again, so that its CRI plugin lists those
+   * it left out when it started while fastpulld was not serving (snapshotter/announce.ts). Only
+   * with `containerd_socket`, while the snapshotter API is served, and when containerd has
+   * snapshots here at all: else the CRI plugin never asked fastpulld anything. Never rejects.
+   */
+  announceImages(): Promise<AnnounceOutcome | undefined> {
+    const socket = this.config.containerdSocket;
+    if (socket === undefined || !this.snapshotter || this.lifetime.signal.aborted) return Promise.resolve(undefined);
+    if (this.snapshotter.records.list(['kind==committed']).length === 0) {
+      this.log.debug({ containerd: socket }, 'containerd has no snapshots here: no images to announce');
+      return Promise.resolve(undefined);
+    }
+    return announceAndLog({ socket, log: this.log, signal: this.lifetime.signal });
   }
 
   /**
@@ -236,6 +258,8 @@ export class Daemon {
    * are logged.
    */
   reload(): void {
+    // A reload is also how to ask for the announcement again by hand (systemctl reload fastpulld).
+    this.announcing = this.announceImages();
     if (!this.options.configPath) {
       this.log.info({ hostsDir: this.service.hostsDir }, 'reload: no config file; nothing to reload');
       return;
@@ -264,6 +288,7 @@ export class Daemon {
   private async stop(reason: string, timeoutMs: number): Promise<void> {
     const t0 = performance.now();
     this.log.info({ reason, pulls: this.pulls.size }, 'stopping');
+    this.lifetime.abort();
     for (const name of this.healthNames) this.setHealth(name, 'NOT_SERVING');
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
@@ -280,6 +305,7 @@ export class Daemon {
     this.metricsServer?.closeAllConnections();
     await fsp.rm(this.config.socket, { force: true });
     await snapshotterStopped;
+    await this.announcing;
     await this.service.close();
     this.log.info({ ms: Math.round(performance.now() - t0), pullsStopped: settled === 'settled', forced: drainedInTime === 'timeout' }, 'stopped');
   }
