@@ -48,3 +48,10 @@ export function shell(line: string, containerd: PrivateContainerd, env: NodeJS.P
  * (a deprecation notice), which is not the command's answer.
  */
 export const lastLine = (stderr: string): string => stderr.trim().split('\n').at(-1) ?? '';
+
+/** stderr without the deprecation notices that ctr of 2.2 prints on hosts with cgroup v1 (see {@link lastLine}). */
+export const withoutNotices = (stderr: string): string =>
+  stderr
+    .split('\n')
+    .filter((l) => !/^time="[^"]*" level=warning msg="DEPRECATION: /.test(l))
+    .join('\n');
