@@ -16,7 +16,7 @@ import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemo
 
 const CRI_NAMESPACE = 'k8s.io';
 const CRI: CriOptions = { snapshotter: 'fastpull', disableSnapshotAnnotations: false };
-const work = tempDir('cri-boot-order');
+const work = tempDir('started-first');
 const snapSocket = join(work.dir, 'snapshotter.sock');
 const containerdDir = join(work.dir, 'containerd');
 const containerdSocket = join(containerdDir, 'containerd.sock');
