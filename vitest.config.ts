@@ -18,6 +18,8 @@ export const CONTAINERD_SUITES = [
   'test/containerd-cri-faults.test.ts',
   'test/containerd-snapshotter.test.ts',
   'test/containerd-boot-order.test.ts',
+  'test/containerd-started-first.test.ts',
+  'test/containerd-rollback.test.ts',
 ];
 const releases = (process.env.FASTPULL_CONTAINERD_RELEASES ?? '1.7,2.2').split(',').filter(Boolean);
 // 2.1 and later have two CRI pull paths: the transfer service (as deploy/containerd/config-2.1.toml

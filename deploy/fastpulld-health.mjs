@@ -1,6 +1,7 @@
-// fastpulld's health check, for probes and scripts: exit 0 when the API socket answers grpc.health.v1
-// Check with SERVING and something accepts connections on the snapshotter socket; else exit 1 and
-// say why on stderr. It resolves @fastpull/daemon as Node does from where it lies: installed as
+// fastpulld's health check, for scripts and exec probes: exit 0 when the API socket answers
+// grpc.health.v1 Check with SERVING and something accepts connections on the snapshotter socket;
+// else exit 1 and say why on stderr. It needs no HTTP port; where fastpulld has metrics_address,
+// GET /readyz there checks the same for a fraction of the cost (the DaemonSet's probes do). It resolves @fastpull/daemon as Node does from where it lies: installed as
 // <npm prefix>/lib/fastpull/health.mjs (deploy/Containerfile), it finds the global install.
 // Usage: node health.mjs [--socket PATH] [--snapshotter-socket PATH|""] [--timeout-ms N]
 import { connect } from 'node:net';

@@ -1,7 +1,8 @@
 // fastpulld as a real process on a temporary unix socket, driven by its TypeScript client, a raw gRPC
 // reflection client and the CLI: pulls from real registries on loopback, shared pulls, errors,
 // health, reflection, the socket's mode, metrics, SIGHUP, SIGTERM mid-pull and resume, stale sockets.
-import { mkdirSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +11,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { type FastpullError, type PullEvent } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { EXIT_CONFIG, FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
+import { SUGGESTED_METRICS_PORT } from '@fastpull/daemon/paths';
 import { failure, repoRoot, runCliAsync, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -253,6 +255,45 @@ describe('fastpulld', () => {
     expect(text).toMatch(/^fastpull_pull_requests_total\{joined="true"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_fetch_retries_total [1-9]/m);
     expect(text).toMatch(/^fastpull_fetch_stragglers_reissued_total \d+$/m);
+  });
+
+  it('answers the probes on its metrics port: /healthz while it runs, /readyz only while both sockets take connections and its store root is there', async () => {
+    const dir = join(work.dir, 'probes');
+    const paths = { socket: join(dir, 'fastpulld.sock'), snapshotter: join(dir, 'snapshotter.sock'), root: join(dir, 'root') };
+    const d = await serve(['--socket', paths.socket, '--snapshotter-socket', paths.snapshotter, '--root', paths.root, '--metrics-address', '127.0.0.1:0']);
+    try {
+      const base = String(d.logs.find((l) => l.msg === 'fastpulld serving')!.metrics).replace(/\/metrics$/, '');
+      const get = async (path: string): Promise<{ status: number; body: string }> => {
+        const r = await fetch(`${base}${path}`);
+        return { status: r.status, body: await r.text() };
+      };
+      expect(await get('/healthz')).toEqual({ status: 200, body: 'ok\n' });
+      expect(await get('/readyz')).toEqual({ status: 200, body: 'ok\n' });
+      expect((await get('/healthz?verbose')).status).toBe(200);
+      expect(await get('/nothing')).toEqual({ status: 404, body: 'not found: fastpulld answers GET /metrics, /healthz, /readyz\n' });
+      // docs/daemon.md's command, at this daemon's port.
+      const docLine = readFileSync(join(repoRoot, 'docs', 'daemon.md'), 'utf8').split('\n').find((l) => l.startsWith('curl -fsS '))!;
+      const curl = (): ReturnType<typeof spawnSync> => spawnSync('sh', ['-c', docLine.replaceAll(`127.0.0.1:${SUGGESTED_METRICS_PORT}`, new URL(base).host)], { encoding: 'utf8' });
+      expect(curl()).toMatchObject({ status: 0, stdout: 'ok\n' });
+
+      // Each thing /readyz looks at, taken away and given back; /healthz stays 200 throughout.
+      const away = (p: string): string => `${p}.away`;
+      for (const [what, path] of [['API socket', paths.socket], ['snapshotter socket', paths.snapshotter], ['store root', paths.root]] as const) {
+        renameSync(path, away(path));
+        try {
+          const r = await get('/readyz');
+          expect(r.status, what).toBe(503);
+          expect(r.body).toBe(`not ready: ${what} ${path}: ${what === 'store root' ? `ENOENT: no such file or directory, access '${path}'` : `connect ENOENT ${path}`}\n`);
+          expect(await get('/healthz')).toEqual({ status: 200, body: 'ok\n' });
+          expect(curl().status).toBe(22); // curl -f: an HTTP error status
+        } finally {
+          renameSync(away(path), path);
+        }
+        expect(await get('/readyz')).toEqual({ status: 200, body: 'ok\n' });
+      }
+    } finally {
+      await stop(d);
+    }
   });
 
   it('refuses a second daemon on a live socket, and replaces a stale one', async () => {

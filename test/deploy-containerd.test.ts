@@ -6,14 +6,19 @@
 // proxy plugin, reach fastpulld through it, and a CRI PullImage is answered by fastpulld's fast path
 // (containerd holds no layer blob). The 2.1 file runs on 2.2 twice: as shipped (CRI pulls through
 // the transfer service) and with its use_local_image_pull alternative. The 1.7 file also loads in
-// 1.6.20 (its 1.7-only keys are ignored, as 1.7 before 1.7.16 ignores `exports`).
-import { readFileSync } from 'node:fs';
+// 1.6.20 (its 1.7-only keys are ignored, as 1.7 before 1.7.16 ignores `exports`). And the guide's
+// commands around them run as written: step 4's link, step 5's checks on every release (the lines
+// `ctr plugins ls` prints, the probe snapshot with fastpulld serving, stopped and killed), and the
+// messages its troubleshooting rows quote.
+import { spawnSync } from 'node:child_process';
+import { lstatSync, mkdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify, type TomlTable } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SNAPSHOTTER_SOCKET } from '@fastpull/daemon/paths';
 import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
 import { busyboxImage, containerdConfig, containerdRelease, containerdUnavailable, criImages, launchContainerd, waitForSnapshotter, type ContainerdRelease, type PrivateContainerd } from './containerd.js';
+import { escapeRegExp, guide, guideLine, guideQuote, lastLine, shell } from './guide.js';
 import { overlayUnavailable, repoRoot, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const dir = join(repoRoot, 'deploy', 'containerd');
@@ -265,6 +270,178 @@ describe.skipIf(reason !== undefined)('deploy/containerd files started on their 
       const check = await containerd.ctr(['images', 'check', '--snapshotter', 'fastpull'], { namespace: 'k8s.io' });
       expect(check.stdout.split('\n').find((l) => l.startsWith(`${ref} `))).toMatch(new RegExp(`incomplete \\(1/${image.layers.length + 1}\\).*\\btrue\\s*$`));
       await cri.removeImage(ref);
+    } finally {
+      cri.close();
+      await containerd.stop();
+    }
+  });
+});
+
+describe('docs/containerd.md, step 4: the link for kubelet’s image-filesystem stats', () => {
+  const mkdir = guideLine('mkdir -p -m 0700 /var/lib/containerd');
+  const link = guideLine('ln -sfn /var/lib/fastpull /var/lib/containerd/io.containerd.snapshotter.v1.fastpull');
+  /** The two commands as written, with /var/lib/ moved under `dir`. */
+  const script = (dir: string): string => [mkdir, link].map((l) => l.replaceAll('/var/lib/', `${dir}/var/lib/`)).join('\n');
+
+  it('the deploy files’ comments give the same two commands', () => {
+    for (const file of ['config-1.6.toml', 'config-1.7.toml']) {
+      const commented = text(file).split('\n').map((l) => l.replace(/^\s*#\s+/, ''));
+      for (const line of [mkdir, link]) expect(commented, file).toContain(line.replace(/\s+#.*$/, ''));
+    }
+  });
+
+  it('makes the link where containerd’s root does not exist yet, again over its own link, and leaves an existing root’s mode alone', () => {
+    const t = tempDir('guide-step4');
+    try {
+      mkdirSync(join(t.dir, 'fresh', 'var', 'lib', 'fastpull'), { recursive: true });
+      const target = join(t.dir, 'fresh', 'var', 'lib', 'containerd', 'io.containerd.snapshotter.v1.fastpull');
+      for (let i = 0; i < 2; i++) {
+        const r = spawnSync('sh', ['-ec', script(join(t.dir, 'fresh'))], { encoding: 'utf8' });
+        expect(r.stderr, `run ${i + 1}`).toBe('');
+        expect(r.status).toBe(0);
+        expect(lstatSync(target).isSymbolicLink()).toBe(true);
+        expect(readlinkSync(target)).toBe(join(t.dir, 'fresh', 'var', 'lib', 'fastpull'));
+      }
+      expect(statSync(join(t.dir, 'fresh', 'var', 'lib', 'containerd')).mode & 0o777).toBe(0o700);
+
+      mkdirSync(join(t.dir, 'existing', 'var', 'lib', 'containerd'), { recursive: true, mode: 0o711 });
+      expect(spawnSync('sh', ['-ec', script(join(t.dir, 'existing'))]).status).toBe(0);
+      expect(statSync(join(t.dir, 'existing', 'var', 'lib', 'containerd')).mode & 0o777).toBe(0o711);
+    } finally {
+      t.cleanup();
+    }
+  });
+});
+
+/** The releases step 5's checks run on: each that a shipped file is for. */
+const GUIDE_RELEASES = ['1.6', '1.7', '2.0', '2.2'];
+const platform = `linux/${process.arch === 'x64' ? 'amd64' : process.arch}`;
+
+describe.skipIf(reason !== undefined)('docs/containerd.md, step 5’s checks and the troubleshooting rows, run as written', () => {
+  let registry: DistributionRegistry;
+  let daemon: RunningDaemon;
+  const guideWork = tempDir('deploy-containerd-guide');
+  const snapSocket = join(guideWork.dir, 'snapshotter.sock');
+  // A store per containerd: each fresh containerd numbers its snapshots from 1 again, and a record
+  // that an earlier one had not yet collected would take the name.
+  let root = '';
+  const daemonArgs = (): string[] => ['--socket', join(guideWork.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', root];
+  const freshDaemon = async (): Promise<void> => {
+    await stopDaemon(daemon);
+    root = join(guideWork.dir, `fastpull-root-${seq}`);
+    daemon = await serveDaemon(daemonArgs());
+  };
+  const plugins = guideLine('ctr plugins ls | awk');
+  const check = guideLine('prepare fastpull-check');
+  /** A message of the guide with this test's socket for the node's. */
+  const mine = (quote: string): string => quote.replaceAll(DEFAULT_SNAPSHOTTER_SOCKET, snapSocket);
+  /** Any of the failures the guide names for a fastpulld that does not serve, in the words of 1.6 to 2.x. */
+  const notServing = new RegExp(
+    `^ctr: connection (?:error: desc = "transport: Error while dialing:? dial unix(?::\\/\\/| )${escapeRegExp(snapSocket)}: (?:timeout|connect: connection refused)"|closed)(?:: unavailable)?$`,
+  );
+  const columns = (t: string): string[][] => t.trim().split('\n').map((l) => l.trim().split(/\s+/));
+  let seq = 0;
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(guideWork.dir, 'registry') });
+    await pushImage(registry.url, 'guide/busybox', 'v1', await busyboxImage());
+  });
+  afterAll(async () => {
+    await stopDaemon(daemon);
+    await registry?.stop();
+    guideWork.cleanup();
+  });
+
+  /** The release's shipped file on a private containerd (`edit` changes its text first). */
+  const start = async (name: string, edit: (source: string) => string = (t) => t, snapshotterSocket?: (d: RunningDaemon) => string): Promise<PrivateContainerd> => {
+    await freshDaemon();
+    const r = containerdRelease(name);
+    const ctrDir = join(guideWork.dir, `containerd-${seq++}`);
+    const { config, address } = containerdConfig(r, { dir: ctrDir, snapshotterSocket: snapshotterSocket?.(daemon) ?? snapSocket, fastpullRoot: root }, 'shipped', edit(text(r.configFile)));
+    return launchContainerd(ctrDir, address, config, r);
+  };
+
+  it.each(GUIDE_RELEASES)('containerd %s: the plugins say ok with fastpulld up or down, as the guide shows them; the probe snapshot answers only while fastpulld serves', async (name) => {
+    const containerd = await start(name);
+    try {
+      const listed = await shell(plugins, containerd);
+      expect(listed.status).toBe(0);
+      if (name === '1.6') {
+        // The lines the guide shows, column for column.
+        expect(columns(listed.stdout)).toEqual(columns(/```\n(io\.containerd\.snapshotter\.v1 [^`]*)```/.exec(guide)![1]!));
+      } else {
+        // From 1.7.16 the fastpull line names the node's platform; 2.x shows none for cri.
+        expect(columns(listed.stdout)).toEqual([
+          ['io.containerd.snapshotter.v1', 'fastpull', platform, 'ok'],
+          ['io.containerd.grpc.v1', 'cri', name.startsWith('2.') ? '-' : platform, 'ok'],
+        ]);
+      }
+      await waitForSnapshotter(containerd);
+      expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
+
+      // Stopped: fastpulld removes its socket. containerd says ok all the same, and lists.
+      await stopDaemon(daemon);
+      expect(columns((await shell(plugins, containerd)).stdout)).toEqual(columns(listed.stdout));
+      expect((await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'ls'])).status).toBe(0);
+      const down = await shell(check, containerd);
+      expect(down.status).not.toBe(0);
+      expect(down.stdout).toBe('');
+      expect(lastLine(down.stderr)).toMatch(notServing);
+      if (name === '1.6') expect(lastLine(down.stderr)).toBe(mine(guideQuote('ctr: connection error: ')));
+
+      // Killed: its socket file stays, and nobody answers on it. containerd says its connection
+      // closed, or, once it has dialed again, that the dial was refused.
+      daemon = await serveDaemon(daemonArgs());
+      await waitForSnapshotter(containerd);
+      daemon.proc.kill('SIGKILL');
+      await daemon.exited;
+      const killed = await shell(check, containerd);
+      expect(killed.status).not.toBe(0);
+      expect(lastLine(killed.stderr)).toMatch(notServing);
+      if (name === '1.6' && lastLine(killed.stderr).includes('connection refused')) {
+        expect(lastLine(killed.stderr)).toBe(`ctr: connection error: desc = "transport: Error while dialing ${mine(guideQuote('... dial unix ').slice(4))}`);
+      }
+
+      // Back: the check passes again once containerd has reconnected (it backs off between tries).
+      daemon = await serveDaemon(daemonArgs());
+      await waitForSnapshotter(containerd);
+      expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
+      // What a check that failed half-way leaves, as the guide words it, and how it goes.
+      expect((await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', 'fastpull-check'], { namespace: 'default' })).status).toBe(0);
+      expect(lastLine((await shell(check, containerd)).stderr)).toBe(guideQuote('ctr: snapshot "fastpull-check": already exists'));
+      expect(await shell(check.split(' && ')[1]!, containerd)).toMatchObject({ status: 0 });
+      expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
+    } finally {
+      await containerd.stop();
+    }
+  });
+
+  it.each(['1.6', '2.2'])('containerd %s: a CRI snapshotter that names no snapshotter stops the CRI plugin, with the error the guide quotes', async (name) => {
+    const containerd = await start(name, (t) => t.replace(/^(\s*snapshotter = )"fastpull"$/m, '$1"fastpul"'));
+    const cri = criImages(containerd.address);
+    try {
+      const listed = columns((await shell(plugins, containerd)).stdout);
+      expect(listed.find((c) => c[1] === 'cri')?.at(-1)).toBe('error');
+      const detail = await containerd.ctr(['plugins', 'ls', '-d']);
+      expect(detail.stdout).toContain(`Message:     ${name === '1.6' ? guideQuote('failed to create CRI service: ') : guideQuote('failed to find snapshotter ')}`);
+      await expect(cri.pullImage(`${registry.host}/guide/busybox:v1`)).rejects.toThrow(guideQuote('unknown service runtime.v1.ImageService'));
+    } finally {
+      cri.close();
+      await containerd.stop();
+    }
+  });
+
+  it('containerd 1.6: the API socket given as the snapshotter’s address fails as the guide quotes', async () => {
+    const containerd = await start('1.6', (t) => t, (d) => d.socket);
+    const cri = criImages(containerd.address);
+    const unimplemented = (method: string): string => guideQuote('The server does not implement the method ').replace(/\/Stat: not implemented$/, `/${method}: not implemented`);
+    try {
+      expect(lastLine((await shell(check, containerd)).stderr)).toBe(`ctr: ${unimplemented('Prepare')}`);
+      const e = await cri.pullImage(`${registry.host}/guide/busybox:v1`).then(
+        () => undefined,
+        (err: Error) => err,
+      );
+      expect(e?.message).toContain(unimplemented('Prepare'));
     } finally {
       cri.close();
       await containerd.stop();

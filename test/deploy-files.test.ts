@@ -6,8 +6,9 @@
 // Kubernetes: every manifest passes the validators generated from Kubernetes' OpenAPI schema
 // (kubernetes-models; no API server is needed), and the fields containerd and kubelet depend on
 // are as they must be: the store at the same path in the pod as on the host, the socket directory
-// shared, a Pod Security label, a priority class admitted outside kube-system, exec probes of the
-// image's health check, the sockets' group, a gc container, and no directory made on every node.
+// shared, a Pod Security label, a priority class admitted outside kube-system, HTTP probes on the
+// node's loopback where fastpulld listens, the node's resolver, no memory limit, the sockets'
+// group, a gc container, and no directory made on every node.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -18,7 +19,8 @@ import { ConfigMap, Namespace } from 'kubernetes-models/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { PriorityClass } from 'kubernetes-models/scheduling.k8s.io/v1';
 import type { IContainer, IProbe, IVolume } from 'kubernetes-models/v1';
-import { CONFIG_KEYS, EXIT_CONFIG, readConfigFile, resolveConfig } from '../packages/daemon/src/config.js';
+import { CONFIG_KEYS, DEFAULT_CONTAINERD_SOCKET, EXIT_CONFIG, readConfigFile, resolveConfig, SUGGESTED_METRICS_PORT } from '../packages/daemon/src/config.js';
+import { HTTP_PATHS } from '../packages/daemon/src/metrics.js';
 import { repoRoot, tempDir } from './helpers.js';
 
 const deploy = join(repoRoot, 'deploy');
@@ -85,7 +87,7 @@ describe('deploy/systemd', () => {
     for (const key of CONFIG_KEYS) expect(text, key).toMatch(new RegExp(`^(# )?${key} = `, 'm'));
     const file = join(work.dir, 'example.toml');
     writeFileSync(file, text);
-    expect(resolveConfig(readConfigFile(file, true), {}, {})).toMatchObject({ root: '/var/lib/fastpull', snapshotterSocket: '/run/fastpull/snapshotter.sock' });
+    expect(resolveConfig(readConfigFile(file, true), {}, {})).toMatchObject({ root: '/var/lib/fastpull', snapshotterSocket: '/run/fastpull/snapshotter.sock', containerdSocket: DEFAULT_CONTAINERD_SOCKET });
   });
 
   it('has a timer that runs fastpull gc', () => {
@@ -165,6 +167,14 @@ describe('deploy/kubernetes', () => {
     expect(exportsRoot).toBe(root);
   });
 
+  it('reaches containerd’s socket through its directory, mounted read-only with the host’s unmounts propagated', () => {
+    const socket = String(config.containerd_socket);
+    expect(socket).toBe(DEFAULT_CONTAINERD_SOCKET);
+    const mount = mountOf(fastpulld, dirname(socket))!;
+    expect(mount).toMatchObject({ readOnly: true, mountPropagation: 'HostToContainer' });
+    expect(hostPath(volumes.get(mount.name))).toEqual({ path: dirname(socket), type: 'Directory' });
+  });
+
   it('makes no directory on a node outside fastpull’s own, and finds hosts_dir inside a mounted one', () => {
     for (const v of volumes.values()) {
       if (v.hostPath?.type === 'DirectoryOrCreate') expect(['/var/lib/fastpull', '/run/fastpull'], v.name).toContain(v.hostPath.path);
@@ -176,13 +186,34 @@ describe('deploy/kubernetes', () => {
     expect(volumes.get('registry-auth')?.secret?.optional).toBe(true);
   });
 
-  it('probes with an exec of the image’s health check, not of `test`', () => {
-    const containerfile = read('Containerfile');
-    for (const probe of [fastpulld.startupProbe, fastpulld.readinessProbe, fastpulld.livenessProbe] as Array<IProbe | undefined>) {
-      const command = probe?.exec?.command ?? [];
-      expect(command[0]).toBe('node');
-      expect(containerfile).toContain(`COPY deploy/fastpulld-health.mjs ${command[1]}`);
+  it('probes over HTTP on the node’s loopback, where fastpulld’s metrics_address listens; the health-check script stays in the image', () => {
+    const address = String(config.metrics_address);
+    expect(address).toBe(`127.0.0.1:${SUGGESTED_METRICS_PORT}`);
+    const probes = { startup: fastpulld.startupProbe, readiness: fastpulld.readinessProbe, liveness: fastpulld.livenessProbe } as Record<string, IProbe | undefined>;
+    for (const [kind, probe] of Object.entries(probes)) {
+      expect(probe?.exec, kind).toBeUndefined();
+      // Without `host` kubelet dials the pod's IP: with hostNetwork, the node's address, not its loopback.
+      expect(probe?.httpGet, kind).toMatchObject({ host: '127.0.0.1', port: SUGGESTED_METRICS_PORT });
+      expect(HTTP_PATHS as readonly string[]).toContain(probe!.httpGet!.path);
     }
+    expect(pod.hostNetwork).toBe(true);
+    expect(probes.readiness!.httpGet!.path).toBe('/readyz');
+    expect(probes.liveness!.httpGet!.path).toBe('/healthz');
+    expect(probes.startup!.httpGet!.path).toBe('/healthz');
+    expect(read('Containerfile')).toContain('COPY deploy/fastpulld-health.mjs /usr/local/lib/fastpull/health.mjs');
+  });
+
+  it('resolves names with the node’s resolver, as containerd does, and sets no memory limit that the page cache of a pull would fill', () => {
+    expect(pod.dnsPolicy).toBe('Default');
+    expect(fastpulld.resources?.limits?.memory).toBeUndefined();
+    expect(fastpulld.resources?.requests?.memory).toBeDefined();
+  });
+
+  it('names the suggested metrics port, and not OpenTelemetry’s 9464, wherever deploy/ gives one', () => {
+    expect(read('fastpulld.toml')).toContain(`# metrics_address = "127.0.0.1:${SUGGESTED_METRICS_PORT}"`);
+    for (const file of ['fastpulld.toml', 'kubernetes/fastpulld-daemonset.yaml', 'README.md']) expect(read(file), file).not.toContain('9464');
+    // A configuration that names the old port still starts as it did.
+    expect(resolveConfig({ metrics_address: '127.0.0.1:9464' }, {}, {}).metricsAddress).toBe('127.0.0.1:9464');
   });
 
   it('gives the sockets to a group, which the non-root gc container has, and runs fastpull gc through them', () => {
@@ -202,7 +233,7 @@ describe('deploy/kubernetes', () => {
     const file = join(work.dir, 'fastpulld.toml');
     writeFileSync(file, configMap.data['fastpulld.toml']!);
     const resolved = resolveConfig(readConfigFile(file, true), {}, {});
-    expect(resolved).toMatchObject({ root: '/var/lib/fastpull', socket: '/run/fastpull/fastpulld.sock', snapshotterSocket: '/run/fastpull/snapshotter.sock', group: '7077' });
+    expect(resolved).toMatchObject({ root: '/var/lib/fastpull', socket: '/run/fastpull/fastpulld.sock', snapshotterSocket: '/run/fastpull/snapshotter.sock', containerdSocket: DEFAULT_CONTAINERD_SOCKET, group: '7077' });
   });
 });
 

@@ -4,8 +4,9 @@
 // image is for: fastpull and fastpulld on PATH with the native addons (the in-process ISA-L gunzip
 // among them, which pulls use by default), for the image's user too;
 // the systemd unit's `/usr/bin/env fastpulld` found on systemd's PATH; and the DaemonSet's own
-// pieces run as written: fastpulld with the ConfigMap's configuration, the probes' health check
-// (healthy, then not once fastpulld stops), and the gc container's command as its non-root user,
+// pieces run as written: fastpulld with the ConfigMap's configuration, answering the probes' HTTP
+// GETs, the image's health-check script (healthy, then not once fastpulld stops), and the gc
+// container's command as its non-root user,
 // let in by the sockets' group and refused without it.
 // As root, with util-linux (unshare, nsenter, setpriv), git, apt and the npm registry; the
 // apt-get steps are checked (apt knows every package), not run: they would change this machine.
@@ -38,6 +39,14 @@ if (skip) console.warn(`skipping the Containerfile replay: ${skip}`);
 
 const BUILD_TIMEOUT_MS = 1_500_000;
 
+/** The health-check script as the image holds it (deploy/Containerfile copies it there). */
+const HEALTH_SCRIPT = 'node /usr/local/lib/fastpull/health.mjs';
+
+/** A probe of the DaemonSet's, as far as the test reads it. */
+interface Probe {
+  httpGet?: { host: string; port: number; path: string };
+}
+
 describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
   // Not under /tmp: the final stage's /tmp is a directory of this one.
   const work = mkdtempSync('/var/tmp/fastpull-image-');
@@ -46,7 +55,7 @@ describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
   let stages: Map<string, StageNamespace>;
   const manifests = parseAllDocuments(readFileSync(join(repoRoot, 'deploy', 'kubernetes', 'fastpulld-daemonset.yaml'), 'utf8')).map((d) => d.toJS() as Record<string, unknown>);
   const configMap = manifests.find((m) => m.kind === 'ConfigMap') as { data: Record<string, string> };
-  const pod = (manifests.find((m) => m.kind === 'DaemonSet') as { spec: { template: { spec: { containers: Array<{ name: string; command: string[]; readinessProbe?: { exec: { command: string[] } }; securityContext?: { runAsUser: number; runAsGroup: number } }>; securityContext: { supplementalGroups: number[] } } } } }).spec.template.spec;
+  const pod = (manifests.find((m) => m.kind === 'DaemonSet') as { spec: { template: { spec: { containers: Array<{ name: string; command: string[]; startupProbe?: Probe; readinessProbe?: Probe; livenessProbe?: Probe; securityContext?: { runAsUser: number; runAsGroup: number } }>; securityContext: { supplementalGroups: number[] } } } } }).spec.template.spec;
 
   beforeAll(async () => {
     const context = join(work, 'context');
@@ -96,11 +105,13 @@ describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
     expect(await ok(`env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin ${exec} --version`)).toBe(`fastpulld ${VERSION}\n`);
   });
 
-  it('runs the DaemonSet’s fastpulld, health probe and gc container as written', async () => {
+  it('runs the DaemonSet’s fastpulld, its probes, the health-check script and the gc container as written', async () => {
     const config = parseToml(configMap.data['fastpulld.toml']!);
-    // The store where this stage may write; metrics off (a fixed port may be taken here).
+    // The store where this stage may write; the probes' port one that is free here (a fixed port
+    // may be taken on a test machine), on the loopback address the manifest's probes dial.
     config.root = '/tmp/fastpull-store';
-    delete config.metrics_address;
+    const probeHost = String(config.metrics_address).split(':')[0]!;
+    config.metrics_address = `${probeHost}:0`;
     writeFileSync(hostPath(final, '/tmp/fastpulld.toml'), stringify(config));
     const fastpulld = pod.containers.find((c) => c.name === 'fastpulld')!;
     const command = fastpulld.command.map((a) => (a === '/etc/fastpull/fastpulld.toml' ? '/tmp/fastpulld.toml' : a));
@@ -117,8 +128,16 @@ describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
         if (daemon.exitCode !== null || Date.now() > deadline) throw new Error(`fastpulld did not start: ${out}${err}`);
         await new Promise((r) => setTimeout(r, 100));
       }
-      const probe = fastpulld.readinessProbe!.exec.command.join(' ');
-      expect(await final.run(probe)).toMatchObject({ status: 0, stderr: '' });
+      const serving = JSON.parse(out.split('\n').find((l) => l.includes('fastpulld serving'))!) as { metrics: string };
+      const port = new URL(serving.metrics).port;
+      for (const probe of [fastpulld.startupProbe, fastpulld.readinessProbe, fastpulld.livenessProbe]) {
+        const { host, path } = probe!.httpGet!;
+        expect(host).toBe(probeHost);
+        const r = await fetch(`http://${host}:${port}${path}`);
+        expect({ path, status: r.status, body: await r.text() }).toEqual({ path, status: 200, body: 'ok\n' });
+      }
+      // The image's health-check script, for shells and scripts: it checks through the sockets.
+      expect(await final.run(HEALTH_SCRIPT)).toMatchObject({ status: 0, stderr: '' });
 
       const gcContainer = pod.containers.find((c) => c.name === 'gc')!;
       const gc = /fastpull gc --address \S+/.exec(gcContainer.command.join(' '))![0];
@@ -135,7 +154,7 @@ describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
       daemon.kill('SIGTERM');
       await exited;
     }
-    const down = await final.run(fastpulld.readinessProbe!.exec.command.join(' '));
+    const down = await final.run(HEALTH_SCRIPT);
     expect(down.status).toBe(1);
     expect(down.stderr).toMatch(/^fastpulld is not healthy: /);
   }, 120_000);

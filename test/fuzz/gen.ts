@@ -304,12 +304,12 @@ export function dockerConfigArb(secret: string): fc.Arbitrary<string> {
 // --- fastpulld's TOML config ---
 
 const daemonKey = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom('root', 'socket', 'snapshotter_socket', 'group', 'hosts_dir', 'concurrency', 'chunk_size', 'keep_blobs', 'sync', 'unpack_concurrency', 'metrics_address', 'log_level', 'shutdown_timeout') },
+  { weight: 6, arbitrary: fc.constantFrom('root', 'socket', 'snapshotter_socket', 'containerd_socket', 'group', 'hosts_dir', 'concurrency', 'chunk_size', 'keep_blobs', 'sync', 'unpack_concurrency', 'metrics_address', 'log_level', 'shutdown_timeout') },
   { weight: 1, arbitrary: fc.constantFrom('unknown', 'Root', '"root"', ...TRICKY_KEYS) },
 );
 const daemonValue = fc.oneof(
   fc.constantFrom('"/var/lib/fastpull"', '"relative/dir"', '""', '"16MiB"', '"64KiB"', '"1K"', '"0"', '"10s"', '"500ms"', '"1m"', '"1.5s"'),
-  fc.constantFrom('"127.0.0.1:9464"', '"[::1]:0"', '"localhost:65536"', '"0.0.0.0:9464"', '"info"', '"silent"', '"verbose"', 'true', 'false', '"true"'),
+  fc.constantFrom('"127.0.0.1:10271"', '"127.0.0.1:9464"', '"[::1]:0"', '"localhost:65536"', '"0.0.0.0:10271"', '"info"', '"silent"', '"verbose"', 'true', 'false', '"true"'),
   fc.constantFrom('0', '1', '-1', '16777216', '9007199254740993', '1e400', '1e10', '1e300', '3.5', 'inf', 'nan', '0x10', '1979-05-27T07:32:00Z', '[1, 2]', '{ a = 1 }', '[]'),
   fc.constantFrom('"99999999999999999999G"', '"9007199254740991"', '"8388608G"', '"99999999999m"', '"2592000"', '"1e3"'),
   fc.integer().map(String),

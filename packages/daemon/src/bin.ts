@@ -2,7 +2,7 @@
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, unixDatagramSender, VERSION } from '@fastpull/core';
-import { DEFAULT_CONFIG_PATH, DEFAULT_SHUTDOWN_TIMEOUT_MS, EXIT_CONFIG, readConfigFile, resolveConfig, type RawConfig } from './config.js';
+import { DEFAULT_CONFIG_PATH, DEFAULT_SHUTDOWN_TIMEOUT_MS, EXIT_CONFIG, readConfigFile, resolveConfig, SUGGESTED_METRICS_PORT, type RawConfig } from './config.js';
 import { serviceNotifier, type ServiceNotifier } from './notify.js';
 import { Daemon } from './server.js';
 
@@ -18,6 +18,9 @@ Options:
   --socket PATH              unix socket (default /run/fastpull/fastpulld.sock as root)
   --snapshotter-socket PATH  serve containerd's snapshotter API there (default /run/fastpull/snapshotter.sock
                              as root with the default --socket; "" for none)
+  --containerd-socket PATH   containerd's socket: once serving, have containerd announce CRI's images again, so
+                             that its CRI plugin lists those it missed while fastpulld was down (default
+                             /run/containerd/containerd.sock with the default --snapshotter-socket; "" for none)
   --group NAME|GID           group owning the socket (mode 0660)
   --hosts-dir DIR            registry mirrors as containerd hosts.toml files (reloaded on SIGHUP; default
                              $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
@@ -27,7 +30,8 @@ Options:
   --inflater NAME            gzip decoder: ${INFLATER_CHOICES.join(', ')} (default $FASTPULL_INFLATER, else ${DEFAULT_INFLATER})
   --keep-blobs               keep compressed layer blobs after unpacking
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
-  --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464)
+  --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics, and probes at /healthz and /readyz
+                             (loopback only, e.g. 127.0.0.1:${SUGGESTED_METRICS_PORT})
   --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent
   --shutdown-timeout DUR     how long SIGTERM waits for pulls to stop (default 10s)
   --version, --help
@@ -55,6 +59,7 @@ function parse() {
       root: { type: 'string' },
       socket: { type: 'string' },
       'snapshotter-socket': { type: 'string' },
+      'containerd-socket': { type: 'string' },
       group: { type: 'string' },
       'hosts-dir': { type: 'string' },
       concurrency: { type: 'string' },
@@ -106,6 +111,7 @@ const flags: RawConfig = {
   root: v.root,
   socket: v.socket,
   snapshotter_socket: v['snapshotter-socket'],
+  containerd_socket: v['containerd-socket'],
   group: v.group,
   hosts_dir: v['hosts-dir'],
   concurrency: v.concurrency,

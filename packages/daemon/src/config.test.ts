@@ -1,8 +1,9 @@
 // fastpulld's inflater setting: the CLI's choices, from the file, a flag or $FASTPULL_INFLATER, checked
-// at start (a value that is no choice, or a decoder that cannot run here, names the key).
+// at start (a value that is no choice, or a decoder that cannot run here, names the key). And
+// containerd_socket: on by default only for a fastpulld that serves the node's containerd.
 import { describe, expect, it } from 'vitest';
 import { INFLATER_CHOICES, resolveGunzip, type InflaterChoice } from '@fastpull/core';
-import { resolveConfig } from './config.js';
+import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_SNAPSHOTTER_SOCKET, resolveConfig } from './config.js';
 
 /** The choices whose decoder can run on this machine, and those that cannot. */
 const runs = (c: InflaterChoice): boolean => {
@@ -40,5 +41,17 @@ describe('inflater', () => {
     for (const choice of unusable) {
       expect(() => resolveConfig({ inflater: choice }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(new RegExp(`^inflater ${choice} was asked for but`)) }));
     }
+  });
+});
+
+describe('containerd_socket', () => {
+  it('defaults to containerd’s socket only with the default snapshotter socket; "" turns it off; a path is taken as given', () => {
+    expect(resolveConfig({ snapshotter_socket: DEFAULT_SNAPSHOTTER_SOCKET }, {}, {}, '/').containerdSocket).toBe(DEFAULT_CONTAINERD_SOCKET);
+    expect(resolveConfig({ snapshotter_socket: '/tmp/x/snapshotter.sock' }, {}, {}, '/').containerdSocket).toBeUndefined();
+    expect(resolveConfig({ snapshotter_socket: '' }, {}, {}, '/').containerdSocket).toBeUndefined();
+    expect(resolveConfig({ snapshotter_socket: DEFAULT_SNAPSHOTTER_SOCKET, containerd_socket: '' }, {}, {}, '/').containerdSocket).toBeUndefined();
+    expect(resolveConfig({ containerd_socket: '/run/k3s/containerd/containerd.sock' }, {}, {}, '/').containerdSocket).toBe('/run/k3s/containerd/containerd.sock');
+    expect(resolveConfig({ containerd_socket: 'c.sock' }, { containerd_socket: 'd.sock' }, {}, '/work').containerdSocket).toBe('/work/d.sock');
+    expect(() => resolveConfig({ containerd_socket: 7 }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^containerd_socket 7: /) }));
   });
 });

@@ -27,6 +27,11 @@ export interface DaemonConfig {
   readonly socket: string;
   /** The unix socket of containerd's snapshotter API; unset: not served. */
   readonly snapshotterSocket?: string;
+  /**
+   * containerd's gRPC socket: once serving, fastpulld has containerd announce the images of CRI's
+   * namespace again (see snapshotter/announce.ts); unset: not done.
+   */
+  readonly containerdSocket?: string;
   /** Group that owns the socket (name or numeric id); unset: the daemon's own group. */
   readonly group?: string;
   /**
@@ -46,7 +51,7 @@ export interface DaemonConfig {
   readonly unpackConcurrency?: number;
   /** The gzip decoder, as the CLI's --inflater; unset: $FASTPULL_INFLATER, else the library's (auto). */
   readonly inflater?: InflaterChoice;
-  /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics on; unset: no metrics endpoint. */
+  /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics and the /healthz and /readyz probes on; unset: no HTTP endpoint. */
   readonly metricsAddress?: string;
   /** pino level: fatal, error, warn, info, debug, trace or silent. */
   readonly logLevel: string;
@@ -68,14 +73,15 @@ export const DEFAULT_LOG_LEVEL = 'info';
 export const EXIT_CONFIG = 2;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-export { defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET } from './paths.js';
-import { DEFAULT_SNAPSHOTTER_SOCKET, defaultSocket } from './paths.js';
+export { DEFAULT_CONTAINERD_SOCKET, defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET, SUGGESTED_METRICS_PORT } from './paths.js';
+import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_SNAPSHOTTER_SOCKET, defaultSocket, SUGGESTED_METRICS_PORT } from './paths.js';
 
 /** Config keys as written in the TOML file (and, with dashes, as flags). */
 export const CONFIG_KEYS = [
   'root',
   'socket',
   'snapshotter_socket',
+  'containerd_socket',
   'group',
   'hosts_dir',
   'concurrency',
@@ -143,10 +149,12 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const timeout = raw.shutdown_timeout === undefined ? undefined : parseDurationSetting(raw.shutdown_timeout, 'shutdown_timeout');
   const socket = path('socket') ?? defaultSocket(env);
   const snapshotterSocket = snapshotterSocketOf(raw.snapshotter_socket, socket, env, cwd);
+  const containerdSocket = containerdSocketOf(raw.containerd_socket, snapshotterSocket, cwd);
   return {
     root,
     socket,
     ...(snapshotterSocket !== undefined ? { snapshotterSocket } : {}),
+    ...(containerdSocket !== undefined ? { containerdSocket } : {}),
     ...(group !== undefined ? { group } : {}),
     ...(hostsDir !== undefined ? { hostsDir } : {}),
     ...(concurrency !== undefined ? { concurrency } : {}),
@@ -206,6 +214,18 @@ function snapshotterSocketOf(v: unknown, socket: string, env: NodeJS.ProcessEnv,
   return isAbsolute(v) ? v : resolve(cwd, v);
 }
 
+/**
+ * containerd's socket: the one given; "" turns it off; unset, containerd's default socket when the
+ * snapshotter socket is the default one (fastpulld serves the node's containerd), else none: a
+ * daemon of its own, for tests or another store, leaves the node's containerd alone.
+ */
+function containerdSocketOf(v: unknown, snapshotterSocket: string | undefined, cwd: string): string | undefined {
+  if (v === '') return undefined;
+  if (v === undefined) return snapshotterSocket === DEFAULT_SNAPSHOTTER_SOCKET ? DEFAULT_CONTAINERD_SOCKET : undefined;
+  if (typeof v !== 'string') throw invalid('containerd_socket', v, 'want a path, or "" for none');
+  return isAbsolute(v) ? v : resolve(cwd, v);
+}
+
 function invalid(key: ConfigKey, value: unknown, want: string): FastpullError {
   return new FastpullError('INVALID_ARGUMENT', `${key} ${show(value)}: ${want}`);
 }
@@ -246,10 +266,11 @@ export function parseDuration(key: ConfigKey, v: unknown): number {
 
 /** Metrics are opt-in and loopback only: they say what a node pulls, which is not for the network. */
 function loopbackAddress(v: unknown): string {
-  if (typeof v !== 'string') throw invalid('metrics_address', v, 'want a loopback HOST:PORT such as 127.0.0.1:9464');
+  const p = SUGGESTED_METRICS_PORT;
+  if (typeof v !== 'string') throw invalid('metrics_address', v, `want a loopback HOST:PORT such as 127.0.0.1:${p}`);
   const m = /^(?:(127\.\d+\.\d+\.\d+)|\[(::1)\]|(localhost)):(\d{1,5})$/.exec(v);
   const port = m ? Number(m[4]) : NaN;
-  if (!m || port > 65535) throw invalid('metrics_address', v, 'want a loopback HOST:PORT: 127.0.0.1:9464, [::1]:9464 or localhost:9464 (PORT 0 picks one)');
+  if (!m || port > 65535) throw invalid('metrics_address', v, `want a loopback HOST:PORT: 127.0.0.1:${p}, [::1]:${p} or localhost:${p} (PORT 0 picks one)`);
   return v;
 }
 

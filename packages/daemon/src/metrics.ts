@@ -1,5 +1,7 @@
-// Prometheus metrics of fastpulld, served on an opt-in loopback HTTP port at /metrics.
-import { createServer, type Server } from 'node:http';
+// Prometheus metrics of fastpulld, served on an opt-in loopback HTTP port at /metrics, with the
+// probes kubelet (or anything on the node) can ask over plain HTTP: /healthz and /readyz. An HTTP
+// GET costs the prober next to nothing; an exec'd health-check program costs a Node.js process.
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { isFastpullError, type PhaseTotals, type PullTimings } from '@fastpull/core';
@@ -60,17 +62,44 @@ export class DaemonMetrics {
   }
 }
 
-/** Serves `registry` at http://ADDRESS/metrics; resolves with the server and the address it listens on. */
-export async function serveMetrics(address: string, registry: Registry): Promise<{ server: Server; url: string }> {
+/** The answers of the probe endpoints. */
+export interface Probes {
+  /**
+   * Why fastpulld is not ready to serve, or undefined when it is (/readyz). Called per request:
+   * it must be cheap.
+   */
+  readonly notReady: () => Promise<string | undefined>;
+}
+
+/** The paths the HTTP server answers, as its 404 lists them. */
+export const HTTP_PATHS = ['/metrics', '/healthz', '/readyz'] as const;
+
+/**
+ * Serves `registry` at http://ADDRESS/metrics, and the probes: /healthz answers 200 whenever the
+ * process answers at all (liveness: an event loop that no longer turns answers nothing), /readyz
+ * 200 when `probes.notReady` finds nothing wrong, else 503 with the reason. Resolves with the
+ * server and the address it listens on.
+ */
+export async function serveMetrics(address: string, registry: Registry, probes: Probes): Promise<{ server: Server; url: string }> {
   const { host, port } = splitAddress(address);
+  const text = (res: ServerResponse, status: number, body: string): void => void res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' }).end(body);
   const server = createServer((req, res) => {
-    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at /metrics\n');
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method !== 'GET' || !(HTTP_PATHS as readonly string[]).includes(path ?? '')) {
+      text(res, 404, `not found: fastpulld answers GET ${HTTP_PATHS.join(', ')}\n`);
+      return;
+    }
+    if (path === '/healthz') return text(res, 200, 'ok\n');
+    if (path === '/readyz') {
+      probes.notReady().then(
+        (why) => (why === undefined ? text(res, 200, 'ok\n') : text(res, 503, `not ready: ${why}\n`)),
+        (e: unknown) => text(res, 503, `not ready: ${e instanceof Error ? e.message : String(e)}\n`),
+      );
       return;
     }
     registry.metrics().then(
-      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-      (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${e instanceof Error ? e.message : String(e)}\n`),
+      (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
+      (e: unknown) => text(res, 500, `${e instanceof Error ? e.message : String(e)}\n`),
     );
   });
   await new Promise<void>((resolve, reject) => {

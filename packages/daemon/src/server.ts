@@ -1,6 +1,6 @@
 // fastpulld's gRPC server: fastpull.v1 (Images, Snapshots, Content), grpc.health.v1 and server
 // reflection on a unix socket, over one store root; shared pulls, logs, metrics, reload and shutdown.
-import { existsSync, promises as fsp } from 'node:fs';
+import { constants as fsConstants, existsSync, promises as fsp } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
@@ -13,11 +13,12 @@ import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
 export { prepareSocket } from './socket.js';
-import { groupId, listenUnix, missingDirectories } from './socket.js';
+import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
+import { announceAndLog, type AnnounceOutcome } from './snapshotter/announce.js';
 
 export interface DaemonOptions {
   readonly config: DaemonConfig;
@@ -32,6 +33,9 @@ export interface DaemonOptions {
 }
 
 type ServingStatus = 'SERVING' | 'NOT_SERVING';
+
+/** A socket of its own process that takes no connection in this long is as good as gone to a prober. */
+const PROBE_CONNECT_TIMEOUT_MS = 2000;
 
 /** A running fastpulld. */
 export class Daemon {
@@ -55,6 +59,10 @@ export class Daemon {
   /** http://HOST:PORT/metrics when metrics are served. */
   metricsUrl: string | undefined;
   private stopping: Promise<void> | undefined;
+  /** Aborted when stopping: work of the daemon's own (announcing images) stops with it. */
+  private readonly lifetime = new AbortController();
+  /** The latest announcement of containerd's images, while it runs or once done. */
+  announcing: Promise<AnnounceOutcome | undefined> | undefined;
 
   private constructor(
     readonly config: DaemonConfig,
@@ -133,7 +141,7 @@ export class Daemon {
     if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
     for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
-      const m = await serveMetrics(config.metricsAddress, this.metrics.registry);
+      const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: () => this.notReady() });
       this.metricsServer = m.server;
       this.metricsUrl = m.url;
     }
@@ -141,6 +149,47 @@ export class Daemon {
       { socket: config.socket, group: config.group, ...this.service.settings, metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
+    this.announcing = this.announceImages();
+  }
+
+  /**
+   * Has containerd announce the images of CRI's namespace again, so that its CRI plugin lists those
+   * it left out when it started while fastpulld was not serving (snapshotter/announce.ts). Only
+   * with `containerd_socket`, while the snapshotter API is served, and when containerd has
+   * snapshots here at all: else the CRI plugin never asked fastpulld anything. Never rejects.
+   */
+  announceImages(): Promise<AnnounceOutcome | undefined> {
+    const socket = this.config.containerdSocket;
+    if (socket === undefined || !this.snapshotter || this.lifetime.signal.aborted) return Promise.resolve(undefined);
+    if (this.snapshotter.records.list(['kind==committed']).length === 0) {
+      this.log.debug({ containerd: socket }, 'containerd has no snapshots here: no images to announce');
+      return Promise.resolve(undefined);
+    }
+    return announceAndLog({ socket, log: this.log, signal: this.lifetime.signal });
+  }
+
+  /**
+   * Why the daemon cannot serve now, or undefined when it can: it is not stopping, each of its
+   * sockets takes a connection (a socket file removed from under it is caught here: nobody could
+   * reach it), and the store's root may be read and written (gone, or remounted read-only, fails).
+   */
+  async notReady(): Promise<string | undefined> {
+    if (this.stopping) return 'stopping';
+    const sockets: Array<[string, string | undefined]> = [
+      ['API socket', this.config.socket],
+      ['snapshotter socket', this.config.snapshotterSocket],
+    ];
+    for (const [what, path] of sockets) {
+      if (path === undefined) continue;
+      const why = await connectError(path, PROBE_CONNECT_TIMEOUT_MS);
+      if (why !== undefined) return `${what} ${path}: ${why}`;
+    }
+    try {
+      await fsp.access(this.config.root, fsConstants.R_OK | fsConstants.W_OK | fsConstants.X_OK);
+    } catch (e) {
+      return `store root ${this.config.root}: ${(e as Error).message}`;
+    }
+    return undefined;
   }
 
   private addServices(): void {
@@ -209,6 +258,8 @@ export class Daemon {
    * are logged.
    */
   reload(): void {
+    // A reload is also how to ask for the announcement again by hand (systemctl reload fastpulld).
+    this.announcing = this.announceImages();
     if (!this.options.configPath) {
       this.log.info({ hostsDir: this.service.hostsDir }, 'reload: no config file; nothing to reload');
       return;
@@ -237,6 +288,7 @@ export class Daemon {
   private async stop(reason: string, timeoutMs: number): Promise<void> {
     const t0 = performance.now();
     this.log.info({ reason, pulls: this.pulls.size }, 'stopping');
+    this.lifetime.abort();
     for (const name of this.healthNames) this.setHealth(name, 'NOT_SERVING');
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
@@ -253,6 +305,7 @@ export class Daemon {
     this.metricsServer?.closeAllConnections();
     await fsp.rm(this.config.socket, { force: true });
     await snapshotterStopped;
+    await this.announcing;
     await this.service.close();
     this.log.info({ ms: Math.round(performance.now() - t0), pullsStopped: settled === 'settled', forced: drainedInTime === 'timeout' }, 'stopped');
   }

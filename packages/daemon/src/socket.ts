@@ -26,16 +26,30 @@ export async function prepareSocket(path: string, flag = '--socket'): Promise<vo
     throw e;
   }
   if (!st.isSocket()) throw new FastpullError('INVALID_ARGUMENT', `${path} exists and is not a socket; not replacing it`);
-  const answered = await new Promise<boolean>((resolve) => {
-    const s = connect(path);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
+  const answered = (await connectError(path)) === undefined;
   if (answered) throw new FastpullError('INVALID_ARGUMENT', `another process is serving on ${path}; stop it first or choose another ${flag}`);
   await fsp.rm(path, { force: true });
+}
+
+/**
+ * Connects to the unix socket `path` and hangs up: undefined when something accepted the
+ * connection, else why not (the error's message, or no answer within `timeoutMs`).
+ */
+export function connectError(path: string, timeoutMs?: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const s = connect(path);
+    if (timeoutMs !== undefined) {
+      s.setTimeout(timeoutMs, () => {
+        s.destroy();
+        resolve(`no connection within ${timeoutMs} ms`);
+      });
+    }
+    s.once('connect', () => {
+      s.destroy();
+      resolve(undefined);
+    });
+    s.once('error', (e) => resolve(e.message));
+  });
 }
 
 /** Binds `server` to the unix socket `path` (prepared with {@link prepareSocket}), mode 0660, owned by `group`. */
