@@ -1,11 +1,14 @@
 // The peers scripts/peers.sh builds from scripts/peers/pins.txt (scripts/test.sh runs it before the
 // suites): each pinned program is there and says the pinned version, and a second run rebuilds
-// nothing while the pins are unchanged.
-import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+// nothing while the pins are unchanged. The SOCI snapshotter's daemon, a program of this
+// repository's own over the released module's packages, serves the snapshotter API in its
+// parallel pull mode.
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from './helpers.js';
+import { repoRoot, tempDir } from './helpers.js';
+import { snapshotsClient } from './snapshotter-client.js';
 
 interface Pin {
   readonly name: string;
@@ -50,5 +53,44 @@ describe('peers built from their pinned Go modules', () => {
     expect(r.status, r.stderr).toBe(0);
     for (const p of pins) expect(r.stdout).toContain(`peers: ${p.name} ${p.version} up to date`);
     expect(r.stdout).toMatch(/^peers: 0 built, \d+ s in all/m);
+  });
+});
+
+describe.skipIf(process.getuid?.() !== 0)('the SOCI snapshotter built from its module', () => {
+  it('serves the snapshotter API in parallel pull mode (a prepared snapshot is listed and removed), and stops on SIGTERM', async () => {
+    const work = tempDir('soci');
+    try {
+      const config = `${work.dir}/config.toml`;
+      // Parallel mode keeps layers in containerd's content store unless told to discard them once unpacked.
+      writeFileSync(config, '[pull_modes.parallel_pull_unpack]\nenable = true\ndiscard_unpacked_layers = true\n');
+      const address = `${work.dir}/soci.sock`;
+      const bin = join(binDirs.get('soci-snapshotter-grpc')!, 'soci-snapshotter-grpc');
+      const proc = spawn(bin, ['--address', address, '--config', config, '--root', `${work.dir}/root`], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let log = '';
+      const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+      const started = new Promise<void>((resolve, reject) => {
+        const seen = (d: Buffer): void => {
+          log += d.toString();
+          if (log.includes('successfully started')) resolve();
+        };
+        proc.stdout.on('data', seen);
+        proc.stderr.on('data', seen);
+        void exited.then((code) => reject(new Error(`soci-snapshotter-grpc exited ${code}: ${log}`)));
+      });
+      await started;
+      const client = snapshotsClient(address);
+      try {
+        const mounts = await client.prepare('probe');
+        expect(mounts.map((m) => m.type)).toEqual(['bind']);
+        expect((await client.list()).map((i) => i.name)).toEqual(['probe']);
+        await client.remove('probe');
+      } finally {
+        client.close();
+      }
+      proc.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      work.cleanup();
+    }
   });
 });
