@@ -24,7 +24,9 @@ as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
     echo "peers: need root (or sudo) to run: $*" >&2; return 1; fi
 }
-command -v go >/dev/null || { echo "peers: the Go toolchain (go) is not on PATH" >&2; exit 1; }
+# Go's own installer puts it in /usr/local/go, which a non-login shell's PATH may lack.
+command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "peers: the Go toolchain (go) is not on PATH, nor in /usr/local/go/bin" >&2; exit 1; }
 export GOFLAGS="-mod=mod -buildvcs=false"
 export GOTOOLCHAIN=local
 # The btrfs snapshotter (C, needing libbtrfs headers) is left out of containerd.

@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 # What the containerd suites need, which bootstrap installs where it can: here a missing piece fails
 # the run, saying what, instead of leaving its tests to skip.
+command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || export PATH="$PATH:/usr/local/go/bin"
 for bin in containerd runc busybox go; do
   command -v "$bin" >/dev/null || { echo "test: $bin is required by the containerd suites and is not installed" >&2; exit 1; }
 done
