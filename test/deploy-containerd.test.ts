@@ -337,7 +337,7 @@ describe.skipIf(reason !== undefined)('docs/containerd.md, step 5’s checks and
   const mine = (quote: string): string => quote.replaceAll(DEFAULT_SNAPSHOTTER_SOCKET, snapSocket);
   /** Any of the failures the guide names for a fastpulld that does not serve, in the words of 1.6 to 2.x. */
   const notServing = new RegExp(
-    `^ctr: connection (?:error: desc = "(?:transport: Error while dialing:? dial unix(?::\\/\\/| )${escapeRegExp(snapSocket)}: (?:timeout|connect: connection refused)|transport is closing)"|closed)(?:: unavailable)?$`,
+    `^ctr: connection (?:error: desc = "(?:transport: Error while dialing:? dial unix(?::\\/\\/| )${escapeRegExp(snapSocket)}: (?:timeout|connect: connection refused)|transport is closing|transport: failed to write client preface: write unix @->${escapeRegExp(snapSocket)}: write: broken pipe)"|closed)(?:: unavailable)?$`,
   );
   const columns = (t: string): string[][] => t.trim().split('\n').map((l) => l.trim().split(/\s+/));
   let seq = 0;
