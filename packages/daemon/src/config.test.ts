@@ -51,7 +51,7 @@ describe('containerd_socket', () => {
     expect(resolveConfig({ snapshotter_socket: '' }, {}, {}, '/').containerdSocket).toBeUndefined();
     expect(resolveConfig({ snapshotter_socket: DEFAULT_SNAPSHOTTER_SOCKET, containerd_socket: '' }, {}, {}, '/').containerdSocket).toBeUndefined();
     expect(resolveConfig({ containerd_socket: '/run/k3s/containerd/containerd.sock' }, {}, {}, '/').containerdSocket).toBe('/run/k3s/containerd/containerd.sock');
-    expect(resolveConfig({ containerd_socket: 'c.sock' }, { containerd_socket: 'd.sock' }, {}, '/work').containerdSocket).toBe('/work/d.sock');
+    expect(resolveConfig({ containerd_socket: 'c.sock' }, { containerd_socket: 'd.sock' }, {}, '/srv/node').containerdSocket).toBe('/srv/node/d.sock');
     expect(() => resolveConfig({ containerd_socket: 7 }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^containerd_socket 7: /) }));
   });
 });
