@@ -5,13 +5,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '@fastpull/core';
 import { formatBytes } from '@fastpull/cli';
-import { findDistributionBinary, pushImage, sampleImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
+import { type BuiltImage, findDistributionBinary, lacksRegistry, pushImage, sampleImage, startDistribution } from '@fastpull/core/testing';
 import { cliPath, ls, runCli, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping CLI command tests: docker-registry is not installed');
 
-describe.skipIf(!binary)('fastpull commands against a real registry', () => {
+describe.skipIf(lacksRegistry())('fastpull commands against a real registry', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   let single: BuiltImage;

@@ -4,12 +4,12 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '@fastpull/core';
-import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, type LayerEntry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { corruptBlobs, ls, runCliAsync as cli, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 
-describe.skipIf(!binary)('concurrent fastpull processes on one store', () => {
+describe.skipIf(lacksRegistry())('concurrent fastpull processes on one store', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   const images: BuiltImage[] = [];
   const work = tempDir('cli-concurrent');

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { diffTrees, findDistributionBinary, pushImage, readTree, sampleImage, startDistribution, type BuiltImage, type TreeEntry } from '@fastpull/core/testing';
+import { type BuiltImage, diffTrees, findDistributionBinary, lacks, lacksRegistry, lacksRoot, pushImage, readTree, sampleImage, startDistribution, type TreeEntry } from '@fastpull/core/testing';
 import { cliPath, overlayUnavailable, runCli, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -26,7 +26,7 @@ function mounted(dir: string): boolean {
     .some((l) => l.split(' ')[4] === dir);
 }
 
-describe.skipIf(!binary)('fastpull mount and unmount', () => {
+describe.skipIf(lacksRegistry())('fastpull mount and unmount', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   let single: BuiltImage;
@@ -58,7 +58,7 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     return Promise.all(inspected.snapshots.map((s) => readTree(s)));
   }
 
-  it.skipIf(noOverlay !== undefined)('mounts the image writable; changes stay in the mount and go with unmount', async () => {
+  it.skipIf(lacks('overlay', noOverlay))('mounts the image writable; changes stay in the mount and go with unmount', async () => {
     const before = await snapshotTrees(ref);
     const target = join(work.dir, 'm1');
     mkdirSync(target);
@@ -96,7 +96,7 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     expect(twice.stderr).toMatch(/\(NOT_FOUND\)\n$/);
   });
 
-  it.skipIf(noOverlay !== undefined)('mounts a one-layer image writable too (an overlay, not the read-only bind)', async () => {
+  it.skipIf(lacks('overlay', noOverlay))('mounts a one-layer image writable too (an overlay, not the read-only bind)', async () => {
     const before = await snapshotTrees(singleRef);
     const target = join(work.dir, 'm2');
     mkdirSync(target);
@@ -112,7 +112,7 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     expect((await snapshotTrees(singleRef)).map((t, i) => diffTrees(before[i]!, t))).toEqual([[]]);
   });
 
-  it.skipIf(noOverlay !== undefined)('mounts and unmounts through fastpulld (--address): the record is the daemon\'s, the mount this process\'s', async () => {
+  it.skipIf(lacks('overlay', noOverlay))('mounts and unmounts through fastpulld (--address): the record is the daemon\'s, the mount this process\'s', async () => {
     // A socket path with a space: the hint must quote it for a shell.
     const socket = join(work.dir, 'fast pulld.sock');
     const other = join(work.dir, 'other-root');
@@ -150,7 +150,7 @@ describe.skipIf(!binary)('fastpull mount and unmount', () => {
     }
   });
 
-  it.skipIf(process.getuid?.() !== 0)('refuses without root, with one line and a code', () => {
+  it.skipIf(lacksRoot())('refuses without root, with one line and a code', () => {
     const target = join(work.dir, 'm3');
     mkdirSync(target);
     // The same CLI as an unprivileged user.

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PullTimings, TraceDocument, TraceEvent } from '@fastpull/core';
-import { buildImage, findDistributionBinary, Prng, pushImage, sampleImage, sampleLayerEntries, startDistribution, startLoopbackRegistry, type BuiltImage } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, Prng, pushImage, sampleImage, sampleLayerEntries, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { runCli, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { checkCounters, checkCpuArgs, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans, WORKERS_PID } from './trace-checks.js';
@@ -16,7 +16,7 @@ if (!binary) console.warn('skipping CLI trace tests: docker-registry is not inst
 
 const CHUNK = 64 * 1024;
 
-describe.skipIf(!binary)('fastpull pull --trace', () => {
+describe.skipIf(lacksRegistry())('fastpull pull --trace', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   const work = tempDir('cli-trace');

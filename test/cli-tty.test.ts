@@ -3,7 +3,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildImage, findDistributionBinary, Prng, pushImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, Prng, pushImage, startDistribution } from '@fastpull/core/testing';
 import { cliPath, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -34,7 +34,7 @@ function underTerminal(args: string[], env: NodeJS.ProcessEnv): Promise<{ status
   });
 }
 
-describe.skipIf(!binary || noScript !== undefined)('fastpull pull on a terminal', () => {
+describe.skipIf(lacksRegistry() || lacks('script', noScript))('fastpull pull on a terminal', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   const work = tempDir('cli-tty');

@@ -6,7 +6,7 @@
 // that did not answer then left the image out of CRI's list), and a container runs on it.
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { datagramListenerUnavailable, listenDatagrams } from '../packages/core/src/util/unix-datagram.testkit.js';
 import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, release, startContainerd, waitForSnapshotter, type CriOptions, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, repoRoot, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -17,7 +17,7 @@ const work = tempDir('boot-order');
 const reason = containerdUnavailable() ?? overlayUnavailable() ?? datagramListenerUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
 if (reason) console.warn(`skipping the boot-order tests: ${reason}`);
 
-describe.skipIf(reason !== undefined)(`fastpulld and containerd started together, in the units' order (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`fastpulld and containerd started together, in the units' order (containerd ${release.name})`, () => {
   let registry: DistributionRegistry;
   let image: BuiltImage;
   let ref = '';

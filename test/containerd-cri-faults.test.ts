@@ -11,7 +11,7 @@ import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, hostPlatform, openStore, type Digest, type Platform } from '@fastpull/core';
-import { buildImage, buildIndex, startLoopbackRegistry, type BuiltImage, type LayerEntry, type LoopbackRegistry, type RequestLog } from '@fastpull/core/testing';
+import { buildImage, buildIndex, type BuiltImage, lacks, type LayerEntry, type LoopbackRegistry, type RequestLog, startLoopbackRegistry } from '@fastpull/core/testing';
 import { rootOverlay, waitUntil } from './containerd-checks.js';
 import { release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriAuth, type CriImages, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -46,7 +46,7 @@ const plainLayerTrees = (image: BuiltImage) =>
       .map(([c, l]) => [c, layerTree(l)] as const),
   );
 
-describe.skipIf(reason !== undefined)(`faults on kubelet's pull path (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`faults on kubelet's pull path (containerd ${release.name})`, () => {
   let registry: LoopbackRegistry;
   let daemon: RunningDaemon | undefined;
   let cri: CriImages;

@@ -24,7 +24,7 @@ import { Pod } from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { chainIDs } from '@fastpull/core';
-import { buildImage, findDistributionBinary, Prng, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, Prng, pushImage, startDistribution } from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
 import {
   BUSYBOX_PROBE,
@@ -118,7 +118,7 @@ function overlayAt(mountinfo: string, point: string): { options: string[]; lower
   throw new Error(`no overlay mounted at ${point} in:\n${mountinfo}`);
 }
 
-describe.skipIf(reason !== undefined)(`a pod through CRI with crictl (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (containerd ${release.name})`, () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon;
   let containerd: PrivateContainerd;

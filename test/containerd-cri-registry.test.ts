@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, type Digest } from '@fastpull/core';
-import { diffTrees, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry, type RequestLog } from '@fastpull/core/testing';
+import { type BuiltImage, diffTrees, lacks, type LoopbackRegistry, type RequestLog, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { mergedTree } from './containerd-checks.js';
 import { ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, startContainerd, waitForSnapshotter, type CriImages, type PrivateContainerd } from './containerd.js';
@@ -43,7 +43,7 @@ function ranges(gets: readonly RequestLog[]): Array<[number, number]> {
     .sort((a, b) => a[0] - b[0]);
 }
 
-describe.skipIf(reason !== undefined)(`CRI PullImage through the fast path, counted at the registry (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast path, counted at the registry (containerd ${release.name})`, () => {
   let registry: LoopbackRegistry;
   let daemon: RunningDaemon;
   let api: FastpullClient;

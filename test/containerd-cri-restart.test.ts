@@ -5,7 +5,7 @@
 // container starts, and a PullImage is answered, without pulling anything again.
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
 import { release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriImages, type CriOptions, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -24,7 +24,7 @@ let containerd: PrivateContainerd | undefined;
 if (reason === undefined) containerd = await startContainerd(containerdDir, snapSocket, CRI);
 if (reason) console.warn(`skipping the CRI restart tests: ${reason}`);
 
-describe.skipIf(reason !== undefined)(`restarts of fastpulld and of containerd under a running container (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`restarts of fastpulld and of containerd under a running container (containerd ${release.name})`, () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon | undefined;
   let cri: CriImages;

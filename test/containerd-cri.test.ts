@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '@fastpull/core';
-import { diffTrees, findDistributionBinary, pushImage, readTree, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, diffTrees, type DistributionRegistry, findDistributionBinary, lacks, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { fingerprints, mergedTree, rootOverlay, waitUntil } from './containerd-checks.js';
 import { criPull, ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriImages, type PrivateContainerd } from './containerd.js';
@@ -40,7 +40,7 @@ function recordDirs(root: string): Map<string, string> {
   return out;
 }
 
-describe.skipIf(reason !== undefined)(`CRI PullImage through the fast path (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast path (containerd ${release.name})`, () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon;
   let client: SnapshotsClient;

@@ -10,7 +10,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { parse, stringify, type TomlTable } from 'smol-toml';
 import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, launchContainerd, peersPrefix, release, startContainerd, waitForSnapshotter, type CriImages, type PrivateContainerd } from './containerd.js';
 import { guideLine, guideQuote, lastLine, shell, withoutNotices } from './guide.js';
@@ -34,7 +34,7 @@ function crictlConfig(dir: string, containerd: PrivateContainerd): string {
   return file;
 }
 
-describe.skipIf(reason !== undefined)(`going back from fastpull to overlayfs, as the guide says (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`going back from fastpull to overlayfs, as the guide says (containerd ${release.name})`, () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon | undefined;
   let containerd: PrivateContainerd | undefined;

@@ -8,7 +8,7 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '@fastpull/core';
-import { diffTrees, findDistributionBinary, pushImage, readTree, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, diffTrees, type DistributionRegistry, findDistributionBinary, lacks, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
 import { ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -26,7 +26,7 @@ let containerd: PrivateContainerd | undefined;
 if (reason === undefined) containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket);
 if (reason) console.warn(`skipping the containerd tests: ${reason}`);
 
-describe.skipIf(reason !== undefined)(`containerd with fastpulld as its snapshotter (normal path) (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`containerd with fastpulld as its snapshotter (normal path) (containerd ${release.name})`, () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon;
   let client: SnapshotsClient;

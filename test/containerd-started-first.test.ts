@@ -8,7 +8,7 @@
 // no snapshots in leaves containerd alone.
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
 import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, release, startContainerd, waitForSnapshotter, type CriImage, type CriImages, type CriOptions, type PrivateContainerd } from './containerd.js';
 import { guideLine, shell, withoutNotices } from './guide.js';
@@ -32,7 +32,7 @@ if (reason === undefined) {
 }
 if (reason) console.warn(`skipping the CRI boot-order tests: ${reason}`);
 
-describe.skipIf(reason !== undefined)(`containerd started before fastpulld (containerd ${release.name})`, () => {
+describe.skipIf(lacks('containerd', reason))(`containerd started before fastpulld (containerd ${release.name})`, () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon | undefined;
   let cri: CriImages;

@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unixDatagramSender } from '@fastpull/core';
-import { sampleImage, startLoopbackRegistry, type LoopbackRegistry } from '@fastpull/core/testing';
+import { lacks, type LoopbackRegistry, sampleImage, startLoopbackRegistry } from '@fastpull/core/testing';
 import { EXIT_CONFIG, FastpullClient } from '@fastpull/daemon';
 import { datagramListenerUnavailable, listenDatagrams, type Datagram, type DatagramListener } from '../packages/core/src/util/unix-datagram.testkit.js';
 import { repoRoot, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -20,7 +20,7 @@ const launcher = join(repoRoot, 'packages', 'daemon', 'dist', 'launch.cjs');
 const noListener = datagramListenerUnavailable();
 if (noListener) console.warn(`skipping fastpulld's notification tests: ${noListener}`);
 
-describe.skipIf(noListener !== undefined)('fastpulld under Type=notify', () => {
+describe.skipIf(lacks('python', noListener))('fastpulld under Type=notify', () => {
   const work = tempDir('daemon-notify');
   const helperDir = join(work.dir, 'bin');
   const helperLog = join(work.dir, 'helper.log');

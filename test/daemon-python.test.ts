@@ -4,7 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, lacks, type LoopbackRegistry, sampleImage, startLoopbackRegistry } from '@fastpull/core/testing';
 import { PROTO_DIR, FASTPULL_PROTO } from '@fastpull/daemon';
 import { repoRoot, tempDir } from './helpers.js';
 
@@ -25,7 +25,7 @@ function run(cmd: string, args: string[]): Promise<{ status: number | null; stdo
   });
 }
 
-describe.skipIf(!python)('fastpulld from a Python grpcio client', () => {
+describe.skipIf(lacks('python-grpc', python ? undefined : 'python3 with grpcio and grpc_tools is not installed (Debian python3-grpcio python3-grpc-tools)'))('fastpulld from a Python grpcio client', () => {
   const work = tempDir('daemon-python');
   const socket = join(work.dir, 'fastpulld.sock');
   const stubs = join(work.dir, 'stubs');

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { type FastpullError, type PullEvent } from '@fastpull/core';
-import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, findDistributionBinary, lacksRegistry, lacksRoot, type LoopbackRegistry, notHere, pushImage, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { EXIT_CONFIG, FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
 import { SUGGESTED_METRICS_PORT } from '@fastpull/daemon/paths';
 import { failure, repoRoot, runCliAsync, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -461,7 +461,7 @@ describe('fastpulld', () => {
     }
   });
 
-  describe.skipIf(!binary)('against docker-registry', () => {
+  describe.skipIf(lacksRegistry())('against docker-registry', () => {
     let registry: Awaited<ReturnType<typeof startDistribution>>;
     let img: BuiltImage;
     let ref = '';
@@ -555,7 +555,7 @@ describe('fastpulld', () => {
     // As root the default socket is /run/fastpull/fastpulld.sock: used only when no daemon of the
     // machine's own is there.
     const defaultSocket = '/run/fastpull/fastpulld.sock';
-    it.skipIf(process.getuid?.() !== 0 || existsSync(defaultSocket))('the CLI finds fastpulld at its default socket, unless told of a store of its own', async () => {
+    it.skipIf(lacksRoot() || notHere(existsSync(defaultSocket) ? `a fastpulld socket is already at ${defaultSocket}` : undefined))('the CLI finds fastpulld at its default socket, unless told of a store of its own', async () => {
       const root = join(work.dir, 'default-socket-root');
       const d = await serve(['--socket', defaultSocket, '--root', root]);
       try {

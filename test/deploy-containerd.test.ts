@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { parse, stringify, type TomlTable } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SNAPSHOTTER_SOCKET } from '@fastpull/daemon/paths';
-import { findDistributionBinary, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { busyboxImage, containerdConfig, containerdRelease, containerdUnavailable, criImages, launchContainerd, waitForSnapshotter, type ContainerdRelease, type PrivateContainerd } from './containerd.js';
 import { escapeRegExp, guide, guideLine, guideQuote, lastLine, shell } from './guide.js';
 import { overlayUnavailable, repoRoot, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -216,7 +216,7 @@ const work = tempDir('deploy-containerd');
 const reason = containerdUnavailable() ?? overlayUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
 if (reason) console.warn(`skipping the deploy/containerd runs: ${reason}`);
 
-describe.skipIf(reason !== undefined)('deploy/containerd files started on their containerd releases', () => {
+describe.skipIf(lacks('containerd', reason))('deploy/containerd files started on their containerd releases', () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon;
   let image: BuiltImage;
@@ -317,7 +317,7 @@ describe('docs/containerd.md, step 4: the link for kubelet’s image-filesystem 
 const GUIDE_RELEASES = ['1.6', '1.7', '2.0', '2.2'];
 const platform = `linux/${process.arch === 'x64' ? 'amd64' : process.arch}`;
 
-describe.skipIf(reason !== undefined)('docs/containerd.md, step 5’s checks and the troubleshooting rows, run as written', () => {
+describe.skipIf(lacks('containerd', reason))('docs/containerd.md, step 5’s checks and the troubleshooting rows, run as written', () => {
   let registry: DistributionRegistry;
   let daemon: RunningDaemon;
   const guideWork = tempDir('deploy-containerd-guide');

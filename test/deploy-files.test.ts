@@ -22,6 +22,7 @@ import type { IContainer, IProbe, IVolume } from 'kubernetes-models/v1';
 import { CONFIG_KEYS, DEFAULT_CONTAINERD_SOCKET, EXIT_CONFIG, readConfigFile, resolveConfig, SUGGESTED_METRICS_PORT } from '../packages/daemon/src/config.js';
 import { HTTP_PATHS } from '../packages/daemon/src/metrics.js';
 import { repoRoot, tempDir } from './helpers.js';
+import { lacks } from '@fastpull/core/testing';
 
 const deploy = join(repoRoot, 'deploy');
 const read = (path: string): string => readFileSync(join(deploy, path), 'utf8');
@@ -46,7 +47,7 @@ const noAnalyze = analyze.error ? 'systemd-analyze is not installed' : undefined
 if (noAnalyze) console.warn(`skipping systemd-analyze verify of deploy/systemd: ${noAnalyze}`);
 
 describe('deploy/systemd', () => {
-  it.skipIf(noAnalyze !== undefined)('systemd-analyze verify has nothing to say about the units', () => {
+  it.skipIf(lacks('systemd-analyze', noAnalyze))('systemd-analyze verify has nothing to say about the units', () => {
     const units = ['fastpulld.service', 'fastpull-gc.service', 'fastpull-gc.timer'].map((u) => join(deploy, 'systemd', u));
     const r = spawnSync('systemd-analyze', ['verify', '--man=no', ...units], { encoding: 'utf8' });
     expect(r.stdout + r.stderr).toBe('');

@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERSION } from '@fastpull/core';
 import { hostPath, replay, type StageNamespace, type Step } from './containerfile.js';
 import { repoRoot } from './helpers.js';
+import { lacks } from '@fastpull/core/testing';
 
 const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm|pnpm)_/i.test(k)));
 
@@ -47,7 +48,7 @@ interface Probe {
   httpGet?: { host: string; port: number; path: string };
 }
 
-describe.skipIf(skip !== undefined)('deploy/Containerfile, replayed', () => {
+describe.skipIf(lacks('root', skip))('deploy/Containerfile, replayed', () => {
   // Not under /tmp: the final stage's /tmp is a directory of this one.
   const work = mkdtempSync('/var/tmp/fastpull-image-');
   const steps: Step[] = [];

@@ -13,7 +13,7 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '@fastpull/core';
-import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { cliPath, tempDir } from './helpers.js';
 import { parseTrace, straceUnavailable, type Syscall } from './strace.js';
 
@@ -184,7 +184,7 @@ function backgroundFlushes(t: Traced): number {
   return n;
 }
 
-describe.skipIf(!binary || noStrace !== undefined)('committed means durable (strace)', () => {
+describe.skipIf(lacksRegistry() || lacks('strace', noStrace))('committed means durable (strace)', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   let ref = '';

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { diffTrees, findDistributionBinary, pushImage, readTree, sampleImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
+import { type BuiltImage, diffTrees, findDistributionBinary, lacks, lacksRegistry, pushImage, readTree, sampleImage, startDistribution } from '@fastpull/core/testing';
 import { overlayUnavailable, runCli, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -12,7 +12,7 @@ const noOverlay = overlayUnavailable();
 if (!binary) console.warn('skipping CLI end-to-end tests: docker-registry is not installed');
 if (noOverlay) console.warn(`skipping the overlay comparison: ${noOverlay}`);
 
-describe.skipIf(!binary)('fastpull CLI end to end', () => {
+describe.skipIf(lacksRegistry())('fastpull CLI end to end', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   const work = tempDir('e2e');
@@ -48,7 +48,7 @@ describe.skipIf(!binary)('fastpull CLI end to end', () => {
     expect(mounts.stdout.split('lowerdir=')[1]!.trim().split(':')).toHaveLength(image.layers.length);
   });
 
-  it.skipIf(noOverlay !== undefined)('mounts with overlayfs into exactly the tree the image defines', async () => {
+  it.skipIf(lacks('overlay', noOverlay))('mounts with overlayfs into exactly the tree the image defines', async () => {
     const mounts = runCli(['mounts', '--root', root, '--json', ref]);
     expect(mounts.status).toBe(0);
     const [m] = JSON.parse(mounts.stdout) as { type: string; source: string; options: string[] }[];

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'n
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireLease, collectGarbage, openStore, pull, type Digest, type GcLeftover, type ImageRecord, type Store } from '@fastpull/core';
-import { buildImage, findDistributionBinary, Prng, pushImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LayerEntry } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, lacksRoot, type LayerEntry, Prng, pushImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { cliPath, corruptBlobs, ls, runCliAsync, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -40,7 +40,7 @@ interface GcJson {
   bytes: number;
 }
 
-describe.skipIf(!binary)('garbage collection', () => {
+describe.skipIf(lacksRegistry())('garbage collection', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let images: Record<'a' | 'b' | 'c', BuiltImage>;
   const work = tempDir('gc');
@@ -142,7 +142,7 @@ describe.skipIf(!binary)('garbage collection', () => {
     expect(ls(join(root, 'leases'))).toEqual([]);
   });
 
-  it.skipIf(!isRoot)('keeps a snapshot that is mounted', async () => {
+  it.skipIf(lacksRoot())('keeps a snapshot that is mounted', async () => {
     const root = join(work.dir, 'mounted');
     const store = openStore(root);
     const { image: c } = await pull(ref('c'), { root });

@@ -82,4 +82,24 @@ describe('repository hygiene', () => {
       expect(hits(line), line).toEqual([]);
     }
   });
+
+  it('every skip in a test file says why: through lacks/notHere, or a ctx.skip after one of them', () => {
+    const tests = trackedFiles().filter((p) => p.endsWith('.test.ts') && p !== 'test/hygiene.test.ts');
+    expect(tests.length).toBeGreaterThan(100);
+    const silent: string[] = [];
+    const conditional = /\.skipIf\(\s*(?!lacks\w*\(|notHere\()/;
+    const bare = /\b(?:describe|it|test)\.skip\b(?!If)|\bctx\.skip\(/;
+    expect(conditional.test("it.skipIf(!binary)('pulls'")).toBe(true);
+    expect(conditional.test("it.skipIf(lacks('strace', why))('traces'")).toBe(false);
+    expect(bare.test('const d = ok ? describe : describe.skip;')).toBe(true);
+    expect(bare.test("if (x) ctx.skip('why');")).toBe(true);
+    for (const path of tests) {
+      const lines = readFileSync(join(repoRoot, path), 'utf8').split('\n');
+      for (const [i, line] of lines.entries()) {
+        const told = /\b(?:lacks\w*|notHere)\(/.test(line) || /\b(?:lacks\w*|notHere)\(/.test(lines[i - 1] ?? '');
+        if (conditional.test(line) || (bare.test(line) && !told)) silent.push(`${path}:${i + 1}: ${line.trim().slice(0, 160)}`);
+      }
+    }
+    expect(silent).toEqual([]);
+  });
 });

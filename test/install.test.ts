@@ -5,7 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findDistributionBinary, pushImage, sampleImage, sampleLayerEntries, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
+import { type DistributionRegistry, findDistributionBinary, lacks, pushImage, sampleImage, sampleLayerEntries, startDistribution } from '@fastpull/core/testing';
 import { repoRoot, tempDir } from './helpers.js';
 
 const NPM_TIMEOUT_MS = 300_000;
@@ -47,7 +47,7 @@ function ok(r: Run, what: string): Run {
   return r;
 }
 
-describe.skipIf(skip !== undefined)('the packed packages installed with npm', () => {
+describe.skipIf(lacks('npm', skip))('the packed packages installed with npm', () => {
   const work = tempDir('install');
   const project = join(work.dir, 'project');
   const coreDir = join(project, 'node_modules', '@fastpull', 'core');

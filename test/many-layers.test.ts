@@ -6,13 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectGarbage, LocalService, mountsFor, openStore, pull } from '@fastpull/core';
-import { buildImage, findDistributionBinary, pushImage, startDistribution, type BuiltImage } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { overlayUnavailable, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 const LAYERS = 70;
 
-describe.skipIf(!binary)(`an image of ${LAYERS} layers`, () => {
+describe.skipIf(lacksRegistry())(`an image of ${LAYERS} layers`, () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   const work = tempDir('many-layers');
@@ -65,7 +65,7 @@ describe.skipIf(!binary)(`an image of ${LAYERS} layers`, () => {
     expect(readdirSync(join(root, 'snapshots', 'l'))).toHaveLength(LAYERS);
   });
 
-  it.skipIf(overlayUnavailable() !== undefined)('mounts; collection keeps the mounted snapshots, then drops them and their links', async () => {
+  it.skipIf(lacks('overlay', overlayUnavailable()))('mounts; collection keeps the mounted snapshots, then drops them and their links', async () => {
     const root = join(short, 'b');
     const { image: rec } = await pull(`${registry.host}/many/app:1`, { root });
     const store = openStore(root);

@@ -7,18 +7,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MediaTypes, mountsFor, openStore, pull, sha256Digest, type Digest } from '@fastpull/core';
-import {
-  Prng,
-  diffTrees,
-  readTree,
-  sampleImage,
-  startLoopbackRegistry,
-  writeOciLayout,
-  type BuiltImage,
-  type BuiltLayer,
-  type LoopbackRegistry,
-  type TreeEntry,
-} from '@fastpull/core/testing';
+import { type BuiltImage, type BuiltLayer, diffTrees, lacks, type LoopbackRegistry, Prng, readTree, sampleImage, startLoopbackRegistry, type TreeEntry, writeOciLayout } from '@fastpull/core/testing';
 import { nativeFs } from '../packages/core/src/unpack/native.js';
 import { overlayUnavailable, tempDir } from './helpers.js';
 
@@ -473,7 +462,7 @@ const withoutTimes = (lines: readonly string[]): string[] => lines.map((l) => l.
 
 // ---------------------------------------------------------------------------------------------------
 
-describe.skipIf(skipReason !== undefined)(`unpack parity with ${umociVersion ?? 'umoci'}`, () => {
+describe.skipIf(lacks('umoci', skipReason))(`unpack parity with ${umociVersion ?? 'umoci'}`, () => {
   // Made in beforeAll: a skipped describe still runs its body, but never its hooks.
   let work: ReturnType<typeof tempDir>;
   let registry: LoopbackRegistry;

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT_CONFIG } from '@fastpull/daemon';
 import { cliPath, daemonBin, tempDir } from './helpers.js';
+import { lacks, lacksRoot } from '@fastpull/core/testing';
 
 /** A registry reference nothing answers (port 9, discard): reaching the network fails with NETWORK_ERROR. */
 const NOWHERE = '127.0.0.1:9/paths/app:1';
@@ -90,10 +91,10 @@ describe('paths a user gets wrong', () => {
     expect(existsSync(join(work.dir, 'good'))).toBe(true);
   });
 
-  it.skipIf(!isRoot)('a store root on a read-only filesystem is PERMISSION_DENIED', async (ctx) => {
+  it.skipIf(lacksRoot())('a store root on a read-only filesystem is PERMISSION_DENIED', async (ctx) => {
     const ro = join(work.dir, 'ro');
     mkdirSync(ro);
-    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', ro]).status !== 0) ctx.skip('cannot mount a read-only tmpfs here');
+    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', ro]).status !== 0) { lacks('tmpfs', 'cannot mount a read-only tmpfs here'); ctx.skip(); }
     try {
       expectRefused(await cli(['pull', '--root', join(ro, 'store'), NOWHERE]), 'PERMISSION_DENIED', join(ro, 'store'), 'read-only');
     } finally {
@@ -101,7 +102,7 @@ describe('paths a user gets wrong', () => {
     }
   });
 
-  it.skipIf(!isRoot || !hasSetpriv)('a store root another user may not write is PERMISSION_DENIED', async () => {
+  it.skipIf(lacksRoot() || lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))('a store root another user may not write is PERMISSION_DENIED', async () => {
     const owned = join(work.dir, 'root-only');
     mkdirSync(owned, { mode: 0o755 });
     chmodSync(work.dir, 0o755);

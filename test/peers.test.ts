@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot, tempDir } from './helpers.js';
 import { snapshotsClient } from './snapshotter-client.js';
+import { lacksRoot } from '@fastpull/core/testing';
 
 interface Pin {
   readonly name: string;
@@ -56,7 +57,7 @@ describe('peers built from their pinned Go modules', () => {
   });
 });
 
-describe.skipIf(process.getuid?.() !== 0)('the SOCI snapshotter built from its module', () => {
+describe.skipIf(lacksRoot())('the SOCI snapshotter built from its module', () => {
   it('serves the snapshotter API in parallel pull mode (a prepared snapshot is listed and removed), and stops on SIGTERM', async () => {
     const work = tempDir('soci');
     try {

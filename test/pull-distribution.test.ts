@@ -6,17 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, findInflater, openStore, pull, pullEvents, type PullEvent } from '@fastpull/core';
 import { hashFile } from '@fastpull/core/content';
 import { FileSnapshotter } from '@fastpull/core/snapshots';
-import {
-  blobDataPath,
-  buildImage,
-  buildIndex,
-  findDistributionBinary,
-  pushImage,
-  pushIndex,
-  sampleImage,
-  startDistribution,
-  type BuiltImage,
-} from '@fastpull/core/testing';
+import { blobDataPath, buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, pushImage, pushIndex, sampleImage, startDistribution } from '@fastpull/core/testing';
 import { corruptBlobs, ls, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -34,7 +24,7 @@ function isalBuilt(): boolean {
 }
 const isal = isalBuilt();
 
-describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
+describe.skipIf(lacksRegistry())('pull from the CNCF distribution registry', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   let image: BuiltImage;
   const work = tempDir('dist');
@@ -192,7 +182,7 @@ describe.skipIf(!binary)('pull from the CNCF distribution registry', () => {
     expect(corruptBlobs(root)).toEqual([]);
   });
 
-  it.skipIf(!existsSync('/usr/bin/zstd'))('pulls zstd layers, with the zstd program and with the built-in decoder', async () => {
+  it.skipIf(lacks('zstd', existsSync('/usr/bin/zstd') ? undefined : 'zstd is not installed'))('pulls zstd layers, with the zstd program and with the built-in decoder', async () => {
     const zstd = await sampleImage(33, { layers: 3, compression: 'zstd' });
     expect(zstd.layers.some((l) => l.mediaType === 'application/vnd.oci.image.layer.v1.tar+zstd')).toBe(true);
     await pushImage(registry.url, 'formats/zstd', '1', zstd);

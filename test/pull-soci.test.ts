@@ -7,18 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseZtoc, pull } from '@fastpull/core';
 import { FileSnapshotter } from '@fastpull/core/snapshots';
-import {
-  buildGzipCheckpoints,
-  buildImage,
-  encodeZtoc,
-  findDistributionBinary,
-  pushImage,
-  readTree,
-  startDistribution,
-  Prng,
-  type BuiltImage,
-  type LayerEntry,
-} from '@fastpull/core/testing';
+import { buildGzipCheckpoints, buildImage, type BuiltImage, encodeZtoc, findDistributionBinary, lacksRegistry, type LayerEntry, Prng, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
 import { tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -67,7 +56,7 @@ function sociIndex(image: BuiltImage, ztocs: Map<string, Buffer>, version: 1 | 2
   return { built, digest: built.manifestDigest };
 }
 
-describe.skipIf(!binary)('SOCI zTOCs from the distribution registry', () => {
+describe.skipIf(lacksRegistry())('SOCI zTOCs from the distribution registry', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   const work = tempDir('soci');
   const layers = [[{ type: 'file', path: 'etc/os-release', content: 'ID=test\n' }] as LayerEntry[], entries(3)];

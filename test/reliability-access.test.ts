@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { parseReference } from '@fastpull/core';
-import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, lacks, lacksRoot, notHere, type LoopbackRegistry, sampleImage, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FASTPULL_PROTO, PROTO_DIR } from '@fastpull/daemon';
 import { cliPath, repoRoot, runCliAsync, tempDir } from './helpers.js';
 
@@ -93,7 +93,7 @@ function storeObjects(root: string): string {
   return JSON.stringify({ blobs: list('content/blobs/sha256'), snapshots: list('snapshots'), images: list('images') });
 }
 
-describe.skipIf(!isRoot)('access: the daemon socket', () => {
+describe.skipIf(lacksRoot())('access: the daemon socket', () => {
   const work = tempDir('access-socket');
   let daemon: Daemon | undefined;
   const socket = join(work.dir, 'run', 'fastpulld.sock');
@@ -116,7 +116,7 @@ describe.skipIf(!isRoot)('access: the daemon socket', () => {
     expect(st.gid).toBe(SOCKET_GID);
   });
 
-  it.skipIf(!hasSetpriv)('refuses another user (EACCES) and admits a member of the group', { timeout: 30_000 }, () => {
+  it.skipIf(lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))('refuses another user (EACCES) and admits a member of the group', { timeout: 30_000 }, () => {
     expect(connectAs(socket, OTHER_UID, OTHER_UID, [])).toBe('EACCES');
     // Same uid, now in the socket's group: admitted.
     expect(connectAs(socket, OTHER_UID, OTHER_UID, [SOCKET_GID])).toBe('connected');
@@ -126,7 +126,7 @@ describe.skipIf(!isRoot)('access: the daemon socket', () => {
     expect(connectAs(socket, OTHER_UID, 0, [])).toBe('EACCES');
   });
 
-  it.skipIf(!hasSetpriv)('tells a user refused by the socket that it may not connect, not that nothing listens', { timeout: 60_000 }, (ctx) => {
+  it.skipIf(lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))('tells a user refused by the socket that it may not connect, not that nothing listens', { timeout: 60_000 }, (ctx) => {
     const asOther = (args: string[]) =>
       spawnSync('setpriv', [`--reuid=${OTHER_UID}`, `--regid=${OTHER_UID}`, '--clear-groups', process.execPath, cliPath, ...args], {
         encoding: 'utf8',
@@ -135,7 +135,8 @@ describe.skipIf(!isRoot)('access: the daemon socket', () => {
       });
     const probe = asOther(['--version']);
     if (probe.status !== 0) {
-      ctx.skip(`the CLI cannot run as uid ${OTHER_UID} from this checkout (its files are closed to that user): ${probe.stderr.trim().split('\n')[0]}`);
+      notHere(`the CLI cannot run as uid ${OTHER_UID} from this checkout (its files are closed to that user): ${probe.stderr.trim().split('\n')[0]}`);
+      ctx.skip();
       return;
     }
     const refused = asOther(['images', '--address', `unix:${socket}`]);

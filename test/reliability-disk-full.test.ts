@@ -11,7 +11,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from '
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectGarbage, isFastpullError, openStore, pull } from '@fastpull/core';
-import { Prng, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, lacks, type LoopbackRegistry, Prng, startLoopbackRegistry } from '@fastpull/core/testing';
 import { corruptBlobs, failure, runCliAsync, tempDir } from './helpers.js';
 import { generatedImage, ingestDigest, litter, LONG, snapshotDiffs, suiteSeed, usedBytes } from './reliability-lib.js';
 
@@ -109,7 +109,7 @@ async function expectFailedPullState(root: string, image: BuiltImage): Promise<v
   expect(corruptBlobs(root)).toEqual([]);
 }
 
-describe.skipIf(skip !== undefined)('disk full (campaign 3)', () => {
+describe.skipIf(lacks('tmpfs', skip))('disk full (campaign 3)', () => {
   const seed = suiteSeed(3003);
   let image: BuiltImage;
   let reg: LoopbackRegistry;

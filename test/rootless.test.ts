@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mountsFor, openStore, pull } from '@fastpull/core';
-import { buildImage, startLoopbackRegistry } from '@fastpull/core/testing';
+import { buildImage, lacks, startLoopbackRegistry } from '@fastpull/core/testing';
 import { nativeFs } from '../packages/core/src/unpack/native.js';
 import { tempDir } from './helpers.js';
 
@@ -69,7 +69,7 @@ describe('rootless layout', () => {
     expect(m!.options[0]).toBe('userxattr');
   });
 
-  it.skipIf(unavailable !== undefined)('mounts with userxattr in a user namespace, applying whiteouts and opaque dirs there', async () => {
+  it.skipIf(lacks('userns', unavailable))('mounts with userxattr in a user namespace, applying whiteouts and opaque dirs there', async () => {
     const [m] = await mountsFor(openStore(root), rec.name);
     const merged = join(work.dir, 'merged');
     mkdirSync(merged);

@@ -22,7 +22,7 @@ import {
   parseSize,
   type FastpullService,
 } from '@fastpull/core';
-import { buildImage, buildIndex, findDistributionBinary, pushImage, pushIndex, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacksRegistry, type LoopbackRegistry, pushImage, pushIndex, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { openService, pullSettings, type PullFlags } from '@fastpull/cli';
 import { Daemon, FastpullClient, resolveConfig, type RawConfig } from '@fastpull/daemon';
 import { failure, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -33,7 +33,7 @@ if (!binary) console.warn('skipping the service tests that use docker-registry: 
 const serve = serveDaemon;
 const stop = stopDaemon;
 
-describe.skipIf(!binary)('one service, local or remote, over one store', () => {
+describe.skipIf(lacksRegistry())('one service, local or remote, over one store', () => {
   const work = tempDir('service');
   const root = join(work.dir, 'root');
   const socket = join(work.dir, 'fastpulld.sock');
@@ -332,7 +332,7 @@ describe('the CLI and fastpulld agree on every default', () => {
   });
 });
 
-describe.skipIf(!binary)('a name pulled for several platforms', () => {
+describe.skipIf(lacksRegistry())('a name pulled for several platforms', () => {
   const work = tempDir('service-platforms');
   const root = join(work.dir, 'root');
   let registry: Awaited<ReturnType<typeof startDistribution>>;

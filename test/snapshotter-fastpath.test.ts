@@ -9,7 +9,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, HELD_FOR_CONTAINERD_GRACE_MS, openStore, type Digest } from '@fastpull/core';
-import { buildImage, diffTrees, findDistributionBinary, pushImage, readTree, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, diffTrees, type DistributionRegistry, findDistributionBinary, lacksRegistry, pushImage, readTree, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { mountAll, snapshotsClient, statusOf, unmount, type SnapshotsClient } from './snapshotter-client.js';
@@ -19,7 +19,7 @@ if (!binary) console.warn('skipping the fast-path tests: docker-registry is not 
 const noMounts = overlayUnavailable();
 if (noMounts) console.warn(`fast path: not mounting the answered mounts: ${noMounts}`);
 
-describe.skipIf(!binary)('the fast path: CRI-labelled Prepares answered from fastpull pulls', () => {
+describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered from fastpull pulls', () => {
   const work = tempDir('fastpath');
   const root = join(work.dir, 'root');
   const socket = join(work.dir, 'fastpulld.sock');

@@ -14,6 +14,7 @@ import { blockCounters, measure, parseBlockStat, removeTimeFiles } from './measu
 import { startStallProxy } from './stall-proxy.js';
 import { TarWriter } from './tarwriter.js';
 import { decide, fsSpace, margins, Trash, type FsSpace } from './trash.js';
+import { lacks } from '@fastpull/core/testing';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -130,7 +131,7 @@ describe('block device counters', () => {
   });
 
   const device = blockCounters(tmpdir());
-  it.skipIf(device === undefined)('counts what a file synced in the temporary directory wrote to its device', () => {
+  it.skipIf(lacks('blockdev', device === undefined ? 'the temporary directory is on no block device with I/O counters' : undefined))('counts what a file synced in the temporary directory wrote to its device', () => {
     const before = blockCounters(tmpdir())!;
     const fd = openSync(join(tmp(), 'data'), 'w');
     try {

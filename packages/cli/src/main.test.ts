@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { INFLATER_CHOICES, poolSizeFor, resolveGunzip, VERSION, writerThreadsFor } from '@fastpull/core';
 import { CPU_FLAGS, cpuFlagsOf } from './commands/version.js';
 import { main } from './main.js';
+import { notHere } from '@fastpull/core/testing';
 
 const root = mkdtempSync(join(tmpdir(), 'fastpull-cli-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -169,7 +170,7 @@ describe('fastpull main', () => {
 
   // As root, test/cli-mount.test.ts runs this case as another user.
   if (process.getuid?.() === 0) console.log('skipping the mount refusal of a non-root user here: running as root (test/cli-mount.test.ts runs it as another user)');
-  it.skipIf(process.getuid?.() === 0)('refuses to mount without root, with a code', async () => {
+  it.skipIf(notHere(process.getuid?.() === 0 ? 'running as root: this is the test of a user without root' : undefined))('refuses to mount without root, with a code', async () => {
     const r = await run(['mount', 'app:1', root]);
     expect(r.status).toBe(1);
     expect(r.err).toMatch(/^fastpull: mounting docker\.io\/library\/app:1 at .*: mounting needs root .* \(INVALID_ARGUMENT\)\n$/);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isFastpullError, LocalService, type FastpullError } from '@fastpull/core';
-import { findDistributionBinary, pushImage, sampleImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacksRegistry, pushImage, sampleImage, startDistribution } from '@fastpull/core/testing';
 import { FastpullClient } from './client.js';
 import { resolveConfig } from './config.js';
 import { Daemon } from './server.js';
@@ -79,7 +79,7 @@ describe('fastpulld handlers over a store', () => {
     expect(refused.every((l) => l.level === 30)).toBe(true);
   });
 
-  describe.skipIf(!binary)('with an image pulled from docker-registry', () => {
+  describe.skipIf(lacksRegistry())('with an image pulled from docker-registry', () => {
     let registry: DistributionRegistry;
     let image: BuiltImage;
     let ref = '';

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError, unixDatagramSender } from '@fastpull/core';
 import { datagramListenerUnavailable, listenDatagrams } from '../../core/src/util/unix-datagram.testkit.js';
 import { serviceNotifier } from './notify.js';
+import { lacks } from '@fastpull/core/testing';
 
 const noListener = datagramListenerUnavailable();
 if (noListener) console.warn(`skipping the notifier's round trips: ${noListener}`);
@@ -59,7 +60,7 @@ describe('serviceNotifier', () => {
     expect(env.NOTIFY_SOCKET).toBeUndefined();
   });
 
-  it.skipIf(noListener !== undefined)('sends READY=1, RELOADING=1 with the monotonic clock, and STOPPING=1, from this process, one line per field', async () => {
+  it.skipIf(lacks('python', noListener))('sends READY=1, RELOADING=1 with the monotonic clock, and STOPPING=1, from this process, one line per field', async () => {
     const listener = await listenDatagrams(join(dir, 'notify.sock'));
     try {
       const notifier = serviceNotifier({ NOTIFY_SOCKET: listener.address }, send, (e) => {

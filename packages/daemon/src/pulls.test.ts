@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatReference, LocalService, parseReference, type PulledImage, type PullEvent, type PullResult } from '@fastpull/core';
-import { findDistributionBinary, pushImage, sampleImage, startDistribution, startLoopbackRegistry, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
+import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacksRegistry, pushImage, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { PullManager, pullKey, type PullOutcome, type PullSubscriber, type StartPull } from './pulls.js';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
 
@@ -58,7 +58,7 @@ describe('pull keys', () => {
   });
 });
 
-describe.skipIf(!binary)('shared pulls from docker-registry', () => {
+describe.skipIf(lacksRegistry())('shared pulls from docker-registry', () => {
   const work = mkdtempSync(join(tmpdir(), 'fastpull-pulls-'));
   let registry: DistributionRegistry;
   let image: BuiltImage;

@@ -11,6 +11,7 @@ import { LayerDownload, RELEASE_LEAD, RELEASE_STEP } from './download.js';
 import { LayerProgress } from './progress.js';
 import { downloadContext, freshStore, serve, statesByLayer, workDir } from './pull.testkit.js';
 import type { PullEvent } from './types.js';
+import { lacks } from '../testing/needs.js';
 
 const work = workDir('download');
 afterAll(() => work.cleanup());
@@ -88,7 +89,7 @@ describe('LayerDownload', () => {
     }
   });
 
-  it.skipIf(nativePunchHole() === undefined)('lets the unpacker free what it hashed; a download stopped after that fetches those bytes again on resume', async () => {
+  it.skipIf(lacks('addon', nativePunchHole() === undefined ? 'the native addon (punchHole) is not built' : undefined))('lets the unpacker free what it hashed; a download stopped after that fetches those bytes again on resume', async () => {
     const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(2 * 1024 * 1024) }]], compression: 'none' });
     const served = await serve(image);
     const pool = new UnpackPool({ size: 1, threads: false });

@@ -9,6 +9,7 @@ import { buildImage, buildIndex, type BuiltImage, type BuiltIndex } from '../tes
 import { findDistributionBinary, pushImage, pushIndex, startDistribution, type DistributionRegistry } from '../testing/distribution.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import { RegistryClient } from './client.js';
+import { lacksRegistry } from '../testing/needs.js';
 
 const binary = findDistributionBinary();
 if (binary === undefined) console.log('resolver.test.ts: skipping the real-registry tests: no docker-registry or registry binary found');
@@ -24,7 +25,7 @@ beforeAll(async () => {
   index = buildIndex([amd64, arm64]);
 });
 
-describe.skipIf(!binary)('index to platform manifest, on the distribution registry', () => {
+describe.skipIf(lacksRegistry())('index to platform manifest, on the distribution registry', () => {
   let registry: DistributionRegistry;
   let client: RegistryClient;
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { nativeFs } from '../unpack/native.js';
 import { LowerView, reconcileWithLowers } from './lowers.js';
+import { lacksRoot } from '../testing/needs.js';
 
 const isRoot = process.getuid?.() === 0;
 let sandbox: string;
@@ -36,7 +37,7 @@ function layer(name: string, entries: readonly string[]): string {
   return root;
 }
 
-describe.skipIf(!isRoot)('LowerView', () => {
+describe.skipIf(lacksRoot())('LowerView', () => {
   it('resolves paths as overlayfs merges the layers, top first', () => {
     const bottom = layer('bottom', ['a/x', 'a/y', 'b/deep/z', 'c/old', 'f', 'hidden/under']);
     const middle = layer('middle', ['!a/x', '+c/', 'c/new', 'b/', '!hidden']);
@@ -61,7 +62,7 @@ describe.skipIf(!isRoot)('LowerView', () => {
   });
 });
 
-describe.skipIf(!isRoot)('reconcileWithLowers', () => {
+describe.skipIf(lacksRoot())('reconcileWithLowers', () => {
   it('drops whiteouts that hide nothing below, and the implied directories they leave empty', () => {
     const bottom = layer('bottom', ['keep/x', 'dir/inner/y', 'gone-below']);
     const middle = layer('middle', ['!gone-below']);

@@ -9,6 +9,7 @@ import { MANIFEST_ACCEPT, MediaTypes } from '../oci/mediatypes.js';
 import { buildImage, buildIndex } from './builder.js';
 import { blobDataPath, findDistributionBinary, pushImage, pushIndex, startDistribution } from './distribution.js';
 import { sampleImage } from './sample.js';
+import { lacksRegistry } from './needs.js';
 
 const binary = findDistributionBinary();
 if (binary === undefined) console.log('distribution.test.ts: skipping the real-registry tests: no docker-registry or registry binary found');
@@ -34,7 +35,7 @@ describe('real distribution registry', () => {
     await expect(startDistribution({ binary: '/nonexistent/registry' })).rejects.toThrow(/exited|ENOENT/);
   });
 
-  it.skipIf(!binary)('round trip: push an image, fetch it back by tag, by digest and by range, corrupt it on disk', async () => {
+  it.skipIf(lacksRegistry())('round trip: push an image, fetch it back by tag, by digest and by range, corrupt it on disk', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'fastpull-dist-test-'));
     const registry = await startDistribution({ dir });
     try {
@@ -87,7 +88,7 @@ describe('real distribution registry', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it.skipIf(!binary)('pushes a Docker-format multi-platform index and serves it back; stop() removes its own temporary directory', async () => {
+  it.skipIf(lacksRegistry())('pushes a Docker-format multi-platform index and serves it back; stop() removes its own temporary directory', async () => {
     const registry = await startDistribution();
     try {
       const amd = await buildImage({ layers: [[{ type: 'file', path: 'arch', content: 'amd64' }]], format: 'docker' });

@@ -56,3 +56,4 @@ export {
   type Subject,
   type SubjectFactory,
 } from './conformance/index.js';
+export { lacks, lacksRegistry, lacksRoot, notHere, type Piece } from './needs.js';

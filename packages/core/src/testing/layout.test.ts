@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildImage, type BuiltImage, type LayerEntry } from './builder.js';
 import { OCI_REF_NAME_ANNOTATION, writeOciLayout } from './layout.js';
+import { lacks } from './needs.js';
 
 function hasUmoci(): boolean {
   try {
@@ -120,7 +121,7 @@ describe('writeOciLayout', () => {
     await expect(writeOciLayout(join(dir, 'full'), [{ tag: 'v1', image: a }])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('not empty') });
   });
 
-  it.skipIf(!hasUmoci())('is a layout umoci lists and checks', async () => {
+  it.skipIf(lacks('umoci', hasUmoci() ? undefined : 'umoci is not installed'))('is a layout umoci lists and checks', async () => {
     const [a, b] = await twoImages();
     await writeOciLayout(dir, [
       { tag: 'latest', image: a },

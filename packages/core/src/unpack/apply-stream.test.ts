@@ -7,6 +7,7 @@ import { applyLayer } from './apply.js';
 import { hasGnuTar, isRoot, makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
 import { nativeFs } from './native.js';
 import { chunksOf, code, makeTar, padded } from './tar.testkit.js';
+import { lacks, lacksRoot } from '../testing/needs.js';
 
 let sandbox: string;
 let dest: string;
@@ -96,14 +97,15 @@ describe('applyLayer: abort and errors', () => {
     await expect(applyLayer(broken(), dest)).rejects.toMatchObject({ message: 'source broke', code: 'Z_DATA_ERROR' });
   });
 
-  it.skipIf(!isRoot)('reports a full filesystem as NO_SPACE', async (ctx) => {
+  it.skipIf(lacksRoot())('reports a full filesystem as NO_SPACE', async (ctx) => {
     const small = path.join(sandbox, 'small');
     fs.mkdirSync(small);
     try {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', small], { stdio: 'pipe' });
     } catch (e) {
       console.warn(`skipping NO_SPACE test: cannot mount tmpfs: ${(e as Error).message}`);
-      ctx.skip(`cannot mount tmpfs: ${(e as Error).message}`);
+      lacks('tmpfs', `cannot mount tmpfs: ${(e as Error).message}`);
+      ctx.skip();
     }
     try {
       const tar = await makeTar([{ name: 'big', body: Buffer.alloc(1024 * 1024, 1) }]);
@@ -144,7 +146,7 @@ describe('applyLayer: sparse files', () => {
     ['PAX 0.1', ['--format=pax', '--sparse-version=0.1']],
     ['PAX 0.0', ['--format=pax', '--sparse-version=0.0']],
   ];
-  it.skipIf(!hasGnuTar).each(formats)('writes a %s sparse file from GNU tar sparse, with the same bytes', async (_, flags) => {
+  it.skipIf(lacks('tar', hasGnuTar ? undefined : 'GNU tar is not installed')).each(formats)('writes a %s sparse file from GNU tar sparse, with the same bytes', async (_, flags) => {
     const src = path.join(sandbox, 'src');
     fs.mkdirSync(src);
     const expected = makeSparse(path.join(src, 'sparse'));
@@ -175,7 +177,7 @@ describe('applyLayer: sparse files', () => {
 });
 
 describe('applyLayer: parity with GNU tar', () => {
-  it.skipIf(!hasGnuTar).each([['gnu'], ['pax'], ['ustar']])('extracts a --format=%s tree as GNU tar made it', async (format) => {
+  it.skipIf(lacks('tar', hasGnuTar ? undefined : 'GNU tar is not installed')).each([['gnu'], ['pax'], ['ustar']])('extracts a --format=%s tree as GNU tar made it', async (format) => {
     const src = path.join(sandbox, 'src');
     const long = `${'long-directory-name-'.repeat(4)}/${'x'.repeat(120)}`;
     fs.mkdirSync(path.join(src, path.dirname(long)), { recursive: true });
@@ -254,7 +256,7 @@ describe('applyLayer: tar dialects', () => {
 describe('applyLayer: names that are not UTF-8', () => {
   const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
 
-  it.skipIf(!isRoot)('makes whiteouts, devices, xattrs and opaque markers under such names', async () => {
+  it.skipIf(lacksRoot())('makes whiteouts, devices, xattrs and opaque markers under such names', async () => {
     const dirName = latin1('r\xe9p/'); // "rép" in Latin-1: not UTF-8
     const xattr = paxRecord('SCHILY.xattr.user.tag', Buffer.from('v'));
     const tar = Buffer.concat([

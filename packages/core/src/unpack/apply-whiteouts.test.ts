@@ -6,6 +6,7 @@ import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
 import { nativeFs } from './native.js';
 import { chunksOf, makeTar, type Entry } from './tar.testkit.js';
+import { lacksRoot } from '../testing/needs.js';
 
 let sandbox: string;
 let dest: string;
@@ -15,7 +16,7 @@ afterEach(() => removeSandbox(sandbox));
 describe('applyLayer: whiteouts', () => {
   const opaqueOf = (rel: string): string | undefined => nativeFs().lgetxattr(path.join(dest, rel), 'trusted.overlay.opaque')?.toString();
 
-  it.skipIf(!isRoot)('turns .wh.NAME into a 0:0 character device', async () => {
+  it.skipIf(lacksRoot())('turns .wh.NAME into a 0:0 character device', async () => {
     const tar = await makeTar([{ name: 'etc/.wh.lower-only' }, { name: '.wh.dir' }, { name: 'twice/.wh.x' }, { name: 'twice/.wh.x' }]);
     const stats = await applyLayer(chunksOf(tar), dest);
     for (const p of ['etc/lower-only', 'dir', 'twice/x']) {
@@ -34,7 +35,7 @@ describe('applyLayer: whiteouts', () => {
     ['symlink', { name: 'n', type: 'symlink', linkname: '/own/target' }, (rel) => expect(fs.readlinkSync(path.join(dest, rel))).toBe('/own/target')],
     ['directory', { name: 'n/', type: 'directory', mode: 0o750 }, (rel) => expect(fs.lstatSync(path.join(dest, rel)).mode & 0o7777).toBe(0o750)],
   ];
-  it.skipIf(!isRoot).each(kinds)('keeps a %s of its own layer that a later whiteout names, opaque when a directory', async (kind, entry, check) => {
+  it.skipIf(lacksRoot()).each(kinds)('keeps a %s of its own layer that a later whiteout names, opaque when a directory', async (kind, entry, check) => {
     const children: Entry[] = kind === 'directory' ? [{ name: 'n/own-child', body: 'c' }] : [];
     const tar = await makeTar([entry, ...children, { name: '.wh.n' }, { ...entry, name: `sub/${entry.name}` }, ...children.map((c) => ({ ...c, name: `sub/${c.name}` })), { name: 'sub/.wh.n' }]);
     const stats = await applyLayer(chunksOf(tar), dest);
@@ -46,7 +47,7 @@ describe('applyLayer: whiteouts', () => {
     expect(stats.whiteouts).toBe(2);
   });
 
-  it.skipIf(!isRoot).each(kinds)('replaces a whiteout with a later %s of its own layer, opaque when a directory', async (kind, entry, check) => {
+  it.skipIf(lacksRoot()).each(kinds)('replaces a whiteout with a later %s of its own layer, opaque when a directory', async (kind, entry, check) => {
     const tar = await makeTar([{ name: '.wh.n' }, entry, { name: 'sub/.wh.n' }, { ...entry, name: `sub/${entry.name}` }]);
     const stats = await applyLayer(chunksOf(tar), dest);
     for (const rel of ['n', 'sub/n']) {
@@ -56,7 +57,7 @@ describe('applyLayer: whiteouts', () => {
     expect(stats.whiteouts).toBe(2);
   });
 
-  it.skipIf(!isRoot)('makes a directory opaque when a whiteout of its path came earlier in the layer, whatever came between', async () => {
+  it.skipIf(lacksRoot())('makes a directory opaque when a whiteout of its path came earlier in the layer, whatever came between', async () => {
     const tar = await makeTar([
       { name: '.wh.a' },
       { name: 'a', body: 'a file first' },
@@ -76,7 +77,7 @@ describe('applyLayer: whiteouts', () => {
     expect(stats.whiteouts).toBe(3);
   });
 
-  it.skipIf(!isRoot)('makes a directory opaque where the same layer had a whiteout or a non-directory before it', async () => {
+  it.skipIf(lacksRoot())('makes a directory opaque where the same layer had a whiteout or a non-directory before it', async () => {
     const tar = await makeTar([
       { name: '.wh.w' },
       { name: 'w/f', body: 'below a whiteout of this layer' }, // implies w/
@@ -97,7 +98,7 @@ describe('applyLayer: whiteouts', () => {
     expect(stats.lowerChecks).toEqual({ impliedDirs: ['w'], whiteouts: [] });
   });
 
-  it.skipIf(!isRoot)('lists the parents it implies and the whiteouts it makes, for the layers below to settle', async () => {
+  it.skipIf(lacksRoot())('lists the parents it implies and the whiteouts it makes, for the layers below to settle', async () => {
     const tar = await makeTar([
       { name: 'a/b/c/file', body: 'x' },
       { name: 'a/b/', type: 'directory', mode: 0o750 }, // named after all: no longer implied
@@ -112,7 +113,7 @@ describe('applyLayer: whiteouts', () => {
     expect([...stats.lowerChecks.whiteouts].sort()).toEqual(['gone/x', 'top']);
   });
 
-  it.skipIf(!isRoot)('marks opaque directories with trusted.overlay.opaque=y and drops aufs metadata', async () => {
+  it.skipIf(lacksRoot())('marks opaque directories with trusted.overlay.opaque=y and drops aufs metadata', async () => {
     const tar = await makeTar([
       { name: 'd/', type: 'directory' },
       { name: 'd/.wh..wh..opq' },

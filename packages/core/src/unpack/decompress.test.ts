@@ -10,6 +10,7 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { createDecompressor, detectCompression, resolveCompression } from './decompress.js';
 import { findInflater, INFLATER_PATHS } from './inflater.js';
 import { isalAvailable } from './isal.js';
+import { lacks } from '../testing/needs.js';
 
 const hasZstd = existsSync('/usr/bin/zstd');
 if (!hasZstd) console.log('skipping zstd tests: /usr/bin/zstd (Debian package zstd) makes their input');
@@ -67,7 +68,7 @@ describe('createDecompressor', () => {
     expect(await text(Readable.from([zlib.gzipSync('via zlib')]).pipe(gunzip))).toBe('via zlib');
   });
 
-  it.skipIf(!hasIgzip)('inflates gzip with igzip when asked for it', async () => {
+  it.skipIf(lacks('igzip', hasIgzip ? undefined : 'igzip (Debian isal) is not installed'))('inflates gzip with igzip when asked for it', async () => {
     const gunzip = createDecompressor('gzip', { inflater: 'igzip' });
     expect(gunzip).not.toBeInstanceOf(zlib.Gunzip);
     expect(await text(Readable.from([zlib.gzipSync('a, '), zlib.gzipSync('b')]).pipe(gunzip))).toBe('a, b');
@@ -81,7 +82,7 @@ describe('createDecompressor', () => {
     }
   });
 
-  it.skipIf(!hasPigz)('inflates gzip with pigz when asked for it', async () => {
+  it.skipIf(lacks('pigz', hasPigz ? undefined : 'pigz is not installed'))('inflates gzip with pigz when asked for it', async () => {
     const gunzip = createDecompressor('gzip', { inflater: 'pigz' });
     expect(gunzip).not.toBeInstanceOf(zlib.Gunzip);
     expect(await text(Readable.from([zlib.gzipSync('a, '), zlib.gzipSync('b')]).pipe(gunzip))).toBe('a, b');
@@ -91,7 +92,7 @@ describe('createDecompressor', () => {
     expect(await text(Readable.from([Buffer.from('plain')]).pipe(createDecompressor('none')))).toBe('plain');
   });
 
-  describe.skipIf(!hasZstd)('zstd', () => {
+  describe.skipIf(lacks('zstd', hasZstd ? undefined : 'zstd is not installed'))('zstd', () => {
     // Two frames, as a stream compressed in pieces produces: they decode as one.
     const plain = Buffer.concat([Buffer.from('layer '.repeat(50_000)), randomBytes(300_000)]);
     const frames = Buffer.concat([zstdCompress(plain.subarray(0, 100_000)), zstdCompress(plain.subarray(100_000))]);

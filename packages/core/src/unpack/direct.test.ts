@@ -12,13 +12,14 @@ import { Worker } from 'node:worker_threads';
 import { DIRECT_BUDGET, DIRECT_CHUNK, DIRECT_DEPTH, DIRECT_MIN, DIRECT_MIN_FLOOR, directBudgetWorkerData, directBuffersHeld, directIo, type DirectIo, DirectWriter, directSize, type WriteAt } from './direct.js';
 import { compiledWorker } from './pool.js';
 import { chunksOf, code, makeTar } from './tar.testkit.js';
+import { lacks, lacksRoot } from '../testing/needs.js';
 
 const O_DIRECT = fs.constants.O_DIRECT;
 // Direct writes are opt-in; the worker thread below inherits this environment.
 process.env.FASTPULL_DIRECT_WRITES = '1';
 const calls = directIo();
 // The addon is built by the test command; without it there is nothing of this file to test.
-const withAddon = calls === undefined ? describe.skip : describe;
+const withAddon = describe.skipIf(lacks('addon', calls === undefined ? 'the native addon (direct I/O) is not built' : undefined));
 
 let sandbox: string;
 let dest: string;
@@ -199,7 +200,7 @@ withAddon('the process budget of direct-write buffers', () => {
     fs.closeSync(fd);
   });
 
-  it.skipIf(!compiledWorker('direct.js'))('is one budget for the unpack threads the process hands it to', async () => {
+  it.skipIf(lacks('build', compiledWorker('direct.js') ? undefined : 'the worker is not compiled: pnpm run build'))('is one budget for the unpack threads the process hands it to', async () => {
     // This thread keeps the budget's buffers (the test above, or this writer): a worker gets one.
     const fd = fs.openSync(path.join(sandbox, 'mine'), 'wx', 0o600);
     const mine = new DirectWriter(calls!, fd);
@@ -267,14 +268,15 @@ withAddon('applyLayer: large files go direct', () => {
     expect(fs.statSync(path.join(dest, 'opt/big.bin')).mode & 0o7777).toBe(0o644);
   });
 
-  it.skipIf(!isRoot)('reports a filesystem that fills during direct writes as NO_SPACE, with no write left on the file', async (ctx) => {
+  it.skipIf(lacksRoot())('reports a filesystem that fills during direct writes as NO_SPACE, with no write left on the file', async (ctx) => {
     const small = path.join(sandbox, 'small');
     fs.mkdirSync(small);
     try {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', small], { stdio: 'pipe' });
     } catch (e) {
       console.warn(`skipping the direct NO_SPACE test: cannot mount tmpfs: ${(e as Error).message}`);
-      ctx.skip(`cannot mount tmpfs: ${(e as Error).message}`);
+      lacks('tmpfs', `cannot mount tmpfs: ${(e as Error).message}`);
+      ctx.skip();
     }
     try {
       const tar = await makeTar([{ name: 'big', body: pattern(DIRECT_MIN_FLOOR + 1, 9) }]);

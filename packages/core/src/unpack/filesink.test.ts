@@ -10,6 +10,7 @@ import { isFastpullError } from '../errors.js';
 import { FileSink, writerThreadsFor, type NativeFiles } from './filesink.js';
 import { nativeFs } from './native.js';
 import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
+import { lacks, lacksRoot } from '../testing/needs.js';
 
 const hasSink = FileSink.open() !== undefined;
 if (!hasSink) console.warn('skipping the writer-thread tests: the native addon lacks the file sink');
@@ -37,7 +38,7 @@ function smallFiles(dir: string, n: number): Entry[] {
   return Array.from({ length: n }, (_, i) => ({ name: `${dir}/f${i}`, body: `${dir} ${i} `.repeat(40), mode: 0o640 }));
 }
 
-describe.skipIf(!hasSink)('applyLayer: small files through the writer threads', () => {
+describe.skipIf(lacks('addon', hasSink ? undefined : 'the native addon (writer threads) is not built'))('applyLayer: small files through the writer threads', () => {
   it('finishes queued files before an entry that replaces or links them, and before directories get their modes and times', async () => {
     const mtime = new Date(1_500_000_000_000);
     const tar = await makeTar([
@@ -110,14 +111,15 @@ describe.skipIf(!hasSink)('applyLayer: small files through the writer threads', 
     expect(fs.readdirSync(dest)).toEqual([]);
   });
 
-  it.skipIf(!isRoot)('reports a file the writer threads could not make as NO_SPACE, naming that entry', async (ctx) => {
+  it.skipIf(lacksRoot())('reports a file the writer threads could not make as NO_SPACE, naming that entry', async (ctx) => {
     const small = path.join(sandbox, 'small');
     fs.mkdirSync(small);
     try {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m,nr_inodes=200', 'tmpfs', small], { stdio: 'pipe' });
     } catch (e) {
       console.warn(`skipping: cannot mount tmpfs: ${(e as Error).message}`);
-      ctx.skip(`cannot mount tmpfs: ${(e as Error).message}`);
+      lacks('tmpfs', `cannot mount tmpfs: ${(e as Error).message}`);
+      ctx.skip();
     }
     try {
       const tar = await makeTar(smallFiles('d', 1000));
@@ -171,7 +173,7 @@ describe.skipIf(!hasSink)('applyLayer: small files through the writer threads', 
   });
 });
 
-describe.skipIf(!hasSink)('FileSink', () => {
+describe.skipIf(lacks('addon', hasSink ? undefined : 'the native addon (writer threads) is not built'))('FileSink', () => {
   const times = { atime: { sec: 1_600_000_000, nsec: 0 }, mtime: { sec: 1_600_000_000, nsec: 0 } };
   function file(name: string, i: number) {
     return { path: Buffer.from(path.join(dest, name), 'latin1'), chunks: [Buffer.from(`file ${i}\n`)], mode: 0o644, owner: undefined, times, label: `writing ${name}`, details: { i } };

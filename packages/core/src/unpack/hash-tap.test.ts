@@ -9,6 +9,7 @@ import { defaultHashMode, HashTap, type HashMode } from './hash-tap.js';
 import { nativeHash } from './native.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';
+import { lacks } from '../testing/needs.js';
 
 const hasPool = nativeHash() !== undefined;
 if (!hasPool) console.warn('hash-tap.test: the native addon has no pool SHA-256 here: pool tests skipped (pnpm --filter @fastpull/core build:native)');
@@ -58,7 +59,7 @@ describe('HashTap', () => {
     expect(defaultHashMode({})).toBe(hasPool ? 'pool' : 'inline');
   });
 
-  it.skipIf(!hasPool)('gives node:crypto digests and passes every byte on, pool and inline, over random chunkings', async () => {
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('gives node:crypto digests and passes every byte on, pool and inline, over random chunkings', async () => {
     await fc.assert(
       fc.asyncProperty(fc.uint8Array({ minLength: 0, maxLength: 200_000 }), fc.array(fc.integer({ min: 0, max: 70_000 }), { maxLength: 40 }), fc.integer({ min: 1, max: 300_000 }), async (bytes, sizes, queueBytes) => {
         const data = Buffer.from(bytes);
@@ -77,7 +78,7 @@ describe('HashTap', () => {
     );
   });
 
-  it.skipIf(!hasPool)('hashes empty input and thousands of odd-sized chunks as node:crypto does', async () => {
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('hashes empty input and thousands of odd-sized chunks as node:crypto does', async () => {
     expect((await through([], 'pool')).result.digest).toBe(sha256([]));
     expect((await through([Buffer.alloc(0), Buffer.alloc(0)], 'pool')).result.digest).toBe(sha256([]));
     const prng = new Prng(7);
@@ -87,8 +88,8 @@ describe('HashTap', () => {
     expect(r.result.cpuMs).toBeGreaterThan(0);
   });
 
-  it.each(['pool', 'inline'] as const)('%s: tells when it has hashed each chunk; chunks refilled from then on change neither digest nor output', async (mode) => {
-    if (mode === 'pool' && !hasPool) return;
+  it.each(['pool', 'inline'] as const)('%s: tells when it has hashed each chunk; chunks refilled from then on change neither digest nor output', async (mode, ctx) => {
+    if (mode === 'pool' && lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built')) ctx.skip();
     const data = new Prng(11).bytes(3 * 1024 * 1024 + 12_345);
     const buffers = new ReadBuffers(64 * 1024, 2);
     const hashed = buffers.reader(0);
@@ -108,7 +109,7 @@ describe('HashTap', () => {
     expect(buffers.counts.recycled).toBeGreaterThan(0);
   });
 
-  it.skipIf(!hasPool)('holds the stream back once more than its bound waits to be hashed', async () => {
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('holds the stream back once more than its bound waits to be hashed', async () => {
     const chunk = 256 * 1024;
     const chunks = Array.from({ length: 256 }, (_, i) => Buffer.alloc(chunk, i)); // 64 MiB
     const { result, maxPending } = await through(chunks, 'pool', 1024 * 1024);
@@ -117,7 +118,7 @@ describe('HashTap', () => {
     expect(maxPending).toBeLessThanOrEqual(1024 * 1024 + chunk);
   });
 
-  it.skipIf(!hasPool)('leaves no batch on the pool and no digest when the stream fails or is aborted midway', async () => {
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('leaves no batch on the pool and no digest when the stream fails or is aborted midway', async () => {
     for (const how of ['error', 'abort'] as const) {
       const tap = new HashTap({ mode: 'pool' });
       const controller = new AbortController();
@@ -139,7 +140,7 @@ describe('HashTap', () => {
   });
 });
 
-describe.skipIf(!hasPool)('the addon SHA-256', () => {
+describe.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('the addon SHA-256', () => {
   it('refuses a second batch while one runs and updates after the digest', async () => {
     const lib = nativeHash()!;
     const h = lib.sha256Create()!;

@@ -8,6 +8,7 @@ import { isFastpullError } from '../errors.js';
 import { applyLayer, type ApplyLimits } from './apply.js';
 import { nativeFs } from './native.js';
 import { chunksOf, padded } from './tar.testkit.js';
+import { lacks, lacksRoot } from '../testing/needs.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -407,15 +408,14 @@ describe.each([
     await run(c, rootless);
   });
 
-  it.skipIf(!isRoot && !rootless)('still writes a whiteout from ".wh.NAME" as a character device 0:0', async () => {
+  it.skipIf(lacks('root', isRoot || rootless ? undefined : 'not running as root, and no rootless layout'))('still writes a whiteout from ".wh.NAME" as a character device 0:0', async () => {
     await run({ tar: () => tarOf(file('.wh.gone', '')), expect: 'ok', check: (s) => expect([fs.lstatSync(path.join(s, 'gone')).isCharacterDevice(), fs.lstatSync(path.join(s, 'gone')).rdev]).toEqual([true, 0]) }, rootless);
   });
 
-  it.skipIf(!isRoot).each(realDevices)('applies %s as root', async (_, c) => {
+  it.skipIf(lacksRoot()).each(realDevices)('applies %s as root', async (_, c) => {
     await run(c, rootless);
   });
 });
-if (!isRoot) console.warn('skipping real device nodes and rootful whiteouts: mknod of devices needs root');
 
 describe('applyLayer: errors name the layer and the entry', () => {
   it('puts the layer, the entry and its offset in the error', async () => {

@@ -22,6 +22,7 @@ import {
 import { createDecompressor } from './decompress.js';
 import { chunks, layerLike } from './gzip.testkit.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
+import { lacks } from '../testing/needs.js';
 
 /** The installed tool of `kind`, or undefined (with the reason printed) so its tests skip. */
 function installed(kind: 'igzip' | 'pigz'): ExternalInflater | undefined {
@@ -199,7 +200,7 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
     return undefined;
   }
 
-  it.skipIf(!tool)('inflates concatenated members, empty ones included, into one stream', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('inflates concatenated members, empty ones included, into one stream', async () => {
     const blob = Buffer.concat([gz('first, '), gz(''), gz('second, '), gz('third', 1)]);
     expect((await run(blob)).toString()).toBe('first, second, third');
     expect((await run(chunks(blob, 1))).toString()).toBe('first, second, third');
@@ -207,7 +208,7 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
     await expectParity(blob);
   });
 
-  it.skipIf(!tool)('gives the bytes node:zlib gives', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('gives the bytes node:zlib gives', async () => {
     const inputs = [
       gz('hello\n'),
       gz(layerLike(300_000, 1), 1),
@@ -217,12 +218,12 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
     for (const input of inputs) expect(await expectParity(input)).toBeDefined();
   });
 
-  it.skipIf(!tool)('gives the bytes node:zlib gives for a 20 MB layer-like stream', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('gives the bytes node:zlib gives for a 20 MB layer-like stream', async () => {
     const data = layerLike(20_000_000, 5);
     expect((await expectParity(chunks(gz(data), 1 << 20)))?.equals(data)).toBe(true);
   }, 30_000);
 
-  it.skipIf(!tool)('fails on corrupt data with the tool\'s stderr and status', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('fails on corrupt data with the tool\'s stderr and status', async () => {
     const good = gz(layerLike(200_000, 6));
     const corrupt = Buffer.from(good);
     corrupt.fill(0xff, 100, 110);
@@ -243,7 +244,7 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
     }
   });
 
-  it.skipIf(!tool)('fails on a truncated stream', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('fails on a truncated stream', async () => {
     const blob = gz(layerLike(200_000, 7));
     for (const cut of [0, 1, 2, 9, 10, 11, 100, blob.length >> 1, blob.length - 8, blob.length - 4, blob.length - 1]) {
       await expectParity(blob.subarray(0, cut));
@@ -254,14 +255,14 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
 
   // pigz ignores a following member cut inside its header (it exits 0); igzip and node:zlib fail. The
   // output then lacks that member's content, so the diffID check catches it, but not as INVALID_LAYER.
-  it.skipIf(!tool)('on a second member cut inside its header: pinned behaviour', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('on a second member cut inside its header: pinned behaviour', async () => {
     const input = Buffer.concat([gz('first'), gz('second').subarray(0, 5)]);
     expect(await outcome(zlibGunzip(), input)).toMatchObject({ error: expect.objectContaining({ code: 'Z_BUF_ERROR' }) });
     if (kind === 'pigz') expect((await run(input)).toString()).toBe('first');
     else await expectParity(input);
   });
 
-  it.skipIf(!tool)('ignores trailing zeros as node:zlib does', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('ignores trailing zeros as node:zlib does', async () => {
     const blob = gz(layerLike(100_000, 8));
     await expectParity(Buffer.concat([blob, Buffer.alloc(1)]));
     await expectParity(Buffer.concat([blob, Buffer.alloc(4096)]));
@@ -270,7 +271,7 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
 
   // The parity gap documented on createExternalGunzip: node:zlib fails on trailing bytes that are not
   // zeros; igzip and pigz stop at them and exit 0. The trailing bytes are consumed all the same.
-  it.skipIf(!tool)('ignores trailing garbage where node:zlib fails: pinned behaviour', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('ignores trailing garbage where node:zlib fails: pinned behaviour', async () => {
     const data = layerLike(100_000, 9);
     const blob = gz(data);
     const garbage = [Buffer.from('garbage'), Buffer.from('\0garbage'), layerLike(4 << 20, 10)];
@@ -297,7 +298,7 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
     }
   });
 
-  it.skipIf(!tool)('keeps memory bounded when the reader stalls', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('keeps memory bounded when the reader stalls', async () => {
     const blob = gz(randomBytes(24 << 20), 1);
     let pulled = 0;
     const source = Readable.from(
@@ -406,7 +407,7 @@ describe('createExternalGunzip lifecycle', () => {
     expect(fdCount()).toBe(before);
   });
 
-  it.skipIf(!anyTool)('kills the tool when the stage downstream fails', async () => {
+  it.skipIf(lacks('igzip', anyTool ? undefined : 'neither igzip nor pigz is installed'))('kills the tool when the stage downstream fails', async () => {
     const { tool, pid } = tracedTool('downstream', `'${anyTool?.path}' -d -c`);
     const boom = new Error('disk full');
     const sink = new Writable({ write: (_c, _e, cb) => cb(boom) });

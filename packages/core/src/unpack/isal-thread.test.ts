@@ -13,6 +13,7 @@ import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { layerLike } from './gzip.testkit.js';
 import { createIsalGunzip, isalAvailable, isalUnavailableReason } from './isal.js';
+import { lacks } from '../testing/needs.js';
 
 const available = isalAvailable();
 if (!available) console.log(`skipping the ISA-L decode thread tests: ${isalUnavailableReason()}`);
@@ -21,7 +22,7 @@ const ADDON = fileURLToPath(new URL('../../native/build/Release/fastpull_isal.no
 const threads = (): number => readdirSync('/proc/self/task').length;
 const COMPILED = new URL('../../dist/unpack/isal.js', import.meta.url).href;
 
-describe.skipIf(!available)('the in-process ISA-L decode thread', () => {
+describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)'))('the in-process ISA-L decode thread', () => {
   it('exists while a stream decodes and ends with the stream, whether it finishes or is destroyed', async () => {
     const blob = zlib.gzipSync(layerLike(8 << 20, 5));
     await pipeline(Readable.from([blob]), createIsalGunzip(), new Writable({ write: (_c, _e, cb) => cb() })); // warms what starts lazily

@@ -13,6 +13,7 @@ import { nativeHash } from './native.js';
 import { InflatePool } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';
+import { lacks, notHere } from '../testing/needs.js';
 
 /** What the stage may hold for a stalled reader: its read-ahead (two output buffers) and the buffer being filled. */
 const HELD_AT_MOST = 3 * ISAL_CHUNK_SIZE;
@@ -40,7 +41,7 @@ async function outcome(stage: Transform, input: Buffer | Buffer[]): Promise<{ ok
 
 const zlibGunzip = (): Transform => zlib.createGunzip({ chunkSize: 256 * 1024 });
 
-describe.skipIf(!available).each([
+describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)')).each([
   ['decode thread', false],
   ['this thread', true],
 ] as const)('createIsalGunzip (%s)', (_name, sync) => {
@@ -274,7 +275,7 @@ describe.skipIf(!available).each([
   });
 });
 
-describe.skipIf(!available)('createIsalGunzip with reuseOutput', () => {
+describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)'))('createIsalGunzip with reuseOutput', () => {
   /**
    * Inflates `raw`'s gzip with reuseOutput, keeping every chunk the stage gives as it is (a view);
    * after each chunk, releases what `release(total so far)` says. Returns the views and the counts.
@@ -351,7 +352,7 @@ describe.skipIf(!available)('createIsalGunzip with reuseOutput', () => {
   });
 });
 
-describe.skipIf(!available)('createIsalGunzip CPU', () => {
+describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)'))('createIsalGunzip CPU', () => {
   it('counts about the same CPU for the same stream on the decode thread as on this thread', async () => {
     const blob = gz(layerLike(24 << 20, 19));
     const run = async (sync: boolean): Promise<number> => {
@@ -373,7 +374,7 @@ describe.skipIf(!available)('createIsalGunzip CPU', () => {
   });
 });
 
-describe.skipIf(available)('without the in-process ISA-L addon', () => {
+describe.skipIf(notHere(available ? 'the ISA-L addon is built: this is the test of a build without it' : undefined))('without the in-process ISA-L addon', () => {
   it('refuses the isal choice with INVALID_ARGUMENT saying why', () => {
     expect(() => createIsalGunzip()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('libisal') }));
     expect(() => findInflater('isal')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));

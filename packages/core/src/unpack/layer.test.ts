@@ -15,6 +15,7 @@ import { InflatePool, sharedInflatePool } from './pargzip.js';
 import { Prng } from '../testing/prng.js';
 import { paxRecord, rawHeader } from './apply.testkit.js';
 import { code, makeTar, padded } from './tar.testkit.js';
+import { lacks, lacksRoot } from '../testing/needs.js';
 
 
 const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
@@ -71,7 +72,7 @@ describe('unpackLayer', () => {
     expect(fs.readFileSync(path.join(work, 'snap/hello'), 'utf8')).toBe('world');
   });
 
-  it.skipIf(nativeHash() === undefined)('gives the same digests hashing on the pool and inline, and says where each stage spent CPU', async () => {
+  it.skipIf(lacks('addon', nativeHash() === undefined ? 'the native addon (SHA-256) is not built' : undefined))('gives the same digests hashing on the pool and inline, and says where each stage spent CPU', async () => {
     const prng = new Prng(11);
     const tar = await makeTar(Array.from({ length: 40 }, (_, i) => ({ name: `f${i}`, body: prng.bytes(1 + i * 9973) })));
     const blob = zlib.gzipSync(tar);
@@ -103,7 +104,7 @@ describe('unpackLayer', () => {
     expect(cpu).toBeLessThanOrEqual(r.timings.totalMs * threads);
   });
 
-  it.skipIf(!FileSink.clocked())("counts the writer threads' CPU for a layer of small files, and 0 when none went to them", async () => {
+  it.skipIf(lacks('addon', FileSink.clocked() ? undefined : 'the native addon (thread CPU clocks) is not built'))("counts the writer threads' CPU for a layer of small files, and 0 when none went to them", async () => {
     const prng = new Prng(13);
     const small = Array.from({ length: 300 }, (_, i) => ({ name: `d${i % 7}/f${i}`, body: prng.bytes(1 + ((i * 7919) % 16384)) }));
     const tar = await makeTar(small);
@@ -193,7 +194,7 @@ describe('unpackLayer', () => {
 });
 
 describe('unpackLayer into overlayfs', () => {
-  it.skipIf(!isRoot)('stacks two layers: a whiteout hides a file and an opaque dir hides the lower contents', async (ctx) => {
+  it.skipIf(lacksRoot())('stacks two layers: a whiteout hides a file and an opaque dir hides the lower contents', async (ctx) => {
     const lowerTar = await makeTar([
       { name: 'a', body: 'from lower' },
       { name: 'd/', type: 'directory' },
@@ -214,7 +215,7 @@ describe('unpackLayer into overlayfs', () => {
     try {
       execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${upper}:${lower}`, merged], { stdio: 'pipe' });
     } catch (e) {
-      console.warn(`skipping the overlay test: mount failed: ${(e as Error).message}`);
+      lacks('overlay', `mount failed: ${(e as Error).message}`);
       ctx.skip();
       return;
     }
@@ -251,7 +252,7 @@ const reusing: ['isal' | 'parallel', number][] = [
   ...(InflatePool.available() ? [['parallel', 256 * 1024] as ['parallel', number]] : []),
 ];
 
-describe.skipIf(reusing.length === 0).each(reusing)("unpackLayer: the %s decoder's output buffers filled again", (inflater, bufferSize) => {
+describe.skipIf(lacks('addon', reusing.length === 0 ? 'neither the ISA-L addon nor the parallel gunzip is built' : undefined)).each(reusing)("unpackLayer: the %s decoder's output buffers filled again", (inflater, bufferSize) => {
   it('fills them once the hash and the extraction are past them, and every file, xattr and name lands intact', async () => {
     const prng = new Prng(31);
     const small = (i: number): { name: string; body: Buffer } => ({ name: `s/${i % 9}/f${i}`, body: i % 2 ? prng.bytes(1 + ((i * 7919) % 40_000)) : textish(prng, 1 + ((i * 7919) % 40_000)) });

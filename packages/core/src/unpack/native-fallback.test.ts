@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fallbackFs } from './native-fallback.js';
 import { nativeFs } from './native.js';
+import { lacksRoot } from '../testing/needs.js';
 
 let dir: string;
 let uses: number;
@@ -55,7 +56,7 @@ describe('fallbackFs', () => {
     expect(fs.lstatSync(path.join(dir, 'through-fd')).isFIFO()).toBe(true);
   });
 
-  it.skipIf(process.getuid?.() !== 0)('makes overlay whiteouts (character device 0:0, mode 0) as root', () => {
+  it.skipIf(lacksRoot())('makes overlay whiteouts (character device 0:0, mode 0) as root', () => {
     const wh = path.join(dir, 'gone');
     fallback.mknod(wh, fs.constants.S_IFCHR, 0, 0);
     const st = fs.lstatSync(wh);

@@ -12,6 +12,7 @@ import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, pro
 import { JobSlot, nativeInflate, St, Status, type JobInput, type JobResult } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool } from './pargzip.js';
 import { compiledWorker } from './pool.js';
+import { lacks } from '../testing/needs.js';
 
 const available = InflatePool.available();
 const MIB = 1024 * 1024;
@@ -94,7 +95,7 @@ describe('inflate budget', () => {
     for (const v of [undefined, '', '0', '-3', 'lots']) expect(slotBytesFromEnv({ FASTPULL_INFLATE_SLOT_MIB: v })).toEqual({});
   });
 
-  it.skipIf(!compiledWorker('pargzip-budget.js'))("sizes the process's budget from FASTPULL_INFLATE_SLOT_MIB, and by the cores without it", () => {
+  it.skipIf(lacks('build', compiledWorker('pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))("sizes the process's budget from FASTPULL_INFLATE_SLOT_MIB, and by the cores without it", () => {
     const url = new URL(`file://${compiledWorker('pargzip-budget.js')!}`).href;
     const read = (env: NodeJS.ProcessEnv): number => {
       const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.processInflateBudget().slotBytes);`], {
@@ -108,7 +109,7 @@ describe('inflate budget', () => {
     expect(read({})).toBe(InflateBudget.create().slotBytes);
   });
 
-  it.skipIf(!compiledWorker('pargzip-budget.js'))('is one budget for the threads the process hands it to', async () => {
+  it.skipIf(lacks('build', compiledWorker('pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))('is one budget for the threads the process hands it to', async () => {
     const mine = processInflateBudget();
     const held = mine.slotBytesHeld;
     const url = new URL(`file://${compiledWorker('pargzip-budget.js')!}`).href;
@@ -152,7 +153,7 @@ describe('inflate budget', () => {
   });
 });
 
-describe.skipIf(!available)('parallel gunzip within a budget', () => {
+describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parallel gunzip) is not built'))('parallel gunzip within a budget', () => {
   const rng = new Prng(77);
   const words = Array.from({ length: 400 }, () => rng.bytes(rng.int(2, 8)).toString('hex'));
   const parts: string[] = [];
@@ -379,7 +380,7 @@ describe.skipIf(!available)('parallel gunzip within a budget', () => {
     expect(() => new InflatePool({ threads: 1, idleMs: -1 })).toThrow(/idleMs/);
   });
 
-  it.skipIf(!compiledWorker('pargzip.js'))('outlives threads that end while their jobs decode, and lets the process exit', () => {
+  it.skipIf(lacks('build', compiledWorker('pargzip.js') ? undefined : 'the worker is not compiled: pnpm run build'))('outlives threads that end while their jobs decode, and lets the process exit', () => {
     // Worker threads decode through their own pools and are terminated mid-stream, their jobs still on
     // the decode threads: each thread's end waits for its jobs that are decoding (they write into its
     // slots), and the decode threads go on serving the others. The child then decodes on its main
@@ -424,7 +425,7 @@ describe.skipIf(!available)('parallel gunzip within a budget', () => {
     }
   }, 150_000);
 
-  it.skipIf(!nativeInflate()?.discard)('discards a slot let go: its pages read as zeros and are reused', () => {
+  it.skipIf(lacks('addon', nativeInflate()?.discard ? undefined : 'the native addon (slot discard) is not built'))('discards a slot let go: its pages read as zeros and are reused', () => {
     const slot = new JobSlot(1, 1024 * 1024, 1024 * 1024);
     const all = new Uint8Array(slot.buffer);
     all.fill(0xa5);

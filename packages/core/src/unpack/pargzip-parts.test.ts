@@ -10,6 +10,7 @@ import { MemberOutput } from './pargzip-output.js';
 import { ChunkPlan, type DecodeContext, type ParallelGunzipStats } from './pargzip-plan.js';
 import { InflatePool } from './pargzip-pool.js';
 import type { GzipCheckpoint } from './ztoc.js';
+import { lacks } from '../testing/needs.js';
 
 const available = InflatePool.available();
 if (!available) console.log('skipping the parallel gunzip parts: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');
@@ -49,7 +50,7 @@ describe('CompressedInput', () => {
     await closed.ready(50); // closed: nothing is waited for any more
   });
 
-  it.skipIf(!available)('copies spans across pieces, forgets whole pieces only, and says when bytes are gone', () => {
+  it.skipIf(lacks('addon', available ? undefined : 'the native addon (parallel gunzip) is not built'))('copies spans across pieces, forgets whole pieces only, and says when bytes are gone', () => {
     const input = new CompressedInput(() => undefined);
     for (const p of ['abc', 'defg', 'hi']) input.append(Buffer.from(p));
     const out = new Uint8Array(5);
@@ -61,7 +62,7 @@ describe('CompressedInput', () => {
   });
 });
 
-describe.skipIf(!available)('MemberOutput', () => {
+describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parallel gunzip) is not built'))('MemberOutput', () => {
   /** A job result of the given output and member ends (the parts MemberOutput reads). */
   const job = (out16: number[], out8: string, members: number[], crcs: number[]): JobResult =>
     ({ out16: Uint16Array.from(out16), out8: Buffer.from(out8), members, crcs, startKey: 0, end: { bit: 800 } }) as unknown as JobResult;
@@ -90,7 +91,7 @@ describe.skipIf(!available)('MemberOutput', () => {
   });
 });
 
-describe.skipIf(!available)('Guesses and DecodeCursor, without the stream', () => {
+describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parallel gunzip) is not built'))('Guesses and DecodeCursor, without the stream', () => {
   const pool = new InflatePool({ threads: 0 });
 
   /** Decodes `gz` (all written) with the parts alone, as the stream's decode loop drives them. */

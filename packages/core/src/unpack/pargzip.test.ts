@@ -10,6 +10,7 @@ import { nativeInflate, St, WINDOW } from './pargzip-job.js';
 import { chunkFromEnv, createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';
+import { lacks } from '../testing/needs.js';
 
 const available = InflatePool.available();
 if (!available) console.log('skipping parallel gunzip tests: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');
@@ -113,7 +114,7 @@ function binaryData(rng: Prng, n: number): Buffer {
   return b;
 }
 
-describe.skipIf(!available)('parallel gunzip', () => {
+describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parallel gunzip) is not built'))('parallel gunzip', () => {
   it('equals node:zlib over a corpus of contents, levels and encoders, in small chunks', async () => {
     const rng = new Prng(9001);
     const contents: [string, Buffer][] = [
@@ -403,7 +404,7 @@ describe.skipIf(!available)('parallel gunzip', () => {
   });
 });
 
-describe.skipIf(!available)('createParallelGunzip with reuseOutput', () => {
+describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parallel gunzip) is not built'))('createParallelGunzip with reuseOutput', () => {
   /**
    * Gunzips `gz` with reuseOutput on real threads, keeping every chunk the stream gives as it is (a
    * view); after each chunk, releases what `release(total so far)` says.

@@ -9,6 +9,7 @@ import { ApplyReport } from './report.js';
 import { tarEntry } from './tar.testkit.js';
 import type { TarEntry } from './tarreader.js';
 import { OVERLAY_OPAQUE_XATTR, OverlayWhiteouts, ROOTLESS_OPAQUE_XATTR } from './whiteouts.js';
+import { lacksRoot } from '../testing/needs.js';
 
 const isRoot = process.getuid?.() === 0;
 if (!isRoot) console.warn('skipping whiteout converter cases that need root: mknod of a 0:0 device and trusted.* xattrs');
@@ -49,7 +50,7 @@ describe('OverlayWhiteouts', () => {
     expect(report.stats).toMatchObject({ whiteouts: 0, skipped: 0 });
   });
 
-  it.skipIf(!isRoot)('makes .wh.NAME a character device 0:0 at NAME, owned as the entry says, and records it in the tree', () => {
+  it.skipIf(lacksRoot())('makes .wh.NAME a character device 0:0 at NAME, owned as the entry says, and records it in the tree', () => {
     expect(convert(tarEntry({ name: 'd/.wh.gone', uid: 7, gid: 8 }))).toBe(true);
     const st = fs.lstatSync(path.join(root, 'd/gone'));
     expect([st.isCharacterDevice(), st.rdev, st.uid, st.gid]).toEqual([true, 0, 7, 8]);
@@ -58,7 +59,7 @@ describe('OverlayWhiteouts', () => {
     expect(report.stats.whiteouts).toBe(1);
   });
 
-  it.skipIf(!isRoot)('marks DIR opaque for DIR/.wh..wh..opq, with the xattr of the layout', () => {
+  it.skipIf(lacksRoot())('marks DIR opaque for DIR/.wh..wh..opq, with the xattr of the layout', () => {
     expect(convert(tarEntry({ name: 'a/.wh..wh..opq' }))).toBe(true);
     expect(opaque('a')).toBe('y');
     fs.rmSync(path.join(root, 'a'), { recursive: true });
@@ -88,7 +89,7 @@ describe('OverlayWhiteouts', () => {
     expect(report.stats.whiteouts).toBe(2);
   });
 
-  it.skipIf(!isRoot)('makes a directory opaque when it is made where this layer deleted or replaced something', () => {
+  it.skipIf(lacksRoot())('makes a directory opaque when it is made where this layer deleted or replaced something', () => {
     convert(tarEntry({ name: '.wh.later' }));
     // Whatever took the whiteout's place since (an unprivileged apply never makes it), the name was deleted below.
     fs.unlinkSync(path.join(root, 'later'));

@@ -23,6 +23,7 @@ import {
   tuneAllocator,
   YOUNG_COLLECTION_BYTES,
 } from './allocator.js';
+import { lacks } from '../testing/needs.js';
 
 const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
 const glibc = Boolean(report?.header?.glibcVersionRuntime);
@@ -75,7 +76,7 @@ describe('heapGrowingFlag', () => {
 });
 
 describe('trimAllocator', () => {
-  it.skipIf(!glibc)('returns to the kernel what the tuned allocator kept of freed buffers (glibc only)', () => {
+  it.skipIf(lacks('glibc', glibc ? undefined : 'the C library is not glibc'))('returns to the kernel what the tuned allocator kept of freed buffers (glibc only)', () => {
     expect(tuneAllocator({})).toBe('tuned');
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
@@ -193,7 +194,7 @@ describe('holdPullMemory and downloadWritten', () => {
     }
   });
 
-  it.skipIf(!glibc)('once tuned, the writes of a download run real young collections (glibc only)', async () => {
+  it.skipIf(lacks('glibc', glibc ? undefined : 'the C library is not glibc'))('once tuned, the writes of a download run real young collections (glibc only)', async () => {
     expect(tuneAllocator({})).toBe('tuned');
     const minor: number[] = [];
     const observer = new PerformanceObserver((list) => {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { unixDatagramSender } from './unix-datagram.js';
 import { datagramListenerUnavailable, listenDatagrams } from './unix-datagram.testkit.js';
+import { lacks } from '../testing/needs.js';
 
 const noListener = datagramListenerUnavailable();
 if (noListener) console.warn(`skipping the unix datagram round trips: ${noListener}`);
@@ -20,7 +21,7 @@ describe('unixDatagramSender', () => {
     expect(unixDatagramSender()).toBe(send);
   });
 
-  it.skipIf(noListener !== undefined)('delivers one datagram to a socket at a path, sent by this process', async () => {
+  it.skipIf(lacks('python', noListener))('delivers one datagram to a socket at a path, sent by this process', async () => {
     const listener = await listenDatagrams(join(dir, 'notify.sock'));
     try {
       send!(listener.address, Buffer.from('READY=1\nSTATUS=up'));
@@ -33,7 +34,7 @@ describe('unixDatagramSender', () => {
     }
   });
 
-  it.skipIf(noListener !== undefined)('delivers to an abstract name written with a leading @', async () => {
+  it.skipIf(lacks('python', noListener))('delivers to an abstract name written with a leading @', async () => {
     const name = `@fastpull-test-${process.pid}-${Date.now()}`;
     const listener = await listenDatagrams(name);
     try {
