@@ -1,9 +1,11 @@
 // The fastpull and fastpulld launchers size libuv's thread pool before Node starts it: three threads per core and four more, unless UV_THREADPOOL_SIZE is set.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { datagramListenerUnavailable, listenDatagrams } from '../packages/core/src/util/unix-datagram.testkit.js';
+import { lacks } from '@fastpull/core/testing';
 import { repoRoot, tempDir } from './helpers.js';
 
 const launcher = join(repoRoot, 'packages', 'cli', 'dist', 'launch.cjs');
@@ -13,21 +15,26 @@ const work = tempDir('threadpool');
 afterAll(() => work.cleanup());
 const { UV_THREADPOOL_SIZE: _, ...baseEnv } = process.env;
 
-/** Threads of a fastpulld started through its launcher, once it listens (its pool has run file calls by then). */
+/** Threads of a fastpulld started through its launcher, once it says READY=1 (everything it starts at boot has started). */
 async function daemonThreads(name: string, env: NodeJS.ProcessEnv): Promise<number> {
   const socket = join(work.dir, `${name}.sock`);
-  const proc = spawn(process.execPath, [daemonLauncher, '--root', join(work.dir, name), '--socket', socket, '--snapshotter-socket', ''], { env: { ...env, FASTPULLD_CONFIG: '' }, stdio: 'ignore' });
+  const notify = await listenDatagrams(join(work.dir, `${name}.notify`));
+  const proc = spawn(process.execPath, [daemonLauncher, '--root', join(work.dir, name), '--socket', socket, '--snapshotter-socket', ''], {
+    env: { ...env, FASTPULLD_CONFIG: '', NOTIFY_SOCKET: notify.address },
+    stdio: 'ignore',
+  });
   try {
-    const deadline = Date.now() + 30_000;
-    while (!existsSync(socket)) {
-      if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`fastpulld did not listen on ${socket} (exit ${proc.exitCode})`);
-      await new Promise((r) => setTimeout(r, 50));
+    const exited = new Promise<never>((_, reject) => proc.once('exit', (code) => reject(new Error(`fastpulld exited (${code}) before READY=1`))));
+    exited.catch(() => {}); // the kill below ends it too, once READY=1 came
+    for (;;) {
+      const d = await Promise.race([notify.next(), exited]);
+      if (d.fields.READY === '1') break;
     }
-    await new Promise((r) => setTimeout(r, 300));
     return readdirSync(`/proc/${proc.pid}/task`).length;
   } finally {
     proc.kill('SIGKILL');
-    await new Promise((r) => proc.once('exit', r));
+    if (proc.exitCode === null && proc.signalCode === null) await new Promise((r) => proc.once('exit', r));
+    await notify.close();
   }
 }
 
@@ -54,7 +61,7 @@ describe('thread pool size', () => {
     expect(writers({ ...plain, FASTPULL_WRITER_THREADS: '17' })).toBe(Math.min(4, Math.max(2, availableParallelism())));
   });
 
-  it('takes effect in fastpulld started through its launcher: its threads grow by the pool\'s size over 4', async () => {
+  it.skipIf(lacks('python', datagramListenerUnavailable()))('takes effect in fastpulld started through its launcher: its threads grow by the pool\'s size over 4', async () => {
     const sized = await daemonThreads('sized', baseEnv);
     const four = await daemonThreads('four', { ...baseEnv, UV_THREADPOOL_SIZE: '4' });
     expect(sized - four).toBe(expected - 4);

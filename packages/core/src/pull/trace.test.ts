@@ -1,5 +1,5 @@
 // TraceRecorder on a scripted clock: spans from events alone when a pull fails, and the byte counter.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Digest } from '../oci/digest.js';
 import type { RangeRequest } from '../registry/range-request.js';
 import { TraceRecorder } from './trace.js';
@@ -149,13 +149,20 @@ describe('TraceRecorder', () => {
     ]);
   });
 
-  it('samples resident memory while running and stops when finished', async () => {
-    const trace = new TraceRecorder({ rssIntervalMs: 10 });
-    trace.start();
-    await new Promise((r) => setTimeout(r, 60));
-    const n = trace.finish().traceEvents.filter((e) => e.name === 'rss').length;
-    expect(n).toBeGreaterThanOrEqual(3);
-    await new Promise((r) => setTimeout(r, 40));
-    expect(trace.finish().traceEvents.filter((e) => e.name === 'rss').length).toBe(n);
+  it('samples resident memory while running and stops when finished', () => {
+    // The sampling interval is faked: samples happen when the test advances time, not when a
+    // loaded machine gets round to them.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const trace = new TraceRecorder({ rssIntervalMs: 10 });
+      trace.start();
+      vi.advanceTimersByTime(35);
+      const n = trace.finish().traceEvents.filter((e) => e.name === 'rss').length;
+      expect(n).toBeGreaterThanOrEqual(3);
+      vi.advanceTimersByTime(100);
+      expect(trace.finish().traceEvents.filter((e) => e.name === 'rss').length).toBe(n);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -485,10 +485,13 @@ describe('DirectConnections: failures', { timeout: 5_000 }, () => {
   });
 
   it('refuses a header value with a line break without sending it', async () => {
-    const srv = await rawServer(() => {});
+    const srv = await rawServer((s) => s.write(head('200 OK', ['Content-Length: 0'])));
     await expect(get(client(), srv.url, { 'x-evil': 'a\r\nhost: other' })).rejects.toThrow(/line break/);
-    await tick(20);
-    expect(srv.requests).toEqual([]);
+    // No socket was ever opened for it: the next connection the server sees is the next request's.
+    expect(srv.sockets).toHaveLength(0);
+    await get(client(), `${srv.url}/next`);
+    expect(srv.sockets).toHaveLength(1);
+    expect(srv.requests.map((h) => h.split('\r\n')[0])).toEqual(['GET /next HTTP/1.1']);
   });
 
   it('fails a request whose server sends nothing for the idle timeout, before the head and mid-body', async () => {
@@ -500,14 +503,12 @@ describe('DirectConnections: failures', { timeout: 5_000 }, () => {
     let t0 = Date.now();
     await expect(get(c, `${srv.url}/never`)).rejects.toThrow(/timeout: no data from 127\.0\.0\.1:\d+ for 300 ms/);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
-    expect(Date.now() - t0).toBeLessThan(1_000);
     const res = await get(c, `${srv.url}/mid`);
     t0 = Date.now();
     let taken = 0;
     await expect(res.direct!.consume((chunk) => void (taken += chunk.length))).rejects.toThrow(/timeout: no data from 127\.0\.0\.1:\d+ for 300 ms/);
     expect(taken).toBe(10_000);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(200);
-    expect(Date.now() - t0).toBeLessThan(1_000);
   });
 
   it('fails a TLS connection whose handshake does not end within the dial timeout', async () => {
@@ -522,7 +523,6 @@ describe('DirectConnections: failures', { timeout: 5_000 }, () => {
     const t0 = Date.now();
     await expect(get(client({ dialTimeoutMs: 300, idleTimeoutMs: 10_000 }), `https://127.0.0.1:${port}/v2/`)).rejects.toThrow(/connect timeout: no connection to 127\.0\.0\.1:\d+ within 300 ms/);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
-    expect(Date.now() - t0).toBeLessThan(1_500);
   });
 
   it('fails a request to a port nothing listens on', async () => {

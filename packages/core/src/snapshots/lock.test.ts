@@ -25,8 +25,10 @@ describe('lockSnapshot', () => {
     const release = await lockSnapshot(dir, chain);
     let waits = 0;
     let got = false;
-    const second = lockSnapshot(dir, chain, undefined, () => waits++).then((r) => ((got = true), r));
-    await new Promise((r) => setTimeout(r, 200));
+    let told!: () => void;
+    const waiting = new Promise<void>((r) => (told = r));
+    const second = lockSnapshot(dir, chain, undefined, () => (waits++, told())).then((r) => ((got = true), r));
+    await waiting;
     expect([got, waits]).toEqual([false, 1]);
     // Another chainID is free meanwhile.
     (await lockSnapshot(dir, sha256Digest('other')))();

@@ -35,8 +35,12 @@ describe('leases', () => {
     const order: string[] = [];
     let leased: Promise<unknown> | undefined;
     await withCollectionLock(root, 'exclusive', async () => {
-      leased = acquireLease(root, { blobs: [], snapshots: [sha256Digest('s')] }).then((l) => (order.push('leased'), l));
-      await new Promise((r) => setTimeout(r, 200));
+      let waiting!: () => void;
+      const waits = new Promise<void>((r) => (waiting = r));
+      leased = acquireLease(root, { blobs: [], snapshots: [sha256Digest('s')] }, undefined, waiting).then((l) => (order.push('leased'), l));
+      // The taker found the store held and waits; nothing of its lease is on disk meanwhile.
+      await waits;
+      expect(await liveLeaseRefs(root)).toEqual({ blobs: new Set(), snapshots: new Set() });
       order.push('collected');
     });
     const lease = (await leased) as { release: () => Promise<void> };

@@ -36,18 +36,19 @@ const LOCK_POLL_MS = 20;
 
 /**
  * Runs `fn` holding `<root>/gc.lock`: exclusive for collection, shared for whatever must not
- * interleave with one (taking a lease). Waits for the lock without blocking the thread; throws
- * ABORTED when `signal` fires first. Whoever deletes content outside collection holds it exclusively.
+ * interleave with one (taking a lease). Waits for the lock without blocking the thread, calling
+ * `onWait` once when it has to; throws ABORTED when `signal` fires first. Whoever deletes content outside collection holds it exclusively.
  * @example
  * await withCollectionLock(store.root, 'exclusive', async () => {
  *   await store.content.delete(digest);
  * });
  */
-export async function withCollectionLock<T>(root: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+export async function withCollectionLock<T>(root: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>, signal?: AbortSignal, onWait?: () => void): Promise<T> {
   await fsp.mkdir(root, { recursive: true });
   const fd = openSync(join(root, 'gc.lock'), 'a', 0o600);
   try {
-    while (!nativeFs().tryLock(fd, mode === 'exclusive')) {
+    for (let waited = false; !nativeFs().tryLock(fd, mode === 'exclusive'); waited = true) {
+      if (!waited) onWait?.();
       throwIfAborted(signal, `waiting for the collection lock of ${root}`);
       await sleep(LOCK_POLL_MS, signal);
     }
@@ -60,8 +61,9 @@ export async function withCollectionLock<T>(root: string, mode: 'shared' | 'excl
 /**
  * Takes a lease on `refs` in the store at `root`: garbage collection, in any process, keeps them
  * until `release()` is called or this process exits. Pulls take one for what they use; take one to
- * keep an image's snapshots while it is mounted. Throws ABORTED when `signal` fires while waiting
- * for the collection lock, NO_SPACE or INTERNAL when the lease cannot be written.
+ * keep an image's snapshots while it is mounted. Calls `onWait` once if a collection holds the store
+ * and it has to wait. Throws ABORTED when `signal` fires while waiting for the collection lock,
+ * NO_SPACE or INTERNAL when the lease cannot be written.
  * @example
  * const lease = await acquireLease(store.root, { blobs: [], snapshots: image.layers.map((l) => l.chainID) });
  * try {
@@ -70,7 +72,7 @@ export async function withCollectionLock<T>(root: string, mode: 'shared' | 'excl
  *   await lease.release();
  * }
  */
-export async function acquireLease(root: string, refs: LeaseRefs, signal?: AbortSignal): Promise<Lease> {
+export async function acquireLease(root: string, refs: LeaseRefs, signal?: AbortSignal, onWait?: () => void): Promise<Lease> {
   const id = randomId();
   const dir = join(root, 'leases', id);
   const release = await withCollectionLock(
@@ -88,6 +90,7 @@ export async function acquireLease(root: string, refs: LeaseRefs, signal?: Abort
       }
     },
     signal,
+    onWait,
   );
   let released = false;
   return {
