@@ -14,6 +14,7 @@ import { FastpullClient } from '@fastpull/daemon';
 import { mergedTree } from './containerd-checks.js';
 import { ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, startContainerd, waitForSnapshotter, type CriImages, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { logsSettled, snapshotsClient } from './snapshotter-client.js';
 
 const CRI_NAMESPACE = 'k8s.io';
 const CHUNK = 64 * 1024;
@@ -21,6 +22,7 @@ const CHUNK = 64 * 1024;
 const PADDING = 3 * CHUNK + 1000;
 const work = tempDir('cri-registry');
 const snapSocket = join(work.dir, 'snapshotter.sock');
+const snapshots = snapshotsClient(snapSocket);
 
 let reason = containerdUnavailable() ?? overlayUnavailable();
 let containerd: PrivateContainerd | undefined;
@@ -59,6 +61,7 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
   });
   afterAll(async () => {
     cri?.close();
+    snapshots.close();
     await api?.close();
     await containerd?.stop();
     if (daemon && daemon.proc.exitCode === null) {
@@ -95,6 +98,7 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
     registry.stats.reset();
     expect(await cri.pullImage(ref)).toBe(image.configDigest);
     expect(await cri.imageStatus(ref)).toMatchObject({ id: image.configDigest, repoTags: [ref] });
+    await logsSettled(daemon, snapshots);
     expect(daemon.logs.filter((l) => l.msg === 'layer recorded for containerd').map((l) => l.target)).toEqual(chains);
 
     for (const layer of image.layers) {
@@ -116,6 +120,7 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
     expect(await cri.pullImage(ref)).toBe(image.configDigest);
     const again = registry.stats.requests.filter((q) => q.path.includes('/blobs/'));
     expect(again.filter((q) => image.layers.some((l) => q.path.endsWith(l.digest)))).toEqual([]);
+    await logsSettled(daemon, snapshots);
     expect(daemon.logs.slice(logsBefore).filter((l) => l.event === 'pull' || l.msg === 'layer recorded for containerd')).toEqual([]);
   });
 
@@ -129,6 +134,7 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
     } finally {
       registry.faults.corruptRangedBlob = undefined;
     }
+    await logsSettled(daemon, snapshots);
     const failed = daemon.logs.filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself');
     expect(failed.map((l) => l.target)).toContain(chains[1]);
     // fastpull asked for the layer in ranges (and got a corrupt copy); containerd then fetched it whole, intact.
@@ -164,6 +170,7 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
     expect(d.status, d.stderr).toBe(0);
     // Both CRI pulls were answered by the fast path (containerd serializes their Prepares: the
     // second finds the first's snapshots), not from the blobs ctr's pull brought.
+    await logsSettled(daemon, snapshots);
     const since = daemon.logs.slice(logsBefore);
     expect(since.filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself')).toEqual([]);
     expect(since.filter((l) => l.msg === 'layer recorded for containerd').map((l) => l.target)).toEqual(chains);

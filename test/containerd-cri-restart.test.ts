@@ -9,7 +9,7 @@ import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lac
 import { waitUntil } from './containerd-checks.js';
 import { release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriImages, type CriOptions, type PrivateContainerd } from './containerd.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
-import { snapshotsClient, type SnapshotInfo } from './snapshotter-client.js';
+import { logsSettled, snapshotsClient, type SnapshotInfo } from './snapshotter-client.js';
 
 const CRI_NAMESPACE = 'k8s.io';
 const CRI: CriOptions = { snapshotter: 'fastpull', disableSnapshotAnnotations: false };
@@ -91,8 +91,14 @@ describe.skipIf(lacks('containerd', reason))(`restarts of fastpulld and of conta
     }
   };
   /** Nothing was pulled or recorded since log line `from`, and containerd holds no layer blob (it could not have unpacked one). */
-  const nothingPulled = async (logs: Array<Record<string, unknown>>, from = 0): Promise<void> => {
-    expect(logs.slice(from).filter((l) => l.event === 'pull' || l.msg === 'layer recorded for containerd')).toEqual([]);
+  const nothingPulled = async (d: RunningDaemon, from = 0): Promise<void> => {
+    const client = snapshotsClient(snapSocket);
+    try {
+      await logsSettled(d, client);
+    } finally {
+      client.close();
+    }
+    expect(d.logs.slice(from).filter((l) => l.event === 'pull' || l.msg === 'layer recorded for containerd')).toEqual([]);
     const content = await ctr(['content', 'ls', '-q']);
     for (const l of image.layers) expect(content).not.toContain(l.digest);
   };
@@ -102,6 +108,12 @@ describe.skipIf(lacks('containerd', reason))(`restarts of fastpulld and of conta
 
   it('a container keeps running while fastpulld restarts; then the snapshots are as before and a new container starts without a pull', async () => {
     await cri.pullImage(ref);
+    const settle = snapshotsClient(snapSocket);
+    try {
+      await logsSettled(daemon!, settle);
+    } finally {
+      settle.close();
+    }
     expect(daemon!.logs.filter((l) => l.msg === 'layer recorded for containerd')).toHaveLength(image.layers.length);
     await ctr(['run', '-d', '--snapshotter', 'fastpull', ref, id, '/bin/busybox', 'sh', '-c', 'echo up > /up; exec sleep 3600']);
     expect(await waitUntil(async () => (await task())?.status === 'RUNNING')).toBe(true);
@@ -125,7 +137,7 @@ describe.skipIf(lacks('containerd', reason))(`restarts of fastpulld and of conta
     expect(await exec(2)).toBe('one v3\ntwo\nup\n');
     expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, `${id}-new`, ...BUSYBOX_PROBE])).toBe(BUSYBOX_PROBE_OUTPUT);
     expect(await cri.pullImage(ref)).toBe(image.configDigest);
-    await nothingPulled(daemon.logs);
+    await nothingPulled(daemon);
   });
 
   it('a container keeps running while containerd restarts; then the snapshots are as before and a new container starts without a pull', async () => {
@@ -147,6 +159,6 @@ describe.skipIf(lacks('containerd', reason))(`restarts of fastpulld and of conta
     expect((await cri.imageStatus(ref))?.id).toBe(image.configDigest);
     expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, `${id}-after`, ...BUSYBOX_PROBE])).toBe(BUSYBOX_PROBE_OUTPUT);
     expect(await cri.pullImage(ref)).toBe(image.configDigest);
-    await nothingPulled(daemon!.logs, logsBefore);
+    await nothingPulled(daemon!, logsBefore);
   });
 });

@@ -13,7 +13,7 @@ import { ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImag
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { fingerprints, waitUntil } from './containerd-checks.js';
-import { mountAll, snapshotsClient, unmount, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
+import { logsSettled, mountAll, snapshotsClient, unmount, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
 
 const work = tempDir('containerd');
 const snapSocket = join(work.dir, 'snapshotter.sock');
@@ -142,6 +142,7 @@ describe.skipIf(lacks('containerd', reason))(`containerd with fastpulld as its s
     await ctr(['images', 'rm', '--sync', otherRef]);
     expect(await waitUntil(async () => (await client.list()).length === 0)).toBe(true);
     expect(readdirSync(recordsDir)).toEqual(['.lock']);
+    await logsSettled(daemon, client);
     expect(daemon.logs.some((l) => l.method === 'Snapshots.Remove' && Number(l.level) >= 40)).toBe(false);
   });
 });

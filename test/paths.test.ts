@@ -13,8 +13,8 @@ import { lacks, lacksRoot } from '@fastpull/core/testing';
 
 /** A registry reference nothing answers (port 9, discard): reaching the network fails with NETWORK_ERROR. */
 const NOWHERE = '127.0.0.1:9/paths/app:1';
-/** Far above the fraction of a second a refusal takes, far below "forever". */
-const HANG_GUARD_MS = 10_000;
+/** A run still going after this is killed (its status then is null, which no case expects): a hang fails its case instead of the whole file's timeout. */
+const HANG_GUARD_MS = 20_000;
 
 const isRoot = process.getuid?.() === 0;
 const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0;
@@ -22,20 +22,18 @@ const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0;
 interface Run {
   status: number | null;
   stderr: string;
-  ms: number;
 }
 
 function run(file: string, args: string[], prefix: string[] = []): Promise<Run> {
-  const t0 = performance.now();
   return new Promise((resolve) => {
     const [cmd, ...rest] = prefix.length > 0 ? [...prefix, process.execPath, file, ...args] : [process.execPath, file, ...args];
     const child = spawn(cmd!, rest, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, FASTPULL_ADDRESS: '', FASTPULLD_CONFIG: '' } });
     let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), HANG_GUARD_MS * 2);
+    const timer = setTimeout(() => child.kill('SIGKILL'), HANG_GUARD_MS);
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('close', (status) => {
       clearTimeout(timer);
-      resolve({ status, stderr, ms: performance.now() - t0 });
+      resolve({ status, stderr });
     });
   });
 }
@@ -45,7 +43,6 @@ function expectRefused(r: Run, code: string, ...mentions: string[]): void {
   expect(r.stderr).toMatch(new RegExp(`\\(${code}\\)\\n$`));
   for (const m of mentions) expect(r.stderr).toContain(m);
   expect(r.stderr.trim().split('\n')).toHaveLength(1);
-  expect(r.ms).toBeLessThan(HANG_GUARD_MS);
 }
 
 describe('paths a user gets wrong', () => {
@@ -124,7 +121,6 @@ describe('paths a user gets wrong', () => {
       expect(r.status, r.stderr).toBe(EXIT_CONFIG);
       expect(r.stderr).toContain(path);
       expect(r.stderr).toMatch(/^fastpulld: .*\(INVALID_ARGUMENT\)\n$/);
-      expect(r.ms).toBeLessThan(HANG_GUARD_MS);
-    }
+        }
   });
 });

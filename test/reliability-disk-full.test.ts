@@ -265,15 +265,12 @@ describe.skipIf(lacks('tmpfs', skip))('disk full (campaign 3)', () => {
       const size = prng.int(64 * 1024, unpackedSize + compressedSize + 1024 * 1024);
       mountTmpfs(root, size);
       const base = usedBytes(root);
-      const t = performance.now();
       const outcome = await pull(ref, { root }).then(
         () => 'ok',
         (e: unknown) => (isFastpullError(e) ? e.code : `not a FastpullError: ${String(e)}`),
       );
-      const ms = performance.now() - t;
       outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
       expect(['ok', 'NO_SPACE'], `round ${i} (seed ${seed}, ${size} bytes)`).toContain(outcome);
-      expect(ms, `round ${i}: a pull that runs out of space fails promptly`).toBeLessThan(20_000);
       if (outcome === 'NO_SPACE') {
         await expectFailedPullState(root, image);
         await collectGarbage(openStore(root));

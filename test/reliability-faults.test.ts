@@ -19,8 +19,6 @@ import { generatedImage, ingestDigest, litter, LONG, openFds, settle, snapshotDi
 
 const KiB = 1024;
 const CHUNK = 64 * KiB;
-/** Each pull must end (either way) within this. */
-const PULL_BOUND_MS = 30_000;
 const PULL_TUNING = { chunkSize: CHUNK, stallTimeoutMs: 300, stragglerWindowMs: 1000, noProgressTimeoutMs: 3000 } as const;
 const CREDS = { username: 'faults', password: 'pw-faults' };
 
@@ -249,7 +247,6 @@ describe('network faults (campaign 2)', () => {
       firings += fired(p, counts);
       outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
       expect(outcome, label).toBe(p.want);
-      expect(ms, label).toBeLessThan(PULL_BOUND_MS);
       if (outcome === 'ok') {
         expect(await snapshotDiffs(root, name, img), label).toEqual([]);
         expect(litter(root), label).toEqual({ ingests: [], actives: [] });

@@ -101,3 +101,18 @@ export function mountAll(mounts: readonly SnapshotMount[], target: string): void
 export function unmount(target: string): void {
   execFileSync('umount', [target], { stdio: 'pipe' });
 }
+
+/**
+ * Returns once this test has read every line fastpulld logged before the call: a Stat of a key that
+ * cannot exist is logged after them (NOT_FOUND, at debug: the daemon must run with
+ * `--log-level debug`), and waited for. What a test finds missing from the logs after this was
+ * never logged, rather than not read yet.
+ */
+export async function logsSettled(daemon: { waitLog(fn: (l: Record<string, unknown>) => boolean): Promise<unknown> }, client: SnapshotsClient): Promise<void> {
+  const key = `fastpull-test-barrier-${process.hrtime.bigint()}`;
+  await client.stat(key).then(
+    () => Promise.reject(new Error(`the barrier key ${key} exists`)),
+    () => undefined,
+  );
+  await daemon.waitLog((l) => l.method === 'Snapshots.Stat' && typeof l.err === 'string' && l.err.includes(key));
+}

@@ -12,7 +12,7 @@ import { chainIDs, HELD_FOR_CONTAINERD_GRACE_MS, openStore, type Digest } from '
 import { buildImage, type BuiltImage, diffTrees, type DistributionRegistry, findDistributionBinary, lacksRegistry, pushImage, readTree, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
-import { mountAll, snapshotsClient, statusOf, unmount, type SnapshotsClient } from './snapshotter-client.js';
+import { logsSettled, mountAll, snapshotsClient, statusOf, unmount, type SnapshotsClient } from './snapshotter-client.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping the fast-path tests: docker-registry is not installed');
@@ -89,6 +89,7 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
     // The log lines come through a pipe: they may land just after the answers.
     await daemon.waitLog((l) => l.event === 'pull' && l.image === byDigest);
     await daemon.waitLog((l) => l.msg === 'layer recorded for containerd' && l.layer === image.layers.at(-1)!.digest);
+    await logsSettled(daemon, client);
     const pulls = daemon.logs.filter((l) => l.event === 'pull' && l.image === byDigest);
     expect(pulls).toHaveLength(1); // one pull for all four layers
     expect(pulls[0]!.result).toBe('ok');
@@ -136,6 +137,7 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
     await unpackAsContainerd(held, heldRef, 'other');
     // The log lines come through a pipe: they may land just after the answers.
     await daemon.waitLog((l) => l.msg === 'layer recorded for containerd' && l.layer === held.layers.at(-1)!.digest);
+    await logsSettled(daemon, client);
     let after = daemon.logs.slice(before);
     expect(after.filter((l) => l.event === 'pull')).toEqual([]);
     expect(after.filter((l) => l.msg === 'layer recorded for containerd').map((l) => l.how)).toEqual(['held', 'held', 'held']);
@@ -150,6 +152,7 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
     before = daemon.logs.length;
     const names = await unpackAsContainerd(stacked, stackedRef, 'third');
     await daemon.waitLog((l) => l.msg === 'layer recorded for containerd' && l.image === stackedRef);
+    await logsSettled(daemon, client);
     after = daemon.logs.slice(before);
     expect((await client.list()).length).toBe(recordsBefore + 1);
     expect(after.filter((l) => l.msg === 'layer recorded for containerd').map((l) => l.how)).toEqual(['pulled']);
@@ -160,7 +163,7 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
     const labels = { ...labelsFor(image, ref, 0), 'containerd.io/snapshot/cri.manifest-digest': `sha256:${'0'.repeat(64)}`, 'containerd.io/snapshot.ref': `sha256:${'1'.repeat(64)}` };
     const mounts = await client.prepare('k8s.io/30/extract-bogus', '', labels);
     expect(mounts[0]).toMatchObject({ type: 'bind', options: ['rw', 'rbind'] });
-    expect(daemon.logs.some((l) => l.msg === 'fast path failed; containerd unpacks the layer itself' && l.target === labels['containerd.io/snapshot.ref'])).toBe(true);
+    await daemon.waitLog((l) => l.msg === 'fast path failed; containerd unpacks the layer itself' && l.target === labels['containerd.io/snapshot.ref']);
 
     // Layer 2 of the image over a parent that holds layer 0 only: not the layers below it.
     const layer0 = (await client.list([`labels."containerd.io/snapshot.ref"==${labelsFor(image, ref, 0)['containerd.io/snapshot.ref']},parent==""`]))[0]!;
@@ -185,6 +188,7 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
     // The pull's log line may land just after the Prepares were answered: wait for it.
     const isPull = (l: Record<string, unknown>) => l.event === 'pull' && l.image === `${registry.host}/fast/concurrent@${img.manifestDigest}`;
     await daemon.waitLog(isPull);
+    await logsSettled(daemon, client);
     expect(daemon.logs.filter(isPull)).toHaveLength(1);
   });
 

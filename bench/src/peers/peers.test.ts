@@ -100,10 +100,9 @@ describe('measure', () => {
     const good = await measure('sh', ['-c', 'echo hi']);
     expect(good.ok).toBe(true);
     expect(good.output).toContain('hi');
-    const t0 = performance.now();
-    const slow = await measure('sleep', ['30'], { timeoutMs: 300 });
+    // Far past the test's own timeout: only the kill lets this test end.
+    const slow = await measure('sleep', ['600'], { timeoutMs: 300 });
     expect(slow.timedOut).toBe(true);
-    expect(performance.now() - t0).toBeLessThan(10_000);
   });
 
   it("counts a daemon's memory in the peak, and gives the daemon's own peak apart", async () => {

@@ -25,7 +25,7 @@ case "$server" in
   token.example) printf '{"Username":"<token>","Secret":"identity-token"}' ;;
   fail.example) echo "boom: ${SECRET}" >&2; echo "${SECRET}"; exit 3 ;;
   garbage.example) echo "{not json ${SECRET}" ;;
-  slow.example) sleep 5 ;;
+  slow.example) sleep 600 ;;
   big.example) head -c 200000 /dev/zero | tr '\\0' 'x' ;;
   *) echo "credentials not found in native keychain"; exit 1 ;;
 esac
@@ -231,10 +231,9 @@ describe('credential helpers', () => {
   });
 
   it('kills a helper that does not answer in time', async () => {
-    const started = Date.now();
+    // The helper sleeps far past the test's own timeout: only the kill lets this test end.
     const e = await expectFailure(runCredentialHelper('test', 'slow.example', { env, timeoutMs: 300 }), 'UNAUTHORIZED');
     expect(e.message).toContain('did not answer');
-    expect(Date.now() - started).toBeLessThan(4000);
   });
 
   it('fails clearly when the helper is not installed, and finds helpers in helperDirs', async () => {

@@ -99,12 +99,10 @@ describe('NodeHttpPool', () => {
       // Then nothing more.
     });
     const p = pool({ idleTimeoutMs: 200 });
-    const t0 = Date.now();
     await expect(p.request(new URL(`${url}/never`), { method: 'GET', headers: {}, signal: null })).rejects.toThrow(/no data from 127\.0\.0\.1:\d+ for 200 ms/);
     const res = await p.request(new URL(`${url}/mid`), { method: 'GET', headers: {}, signal: null });
     expect(res.statusCode).toBe(200);
     await expect(text(res.body as AsyncIterable<Buffer>)).rejects.toThrow();
-    expect(Date.now() - t0).toBeLessThan(4_000);
   });
 
   it('fails a TLS connection whose handshake does not end within the dial timeout', async () => {
@@ -114,9 +112,7 @@ describe('NodeHttpPool', () => {
     servers.push(tcp);
     await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
     const port = (tcp.address() as AddressInfo).port;
-    const t0 = Date.now();
     await expect(pool({ dialTimeoutMs: 150, idleTimeoutMs: 10_000 }).request(new URL(`https://127.0.0.1:${port}/v2/`), { method: 'GET', headers: {}, signal: null })).rejects.toThrow(/connect timeout: no connection to 127\.0\.0\.1:\d+ within 150 ms/);
-    expect(Date.now() - t0).toBeLessThan(5_000);
     for (const s of held) s.destroy();
   });
 

@@ -48,7 +48,6 @@ describe('RangeOrder', () => {
     expect(await order.yieldFor(first)).toBe(0);
     const waited = await order.yieldFor(far);
     expect(waited).toBeGreaterThanOrEqual(50);
-    expect(waited).toBeLessThan(5000);
     leaveFirst();
     expect(await order.yieldFor(far)).toBe(0);
     leaveFar();

@@ -88,7 +88,7 @@ describe('HashTap', () => {
     expect(r.result.cpuMs).toBeGreaterThan(0);
   });
 
-  it.each(['pool', 'inline'] as const)('%s: tells when it has hashed each chunk; chunks refilled from then on change neither digest nor output', async (mode, ctx) => {
+  it.for(['pool', 'inline'] as const)('%s: tells when it has hashed each chunk; chunks refilled from then on change neither digest nor output', async (mode, ctx) => {
     if (mode === 'pool' && lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built')) ctx.skip();
     const data = new Prng(11).bytes(3 * 1024 * 1024 + 12_345);
     const buffers = new ReadBuffers(64 * 1024, 2);
