@@ -99,6 +99,13 @@ describe('ranged fetch', () => {
     const root = freshRoot();
     await expect(pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 })).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
     expect(await openStore(root).images.list()).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+    expect(corruptBlobs(root)).toEqual([]);
+    // Both layers fail the same way; whichever fails second may have been stopped by the first's
+    // failure and put away for a resume (by design), so content/ingest may hold it. The next pull
+    // takes what was put away and leaves nothing behind.
+    reg.faults.wrongContentRange = false;
+    await pull(`${reg.host}/big/app:1`, { root, chunkSize: 64 * 1024 });
     expectCleanStore(root);
   });
 
