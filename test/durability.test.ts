@@ -72,8 +72,12 @@ function entries(dir: string): Array<{ rel: string; openable: boolean }> {
   return out;
 }
 
-/** What the trace shows about one pull: the problems found, and how many entries of how many snapshots were checked. */
-function checkDurability(t: Traced): { problems: string[]; snapshots: number; entries: number; unflushedFiles: number } {
+/**
+ * What the trace shows about one pull: the problems found, and how many entries of how many
+ * snapshots were checked. `metadata`: the digests of the manifest and config blobs, which must be
+ * durable in content/ before the image record that names them.
+ */
+function checkDurability(t: Traced, metadata: readonly string[]): { problems: string[]; snapshots: number; entries: number; unflushedFiles: number } {
   const { calls, root } = t;
   const ok = calls.filter((c) => c.ret >= 0);
   const problems: string[] = [];
@@ -115,6 +119,18 @@ function checkDurability(t: Traced): { problems: string[]; snapshots: number; en
   if (!record) problems.push('no image record was renamed into images/');
   else {
     for (const at of durableAt) if (at > record.start) problems.push(`the image record (line ${record.start + 1}) was written before a snapshot's commit was durable (line ${at + 1})`);
+    for (const digest of metadata) {
+      const target = join(root, 'content', 'blobs', 'sha256', digest.slice('sha256:'.length));
+      const stored = ok.find((c) => isRename(c) && c.paths.length === 2 && c.paths[1] === target);
+      if (!stored) {
+        problems.push(`${digest} was never renamed into content/blobs`);
+        continue;
+      }
+      const written = Math.max(...ok.filter((c) => c.paths.includes(stored.paths[0]!) && CHANGING.has(c.name) && c.start < stored.start).map((c) => c.end));
+      if (!flushes.some((f) => f.paths.includes(stored.paths[0]!) && f.start > written && f.end < stored.start)) problems.push(`${digest} was renamed into content/blobs before it was fsynced`);
+      const dirSync = syncDirAfter(dirname(target), stored.end);
+      if (!dirSync || dirSync.end > record.start) problems.push(`${digest}'s rename into content/blobs was not durable before the image record was written (line ${record.start + 1})`);
+    }
     const tmp = record.paths[0]!;
     const lastWrite = Math.max(...ok.filter((c) => c.paths.includes(tmp) && CHANGING.has(c.name) && c.start < record.start).map((c) => c.end));
     if (!flushes.some((f) => f.paths.includes(tmp) && f.start > lastWrite && f.end < record.start)) problems.push('the image record was renamed into place before it was fsynced');
@@ -234,7 +250,7 @@ describe.skipIf(lacksRegistry() || lacks('strace', noStrace))('committed means d
   ])('flushes every entry of every snapshot before its commit, and the commits before the image record: $name', ({ env, syncfs }) => {
     const t = tracedPull(join(work.dir, `run-${Object.keys(env).join('-') || 'default'}`), ref, [], env);
     expect(t.status, t.output).toBe(0);
-    const r = checkDurability(t);
+    const r = checkDurability(t, [image.manifestDigest, image.configDigest]);
     expect(r.snapshots).toBe(image.layers.length);
     expect(r.entries).toBeGreaterThan(50);
     expect(r.problems).toEqual([]);
@@ -262,7 +278,7 @@ describe.skipIf(lacksRegistry() || lacks('strace', noStrace))('committed means d
   ])('finds the files unflushed with $name, so the check can fail', ({ name, args, env }) => {
     const t = tracedPull(join(work.dir, `run-${name.replace(/\W/g, '')}`), ref, args, env);
     expect(t.status, t.output).toBe(0);
-    const r = checkDurability(t);
+    const r = checkDurability(t, [image.manifestDigest, image.configDigest]);
     expect(r.snapshots).toBe(image.layers.length);
     expect(t.calls.filter((c) => c.name === 'syncfs')).toEqual([]);
     // Every regular file the layers hold went unflushed: 47 in the first (a hardlink counts), 2, 1.

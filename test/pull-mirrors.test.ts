@@ -66,7 +66,12 @@ describe('mirrors from hosts.toml', () => {
     }
     // A mirror that is not listening at all.
     const dead = hostsDir(`server = "${upstream.url}"\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n  dial_timeout = "200ms"\n`);
-    await pull(`${upstream.host}/m/app:1`, { root: join(work.dir, `root${n++}`), hostsDir: dead });
+    upstream.stats.reset();
+    const { image: viaUpstream } = await pull(`${upstream.host}/m/app:1`, { root: join(work.dir, `root${n++}`), hostsDir: dead });
+    expect(viaUpstream.manifest.digest).toBe(image.manifestDigest);
+    // Everything came from the upstream: the manifest, and every layer whole.
+    expect(upstream.stats.requests.some((r) => r.path.includes('/manifests/'))).toBe(true);
+    expect(blobBytes(upstream)).toBe(image.layers.reduce((s, l) => s + l.size, 0));
   });
 
   it('falls back to the upstream when the mirror is slow', async () => {

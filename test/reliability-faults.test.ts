@@ -248,6 +248,9 @@ describe('network faults (campaign 2)', () => {
       outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
       expect(outcome, label).toBe(p.want);
       if (outcome === 'ok') {
+        // A pull that succeeded went past every status fault it was given: each answered as many
+        // requests as it was told to (its target is a blob or manifest the pull cannot do without).
+        if (p.front.status) expect(p.front.status.times, `${label}: the status fault fired every time`).toBe(0);
         expect(await snapshotDiffs(root, name, img), label).toEqual([]);
         expect(litter(root), label).toEqual({ ingests: [], actives: [] });
       } else {
@@ -293,5 +296,8 @@ describe('network faults (campaign 2)', () => {
       `after: ${fdsBefore.size} fds before / ${fdsAfter.size} after, 0 connections open, 0 ingests, 0 active snapshots`,
     );
     expect(outcomes.ok ?? 0).toBeGreaterThan(pulls / 3);
+    // The faults were there: the counted ones fired, and the failures are the fatal ones'.
+    expect(firings).toBeGreaterThan(0);
+    expect(Object.keys(outcomes).filter((o) => o !== 'ok').length).toBeGreaterThan(0);
   }, LONG ? 1_800_000 : 240_000);
 });
