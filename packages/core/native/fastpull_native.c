@@ -42,7 +42,8 @@ static napi_value errno_error(napi_env env, int err, const char* syscall, const 
       {ENOTDIR, "ENOTDIR"}, {ERANGE, "ERANGE"}, {EROFS, "EROFS"}, {EDQUOT, "EDQUOT"},
       {EBADF, "EBADF"},   {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"}, {ENOSYS, "ENOSYS"},
       {EIO, "EIO"},       {EAGAIN, "EAGAIN"}, {ECONNREFUSED, "ECONNREFUSED"}, {ENOTSOCK, "ENOTSOCK"},
-      {EPROTOTYPE, "EPROTOTYPE"}, {EMSGSIZE, "EMSGSIZE"}, {ENOBUFS, "ENOBUFS"},
+      {EPROTOTYPE, "EPROTOTYPE"}, {EMSGSIZE, "EMSGSIZE"}, {ENOBUFS, "ENOBUFS"}, {E2BIG, "E2BIG"},
+      {EMLINK, "EMLINK"},
   };
   const char* code = "EIO";
   for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {

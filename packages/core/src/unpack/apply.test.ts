@@ -218,6 +218,8 @@ describe('applyLayer: owners, limits and failure', () => {
       maxEntries: 5_000_000,
       maxTotalBytes: 2 ** 40,
       maxPaxHeaderBytes: 2 ** 20,
+      maxXattrs: 128,
+      maxXattrBytes: 65_536,
     });
     const tar = await makeTar([{ name: 'a/b/c', body: 'x' }]);
     await expect(applyLayer(chunksOf(tar), dest, { limits: { maxPathDepth: 2 } })).rejects.toMatchObject({

@@ -260,9 +260,27 @@ const hostile: Array<[string, Case]> = [
   ['a PAX header over maxPaxHeaderBytes', { tar: () => tarOf(header({ name: 'PaxHeaders/x', flag: 'x', size: 2 ** 21 }), file('x')), expect: 'INVALID_LAYER', message: /maxPaxHeaderBytes/ }],
   ['a GNU long name over maxPaxHeaderBytes', { tar: () => tarOf(header({ name: '././@LongLink', flag: 'L', size: 2 ** 21, magic: 'gnu' }), file('x')), expect: 'INVALID_LAYER', message: /maxPaxHeaderBytes/ }],
   ['a stream longer than maxTotalBytes', { tar: () => tarOf(file('a', 'x'.repeat(3000))), limits: { maxTotalBytes: 2048 }, expect: 'INVALID_LAYER', message: /maxTotalBytes/ }],
+  ['more extended attributes on one entry than maxXattrs', { tar: () => tarOf(pax(Array.from({ length: 129 }, (_, i) => [`SCHILY.xattr.user.a${i}`, 'v'] as [string, string])), file('f')), expect: 'HOSTILE_LAYER', message: /maxXattrs/ }],
+  ['an extended attribute over maxXattrBytes (the kernel refuses it; a filesystem full of them is no disk-full)', { tar: () => tarOf(pax([['SCHILY.xattr.user.big', 'v'.repeat(200_000)]]), file('f')), expect: 'HOSTILE_LAYER', message: /maxXattrBytes/ }],
+  // Whiteout markers are regular files: under any other type the name would mean two things.
+  ['a directory named as a whiteout marker, with an entry of its own', { tar: () => tarOf(dir('.wh.x/'), file('.wh.x/c', 'c')), expect: 'HOSTILE_LAYER', message: /whiteout marker's name on a directory/ }],
+  ['a symlink named as a whiteout marker', { tar: () => tarOf(symlink('d/.wh.x', '/etc')), expect: 'HOSTILE_LAYER', message: /on a symlink/ }],
+  ['a fifo named as a whiteout marker', { tar: () => tarOf(entry({ name: '.wh.x', flag: '6' })), expect: 'HOSTILE_LAYER' }],
+  ['a directory named as the opaque marker', { tar: () => tarOf(dir('d/'), dir('d/.wh..wh..opq/')), expect: 'HOSTILE_LAYER' }],
+  ['the opaque marker at the layer root (would hide every layer below)', { tar: () => tarOf(file('.wh..wh..opq', ''), file('a')), expect: 'HOSTILE_LAYER', message: /root/ }],
 ];
 
 const legal: Array<[string, Case]> = [
+  ['a whiteout marker longer than NAME_MAX whose name fits it', {
+    tar: () => tarOf(pax([['path', `.wh.${'n'.repeat(253)}`]]), file('x', '')),
+    expect: 'ok',
+    check: (s) => expect(isRoot ? fs.lstatSync(path.join(s, 'n'.repeat(253))).isCharacterDevice() : true).toBe(true),
+  }],
+  ['a whiteout marker that is a hardlink (aufs linked its markers to one inode)', {
+    tar: () => tarOf(file('.wh..wh.plnk/1.1', ''), hardlink('.wh.gone', '.wh..wh.plnk/1.1')),
+    expect: 'ok',
+    check: (s) => expect(isRoot ? fs.lstatSync(path.join(s, 'gone')).isCharacterDevice() : true).toBe(true),
+  }],
   ['an absolute name, created inside the root', {
     tar: (o) => tarOf(file(`${o}/victim`.slice(0, 100), 'inside')),
     expect: 'ok',

@@ -22,6 +22,10 @@ export interface ApplyLimits {
   maxTotalBytes: number;
   /** Most bytes in one PAX header, GNU long name or sparse map. */
   maxPaxHeaderBytes: number;
+  /** Most extended attributes on one entry. */
+  maxXattrs: number;
+  /** Most bytes in one entry's extended attributes, names and values together. */
+  maxXattrBytes: number;
 }
 
 /** The limits {@link applyLayer} uses unless told otherwise. */
@@ -38,6 +42,12 @@ export const DEFAULT_APPLY_LIMITS: Readonly<ApplyLimits> = Object.freeze({
   maxTotalBytes: 2 ** 40,
   // Go's archive/tar caps these at 1 MiB too: a layer made by Go tooling never has more.
   maxPaxHeaderBytes: 2 ** 20,
+  // Real entries carry a few (file capabilities, an SELinux label, ACLs); thousands would each
+  // cost a system call and hold the layer's memory.
+  maxXattrs: 128,
+  // The kernel's own bound on one entry's list of names and on one value (XATTR_LIST_MAX and
+  // XATTR_SIZE_MAX): no filesystem can hold more, and ext4 holds much less.
+  maxXattrBytes: 65_536,
 });
 
 /** `given` over the defaults; INVALID_ARGUMENT for a value that is not a positive integer. */

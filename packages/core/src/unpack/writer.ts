@@ -12,7 +12,7 @@ import type { TarEntry, TarReader } from './tarreader.js';
 import { entryTimes, setTimesAt, setTimesFd, type Times } from './times.js';
 import type { WhiteoutConverter } from './whiteouts.js';
 import type { FileWriteback, LayerWriteback } from './writeback.js';
-import { hasXattrs, setXattrs } from './xattrs.js';
+import { hasXattrs, setXattrs, xattrFootprint } from './xattrs.js';
 import { WHITEOUT_PREFIX } from './whiteouts.js';
 
 const { S_IFCHR, S_IFBLK, S_IFIFO, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
@@ -82,6 +82,11 @@ export class LayerWriter {
     report.begin(e);
     try {
       if (report.stats.entries > this.limits.maxEntries) this.overLimit('maxEntries', `the layer has more than ${this.limits.maxEntries} entries`);
+      if (e.pax.size > 0) {
+        const { count, bytes } = xattrFootprint(e);
+        if (count > this.limits.maxXattrs) this.overLimit('maxXattrs', `the entry has ${count} extended attributes`);
+        if (bytes > this.limits.maxXattrBytes) this.overLimit('maxXattrBytes', `the entry's extended attributes hold ${bytes} bytes`);
+      }
       const rel = this.cleanPath(e.name, 'path');
       if (rel === '') {
         // The root is the snapshot directory itself; containerd ignores such entries too.

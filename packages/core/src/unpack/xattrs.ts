@@ -8,6 +8,18 @@ import type { TarEntry } from './tarreader.js';
 
 const XATTR_PAX_PREFIX = 'SCHILY.xattr.';
 
+/** How many extended attributes the entry carries, and their names' and values' bytes together. */
+export function xattrFootprint(e: TarEntry): { count: number; bytes: number } {
+  let count = 0;
+  let bytes = 0;
+  for (const [key, value] of e.pax) {
+    if (!key.startsWith(XATTR_PAX_PREFIX)) continue;
+    count++;
+    bytes += key.length - XATTR_PAX_PREFIX.length + value.length;
+  }
+  return { count, bytes };
+}
+
 /** Whether the entry carries extended attributes (setXattrs has something to set). */
 export function hasXattrs(e: TarEntry): boolean {
   for (const key of e.pax.keys()) if (key.startsWith(XATTR_PAX_PREFIX)) return true;
