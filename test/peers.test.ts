@@ -37,7 +37,7 @@ describe('peers built from their pinned Go modules', () => {
   it('lists every pin with the directory it builds into', () => {
     expect(list.status, list.stderr).toBe(0);
     expect([...binDirs.keys()]).toEqual(pins.map((p) => p.name));
-    expect(pins.map((p) => p.name)).toEqual(expect.arrayContaining(['containerd-1.7', 'containerd-2.2', 'crictl', 'soci-snapshotter-grpc', 'cosign']));
+    expect(pins.map((p) => p.name)).toEqual(expect.arrayContaining(['containerd-1.7', 'containerd-2.2', 'crictl', 'soci-snapshotter-grpc', 'cosign', 'notation-signer']));
     for (const p of pins) expect(p.version, p.name).toMatch(/^v\d+\.\d+\.\d+$/);
   });
 
