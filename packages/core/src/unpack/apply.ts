@@ -23,6 +23,11 @@ export { parsePaxTime, type Timespec } from './times.js';
 export interface ApplyOptions {
   /** Stops the apply with ABORTED. */
   signal?: AbortSignal;
+  /**
+   * Most bytes the tar stream may hold when that is less than `limits.maxTotalBytes`: what its
+   * compressed blob may inflate to (unpackLayer sets it; errors name the limit maxInflateRatio).
+   */
+  maxInflatedBytes?: number;
   /** Give files the owners the layer names (lchown). Default: when running as root and not rootless. */
   sameOwner?: boolean;
   /**
@@ -96,7 +101,8 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   const reader = new TarReader(source, {
     what,
     maxHeaderBytes: limits.maxPaxHeaderBytes,
-    maxTarBytes: limits.maxTotalBytes,
+    maxTarBytes: Math.min(limits.maxTotalBytes, options.maxInflatedBytes ?? Infinity),
+    ...(options.maxInflatedBytes !== undefined && options.maxInflatedBytes < limits.maxTotalBytes ? { tarLimit: 'maxInflateRatio' } : {}),
     // A listener per read, removed when the read settles. (Promise.race against one long-lived
     // "aborted" promise would keep every chunk ever read alive until the apply ends: memory would
     // grow with the layer.)

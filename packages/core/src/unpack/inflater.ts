@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { Transform, type TransformCallback } from 'node:stream';
 import { FastpullError } from '../errors.js';
+import { ZstdFrameGuard } from './zstd-frames.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
 
 /**
@@ -236,9 +237,12 @@ class ExternalGunzip extends Transform {
   private pendingWrite: TransformCallback | undefined;
   /** Called once the child has ended: a pending flush, or a destroy waiting for the reap. */
   private readonly onEnd: (() => void)[] = [];
+  /** zstd frames are checked here first: a window over the limit never reaches the program. */
+  private readonly guard: ZstdFrameGuard | undefined;
 
   constructor(private readonly tool: ExternalInflater) {
     super({ readableHighWaterMark: EXTERNAL_HIGH_WATER_MARK, writableHighWaterMark: EXTERNAL_HIGH_WATER_MARK });
+    this.guard = tool.kind === 'zstd' ? new ZstdFrameGuard() : undefined;
     // An empty environment: pigz reads options from $PIGZ, and nothing else is wanted from ours.
     this.child = childProcess().spawn(tool.path, [...INFLATER_ARGS[tool.kind]], { stdio: ['pipe', 'pipe', 'pipe'], shell: false, env: {} });
     const { stdin, stdout, stderr } = this.child;
@@ -264,6 +268,12 @@ class ExternalGunzip extends Transform {
     if (this.ended) {
       // The child finished its last member and stopped reading: the rest is trailing data (see above).
       callback(this.endError());
+      return;
+    }
+    try {
+      this.guard?.check(chunk);
+    } catch (e) {
+      callback(e as Error);
       return;
     }
     const stdin = this.child.stdin;

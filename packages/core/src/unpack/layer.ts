@@ -6,6 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { abortError, FastpullError, fromFsError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply.js';
+import { inflationBound } from './limits.js';
 import { READER_DONE, WatermarkView } from '../content/watermark.js';
 import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, outputReleaser, resolveCompression, tellsInputDone } from './decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
@@ -83,6 +84,8 @@ export interface UnpackLayerOptions {
   layer?: string;
   /** Limits on what one layer may hold; defaults in DEFAULT_APPLY_LIMITS. */
   limits?: Partial<ApplyLimits>;
+  /** Most bytes of tar a compressed blob may inflate to per blob byte (at least 64 MiB); default DEFAULT_MAX_INFLATE_RATIO. */
+  maxInflateRatio?: number;
   /** Lay the layer out for a rootless overlay mount (see ApplyOptions.rootless). */
   rootless?: boolean;
   /** Start files' write-back as they are written (see ApplyOptions.writeback). */
@@ -214,6 +217,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   let source: Readable;
   let decompressor: Transform;
   let checkpoints: readonly GzipCheckpoint[] | undefined;
+  let maxInflatedBytes: number | undefined;
   // A followed blob's reads go into buffers that come back once its hash (reader 0) and its decoder
   // (reader 1) are done with them, where the decoder can tell.
   let buffers = options.follow ? new ReadBuffers(BLOB_READ_CHUNK, 2) : undefined;
@@ -238,7 +242,9 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     }
     const size = options.follow ? options.follow.size : (await file.stat()).size;
     checkpoints = options.ztoc && options.inflater === 'parallel' ? ztocCheckpoints(options.ztoc) : undefined;
-    decompressor = createDecompressor(resolveCompression(mediaType, head.subarray(0, headBytes), what), {
+    const compression = resolveCompression(mediaType, head.subarray(0, headBytes), what);
+    if (compression !== 'none') maxInflatedBytes = inflationBound(size, options.maxInflateRatio);
+    decompressor = createDecompressor(compression, {
       ...(options.inflater ? { inflater: options.inflater } : {}),
       size,
       ...(checkpoints ? { checkpoints } : {}),
@@ -292,6 +298,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
           ...(signal ? { signal } : {}),
           ...(options.layer ? { layer: options.layer } : {}),
           ...(options.limits ? { limits: options.limits } : {}),
+          ...(maxInflatedBytes !== undefined ? { maxInflatedBytes } : {}),
           ...(options.rootless !== undefined ? { rootless: options.rootless } : {}),
           ...(options.writeback !== undefined ? { writeback: options.writeback } : {}),
           ...(released ? { onReleased: (offset: number) => ((tarApplied = offset), released()) } : {}),

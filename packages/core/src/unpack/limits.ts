@@ -50,6 +50,25 @@ export const DEFAULT_APPLY_LIMITS: Readonly<ApplyLimits> = Object.freeze({
   maxXattrBytes: 65_536,
 });
 
+/**
+ * How many bytes of tar a compressed layer may inflate to, per byte of blob, unless told otherwise.
+ * Deflate cannot pass 1032:1, so no gzip layer reaches it; a zstd frame can (a long run of one
+ * byte costs it a few bytes per 128 KiB block), and a small zstd blob could otherwise fill the
+ * disk up to the layer size bound.
+ */
+export const DEFAULT_MAX_INFLATE_RATIO = 1100;
+
+/** Below this, any layer may inflate to this many bytes whatever its ratio: headers and padding of a tiny tar. */
+const MIN_INFLATED_BOUND = 64 * 1024 * 1024;
+
+/** The most bytes of tar a compressed blob of `blobBytes` may inflate to; INVALID_ARGUMENT for a ratio that is not a positive number. */
+export function inflationBound(blobBytes: number, ratio: number = DEFAULT_MAX_INFLATE_RATIO): number {
+  if (!(typeof ratio === 'number' && Number.isFinite(ratio) && ratio > 0)) {
+    throw new FastpullError('INVALID_ARGUMENT', `maxInflateRatio must be a positive number, got ${String(ratio)}`);
+  }
+  return Math.max(MIN_INFLATED_BOUND, Math.ceil(blobBytes * ratio));
+}
+
 /** `given` over the defaults; INVALID_ARGUMENT for a value that is not a positive integer. */
 export function resolveLimits(given: Partial<ApplyLimits> | undefined, what: string): ApplyLimits {
   const limits: ApplyLimits = { ...DEFAULT_APPLY_LIMITS };

@@ -61,6 +61,8 @@ export interface TarReaderOptions {
   maxHeaderBytes: number;
   /** Most bytes the whole stream may have. */
   maxTarBytes: number;
+  /** The limit `maxTarBytes` comes from, as errors name it; default 'maxTotalBytes'. */
+  tarLimit?: string;
   /** Wraps every wait on the source (to give up on abort). */
   race?: <T>(p: Promise<T>) => Promise<T>;
 }
@@ -411,8 +413,9 @@ export class TarReader {
     return new FastpullError('INVALID_LAYER', `${this.options.what}: corrupt or truncated tar: the stream ends inside an entry (after ${this.bytesRead} bytes)`);
   }
 
-  private tooLarge(message: string, limit: 'maxTotalBytes' | 'maxPaxHeaderBytes' = 'maxTotalBytes', details: EntryDetails = {}): FastpullError {
-    const max = limit === 'maxTotalBytes' ? this.options.maxTarBytes : this.options.maxHeaderBytes;
+  private tooLarge(message: string, which: 'maxTotalBytes' | 'maxPaxHeaderBytes' = 'maxTotalBytes', details: EntryDetails = {}): FastpullError {
+    const max = which === 'maxTotalBytes' ? this.options.maxTarBytes : this.options.maxHeaderBytes;
+    const limit = which === 'maxTotalBytes' ? (this.options.tarLimit ?? which) : which;
     return new FastpullError('INVALID_LAYER', `${this.options.what}: ${message}, over the limit ${limit} (${max})`, { details: { ...details, limit, max } });
   }
 }

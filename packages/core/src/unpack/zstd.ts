@@ -7,7 +7,8 @@
 // install step first tries to download a prebuilt binary, which cannot work on these machines.
 import { Transform, type TransformCallback } from 'node:stream';
 import { createRequire } from 'node:module';
-import { FastpullError } from '../errors.js';
+import { FastpullError, isFastpullError } from '../errors.js';
+import { ZstdFrameGuard } from './zstd-frames.js';
 
 type Fzstd = typeof import('fzstd');
 let fzstd: Fzstd | undefined;
@@ -19,6 +20,7 @@ function decoderModule(): Fzstd {
 
 class ZstdDecompressor extends Transform {
   private readonly decoder: InstanceType<Fzstd['Decompress']>;
+  private readonly guard = new ZstdFrameGuard();
 
   constructor() {
     super();
@@ -29,6 +31,7 @@ class ZstdDecompressor extends Transform {
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     try {
+      this.guard.check(chunk);
       this.decoder.push(chunk);
       callback();
     } catch (e) {
@@ -47,6 +50,7 @@ class ZstdDecompressor extends Transform {
 }
 
 function corrupt(e: unknown): FastpullError {
+  if (isFastpullError(e)) return e;
   return new FastpullError('INVALID_LAYER', `corrupt zstd stream: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
 }
 
