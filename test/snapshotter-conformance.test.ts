@@ -261,10 +261,12 @@ describe('containerd snapshotter API (conformance)', () => {
     await client.commit('ls/base', 'ls/a', { 'containerd.io/snapshot.ref': 'sha256:aaa' });
     await client.prepare('ls/b', 'ls/base');
     await client.commit('ls/top', 'ls/b', { 'containerd.io/snapshot.ref': 'sha256:bbb' });
+    await client.view('ls/v', 'ls/top');
     const names = async (f: string[]) => (await client.list(f)).map((i) => i.name).sort();
     expect(await names(['labels."containerd.io/snapshot.ref"==sha256:bbb,parent=="ls/base"'])).toEqual(['ls/top']);
     expect(await names(['labels."containerd.io/snapshot.ref"==sha256:bbb,parent=="ls/other"'])).toEqual([]);
-    expect(await names(['name~=^ls/', 'kind==view,name~=^us/'])).toEqual(['ls/base', 'ls/top', 'us/v']);
+    // OR'd filters: two committed names by a quoted pattern, and the view by its kind.
+    expect(await names(['name~="^ls/(base|top)$"', 'kind==view,name~=^ls/'])).toEqual(['ls/base', 'ls/top', 'ls/v']);
   });
 
   it('cleanup removes directories no record owns and nothing else', async () => {
@@ -315,8 +317,16 @@ describe('containerd snapshotter API (conformance)', () => {
     };
     let victim = await start();
     const c = snapshotsClient(crashSnap);
-    // Chains of prepare, write, commit, and removals, in parallel lanes, until the kill.
+    // Chains of prepare, write, commit, and removals, in parallel lanes, until the kill, which comes
+    // once KILL_AFTER commits were answered (not at a time: a loaded machine would shift it).
+    const KILL_AFTER = 24;
+    let killing = false;
     let stopped = false;
+    /** Names whose commit was answered before the kill, less those since asked to be removed. */
+    const acked = new Set<string>();
+    let commits = 0;
+    let enough!: () => void;
+    const reached = new Promise<void>((r) => (enough = r));
     const lane = async (n: number): Promise<void> => {
       for (let i = 0; !stopped; i++) {
         const base = `crash/${n}/${i}`;
@@ -324,29 +334,40 @@ describe('containerd snapshotter API (conformance)', () => {
           const [m] = await c.prepare(`${base}/a`);
           writeFileSync(join(m!.source, 'f'), `${base}\n`);
           await c.commit(`${base}/c`, `${base}/a`, { k: base });
+          if (!killing) acked.add(`${base}/c`);
+          if (++commits >= KILL_AFTER) enough();
           await c.prepare(`${base}/child`, `${base}/c`);
           if (i % 2 === 0) {
             await c.remove(`${base}/child`);
+            // Asked to go: whether or not the answer comes before the kill, it need not survive.
+            acked.delete(`${base}/c`);
             await c.remove(`${base}/c`);
           }
-        } catch {
-          return; // the daemon is gone
+        } catch (e) {
+          // Only the daemon's death ends a lane; any other failure is the test's.
+          if (killing) return;
+          throw e;
         }
       }
     };
     const lanes = [0, 1, 2, 3].map(lane);
-    await new Promise((r) => setTimeout(r, 400 + Math.floor(Math.random() * 400)));
+    await Promise.race([reached, Promise.all(lanes)]);
+    killing = true;
     victim.proc.kill('SIGKILL');
     await victim.exited;
     stopped = true;
     await Promise.all(lanes);
     c.close();
+    expect(commits).toBeGreaterThanOrEqual(KILL_AFTER);
 
     victim = await start();
     const c2 = snapshotsClient(crashSnap);
     try {
       const listed = await c2.list();
       expect(listed.length).toBeGreaterThan(0);
+      // Every commit answered before the kill (and not removed since) survived it.
+      const committedNow = new Set(listed.filter((i) => i.kind === 'COMMITTED').map((i) => i.name));
+      expect([...acked].filter((name) => !committedNow.has(name))).toEqual([]);
       const dir = join(crashRoot, 'snapshots', 'containerd');
       expect(readdirSync(dir).filter((n) => n.startsWith('.new-') || n.startsWith('.trash-'))).toEqual([]);
       for (const info of listed) {
