@@ -1,7 +1,7 @@
 // A gRPC client of containerd's snapshotter API for tests (what containerd's proxy snapshotter
 // sends), and helpers that mount what it answers as containerd's mount.All would.
 import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { repoRoot } from './helpers.js';
@@ -93,9 +93,36 @@ export async function statusOf(p: Promise<unknown>): Promise<string> {
 /** Mounts a snapshot's mounts at `target` as containerd does (bind mounts by their options, overlays by type). */
 export function mountAll(mounts: readonly SnapshotMount[], target: string): void {
   for (const m of mounts) {
-    if (m.type === 'bind') execFileSync('mount', ['-o', m.options.join(','), m.source, target], { stdio: 'pipe' });
-    else execFileSync('mount', ['-t', m.type, m.source, '-o', m.options.join(','), target], { stdio: 'pipe' });
+    if (m.type === 'bind') {
+      execFileSync('mount', ['-o', m.options.join(','), m.source, target], { stdio: 'pipe' });
+    } else {
+      const { options, cwd } = compactLowerdirs(m.options);
+      execFileSync('mount', ['-t', m.type, m.source, '-o', options.join(','), target], { stdio: 'pipe', ...(cwd ? { cwd } : {}) });
+    }
   }
+}
+
+/**
+ * What containerd's mount code does with overlay options longer than a page (the most mount(2)
+ * takes): the lower directories named relative to their common parent, and the mount made from
+ * there. Shorter options are left as they are.
+ */
+function compactLowerdirs(options: readonly string[]): { options: readonly string[]; cwd?: string } {
+  const at = options.findIndex((o) => o.startsWith('lowerdir='));
+  if (at < 0 || options.join(',').length < 4096) return { options };
+  const dirs = options[at]!.slice('lowerdir='.length).split(':');
+  let common = dirs[0]!.split('/').slice(0, -1);
+  for (const d of dirs) {
+    const parts = d.split('/');
+    let n = 0;
+    while (n < common.length && n < parts.length - 1 && common[n] === parts[n]) n++;
+    common = common.slice(0, n);
+  }
+  const cwd = common.join('/');
+  if (cwd === '') return { options };
+  const compacted = [...options];
+  compacted[at] = `lowerdir=${dirs.map((d) => relative(cwd, d)).join(':')}`;
+  return { options: compacted, cwd };
 }
 
 export function unmount(target: string): void {

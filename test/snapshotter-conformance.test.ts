@@ -4,7 +4,7 @@
 // (overlayfs and bind mounts): files written in an active snapshot, committed, seen through a
 // child; deletions hide lower files through whiteouts; views are read-only. Records survive a
 // restart of fastpulld, and shutting down leaves mounted snapshot directories alone.
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { overlayUnavailable, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -141,6 +141,108 @@ describe('containerd snapshotter API (conformance)', () => {
     });
     await client.commit('del/c4', 'del/l4');
     await mounted(await client.view('del/v4', 'del/c4'), (dir) => expect(tree(dir)).toEqual({ dir3: 'dir', 'dir3/foo': 'foo\n' }));
+  });
+
+  /** Prepares `key` over `parent`, lets `fn` write in it through a mount, commits it as `name`. */
+  const layer = async (key: string, name: string, parent: string, fn: (dir: string) => void): Promise<void> => {
+    await mounted(await client.prepare(key, parent), fn);
+    await client.commit(name, key);
+  };
+  const inView = async <T>(key: string, parent: string, fn: (dir: string) => T): Promise<T> => mounted(await client.view(key, parent), fn);
+
+  itMounts('a file updated in each of three layers reads as the last one wrote it (LayerFileUpdate)', async () => {
+    await layer('lfu/1', 'lfu/c1', '', (d) => writeFileSync(join(d, 'foo'), 'first version, longer than the next\n'));
+    await layer('lfu/2', 'lfu/c2', 'lfu/c1', (d) => writeFileSync(join(d, 'foo'), 'second\n'));
+    await layer('lfu/3', 'lfu/c3', 'lfu/c2', (d) => {
+      writeFileSync(join(d, 'foo'), 'third, and longest of the three versions\n');
+      chmodSync(join(d, 'foo'), 0o600);
+    });
+    await inView('lfu/v2', 'lfu/c2', (d) => expect(readFileSync(join(d, 'foo'), 'utf8')).toBe('second\n'));
+    await inView('lfu/v3', 'lfu/c3', (d) => {
+      expect(readFileSync(join(d, 'foo'), 'utf8')).toBe('third, and longest of the three versions\n');
+      expect(lstatSync(join(d, 'foo')).mode & 0o7777).toBe(0o600);
+    });
+  });
+
+  itMounts('a directory tree of a lower layer removed above is gone, and one made again is empty (RemoveDirectoryInLowerLayer)', async () => {
+    await layer('rdl/1', 'rdl/c1', '', (d) => {
+      mkdirSync(join(d, 'lib/deep/er'), { recursive: true });
+      writeFileSync(join(d, 'lib/deep/er/f'), 'f\n');
+      writeFileSync(join(d, 'lib/g'), 'g\n');
+      writeFileSync(join(d, 'keep'), 'k\n');
+    });
+    await layer('rdl/2', 'rdl/c2', 'rdl/c1', (d) => rmSync(join(d, 'lib'), { recursive: true }));
+    await inView('rdl/v2', 'rdl/c2', (d) => expect(tree(d)).toEqual({ keep: 'k\n' }));
+    await layer('rdl/3', 'rdl/c3', 'rdl/c2', (d) => mkdirSync(join(d, 'lib')));
+    await inView('rdl/v3', 'rdl/c3', (d) => expect(tree(d)).toEqual({ keep: 'k\n', lib: 'dir' }));
+  });
+
+  itMounts('owners changed above a lower layer are what a view shows (Chown)', async () => {
+    await layer('own/1', 'own/c1', '', (d) => {
+      mkdirSync(join(d, 'dir'));
+      writeFileSync(join(d, 'dir/file'), 'x\n');
+      symlinkSync('file', join(d, 'dir/link'));
+    });
+    await layer('own/2', 'own/c2', 'own/c1', (d) => {
+      chownSync(join(d, 'dir'), 1001, 1002);
+      chownSync(join(d, 'dir/file'), 2001, 2002);
+      lchownSync(join(d, 'dir/link'), 3001, 3002);
+    });
+    await inView('own/v', 'own/c2', (d) => {
+      const owner = (p: string) => {
+        const st = lstatSync(join(d, p));
+        return [st.uid, st.gid];
+      };
+      expect([owner('dir'), owner('dir/file'), owner('dir/link')]).toEqual([[1001, 1002], [2001, 2002], [3001, 3002]]);
+      expect(readlinkSync(join(d, 'dir/link'))).toBe('file');
+      expect(readFileSync(join(d, 'dir/file'), 'utf8')).toBe('x\n');
+    });
+  });
+
+  itMounts('directory modes and owners made in an active snapshot are kept by its commit (DirectoryPermissionOnCommit)', async () => {
+    const dirs: Array<[string, number, number]> = [
+      ['dir-0700', 0o700, 1000],
+      ['dir-0750', 0o750, 1001],
+      ['dir-0777', 0o777, 1002],
+      ['dir-1777', 0o1777, 1003],
+      ['dir-0755/nested-0711', 0o711, 1004],
+    ];
+    await layer('dpc/1', 'dpc/c1', '', (d) => {
+      mkdirSync(join(d, 'dir-0755'));
+      chmodSync(join(d, 'dir-0755'), 0o755);
+      for (const [p, mode, uid] of dirs) {
+        mkdirSync(join(d, p));
+        chmodSync(join(d, p), mode);
+        chownSync(join(d, p), uid, uid);
+      }
+    });
+    // Above it, an empty layer: the modes come through unchanged.
+    await layer('dpc/2', 'dpc/c2', 'dpc/c1', () => {});
+    await inView('dpc/v', 'dpc/c2', (d) => {
+      for (const [p, mode, uid] of dirs) {
+        const st = lstatSync(join(d, p));
+        expect([p, st.mode & 0o7777, st.uid, st.gid]).toEqual([p, mode, uid, uid]);
+      }
+    });
+  });
+
+  itMounts('the root of a new snapshot is a directory of mode 0755 (RootPermission)', async () => {
+    await mounted(await client.prepare('rootperm/a'), (d) => expect(lstatSync(d).mode & 0o7777).toBe(0o755));
+    await client.commit('rootperm/c', 'rootperm/a');
+    await inView('rootperm/v', 'rootperm/c', (d) => expect(lstatSync(d).mode & 0o7777).toBe(0o755));
+  });
+
+  itMounts("a chain of 128 committed layers mounts, every layer's file seen through the top", async () => {
+    let parent = '';
+    for (let i = 0; i < 128; i++) {
+      await layer(`deep/a${i}`, `deep/c${i}`, parent, (d) => writeFileSync(join(d, `f${i}`), `${i}\n`));
+      parent = `deep/c${i}`;
+    }
+    await inView('deep/v', parent, (d) => {
+      const t = tree(d);
+      expect(Object.keys(t)).toHaveLength(128);
+      for (let i = 0; i < 128; i++) expect(t[`f${i}`]).toBe(`${i}\n`);
+    });
   });
 
   it('transitivity: A <- B, the parent of B is A, whose parent is none', async () => {
