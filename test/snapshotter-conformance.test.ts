@@ -4,7 +4,8 @@
 // (overlayfs and bind mounts): files written in an active snapshot, committed, seen through a
 // child; deletions hide lower files through whiteouts; views are read-only. Records survive a
 // restart of fastpulld, and shutting down leaves mounted snapshot directories alone.
-import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { overlayUnavailable, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -226,6 +227,31 @@ describe('containerd snapshotter API (conformance)', () => {
     });
   });
 
+  itMounts('files, hard links and a directory moved from a lower layer: gone where they were, whole where they went (MoveFileFromLowerLayer)', async () => {
+    await layer('mv/1', 'mv/c1', '', (d) => {
+      writeFileSync(join(d, 'a'), 'a\n');
+      linkSync(join(d, 'a'), join(d, 'h'));
+      mkdirSync(join(d, 'dir/sub'), { recursive: true });
+      writeFileSync(join(d, 'dir/sub/f'), 'f\n');
+    });
+    // mv copies what overlayfs will not rename in place (a lower directory: EXDEV), as a user's would.
+    await layer('mv/2', 'mv/c2', 'mv/c1', (d) => {
+      execFileSync('mv', [join(d, 'a'), join(d, 'moved')]);
+      execFileSync('mv', [join(d, 'dir'), join(d, 'dir2')]);
+    });
+    await inView('mv/v', 'mv/c2', (d) => {
+      expect(tree(d)).toEqual({ moved: 'a\n', h: 'a\n', dir2: 'dir', 'dir2/sub': 'dir', 'dir2/sub/f': 'f\n' });
+    });
+  });
+
+  itMounts("transitivity with writes: B over A sees A's files and its own, and its parent is A", async () => {
+    await layer('trw/1', 'trw/A', '', (d) => writeFileSync(join(d, 'a'), 'from A\n'));
+    await layer('trw/2', 'trw/B', 'trw/A', (d) => writeFileSync(join(d, 'b'), 'from B\n'));
+    expect((await client.stat('trw/B')).parent).toBe('trw/A');
+    await inView('trw/v', 'trw/B', (d) => expect(tree(d)).toEqual({ a: 'from A\n', b: 'from B\n' }));
+    await inView('trw/va', 'trw/A', (d) => expect(tree(d)).toEqual({ a: 'from A\n' }));
+  });
+
   itMounts('the root of a new snapshot is a directory of mode 0755 (RootPermission)', async () => {
     await mounted(await client.prepare('rootperm/a'), (d) => expect(lstatSync(d).mode & 0o7777).toBe(0o755));
     await client.commit('rootperm/c', 'rootperm/a');
@@ -369,6 +395,11 @@ describe('containerd snapshotter API (conformance)', () => {
     expect(await names(['labels."containerd.io/snapshot.ref"==sha256:bbb,parent=="ls/other"'])).toEqual([]);
     // OR'd filters: two committed names by a quoted pattern, and the view by its kind.
     expect(await names(['name~="^ls/(base|top)$"', 'kind==view,name~=^ls/'])).toEqual(['ls/base', 'ls/top', 'ls/v']);
+    // A label's presence, a parent that is not empty, a kind and a label together.
+    expect(await names(['labels."containerd.io/snapshot.ref",name~=^ls/'])).toEqual(['ls/base', 'ls/top']);
+    expect(await names(['parent!="",name~=^ls/'])).toEqual(['ls/top', 'ls/v']);
+    expect(await names(['kind==committed,labels."containerd.io/snapshot.ref"==sha256:aaa'])).toEqual(['ls/base']);
+    expect(await names(['kind==active,name~=^ls/'])).toEqual([]);
   });
 
   it('cleanup removes directories no record owns and nothing else', async () => {
