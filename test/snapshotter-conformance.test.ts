@@ -4,13 +4,14 @@
 // (overlayfs and bind mounts): files written in an active snapshot, committed, seen through a
 // child; deletions hide lower files through whiteouts; views are read-only. Records survive a
 // restart of fastpulld, and shutting down leaves mounted snapshot directories alone.
-import { chmodSync, chownSync, existsSync, lchownSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, linkSync, lutimesSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { overlayUnavailable, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { mountAll, snapshotsClient, statusOf, unmount, type SnapshotInfo, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
 import { lacks } from '@fastpull/core/testing';
+import { nativeFs } from '../packages/core/src/unpack/native.js';
 
 const noMounts = overlayUnavailable();
 if (noMounts) console.warn(`snapshotter conformance: not mounting the answered mounts: ${noMounts}`);
@@ -51,6 +52,33 @@ function tree(dir: string, rel = ''): Record<string, string> {
       out[path] = 'dir';
       Object.assign(out, tree(dir, path));
     } else out[path] = readFileSync(join(dir, path), 'utf8');
+  }
+  return out;
+}
+
+/**
+ * Everything a commit must keep of each entry under `dir` (the root itself left out): type and mode,
+ * owner, size, mtime to the nanosecond for what is not a directory, device number, link target,
+ * link count, and the extended attributes this process can read, overlayfs's own left out.
+ */
+function meta(dir: string, rel = ''): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(join(dir, rel)).sort()) {
+    const path = rel ? `${rel}/${name}` : name;
+    const full = join(dir, path);
+    const st = lstatSync(full, { bigint: true });
+    const xattrs = nativeFs()
+      .llistxattr(full)
+      .filter((x) => !x.startsWith('trusted.overlay.'))
+      .sort()
+      .map((x) => `${x}=${nativeFs().lgetxattr(full, x)?.toString('hex')}`);
+    const parts = [st.mode.toString(8), `${st.uid}:${st.gid}`, `nlink ${st.nlink}`];
+    if (!st.isDirectory()) parts.push(`size ${st.size}`, `mtime ${st.mtimeNs}`);
+    if (st.isCharacterDevice() || st.isBlockDevice()) parts.push(`rdev ${st.rdev}`);
+    if (st.isSymbolicLink()) parts.push(`-> ${readlinkSync(full)}`);
+    if (xattrs.length > 0) parts.push(...xattrs);
+    out[path] = parts.join(' ');
+    if (st.isDirectory()) Object.assign(out, meta(dir, path));
   }
   return out;
 }
@@ -120,6 +148,32 @@ describe('containerd snapshotter API (conformance)', () => {
     await client.remove('basic/committed-next');
     await client.remove('basic/committed');
     expect((await client.list()).filter((i) => i.name.startsWith('basic/'))).toEqual([]);
+  });
+
+  itMounts('a commit keeps every kind of entry with its modes, owners, times, links and xattrs', async () => {
+    let written: Record<string, string> = {};
+    await mounted(await client.prepare('keep/a'), (d) => {
+      mkdirSync(join(d, 'dir'));
+      chmodSync(join(d, 'dir'), 0o2750);
+      chownSync(join(d, 'dir'), 10, 20);
+      writeFileSync(join(d, 'dir/file'), 'content\n');
+      chmodSync(join(d, 'dir/file'), 0o4755);
+      chownSync(join(d, 'dir/file'), 1234, 5678);
+      lutimesSync(join(d, 'dir/file'), 1_000_000, 1_234_567);
+      linkSync(join(d, 'dir/file'), join(d, 'hard'));
+      symlinkSync('dir/file', join(d, 'link'));
+      lchownSync(join(d, 'link'), 7, 8);
+      execFileSync('mkfifo', ['-m', '0600', join(d, 'fifo')]);
+      execFileSync('mknod', ['-m', '0640', join(d, 'null-like'), 'c', '1', '3']);
+      nativeFs().lsetxattr(join(d, 'dir/file'), 'user.note', Buffer.from('kept'));
+      nativeFs().lsetxattr(join(d, 'dir'), 'trusted.fastpull-test', Buffer.from([0, 1, 2]));
+      written = meta(d);
+    });
+    await client.commit('keep/c', 'keep/a');
+    expect(Object.keys(written).sort()).toEqual(['dir', 'dir/file', 'fifo', 'hard', 'link', 'null-like']);
+    await inView('keep/v', 'keep/c', (d) => expect(meta(d)).toEqual(written));
+    // Seen through a child's overlay too.
+    await mounted(await client.prepare('keep/child', 'keep/c'), (d) => expect(meta(d)).toEqual(written));
   });
 
   itMounts('deleted files in a child stay hidden through a chain of three', async () => {
