@@ -1,8 +1,12 @@
-// Pulls of images with a hostile layer, from the real CNCF distribution registry: the pull fails with
-// HOSTILE_LAYER, and nothing of that layer is committed (no snapshot, no blob, no image record).
+// Pulls of images with a hostile layer, from the real CNCF distribution registry (one forged whiteout,
+// then every layer of the unpacker's hostile table): the pull fails with its code (HOSTILE_LAYER or
+// INVALID_LAYER), nothing of that layer is committed (no snapshot, no blob, no image record), and
+// nothing outside the store changes.
+import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chainIDs, openStore, pull } from '@fastpull/core';
+import { chainIDs, isFastpullError, openStore, pull } from '@fastpull/core';
+import { hostile } from '../packages/core/src/unpack/hostile.testkit.js';
 import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, type LayerEntry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { ls, tempDir } from './helpers.js';
 
@@ -62,5 +66,63 @@ describe.skipIf(lacksRegistry())('pulling an image with a hostile layer from the
     expect((await store.images.list()).map((i) => i.name)).toEqual([`${registry.host}/hostile/base:1`]);
     expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
     expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+  });
+});
+
+/** Names, types, modes, times, contents and link targets under `dir`: what any write through an escape would change. */
+function fingerprint(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (rel: string): void => {
+    const p = rel === '' ? dir : join(dir, rel);
+    const st = lstatSync(p);
+    const what = st.isFile() ? readFileSync(p, 'latin1') : st.isSymbolicLink() ? `-> ${readlinkSync(p)}` : '';
+    out.push(`${rel || '.'} ${st.mode.toString(8)} ${st.uid}:${st.gid} ${st.mtimeMs} ${st.nlink} ${what}`);
+    if (st.isDirectory()) for (const name of readdirSync(p).sort()) walk(rel === '' ? name : `${rel}/${name}`);
+  };
+  walk('');
+  return out;
+}
+
+describe.skipIf(lacksRegistry())("the unpacker's table of hostile layers, pulled end to end from the CNCF distribution registry", () => {
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  const work = tempDir('hostile-table');
+  const outside = join(work.dir, 'outside');
+  // Cases that need a limit lowered for the test are the unpacker's alone: a pull takes the defaults.
+  const cases = hostile.filter(([, c]) => c.limits === undefined);
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    mkdirSync(join(outside, 'sub'), { recursive: true });
+    writeFileSync(join(outside, 'victim'), 'original');
+  });
+  afterAll(async () => {
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  it('takes most of the table', () => {
+    expect(cases.length).toBeGreaterThanOrEqual(40);
+  });
+
+  it.each(cases)('refuses %s with its code, commits nothing of it and touches nothing outside', async (name, c) => {
+    const before = fingerprint(outside);
+    const image = await buildImage({ layers: [BASE, c.tar(outside)] });
+    const repo = `hostile/table-${cases.findIndex(([n]) => n === name)}`;
+    await pushImage(registry.url, repo, '1', image);
+    const root = join(work.dir, repo.replace('/', '-'));
+    const err = await pull(`${registry.host}/${repo}:1`, { root }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isFastpullError(err) ? err.code : String(err), name).toBe(c.expect);
+    // Through a pull a compressed layer also has its inflation bound, which names itself when it is the tighter.
+    if (c.message) expect((err as Error).message).toMatch(new RegExp(c.message.source.replace('maxTotalBytes', '(maxTotalBytes|maxInflateRatio)')));
+    const store = openStore(root);
+    const [, top] = chainIDs(image.layers.map((l) => l.diffID));
+    expect(await store.snapshots.isCommitted(top!)).toBe(false);
+    expect(await store.content.info(image.layers[1]!.digest)).toBeUndefined();
+    expect(await store.images.list()).toEqual([]);
+    expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
+    expect(fingerprint(outside), `${name}: the directory outside`).toEqual(before);
   });
 });

@@ -129,6 +129,14 @@ function checkChoice<T extends string>(value: T, allowed: readonly T[], what: st
   return value;
 }
 
+/** A layer of a tar given byte for byte. */
+function rawLayer(tar: Buffer, compression: Compression, format: ImageFormat): BuiltLayer {
+  const blob = compression === 'gzip' ? gzipSync(tar) : compression === 'zstd' ? zstdSync(tar) : tar;
+  const digest = sha256Digest(blob);
+  const mediaType = layerMediaType(format, compression);
+  return { tar, blob, digest, diffID: compression === 'none' ? digest : sha256Digest(tar), size: blob.byteLength, mediaType, compression, entries: [], tarEntries: [], descriptor: { mediaType, digest, size: blob.byteLength } };
+}
+
 /**
  * Builds one layer. The same entries and options always give byte-identical tars and blobs (fixed
  * mtimes, gzip header mtime 0). Zero entries give a valid empty tar (just the two end blocks).
@@ -187,8 +195,12 @@ export interface BuiltImage {
 
 /** Options of {@link buildImage}. */
 export interface BuildImageOptions {
-  /** The entries of each layer, bottom first. */
-  readonly layers: readonly (readonly LayerEntry[])[];
+  /**
+   * The entries of each layer, bottom first; or a layer's tar itself, taken byte for byte (compressed
+   * as `compression` says), for layers no entry list can describe: its entries are not in the image's
+   * expected tree.
+   */
+  readonly layers: readonly (readonly LayerEntry[] | Uint8Array)[];
   /** Default `gzip`. */
   readonly compression?: Compression;
   /** Default `oci`. */
@@ -232,6 +244,10 @@ export async function buildImage(options: BuildImageOptions): Promise<BuiltImage
   const tree: ExpectedTree = new Map();
   const layers: BuiltLayer[] = [];
   for (const entries of options.layers) {
+    if (entries instanceof Uint8Array) {
+      layers.push(rawLayer(Buffer.from(entries), compression, format));
+      continue;
+    }
     const layer = await buildLayer(entries, { compression, format, lower: tree });
     applyLayer(tree, layer);
     layers.push(layer);
