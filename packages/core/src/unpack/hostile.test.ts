@@ -1,4 +1,5 @@
 // A table of hostile layers for applyLayer: each must fail as expected, write nothing outside the snapshot, and leave the snapshot empty.
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -9,7 +10,7 @@ import { applyLayer, type ApplyLimits } from './apply.js';
 import { nativeFs } from './native.js';
 import { base256, type Case, dir, entry, file, hardlink, header, hostile, longName, pax, symlink, tarOf } from './hostile.testkit.js';
 import { chunksOf } from './tar.testkit.js';
-import { lacks, lacksRoot } from '../testing/needs.js';
+import { lacks, lacksRoot, notHere } from '../testing/needs.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -249,4 +250,19 @@ describe('applyLayer: errors name the layer and the entry', () => {
     expect(err).toMatchObject({ code: 'HOSTILE_LAYER', details: { entry: 'link/evil', offset: 1536 } });
     expect((err as Error).message).toMatch(/^applying layer sha256:abc to .*: entry "link\/evil": parent "link" of "link\/evil" is a symlink/);
   });
+});
+
+describe('applyLayer: a layer legal as a tar that the snapshot filesystem cannot hold', () => {
+  const fsType = (): string => execFileSync('stat', ['-f', '-c', '%T', os.tmpdir()], { encoding: 'utf8' }).trim();
+  it.skipIf(notHere(['ext2/ext3', 'ext4'].includes(fsType()) ? undefined : `the temporary directory is on ${fsType()}, which has no small limit on links`))(
+    'more hard links to one file than ext4 allows: INVALID_LAYER naming EMLINK, not INTERNAL',
+    async () => {
+      const parts = [file('f', 'x')];
+      for (let i = 0; i < 65_010; i++) parts.push(hardlink(`l${i}`, 'f'));
+      const err = await applyLayer(chunksOf(tarOf(...parts)), snap).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'INVALID_LAYER', message: expect.stringMatching(/hardlink target "f" has as many names as the snapshot's filesystem allows \(EMLINK\)/) });
+      expect(fs.readdirSync(snap), 'a failed apply leaves the snapshot empty').toEqual([]);
+    },
+    120_000,
+  );
 });

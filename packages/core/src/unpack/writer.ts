@@ -371,7 +371,13 @@ export class LayerWriter {
     // Making way may have removed the target (a directory replaced by a link to its own child).
     if (this.tree.lookup(target)?.kind !== kind) this.report.refuse('INVALID_LAYER', `hardlink target ${shown} was removed by this very entry`);
     // link(2) never follows a symlink target: a link to a symlink is a second name for the symlink.
-    fs.linkSync(this.tree.paths.fs(target), this.tree.paths.fs(rel));
+    try {
+      fs.linkSync(this.tree.paths.fs(target), this.tree.paths.fs(rel));
+    } catch (err) {
+      // The layer is legal; the snapshot's filesystem cannot hold it (ext4: 65000 names a file).
+      if (errnoOf(err) === 'EMLINK') this.report.refuse('INVALID_LAYER', `hardlink target ${shown} has as many names as the snapshot's filesystem allows (EMLINK)`);
+      throw err;
+    }
     parent.set(baseOf(rel), leaf(kind));
   }
 
