@@ -534,6 +534,26 @@ describe('DirectConnections: failures', { timeout: 5_000 }, () => {
   });
 });
 
+describe('DirectConnections: framing', { timeout: 5_000 }, () => {
+  it('reads a response with both Transfer-Encoding and Content-Length by its chunks, and never reuses its connection', async () => {
+    const srv = await rawServer((s, h) => {
+      if (h.startsWith('GET /both')) s.write(Buffer.concat([head('404 Not Found', ['Transfer-Encoding: chunked', 'Content-Length: 3']), Buffer.from('5\r\nhello\r\n0\r\n\r\n')]));
+      else s.write(Buffer.concat([head('404 Not Found', ['Content-Length: 5']), Buffer.from('plain')]));
+    });
+    const c = client();
+    // The control: a framed 404 leaves its connection for the next request.
+    expect(await text((await get(c, `${srv.url}/one`)).body)).toBe('plain');
+    expect(await text((await get(c, `${srv.url}/two`)).body)).toBe('plain');
+    expect(srv.sockets).toHaveLength(1);
+    const both = await get(c, `${srv.url}/both`);
+    expect(both.statusCode).toBe(404);
+    expect(await text(both.body)).toBe('hello');
+    await until(() => srv.closed() === 1, 'the connection of the doubly framed response closed');
+    expect(await text((await get(c, `${srv.url}/after`)).body)).toBe('plain');
+    expect(srv.sockets).toHaveLength(2);
+  });
+});
+
 describe('DirectConnections: aborts', { timeout: 5_000 }, () => {
   it('rejects with an AbortError when the signal aborted already, or aborts before the head', async () => {
     const srv = await rawServer(() => {});

@@ -412,9 +412,12 @@ class Exchange {
 
   private onHead(head: Head, rest: Buffer): void {
     const { status, headers } = head;
-    const length = contentLength(headers);
+    const framedBoth = headers['transfer-encoding'] !== undefined && headers['content-length'] !== undefined;
+    // Transfer-Encoding overrides Content-Length; a response with both may be smuggling another
+    // one after it, so its connection is never used again (RFC 9112, 6.3).
+    const length = framedBoth ? undefined : contentLength(headers);
     const chunked = /(^|,)\s*chunked\s*$/i.test(String(headers['transfer-encoding'] ?? ''));
-    const keep = head.keepAlive && (chunked || length !== undefined || status === 204 || status === 304);
+    const keep = head.keepAlive && !framedBoth && (chunked || length !== undefined || status === 204 || status === 304);
     if (length === null) {
       this.conn.destroy(new Error('the response has an invalid Content-Length'));
       return;
