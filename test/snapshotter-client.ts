@@ -34,6 +34,8 @@ export interface SnapshotsClient {
   stat(key: string): Promise<SnapshotInfo>;
   update(info: Partial<SnapshotInfo> & { name: string }, paths?: string[]): Promise<SnapshotInfo>;
   list(filters?: string[]): Promise<SnapshotInfo[]>;
+  /** List's answer as it came: one array per message. */
+  listMessages(filters?: string[]): Promise<SnapshotInfo[][]>;
   usage(key: string): Promise<{ size: number; inodes: number }>;
   cleanup(): Promise<void>;
   close(): void;
@@ -50,12 +52,21 @@ export function snapshotsClient(socket: string): SnapshotsClient {
     includeDirs: [join(repoRoot, 'packages', 'daemon', 'proto')],
   });
   const Ctor = grpc.makeGenericClientConstructor(def['containerd.services.snapshots.v1.Snapshots'] as grpc.ServiceDefinition, 'Snapshots');
-  const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void> & {
+  // containerd's clients take messages of up to 16 MiB (grpc-js's default is 4 MiB).
+  const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 16 * 1024 * 1024 }) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void> & {
     List(req: unknown): grpc.ClientReadableStream<{ info: SnapshotInfo[] }>;
     close(): void;
   };
   const call = <T>(method: string, req: unknown): Promise<T> =>
     new Promise((resolve, reject) => raw[method]!.call(raw, req, (e, res) => (e ? reject(e) : resolve(res as T))));
+  const listMessages = (filters: string[] = []): Promise<SnapshotInfo[][]> =>
+    new Promise((resolve, reject) => {
+      const out: SnapshotInfo[][] = [];
+      const stream = raw.List({ filters });
+      stream.on('data', (m: { info: SnapshotInfo[] }) => out.push(m.info));
+      stream.on('error', reject);
+      stream.on('end', () => resolve(out));
+    });
   return {
     prepare: async (key, parent = '', labels = {}) => (await call<{ mounts: SnapshotMount[] }>('Prepare', { key, parent, labels })).mounts,
     view: async (key, parent = '', labels = {}) => (await call<{ mounts: SnapshotMount[] }>('View', { key, parent, labels })).mounts,
@@ -64,14 +75,8 @@ export function snapshotsClient(socket: string): SnapshotsClient {
     remove: async (key) => void (await call('Remove', { key })),
     stat: async (key) => (await call<{ info: SnapshotInfo }>('Stat', { key })).info,
     update: async (info, paths = []) => (await call<{ info: SnapshotInfo }>('Update', { info, updateMask: { paths } })).info,
-    list: (filters = []) =>
-      new Promise((resolve, reject) => {
-        const out: SnapshotInfo[] = [];
-        const stream = raw.List({ filters });
-        stream.on('data', (m: { info: SnapshotInfo[] }) => out.push(...m.info));
-        stream.on('error', reject);
-        stream.on('end', () => resolve(out));
-      }),
+    list: async (filters = []) => (await listMessages(filters)).flat(),
+    listMessages,
     usage: (key) => call('Usage', { key }),
     cleanup: async () => void (await call('Cleanup', {})),
     close: () => raw.close(),

@@ -4,6 +4,9 @@
 // A filter is selectors joined by `,` (all must match); a list of filters matches when any does.
 // A selector is a field path (`name`, `parent`, `kind`, `labels.<key>`; a part may be quoted) and
 // optionally an operator (`==`, `!=`, `~=` a regular expression) and a value (quoted or bare).
+// Regular expressions are Go's RE2 syntax, as containerd reads them, and run on a linear-time
+// engine: a client's pattern can never make a match take longer than its pattern times its input.
+import { RE2JS } from 're2js';
 import { FastpullError } from '../errors.js';
 
 /** What a filter looks at in a snapshot. */
@@ -19,7 +22,7 @@ interface Selector {
   readonly path: readonly string[];
   readonly op: Operator;
   readonly value: string;
-  readonly re?: RegExp;
+  readonly re?: RE2JS;
 }
 
 /** A parsed filter list: `match` says whether a snapshot passes. */
@@ -96,9 +99,9 @@ class Parser {
     const value = this.value();
     if (op !== '~=') return { path, op, value };
     try {
-      return { path, op, value, re: new RegExp(value) };
-    } catch {
-      this.fail(`bad regular expression ${JSON.stringify(value)}`);
+      return { path, op, value, re: RE2JS.compile(value) };
+    } catch (e) {
+      this.fail(`bad regular expression ${JSON.stringify(value)} (${e instanceof Error ? e.message : String(e)})`);
     }
   }
 
@@ -147,13 +150,22 @@ function matches(sel: Selector, t: FilterTarget): boolean {
 }
 
 /**
+ * The most a List's filters may hold, all together, in UTF-16 code units: containerd's own filters
+ * are a few hundred; the bound keeps a client's pattern (compiled, then run against every
+ * snapshot) small.
+ */
+export const MAX_FILTERS_LENGTH = 64 * 1024;
+
+/**
  * Parses containerd filters; none (or only empty ones) match everything. Throws INVALID_ARGUMENT
- * for a filter that does not parse.
+ * for a filter that does not parse, and for filters longer than {@link MAX_FILTERS_LENGTH}.
  * @example
  * const f = parseSnapshotFilters(['kind==committed,labels."containerd.io/snapshot.ref"==sha256:abc']);
  * f.match({ name: 'n', kind: 'committed', labels: { 'containerd.io/snapshot.ref': 'sha256:abc' } }); // true
  */
 export function parseSnapshotFilters(filters: readonly string[]): SnapshotFilter {
+  const length = filters.reduce((n, f) => n + f.length, 0);
+  if (length > MAX_FILTERS_LENGTH) throw new FastpullError('INVALID_ARGUMENT', `filters of ${length} characters, over the ${MAX_FILTERS_LENGTH} a List may send`);
   const parsed = filters.map((f) => (f === '' ? [] : new Parser(f).parse()));
   return {
     match: (t) => parsed.length === 0 || parsed.some((sels) => sels.every((s) => matches(s, t))),

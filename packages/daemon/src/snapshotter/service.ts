@@ -121,14 +121,20 @@ export function snapshotsHandlers(options: SnapshotsServiceOptions): grpc.Untype
       return { info: infoToWire(await records.update({ name: info.name, labels: info.labels ?? {} }, req.updateMask?.paths ?? [])) };
     }),
     List: (call: grpc.ServerWritableStream<WireListRequest, unknown>) => {
-      try {
-        const infos = records.list(call.request.filters ?? []).map(infoToWire);
-        for (let i = 0; i < infos.length; i += LIST_BATCH) call.write({ info: infos.slice(i, i + LIST_BATCH) });
-        call.end();
-      } catch (e) {
-        fail('List', e);
-        call.emit('error', toStatus(e));
-      }
+      const cancelled = new AbortController();
+      call.on('cancelled', () => cancelled.abort());
+      records.listYielding(call.request.filters ?? [], cancelled.signal).then(
+        (found) => {
+          const infos = found.map(infoToWire);
+          for (let i = 0; i < infos.length; i += LIST_BATCH) call.write({ info: infos.slice(i, i + LIST_BATCH) });
+          call.end();
+        },
+        (e: unknown) => {
+          if (cancelled.signal.aborted) return;
+          fail('List', e);
+          call.emit('error', toStatus(e));
+        },
+      );
     },
     Usage: unary('Usage', async (req: WireKeyRequest) => records.usage(req.key)),
     Cleanup: unary('Cleanup', async () => {
