@@ -39,3 +39,42 @@ describe('snapshotter API: hostile List filters', () => {
     expect(await statusOf(client.list(['name~="(R)\\\\1"']))).toBe('INVALID_ARGUMENT');
   });
 });
+
+describe('snapshotter API: sizes of keys, labels and List messages', () => {
+  const labelsOf = (n: number, size: number): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`l${String(i).padStart(3, '0')}`, 'v'.repeat(size - 4)]));
+
+  it('refuses keys and names over 32 KiB, as containerd stores none longer (INVALID_ARGUMENT)', async () => {
+    const longest = `key/${'k'.repeat(32 * 1024 - 4)}`;
+    expect(await statusOf(client.prepare(`${longest}k`))).toBe('INVALID_ARGUMENT');
+    expect(await statusOf(client.view(`${longest}k`))).toBe('INVALID_ARGUMENT');
+    await client.prepare(longest);
+    expect(await statusOf(client.commit(`${longest}k`, longest))).toBe('INVALID_ARGUMENT');
+    await client.commit(`${longest.slice(0, -1)}c`, longest);
+    expect((await client.stat(`${longest.slice(0, -1)}c`)).kind).toBe('COMMITTED');
+  });
+
+  it('refuses a snapshot whose labels hold over 64 KiB in all, on Prepare, Commit and Update', async () => {
+    // 16 labels of 4096 bytes each are 64 KiB: the most; one byte more is refused.
+    const most = labelsOf(16, 4096);
+    const over = { ...most, x: 'y' };
+    expect(await statusOf(client.prepare('lb/over', '', over))).toBe('INVALID_ARGUMENT');
+    await client.prepare('lb/a', '', most);
+    expect(await statusOf(client.commit('lb/c', 'lb/a', over))).toBe('INVALID_ARGUMENT');
+    await client.commit('lb/c', 'lb/a', most);
+    expect(await statusOf(client.update({ name: 'lb/c', labels: { x: 'y' } }, ['labels.x']))).toBe('INVALID_ARGUMENT');
+    expect(Object.keys((await client.stat('lb/c')).labels)).toHaveLength(16);
+  });
+
+  it('sends List answers in messages of at most 1 MiB, whatever the size of each snapshot', async () => {
+    // 40 snapshots of 60 KiB of labels each: 2.4 MB, which containerd's 100 a message would send at once.
+    const names = Array.from({ length: 40 }, (_, i) => `big/${String(i).padStart(2, '0')}`);
+    for (const name of names) await client.prepare(name, '', labelsOf(15, 4096));
+    const messages = await client.listMessages(['name~=^big/']);
+    expect(messages.flat().map((i) => i.name)).toEqual(names);
+    expect(messages.length).toBeGreaterThan(2);
+    for (const m of messages) {
+      const bytes = m.reduce((n, i) => n + i.name.length + Object.entries(i.labels).reduce((s, [k, v]) => s + k.length + v.length, 0), 0);
+      expect(bytes).toBeLessThanOrEqual(1024 * 1024);
+    }
+  });
+});

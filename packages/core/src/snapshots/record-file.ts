@@ -229,19 +229,46 @@ export async function recordedChainIDs(root: string): Promise<Set<Digest>> {
   return out;
 }
 
-/** Checks a label set as containerd does: each key and value together at most 4096 bytes. */
+/**
+ * Checks a label set as containerd does (each key and value together at most
+ * {@link MAX_LABEL_SIZE} bytes), and all of them together at most {@link MAX_LABELS_SIZE}.
+ */
 export function checkLabels(labels: Readonly<Record<string, string>>, what: string): void {
+  let total = 0;
   for (const [k, v] of Object.entries(labels)) {
     if (typeof v !== 'string') throw new FastpullError('INVALID_ARGUMENT', `${what}: label ${JSON.stringify(k)} is not a string`);
     const size = Buffer.byteLength(k) + Buffer.byteLength(v);
     if (k === '' || size > MAX_LABEL_SIZE) {
       throw new FastpullError('INVALID_ARGUMENT', `${what}: label ${JSON.stringify(k.slice(0, 64))} ${k === '' ? 'has an empty key' : `is ${size} bytes, over ${MAX_LABEL_SIZE}`}`);
     }
+    total += size;
   }
+  if (total > MAX_LABELS_SIZE) throw new FastpullError('INVALID_ARGUMENT', `${what}: labels of ${total} bytes in all, over ${MAX_LABELS_SIZE}`);
 }
 
 /** containerd's limit on one label, key and value together. */
 export const MAX_LABEL_SIZE = 4096;
+
+/**
+ * The most all labels of one snapshot may hold, keys and values together. containerd bounds only
+ * each label; this keeps a snapshot's info far below the 16 MiB containerd takes in one message
+ * (its snapshot collection reads them all through List), and above the few labels containerd and
+ * remote snapshotters set.
+ */
+export const MAX_LABELS_SIZE = 64 * 1024;
+
+/**
+ * The longest snapshot key or name, in bytes: containerd keeps its snapshot keys as keys of its
+ * bolt database, which takes none longer.
+ */
+export const MAX_KEY_SIZE = 32 * 1024;
+
+/** Throws INVALID_ARGUMENT for an empty key or name, or one over {@link MAX_KEY_SIZE} bytes. */
+export function checkKey(key: string, what: string): void {
+  if (key === '') throw new FastpullError('INVALID_ARGUMENT', `${what}: the snapshot key is empty`);
+  const size = Buffer.byteLength(key);
+  if (size > MAX_KEY_SIZE) throw new FastpullError('INVALID_ARGUMENT', `${what}: a snapshot key of ${size} bytes, over ${MAX_KEY_SIZE} (it starts ${JSON.stringify(key.slice(0, 64))})`);
+}
 
 /** Labels without empty values (containerd stores none: an empty value deletes the label). */
 export function cleanLabels(labels: Readonly<Record<string, string>> | undefined): Record<string, string> {

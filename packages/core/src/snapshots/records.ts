@@ -10,6 +10,7 @@ import type { Digest } from '../oci/digest.js';
 import { nativeFs } from '../unpack/native.js';
 import { withCollectionLock } from '../store/lease.js';
 import {
+  checkKey,
   checkLabels,
   cleanLabels,
   createRecordDir,
@@ -240,7 +241,7 @@ export class SnapshotRecords {
 
   private create(kind: 'active' | 'view', key: string, parent: string | undefined, labels: Readonly<Record<string, string>>): Promise<Mount[]> {
     return this.exclusive(async () => {
-      if (!key) throw new FastpullError('INVALID_ARGUMENT', `${kind === 'active' ? 'prepare' : 'view'}: the snapshot key is empty`);
+      checkKey(key, kind === 'active' ? 'prepare' : 'view');
       checkLabels(labels, `snapshot ${JSON.stringify(key)}`);
       const parentRec = parent ? this.checkParent(parent) : undefined;
       if (this.byName.has(key)) throw new FastpullError('ALREADY_EXISTS', `snapshot ${JSON.stringify(key)} already exists`);
@@ -288,7 +289,7 @@ export class SnapshotRecords {
    */
   commit(name: string, key: string, labels: Readonly<Record<string, string>> = {}): Promise<void> {
     return this.exclusive(async () => {
-      if (!name) throw new FastpullError('INVALID_ARGUMENT', `commit of ${JSON.stringify(key)}: the name is empty`);
+      checkKey(name, `commit of ${JSON.stringify(key.slice(0, 64))}`);
       checkLabels(labels, `snapshot ${JSON.stringify(name)}`);
       if (this.byName.has(name)) throw new FastpullError('ALREADY_EXISTS', `committed snapshot ${JSON.stringify(name)} already exists`);
       const rec = this.get(key);
@@ -312,7 +313,7 @@ export class SnapshotRecords {
   commitChain(name: string, parent: string | undefined, chainID: Digest, labels: Readonly<Record<string, string>> = {}): Promise<SnapshotRecordInfo> {
     return this.exclusive(async () => {
       checkLabels(labels, `snapshot ${JSON.stringify(name)}`);
-      if (!name) throw new FastpullError('INVALID_ARGUMENT', `recording ${chainID}: the name is empty`);
+      checkKey(name, `recording ${chainID}`);
       if (this.byName.has(name)) throw new FastpullError('ALREADY_EXISTS', `snapshot ${JSON.stringify(name)} already exists`);
       const parentRec = parent ? this.checkParent(parent) : undefined;
       const now = snapshotTime();

@@ -9,8 +9,13 @@ import type { SnapshotRecordInfo, SnapshotRecords } from '@fastpull/core/snapsho
 import { toStatus } from '../errors.js';
 import type { WireCommitRequest, WireInfo, WireKeyRequest, WireKind, WireListRequest, WireMount, WirePrepareRequest, WireTimestamp, WireUpdateRequest } from './proto.js';
 
-/** Infos per List message, as containerd's own service sends them. */
+/** Infos per List message at most, as containerd's own service sends them. */
 const LIST_BATCH = 100;
+/**
+ * Bytes of infos per List message at most (one info larger than this goes alone): far below the
+ * 16 MiB containerd takes in one message, whatever the keys and labels.
+ */
+export const LIST_MESSAGE_BYTES = 1024 * 1024;
 
 /**
  * A Prepare that may be answered without mounts: the fast path looks at the request first and
@@ -45,6 +50,32 @@ export function infoToWire(info: SnapshotRecordInfo): WireInfo {
     updatedAt: toTimestamp(info.updated),
     labels: { ...info.labels },
   };
+}
+
+/** About the bytes an info takes in a message: its strings, and a few for each field's framing. */
+function wireSize(info: WireInfo): number {
+  let size = Buffer.byteLength(info.name) + Buffer.byteLength(info.parent) + 64;
+  for (const [k, v] of Object.entries(info.labels)) size += Buffer.byteLength(k) + Buffer.byteLength(v) + 16;
+  return size;
+}
+
+/** Infos cut into List messages of at most {@link LIST_BATCH} infos and {@link LIST_MESSAGE_BYTES} bytes. */
+export function listMessages(infos: readonly WireInfo[]): WireInfo[][] {
+  const out: WireInfo[][] = [];
+  let batch: WireInfo[] = [];
+  let bytes = 0;
+  for (const info of infos) {
+    const size = wireSize(info);
+    if (batch.length > 0 && (batch.length === LIST_BATCH || bytes + size > LIST_MESSAGE_BYTES)) {
+      out.push(batch);
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(info);
+    bytes += size;
+  }
+  if (batch.length > 0) out.push(batch);
+  return out;
 }
 
 function mountsToWire(mounts: readonly Mount[]): { mounts: WireMount[] } {
@@ -125,8 +156,7 @@ export function snapshotsHandlers(options: SnapshotsServiceOptions): grpc.Untype
       call.on('cancelled', () => cancelled.abort());
       records.listYielding(call.request.filters ?? [], cancelled.signal).then(
         (found) => {
-          const infos = found.map(infoToWire);
-          for (let i = 0; i < infos.length; i += LIST_BATCH) call.write({ info: infos.slice(i, i + LIST_BATCH) });
+          for (const info of listMessages(found.map(infoToWire))) call.write({ info });
           call.end();
         },
         (e: unknown) => {
