@@ -78,3 +78,18 @@ describe('snapshotter API: sizes of keys, labels and List messages', () => {
     }
   });
 });
+
+describe('snapshotter API: labels named as Object.prototype members', () => {
+  it('keeps labels named __proto__, constructor and toString, and updates them by mask', async () => {
+    const odd = JSON.parse('{"__proto__":"p","constructor":"c","toString":"t"}') as Record<string, string>;
+    await client.prepare('proto/a', '', odd);
+    expect((await client.stat('proto/a')).labels).toEqual(odd);
+    await client.commit('proto/c', 'proto/a', odd);
+    // Masks that name a label the update leaves out delete that label; those it carries set it.
+    const info = await client.update({ name: 'proto/c', labels: JSON.parse('{"__proto__":"p2"}') as Record<string, string> }, ['labels.__proto__', 'labels.constructor']);
+    expect(info.labels).toEqual(JSON.parse('{"__proto__":"p2","toString":"t"}'));
+    expect((await client.update({ name: 'proto/c', labels: {} }, ['labels.toString', 'labels.hasOwnProperty'])).labels).toEqual(JSON.parse('{"__proto__":"p2"}'));
+    expect((await client.list(['labels.__proto__==p2'])).map((i) => i.name)).toEqual(['proto/c']);
+    expect(await client.list(['labels.constructor'])).toEqual([]);
+  });
+});

@@ -90,7 +90,7 @@ function parseRecord(raw: string, id: string): RecordFile | undefined {
   if (typeof r.name !== 'string' || r.name === '' || (r.parent !== undefined && typeof r.parent !== 'string')) return undefined;
   if (typeof r.created !== 'string' || typeof r.updated !== 'string' || typeof r.labels !== 'object' || r.labels === null) return undefined;
   if (r.chainID !== undefined && (!isDigest(r.chainID) || r.kind !== 'committed')) return undefined;
-  return r as RecordFile;
+  return { ...r, labels: labelSet(r.labels) } as RecordFile;
 }
 
 /** The record of each snapshot directory, and the entries no record owns (litter for Cleanup). */
@@ -270,9 +270,19 @@ export function checkKey(key: string, what: string): void {
   if (size > MAX_KEY_SIZE) throw new FastpullError('INVALID_ARGUMENT', `${what}: a snapshot key of ${size} bytes, over ${MAX_KEY_SIZE} (it starts ${JSON.stringify(key.slice(0, 64))})`);
 }
 
+/**
+ * A label set with no prototype: a client's label may be named `__proto__`, `constructor` or
+ * `toString`, and each must read and write as any other name.
+ */
+export function labelSet(from: Readonly<Record<string, string>> = {}): Record<string, string> {
+  const out = Object.create(null) as Record<string, string>;
+  for (const [k, v] of Object.entries(from)) out[k] = v;
+  return out;
+}
+
 /** Labels without empty values (containerd stores none: an empty value deletes the label). */
 export function cleanLabels(labels: Readonly<Record<string, string>> | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
+  const out = labelSet();
   for (const [k, v] of Object.entries(labels ?? {})) if (v !== '') out[k] = v;
   return out;
 }

@@ -117,6 +117,20 @@ describe('SnapshotRecords', () => {
     expect(records.stat('a').labels).toEqual({ l4: 'v4' });
   });
 
+  it('takes labels named as members of Object.prototype as any other, on disk and across a reopen', async () => {
+    const odd = JSON.parse('{"__proto__":"p","constructor":"c","toString":"t"}') as Record<string, string>;
+    await records.prepare('a', undefined, odd);
+    expect({ ...records.stat('a').labels }).toEqual(odd);
+    // A mask naming a label the update does not carry deletes it, even with no labels at all.
+    expect({ ...(await records.update({ name: 'a' }, ['labels.toString', 'labels.valueOf'])).labels }).toEqual(JSON.parse('{"__proto__":"p","constructor":"c"}'));
+    expect({ ...(await records.update({ name: 'a', labels: JSON.parse('{"__proto__":"q"}') as Record<string, string> }, ['labels.__proto__'])).labels }).toEqual(JSON.parse('{"__proto__":"q","constructor":"c"}'));
+    records.close();
+    records = await SnapshotRecords.open(store, { indexOff: false });
+    expect({ ...records.stat('a').labels }).toEqual(JSON.parse('{"__proto__":"q","constructor":"c"}'));
+    expect(records.list(['labels.__proto__==q']).map((i) => i.name)).toEqual(['a']);
+    expect(records.list(['labels.hasOwnProperty'])).toEqual([]);
+  });
+
   it('filters as containerd: labels, parent, kind; any of several filters', async () => {
     await records.prepare('a', undefined);
     await records.commit('base', 'a', { 'containerd.io/snapshot.ref': 'sha256:aa' });

@@ -14,6 +14,7 @@ import {
   checkLabels,
   cleanLabels,
   createRecordDir,
+  labelSet,
   LOCK_FILE,
   newRecordId,
   readRecords,
@@ -363,15 +364,15 @@ export class SnapshotRecords {
   update(info: { readonly name: string; readonly labels?: Readonly<Record<string, string>> }, paths: readonly string[] = []): Promise<SnapshotRecordInfo> {
     return this.exclusive(async () => {
       const rec = this.get(info.name);
-      const given = info.labels ?? {};
-      let labels: Record<string, string> = { ...rec.labels };
-      if (paths.length === 0) labels = { ...given };
+      const given = labelSet(info.labels);
+      let labels = labelSet(rec.labels);
+      if (paths.length === 0) labels = labelSet(given);
       for (const path of paths) {
         if (path.startsWith('labels.')) {
           const key = path.slice('labels.'.length);
-          if (given[key] !== undefined) labels[key] = given[key];
+          if (Object.hasOwn(given, key)) labels[key] = given[key]!;
           else delete labels[key];
-        } else if (path === 'labels') labels = { ...given };
+        } else if (path === 'labels') labels = labelSet(given);
         else throw new FastpullError('INVALID_ARGUMENT', `cannot update field ${JSON.stringify(path)} of snapshot ${JSON.stringify(info.name)}: only labels change`);
       }
       labels = cleanLabels(labels);
@@ -444,7 +445,7 @@ function tooLong(mounts: readonly Mount[]): boolean {
 }
 
 function toInfo(r: RecordFile): SnapshotRecordInfo {
-  return { name: r.name, ...(r.parent !== undefined ? { parent: r.parent } : {}), kind: r.kind, labels: { ...r.labels }, created: r.created, updated: r.updated };
+  return { name: r.name, ...(r.parent !== undefined ? { parent: r.parent } : {}), kind: r.kind, labels: labelSet(r.labels), created: r.created, updated: r.updated };
 }
 
 /** A tree's usage, failures named by the tree (the caller knows it exists). */

@@ -48,7 +48,8 @@ export function infoToWire(info: SnapshotRecordInfo): WireInfo {
     kind: KIND[info.kind],
     createdAt: toTimestamp(info.created),
     updatedAt: toTimestamp(info.updated),
-    labels: { ...info.labels },
+    // Without a prototype: a label may be named `__proto__`.
+    labels: Object.assign(Object.create(null) as Record<string, string>, info.labels),
   };
 }
 
