@@ -412,12 +412,17 @@ class Exchange {
 
   private onHead(head: Head, rest: Buffer): void {
     const { status, headers } = head;
-    const framedBoth = headers['transfer-encoding'] !== undefined && headers['content-length'] !== undefined;
-    // Transfer-Encoding overrides Content-Length; a response with both may be smuggling another
-    // one after it, so its connection is never used again (RFC 9112, 6.3).
-    const length = framedBoth ? undefined : contentLength(headers);
-    const chunked = /(^|,)\s*chunked\s*$/i.test(String(headers['transfer-encoding'] ?? ''));
-    const keep = head.keepAlive && !framedBoth && (chunked || length !== undefined || status === 204 || status === 304);
+    // 204 and 304 end at their head whatever their fields say (RFC 9112, 6.3).
+    const headOnly = status === 204 || status === 304;
+    if (!headOnly && headers['transfer-encoding'] !== undefined && headers['content-length'] !== undefined) {
+      // A response framed both ways may be smuggling another one after it: an error, as Node's own
+      // parser takes it too (RFC 9112, 6.3), and its connection is not used again.
+      this.conn.destroy(new Error('the response has both Transfer-Encoding and Content-Length'));
+      return;
+    }
+    const length = headOnly ? 0 : contentLength(headers);
+    const chunked = !headOnly && /(^|,)\s*chunked\s*$/i.test(String(headers['transfer-encoding'] ?? ''));
+    const keep = head.keepAlive && (chunked || length !== undefined);
     if (length === null) {
       this.conn.destroy(new Error('the response has an invalid Content-Length'));
       return;
@@ -433,7 +438,7 @@ class Exchange {
       this.resolve(response(status, headers, body.stub(), body));
       return;
     }
-    const noBody = status === 204 || status === 304 || length === 0;
+    const noBody = headOnly || length === 0;
     if (status >= 200 && status < 300 && !noBody) {
       // A body without a length (chunked, or up to the close): read in full through node:http.
       this.settle();
@@ -791,13 +796,18 @@ function replayBody(bytes: Buffer, error: string | undefined): Readable {
   let sent = false;
   const body = new Readable({
     read() {
-      if (sent) {
-        if (error !== undefined) this.destroy(new Error(error));
-        return;
+      if (!sent) {
+        sent = true;
+        if (bytes.length > 0) {
+          // The error, if any, comes at the next read: after the bytes that came before it.
+          this.push(bytes);
+          if (error === undefined) this.push(null);
+          return;
+        }
       }
-      sent = true;
-      if (bytes.length > 0) this.push(bytes);
-      if (error === undefined) this.push(null);
+      // Nothing (more) to give: a body cut before its first byte fails at once, or it would never end.
+      if (error !== undefined) this.destroy(new Error(error));
+      else this.push(null);
     },
   });
   return Object.assign(body, {
