@@ -44,7 +44,7 @@ async function drain(body: Readable): Promise<string> {
 async function oursReads(c: DirectConnections, url: string): Promise<Outcome> {
   const fallback = async (): Promise<Dispatcher.ResponseData> => {
     const o = await nodeReads(url);
-    if (o === 'refused') throw new Error('refused by node:http');
+    if (typeof o === 'string') throw new Error('refused by node:http');
     const { Readable } = await import('node:stream');
     return { statusCode: o.status, headers: {}, body: Readable.from([Buffer.from(o.body, 'latin1')]) } as unknown as Dispatcher.ResponseData;
   };
