@@ -4,6 +4,7 @@
 // where fastpull is stricter than notation on purpose say so and assert both sides.
 import { createHash, sign as cryptoSign, X509Certificate } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -58,6 +59,14 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
     must(['cert', '-out', p('rsa'), '-ca', p('root'), '-key', 'rsa2048', '-subject', 'CN=rsa,O=fastpull,ST=WA,C=US']);
     must(['cert', '-out', p('expired'), '-ca', p('root'), '-subject', 'CN=expired,O=fastpull,ST=WA,C=US', '-not-before', new Date(now - 10 * DAY).toISOString(), '-not-after', new Date(now - DAY).toISOString()]);
     must(['cert', '-out', p('server'), '-ca', p('root'), '-eku', 'serverAuth', '-subject', 'CN=server,O=fastpull,ST=WA,C=US']);
+    // A certificate naming an OCSP responder and a CRL that nobody serves (a port just closed).
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    must(['cert', '-out', p('revocable'), '-ca', p('root'), '-subject', 'CN=revocable,O=fastpull,ST=WA,C=US', '-ocsp', `http://127.0.0.1:${closed}/ocsp`, '-crl', `http://127.0.0.1:${closed}/root.crl`]);
     must(['cert', '-out', p('other-root'), '-is-ca', '-subject', 'CN=other,O=elsewhere,ST=WA,C=US']);
     must(['cert', '-out', p('stranger'), '-ca', p('other-root'), '-subject', 'CN=stranger,O=elsewhere,ST=WA,C=US']);
     // A chain longer than fastpull accepts: root, ten intermediates, leaf.
@@ -173,6 +182,19 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
     const custom = await both(ref, config('sig-expired-o', { signatureVerification: { level: 'permissive', override: { expiry: 'enforce' } } }));
     expect(failed(custom.ours)).toEqual(['expiry']);
     expect(custom.ours.outcome).toBe('invalid');
+  });
+
+  it('a certificate whose revocation status cannot be learnt: refused (strict), logged (permissive), accepted where revocation is skipped', async () => {
+    const ref = await image();
+    sign(ref, 'revocable', '-envelope', 'cose');
+    const strict = await both(ref, config('revocation', { signatureVerification: { level: 'strict' } }));
+    expect(strict.ours.outcome).toBe('invalid');
+    expect(failed(strict.ours)).toEqual(['revocation']);
+    expect(strict.theirs.error).toMatch(/revocation status is unknown/);
+    const permissive = await both(ref, config('revocation-p', { signatureVerification: { level: 'permissive' } }));
+    expect(permissive.ours.outcome).toBe('logged');
+    const skipped = await both(ref, config('revocation-s', { signatureVerification: { level: 'strict', override: { revocation: 'skip' } } }));
+    expect(skipped.ours.outcome).toBe('verified');
   });
 
   it("a signature of another manifest, attached to this one, is refused at every level but skip", async () => {

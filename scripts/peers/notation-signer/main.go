@@ -7,7 +7,7 @@
 // trust store) the way `notation verify` does.
 //
 //	notation-signer version
-//	notation-signer cert -out NAME [-ca NAME] [-subject DN] [-not-before T] [-not-after T] [-eku codeSigning|serverAuth|none] [-key ec256|ec384|rsa2048] [-is-ca]
+//	notation-signer cert -out NAME [-ca NAME] [-subject DN] [-not-before T] [-not-after T] [-eku codeSigning|serverAuth|none] [-key ec256|ec384|rsa2048] [-is-ca] [-ocsp URL] [-crl URL]
 //	notation-signer sign -ref HOST/REPO@DIGEST -key KEY.pem -cert CHAIN.pem [-envelope jws|cose] [-expiry DUR] [-signing-time T] [-scheme notary.x509|notary.x509.signingAuthority] [-attr KEY=VALUE[!]]...
 //	notation-signer attach -ref HOST/REPO@DIGEST -file ENVELOPE -media-type TYPE
 //	notation-signer verify -ref HOST/REPO@DIGEST -config DIR
@@ -112,6 +112,8 @@ func certCmd(args []string) error {
 	eku := fs.String("eku", "codeSigning", "extended key usage: codeSigning, serverAuth or none")
 	keyType := fs.String("key", "ec256", "key type: ec256, ec384 or rsa2048")
 	isCA := fs.Bool("is-ca", false, "a CA certificate (keyCertSign, basic constraints CA)")
+	ocsp := fs.String("ocsp", "", "OCSP responder URL to name in the certificate")
+	crl := fs.String("crl", "", "CRL distribution point URL to name in the certificate")
 	_ = fs.Parse(args)
 	if *out == "" {
 		return errors.New("cert: -out is required")
@@ -146,6 +148,12 @@ func certCmd(args []string) error {
 		NotBefore:    nb,
 		NotAfter:     na,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	if *ocsp != "" {
+		tmpl.OCSPServer = []string{*ocsp}
+	}
+	if *crl != "" {
+		tmpl.CRLDistributionPoints = []string{*crl}
 	}
 	if *isCA {
 		tmpl.KeyUsage = x509.KeyUsageCertSign
