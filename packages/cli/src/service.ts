@@ -20,6 +20,8 @@ export interface LocalTuning {
   readonly chunkSize?: number;
   readonly unpackConcurrency?: number;
   readonly inflater?: InflaterChoice;
+  /** Whole cores the process is held to (--cpu-budget). */
+  readonly cpuBudget?: number;
   /** false: commit snapshots without flushing them (unsafe; --no-sync). */
   readonly sync?: false;
 }
@@ -31,6 +33,7 @@ const TUNING_FLAGS: Readonly<Record<keyof LocalTuning, string>> = {
   chunkSize: '--chunk-size',
   unpackConcurrency: '--unpack-concurrency',
   inflater: '--inflater',
+  cpuBudget: '--cpu-budget',
   sync: '--no-sync',
 };
 
@@ -60,6 +63,7 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
     ...(tuning.chunkSize !== undefined ? { chunkSize: tuning.chunkSize } : {}),
     ...(tuning.unpackConcurrency !== undefined ? { unpackConcurrency: tuning.unpackConcurrency } : {}),
     ...(inflater !== undefined ? { inflater } : {}),
+    ...(tuning.cpuBudget !== undefined ? { cpuBudget: tuning.cpuBudget } : {}),
     // FASTPULL_NO_SYNC=1, as --no-sync (a daemon's own configuration decides for its pulls).
     ...(tuning.sync === false || io.env.FASTPULL_NO_SYNC === '1' ? { sync: false } : {}),
     // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).

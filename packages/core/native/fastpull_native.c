@@ -8,11 +8,13 @@
 // unpack hashes its blob and its tar on other cores than the one parsing the tar; and, from
 // fastpull_files.c, the threads that write a layer's small files beside its unpack thread. And one
 // datagram to a unix socket, for a service manager's notify socket, which node:dgram cannot reach.
+// And a thread's CPU affinity and I/O priority, which a CPU budget and a background pull set.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <node_api.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/file.h>
@@ -43,7 +46,7 @@ static napi_value errno_error(napi_env env, int err, const char* syscall, const 
       {EBADF, "EBADF"},   {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"}, {ENOSYS, "ENOSYS"},
       {EIO, "EIO"},       {EAGAIN, "EAGAIN"}, {ECONNREFUSED, "ECONNREFUSED"}, {ENOTSOCK, "ENOTSOCK"},
       {EPROTOTYPE, "EPROTOTYPE"}, {EMSGSIZE, "EMSGSIZE"}, {ENOBUFS, "ENOBUFS"}, {E2BIG, "E2BIG"},
-      {EMLINK, "EMLINK"},
+      {EMLINK, "EMLINK"}, {ESRCH, "ESRCH"},
   };
   const char* code = "EIO";
   for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -863,6 +866,61 @@ static napi_value js_send_datagram(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// setAffinity(tid, cpus): sched_setaffinity(2) of one thread of this process (0: the calling one) to
+// the CPUs numbered in `cpus`, the way a CPU budget confines every thread (threads started later
+// inherit their creator's set). Throws an errno Error: EINVAL for a set the kernel refuses (no CPU of
+// it allowed by the cpuset), ESRCH for a thread that ended.
+static napi_value js_set_affinity(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (get_args(env, info, 2, argv)) return NULL;
+  int32_t tid = 0;
+  bool is_array = false;
+  uint32_t n = 0;
+  napi_is_array(env, argv[1], &is_array);
+  if (napi_get_value_int32(env, argv[0], &tid) != napi_ok || tid < 0 || !is_array || napi_get_array_length(env, argv[1], &n) != napi_ok || n == 0) {
+    napi_throw_type_error(env, NULL, "setAffinity(tid: number, cpus: number[]) with at least one CPU");
+    return NULL;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value v;
+    int32_t cpu = -1;
+    napi_get_element(env, argv[1], i, &v);
+    if (napi_get_value_int32(env, v, &cpu) != napi_ok || cpu < 0 || cpu >= CPU_SETSIZE) {
+      napi_throw_type_error(env, NULL, "setAffinity: a CPU number is not an integer from 0 to 1023");
+      return NULL;
+    }
+    CPU_SET(cpu, &set);
+  }
+  if (sched_setaffinity((pid_t)tid, sizeof set, &set) != 0) return throw_errno(env, errno, "sched_setaffinity", "(thread)");
+  return NULL;
+}
+
+// ioprio_set(2)'s constants (linux/ioprio.h, which glibc does not wrap).
+#define FASTPULL_IOPRIO_WHO_PROCESS 1
+#define FASTPULL_IOPRIO_CLASS_SHIFT 13
+
+// setIoPriority(tid, class, level): ioprio_set(2) of one thread (0: the calling one): class 1 real
+// time, 2 best effort, 3 idle; level 0-7 (0 highest). Throws an errno Error (EPERM: real time
+// without CAP_SYS_ADMIN; ENOSYS where the kernel lacks it).
+static napi_value js_set_io_priority(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (get_args(env, info, 3, argv)) return NULL;
+  int32_t tid = 0, cls = 0, level = 0;
+  if (napi_get_value_int32(env, argv[0], &tid) != napi_ok || napi_get_value_int32(env, argv[1], &cls) != napi_ok || napi_get_value_int32(env, argv[2], &level) != napi_ok ||
+      tid < 0 || cls < 0 || cls > 3 || level < 0 || level > 7) {
+    napi_throw_type_error(env, NULL, "setIoPriority(tid: number, class: 0-3, level: 0-7)");
+    return NULL;
+  }
+#ifdef SYS_ioprio_set
+  if (syscall(SYS_ioprio_set, FASTPULL_IOPRIO_WHO_PROCESS, tid, (cls << FASTPULL_IOPRIO_CLASS_SHIFT) | level) != 0) return throw_errno(env, errno, "ioprio_set", "(thread)");
+  return NULL;
+#else
+  return throw_errno(env, ENOSYS, "ioprio_set", "(thread)");
+#endif
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
@@ -884,6 +942,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},
       {"sendDatagram", NULL, js_send_datagram, NULL, NULL, NULL, napi_default, NULL},
+      {"setAffinity", NULL, js_set_affinity, NULL, NULL, NULL, napi_default, NULL},
+      {"setIoPriority", NULL, js_set_io_priority, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   fastpull_files_init(env, exports);

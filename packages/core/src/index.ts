@@ -85,6 +85,7 @@ export { createParallelGunzip, DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type I
 export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/isal.js';
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { unixDatagramSender, type UnixDatagramSender } from './util/unix-datagram.js';
+export { allowedCpus, applyCpuBudget, availableCores, cgroupCpuQuota, parseCpuBudget, parseCpuList, processCpuQuota, type CgroupPaths, type CpuBudgetState, type CpuQuota } from './util/cpu.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
 export {
   findInflater,

@@ -16,8 +16,8 @@ import { analyseSurface, checkPackageExports, ENTRY_POINTS, type EntryPoint, typ
 /** The committed surface: exported names per entry point, sorted; `type X` marks a type-only export. */
 const SURFACE: Record<EntryPoint, readonly string[]> = {
   '.': [
-      'acquireLease', 'type AllocatorTuning', 'asFastpullError', 'BLOB_DIGEST_DETAIL', 'type BlobEntry', 'type BlobReleaseOptions', 'chainID', 'chainIDs',
-      'checkDirectory', 'collectGarbage', 'collectHeap', 'CONTAINERD_HOSTS_DIR', 'createIsalGunzip', 'createParallelGunzip', 'createWritableMount', 'type Credentials', 'credentialsIdentity',
+      'acquireLease', 'type AllocatorTuning', 'allowedCpus', 'applyCpuBudget', 'asFastpullError', 'availableCores', 'BLOB_DIGEST_DETAIL', 'type BlobEntry', 'type BlobReleaseOptions', 'cgroupCpuQuota', 'type CgroupPaths', 'chainID', 'chainIDs',
+      'checkDirectory', 'collectGarbage', 'collectHeap', 'CONTAINERD_HOSTS_DIR', 'type CpuBudgetState', 'type CpuQuota', 'createIsalGunzip', 'createParallelGunzip', 'createWritableMount', 'type Credentials', 'credentialsIdentity',
       'type CredentialsProvider', 'DEFAULT_CHUNK_SIZE', 'DEFAULT_CONCURRENCY', 'DEFAULT_INFLATE_SLOT_BYTES', 'DEFAULT_INFLATER', 'DEFAULT_KEEP_BLOBS', 'DEFAULT_NO_PROGRESS_TIMEOUT_MS', 'DEFAULT_REGISTRY', 'DEFAULT_SYNC', 'DEFAULT_TAG', 'defaultHostsDir', 'defaultRoot', 'defaultUnpackConcurrency',
       'type Descriptor', 'type Digest', 'type DirectoryUse', 'dockerConfigCredentials', 'type DockerConfigOptions', 'dockerCredentialsWithWarning',
       'type ErrorCode', 'ErrorCodes', 'type ExternalInflater', 'FastpullError', 'type FastpullService', 'FileImageStore',
@@ -27,9 +27,9 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'type IsalGunzipOptions', 'type IsalGunzipStream', 'isDigest', 'isFastpullError', 'type LayerState',
       'type LayerTimings', 'type Lease', 'type LeaseRefs', 'listWritableMounts', 'liveLeaseRefs', 'type LocalPullOptions', 'LocalService', 'type LocalServiceOptions',
       'MAX_POOL_SIZE', 'MediaTypes', 'MIN_CHUNK_SIZE', 'type Mount', 'type MountRecord', 'mountsFor', 'type MountTarget', 'normalizePlatform',
-      'openStore', 'type ParallelGunzipOptions', 'type ParallelGunzipStats', 'type ParallelGunzipStream', 'parseChunkSize', 'parseDigest',
+      'openStore', 'type ParallelGunzipOptions', 'type ParallelGunzipStats', 'type ParallelGunzipStream', 'parseChunkSize', 'parseCpuBudget', 'parseCpuList', 'parseDigest',
       'parseDuration', 'parseInflaterChoice', 'parsePlatform', 'parsePositiveInt', 'parseReference', 'parseSize',
-      'parseZtoc', 'type PhaseTotals', 'type Placement', 'type Platform', 'platformMatches', 'poolSizeFor', 'pull',
+      'parseZtoc', 'type PhaseTotals', 'type Placement', 'type Platform', 'platformMatches', 'poolSizeFor', 'processCpuQuota', 'pull',
       'type PulledImage', 'type PullEvent', 'pullEvents', 'type PullObserver', 'type PullOptions', 'type PullResult', 'type PullTimings',
       'type RangeRequest', 'type Reference', 'referenceName', 'removeWritableMount', 'resolveGunzip', 'resolveImage', 'type RunOptions', 'scopedCredentials', 'selectPlatform',
       'type ServicePullOptions', 'type ServiceSettings', 'sha256Digest', 'sharedInflatePool', 'sharedUnpackPool', 'type Store', 'type StoreOptions',

@@ -27,6 +27,8 @@ Options:
   --concurrency N            range requests in flight across all pulls (default ${DEFAULT_CONCURRENCY})
   --chunk-size SIZE          bytes per range request (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB)
   --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per two cores, at most 4)
+  --cpu-budget N             whole cores fastpulld may keep busy: all its threads are confined to N of its CPUs
+                             (reloaded on SIGHUP; default: all it may use, bounded by its cgroup CPU quota and cpuset)
   --inflater NAME            gzip decoder: ${INFLATER_CHOICES.join(', ')} (default $FASTPULL_INFLATER, else ${DEFAULT_INFLATER})
   --keep-blobs               keep compressed layer blobs after unpacking
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
@@ -65,6 +67,7 @@ function parse() {
       concurrency: { type: 'string' },
       'chunk-size': { type: 'string' },
       'unpack-concurrency': { type: 'string' },
+      'cpu-budget': { type: 'string' },
       inflater: { type: 'string' },
       'keep-blobs': { type: 'boolean' },
       'no-sync': { type: 'boolean' },
@@ -117,6 +120,7 @@ const flags: RawConfig = {
   concurrency: v.concurrency,
   chunk_size: v['chunk-size'],
   unpack_concurrency: v['unpack-concurrency'],
+  cpu_budget: v['cpu-budget'],
   inflater: v.inflater,
   keep_blobs: v['keep-blobs'],
   sync: v['no-sync'] === true ? false : undefined,

@@ -11,6 +11,7 @@ import {
   inflaterFromEnv,
   INFLATER_CHOICES,
   parseChunkSize,
+  parseCpuBudget,
   parseInflaterChoice,
   resolveGunzip,
   parseDuration as parseDurationSetting,
@@ -49,6 +50,8 @@ export interface DaemonConfig {
   readonly sync: boolean;
   /** Layers unpacked at once across all pulls (one pool they share); unset: the library's shared pool, one per two cores, at most 4. */
   readonly unpackConcurrency?: number;
+  /** Whole cores the daemon's threads are confined to (reloaded on SIGHUP); unset: every CPU it was started with. */
+  readonly cpuBudget?: number;
   /** The gzip decoder, as the CLI's --inflater; unset: $FASTPULL_INFLATER, else the library's (auto). */
   readonly inflater?: InflaterChoice;
   /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics and the /healthz and /readyz probes on; unset: no HTTP endpoint. */
@@ -89,6 +92,7 @@ export const CONFIG_KEYS = [
   'keep_blobs',
   'sync',
   'unpack_concurrency',
+  'cpu_budget',
   'inflater',
   'metrics_address',
   'log_level',
@@ -141,6 +145,7 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const hostsDir = raw.hosts_dir === '' ? undefined : (path('hosts_dir') ?? defaultHostsDir(env));
   const concurrency = raw.concurrency === undefined ? undefined : parsePositiveInt(raw.concurrency, 'concurrency');
   const unpackConcurrency = raw.unpack_concurrency === undefined ? undefined : parsePositiveInt(raw.unpack_concurrency, 'unpack_concurrency');
+  const cpuBudget = raw.cpu_budget === undefined || raw.cpu_budget === '' ? undefined : parseCpuBudget(raw.cpu_budget, 'cpu_budget');
   const chunkSize = raw.chunk_size === undefined ? undefined : parseChunkSize(raw.chunk_size, 'chunk_size');
   const inflater = inflaterOf(raw.inflater, env);
   const metricsAddress = raw.metrics_address === undefined || raw.metrics_address === '' ? undefined : loopbackAddress(raw.metrics_address);
@@ -163,6 +168,7 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     keepBlobs: raw.keep_blobs === undefined ? env.FASTPULL_KEEP_BLOBS === '1' : bool('keep_blobs', raw.keep_blobs),
     sync: raw.sync === undefined ? env.FASTPULL_NO_SYNC !== '1' : bool('sync', raw.sync),
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
+    ...(cpuBudget !== undefined ? { cpuBudget } : {}),
     ...(inflater !== undefined ? { inflater } : {}),
     ...(metricsAddress !== undefined ? { metricsAddress } : {}),
     logLevel,
@@ -181,6 +187,7 @@ export function serviceOptions(config: DaemonConfig): LocalServiceOptions {
     ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
     ...(config.chunkSize !== undefined ? { chunkSize: config.chunkSize } : {}),
     ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
+    ...(config.cpuBudget !== undefined ? { cpuBudget: config.cpuBudget } : {}),
     ...(config.inflater !== undefined ? { inflater: config.inflater } : {}),
     ...(config.keepBlobs ? { keepBlobs: true } : {}),
     ...(config.sync ? {} : { sync: false }),

@@ -254,7 +254,7 @@ export class Daemon {
 
   /**
    * Re-reads the config file (the flags still override it) and applies what can change while
-   * running: hosts_dir, for pulls that start from now on. Other changed keys need a restart; they
+   * running: hosts_dir, for pulls that start from now on, and cpu_budget, for every thread at once. Other changed keys need a restart; they
    * are logged.
    */
   reload(): void {
@@ -267,9 +267,14 @@ export class Daemon {
     try {
       const next = resolveConfig(readConfigFile(this.options.configPath, this.options.configRequired === true), this.options.flags ?? {}, this.options.env ?? process.env);
       const before = this.service.hostsDir;
+      const cpus = this.service.setCpuBudget(next.cpuBudget);
       this.service.hostsDir = next.hostsDir;
-      const ignored = (Object.keys(next) as Array<keyof DaemonConfig>).filter((k) => k !== 'hostsDir' && JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-      this.log.info({ config: this.options.configPath, hostsDir: this.service.hostsDir, previousHostsDir: before, ...(ignored.length > 0 ? { needRestart: ignored } : {}) }, 'configuration reloaded');
+      const reloaded: ReadonlyArray<keyof DaemonConfig> = ['hostsDir', 'cpuBudget'];
+      const ignored = (Object.keys(next) as Array<keyof DaemonConfig>).filter((k) => !reloaded.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+      this.log.info(
+        { config: this.options.configPath, hostsDir: this.service.hostsDir, previousHostsDir: before, cpuBudget: next.cpuBudget ?? null, cpus: cpus.cpus.join(','), ...(ignored.length > 0 ? { needRestart: ignored } : {}) },
+        'configuration reloaded',
+      );
     } catch (e) {
       this.log.error({ config: this.options.configPath, err: e instanceof Error ? e.message : String(e) }, 'reload failed; keeping the running configuration');
     }

@@ -10,6 +10,7 @@ import {
   parseChunkSize,
   parseInflaterChoice,
   parsePlatform,
+  parseCpuBudget,
   parsePositiveInt,
   CONTAINERD_HOSTS_DIR,
   type Credentials,
@@ -41,6 +42,7 @@ export interface PullFlags {
   chunkSize?: string;
   inflater?: string;
   unpackConcurrency?: string;
+  cpuBudget?: string;
   hostsDir?: string;
   keepBlobs?: boolean;
   sync?: boolean;
@@ -63,6 +65,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--concurrency <n>', `range requests in flight for this pull (default: the shared scheduler, ${DEFAULT_CONCURRENCY})`)
     .option('--chunk-size <size>', `bytes per range request, e.g. 16MiB, 8M, 1048576 (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB; at least 64KiB)`)
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per two cores, at most 4; a layer waiting for its download lends its slot)')
+    .option('--cpu-budget <cores>', 'whole cores this pull may keep busy: every thread of the process is confined to that many of its CPUs (default: all it may use, bounded by its cgroup CPU quota and cpuset)')
     .option('--inflater <auto|isal|zlib|igzip|pigz|parallel>', 'gzip decoder; auto is isal (ISA-L in process) where built, else zlib; igzip and pigz run as programs; parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
@@ -113,6 +116,7 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
     ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
     ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
     ...(inflater ? { inflater } : {}),
+    ...(flags.cpuBudget !== undefined ? { cpuBudget: asUsageError(() => parseCpuBudget(flags.cpuBudget, '--cpu-budget')) } : {}),
     ...(flags.sync === false ? { sync: false } : {}),
   };
   const credentials = givenCredentials(flags.creds);

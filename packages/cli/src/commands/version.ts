@@ -1,9 +1,8 @@
 // `fastpull version`: what is running: fastpull, Node.js, the gzip decoder pulls would use, and
 // how a pull sizes itself on this machine.
 import { readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { Command } from 'commander';
-import { inflaterFromEnv, isFastpullError, poolSizeFor, resolveGunzip, VERSION, WRITER_THREADS } from '@fastpull/core';
+import { availableCores, inflaterFromEnv, isFastpullError, poolSizeFor, processCpuQuota, resolveGunzip, VERSION, WRITER_THREADS } from '@fastpull/core';
 import { writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, withExample } from '../options.js';
 
@@ -14,8 +13,10 @@ export interface VersionInfo {
   readonly inflater: { readonly choice: string; readonly kind: string; readonly path?: string; readonly error?: string };
   /** Threads of libuv's pool, which inflates (node:zlib, ISA-L) and hashes layers: UV_THREADPOOL_SIZE, else libuv's 4. */
   readonly threadPool: number;
-  /** Cores this process may run on (its affinity mask), which size what follows. */
+  /** Cores this process may keep busy (its affinity mask, fewer under a cgroup CPU quota), which size what follows. */
   readonly cores: number;
+  /** Its cgroup's CPU quota in cores (cpu.max, or cpu.cfs_quota_us over cpu.cfs_period_us), where one is set. */
+  readonly cpuQuota?: number;
   /** Layers a pull unpacks at once unless told (`--unpack-concurrency`). */
   readonly unpackSlots: number;
   /** Threads that make small files, shared by every layer being unpacked. */
@@ -60,12 +61,14 @@ export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
   }
   const pool = Number(env.UV_THREADPOOL_SIZE);
   const cpuFlags = readCpuFlags();
+  const quota = processCpuQuota();
   return {
     fastpull: VERSION,
     node: process.version,
     inflater,
     threadPool: Number.isInteger(pool) && pool > 0 ? Math.min(pool, 1024) : 4,
-    cores: availableParallelism(),
+    cores: availableCores(),
+    ...(quota ? { cpuQuota: quota.cores } : {}),
     unpackSlots: poolSizeFor(),
     writerThreads: WRITER_THREADS,
     ...(cpuFlags ? { cpuFlags } : {}),
@@ -85,7 +88,7 @@ export function versionCommand(io: CliIO): Command {
     const i = v.inflater;
     writeLine(io.stdout, `inflater ${i.error ? `${i.choice}: ${i.error}` : i.path ? `${i.kind} (${i.path})` : `${i.kind} (built in)`}`);
     writeLine(io.stdout, `threads  ${v.threadPool} in libuv's pool`);
-    writeLine(io.stdout, `cores    ${v.cores}: ${v.unpackSlots} ${v.unpackSlots === 1 ? 'layer' : 'layers'} unpacked at once, ${v.writerThreads} small-file writer threads`);
+    writeLine(io.stdout, `cores    ${v.cores}: ${v.unpackSlots} ${v.unpackSlots === 1 ? 'layer' : 'layers'} unpacked at once, ${v.writerThreads} small-file writer threads${v.cpuQuota !== undefined ? ` (cgroup CPU quota ${v.cpuQuota} cores)` : ''}`);
     if (v.cpuFlags) writeLine(io.stdout, `cpu      ${v.cpuFlags.length > 0 ? v.cpuFlags.join(' ') : 'none of ' + CPU_FLAGS.join(' ')}`);
   });
 }

@@ -24,6 +24,7 @@ import { openStore, type Store } from '../store.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
+import { applyCpuBudget, type CpuBudgetState } from '../util/cpu.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, type ServiceSettings } from './settings.js';
 import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
@@ -63,6 +64,12 @@ export interface LocalServiceOptions {
   readonly sync?: boolean;
   /** Unpack on worker threads (default true). */
   readonly threads?: boolean;
+  /**
+   * Cores the whole process may use (a whole number): every thread of it, now and later, is confined
+   * to that many of its CPUs (applyCpuBudget), and thread counts are sized by them. Unset: leave the
+   * process as it is; the cgroup's CPU quota and cpuset still size its threads.
+   */
+  readonly cpuBudget?: number;
   /** A range request was retried (metrics). */
   readonly onRetry?: (error: unknown) => void;
   /** A straggling range was re-issued (metrics). */
@@ -88,12 +95,15 @@ export class LocalService implements FastpullService {
   private readonly credentials: CredentialsProvider;
   /** The store root's check for each use, made once (a failed check is tried again next time). */
   private readonly checked = new Map<DirectoryUse, Promise<string>>();
+  private cpuBudget: number | undefined;
 
   constructor(private readonly options: LocalServiceOptions) {
     this.store = openStore(options.root, { sync: options.sync !== false });
     this.location = this.store.root;
     this.hostsDir = options.hostsDir;
     this.scheduler = options.concurrency !== undefined ? new FetchScheduler({ maxRequests: options.concurrency, maxPerHost: options.concurrency }) : sharedFetchScheduler();
+    // Before the pool: a pool that is not told its size takes it from the cores the budget leaves.
+    if (options.cpuBudget !== undefined) this.setCpuBudget(options.cpuBudget);
     this.pool = options.unpackConcurrency !== undefined ? new UnpackPool({ size: options.unpackConcurrency }) : undefined;
     this.credentials =
       options.credentials ??
@@ -112,7 +122,18 @@ export class LocalService implements FastpullService {
       inflater: o.inflater ?? DEFAULT_INFLATER,
       keepBlobs: o.keepBlobs === true,
       sync: this.store.snapshots.sync,
+      cpuBudget: this.cpuBudget,
     };
+  }
+
+  /**
+   * Holds the process to `cores` cores from now on (undefined: gives back every CPU it was started
+   * with); running pulls' threads are confined at once. A daemon calls it on reload.
+   */
+  setCpuBudget(cores: number | undefined): CpuBudgetState {
+    const state = applyCpuBudget(cores);
+    this.cpuBudget = cores;
+    return state;
   }
 
   /** Range requests this service's pulls have in flight now. */

@@ -51,6 +51,8 @@ export interface ServiceSettings {
   readonly keepBlobs: boolean;
   /** Whether snapshots are flushed before they are committed. */
   readonly sync: boolean;
+  /** Cores the whole process is held to (see applyCpuBudget); undefined: none given. */
+  readonly cpuBudget: number | undefined;
 }
 
 /** Where containerd nodes keep registry host configuration; Spegel and Dragonfly write there. */

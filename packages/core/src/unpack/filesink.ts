@@ -6,7 +6,7 @@
 // decision: it cleans the name, makes the parents, chooses what may go to the sink, and drains the
 // sink before anything that could touch a name still queued (a replacement, a hardlink, a
 // whiteout) and before directories get their final modes and times.
-import { availableParallelism } from 'node:os';
+import { availableCores } from '../util/cpu.js';
 import { nativeFs } from './native.js';
 import { fsError } from './report.js';
 import type { Times } from './times.js';
@@ -32,7 +32,7 @@ export const MAX_WRITER_THREADS = 16;
  * on 16, for the same files; the pull took 3.90 s (3.66-4.14) on 4 cores, 3.72 s (3.27-4.18) on 8
  * and 4.03 s (3.95-4.11) on 16.
  */
-export const WRITER_THREADS = writerThreadsFor(availableParallelism());
+export const WRITER_THREADS = writerThreadsFor(availableCores());
 
 /**
  * {@link WRITER_THREADS} on `cores` cores: FASTPULL_WRITER_THREADS in `env` when it is a whole

@@ -6,7 +6,7 @@
 // slots at once: on two cores, two pools of about 15 slots of 17 MiB each put the parallel inflater's
 // peak RSS at 550 MiB. The bound lives in a SharedArrayBuffer that the main thread creates and hands to
 // every unpack worker, so all pools of a process count against the same numbers.
-import { availableParallelism } from 'node:os';
+import { availableCores } from '../util/cpu.js';
 import { isMainThread, workerData } from 'node:worker_threads';
 import { FastpullError } from '../errors.js';
 import { positiveEnv } from '../util/env.js';
@@ -48,7 +48,7 @@ export const INFLATE_SLOT_BYTES_PER_JOB = 24 * 1024 * 1024;
 
 /** Limits of an {@link InflateBudget}. */
 export interface InflateBudgetLimits {
-  /** Decode jobs running at once in the whole process (default: the machine's cores). */
+  /** Decode jobs running at once in the whole process (default: the cores this process may use, availableCores). */
   running?: number;
   /** Bytes all slots may hold together (default {@link INFLATE_SLOT_BYTES_PER_JOB} per running job, at most {@link DEFAULT_INFLATE_SLOT_BYTES}). */
   slotBytes?: number;
@@ -77,7 +77,7 @@ export class InflateBudget {
 
   /** A new budget; INVALID_ARGUMENT for limits that are not positive integers. */
   static create(limits: InflateBudgetLimits = {}): InflateBudget {
-    const running = limits.running ?? Math.max(1, availableParallelism());
+    const running = limits.running ?? Math.max(1, availableCores());
     const slotBytes = limits.slotBytes ?? Math.min(DEFAULT_INFLATE_SLOT_BYTES, INFLATE_SLOT_BYTES_PER_JOB * running);
     if (!Number.isSafeInteger(running) || running < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: running ${running}: want an integer >= 1`);
     if (!Number.isSafeInteger(slotBytes) || slotBytes < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: slot bytes ${slotBytes}: want an integer >= 1`);

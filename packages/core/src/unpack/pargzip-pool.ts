@@ -1,5 +1,5 @@
 // The parallel gunzip's way to its decode threads: runs jobs, in order of priority, in shared slots it lends out.
-import { availableParallelism } from 'node:os';
+import { availableCores } from '../util/cpu.js';
 import { FastpullError } from '../errors.js';
 import { type InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { finishJob, JobSlot, nativeInflate, prepareJob, runJob, WINDOW, type DecodeRunner, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
@@ -68,14 +68,14 @@ export class InflatePool {
   /** Callers of {@link slotFreed} waiting for a slot of this pool to come back. */
   private slotWaiters: (() => void)[] = [];
   /**
-   * `threads` (default the machine's cores): this pool's jobs running at once, and at least as many
+   * `threads` (default the cores this process may use, availableCores): this pool's jobs running at once, and at least as many
    * decode threads run in the process; 0 decodes on the calling thread (tests). `budget` defaults to
    * the process's ({@link processInflateBudget}). `idleMs` is accepted and ignored: the decode
    * threads are the process's (a few hundred KiB each), not the pool's to end. INVALID_ARGUMENT for
    * a negative or fractional count.
    */
   constructor(options: { threads?: number; budget?: InflateBudget; idleMs?: number } = {}) {
-    this.threads = options.threads ?? availableParallelism();
+    this.threads = options.threads ?? availableCores();
     if (!Number.isInteger(this.threads) || this.threads < 0) throw new FastpullError('INVALID_ARGUMENT', `inflate threads ${options.threads}: want an integer >= 0`);
     if (options.idleMs !== undefined && !(options.idleMs >= 0)) throw new FastpullError('INVALID_ARGUMENT', `inflate idleMs ${options.idleMs}: want a number >= 0`);
     this.budget = options.budget ?? processInflateBudget();

@@ -1,7 +1,7 @@
 // A process-wide pool of unpack workers: bounds how many layers unpack at once, runs the largest
 // waiting layer first (it bounds the pull), and keeps each layer's pipeline off the main thread.
 import { closeSync, openSync, readSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableCores } from '../util/cpu.js';
 import type { Worker } from 'node:worker_threads';
 import { abortError, FastpullError, type ErrorCode } from '../errors.js';
 import type { UnpackedLayer } from './layer.js';
@@ -12,7 +12,7 @@ import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
 
 /** Options of an {@link UnpackPool}. */
 export interface UnpackPoolOptions {
-  /** Layers unpacked at once; default {@link poolSizeFor} this machine's cores. */
+  /** Layers unpacked at once; default {@link poolSizeFor} the cores this process may use (availableCores). */
   readonly size?: number;
   /** Run each layer on a worker thread (default true); false runs them on the calling thread. */
   readonly threads?: boolean;
@@ -120,7 +120,7 @@ export function idleCores(cores: number, intervalMs: number, processCpuMs: numbe
  * (2 pairs): its small layers queued behind the large one's pass while it waited for bytes.
  * @example poolSizeFor(2) // 1; poolSizeFor(16) // 4 (MAX_POOL_SIZE)
  */
-export function poolSizeFor(cores = availableParallelism()): number {
+export function poolSizeFor(cores = availableCores()): number {
   return Math.min(MAX_POOL_SIZE, Math.max(1, Math.ceil(cores / 2)));
 }
 
@@ -431,7 +431,7 @@ export class UnpackPool {
     let lastWaited = 0;
     let lastCpu = process.cpuUsage();
     let lastIdle = this.machineIdle();
-    const cores = availableParallelism();
+    const cores = availableCores();
     const waitedUntil = (now: number) => {
       const since = Number(Atomics.load(state!, STATE_WAITING_SINCE));
       return Number(Atomics.load(state!, STATE_WAITED_MS)) + (since > 0 ? Math.max(0, now - since) : 0);
