@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileS
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allowedCpus, parseCpuList } from '@fastpull/core';
-import { buildImage, Prng, pushImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
+import { buildImage, lacks, lacksRegistry, notHere, Prng, pushImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
 import { cliPath, repoRoot, serveDaemon, stopDaemon, tempDir } from './helpers.js';
 
 const launcher = join(repoRoot, 'packages', 'cli', 'dist', 'launch.cjs');
@@ -77,7 +77,7 @@ function pullSampled(args: string[]): Promise<{ status: number | null; stderr: s
   });
 }
 
-describe('--cpu-budget', () => {
+describe.skipIf(lacksRegistry())('--cpu-budget', () => {
   let registry: DistributionRegistry;
   let ref = '';
   const cpus = allowedCpus();
@@ -191,20 +191,18 @@ describe('fastpulld cpu_budget', () => {
   });
 });
 
-/** A cgroup with a CPU quota this test makes, v1's cpu controller or v2's; why it cannot, otherwise. */
-function cpuCgroupRoot(): { dir: string; version: 1 | 2 } | string {
-  if (process.getuid?.() !== 0) return 'not running as root: cannot make a cgroup';
+/** The cgroup hierarchy with a CPU controller this test makes its cgroups in: v1's cpu controller, or v2's. */
+function cpuCgroupRoot(): { dir: string; version: 1 | 2 } | undefined {
   if (existsSync('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')) return { dir: '/sys/fs/cgroup/cpu', version: 1 };
   const controllers = read('/sys/fs/cgroup/cgroup.controllers');
-  if (controllers?.split(/\s+/).includes('cpu')) return { dir: '/sys/fs/cgroup', version: 2 };
-  return 'no cgroup v1 cpu controller at /sys/fs/cgroup/cpu and no cpu controller in cgroup v2 at /sys/fs/cgroup';
+  return controllers?.split(/\s+/).includes('cpu') ? { dir: '/sys/fs/cgroup', version: 2 } : undefined;
 }
 
 const cgroupRoot = cpuCgroupRoot();
-if (typeof cgroupRoot === 'string') console.warn(`skipping the cgroup CPU quota test: ${cgroupRoot}`);
+const noController = cgroupRoot ? undefined : 'no cgroup v1 cpu controller at /sys/fs/cgroup/cpu and no cpu controller in cgroup v2 at /sys/fs/cgroup';
 
-describe.skipIf(typeof cgroupRoot === 'string')('a cgroup CPU quota', () => {
-  const root = cgroupRoot as { dir: string; version: 1 | 2 };
+describe.skipIf(lacks('root', process.getuid?.() === 0 ? undefined : 'not running as root: cannot make a cgroup') || notHere(noController))('a cgroup CPU quota', () => {
+  const root = cgroupRoot!;
   const made: string[] = [];
   afterAll(() => {
     for (const dir of made) if (existsSync(dir)) rmdirSync(dir);
