@@ -186,10 +186,14 @@ const allContenders: Record<string, Contender> = {
   containerd: containerd(),
   'cri-fastpull': criContender(repo, 'fastpull'),
   'cri-overlayfs': criContender(repo, 'overlayfs'),
-  'cri-fastpull-1.7': criContender(repo, 'fastpull', '1.7'),
-  'cri-overlayfs-1.7': criContender(repo, 'overlayfs', '1.7'),
-  'cri-fastpull-2.2': criContender(repo, 'fastpull', '2.2'),
-  'cri-overlayfs-2.2': criContender(repo, 'overlayfs', '2.2'),
+  'cri-fastpull-1.7': criContender(repo, 'fastpull', { release: '1.7' }),
+  'cri-overlayfs-1.7': criContender(repo, 'overlayfs', { release: '1.7' }),
+  'cri-fastpull-2.2': criContender(repo, 'fastpull', { release: '2.2' }),
+  'cri-overlayfs-2.2': criContender(repo, 'overlayfs', { release: '2.2' }),
+  'cri-tuned-2.2': criContender(repo, 'overlayfs', { release: '2.2', tuned: true }),
+  'ctr-tuned-2.2': criContender(repo, 'overlayfs', { release: '2.2', tuned: true, client: 'ctr' }),
+  'cri-soci-2.2': criContender(repo, 'soci', { release: '2.2' }),
+  'ctr-soci-2.2': criContender(repo, 'soci', { release: '2.2', client: 'ctr' }),
   skopeo: skopeoUmoci(),
 };
 const contenders = CONTENDERS.map((n) => {

@@ -47,6 +47,27 @@ describe('traceSvg', () => {
     expect(svg).toContain('>range retry</text>');
   });
 
+  it("draws a sampled process trace's counters, each with its unit, over the whole time axis", () => {
+    const sampled = {
+      traceEvents: [
+        { name: 'thread_name', ph: 'M', ts: 0, pid: 1, tid: 1, args: { name: 'CRI client' } },
+        { name: 'pull', ph: 'X', ts: 0, dur: 1_000_000, pid: 1, tid: 1 },
+        { name: 'cpu: containerd', ph: 'C', ts: 100_000, pid: 1, args: { cores: 1.5 } },
+        { name: 'rss: containerd', ph: 'C', ts: 100_000, pid: 1, args: { MiB: 120 } },
+        { name: 'device writes', ph: 'C', ts: 2_000_000, pid: 1, args: { 'MiB/s': 300 } },
+      ],
+    } as unknown as TraceDocument;
+    const svg = traceSvg(sampled);
+    const labels = [...svg.matchAll(/text-anchor="end">([^<]+)</g)].map((m) => m[1]);
+    expect(labels).toEqual(expect.arrayContaining(['CRI client', 'cpu: containerd', 'rss: containerd', 'device writes']));
+    expect(svg).toContain('max 1.50 cores');
+    expect(svg).toContain('max 120 MiB');
+    expect(svg).toContain('max 300 MiB/s');
+    // The last sample, at 2 s, ends the axis: the one-second pull spans half of it.
+    expect(svg).toContain('(2.00 s)');
+    expect(svg).toMatch(/<rect x="190.00" y="[\d.]+" width="450.00" height="12" fill="#d9d9d9"/);
+  });
+
   it('reads a gzipped trace as a plain one', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fastpull-trace-svg-'));
     try {

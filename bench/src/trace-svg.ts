@@ -27,6 +27,26 @@ const COUNTERS: readonly { name: string; key: string; label: string; unit: (v: n
   { name: 'rss', key: 'bytes', label: 'resident memory', unit: (v) => `${(v / 1048576).toFixed(0)} MiB`, colour: '#76b7b2' },
 ];
 
+/** Units of the counters of a sampled process trace (src/peers/proc-trace.ts), by their one argument. */
+const UNITS: Record<string, (v: number) => string> = {
+  cores: (v) => `${v.toFixed(2)} cores`,
+  MiB: (v) => `${v.toFixed(0)} MiB`,
+  'MiB/s': (v) => `${v.toFixed(0)} MiB/s`,
+};
+const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#b07aa1', '#9c755f', '#edc948'];
+
+/** The counters to draw: fastpull's own, then any other (a sampled process trace's), in order of appearance. */
+function countersOf(events: readonly TraceEvent[]): typeof COUNTERS {
+  const known = COUNTERS.filter((c) => events.some((e) => e.ph === 'C' && e.name === c.name));
+  const others: (typeof COUNTERS)[number][] = [];
+  for (const e of events) {
+    if (e.ph !== 'C' || COUNTERS.some((c) => c.name === e.name) || others.some((c) => c.name === e.name)) continue;
+    const key = Object.keys(e.args ?? {})[0] ?? 'value';
+    others.push({ name: e.name, key, label: e.name, unit: UNITS[key] ?? ((v) => v.toFixed(2)), colour: PALETTE[others.length % PALETTE.length]! });
+  }
+  return [...known, ...others];
+}
+
 const LABEL_W = 190;
 const PLOT_W = 900;
 const ROW_H = 16;
@@ -74,9 +94,9 @@ function tracksOf(events: readonly TraceEvent[]): Track[] {
 export function traceSvg(doc: TraceDocument, title?: string): string {
   const events = doc.traceEvents;
   const tracks = tracksOf(events);
-  const endUs = Math.max(1, ...events.filter((e) => e.ph === 'X').map((e) => e.ts + (e.dur ?? 0)));
+  const endUs = Math.max(1, ...events.filter((e) => e.ph === 'X' || e.ph === 'C').map((e) => e.ts + (e.dur ?? 0)));
   const x = (us: number) => LABEL_W + (us / endUs) * PLOT_W;
-  const counters = COUNTERS.filter((c) => events.some((e) => e.ph === 'C' && e.name === c.name));
+  const counters = countersOf(events);
   const heading = title ?? String(events.find((e) => e.ph === 'M' && e.name === 'process_name' && e.pid === 1)?.args?.name ?? 'pull');
   const top = PAD + 22;
   const countersTop = top + tracks.length * ROW_H + 8;

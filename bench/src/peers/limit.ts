@@ -70,6 +70,8 @@ export interface Limit {
 function inflaters(compression: ImageMeta['compression'], inflateChild: string): { tool: string; cmd: string; args: (file: string) => string[] }[] {
   const sh = (pipeline: string) => (file: string) => ['-c', `${pipeline} "$0" > /dev/null`, file];
   if (compression === 'zstd') return which('zstd') ? [{ tool: 'zstd -dc', cmd: 'sh', args: sh('zstd -dc') }] : [];
+  // An uncompressed layer: reading it is all there is.
+  if (compression === 'none') return [{ tool: 'cat', cmd: 'sh', args: sh('cat') }];
   const out: { tool: string; cmd: string; args: (file: string) => string[] }[] = [];
   for (const t of ['igzip', 'pigz', 'gzip']) if (which(t)) out.push({ tool: `${t} -dc`, cmd: 'sh', args: sh(`${t} -dc`) });
   out.push({ tool: 'node:zlib', cmd: process.execPath, args: (file) => [inflateChild, file] });
@@ -134,7 +136,7 @@ export async function measureLimit(
     layers.push({ name: l.name, size: l.size, tarSize: l.tarSize, tries, best });
     // The uncompressed tar, for hashing and extraction (not timed).
     const fd = openSync(join(work, `layer-${i}.tar`), 'w');
-    const r = spawnSync(image.compression === 'zstd' ? 'zstd' : 'gzip', ['-dc', blob], { stdio: ['ignore', fd, 'pipe'] });
+    const r = spawnSync(image.compression === 'none' ? 'cat' : image.compression === 'zstd' ? 'zstd' : 'gzip', image.compression === 'none' ? [blob] : ['-dc', blob], { stdio: ['ignore', fd, 'pipe'] });
     closeSync(fd);
     if (r.status !== 0) throw new Error(`limit: decompressing layer ${i}: ${r.stderr.toString()}`);
   }

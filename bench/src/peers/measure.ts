@@ -1,11 +1,14 @@
 // Measuring a puller: wall time, CPU time (user + system of the command and all its children, from
-// wait4 through /usr/bin/time, plus any daemon's CPU from /proc), peak RSS (the largest sum of the
-// process tree's and the daemons' resident memory, sampled every 50 ms, and never less than the
-// largest single process's peak that /usr/bin/time reports).
+// wait4 through /usr/bin/time, plus any daemon's CPU from /proc, the children it started and reaped
+// meanwhile included: a decompressor it runs per layer), peak RSS (the largest sum of the process
+// tree's and the daemons' trees' resident memory, sampled every 50 ms, and never less than the
+// largest single process's peak that /usr/bin/time reports). On request it also writes a sampled
+// trace of them (src/peers/proc-trace.ts).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ProcTrace, type ProcTraceOptions } from './proc-trace.js';
 
 const TICK = 100; // USER_HZ on Linux
 const PAGE_KIB = 4;
@@ -23,14 +26,63 @@ export interface Measured {
   readonly output: string;
 }
 
-function statOf(pid: number): { ppid: number; ticks: number; rssKiB: number } | undefined {
+export interface ProcStat {
+  readonly ppid: number;
+  /** utime + stime, clock ticks. */
+  readonly ticks: number;
+  /** cutime + cstime: the children it has waited for, clock ticks. */
+  readonly childTicks: number;
+  readonly rssKiB: number;
+}
+
+export function statOf(pid: number): ProcStat | undefined {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    // f[0] is field 3 (state): ppid is field 4, utime 14, stime 15, rss 24.
-    return { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]), rssKiB: Number(f[21]) * PAGE_KIB };
+    // f[0] is field 3 (state): ppid is field 4, utime 14, stime 15, cutime 16, cstime 17, rss 24.
+    return { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]), childTicks: Number(f[13]) + Number(f[14]), rssKiB: Number(f[21]) * PAGE_KIB };
   } catch {
     return undefined;
+  }
+}
+
+/** Every process's stat and children, read once. */
+export class ProcTable {
+  readonly stats = new Map<number, ProcStat>();
+  readonly kids = new Map<number, number[]>();
+  constructor() {
+    for (const name of readdirSync('/proc')) {
+      const pid = Number(name);
+      if (!Number.isInteger(pid)) continue;
+      const s = statOf(pid);
+      if (!s) continue;
+      this.stats.set(pid, s);
+      const list = this.kids.get(s.ppid) ?? [];
+      list.push(pid);
+      this.kids.set(s.ppid, list);
+    }
+  }
+
+  /** The pids under `root`, and `root` itself when `self`. */
+  tree(root: number, self: boolean): number[] {
+    const out: number[] = self ? [root] : [];
+    const stack = [...(this.kids.get(root) ?? [])];
+    while (stack.length) {
+      const p = stack.pop()!;
+      out.push(p);
+      stack.push(...(this.kids.get(p) ?? []));
+    }
+    return out;
+  }
+
+  rssKiB(root: number, self: boolean): number {
+    return this.tree(root, self).reduce((a, p) => a + (this.stats.get(p)?.rssKiB ?? 0), 0);
+  }
+
+  /** CPU seconds of `root`'s tree: every live process's own, and what the root has reaped. */
+  cpuSeconds(root: number): number {
+    const own = this.tree(root, true).reduce((a, p) => a + (this.stats.get(p)?.ticks ?? 0), 0);
+    return (own + (this.stats.get(root)?.childTicks ?? 0)) / TICK;
   }
 }
 
@@ -49,36 +101,23 @@ export function peakRssMiB(pid: number): number {
   }
 }
 
-function treeRssKiB(root: number): number {
-  const kids = new Map<number, number[]>();
-  const rss = new Map<number, number>();
-  for (const name of readdirSync('/proc')) {
-    const pid = Number(name);
-    if (!Number.isInteger(pid)) continue;
-    const s = statOf(pid);
-    if (!s) continue;
-    rss.set(pid, s.rssKiB);
-    const list = kids.get(s.ppid) ?? [];
-    list.push(pid);
-    kids.set(s.ppid, list);
-  }
-  let total = 0;
-  const stack = [...(kids.get(root) ?? [])]; // the root itself is /usr/bin/time: not counted
-  while (stack.length) {
-    const p = stack.pop()!;
-    total += rss.get(p) ?? 0;
-    stack.push(...(kids.get(p) ?? []));
-  }
-  return total;
+/** CPU seconds of a daemon so far: its own and its children's, live or reaped. */
+function daemonCpuSeconds(pid: number): number {
+  return new ProcTable().cpuSeconds(pid);
 }
 
 export interface RunOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** Kill the command (SIGKILL to its process group) after this many ms. */
   readonly timeoutMs?: number;
-  /** Long-running processes that do part of the work (a daemon): their CPU and RSS count too. */
+  /**
+   * Long-running processes that do part of the work (a daemon): their CPU and RSS count too, with
+   * those of the processes they start (a decompressor per layer).
+   */
   readonly daemons?: readonly number[];
   readonly cwd?: string;
+  /** Writes a sampled trace of the command and the daemons (src/peers/proc-trace.ts). */
+  readonly trace?: ProcTraceOptions;
 }
 
 let timeDir: string | undefined;
@@ -108,7 +147,7 @@ export function removeTimeFiles(): void {
 export async function measure(cmd: string, args: readonly string[], options: RunOptions = {}): Promise<Measured> {
   const timeFile = nextTimeFile();
   const daemons = options.daemons ?? [];
-  const daemonCpu0 = daemons.reduce((a, p) => a + cpuSeconds(p), 0);
+  const daemonCpu0 = daemons.reduce((a, p) => a + daemonCpuSeconds(p), 0);
   const t0 = performance.now();
   const child = spawn('/usr/bin/time', ['-o', timeFile, '-f', '%e %U %S %M', cmd, ...args], {
     env: options.env ?? process.env,
@@ -124,11 +163,15 @@ export async function measure(cmd: string, args: readonly string[], options: Run
   child.stderr.on('data', keep);
   let peakKiB = 0;
   let daemonPeakKiB = 0;
+  const recorder = options.trace ? new ProcTrace(options.trace, child.pid, daemons) : undefined;
   const sample = () => {
+    const table = new ProcTable();
     let daemonKiB = 0;
-    for (const d of daemons) daemonKiB += statOf(d)?.rssKiB ?? 0;
+    for (const d of daemons) daemonKiB += table.rssKiB(d, true);
     daemonPeakKiB = Math.max(daemonPeakKiB, daemonKiB);
-    peakKiB = Math.max(peakKiB, daemonKiB + (child.pid !== undefined ? treeRssKiB(child.pid) : 0));
+    // The command's root is /usr/bin/time: not counted.
+    peakKiB = Math.max(peakKiB, daemonKiB + (child.pid !== undefined ? table.rssKiB(child.pid, false) : 0));
+    recorder?.sample(table);
   };
   const poll = setInterval(sample, 50);
   let timedOut = false;
@@ -146,7 +189,8 @@ export async function measure(cmd: string, args: readonly string[], options: Run
   const wallJs = (performance.now() - t0) / 1000;
   clearInterval(poll);
   if (timer) clearTimeout(timer);
-  const daemonCpu = daemons.reduce((a, p) => a + cpuSeconds(p), 0) - daemonCpu0;
+  recorder?.finish(wallJs);
+  const daemonCpu = daemons.reduce((a, p) => a + daemonCpuSeconds(p), 0) - daemonCpu0;
   let wall = wallJs;
   let cpu = daemonCpu;
   let maxOneKiB = 0;

@@ -119,6 +119,21 @@ describe('measure', () => {
       daemon.kill('SIGKILL');
     }
   });
+  it("counts what a daemon's children use while the command runs: their CPU once reaped, their memory while alive", async () => {
+    const d = tmp();
+    // The "daemon" waits for the command's go, then runs a child that holds 64 MiB and burns 0.3 s
+    // of CPU, reaps it, and says done: as containerd runs a decompressor per layer.
+    const child = 'const b = Buffer.alloc(64 << 20, 1); const t = process.cpuUsage(); while (process.cpuUsage(t).user < 300000) b[0]++;';
+    const daemon = spawn('sh', ['-c', `while [ ! -e "$0/go" ]; do sleep 0.05; done; "$1" -e "$2"; touch "$0/done"; exec sleep 60`, d, process.execPath, child], { stdio: 'ignore' });
+    try {
+      const m = await measure('sh', ['-c', 'touch "$0/go"; while [ ! -e "$0/done" ]; do sleep 0.05; done', d], { daemons: [daemon.pid!] });
+      expect(m.ok).toBe(true);
+      expect(m.cpu).toBeGreaterThanOrEqual(0.3);
+      expect(m.daemonRssMiB).toBeGreaterThan(64);
+    } finally {
+      daemon.kill('SIGKILL');
+    }
+  });
 });
 
 describe('block device counters', () => {
