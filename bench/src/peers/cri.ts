@@ -125,6 +125,26 @@ function fastPathNote(log: string): string {
   return `fast path: ${recorded} layer(s) recorded${failed ? `, ${failed} fell back to containerd` : ''}`;
 }
 
+/**
+ * fastpulld's own account of the pull containerd asked for (its `pull finished` line): the pull's
+ * time in the daemon and the summed time of each stage over the layers, seconds.
+ */
+export function fastpulldPhases(log: string): Record<string, number> {
+  for (const line of log.split('\n').reverse()) {
+    if (!line.includes('"pull finished"')) continue;
+    try {
+      const e = JSON.parse(line) as { totalMs?: number; phases?: Record<string, number> };
+      const out: Record<string, number> = {};
+      if (typeof e.totalMs === 'number') out['pull in fastpulld'] = e.totalMs / 1000;
+      for (const [k, v] of Object.entries(e.phases ?? {})) if (typeof v === 'number') out[`fastpulld ${k.replace(/Ms$/, '')}, summed`] = v / 1000;
+      return out;
+    } catch {
+      return {};
+    }
+  }
+  return {};
+}
+
 /** The line the SOCI snapshotter logs for each layer it pulls itself in parallel mode. */
 export const SOCI_PARALLEL_LINE = 'preparing snapshot with parallel pull/unpack';
 
@@ -244,7 +264,7 @@ export function criContender(repo: string, snapshotter: CriSnapshotter, options:
         if (ok && options.inspect) {
           await options.inspect({ ref, ctr: bin('ctr'), socket: sock, namespace: NAMESPACE, snapshotter, env, logs: { containerd: log, snapshotter: proxy?.log() ?? '' }, config });
         }
-        return { ...m, ok, wall: ok ? seconds : m.wall, bytes, ...(clientKind === 'cri' ? { phases: { 'client process': m.wall } } : {}), note: notes.join('; ') };
+        return { ...m, ok, wall: ok ? seconds : m.wall, bytes, phases: { ...(clientKind === 'cri' ? { 'client process': m.wall } : {}), ...(proxy?.name === 'fastpulld' ? fastpulldPhases(proxy.log()) : {}) }, note: notes.join('; ') };
       } finally {
         if (containerd) await stop(containerd);
         if (proxy) await stop(proxy.proc);

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { fastpullTimings } from './contenders.js';
+import { fastpulldPhases } from './cri.js';
 import { field1, imageRequest, readField1, readVarint, varint } from './cri-wire.js';
 import { blockCounters, measure, parseBlockStat, removeTimeFiles } from './measure.js';
 import { startStallProxy } from './stall-proxy.js';
@@ -172,6 +173,15 @@ describe('fastpullTimings', () => {
     expect(fastpullTimings(output)).toEqual({ resolve: 0.04, 'slowest layer fetch': 0.9, 'slowest layer unpack': 0.2 });
     expect(fastpullTimings(output, true)).toEqual({ 'pull in the daemon': 1.25, resolve: 0.04, 'slowest layer fetch': 0.9, 'slowest layer unpack': 0.2 });
     expect(fastpullTimings(output.split('\n').slice(0, 3).join('\n'))).toBeUndefined();
+  });
+});
+
+describe('fastpulldPhases', () => {
+  it("reads the last `pull finished` line of fastpulld's log: the pull's time and each stage summed over the layers", () => {
+    const line = (totalMs: number) => JSON.stringify({ level: 30, msg: 'pull finished', event: 'pull', result: 'ok', totalMs, phases: { resolveMs: 40, fetchMs: 2500, extractMs: 1200.5 } });
+    const log = ['{"level":30,"msg":"fastpulld serving"}', line(9000), '{"level":30,"msg":"layer recorded for containerd"}', line(4200), 'not json'].join('\n');
+    expect(fastpulldPhases(log)).toEqual({ 'pull in fastpulld': 4.2, 'fastpulld resolve, summed': 0.04, 'fastpulld fetch, summed': 2.5, 'fastpulld extract, summed': 1.2005 });
+    expect(fastpulldPhases('{"msg":"fastpulld serving"}')).toEqual({});
   });
 });
 
