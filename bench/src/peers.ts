@@ -190,6 +190,7 @@ const allContenders: Record<string, Contender> = {
   'cri-overlayfs-1.7': criContender(repo, 'overlayfs', { release: '1.7' }),
   'cri-fastpull-2.2': criContender(repo, 'fastpull', { release: '2.2' }),
   'cri-overlayfs-2.2': criContender(repo, 'overlayfs', { release: '2.2' }),
+  'cri-fastpull-2.2-nosync': criContender(repo, 'fastpull', { release: '2.2', fastpulldArgs: ['--no-sync'], name: 'containerd 2.2 + fastpull snapshotter --no-sync (CRI PullImage)' }),
   'cri-tuned-2.2': criContender(repo, 'overlayfs', { release: '2.2', tuned: true }),
   'ctr-tuned-2.2': criContender(repo, 'overlayfs', { release: '2.2', tuned: true, client: 'ctr' }),
   'cri-soci-2.2': criContender(repo, 'soci', { release: '2.2' }),

@@ -33,6 +33,8 @@ export interface CriOptions {
   readonly client?: 'cri' | 'ctr';
   /** The contender's name, when not the default one. */
   readonly name?: string;
+  /** More flags for fastpulld (`--no-sync`: to see what flushing before each commit costs). */
+  readonly fastpulldArgs?: readonly string[];
   /** Called after a successful pull while the daemons still run (tests look at what it left). */
   readonly inspect?: (pulled: PulledImage) => Promise<void> | void;
 }
@@ -168,12 +170,12 @@ interface Proxy {
 }
 
 /** Starts fastpulld or the SOCI snapshotter on `socket`, answering before it returns. */
-async function startProxy(repo: string, snapshotter: 'fastpull' | 'soci', dir: string, socket: string, containerdSocket: string): Promise<Proxy> {
+async function startProxy(repo: string, snapshotter: 'fastpull' | 'soci', dir: string, socket: string, containerdSocket: string, fastpulldArgs: readonly string[] = []): Promise<Proxy> {
   let log = '';
   const keep = (b: Buffer) => (log = (log + b.toString('utf8')).slice(-256 * 1024));
   if (snapshotter === 'fastpull') {
     const root = join(dir, 'fastpull');
-    const proc = spawn(process.execPath, [join(repo, 'packages', 'daemon', 'dist', 'bin.js'), '--socket', join(dir, 'fastpulld.sock'), '--snapshotter-socket', socket, '--root', root], {
+    const proc = spawn(process.execPath, [join(repo, 'packages', 'daemon', 'dist', 'bin.js'), '--socket', join(dir, 'fastpulld.sock'), '--snapshotter-socket', socket, '--root', root, ...fastpulldArgs], {
       stdio: ['ignore', 'pipe', 'ignore'],
       detached: true,
       env: { ...process.env, FASTPULLD_CONFIG: '' },
@@ -229,7 +231,7 @@ export function criContender(repo: string, snapshotter: CriSnapshotter, options:
       let containerd: ChildProcess | undefined;
       let log = '';
       try {
-        if (snapshotter !== 'overlayfs') proxy = await startProxy(repo, snapshotter, dir, snapSock, sock);
+        if (snapshotter !== 'overlayfs') proxy = await startProxy(repo, snapshotter, dir, snapSock, sock, options.fastpulldArgs);
         const config = join(cdir, 'config.toml');
         writeFileSync(config, release === '2.2' ? criConfigV3(cdir, sock, snapshotter, proxy ? snapSock : undefined, tuned) : criConfig(cdir, sock, snapshotter, proxy ? snapSock : undefined));
         containerd = spawn(bin('containerd'), ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'], detached: true, env });
