@@ -3,13 +3,14 @@
 // its top snapshot mounted holds exactly the files of its layers, and each peer runs as configured:
 // the SOCI snapshotter pulled every layer in its parallel mode (its log says so, and containerd's
 // content store holds no layer), containerd 2.2 has the chunked fetch and parallel unpack on (its
-// config dump says so). Needs root (containerd, overlay mounts) and the peers scripts/peers.sh builds.
+// config dump says so). Needs root (containerd, overlay mounts) and the registry, and fails without
+// the peers scripts/peers.sh builds.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
+import { lacksRegistry, lacksRoot, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { criContender, SOCI_PARALLEL_LINE, type CriOptions, type CriSnapshotter, type PulledImage } from './cri.js';
 import { ensureImage, manyLayersImage, modelImage, pushCached, sizesFor, type ImageMeta } from './images.js';
@@ -17,8 +18,6 @@ import { removeTimeFiles } from './measure.js';
 import { CONTAINERD_TUNED, SOCI_PARALLEL } from './tuned.js';
 
 const repo = resolve(import.meta.dirname, '..', '..', '..');
-const root = process.getuid?.() === 0;
-if (!root) process.stdout.write('bench/src/peers/cri.test.ts: skipped, not root (containerd and overlay mounts need root)\n');
 
 const run = (cmd: string, args: string[], env?: NodeJS.ProcessEnv) => {
   const r = spawnSync(cmd, args, { encoding: 'utf8', env: env ?? process.env, timeout: 60_000 });
@@ -63,7 +62,7 @@ function checkPulled(image: ImageMeta, p: PulledImage, work: string, layersInCon
   }
 }
 
-describe.skipIf(!root)('the tuned peers on containerd 2.2 pull the bench images right', () => {
+describe.skipIf(lacksRoot() || lacksRegistry())('the tuned peers on containerd 2.2 pull the bench images right', () => {
   let registry: DistributionRegistry;
   let work: string;
   const images: { meta: ImageMeta; ref: string }[] = [];
