@@ -57,8 +57,10 @@ function checkPulled(image: ImageMeta, p: PulledImage, work: string, layersInCon
     expect(`${diff.stdout}${diff.stderr}`).toBe('');
     expect(diff.status).toBe(0);
   } finally {
-    run('umount', [target]);
-    ctr('snapshots', '--snapshotter', p.snapshotter, 'rm', 'bench-check');
+    // Neither may hide what failed above. containerd's garbage collector may already have taken the
+    // view (ctr made it with no lease); its mount reads only the image's committed snapshots.
+    spawnSync('umount', [target]);
+    spawnSync(p.ctr, ['--address', p.socket, '--namespace', p.namespace, 'snapshots', '--snapshotter', p.snapshotter, 'rm', 'bench-check'], { env: p.env });
   }
 }
 
