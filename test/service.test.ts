@@ -171,6 +171,28 @@ describe.skipIf(lacksRegistry())('one service, local or remote, over one store',
     await remote.pull(ref);
   });
 
+  it('writable mount targets: system trees, odd forms and the store refused alike; of calls for one target at once, one succeeds', async () => {
+    await remote.pull(ref);
+    const refused = ['/', '/etc', '/etc/app', '/proc/self/root', '/sys/fs', '/dev/shm', '/usr', `${work.dir}/a/../mnt-c`, `${work.dir}//mnt-c`, `${work.dir}/mnt-c/`, `${work.dir}/mnt-c/.`, `${work.dir}/mnt\0c`, `/${'a'.repeat(100 * 1024)}`, root, join(root, 'mnt'), work.dir];
+    for (const s of [local, remote] as FastpullService[]) {
+      for (const target of refused) {
+        const e = await failure(s.createWritableMount({ image: ref }, target));
+        expect([target.slice(0, 64), e.code, e.message]).toEqual([target.slice(0, 64), 'INVALID_ARGUMENT', expect.stringMatching(/^mount point ".*": /)]);
+      }
+    }
+    expect(await remote.listWritableMounts()).toEqual([]);
+    for (let round = 0; round < 5; round++) {
+      const target = join(work.dir, `race-${round}`);
+      const calls = [local, remote, local, remote].map((s) => s.createWritableMount({ image: ref }, target));
+      const settled = await Promise.allSettled(calls);
+      const made = settled.filter((r) => r.status === 'fulfilled');
+      expect(made).toHaveLength(1);
+      for (const r of settled) if (r.status === 'rejected') expect((r.reason as { code?: string }).code).toBe('INVALID_ARGUMENT');
+      expect((await local.listWritableMounts()).filter((m) => m.target === target)).toHaveLength(1);
+    }
+    for (const m of await local.listWritableMounts()) await local.removeWritableMount(m.id);
+  });
+
   it('rm of several names removes every one it finds and runs --gc, then fails for the missing one', async () => {
     const r = await runCliAsync(['rm', '--root', root, '--gc', '--json', ref, `${repo}:absent`]);
     expect(r.status).toBe(1);
