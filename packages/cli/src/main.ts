@@ -9,6 +9,7 @@ import { mountsCommand } from './commands/mounts.js';
 import { pullCommand } from './commands/pull.js';
 import { rmCommand } from './commands/rm.js';
 import { unmountCommand } from './commands/unmount.js';
+import { verifyCommand } from './commands/verify.js';
 import { versionCommand } from './commands/version.js';
 import { debugReport, errorLine, EXIT_FAILURE, EXIT_USAGE, UsageError } from './errors.js';
 import { writeLine, type CliIO } from './io.js';
@@ -34,7 +35,7 @@ export function createProgram(io: CliIO, signal: AbortSignal): Command {
     'after',
     '\nExit status: 0 success, 1 failure (one line on stderr: "fastpull: <doing>: <message> (<CODE>)"), 2 bad usage.\nDocumentation: docs/cli.md; error codes: docs/errors.md\n',
   );
-  const commands = [pullCommand(io, signal), imagesCommand(io), inspectCommand(io), rmCommand(io), gcCommand(io, signal), mountsCommand(io), mountCommand(io), unmountCommand(io), versionCommand(io)];
+  const commands = [pullCommand(io, signal), imagesCommand(io), inspectCommand(io), rmCommand(io), gcCommand(io, signal), mountsCommand(io), mountCommand(io), unmountCommand(io), verifyCommand(io, signal), versionCommand(io)];
   for (const c of commands) program.addCommand(c.exitOverride().configureOutput(output));
   return program;
 }

@@ -2,7 +2,7 @@
 // FASTPULL_ADDRESS, or the daemon's default socket when it exists and no store was named) or a
 // LocalService over the store in this process. Commands then only call the FastpullService.
 import type { Command } from 'commander';
-import { checkDirectory, defaultHostsDir, inflaterFromEnv, LocalService, type FastpullService, type InflaterChoice } from '@fastpull/core';
+import { checkDirectory, defaultHostsDir, inflaterFromEnv, LocalService, signatureSettingsFromEnv, type FastpullService, type InflaterChoice, type SignatureSettings } from '@fastpull/core';
 import { UsageError } from './errors.js';
 import { asUsageError, writeLine, type CliIO } from './io.js';
 import { daemonAddress } from './remote.js';
@@ -24,6 +24,10 @@ export interface LocalTuning {
   readonly cpuBudget?: number;
   /** false: commit snapshots without flushing them (unsafe; --no-sync). */
   readonly sync?: false;
+  /** --signature-policy FILE (a containers policy.json). */
+  readonly signaturePolicy?: string;
+  /** --notation-config DIR. */
+  readonly notationConfig?: string;
 }
 
 /** The flag each tuning setting comes from, for the error when it is given with a daemon. */
@@ -35,6 +39,8 @@ const TUNING_FLAGS: Readonly<Record<keyof LocalTuning, string>> = {
   inflater: '--inflater',
   cpuBudget: '--cpu-budget',
   sync: '--no-sync',
+  signaturePolicy: '--signature-policy (or FASTPULL_SIGNATURE_POLICY)',
+  notationConfig: '--notation-config (or FASTPULL_NOTATION_CONFIG)',
 };
 
 /**
@@ -68,7 +74,16 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
     ...(tuning.sync === false || io.env.FASTPULL_NO_SYNC === '1' ? { sync: false } : {}),
     // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
     ...(io.env.FASTPULL_THREADS === '0' ? { threads: false } : {}),
+    signatures: signatureSettings(io, tuning),
   });
+}
+
+/** The signature policies a command in this process applies: its flags, else FASTPULL_SIGNATURE_POLICY and FASTPULL_NOTATION_CONFIG. */
+export function signatureSettings(io: CliIO, tuning: Pick<LocalTuning, 'signaturePolicy' | 'notationConfig'>): SignatureSettings {
+  const env = signatureSettingsFromEnv(io.env);
+  const policy = tuning.signaturePolicy ?? env.signaturePolicy;
+  const notation = tuning.notationConfig ?? env.notationConfig;
+  return { ...(policy !== undefined ? { signaturePolicy: policy } : {}), ...(notation !== undefined ? { notationConfig: notation } : {}) };
 }
 
 /** Runs `fn` with the command's service, then closes it. */

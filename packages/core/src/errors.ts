@@ -29,6 +29,8 @@ export const ErrorCodes = [
   'INTERNAL',
   'ALREADY_EXISTS',
   'FAILED_PRECONDITION',
+  'SIGNATURE_MISSING',
+  'SIGNATURE_INVALID',
 ] as const;
 
 /**

@@ -58,6 +58,31 @@ export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcRe
 export type { GcLeftover } from './gc/leftovers.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './store/lease.js';
 
+// Image signatures: the gate a pull waits on before it records an image, and the policies it applies.
+export {
+  DEFAULT_SIGNATURE_LIMITS,
+  verdictLine,
+  type SignatureGate,
+} from './signatures/gate.js';
+export { loadSignatureVerifiers, SIGNATURE_ENV, signatureSettingsFromEnv, type SignatureSettings } from './signatures/settings.js';
+export { SigstoreVerifier } from './signatures/sigstore/verifier.js';
+export { verifyImageSignatures, type ImageVerification, type VerifyImageOptions } from './signatures/verify-image.js';
+export type {
+  DiscoveredSignature,
+  ImageSignatures,
+  SignatureCheck,
+  SignatureKind,
+  SignatureLevel,
+  SignatureLimits,
+  SignatureManifest,
+  SignatureOutcome,
+  SignatureSource,
+  SignatureSubject,
+  SignatureVerdict,
+  SignatureVerifier,
+  VerifyContext,
+} from './signatures/types.js';
+
 // Errors.
 export { FastpullError, isFastpullError, asFastpullError, ErrorCodes, type ErrorCode } from './errors.js';
 

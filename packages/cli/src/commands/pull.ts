@@ -13,6 +13,8 @@ import {
   parseCpuBudget,
   parsePositiveInt,
   CONTAINERD_HOSTS_DIR,
+  SIGNATURE_ENV,
+  verdictLine,
   type Credentials,
   type FastpullService,
   type PulledImage,
@@ -26,7 +28,7 @@ import { jsonOption, rootOption, withExample } from '../options.js';
 import { LiveProgress, LogProgress } from '../progress.js';
 import { addressOption } from '../remote.js';
 import { canonicalName } from '../refs.js';
-import { withService, type LocalTuning } from '../service.js';
+import { signatureSettings, withService, type LocalTuning } from '../service.js';
 import { jsonTimings, timingsLines } from '../timings.js';
 
 /** `fastpull pull`'s flags as commander gives them. */
@@ -48,6 +50,8 @@ export interface PullFlags {
   sync?: boolean;
   address?: string;
   trace?: string;
+  signaturePolicy?: string;
+  notationConfig?: string;
 }
 
 /** Milliseconds between redraws of the live view when no event comes (rates and ETAs keep moving). */
@@ -72,6 +76,8 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--timings', 'print how long each phase took, per layer and in all')
     .option('--trace <file>', 'write the pull as a Chrome trace-event JSON file (open it in Perfetto or chrome://tracing): a track per layer with its range requests, one per unpack worker, byte, network and memory counters (with --address, recorded by fastpulld)')
     .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
+    .option('--signature-policy <file>', `verify signatures before recording the image, by a containers policy.json's sigstoreSigned requirements (env ${SIGNATURE_ENV.signaturePolicy}; default: off)`)
+    .option('--notation-config <dir>', `verify Notary Project signatures by the trustpolicy.json and truststore/ in DIR (env ${SIGNATURE_ENV.notationConfig}; default: off)`)
     .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
@@ -118,6 +124,11 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
     ...(inflater ? { inflater } : {}),
     ...(flags.cpuBudget !== undefined ? { cpuBudget: asUsageError(() => parseCpuBudget(flags.cpuBudget, '--cpu-budget')) } : {}),
     ...(flags.sync === false ? { sync: false } : {}),
+    // From the environment too: a policy asked for must never be dropped by a pull that goes to fastpulld.
+    ...signatureSettings(io, {
+      ...(flags.signaturePolicy !== undefined ? { signaturePolicy: nonEmpty(flags.signaturePolicy, '--signature-policy') } : {}),
+      ...(flags.notationConfig !== undefined ? { notationConfig: nonEmpty(flags.notationConfig, '--notation-config') } : {}),
+    }),
   };
   const credentials = givenCredentials(flags.creds);
   const options: ServicePullOptions = {
@@ -129,11 +140,17 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
   return { tuning, options };
 }
 
+/** A path flag's value, refused when empty (an empty policy path would silently mean no verification). */
+export function nonEmpty(value: string, flag: string): string {
+  if (value === '') throw new UsageError(`${flag}: want a path`);
+  return value;
+}
+
 /**
  * `--creds user:password`, for the registry of each reference pulled and nothing else (a mirror is
  * asked about under its own host name, so it never gets them). The password is never printed.
  */
-function givenCredentials(creds: string | undefined): Credentials | undefined {
+export function givenCredentials(creds: string | undefined): Credentials | undefined {
   if (creds === undefined) return undefined;
   const colon = creds.indexOf(':');
   if (colon <= 0) throw new UsageError('--creds: want user:password (the user name may not be empty)');
@@ -191,6 +208,7 @@ function report(io: CliIO, ref: string, r: PulledImage, flags: PullFlags): void 
   }
   writeLine(io.stdout, `pulled ${r.image.name} (${r.image.manifest.digest}) in ${(r.timings.totalMs / 1000).toFixed(2)}s`);
   writeLine(io.stdout, `  top snapshot ${snapshots[snapshots.length - 1]}`);
+  for (const v of r.image.signatures?.verdicts ?? []) writeLine(io.stdout, `  signature: ${verdictLine(v)}`);
   writeLine(io.stdout, `  mount with: fastpull mounts --root ${root} ${r.image.name}`);
   if (flags.timings) for (const line of timingsLines(r.timings)) writeLine(io.stdout, `  ${line}`);
 }

@@ -7,6 +7,7 @@ import type { Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import { formatPlatform, hostPlatform, type Platform } from '../oci/platform.js';
 import { writeFileAtomic } from '../util/fs.js';
+import type { ImageSignatures } from '../signatures/types.js';
 
 /** One layer of a recorded image. */
 export interface ImageLayer {
@@ -52,6 +53,8 @@ export interface ImageRecord {
    * record uses any of its layers (see HELD_FOR_CONTAINERD_GRACE_MS). Absent: the user's.
    */
   readonly heldFor?: 'containerd';
+  /** What signature verification decided, when a policy covered the image; absent: none did. */
+  readonly signatures?: ImageSignatures;
 }
 
 /**

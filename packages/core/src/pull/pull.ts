@@ -14,6 +14,8 @@ import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { holdPullMemory } from '../util/allocator.js';
 import { acquireLease } from '../store/lease.js';
+import { checkSignatures, gateCovers } from '../signatures/gate.js';
+import type { ImageSignatures } from '../signatures/types.js';
 import { pullLayer, type LayerContext } from './layer.js';
 import { imageLayers } from './plan.js';
 import { reclaimDeadPulls } from './reclaim.js';
@@ -68,16 +70,24 @@ export async function pull(reference: string | Reference, options: PullOptions):
       platform: resolved.platform,
       layers: layers.map((l) => ({ digest: l.digest, size: l.size, chainID: l.chainID })),
     });
-    // From here on, garbage collection leaves alone everything this image needs.
-    const lease = await acquireLease(
-      store.root,
-      { blobs: [resolved.target.digest, resolved.manifestDescriptor.digest, resolved.manifest.config.digest, ...layers.map((l) => l.digest)], snapshots: layers.map((l) => l.chainID) },
-      signal,
-    );
+    const verdict = startSignatureCheck(client, ref, resolved, options);
     try {
-      return await pullLeased(store, client, resolved, name, layers, options, lease.id, t0, resolveMs);
+      // From here on, garbage collection leaves alone everything this image needs.
+      const lease = await acquireLease(
+        store.root,
+        { blobs: [resolved.target.digest, resolved.manifestDescriptor.digest, resolved.manifest.config.digest, ...layers.map((l) => l.digest)], snapshots: layers.map((l) => l.chainID) },
+        verdict?.signal ?? signal,
+      );
+      try {
+        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, lease.id, t0, resolveMs, verdict);
+      } finally {
+        await lease.release();
+      }
+    } catch (e) {
+      // A refusal stops the downloads it overtook: the pull fails with the refusal, not with their abort.
+      throw (await verdict?.refusal()) ?? e;
     } finally {
-      await lease.release();
+      verdict?.stop();
     }
   } finally {
     releaseMemory();
@@ -141,11 +151,14 @@ async function pullLeased(
   leaseId: string,
   t0: number,
   resolveMs: number,
+  verdict: SignatureCheck | undefined,
 ): Promise<PullResult> {
   await storeMetadata(store, resolved);
   // Litter from pulls that died (kill -9): nothing of it is visible, but it takes space.
   await Promise.all([store.content.sweep(), store.snapshots.sweep()]);
   const layerTimings = await pullLayers(store, client, resolved, layers, options, leaseId);
+  // The gate: nothing of the image is recorded before every policy that covers it has accepted it.
+  const signatures = await verdict?.result;
   let unpackedSize = 0;
   for (const l of layers) unpackedSize += (await store.snapshots.info(l.chainID))?.size ?? 0;
   const image: ImageRecord = {
@@ -161,6 +174,7 @@ async function pullLeased(
     ...(options.keepBlobs === true ? { keepBlobs: true } : {}),
     created: new Date().toISOString(),
     ...(options.heldFor && (await heldForKept(store, name, resolved.platform)) ? { heldFor: options.heldFor } : {}),
+    ...(signatures ? { signatures } : {}),
   };
   throwIfAborted(options.signal, `pulling ${name}`);
   await store.images.put(image);
@@ -170,6 +184,52 @@ async function pullLeased(
   const timings = pullTimings(resolveMs, t0, layerTimings);
   options.onProgress?.({ type: 'done', image, timings });
   return { image, timings };
+}
+
+/** A signature check running beside a pull. */
+interface SignatureCheck {
+  /** The verdict (undefined: no policy covers the image), or the refusal. */
+  readonly result: Promise<ImageSignatures | undefined>;
+  /** The pull's signal, which also fires when the check refuses the image. */
+  readonly signal: AbortSignal;
+  /** The refusal, once the check has settled with one; undefined when it accepted or still runs. */
+  refusal(): Promise<unknown>;
+  /** Stops the check (the pull has ended). */
+  stop(): void;
+}
+
+/**
+ * Starts verifying the image's signatures from the digest the reference resolved to (an index's when
+ * the name names one, as signers sign it), when the pull's gate covers the reference. A refusal
+ * aborts the pull's downloads at once.
+ */
+function startSignatureCheck(client: RegistryClient, ref: Reference, resolved: ResolvedImage, options: PullOptions): SignatureCheck | undefined {
+  const gate = options.signatures;
+  if (!gate || !gateCovers(gate, { reference: ref })) return undefined;
+  const controller = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+  const subject = { reference: ref, digest: resolved.target.digest, mediaType: resolved.target.mediaType, size: resolved.target.size };
+  let refused: unknown;
+  let settled = false;
+  const result = checkSignatures(client, subject, gate, signal);
+  const done = result.then(
+    () => void (settled = true),
+    (e: unknown) => {
+      settled = true;
+      refused = e;
+      controller.abort(e);
+    },
+  );
+  return {
+    result,
+    signal,
+    refusal: async () => {
+      // After a failure elsewhere, a check still running is not waited for: its refusal would be a guess.
+      if (settled || controller.signal.aborted) await done;
+      return refused;
+    },
+    stop: () => controller.abort(new FastpullError('ABORTED', 'the pull ended')),
+  };
 }
 
 /** Keeps the verified manifest(s) and config, so the image can be inspected without the registry. */

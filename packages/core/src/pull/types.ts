@@ -1,4 +1,5 @@
 // The public types of pulling: options, progress events and their layer states, results, timings.
+import type { SignatureGate } from '../signatures/gate.js';
 import type { Digest } from '../oci/digest.js';
 import type { Platform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
@@ -214,6 +215,12 @@ export interface PullOptions {
    * name and platform is already there without the mark: a user's record stays the user's.
    */
   readonly heldFor?: 'containerd';
+  /**
+   * Signature verification: started as soon as the manifest digest is known, beside the layers; the
+   * image is recorded only once every verifier whose policy covers it accepts it (SIGNATURE_MISSING,
+   * SIGNATURE_INVALID otherwise, and nothing of the image is recorded). Default: none.
+   */
+  readonly signatures?: SignatureGate;
 }
 
 /** What a successful pull returns. */

@@ -25,6 +25,8 @@ import type { InflaterChoice } from '../unpack/inflater.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { applyCpuBudget, type CpuBudgetState } from '../util/cpu.js';
+import { loadSignatureVerifiers, type SignatureSettings } from '../signatures/settings.js';
+import type { SignatureVerifier } from '../signatures/types.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, type ServiceSettings } from './settings.js';
 import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, PulledImage, ServicePullOptions } from './service.js';
@@ -74,6 +76,11 @@ export interface LocalServiceOptions {
   readonly onRetry?: (error: unknown) => void;
   /** A straggling range was re-issued (metrics). */
   readonly onStraggler?: () => void;
+  /**
+   * Signature policies every pull is gated by (the user's policy.json, notation configuration); none
+   * when unset. Loaded at the first pull; {@link LocalService.setSignatureSettings} replaces them.
+   */
+  readonly signatures?: SignatureSettings;
 }
 
 /**
@@ -93,6 +100,9 @@ export class LocalService implements FastpullService {
   private readonly scheduler: FetchScheduler;
   private readonly pool: UnpackPool | undefined;
   private readonly credentials: CredentialsProvider;
+  /** The signature settings and their verifiers, loaded once (a failed load is tried again). */
+  private signatureSettings: SignatureSettings;
+  private verifiers: Promise<SignatureVerifier[]> | undefined;
   /** The store root's check for each use, made once (a failed check is tried again next time). */
   private readonly checked = new Map<DirectoryUse, Promise<string>>();
   private cpuBudget: number | undefined;
@@ -101,6 +111,7 @@ export class LocalService implements FastpullService {
     this.store = openStore(options.root, { sync: options.sync !== false });
     this.location = this.store.root;
     this.hostsDir = options.hostsDir;
+    this.signatureSettings = options.signatures ?? {};
     this.scheduler = options.concurrency !== undefined ? new FetchScheduler({ maxRequests: options.concurrency, maxPerHost: options.concurrency }) : sharedFetchScheduler();
     // Before the pool: a pool that is not told its size takes it from the cores the budget leaves.
     if (options.cpuBudget !== undefined) this.setCpuBudget(options.cpuBudget);
@@ -136,6 +147,33 @@ export class LocalService implements FastpullService {
     return state;
   }
 
+  /** The signature settings its pulls are gated by. */
+  get signatures(): SignatureSettings {
+    return this.signatureSettings;
+  }
+
+  /**
+   * Loads new signature settings (a daemon's reload) and uses them for pulls that start from now on.
+   * Rejects, keeping the settings in force, when a file they name cannot be used.
+   */
+  async setSignatureSettings(settings: SignatureSettings): Promise<void> {
+    const verifiers = await loadSignatureVerifiers(settings);
+    this.signatureSettings = settings;
+    this.verifiers = Promise.resolve(verifiers);
+  }
+
+  /** The verifiers of the settings in force, loaded at first use. */
+  signatureVerifiers(): Promise<SignatureVerifier[]> {
+    if (!this.verifiers) {
+      const loading = loadSignatureVerifiers(this.signatureSettings);
+      this.verifiers = loading;
+      loading.catch(() => {
+        if (this.verifiers === loading) this.verifiers = undefined;
+      });
+    }
+    return this.verifiers;
+  }
+
   /** Range requests this service's pulls have in flight now. */
   get requestsInFlight(): number {
     return this.scheduler.inFlight.requests;
@@ -165,17 +203,25 @@ export class LocalService implements FastpullService {
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
     const trace = options.onTrace ? new TraceRecorder() : undefined;
     const onProgress = trace ? (e: PullEvent) => (trace.event(e), options.onProgress?.(e)) : options.onProgress;
+    const verifiers = await this.signatureVerifiers();
     let result: PullResult | undefined;
     trace?.start();
     try {
-      result = await this.runPull(reference, options, credentials, onProgress, trace?.observer);
+      result = await this.runPull(reference, options, credentials, onProgress, trace?.observer, verifiers);
     } finally {
       if (trace) options.onTrace!(trace.finish(result?.timings));
     }
     return { ...result, ...(await this.placement(result.image)) };
   }
 
-  private runPull(reference: string, options: LocalPullOptions, credentials: CredentialsProvider, onProgress: ((e: PullEvent) => void) | undefined, observer: PullObserver | undefined): Promise<PullResult> {
+  private runPull(
+    reference: string,
+    options: LocalPullOptions,
+    credentials: CredentialsProvider,
+    onProgress: ((e: PullEvent) => void) | undefined,
+    observer: PullObserver | undefined,
+    verifiers: readonly SignatureVerifier[],
+  ): Promise<PullResult> {
     const o = this.options;
     const settings = this.settings;
     return pull(reference, {
@@ -198,6 +244,7 @@ export class LocalService implements FastpullService {
       ...(options.signal ? { signal: options.signal } : {}),
       ...(onProgress ? { onProgress } : {}),
       ...(observer ? { observer } : {}),
+      ...(verifiers.length > 0 ? { signatures: { verifiers } } : {}),
     });
   }
 

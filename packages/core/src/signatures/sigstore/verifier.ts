@@ -1,0 +1,148 @@
+// The Sigstore/cosign verifier: a containers policy.json's requirements for the image's scope, met by
+// the signatures found. Every requirement of the scope must hold; a `sigstoreSigned` one holds when
+// one signature passes all of its checks (authenticity, integrity, identity, transparency).
+import { isFastpullError } from '../../errors.js';
+import type { Descriptor } from '../../oci/manifest.js';
+import type { Reference } from '../../oci/reference.js';
+import { COSIGN_SIMPLESIGNING } from '../discover.js';
+import { applicablePolicy, type ContainersPolicy, type PolicyRequirement, type SigstoreRequirement } from '../policy.js';
+import type { DiscoveredSignature, SignatureCheck, SignatureSubject, SignatureVerdict, SignatureVerifier, VerifyContext } from '../types.js';
+import { matchIdentity } from './identity.js';
+import { COSIGN_BUNDLE_ANNOTATION, COSIGN_CERTIFICATE_ANNOTATION, COSIGN_SIGNATURE_ANNOTATION, decodeBase64, parseSimpleSigning, verifiesWith } from './simplesigning.js';
+
+/** One candidate signature: a payload layer of cosign's tag (or, later kinds, a bundle). */
+interface Candidate {
+  readonly artifact: DiscoveredSignature;
+  readonly layer: Descriptor;
+}
+
+/**
+ * Verifies images against the `sigstoreSigned` requirements of a containers policy.json.
+ * @example
+ * const verifier = new SigstoreVerifier(loadContainersPolicy('/etc/containers/policy.json'));
+ * await pull('registry.example.com/app:1', { root, signatures: { verifiers: [verifier] } });
+ */
+export class SigstoreVerifier implements SignatureVerifier {
+  /** Always 'sigstore'. */
+  readonly kind = 'sigstore' as const;
+
+  /** @param policy the loaded policy.json (see loadContainersPolicy) */
+  constructor(readonly policy: ContainersPolicy) {}
+
+  /** Whether the policy's scope for `reference` requires more than insecureAcceptAnything. */
+  covers(reference: Reference): boolean {
+    return applicablePolicy(this.policy, reference).requirements.some((r) => r.type !== 'insecureAcceptAnything');
+  }
+
+  /** The verdict of the scope's requirements over the signatures found. */
+  async verify(subject: SignatureSubject, signatures: readonly DiscoveredSignature[], context: VerifyContext): Promise<SignatureVerdict> {
+    const { scope, requirements } = applicablePolicy(this.policy, subject.reference);
+    const base = { kind: this.kind, level: 'strict' as const, ...(scope !== undefined ? { scope } : {}) };
+    const checks: SignatureCheck[] = [];
+    let missing = false;
+    let signature: Descriptor['digest'] | undefined;
+    for (const req of requirements) {
+      const r = await this.requirement(req, subject, signatures, context);
+      checks.push(...r.checks);
+      if (r.outcome === 'missing') missing = true;
+      else if (r.outcome === 'invalid') return { ...base, outcome: 'invalid', checks: failedFirst(checks) };
+      else signature ??= r.signature;
+    }
+    if (missing) return { ...base, outcome: 'missing', checks: failedFirst(checks) };
+    return { ...base, outcome: 'verified', ...(signature ? { signature } : {}), checks };
+  }
+
+  private async requirement(
+    req: PolicyRequirement,
+    subject: SignatureSubject,
+    signatures: readonly DiscoveredSignature[],
+    context: VerifyContext,
+  ): Promise<{ outcome: 'verified' | 'missing' | 'invalid'; checks: SignatureCheck[]; signature?: Descriptor['digest'] }> {
+    switch (req.type) {
+      case 'insecureAcceptAnything':
+        return { outcome: 'verified', checks: [{ check: 'policy', ok: true, message: 'insecureAcceptAnything' }] };
+      case 'reject':
+        return { outcome: 'invalid', checks: [{ check: 'policy', ok: false, message: `${this.policy.path} rejects every image of this scope` }] };
+      case 'signedBy':
+        return { outcome: 'invalid', checks: [{ check: 'policy', ok: false, message: `${this.policy.path} requires signedBy (GPG), which fastpull does not verify` }] };
+      case 'sigstoreSigned':
+        return this.sigstoreSigned(req, subject, signatures, context);
+    }
+  }
+
+  /** Met when one candidate passes every check; missing when there is no candidate at all. */
+  private async sigstoreSigned(req: SigstoreRequirement, subject: SignatureSubject, signatures: readonly DiscoveredSignature[], context: VerifyContext) {
+    const checks: SignatureCheck[] = [];
+    const candidates = await this.candidates(signatures, context, checks);
+    if (candidates.length === 0) {
+      checks.push({ check: 'discovery', ok: false, message: `no cosign signature of ${subject.digest} found (neither its .sig tag nor a Sigstore bundle)` });
+      return { outcome: checks.some((c) => c.check !== 'discovery') ? ('invalid' as const) : ('missing' as const), checks };
+    }
+    for (const c of candidates) {
+      const result = await this.candidate(req, subject, c, context);
+      checks.push(...result);
+      if (result.every((r) => r.ok)) return { outcome: 'verified' as const, checks: result, signature: c.artifact.descriptor.digest };
+    }
+    return { outcome: 'invalid' as const, checks };
+  }
+
+  /** The payload layers of the cosign tag, at most `maxSignatures`; what could not be read is a failed check. */
+  private async candidates(signatures: readonly DiscoveredSignature[], context: VerifyContext, checks: SignatureCheck[]): Promise<Candidate[]> {
+    const out: Candidate[] = [];
+    for (const artifact of signatures) {
+      if (artifact.source !== 'cosign-tag') continue;
+      try {
+        const m = await artifact.manifest();
+        for (const layer of m.layers) {
+          if (layer.mediaType !== COSIGN_SIMPLESIGNING) continue;
+          if (out.length >= context.limits.maxSignatures) {
+            checks.push({ signature: artifact.descriptor.digest, check: 'discovery', ok: false, message: `more than ${context.limits.maxSignatures} signatures; the rest were not read` });
+            break;
+          }
+          out.push({ artifact, layer });
+        }
+      } catch (e) {
+        if (context.signal.aborted || !isFastpullError(e)) throw e;
+        checks.push({ signature: artifact.descriptor.digest, check: 'discovery', ok: false, message: e.message });
+      }
+    }
+    return out;
+  }
+
+  /** Every check of one simple-signing payload: authenticity first, then what the payload claims. */
+  private async candidate(req: SigstoreRequirement, subject: SignatureSubject, c: Candidate, context: VerifyContext): Promise<SignatureCheck[]> {
+    const signature = c.artifact.descriptor.digest;
+    const fail = (check: string, message: string): SignatureCheck[] => [{ signature, check, ok: false, message }];
+    const raw = decodeBase64(c.layer.annotations?.[COSIGN_SIGNATURE_ANNOTATION]);
+    if (!raw) return fail('authenticity', `payload ${c.layer.digest} has no base64 ${COSIGN_SIGNATURE_ANNOTATION} annotation`);
+    if (req.fulcio) {
+      const cert = c.layer.annotations?.[COSIGN_CERTIFICATE_ANNOTATION] !== undefined;
+      return fail('authenticity', `the policy requires a Fulcio certificate${cert ? '' : ' and the signature carries none'}; keyless cosign signatures are not verified by this build`);
+    }
+    let payload: Buffer;
+    try {
+      payload = await c.artifact.blob(c.layer, context.limits.maxArtifactBytes);
+    } catch (e) {
+      if (context.signal.aborted || !isFastpullError(e)) throw e;
+      return fail('integrity', e.message);
+    }
+    if (!req.keys.some((k) => verifiesWith(k, payload, raw))) return fail('authenticity', `the signature of payload ${c.layer.digest} does not verify with ${req.keys.length === 1 ? 'the policy key' : `any of the ${req.keys.length} policy keys`}`);
+    const checks: SignatureCheck[] = [{ signature, check: 'authenticity', ok: true, message: `payload ${c.layer.digest} signed by a policy key` }];
+    const claims = parseSimpleSigning(payload);
+    if (typeof claims === 'string') return [...checks, ...fail('integrity', claims)];
+    if (claims.manifestDigest !== subject.digest) return [...checks, ...fail('integrity', `the payload signs ${claims.manifestDigest}, not ${subject.digest}`)];
+    checks.push({ signature, check: 'integrity', ok: true, message: `the payload signs ${subject.digest}` });
+    const identity = matchIdentity(req.signedIdentity, subject.reference, claims.dockerReference);
+    checks.push({ signature, check: 'identity', ok: identity.ok, message: identity.message });
+    if (req.rekorKeys.length > 0) {
+      const logged = c.layer.annotations?.[COSIGN_BUNDLE_ANNOTATION] !== undefined;
+      checks.push({ signature, check: 'transparency', ok: false, message: logged ? 'the policy names a Rekor key; Rekor inclusion is not verified by this build' : `the policy names a Rekor key and the signature carries no ${COSIGN_BUNDLE_ANNOTATION} annotation` });
+    }
+    return checks;
+  }
+}
+
+/** Failed checks first, so that messages and logs lead with why. */
+function failedFirst(checks: readonly SignatureCheck[]): SignatureCheck[] {
+  return [...checks.filter((c) => !c.ok), ...checks.filter((c) => c.ok)];
+}
