@@ -9,7 +9,7 @@ import { buildImage, buildIndex, type BuiltImage, type BuiltIndex } from '../tes
 import { findDistributionBinary, pushImage, pushIndex, startDistribution, type DistributionRegistry } from '../testing/distribution.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import { RegistryClient } from './client.js';
-import { lacksRegistry } from '../testing/needs.js';
+import { lacksRegistry } from '../testing/distribution.js';
 
 const binary = findDistributionBinary();
 if (binary === undefined) console.log('resolver.test.ts: skipping the real-registry tests: no docker-registry or registry binary found');

@@ -13,7 +13,7 @@ import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registr
 import { SOCI_INDEX_DIGEST_ANNOTATION, SOCI_INDEX_V1, SOCI_INDEX_V2, SOCI_LAYER_DIGEST_ANNOTATION, ZTOC_MEDIA_TYPE } from '../unpack/ztoc.js';
 import { RegistryClient } from './client.js';
 import { findSociZtocs, SOCI_IMAGE_MANIFEST_ANNOTATION } from './soci.js';
-import { lacksRegistry } from '../testing/needs.js';
+import { lacksRegistry } from '../testing/distribution.js';
 
 const binary = findDistributionBinary();
 if (binary === undefined) console.log('soci.test.ts: skipping the real-registry test: no docker-registry or registry binary found');

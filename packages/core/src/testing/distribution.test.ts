@@ -9,7 +9,7 @@ import { MANIFEST_ACCEPT, MediaTypes } from '../oci/mediatypes.js';
 import { buildImage, buildIndex } from './builder.js';
 import { blobDataPath, findDistributionBinary, pushImage, pushIndex, startDistribution } from './distribution.js';
 import { sampleImage } from './sample.js';
-import { lacksRegistry } from './needs.js';
+import { lacksRegistry } from './distribution.js';
 
 const binary = findDistributionBinary();
 if (binary === undefined) console.log('distribution.test.ts: skipping the real-registry tests: no docker-registry or registry binary found');

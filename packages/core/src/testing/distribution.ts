@@ -8,6 +8,7 @@ import { delimiter, join } from 'node:path';
 import { request } from 'undici';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import type { BuiltImage, BuiltIndex } from './builder.js';
+import { lacks } from './needs.js';
 
 /** Where Debian's package installs the registry; checked before PATH. */
 const DEBIAN_BINARY = '/usr/bin/docker-registry';
@@ -287,4 +288,15 @@ export async function pushIndex(url: string, repository: string, tag: string, in
 export function blobDataPath(storageDir: string, digest: Digest): string {
   const { algorithm, hex } = parseDigest(digest);
   return join(storageDir, 'docker', 'registry', 'v2', 'blobs', algorithm, hex.slice(0, 2), hex, 'data');
+}
+
+/**
+ * {@link lacks} for the CNCF distribution registry (`docker-registry`) the real-registry tests start.
+ *
+ * @example
+ * describe.skipIf(lacksRegistry())('against docker-registry', () => {});
+ */
+export function lacksRegistry(env: NodeJS.ProcessEnv = process.env): boolean {
+  const missing = findDistributionBinary() === undefined ? 'docker-registry (the CNCF distribution registry) is not installed: bash scripts/bootstrap.sh' : undefined;
+  return lacks('registry', missing, env);
 }

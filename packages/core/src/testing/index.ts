@@ -37,6 +37,7 @@ export {
 export {
   blobDataPath,
   findDistributionBinary,
+  lacksRegistry,
   pushImage,
   pushIndex,
   startDistribution,
@@ -56,4 +57,4 @@ export {
   type Subject,
   type SubjectFactory,
 } from './conformance/index.js';
-export { lacks, lacksRegistry, lacksRoot, notHere, type Piece } from './needs.js';
+export { lacks, lacksRoot, notHere, type Piece } from './needs.js';

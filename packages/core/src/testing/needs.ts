@@ -1,9 +1,8 @@
 // What a test needs of the machine, and what happens when it is missing: the test skips and says
 // why, except where FASTPULL_REQUIRE names the piece (a comma-separated list, or `all`), as the
 // project's CI does; there a missing piece fails the file with its reason, so a run cannot turn
-// green by skipping what it was meant to run.
-
-import { findDistributionBinary } from './distribution.js';
+// green by skipping what it was meant to run. It imports nothing: a test of the process's own memory
+// imports it without loading the rest of the testing kit.
 
 /**
  * The parts of a machine tests may need. `root` and `overlay` are what a machine allows; the others
@@ -82,17 +81,6 @@ export function notHere(because: string | undefined): boolean {
 /** Why the process is not root, or undefined when it is. */
 function notRoot(): string | undefined {
   return process.getuid?.() === 0 ? undefined : 'not running as root';
-}
-
-/**
- * {@link lacks} for the CNCF distribution registry (`docker-registry`) the real-registry tests start.
- *
- * @example
- * describe.skipIf(lacksRegistry())('against docker-registry', () => {});
- */
-export function lacksRegistry(env: NodeJS.ProcessEnv = process.env): boolean {
-  const missing = findDistributionBinary() === undefined ? 'docker-registry (the CNCF distribution registry) is not installed: bash scripts/bootstrap.sh' : undefined;
-  return lacks('registry', missing, env);
 }
 
 /**
