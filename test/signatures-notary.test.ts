@@ -13,7 +13,7 @@ import { parseReference, validateDigest } from '@fastpull/core';
 import { RegistryClient } from '@fastpull/core/registry';
 import { lacksRegistry, pushImage, sampleImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
 import { fetchNotarySignatures, loadNotaryConfig, verifyNotary, type NotaryVerdict } from '../packages/core/src/signatures/notary/index.js';
-import { repoRoot, tempDir } from './helpers.js';
+import { repoRoot, runCliAsync, tempDir } from './helpers.js';
 
 const peers = spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8' });
 const signerDir = peers.stdout.split('\n').find((l) => l.startsWith('notation-signer '))?.split(' ')[2];
@@ -125,6 +125,32 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
 
   const sign = (ref: string, cert: string, ...extra: string[]) => must(['sign', '-ref', ref, '-key', join(pki, `${cert}.key`), '-cert', join(pki, `${cert}.crt`), ...extra]);
   const failed = (v: NotaryVerdict) => v.signatures.flatMap((s) => s.checks.filter((c) => !c.ok).map((c) => c.validation));
+
+  it('through the CLI: pull --notation-config refuses an unsigned image (SIGNATURE_MISSING) and pulls a signed one, verify --json says why, FASTPULL_NOTATION_CONFIG turns it on', async () => {
+    const dir = config('cli', { signatureVerification: { level: 'strict' } });
+    const signed = await image();
+    sign(signed, 'leaf', '-envelope', 'jws');
+    const bare = await image();
+    const root = join(work.dir, 'cli-root');
+    const refused = await runCliAsync(['pull', '--root', root, '--notation-config', dir, bare]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr.trim().split('\n').at(-1)).toMatch(/signature check of .* refused it: notation: .*\(SIGNATURE_MISSING\)$/);
+    const pulled = await runCliAsync(['pull', '--root', root, signed], { FASTPULL_NOTATION_CONFIG: dir });
+    expect(pulled.status, pulled.stderr).toBe(0);
+    expect(pulled.stdout).toMatch(/signature: notation verified by sha256:[0-9a-f]{64}/);
+    const listed = JSON.parse((await runCliAsync(['images', '--root', root, '--json'])).stdout) as unknown[];
+    expect(listed).toHaveLength(1);
+    expect(JSON.stringify(listed)).toContain('"outcome":"verified"');
+    const json = await runCliAsync(['verify', '--json', '--notation-config', dir, bare]);
+    expect(json.status).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ outcome: 'refused', verdicts: [{ kind: 'notation', outcome: 'missing', level: 'strict' }], error: { code: 'SIGNATURE_MISSING' } });
+    const broken = join(work.dir, 'config-broken');
+    mkdirSync(broken);
+    writeFileSync(join(broken, 'trustpolicy.json'), '{"version": "2.0"}');
+    const invalid = await runCliAsync(['verify', '--notation-config', broken, signed]);
+    expect(invalid.status).toBe(1);
+    expect(invalid.stderr).toContain('(INVALID_ARGUMENT)');
+  });
 
   it.each(['jws', 'cose'])('a %s signature by a trusted leaf is verified (strict)', async (envelope) => {
     const ref = await image();

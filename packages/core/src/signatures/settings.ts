@@ -44,11 +44,6 @@ export function signaturesEnabled(settings: SignatureSettings | undefined): bool
 export async function loadSignatureVerifiers(settings: SignatureSettings): Promise<SignatureVerifier[]> {
   const out: SignatureVerifier[] = [];
   if (settings.signaturePolicy !== undefined) out.push(new SigstoreVerifier(loadContainersPolicy(settings.signaturePolicy)));
-  if (settings.notationConfig !== undefined) {
-    if (!loadNotationVerifier) {
-      throw new FastpullError('INVALID_ARGUMENT', `notation configuration ${settings.notationConfig}: Notary Project signatures are not verified by this build of fastpull`);
-    }
-    out.push(await loadNotationVerifier(settings.notationConfig));
-  }
+  if (settings.notationConfig !== undefined) out.push(await loadNotationVerifier(settings.notationConfig));
   return out;
 }
