@@ -2,7 +2,7 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { isFastpullError, type FastpullError } from '@fastpull/core';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -155,4 +155,21 @@ export async function failure(p: Promise<unknown>): Promise<FastpullError> {
     throw e;
   }
   throw new Error('expected a FastpullError, and the call succeeded');
+}
+
+/**
+ * Everything under `dir` a write through an escape would change: names, types, modes, owners, sizes,
+ * times (mtime and ctime), link counts, file contents and link targets.
+ */
+export function fingerprint(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (rel: string): void => {
+    const p = rel === '' ? dir : join(dir, rel);
+    const st = lstatSync(p);
+    const what = st.isFile() ? readFileSync(p, 'latin1') : st.isSymbolicLink() ? `-> ${readlinkSync(p)}` : '';
+    out.push(`${rel || '.'} ${st.mode.toString(8)} ${st.uid}:${st.gid} ${st.size} ${st.mtimeMs} ${st.ctimeMs} ${st.nlink} ${what}`);
+    if (st.isDirectory()) for (const name of readdirSync(p).sort()) walk(rel === '' ? name : `${rel}/${name}`);
+  };
+  walk('');
+  return out;
 }

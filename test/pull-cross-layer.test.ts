@@ -4,25 +4,12 @@
 // the upper one is settled against the lower ones; whatever the outcome (the pull refuses the image
 // with HOSTILE_LAYER, or it unpacks `d` as a directory of the upper layer, as overlayfs would show
 // it), nothing outside the store may be created, changed or removed.
-import { lstatSync, mkdirSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, isFastpullError, openStore, pull } from '@fastpull/core';
 import { buildImage, lacksRegistry, type LayerEntry, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
-import { ls, tempDir } from './helpers.js';
-
-/** Names, modes, sizes and times of everything under `dir`: what any change outside would alter. */
-function fingerprint(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (rel: string): void => {
-    const p = rel === '' ? dir : join(dir, rel);
-    const st = lstatSync(p);
-    out.push(`${rel || '.'} ${st.mode.toString(8)} ${st.size} ${st.mtimeMs} ${st.ctimeMs} ${st.isSymbolicLink() ? readlinkSync(p) : ''}`);
-    if (st.isDirectory()) for (const name of readdirSync(p).sort()) walk(rel === '' ? name : `${rel}/${name}`);
-  };
-  walk('');
-  return out;
-}
+import { fingerprint, ls, tempDir } from './helpers.js';
 
 describe.skipIf(lacksRegistry())('escapes across layers: a lower symlink `d` to a directory outside, written through from above', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;

@@ -2,13 +2,13 @@
 // then every layer of the unpacker's hostile table): the pull fails with its code (HOSTILE_LAYER or
 // INVALID_LAYER), nothing of that layer is committed (no snapshot, no blob, no image record), and
 // nothing outside the store changes.
-import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, isFastpullError, openStore, pull } from '@fastpull/core';
 import { hostile } from '../packages/core/src/unpack/hostile.testkit.js';
 import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, type LayerEntry, pushImage, startDistribution } from '@fastpull/core/testing';
-import { ls, tempDir } from './helpers.js';
+import { fingerprint, ls, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping hostile-layer pulls: docker-registry is not installed (scripts/bootstrap.sh installs it)');
@@ -68,20 +68,6 @@ describe.skipIf(lacksRegistry())('pulling an image with a hostile layer from the
     expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
   });
 });
-
-/** Names, types, modes, times, contents and link targets under `dir`: what any write through an escape would change. */
-function fingerprint(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (rel: string): void => {
-    const p = rel === '' ? dir : join(dir, rel);
-    const st = lstatSync(p);
-    const what = st.isFile() ? readFileSync(p, 'latin1') : st.isSymbolicLink() ? `-> ${readlinkSync(p)}` : '';
-    out.push(`${rel || '.'} ${st.mode.toString(8)} ${st.uid}:${st.gid} ${st.mtimeMs} ${st.nlink} ${what}`);
-    if (st.isDirectory()) for (const name of readdirSync(p).sort()) walk(rel === '' ? name : `${rel}/${name}`);
-  };
-  walk('');
-  return out;
-}
 
 describe.skipIf(lacksRegistry())("the unpacker's table of hostile layers, pulled end to end from the CNCF distribution registry", () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
