@@ -30,6 +30,10 @@ Options:
   --cpu-budget N             whole cores fastpulld may keep busy: all its threads are confined to N of its CPUs
                              (reloaded on SIGHUP; default: all it may use, bounded by its cgroup CPU quota and cpuset)
   --inflater NAME            gzip decoder: ${INFLATER_CHOICES.join(', ')} (default $FASTPULL_INFLATER, else ${DEFAULT_INFLATER})
+  --signature-policy FILE    refuse images the sigstoreSigned requirements of this containers policy.json reject
+                             (reloaded on SIGHUP; default $FASTPULL_SIGNATURE_POLICY, else off)
+  --notation-config DIR      refuse images the Notary Project trust policy in DIR (trustpolicy.json, truststore/)
+                             rejects (reloaded on SIGHUP; default $FASTPULL_NOTATION_CONFIG, else off)
   --keep-blobs               keep compressed layer blobs after unpacking
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
   --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics, and probes at /healthz and /readyz
@@ -69,6 +73,8 @@ function parse() {
       'unpack-concurrency': { type: 'string' },
       'cpu-budget': { type: 'string' },
       inflater: { type: 'string' },
+      'signature-policy': { type: 'string' },
+      'notation-config': { type: 'string' },
       'keep-blobs': { type: 'boolean' },
       'no-sync': { type: 'boolean' },
       'metrics-address': { type: 'string' },
@@ -122,6 +128,8 @@ const flags: RawConfig = {
   unpack_concurrency: v['unpack-concurrency'],
   cpu_budget: v['cpu-budget'],
   inflater: v.inflater,
+  signature_policy: v['signature-policy'],
+  notation_config: v['notation-config'],
   keep_blobs: v['keep-blobs'],
   sync: v['no-sync'] === true ? false : undefined,
   metrics_address: v['metrics-address'],
@@ -163,8 +171,7 @@ process.on('SIGHUP', () => {
   const d = daemon;
   if (!d || stopSignal) return;
   notifier?.reloading();
-  d.reload();
-  notifier?.ready(serving(d));
+  void d.reload().then(() => notifier?.ready(serving(d)));
 });
 
 /** What `systemctl status` shows while fastpulld serves. */

@@ -56,3 +56,17 @@ describe('containerd_socket', () => {
     expect(() => resolveConfig({ containerd_socket: 7 }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^containerd_socket 7: /) }));
   });
 });
+
+describe('signature_policy and notation_config', () => {
+  it('the file, a flag over it, else the environment the CLI reads; "" turns a kind off; relative paths from cwd', () => {
+    expect(resolveConfig({}, {}, {}, '/').signaturePolicy).toBeUndefined();
+    expect(resolveConfig({}, {}, {}, '/').notationConfig).toBeUndefined();
+    const env = { FASTPULL_SIGNATURE_POLICY: '/etc/containers/policy.json', FASTPULL_NOTATION_CONFIG: 'notation' };
+    expect(resolveConfig({}, {}, env, '/srv')).toMatchObject({ signaturePolicy: '/etc/containers/policy.json', notationConfig: '/srv/notation' });
+    expect(resolveConfig({ signature_policy: 'p.json', notation_config: '/n' }, { signature_policy: 'q.json' }, env, '/srv')).toMatchObject({ signaturePolicy: '/srv/q.json', notationConfig: '/n' });
+    const off = resolveConfig({ signature_policy: '', notation_config: '' }, {}, env, '/');
+    expect(off.signaturePolicy).toBeUndefined();
+    expect(off.notationConfig).toBeUndefined();
+    expect(() => resolveConfig({ signature_policy: 3 }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^signature_policy 3: want a path/) }));
+  });
+});

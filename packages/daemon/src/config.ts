@@ -17,8 +17,10 @@ import {
   parseDuration as parseDurationSetting,
   parsePositiveInt,
   parseSize as parseSizeSetting,
+  SIGNATURE_ENV,
   type InflaterChoice,
   type LocalServiceOptions,
+  type SignatureSettings,
 } from '@fastpull/core';
 
 export interface DaemonConfig {
@@ -54,6 +56,16 @@ export interface DaemonConfig {
   readonly cpuBudget?: number;
   /** The gzip decoder, as the CLI's --inflater; unset: $FASTPULL_INFLATER, else the library's (auto). */
   readonly inflater?: InflaterChoice;
+  /**
+   * A containers policy.json whose `sigstoreSigned` requirements gate every pull (reloaded on
+   * SIGHUP); unset: $FASTPULL_SIGNATURE_POLICY, as the CLI; unset there too: not checked.
+   */
+  readonly signaturePolicy?: string;
+  /**
+   * A directory laid out as notation's configuration (`trustpolicy.json`, `truststore/`) whose trust
+   * policy gates every pull (reloaded on SIGHUP); unset: $FASTPULL_NOTATION_CONFIG, as the CLI.
+   */
+  readonly notationConfig?: string;
   /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics and the /healthz and /readyz probes on; unset: no HTTP endpoint. */
   readonly metricsAddress?: string;
   /** pino level: fatal, error, warn, info, debug, trace or silent. */
@@ -94,6 +106,8 @@ export const CONFIG_KEYS = [
   'unpack_concurrency',
   'cpu_budget',
   'inflater',
+  'signature_policy',
+  'notation_config',
   'metrics_address',
   'log_level',
   'shutdown_timeout',
@@ -148,6 +162,13 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const cpuBudget = raw.cpu_budget === undefined || raw.cpu_budget === '' ? undefined : parseCpuBudget(raw.cpu_budget, 'cpu_budget');
   const chunkSize = raw.chunk_size === undefined ? undefined : parseChunkSize(raw.chunk_size, 'chunk_size');
   const inflater = inflaterOf(raw.inflater, env);
+  // Unset: the environment the CLI reads; "" turns verification of that kind off whatever it says.
+  const orEnv = (key: ConfigKey, name: string): string | undefined => {
+    const v = env[name];
+    return raw[key] === undefined && v ? resolve(cwd, v) : path(key);
+  };
+  const signaturePolicy = orEnv('signature_policy', SIGNATURE_ENV.signaturePolicy);
+  const notationConfig = orEnv('notation_config', SIGNATURE_ENV.notationConfig);
   const metricsAddress = raw.metrics_address === undefined || raw.metrics_address === '' ? undefined : loopbackAddress(raw.metrics_address);
   const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : raw.log_level;
   if (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
@@ -170,6 +191,8 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
     ...(cpuBudget !== undefined ? { cpuBudget } : {}),
     ...(inflater !== undefined ? { inflater } : {}),
+    ...(signaturePolicy !== undefined ? { signaturePolicy } : {}),
+    ...(notationConfig !== undefined ? { notationConfig } : {}),
     ...(metricsAddress !== undefined ? { metricsAddress } : {}),
     logLevel,
     shutdownTimeoutMs: timeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
@@ -191,6 +214,15 @@ export function serviceOptions(config: DaemonConfig): LocalServiceOptions {
     ...(config.inflater !== undefined ? { inflater: config.inflater } : {}),
     ...(config.keepBlobs ? { keepBlobs: true } : {}),
     ...(config.sync ? {} : { sync: false }),
+    signatures: signatureSettingsOf(config),
+  };
+}
+
+/** The signature policies the configuration names (none: verification off). */
+export function signatureSettingsOf(config: Pick<DaemonConfig, 'signaturePolicy' | 'notationConfig'>): SignatureSettings {
+  return {
+    ...(config.signaturePolicy !== undefined ? { signaturePolicy: config.signaturePolicy } : {}),
+    ...(config.notationConfig !== undefined ? { notationConfig: config.notationConfig } : {}),
   };
 }
 

@@ -7,7 +7,7 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
-import { readConfigFile, resolveConfig, serviceOptions, type DaemonConfig, type RawConfig } from './config.js';
+import { readConfigFile, resolveConfig, serviceOptions, signatureSettingsOf, type DaemonConfig, type RawConfig } from './config.js';
 import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
@@ -61,6 +61,8 @@ export class Daemon {
   private stopping: Promise<void> | undefined;
   /** Aborted when stopping: work of the daemon's own (announcing images) stops with it. */
   private readonly lifetime = new AbortController();
+  /** The reload running now, if any: reloads run one after another. */
+  private reloading: Promise<void> = Promise.resolve();
   /** The latest announcement of containerd's images, while it runs or once done. */
   announcing: Promise<AnnounceOutcome | undefined> | undefined;
 
@@ -134,6 +136,9 @@ export class Daemon {
       if (existsSync(config.hostsDir)) await checkDirectory(config.hostsDir, 'registry hosts directory (hosts_dir)', 'read');
       else this.log.warn({ hostsDir: config.hostsDir }, 'hosts_dir does not exist: no registry mirrors until it does');
     }
+    // The signature policies are read and checked now: one that cannot be applied stops the start,
+    // rather than refusing (or, worse, letting through) every pull.
+    await this.service.setSignatureSettings(signatureSettingsOf(config));
     // Services before the socket exists: a client that connects at once finds them.
     this.addServices();
     await listenUnix(this.server, config.socket, config.group);
@@ -146,7 +151,7 @@ export class Daemon {
       this.metricsUrl = m.url;
     }
     this.log.info(
-      { socket: config.socket, group: config.group, ...this.service.settings, metrics: this.metricsUrl, pid: process.pid },
+      { socket: config.socket, group: config.group, ...this.service.settings, ...signatureLog(config), metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
     this.announcing = this.announceImages();
@@ -254,10 +259,18 @@ export class Daemon {
 
   /**
    * Re-reads the config file (the flags still override it) and applies what can change while
-   * running: hosts_dir, for pulls that start from now on, and cpu_budget, for every thread at once. Other changed keys need a restart; they
-   * are logged.
+   * running: hosts_dir and the signature policies (signature_policy, notation_config: their files
+   * are read again) for pulls that start from now on, and cpu_budget, for every thread at once.
+   * Other changed keys need a restart; they are logged. A configuration that cannot be applied (a
+   * bad value, a policy file that cannot be used) changes nothing: the running one stays, and the
+   * log says why. Reloads run one at a time; never rejects.
    */
-  reload(): void {
+  reload(): Promise<void> {
+    this.reloading = this.reloading.then(() => this.reloadNow());
+    return this.reloading;
+  }
+
+  private async reloadNow(): Promise<void> {
     // A reload is also how to ask for the announcement again by hand (systemctl reload fastpulld).
     this.announcing = this.announceImages();
     if (!this.options.configPath) {
@@ -267,16 +280,26 @@ export class Daemon {
     try {
       const next = resolveConfig(readConfigFile(this.options.configPath, this.options.configRequired === true), this.options.flags ?? {}, this.options.env ?? process.env);
       const before = this.service.hostsDir;
+      // First: the one part that reads files, and the likeliest to fail; nothing is applied before it.
+      await this.service.setSignatureSettings(signatureSettingsOf(next));
       const cpus = this.service.setCpuBudget(next.cpuBudget);
       this.service.hostsDir = next.hostsDir;
-      const reloaded: ReadonlyArray<keyof DaemonConfig> = ['hostsDir', 'cpuBudget'];
+      const reloaded: ReadonlyArray<keyof DaemonConfig> = ['hostsDir', 'cpuBudget', 'signaturePolicy', 'notationConfig'];
       const ignored = (Object.keys(next) as Array<keyof DaemonConfig>).filter((k) => !reloaded.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
       this.log.info(
-        { config: this.options.configPath, hostsDir: this.service.hostsDir, previousHostsDir: before, cpuBudget: next.cpuBudget ?? null, cpus: cpus.cpus.join(','), ...(ignored.length > 0 ? { needRestart: ignored } : {}) },
+        {
+          config: this.options.configPath,
+          hostsDir: this.service.hostsDir,
+          previousHostsDir: before,
+          cpuBudget: next.cpuBudget ?? null,
+          cpus: cpus.cpus.join(','),
+          ...signatureLog(next),
+          ...(ignored.length > 0 ? { needRestart: ignored } : {}),
+        },
         'configuration reloaded',
       );
     } catch (e) {
-      this.log.error({ config: this.options.configPath, err: e instanceof Error ? e.message : String(e) }, 'reload failed; keeping the running configuration');
+      this.log.error({ config: this.options.configPath, err: e instanceof Error ? e.message : String(e), ...signatureLog(this.service.signatures) }, 'reload failed; keeping the running configuration');
     }
   }
 
@@ -319,4 +342,9 @@ export class Daemon {
     this.healthNames.add(service);
     this.health.setStatus(service, status);
   }
+}
+
+/** The signature policies in force, as log lines show them (null: that kind is not verified). */
+function signatureLog(c: { readonly signaturePolicy?: string; readonly notationConfig?: string }): { signaturePolicy: string | null; notationConfig: string | null } {
+  return { signaturePolicy: c.signaturePolicy ?? null, notationConfig: c.notationConfig ?? null };
 }
