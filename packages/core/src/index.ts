@@ -93,6 +93,7 @@ export { parsePlatform, formatPlatform, normalizePlatform, hostPlatform, platfor
 export { chainIDs, chainID } from './oci/chainid.js';
 export { MediaTypes } from './oci/mediatypes.js';
 export type { Descriptor, ImageManifest, ImageIndex, ImageConfig } from './oci/manifest.js';
+export { MAX_JSON_DEPTH, nestedDeeperThan } from './oci/json.js';
 
 // Credentials.
 export { dockerConfigCredentials, type DockerConfigOptions } from './registry/dockerconfig.js';

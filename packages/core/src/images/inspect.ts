@@ -2,6 +2,7 @@
 // each re-verified against its digest before it is shown.
 import type { Descriptor } from '../oci/manifest.js';
 import { verifyBytes } from '../oci/digest.js';
+import { parseJSONDocument } from '../oci/json.js';
 import type { Store } from '../store.js';
 import { resolveImage, unpackedSize } from './resolve.js';
 import type { ImageRecord } from './store.js';
@@ -26,14 +27,15 @@ export interface ImageDetails {
 
 /**
  * The record, documents and placement of an image found by any spelling of its reference. Throws
- * like resolveImage, and DIGEST_MISMATCH when a stored document no longer matches its digest.
+ * like resolveImage, DIGEST_MISMATCH when a stored document no longer matches its digest, and
+ * INVALID_MANIFEST when one is not JSON or nests deeper than MAX_JSON_DEPTH.
  * @example
  * const { manifest, config } = await inspectImage(openStore(root), 'app:1');
  */
 export async function inspectImage(store: Store, reference: string, platform?: string): Promise<ImageDetails> {
   const image = await resolveImage(store, reference, platform);
-  const [manifest, config] = await Promise.all([readJSON(store, image.manifest, 'manifest'), readJSON(store, image.config, 'config')]);
-  const index = image.target.digest !== image.manifest.digest ? await readJSON(store, image.target, 'index') : undefined;
+  const [manifest, config] = await Promise.all([readJSON(store, image.manifest, 'manifest', image.name), readJSON(store, image.config, 'config', image.name)]);
+  const index = image.target.digest !== image.manifest.digest ? await readJSON(store, image.target, 'index', image.name) : undefined;
   return {
     image,
     root: store.root,
@@ -45,8 +47,10 @@ export async function inspectImage(store: Store, reference: string, platform?: s
   };
 }
 
-async function readJSON(store: Store, desc: Descriptor, what: string): Promise<unknown> {
+async function readJSON(store: Store, desc: Descriptor, what: string, name: string): Promise<unknown> {
   const bytes = await store.content.readBytes(desc.digest);
   verifyBytes(bytes, desc.digest, `${what} ${desc.digest}`);
-  return JSON.parse(bytes.toString('utf8')) as unknown;
+  // A release without the depth bound may have stored a document too deep to send or print: this
+  // image's reads fail cleanly (`fastpull rm` takes its record), every other image is untouched.
+  return parseJSONDocument(bytes, `stored ${what} ${desc.digest} of ${name}`);
 }

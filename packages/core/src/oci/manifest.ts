@@ -2,6 +2,7 @@
 // (manifest.md, image-index.md, config.md) and parsers that validate what fastpull relies on.
 import { FastpullError } from '../errors.js';
 import { validateDigest, type Digest } from './digest.js';
+import { parseJSONDocument } from './json.js';
 import { isConfigMediaType, isIndexMediaType, isManifestMediaType, isSchema1MediaType, MediaTypes } from './mediatypes.js';
 import type { Platform } from './platform.js';
 
@@ -66,12 +67,7 @@ function bad(what: string, why: string): FastpullError {
 }
 
 function parseJSON(bytes: Uint8Array, what: string): Record<string, unknown> {
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
-  } catch (e) {
-    throw new FastpullError('INVALID_MANIFEST', `${what}: not valid JSON`, { cause: e });
-  }
+  const v = parseJSONDocument(bytes, what);
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad(what, 'not a JSON object');
   return v as Record<string, unknown>;
 }

@@ -2,6 +2,7 @@
 // referrers tag schema on registries that lack it.
 import { FastpullError, isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
+import { parseJSONDocument } from '../oci/json.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
 import { MANIFEST_SIZE_LIMIT } from './defaults.js';
@@ -54,12 +55,7 @@ export async function fetchReferrers(
 
 /** The descriptors of a referrers index, those of `artifactType` only when it is given. */
 function parseReferrers(bytes: Buffer, what: string, artifactType: string | undefined): Referrer[] {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(bytes.toString('utf8'));
-  } catch (e) {
-    throw new FastpullError('INVALID_MANIFEST', `${what}: not JSON`, { cause: e });
-  }
+  const doc = parseJSONDocument(bytes, what);
   const manifests = (doc as { manifests?: unknown } | null)?.manifests;
   if (!Array.isArray(manifests)) throw new FastpullError('INVALID_MANIFEST', `${what}: no manifests list`);
   const out: Referrer[] = [];

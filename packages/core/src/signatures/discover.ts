@@ -4,6 +4,7 @@
 // read is capped at `maxArtifactBytes`, and the caller's signal carries the time limit.
 import { FastpullError, isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
+import { parseJSONDocument } from '../oci/json.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Referrer } from '../registry/referrers.js';
 import type { FetchedManifest } from '../registry/resolver.js';
@@ -115,12 +116,7 @@ function tooLarge(what: string, size: number, limit: number): FastpullError {
 /** A signature artifact's manifest: an OCI image manifest (or an early artifact manifest, with `blobs`). */
 export function parseSignatureManifest(bytes: Buffer, what: string, limits: SignatureLimits): SignatureManifest {
   if (bytes.length > limits.maxArtifactBytes) throw tooLarge(what, bytes.length, limits.maxArtifactBytes);
-  let doc: Record<string, unknown>;
-  try {
-    doc = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
-  } catch (e) {
-    throw new FastpullError('SIGNATURE_INVALID', `${what}: manifest is not JSON`, { cause: e });
-  }
+  const doc = parseJSONDocument(bytes, `${what}: manifest`, 'SIGNATURE_INVALID') as Record<string, unknown>;
   if (typeof doc !== 'object' || doc === null) throw new FastpullError('SIGNATURE_INVALID', `${what}: manifest is not an object`);
   const config = descriptorOf(doc.config);
   const list = Array.isArray(doc.layers) ? doc.layers : Array.isArray(doc.blobs) ? doc.blobs : [];

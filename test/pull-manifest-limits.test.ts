@@ -1,0 +1,150 @@
+// Manifests, indexes and configs that no pull should take, served by the real CNCF distribution
+// registry (or, where that registry refuses the document itself, by the project's loopback registry):
+// JSON nested past the depth bound. Each is refused with its code before anything is recorded; and a
+// too-deep document that an older release stored answers its own reads with a clean error while
+// every other image still lists and mounts.
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalService, MAX_JSON_DEPTH, openStore, pull, sha256Digest, type ImageRecord } from '@fastpull/core';
+import { buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacksRegistry, pushImage, pushIndex, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import { FastpullClient } from '@fastpull/daemon';
+import { failure, ls, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+
+if (!findDistributionBinary()) console.warn('skipping the manifest limit pulls: docker-registry is not installed (scripts/bootstrap.sh installs it)');
+
+/** `doc` as JSON with `"deep"` set to `depth` nested arrays, spliced in as text (no recursion builds it). */
+function withDeepField(doc: Record<string, unknown>, depth: number): Buffer {
+  return Buffer.from(JSON.stringify({ ...doc, deep: 0 }).replace('"deep":0', `"deep":${'['.repeat(depth)}${']'.repeat(depth)}`));
+}
+
+/** `image` with its config and manifest rewritten by `config` and `manifest` (each given the parsed document). */
+function rewrite(image: BuiltImage, edit: { config?: (c: Record<string, unknown>) => Buffer; manifest?: (m: Record<string, unknown>) => Buffer }): BuiltImage {
+  const config = edit.config ? edit.config(JSON.parse(image.config.toString('utf8')) as Record<string, unknown>) : image.config;
+  const configDigest = sha256Digest(config);
+  const doc = JSON.parse(image.manifest.toString('utf8')) as Record<string, unknown>;
+  const next = { ...doc, config: { ...(doc.config as object), digest: configDigest, size: config.length } };
+  const manifest = edit.manifest ? edit.manifest(next) : Buffer.from(JSON.stringify(next));
+  const manifestDigest = sha256Digest(manifest);
+  const blobs = new Map(image.blobs);
+  blobs.delete(image.configDigest);
+  blobs.set(configDigest, config);
+  return { ...image, config, configDigest, manifest, manifestDigest, manifestDescriptor: { ...image.manifestDescriptor, digest: manifestDigest, size: manifest.length }, blobs };
+}
+
+describe.skipIf(lacksRegistry())('documents nested past the depth bound', () => {
+  const work = tempDir('manifest-depth');
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  let image: BuiltImage;
+  const deep = MAX_JSON_DEPTH + 1;
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    image = await buildImage({ layers: [[{ type: 'file', path: 'etc/hostname', content: 'deep\n' }]] });
+    await pushImage(registry.url, 'deep/ok', '1', image);
+    await pushImage(registry.url, 'deep/manifest', '1', rewrite(image, { manifest: (m) => withDeepField(m, deep) }));
+    await pushImage(registry.url, 'deep/config', '1', rewrite(image, { config: (c) => withDeepField(c, deep) }));
+    const index = buildIndex([image]);
+    const deepIndex = withDeepField(JSON.parse(index.index.toString('utf8')) as Record<string, unknown>, deep);
+    await pushIndex(registry.url, 'deep/index', '1', { ...index, index: deepIndex, digest: sha256Digest(deepIndex) });
+    // At the bound exactly, a document is an ordinary one.
+    await pushImage(registry.url, 'deep/at-bound', '1', rewrite(image, { manifest: (m) => withDeepField(m, MAX_JSON_DEPTH - 1) }));
+  });
+  afterAll(async () => {
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  it.each([
+    ['manifest', 'deep/manifest'],
+    ['config', 'deep/config'],
+    ['index', 'deep/index'],
+  ])('refuses a %s nested one level too deep as INVALID_MANIFEST and records nothing', async (what, repo) => {
+    const root = join(work.dir, `store-${what}`);
+    const err = await failure(pull(`${registry.host}/${repo}:1`, { root }));
+    expect(err.code).toBe('INVALID_MANIFEST');
+    expect(err.message).toContain(`nested deeper than ${MAX_JSON_DEPTH} levels`);
+    const store = openStore(root);
+    expect(await store.images.list()).toEqual([]);
+    expect(await store.snapshots.list()).toEqual([]);
+    expect(ls(join(root, 'content', 'blobs', 'sha256'))).toEqual([]);
+  });
+
+  it('pulls a document nested exactly to the bound', async () => {
+    const root = join(work.dir, 'store-at-bound');
+    const pulled = await pull(`${registry.host}/deep/at-bound:1`, { root });
+    expect(pulled.image.layers.map((l) => l.diffID)).toEqual([image.layers[0]!.diffID]);
+  });
+
+  it('refuses a manifest 1.5 million levels deep (which the CNCF registry will not store) without running out of stack', async () => {
+    const loopback = await startLoopbackRegistry();
+    try {
+      const huge = rewrite(image, { manifest: (m) => withDeepField(m, 1_500_000) });
+      loopback.addImage('deep/huge', '1', huge);
+      const root = join(work.dir, 'store-huge');
+      const err = await failure(pull(`${loopback.host}/deep/huge:1`, { root }));
+      expect(err.code).toBe('INVALID_MANIFEST');
+      expect(err.message).toContain(`nested deeper than ${MAX_JSON_DEPTH} levels`);
+      expect(await openStore(root).images.list()).toEqual([]);
+    } finally {
+      await loopback.close();
+    }
+  });
+});
+
+describe.skipIf(lacksRegistry())('a too-deep manifest an older release stored', () => {
+  const work = tempDir('manifest-depth-stored');
+  const root = join(work.dir, 'root');
+  const socket = join(work.dir, 'fastpulld.sock');
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  let daemon: RunningDaemon | undefined;
+  let good: ImageRecord;
+  let bad = '';
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    const image = await buildImage({ layers: [[{ type: 'file', path: 'etc/hostname', content: 'good\n' }]] });
+    await pushImage(registry.url, 'stored/good', '1', image);
+    good = (await pull(`${registry.host}/stored/good:1`, { root })).image;
+    // What an older release left: the record of an image whose stored manifest is 1.5 million levels deep.
+    const store = openStore(root);
+    const deep = withDeepField(JSON.parse(image.manifest.toString('utf8')) as Record<string, unknown>, 1_500_000);
+    const digest = sha256Digest(deep);
+    await store.content.putBytes({ digest, size: deep.length }, deep);
+    bad = `${registry.host}/stored/deep:1`;
+    const manifest = { ...good.manifest, digest, size: deep.length };
+    await store.images.put({ ...good, name: bad, target: manifest, manifest });
+    daemon = await serveDaemon(['--socket', socket, '--root', root]);
+  });
+  afterAll(async () => {
+    await stopDaemon(daemon);
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  it('answers inspect of that image with INVALID_MANIFEST, locally, through fastpulld and the CLI, and serves every other image', async () => {
+    const local = new LocalService({ root });
+    const remote = new FastpullClient(socket);
+    try {
+      for (const s of [local, remote]) {
+        const err = await failure(s.inspectImage(bad));
+        expect(err.code).toBe('INVALID_MANIFEST');
+        expect(err.message).toContain(`nested deeper than ${MAX_JSON_DEPTH} levels`);
+        expect((await s.listImages()).map((i) => i.name).sort()).toEqual([bad, good.name].sort());
+        expect((await s.inspectImage(good.name)).image.chainID).toBe(good.chainID);
+        expect(await s.mounts({ image: good.name })).toHaveLength(1);
+      }
+      for (const where of [['--root', root], ['--address', socket]]) {
+        const r = await runCliAsync(['inspect', ...where, bad]);
+        expect(r.status).toBe(1);
+        expect(r.stderr).toContain('INVALID_MANIFEST');
+        expect(r.stderr).not.toContain('call stack');
+      }
+      // The record can go, as any other.
+      await remote.removeImage(bad);
+      expect((await local.listImages()).map((i) => i.name)).toEqual([good.name]);
+    } finally {
+      await remote.close();
+      await local.close();
+    }
+  });
+});
