@@ -16,7 +16,7 @@ export { prepareSocket } from './socket.js';
 import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
 import { PullManager, type PullOutcome } from './pulls.js';
-import { sharedSnapshotPuller } from './snapshotter/pull.js';
+import { servicePolicy, sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
 import { announceAndLog, type AnnounceOutcome } from './snapshotter/announce.js';
 
@@ -143,7 +143,7 @@ export class Daemon {
     this.addServices();
     await listenUnix(this.server, config.socket, config.group);
     bound.push(config.socket);
-    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs) });
+    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs), signaturePolicy: servicePolicy(this.service) });
     for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: () => this.notReady() });

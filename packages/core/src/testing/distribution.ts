@@ -56,6 +56,11 @@ export interface DistributionRegistry {
   readonly storageDir: string;
   /** The server's process id (benchmarks read its CPU time from /proc). */
   readonly pid: number | undefined;
+  /**
+   * The access log's lines so far (combined log format: request line, status, user agent), when
+   * started with `accessLog`; else none.
+   */
+  accessLog(): readonly string[];
   /** Stops the registry and waits for it to exit; removes its directory when it made a temporary one. */
   stop(): Promise<void>;
 }
@@ -66,7 +71,12 @@ export interface StartDistributionOptions {
   readonly dir?: string;
   /** The binary to run; default {@link findDistributionBinary}. */
   readonly binary?: string;
+  /** Keep the access log (one line per request, see {@link DistributionRegistry.accessLog}); default off. */
+  readonly accessLog?: boolean;
 }
+
+/** Access-log lines kept at most: tests make hundreds of requests, not this many. */
+const ACCESS_LOG_LINES = 100_000;
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -80,13 +90,13 @@ async function freePort(): Promise<number> {
   });
 }
 
-function configYAML(storageDir: string, port: number): string {
+function configYAML(storageDir: string, port: number, accessLog: boolean): string {
   return [
     'version: 0.1',
     'log:',
     '  level: error',
     '  accesslog:',
-    '    disabled: true',
+    `    disabled: ${!accessLog}`,
     'storage:',
     '  filesystem:',
     `    rootdirectory: ${JSON.stringify(storageDir)}`,
@@ -127,14 +137,22 @@ export async function startDistribution(options: StartDistributionOptions = {}):
   await mkdir(storageDir, { recursive: true });
   const port = await freePort();
   const configPath = join(dir, 'config.yml');
-  await writeFile(configPath, configYAML(storageDir, port));
+  await writeFile(configPath, configYAML(storageDir, port, options.accessLog === true));
 
   let output = '';
   const capture = (chunk: Buffer): void => {
     if (output.length < CAP) output += chunk.toString('utf8').slice(0, CAP - output.length);
   };
   const child: ChildProcess = spawn(binary, ['serve', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout?.on('data', capture);
+  // The access log goes to standard output, a line per request.
+  const requests: string[] = [];
+  let partial = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    if (!options.accessLog) return capture(chunk);
+    const lines = (partial + chunk.toString('utf8')).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) if (requests.length < ACCESS_LOG_LINES) requests.push(line);
+  });
   child.stderr?.on('data', capture);
   let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const exited = new Promise<void>((resolve) => {
@@ -182,7 +200,7 @@ export async function startDistribution(options: StartDistributionOptions = {}):
     }
     await sleep(50);
   }
-  return { host, url, storageDir, pid: child.pid, stop };
+  return { host, url, storageDir, pid: child.pid, accessLog: () => requests, stop };
 }
 
 async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {

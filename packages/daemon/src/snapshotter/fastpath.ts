@@ -4,7 +4,10 @@
 // shared pull for all the image's layers), waits for this layer's chainID snapshot, records it as a
 // committed snapshot that borrows that snapshot (carrying the target label, over the parent
 // containerd asked for) and answers ALREADY_EXISTS: containerd finds the record and skips the layer.
-// Any failure falls back to the normal path (mounts), so the pull still succeeds.
+// Any failure falls back to the normal path (mounts), so the pull still succeeds, except for an
+// image a signature policy covers: its layers are handed over only once the pull has accepted the
+// image, and a failure (a refusal above all) fails the Prepare, since containerd's own pull would
+// apply what nobody verified.
 import type { Logger } from 'pino';
 import { FastpullError, isDigest, isFastpullError, parseReference, type Digest, type PullResult } from '@fastpull/core';
 import type { SnapshotRecords, Snapshotter } from '@fastpull/core/snapshots';
@@ -23,18 +26,36 @@ export const LAYER_LABEL = 'containerd.io/snapshot/cri.layer-digest';
  */
 export type PullForSnapshot = (ref: string, manifestDigest: Digest, signal: AbortSignal) => Promise<PullResult>;
 
+/**
+ * The signature policy in force for an image reference: undefined when none covers it; else a
+ * token (the same object until the policies are loaded again) under which an accepted image stays
+ * accepted for the Prepares of its other layers.
+ */
+export type SignaturePolicyFor = (ref: string) => Promise<object | undefined>;
+
+/** Images accepted under one policy that are remembered: the layers of one image ask one after another. */
+const ACCEPTED_KEPT = 256;
+
 /** What the fast path needs. */
 export interface FastPathOptions {
   readonly records: SnapshotRecords;
   readonly snapshots: Snapshotter;
   readonly pull: PullForSnapshot;
   readonly log: Logger;
+  /** The signature policy covering an image; unset: none ever does. */
+  readonly signaturePolicy?: SignaturePolicyFor;
   /** How often to look whether the layer's snapshot is committed while the pull runs. */
   readonly pollMs?: number;
 }
 
+interface FastPathLabels {
+  readonly target: Digest;
+  readonly ref: string;
+  readonly manifest: Digest;
+}
+
 /** The fast-path labels of a Prepare, or undefined when it has none (or malformed ones). */
-function fastPathLabels(labels: Readonly<Record<string, string>>): { target: Digest; ref: string; manifest: Digest } | undefined {
+function fastPathLabels(labels: Readonly<Record<string, string>>): FastPathLabels | undefined {
   const target = labels[TARGET_LABEL];
   const ref = labels[IMAGE_REF_LABEL];
   const manifest = labels[MANIFEST_LABEL];
@@ -102,7 +123,7 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
       );
     });
 
-  const record = async (key: string, target: Digest, parent: string | undefined, labels: Readonly<Record<string, string>>, how: 'held' | 'pulled'): Promise<'handled'> => {
+  const record = async (key: string, target: Digest, parent: string | undefined, labels: Readonly<Record<string, string>>, how: 'held' | 'pulled' | 'verified'): Promise<'handled'> => {
     if (!recorded(target, parent)) {
       // Unique, never the bare chainID: the same layer may sit over different parents (pitfall of
       // another namespace having unpacked a lower layer itself).
@@ -113,7 +134,38 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     return 'handled';
   };
 
-  const handle = async (key: string, parent: string | undefined, labels: Readonly<Record<string, string>>, f: { target: Digest; ref: string; manifest: Digest }, signal: AbortSignal): Promise<'handled' | 'normal'> => {
+  /** Per policy token: `ref\0manifest` of the images accepted under it, oldest first. */
+  const accepted = new WeakMap<object, Set<string>>();
+
+  /**
+   * Pulls the image as containerd's CRI named it (a tag resolves to the index a signer signs) and
+   * resolves once the policy accepted it and the manifest is the one containerd unpacks; rejects
+   * with the refusal, or with the failure that kept it from being checked.
+   */
+  const verify = async (policy: object, f: FastPathLabels, signal: AbortSignal): Promise<void> => {
+    const id = `${f.ref}\0${f.manifest}`;
+    let seen = accepted.get(policy);
+    if (seen?.has(id)) return;
+    const { image } = await pull(f.ref, f.manifest, signal);
+    if (image.manifest.digest !== f.manifest) {
+      throw new FastpullError('FAILED_PRECONDITION', `${f.ref} now names manifest ${image.manifest.digest}, not ${f.manifest} that containerd is unpacking: its signatures were not checked; pull it again`);
+    }
+    if (!seen) accepted.set(policy, (seen = new Set()));
+    seen.add(id);
+    if (seen.size > ACCEPTED_KEPT) seen.delete(seen.values().next().value!);
+  };
+
+  /** The Prepare of a layer of an image a policy covers: no layer is handed over before the verdict. */
+  const handleGated = async (key: string, parent: string | undefined, labels: Readonly<Record<string, string>>, f: FastPathLabels, policy: object, signal: AbortSignal): Promise<'handled' | 'normal'> => {
+    await verify(policy, f, signal);
+    if (recorded(f.target, parent)) return 'handled';
+    if (!(await snapshots.isCommitted(f.target))) throw new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${f.target}`);
+    // containerd applies the layer itself from the manifest just accepted: what it fetches is checked against that.
+    if (!(await parentMatches(f.target, parent))) return 'normal';
+    return record(key, f.target, parent, labels, 'verified');
+  };
+
+  const handle = async (key: string, parent: string | undefined, labels: Readonly<Record<string, string>>, f: FastPathLabels, signal: AbortSignal): Promise<'handled' | 'normal'> => {
     if (recorded(f.target, parent)) {
       log.debug({ event: 'snapshot', target: f.target, parent, how: 'recorded' }, 'layer already recorded for containerd');
       return 'handled';
@@ -137,17 +189,34 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
   return async ({ key, parent, labels, signal }) => {
     const f = fastPathLabels(labels);
     if (!f) return 'normal';
+    const policy = await options.signaturePolicy?.(f.ref);
     const id = `${f.target}\0${parent ?? ''}`;
     let running = inflight.get(id);
     if (!running) {
-      running = handle(key, parent, labels, f, signal).catch((e: unknown) => {
+      running = (policy ? handleGated(key, parent, labels, f, policy, signal) : handle(key, parent, labels, f, signal)).catch((e: unknown) => {
         const code = isFastpullError(e) ? e.code : 'INTERNAL';
-        log.warn({ event: 'snapshot', target: f.target, image: f.ref, code, err: e instanceof Error ? e.message : String(e) }, 'fast path failed; containerd unpacks the layer itself');
-        return 'normal' as const;
+        const what = { event: 'snapshot', target: f.target, image: f.ref, code, err: e instanceof Error ? e.message : String(e) };
+        if (!policy) {
+          log.warn(what, 'fast path failed; containerd unpacks the layer itself');
+          return 'normal' as const;
+        }
+        // containerd's own pull would apply layers of an image nobody verified: the Prepare fails,
+        // and containerd's pull with it, with this message (kubelet shows it in the pod's events).
+        log.warn(what, 'fast path failed under a signature policy; the Prepare fails');
+        throw gatedFailure(f.ref, e);
       });
       inflight.set(id, running);
-      void running.finally(() => inflight.delete(id));
+      void running.finally(() => inflight.delete(id)).catch(() => undefined);
     }
     return running;
   };
+}
+
+/** The failure a Prepare of a gated image answers with: the code kept, the message saying who refused what. */
+function gatedFailure(ref: string, e: unknown): FastpullError {
+  const fe = isFastpullError(e) ? e : new FastpullError('INTERNAL', e instanceof Error ? e.message : String(e), { cause: e });
+  if (fe.code === 'SIGNATURE_MISSING' || fe.code === 'SIGNATURE_INVALID') return new FastpullError(fe.code, `fastpull: ${fe.message}`, { details: fe.details, cause: fe });
+  // An abort is containerd's own cancellation: it needs no more words.
+  if (fe.code === 'ABORTED') return fe;
+  return new FastpullError(fe.code, `fastpull: ${ref} is covered by a signature policy and could not be checked, so containerd may not pull it itself: ${fe.message}`, { details: fe.details, cause: fe });
 }

@@ -2,7 +2,7 @@
 // image (and any fastpull.v1 Pull of the same reference) joins one pull.
 import { FastpullError, formatReference, parseReference, type Digest, type LocalService, type PulledImage, type PullResult } from '@fastpull/core';
 import { pullKey, type PullManager } from '../pulls.js';
-import type { PullForSnapshot } from './fastpath.js';
+import type { PullForSnapshot, SignaturePolicyFor } from './fastpath.js';
 
 /**
  * A PullForSnapshot over the daemon's PullManager and service. Pulls carry no credentials of their
@@ -29,4 +29,16 @@ export function sharedSnapshotPuller(pulls: PullManager<PulledImage>, service: L
       if (signal.aborted) cancel();
       else signal.addEventListener('abort', cancel, { once: true });
     });
+}
+
+/**
+ * The signature policy of the daemon's service for an image: the verifiers in force (a new array
+ * each time the policies are loaded again) when one of them covers the reference, else undefined.
+ */
+export function servicePolicy(service: LocalService): SignaturePolicyFor {
+  return async (ref: string) => {
+    const verifiers = await service.signatureVerifiers();
+    const reference = parseReference(ref);
+    return verifiers.some((v) => v.covers(reference)) ? verifiers : undefined;
+  };
 }

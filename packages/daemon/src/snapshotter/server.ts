@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { listenUnix } from '../socket.js';
 import { SnapshotRecords, type RecordsStore } from '@fastpull/core/snapshots';
 import { snapshotsService } from './proto.js';
-import { fastPathHook, type PullForSnapshot } from './fastpath.js';
+import { fastPathHook, type PullForSnapshot, type SignaturePolicyFor } from './fastpath.js';
 import { snapshotsHandlers } from './service.js';
 
 /** containerd caps its messages at 16 MiB; so does this server. */
@@ -28,6 +28,8 @@ export interface SnapshotterServerOptions {
    * pull, containerd downloads nothing); none: every Prepare takes the normal path.
    */
   readonly pullForSnapshot?: PullForSnapshot;
+  /** The signature policy covering an image the fast path pulls (see fastpath.ts); unset: none. */
+  readonly signaturePolicy?: SignaturePolicyFor;
 }
 
 /** The running snapshotter server. */
@@ -46,7 +48,7 @@ export class SnapshotterServer {
     const records = await SnapshotRecords.open(options.store);
     const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.max_send_message_length': MAX_MESSAGE_BYTES });
     try {
-      const prepareHook = options.pullForSnapshot ? fastPathHook({ records, snapshots: options.store.snapshots, pull: options.pullForSnapshot, log: options.log }) : undefined;
+      const prepareHook = options.pullForSnapshot ? fastPathHook({ records, snapshots: options.store.snapshots, pull: options.pullForSnapshot, log: options.log, ...(options.signaturePolicy ? { signaturePolicy: options.signaturePolicy } : {}) }) : undefined;
       server.addService(snapshotsService(), snapshotsHandlers({ records, log: options.log, ...(prepareHook ? { prepareHook } : {}) }));
       await listenUnix(server, options.socket, options.group, '--snapshotter-socket');
     } catch (e) {
