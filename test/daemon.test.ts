@@ -283,7 +283,8 @@ describe('fastpulld', () => {
         try {
           const r = await get('/readyz');
           expect(r.status, what).toBe(503);
-          expect(r.body).toBe(`not ready: ${what} ${path}: ${what === 'store root' ? `ENOENT: no such file or directory, access '${path}'` : `connect ENOENT ${path}`}\n`);
+          expect(r.body).toMatch(/^not ready: .*\n$/);
+          expect(r.body).toContain(what === 'store root' ? `store root ${path} is not writable: ENOENT: no such file or directory, open '${path}/.fastpulld-health'` : `${what} ${path} takes no connection: connect ENOENT ${path}`);
           expect(await get('/healthz')).toEqual({ status: 200, body: 'ok\n' });
           expect(curl().status).toBe(22); // curl -f: an HTTP error status
         } finally {

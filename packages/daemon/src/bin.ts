@@ -38,6 +38,8 @@ Options:
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
   --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics, and probes at /healthz and /readyz
                              (loopback only, e.g. 127.0.0.1:${SUGGESTED_METRICS_PORT})
+  --min-free-space SIZE      free space the store's disk must keep for health to say SERVING (default 1GiB; 0: none)
+  --health-interval DUR      how often health is checked (default 10s; 0: only on /readyz and SIGHUP)
   --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent
   --shutdown-timeout DUR     how long SIGTERM waits for pulls to stop (default 10s)
   --version, --help
@@ -78,6 +80,8 @@ function parse() {
       'keep-blobs': { type: 'boolean' },
       'no-sync': { type: 'boolean' },
       'metrics-address': { type: 'string' },
+      'min-free-space': { type: 'string' },
+      'health-interval': { type: 'string' },
       'log-level': { type: 'string' },
       'shutdown-timeout': { type: 'string' },
       version: { type: 'boolean' },
@@ -133,6 +137,8 @@ const flags: RawConfig = {
   keep_blobs: v['keep-blobs'],
   sync: v['no-sync'] === true ? false : undefined,
   metrics_address: v['metrics-address'],
+  min_free_space: v['min-free-space'],
+  health_interval: v['health-interval'],
   log_level: v['log-level'],
   shutdown_timeout: v['shutdown-timeout'],
 };

@@ -1,6 +1,7 @@
 // fastpulld's inflater setting: the CLI's choices, from the file, a flag or $FASTPULL_INFLATER, checked
 // at start (a value that is no choice, or a decoder that cannot run here, names the key). And
-// containerd_socket: on by default only for a fastpulld that serves the node's containerd.
+// containerd_socket: on by default only for a fastpulld that serves the node's containerd. And the
+// health keys' defaults, values and errors.
 import { describe, expect, it } from 'vitest';
 import { INFLATER_CHOICES, resolveGunzip, type InflaterChoice } from '@fastpull/core';
 import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_SNAPSHOTTER_SOCKET, resolveConfig } from './config.js';
@@ -68,5 +69,23 @@ describe('signature_policy and notation_config', () => {
     expect(off.signaturePolicy).toBeUndefined();
     expect(off.notationConfig).toBeUndefined();
     expect(() => resolveConfig({ signature_policy: 3 }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^signature_policy 3: want a path/) }));
+  });
+});
+
+describe('min_free_space and health_interval', () => {
+  it('default to 1GiB and 10s; take sizes and durations as the other keys do; 0 turns either off', () => {
+    const c = resolveConfig({}, {}, {}, '/');
+    expect(c.minFreeSpace).toBe(1024 ** 3);
+    expect(c.healthIntervalMs).toBe(10_000);
+    expect(resolveConfig({ min_free_space: '512MiB', health_interval: '1m' }, {}, {}, '/')).toMatchObject({ minFreeSpace: 512 * 1024 ** 2, healthIntervalMs: 60_000 });
+    expect(resolveConfig({ min_free_space: '2GB' }, { min_free_space: '8MiB' }, {}, '/').minFreeSpace).toBe(8 * 1024 ** 2);
+    expect(resolveConfig({ min_free_space: 0, health_interval: 0 }, {}, {}, '/')).toMatchObject({ minFreeSpace: 0, healthIntervalMs: 0 });
+    expect(resolveConfig({}, { min_free_space: '0', health_interval: '0' }, {}, '/')).toMatchObject({ minFreeSpace: 0, healthIntervalMs: 0 });
+  });
+
+  it('a bad value is INVALID_ARGUMENT naming the key', () => {
+    for (const [key, bad] of [['min_free_space', '-1'], ['min_free_space', 'lots'], ['health_interval', 'often'], ['health_interval', '48h']] as const) {
+      expect(() => resolveConfig({ [key]: bad }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(key) }));
+    }
   });
 });

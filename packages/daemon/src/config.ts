@@ -68,6 +68,10 @@ export interface DaemonConfig {
   readonly notationConfig?: string;
   /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics and the /healthz and /readyz probes on; unset: no HTTP endpoint. */
   readonly metricsAddress?: string;
+  /** Bytes the store's disk must have free for the daemon to report SERVING; 0: no floor. */
+  readonly minFreeSpace: number;
+  /** Milliseconds between periodic health checks; 0: only on demand (/readyz, SIGHUP). */
+  readonly healthIntervalMs: number;
   /** pino level: fatal, error, warn, info, debug, trace or silent. */
   readonly logLevel: string;
   /** Milliseconds SIGTERM waits for pulls to stop before the process exits anyway. */
@@ -79,6 +83,13 @@ export const DEFAULT_CONFIG_PATH = '/etc/fastpull/fastpulld.toml';
 /** Long enough for every pull to suspend its downloads, short of systemd's 90 s stop timeout. */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 export const DEFAULT_LOG_LEVEL = 'info';
+/**
+ * Free space under which the store's disk counts as nearly full: below it a pull of any sizable
+ * layer fails with NO_SPACE part-way, so health says so before a pull finds out.
+ */
+export const DEFAULT_MIN_FREE_SPACE = 1024 ** 3;
+/** Often enough that a readiness probe (every 10 s in deploy/) never reads a state much older than itself. */
+export const DEFAULT_HEALTH_INTERVAL_MS = 10_000;
 /**
  * fastpulld's exit status for a start that no restart can mend (2, as for bad usage since the
  * first release, so scripts that test for it keep working): a bad flag,
@@ -109,6 +120,8 @@ export const CONFIG_KEYS = [
   'signature_policy',
   'notation_config',
   'metrics_address',
+  'min_free_space',
+  'health_interval',
   'log_level',
   'shutdown_timeout',
 ] as const;
@@ -173,6 +186,8 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : raw.log_level;
   if (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
   const timeout = raw.shutdown_timeout === undefined ? undefined : parseDurationSetting(raw.shutdown_timeout, 'shutdown_timeout');
+  const minFreeSpace = raw.min_free_space === undefined ? DEFAULT_MIN_FREE_SPACE : raw.min_free_space === 0 || raw.min_free_space === '0' ? 0 : parseSizeSetting(raw.min_free_space, 'min_free_space');
+  const healthIntervalMs = raw.health_interval === undefined ? DEFAULT_HEALTH_INTERVAL_MS : parseDurationSetting(raw.health_interval, 'health_interval');
   const socket = path('socket') ?? defaultSocket(env);
   const snapshotterSocket = snapshotterSocketOf(raw.snapshotter_socket, socket, env, cwd);
   const containerdSocket = containerdSocketOf(raw.containerd_socket, snapshotterSocket, cwd);
@@ -194,6 +209,8 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     ...(signaturePolicy !== undefined ? { signaturePolicy } : {}),
     ...(notationConfig !== undefined ? { notationConfig } : {}),
     ...(metricsAddress !== undefined ? { metricsAddress } : {}),
+    minFreeSpace,
+    healthIntervalMs,
     logLevel,
     shutdownTimeoutMs: timeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   };

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { isFastpullError, type PhaseTotals, type PullTimings } from '@fastpull/core';
 import { splitAddress } from './config.js';
+import { CHECK_NAMES, type DiskSpace, type HealthReport } from './health.js';
 
 /** Seconds: a small image on a fast node takes well under a second, a 30 GB one minutes. */
 const DURATION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
@@ -26,6 +27,8 @@ export interface MetricsSources {
   readonly pullCallers: () => number;
   /** Range requests in flight in the fetch scheduler the daemon's pulls use. */
   readonly requestsInFlight: () => number;
+  /** The latest health report; undefined before the first. */
+  readonly health: () => HealthReport | undefined;
 }
 
 export class DaemonMetrics {
@@ -43,11 +46,39 @@ export class DaemonMetrics {
   /** Per-phase sums over a pull's layers (layers run at once, so phases of one pull can exceed its wall time). */
   readonly phaseSeconds = new Histogram({ name: 'fastpull_pull_phase_seconds', help: 'Time per phase of successful pulls, summed over their layers', labelNames: ['phase'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
 
+  /** Free bytes of the store's disk at the latest health check. */
+  private readonly freeBytes = new Gauge({ name: 'fastpull_store_free_bytes', help: "Free bytes of the store root's filesystem, at the latest health check", registers: [this.registry] });
+
   constructor(sources: MetricsSources) {
+    // Every service and check is exported from the first report on, 0 as much as 1: absent is not unknown.
+    new Gauge({
+      name: 'fastpull_health_serving',
+      help: 'Health status per gRPC health service name ("" is the whole daemon): 1 SERVING, 0 NOT_SERVING',
+      labelNames: ['service'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const [service, h] of sources.health()?.services ?? []) this.set({ service }, h.status === 'SERVING' ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'fastpull_health_check_failing',
+      help: 'Health checks by name: 1 failing in the latest run (the log and /readyz say why), 0 passing',
+      labelNames: ['check'] as const,
+      registers: [this.registry],
+      collect() {
+        const checks = sources.health()?.checks;
+        for (const check of CHECK_NAMES) if (checks?.has(check)) this.set({ check }, checks.get(check) === undefined ? 0 : 1);
+      },
+    });
     new Gauge({ name: 'fastpull_pulls_in_flight', help: 'Pulls running now (one per image, however many callers share it)', registers: [this.registry], collect() { this.set(sources.pullsInFlight()); } });
     new Gauge({ name: 'fastpull_pull_callers', help: 'Callers receiving the progress of running pulls', registers: [this.registry], collect() { this.set(sources.pullCallers()); } });
     new Gauge({ name: 'fastpull_fetch_requests_in_flight', help: 'Range requests (chunks) in flight in the shared fetch scheduler', registers: [this.registry], collect() { this.set(sources.requestsInFlight()); } });
     collectDefaultMetrics({ register: this.registry, prefix: 'fastpulld_' });
+  }
+
+  /** A reading of the store's disk. */
+  diskSpace(space: DiskSpace): void {
+    this.freeBytes.set(space.freeBytes);
   }
 
   /** Records a settled pull (`timings` when it succeeded). */

@@ -1,6 +1,6 @@
 // fastpulld's gRPC server: fastpull.v1 (Images, Snapshots, Content), grpc.health.v1 and server
 // reflection on a unix socket, over one store root; shared pulls, logs, metrics, reload and shutdown.
-import { constants as fsConstants, existsSync, promises as fsp } from 'node:fs';
+import { existsSync, promises as fsp } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
@@ -12,6 +12,8 @@ import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
+import { diskFree, HealthMonitor, storeWritable, type CheckName, type HealthReport, type ServingStatus } from './health.js';
+import { SNAPSHOTS_SERVICE } from './snapshotter/proto.js';
 export { prepareSocket } from './socket.js';
 import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
@@ -32,10 +34,15 @@ export interface DaemonOptions {
   readonly env?: NodeJS.ProcessEnv;
 }
 
-type ServingStatus = 'SERVING' | 'NOT_SERVING';
-
 /** A socket of its own process that takes no connection in this long is as good as gone to a prober. */
 const PROBE_CONNECT_TIMEOUT_MS = 2000;
+/** How long /readyz waits for the checks it asks for: under the 3 s timeout of deploy/'s readiness probe. */
+const READY_WAIT_MS = 2500;
+/** What fastpull's own services need; containerd's snapshotter API needs its records as well. */
+const API_CHECKS: readonly CheckName[] = ['api_socket', 'store_writable', 'disk_free'];
+const SNAPSHOTTER_CHECKS: readonly CheckName[] = ['snapshotter_socket', 'store_writable', 'disk_free', 'snapshot_records'];
+/** Trailing metadata of a health Check answered NOT_SERVING: why. */
+export const HEALTH_REASON_KEY = 'fastpull-health-reason';
 
 /** A running fastpulld. */
 export class Daemon {
@@ -50,7 +57,9 @@ export class Daemon {
   private readonly server = new grpc.Server();
   /** grpc.health.v1, from grpc-health-check; `healthNames` are the services it answers for. */
   private readonly health = new HealthImplementation();
-  private readonly healthNames = new Set<string>();
+  private readonly healthNames = new Map<string, ServingStatus>();
+  /** The checks behind the health statuses (started once both sockets listen). */
+  monitor: HealthMonitor | undefined;
   /** Open Watch streams, ended at shutdown so the server can drain. */
   private readonly watchers = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   private metricsServer: HttpServer | undefined;
@@ -90,6 +99,7 @@ export class Daemon {
       pullsInFlight: () => this.pulls.size,
       pullCallers: () => this.pulls.callers,
       requestsInFlight: () => this.service.requestsInFlight,
+      health: () => this.monitor?.report,
     });
   }
 
@@ -115,6 +125,7 @@ export class Daemon {
     try {
       await this.serve(bound);
     } catch (e) {
+      this.monitor?.stop();
       this.server.forceShutdown();
       await this.snapshotter?.stop(0);
       await new Promise<void>((resolve) => (this.metricsServer ? this.metricsServer.close(() => resolve()) : resolve()));
@@ -144,7 +155,7 @@ export class Daemon {
     await listenUnix(this.server, config.socket, config.group);
     bound.push(config.socket);
     if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs), signaturePolicy: servicePolicy(this.service) });
-    for (const name of ['', ...SERVICE_NAMES]) this.setHealth(name, 'SERVING');
+    await this.startHealth();
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: () => this.notReady() });
       this.metricsServer = m.server;
@@ -174,27 +185,72 @@ export class Daemon {
   }
 
   /**
-   * Why the daemon cannot serve now, or undefined when it can: it is not stopping, each of its
-   * sockets takes a connection (a socket file removed from under it is caught here: nobody could
-   * reach it), and the store's root may be read and written (gone, or remounted read-only, fails).
+   * The health checks of each service (health.ts), run once before the daemon says it serves, then
+   * every `health_interval` and on demand. A socket file removed from under the daemon is caught by
+   * its socket's check: nobody could reach it.
+   */
+  private async startHealth(): Promise<void> {
+    const { config } = this;
+    const socketCheck = (what: string, path: string) => async (): Promise<string | undefined> => {
+      const why = await connectError(path, PROBE_CONNECT_TIMEOUT_MS);
+      return why === undefined ? undefined : `${what} ${path} takes no connection: ${why}`;
+    };
+    const snapshotter = this.snapshotter;
+    this.monitor = new HealthMonitor({
+      checks: {
+        api_socket: socketCheck('API socket', config.socket),
+        store_writable: storeWritable(config.root),
+        disk_free: diskFree(config.root, config.minFreeSpace, (space) => this.metrics.diskSpace(space)),
+        ...(snapshotter && config.snapshotterSocket
+          ? {
+              snapshotter_socket: socketCheck('snapshotter socket', config.snapshotterSocket),
+              snapshot_records: () => snapshotter.records.check().then(() => undefined, (e: unknown) => `containerd's snapshots cannot be answered: ${e instanceof Error ? e.message : String(e)}`),
+            }
+          : {}),
+      },
+      services: { ...Object.fromEntries(SERVICE_NAMES.map((s) => [s, API_CHECKS])), ...(snapshotter ? { [SNAPSHOTS_SERVICE]: SNAPSHOTTER_CHECKS } : {}) },
+      intervalMs: config.healthIntervalMs,
+      changed: (report, previous) => this.healthChanged(report, previous),
+    });
+    await this.monitor.check();
+    this.monitor.start();
+  }
+
+  /** A report that changed a status or a check: the gRPC statuses follow, each change is logged once. */
+  private healthChanged(report: HealthReport, previous: HealthReport | undefined): void {
+    if (this.stopping) return;
+    for (const [check, why] of report.checks) {
+      const was = previous?.checks.get(check);
+      if (why !== undefined && (previous === undefined || was === undefined)) this.log.warn({ check, reason: why }, 'health check failing');
+      if (why === undefined && previous !== undefined && was !== undefined) this.log.info({ check }, 'health check passing again');
+    }
+    for (const [service, h] of report.services) {
+      if (this.healthNames.get(service) === h.status) continue;
+      if (this.healthNames.has(service) || h.status !== 'SERVING') this.log[h.status === 'SERVING' ? 'info' : 'warn']({ service, status: h.status, reasons: h.reasons }, 'health status changed');
+      this.setHealth(service, h.status);
+    }
+  }
+
+  /**
+   * Why the daemon cannot serve now, or undefined when it can (/readyz): a fresh run of the health
+   * checks (or the one in flight), every service's; one that does not answer in time is a reason.
    */
   async notReady(): Promise<string | undefined> {
+    if (this.stopping || !this.monitor) return 'stopping';
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), READY_WAIT_MS)));
+    const report = await Promise.race([this.monitor.check(), late]).finally(() => clearTimeout(timer));
     if (this.stopping) return 'stopping';
-    const sockets: Array<[string, string | undefined]> = [
-      ['API socket', this.config.socket],
-      ['snapshotter socket', this.config.snapshotterSocket],
-    ];
-    for (const [what, path] of sockets) {
-      if (path === undefined) continue;
-      const why = await connectError(path, PROBE_CONNECT_TIMEOUT_MS);
-      if (why !== undefined) return `${what} ${path}: ${why}`;
-    }
-    try {
-      await fsp.access(this.config.root, fsConstants.R_OK | fsConstants.W_OK | fsConstants.X_OK);
-    } catch (e) {
-      return `store root ${this.config.root}: ${(e as Error).message}`;
-    }
-    return undefined;
+    if (!report) return `health checks did not answer within ${READY_WAIT_MS} ms`;
+    const reasons = report.services.get('')!.reasons;
+    return reasons.length === 0 ? undefined : reasons.join('; ');
+  }
+
+  /** Why `service` is NOT_SERVING, as a health Check's trailing metadata says; undefined when it serves. */
+  private healthReason(service: string): string | undefined {
+    if (this.stopping) return 'stopping';
+    const h = this.monitor?.report?.services.get(service);
+    return h && h.status === 'NOT_SERVING' ? h.reasons.join('; ') : undefined;
   }
 
   private addServices(): void {
@@ -213,8 +269,19 @@ export class Daemon {
     this.health.addToServer({
       addService: (definition, implementation) => {
         const watch = implementation.watch as (call: grpc.ServerWritableStream<unknown, unknown>) => void;
+        const check = implementation.check as grpc.handleUnaryCall<{ service: string }, unknown>;
         this.server.addService(definition as grpc.ServiceDefinition, {
           ...implementation,
+          // The reason goes with a NOT_SERVING answer, where a prober (grpcurl -v) shows it.
+          check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) =>
+            check(call, (e, value) => {
+              const why = e ? undefined : this.healthReason(call.request.service);
+              if (why === undefined) return callback(e, value);
+              const trailer = new grpc.Metadata();
+              // Metadata values are printable ASCII: a path with other bytes is shown with `?`.
+              trailer.set(HEALTH_REASON_KEY, why.replace(/[^\x20-\x7e]/g, '?'));
+              callback(e, value, trailer);
+            }),
           watch: (call: grpc.ServerWritableStream<unknown, unknown>) => {
             this.watchers.add(call);
             call.on('cancelled', () => this.watchers.delete(call));
@@ -271,8 +338,10 @@ export class Daemon {
   }
 
   private async reloadNow(): Promise<void> {
-    // A reload is also how to ask for the announcement again by hand (systemctl reload fastpulld).
+    // A reload is also how to ask for the announcement again by hand (systemctl reload fastpulld),
+    // and to run the health checks now (their changes are logged).
     this.announcing = this.announceImages();
+    void this.monitor?.check();
     if (!this.options.configPath) {
       this.log.info({ hostsDir: this.service.hostsDir }, 'reload: no config file; nothing to reload');
       return;
@@ -317,7 +386,8 @@ export class Daemon {
     const t0 = performance.now();
     this.log.info({ reason, pulls: this.pulls.size }, 'stopping');
     this.lifetime.abort();
-    for (const name of this.healthNames) this.setHealth(name, 'NOT_SERVING');
+    this.monitor?.stop();
+    for (const name of this.healthNames.keys()) this.setHealth(name, 'NOT_SERVING');
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     const drained = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
@@ -339,7 +409,7 @@ export class Daemon {
   }
 
   private setHealth(service: string, status: ServingStatus): void {
-    this.healthNames.add(service);
+    this.healthNames.set(service, status);
     this.health.setStatus(service, status);
   }
 }

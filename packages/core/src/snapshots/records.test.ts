@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -158,6 +158,22 @@ describe('SnapshotRecords', () => {
     expect(JSON.parse(readFileSync(join(dir(), idOf('c'), 'record.json'), 'utf8')).usage).toEqual(u);
     await records.view('v', 'c');
     expect(await records.usage('v')).toEqual({ size: 0, inodes: 0 });
+  });
+
+  it('check() passes while the records read back as the ones held, and says why once they do not', async () => {
+    await records.check();
+    // Renamed away: nothing at the path.
+    renameSync(dir(), `${dir()}.away`);
+    await expect(records.check()).rejects.toMatchObject({ message: expect.stringMatching(/^reading the snapshot records in .*: ENOENT/) });
+    // A directory of the same name that is not the one held (its lock file is another file).
+    mkdirSync(dir());
+    writeFileSync(join(dir(), '.lock'), '');
+    await expect(records.check()).rejects.toMatchObject({ code: 'FAILED_PRECONDITION', message: expect.stringContaining('were replaced') });
+    rmSync(dir(), { recursive: true });
+    renameSync(`${dir()}.away`, dir());
+    await records.check();
+    records.close();
+    await expect(records.check()).rejects.toMatchObject({ message: expect.stringContaining('are closed') });
   });
 
   it('keeps records across a restart, sweeps half-made and half-deleted snapshots, and has one owner', async () => {

@@ -3,7 +3,7 @@
 // labels, mounts, usage. Each snapshot is backed by directories of its own or, for a committed one,
 // by one of the store's committed chainID snapshots (a layer fastpull pulled: no copy). Records
 // live on disk (record-file.ts) and in memory; one process at a time serves them (a lock file).
-import { closeSync, openSync, promises as fsp } from 'node:fs';
+import { closeSync, fstatSync, openSync, promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
@@ -130,6 +130,23 @@ export class SnapshotRecords {
     if (this.lockFd === undefined) return;
     closeSync(this.lockFd);
     this.lockFd = undefined;
+  }
+
+  /**
+   * Resolves when the records can still be answered from disk: they are held open, their directory
+   * reads, and its lock file is the one this process holds (a directory renamed, removed or mounted
+   * over leaves the records in memory naming paths nobody can reach). Rejects with why not.
+   */
+  async check(): Promise<void> {
+    if (this.lockFd === undefined) throw new FastpullError('FAILED_PRECONDITION', `the snapshot records in ${this.dir} are closed`);
+    try {
+      await fsp.readdir(this.dir);
+      const held = fstatSync(this.lockFd);
+      const onDisk = await fsp.stat(join(this.dir, LOCK_FILE));
+      if (held.ino !== onDisk.ino || held.dev !== onDisk.dev) throw new FastpullError('FAILED_PRECONDITION', `the snapshot records in ${this.dir} were replaced: their lock file is not the one this process holds`);
+    } catch (e) {
+      throw fromFsError(e, `reading the snapshot records in ${this.dir}`);
+    }
   }
 
   /** Runs mutations one at a time: containerd's checks (key free, no children) hold until each is done. */
