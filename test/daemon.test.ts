@@ -257,7 +257,7 @@ describe('fastpulld', () => {
     expect(text).toMatch(/^fastpull_fetch_stragglers_reissued_total \d+$/m);
   });
 
-  it('answers the probes on its metrics port: /healthz while it runs, /readyz only while both sockets take connections and its store root is there', async () => {
+  it('answers the probes on its metrics port: /livez (and /healthz) while it runs, /readyz only while both sockets take connections and its store root is there', async () => {
     const dir = join(work.dir, 'probes');
     const paths = { socket: join(dir, 'fastpulld.sock'), snapshotter: join(dir, 'snapshotter.sock'), root: join(dir, 'root') };
     const d = await serve(['--socket', paths.socket, '--snapshotter-socket', paths.snapshotter, '--root', paths.root, '--metrics-address', '127.0.0.1:0']);
@@ -267,16 +267,17 @@ describe('fastpulld', () => {
         const r = await fetch(`${base}${path}`);
         return { status: r.status, body: await r.text() };
       };
+      expect(await get('/livez')).toEqual({ status: 200, body: 'ok\n' });
       expect(await get('/healthz')).toEqual({ status: 200, body: 'ok\n' });
       expect(await get('/readyz')).toEqual({ status: 200, body: 'ok\n' });
       expect((await get('/healthz?verbose')).status).toBe(200);
-      expect(await get('/nothing')).toEqual({ status: 404, body: 'not found: fastpulld answers GET /metrics, /healthz, /readyz\n' });
+      expect(await get('/nothing')).toEqual({ status: 404, body: 'not found: fastpulld answers GET /metrics, /livez, /healthz, /readyz\n' });
       // docs/daemon.md's command, at this daemon's port.
       const docLine = readFileSync(join(repoRoot, 'docs', 'daemon.md'), 'utf8').split('\n').find((l) => l.startsWith('curl -fsS '))!;
       const curl = (): ReturnType<typeof spawnSync> => spawnSync('sh', ['-c', docLine.replaceAll(`127.0.0.1:${SUGGESTED_METRICS_PORT}`, new URL(base).host)], { encoding: 'utf8' });
       expect(curl()).toMatchObject({ status: 0, stdout: 'ok\n' });
 
-      // Each thing /readyz looks at, taken away and given back; /healthz stays 200 throughout.
+      // Each thing /readyz looks at, taken away and given back; /livez stays 200 throughout.
       const away = (p: string): string => `${p}.away`;
       for (const [what, path] of [['API socket', paths.socket], ['snapshotter socket', paths.snapshotter], ['store root', paths.root]] as const) {
         renameSync(path, away(path));
@@ -285,7 +286,7 @@ describe('fastpulld', () => {
           expect(r.status, what).toBe(503);
           expect(r.body).toMatch(/^not ready: .*\n$/);
           expect(r.body).toContain(what === 'store root' ? `store root ${path} is not writable: ENOENT: no such file or directory, open '${path}/.fastpulld-health'` : `${what} ${path} takes no connection: connect ENOENT ${path}`);
-          expect(await get('/healthz')).toEqual({ status: 200, body: 'ok\n' });
+          expect(await get('/livez')).toEqual({ status: 200, body: 'ok\n' });
           expect(curl().status).toBe(22); // curl -f: an HTTP error status
         } finally {
           renameSync(away(path), path);

@@ -199,8 +199,8 @@ describe('deploy/kubernetes', () => {
     }
     expect(pod.hostNetwork).toBe(true);
     expect(probes.readiness!.httpGet!.path).toBe('/readyz');
-    expect(probes.liveness!.httpGet!.path).toBe('/healthz');
-    expect(probes.startup!.httpGet!.path).toBe('/healthz');
+    expect(probes.liveness!.httpGet!.path).toBe('/livez');
+    expect(probes.startup!.httpGet!.path).toBe('/livez');
     expect(read('Containerfile')).toContain('COPY deploy/fastpulld-health.mjs /usr/local/lib/fastpull/health.mjs');
   });
 

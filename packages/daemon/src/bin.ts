@@ -36,7 +36,7 @@ Options:
                              rejects (reloaded on SIGHUP; default $FASTPULL_NOTATION_CONFIG, else off)
   --keep-blobs               keep compressed layer blobs after unpacking
   --no-sync                  UNSAFE: commit snapshots without flushing them to disk (sync = false)
-  --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics, and probes at /healthz and /readyz
+  --metrics-address ADDR     serve Prometheus metrics at http://ADDR/metrics, and probes at /livez and /readyz
                              (loopback only, e.g. 127.0.0.1:${SUGGESTED_METRICS_PORT})
   --min-free-space SIZE      free space the store's disk must keep for health to say SERVING (default 1GiB; 0: none)
   --health-interval DUR      how often health is checked (default 10s; 0: only on /readyz and SIGHUP)

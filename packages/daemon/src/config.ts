@@ -66,7 +66,7 @@ export interface DaemonConfig {
    * policy gates every pull (reloaded on SIGHUP); unset: $FASTPULL_NOTATION_CONFIG, as the CLI.
    */
   readonly notationConfig?: string;
-  /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics and the /healthz and /readyz probes on; unset: no HTTP endpoint. */
+  /** `127.0.0.1:PORT` (or `[::1]:PORT`, `localhost:PORT`) to serve Prometheus metrics and the /livez and /readyz probes on; unset: no HTTP endpoint. */
   readonly metricsAddress?: string;
   /** Bytes the store's disk must have free for the daemon to report SERVING; 0: no floor. */
   readonly minFreeSpace: number;

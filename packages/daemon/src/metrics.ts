@@ -1,5 +1,5 @@
 // Prometheus metrics of fastpulld, served on an opt-in loopback HTTP port at /metrics, with the
-// probes kubelet (or anything on the node) can ask over plain HTTP: /healthz and /readyz. An HTTP
+// probes kubelet (or anything on the node) can ask over plain HTTP: /livez (or /healthz) and /readyz. An HTTP
 // GET costs the prober next to nothing; an exec'd health-check program costs a Node.js process.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -103,11 +103,12 @@ export interface Probes {
 }
 
 /** The paths the HTTP server answers, as its 404 lists them. */
-export const HTTP_PATHS = ['/metrics', '/healthz', '/readyz'] as const;
+export const HTTP_PATHS = ['/metrics', '/livez', '/healthz', '/readyz'] as const;
 
 /**
- * Serves `registry` at http://ADDRESS/metrics, and the probes: /healthz answers 200 whenever the
- * process answers at all (liveness: an event loop that no longer turns answers nothing), /readyz
+ * Serves `registry` at http://ADDRESS/metrics, and the probes: /livez answers 200 whenever the
+ * process answers at all (liveness: an event loop that no longer turns answers nothing; /healthz,
+ * its earlier name, the same), /readyz
  * 200 when `probes.notReady` finds nothing wrong, else 503 with the reason. Resolves with the
  * server and the address it listens on.
  */
@@ -120,7 +121,8 @@ export async function serveMetrics(address: string, registry: Registry, probes: 
       text(res, 404, `not found: fastpulld answers GET ${HTTP_PATHS.join(', ')}\n`);
       return;
     }
-    if (path === '/healthz') return text(res, 200, 'ok\n');
+    // Liveness asks nothing of the disk: a restart mends no full or read-only store, readiness says so.
+    if (path === '/livez' || path === '/healthz') return text(res, 200, 'ok\n');
     if (path === '/readyz') {
       probes.notReady().then(
         (why) => (why === undefined ? text(res, 200, 'ok\n') : text(res, 503, `not ready: ${why}\n`)),
