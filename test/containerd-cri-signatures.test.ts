@@ -118,8 +118,9 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
     expect(recorded.map((l) => l.how)).toEqual(['verified', 'verified', 'verified']);
     const pulled = await daemon.waitLog((l) => l.event === 'pull' && l.result === 'ok' && l.image === ref);
     expect(pulled.manifest).toBe(signedDigest);
-    // One pull (and one verification) answered every layer's Prepare.
+    // One pull (and one verification, logged once) answered every layer's Prepare.
     expect(daemon.logs.filter((l) => l.event === 'pull' && l.image === ref)).toHaveLength(1);
+    expect(daemon.logs.filter((l) => l.event === 'signature' && l.image === ref)).toEqual([expect.objectContaining({ outcome: 'verified', manifest: signedDigest })]);
     const content = await ctr(['content', 'ls', '-q']);
     expect(content).toContain(signed.configDigest);
     for (const l of signed.layers) expect(content).not.toContain(l.digest);

@@ -10,7 +10,7 @@ import { openStore, type Digest, type FastpullError } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
 import { EXIT_CONFIG, FastpullClient } from '@fastpull/daemon';
 import { cosignMissing, cosignSign, generateKeyPair } from './cosign.js';
-import { failure, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { failure, runCliAsync, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const missing = findDistributionBinary() === undefined ? 'docker-registry is not installed (scripts/bootstrap.sh installs it)' : cosignMissing();
 if (missing) throw new Error(`fastpulld's signature tests need their peers: ${missing}`);
@@ -71,8 +71,13 @@ describe('fastpulld signature policies', () => {
     let d: RunningDaemon | undefined;
     const client = new FastpullClient(socket);
     try {
-      d = await serveDaemon(['--config', config, '--socket', socket]);
-      expect(d.logs.find((l) => l.msg === 'fastpulld serving')).toMatchObject({ signaturePolicy: policy, notationConfig: null });
+      d = await serveDaemon(['--config', config, '--socket', socket, '--metrics-address', '127.0.0.1:0']);
+      const serving = d.logs.find((l) => l.msg === 'fastpulld serving')!;
+      expect(serving).toMatchObject({ signaturePolicy: policy, notationConfig: null });
+      const verdictCount = async (outcome: string): Promise<number> => {
+        const text = await (await fetch(String(serving.metrics))).text();
+        return Number(new RegExp(`^fastpull_signature_verdicts_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      };
 
       const refused = await failure(client.pull(`${reg.host}/signed/bare:1`));
       expect(refused.code).toBe('SIGNATURE_MISSING');
@@ -81,7 +86,29 @@ describe('fastpulld signature policies', () => {
       expect(await openStore(root).images.list()).toEqual([]);
       const ok = await client.pull(`${reg.host}/signed/app:1`);
       expect(ok.image.manifest.digest).toBe(signed);
-      expect((await openStore(root).images.list()).map((i) => i.signatures?.outcome)).toEqual(['verified']);
+
+      // The verdict: in the Image message (Pull, List, the CLI through the daemon) as the store keeps it.
+      const stored = (await openStore(root).images.list())[0]!;
+      expect(stored.signatures?.outcome).toBe('verified');
+      expect(ok.image.signatures).toEqual(stored.signatures);
+      expect((await client.listImages())[0]!.signatures).toEqual(stored.signatures);
+      expect(ok.image.signatures!.verdicts[0]).toMatchObject({ kind: 'sigstore', level: 'strict', outcome: 'verified', scope: `${reg.host}/signed` });
+      const listed = await runCliAsync(['images', '--address', socket, '--json']);
+      expect(listed.status, listed.stderr).toBe(0);
+      expect(JSON.stringify(JSON.parse(listed.stdout))).toContain(JSON.stringify(stored.signatures));
+      const inspected = await runCliAsync(['inspect', '--address', socket, `${reg.host}/signed/app:1`]);
+      expect(inspected.status, inspected.stderr).toBe(0);
+      expect(JSON.stringify(JSON.parse(inspected.stdout))).toContain(JSON.stringify(stored.signatures));
+
+      // Counted by outcome, logged once per image.
+      expect(await verdictCount('missing')).toBe(1);
+      expect(await verdictCount('verified')).toBe(1);
+      const checked = d.logs.filter((l) => l.msg === 'image signatures checked');
+      expect(checked).toEqual([expect.objectContaining({ event: 'signature', image: `${reg.host}/signed/app:1`, manifest: signed, outcome: 'verified' })]);
+      expect(checked[0]!.verdicts).toEqual([expect.stringMatching(/^sigstore verified by sha256:[0-9a-f]{64}$/)]);
+      const refusedLines = d.logs.filter((l) => l.msg === 'image refused by its signature policy');
+      expect(refusedLines).toEqual([expect.objectContaining({ image: `${reg.host}/signed/bare:1`, outcome: 'missing' })]);
+      expect(d.logs.find((l) => l.msg === 'pull finished')).toMatchObject({ image: `${reg.host}/signed/app:1`, signatures: 'verified' });
 
       // The key changes: the signed image is now signed by an untrusted key.
       writePolicy(policy, 'other.pub');
@@ -89,6 +116,7 @@ describe('fastpulld signature policies', () => {
       expect(await d.waitLog((l) => l.msg === 'configuration reloaded')).toMatchObject({ signaturePolicy: policy, notationConfig: null });
       await client.removeImage(`${reg.host}/signed/app:1`);
       expect((await failure(client.pull(`${reg.host}/signed/app:1`))).code).toBe('SIGNATURE_INVALID');
+      expect(await verdictCount('invalid')).toBe(1);
 
       // A broken policy is not taken: the running one (other.pub) still refuses.
       writeFileSync(policy, '{"default": []}');

@@ -68,6 +68,25 @@ const full: ImageRecord = {
   keepBlobs: true,
   created: '2026-01-02T03:04:05.678Z',
   heldFor: 'containerd',
+  signatures: {
+    outcome: 'logged',
+    verdicts: [
+      {
+        kind: 'sigstore',
+        level: 'strict',
+        outcome: 'verified',
+        scope: 'registry.test/multi',
+        signature: digest('d'),
+        checks: [
+          { signature: digest('d'), check: 'authenticity', ok: true, message: 'signed by the key in /etc/keys/a.pub' },
+          { signature: digest('d'), check: 'integrity', ok: true, message: 'names this manifest' },
+        ],
+      },
+      // A verdict without scope or signature, one check of the image as a whole.
+      { kind: 'notation', level: 'audit', outcome: 'logged', checks: [{ check: 'discovery', ok: false, message: 'no Notary signature found' }] },
+    ],
+    verifiedAt: '2026-01-02T03:04:05.600Z',
+  },
 };
 
 const timings: PullTimings = {

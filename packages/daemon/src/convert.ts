@@ -1,13 +1,14 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type TraceDocument } from '@fastpull/core';
+import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type ImageSignatures, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type SignatureVerdict, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireBlobInfo,
   WireDescriptor,
   WireGcResponse,
   WireImage,
+  WireImageSignatures,
   WireLayerState,
   WireMount,
   WirePlatform,
@@ -81,6 +82,41 @@ export function imageToWire(i: ImageRecord, unpackedSize?: number | null): WireI
     keepBlobs: i.keepBlobs === true,
     heldFor: i.heldFor ?? '',
     created: i.created,
+    signatures: i.signatures ? signaturesToWire(i.signatures) : null,
+  };
+}
+
+/** An image's signature verdict as sent: absent strings are empty. */
+export function signaturesToWire(s: ImageSignatures): WireImageSignatures {
+  return {
+    outcome: s.outcome,
+    verdicts: s.verdicts.map((v) => ({
+      kind: v.kind,
+      level: v.level,
+      outcome: v.outcome,
+      scope: v.scope ?? '',
+      signature: v.signature ?? '',
+      checks: v.checks.map((c) => ({ signature: c.signature ?? '', check: c.check, ok: c.ok, message: c.message })),
+    })),
+    verifiedAt: s.verifiedAt,
+  };
+}
+
+/** A received verdict, fields in the library's order, empty strings absent again. */
+export function signaturesFromWire(w: WireImageSignatures): ImageSignatures {
+  return {
+    outcome: w.outcome as ImageSignatures['outcome'],
+    verdicts: w.verdicts.map(
+      (v): SignatureVerdict => ({
+        kind: v.kind as SignatureVerdict['kind'],
+        level: v.level as SignatureVerdict['level'],
+        outcome: v.outcome as SignatureVerdict['outcome'],
+        ...(v.scope ? { scope: v.scope } : {}),
+        ...(v.signature ? { signature: v.signature as Digest } : {}),
+        checks: v.checks.map((c) => ({ ...(c.signature ? { signature: c.signature as Digest } : {}), check: c.check, ok: c.ok, message: c.message })),
+      }),
+    ),
+    verifiedAt: w.verifiedAt,
   };
 }
 
@@ -99,6 +135,7 @@ export function imageFromWire(w: WireImage | null | undefined): ImageRecord {
     ...(w.keepBlobs ? { keepBlobs: true } : {}),
     created: w.created,
     ...(w.heldFor === 'containerd' ? { heldFor: 'containerd' as const } : {}),
+    ...(w.signatures ? { signatures: signaturesFromWire(w.signatures) } : {}),
   };
 }
 

@@ -43,6 +43,11 @@ export class DaemonMetrics {
   readonly stragglers = new Counter({ name: 'fastpull_fetch_stragglers_reissued_total', help: 'Straggling range requests cancelled and re-issued', registers: [this.registry] });
   readonly bytesFetched = new Counter({ name: 'fastpull_fetched_bytes_total', help: 'Compressed layer bytes fetched, as pull progress reports them', registers: [this.registry] });
   readonly pullSeconds = new Histogram({ name: 'fastpull_pull_duration_seconds', help: 'Wall time of finished pulls', labelNames: ['result'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+  /**
+   * Pulls of images a signature policy covered, by the image's verdict: verified, logged or skipped
+   * (the pull went on), missing or invalid (refused: SIGNATURE_MISSING, SIGNATURE_INVALID).
+   */
+  readonly signatureVerdicts = new Counter({ name: 'fastpull_signature_verdicts_total', help: 'Pulls of images a signature policy covered, by verdict', labelNames: ['outcome'] as const, registers: [this.registry] });
   /** Per-phase sums over a pull's layers (layers run at once, so phases of one pull can exceed its wall time). */
   readonly phaseSeconds = new Histogram({ name: 'fastpull_pull_phase_seconds', help: 'Time per phase of successful pulls, summed over their layers', labelNames: ['phase'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
 

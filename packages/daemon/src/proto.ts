@@ -12,6 +12,7 @@ import type { GarbageCollectRequest__Output } from './generated/fastpull/v1/Garb
 import type { GarbageCollectResponse__Output } from './generated/fastpull/v1/GarbageCollectResponse.js';
 import type { GetImageRequest__Output } from './generated/fastpull/v1/GetImageRequest.js';
 import type { GetImageResponse__Output } from './generated/fastpull/v1/GetImageResponse.js';
+import type { ImageSignatures__Output } from './generated/fastpull/v1/ImageSignatures.js';
 import type { Image__Output } from './generated/fastpull/v1/Image.js';
 import type { ImageLayer__Output } from './generated/fastpull/v1/ImageLayer.js';
 import type { ImagesClient, ImagesHandlers } from './generated/fastpull/v1/Images.js';
@@ -86,6 +87,7 @@ export type WireDescriptor = Descriptor__Output;
 export type WireImageLayer = ImageLayer__Output;
 /** `unpackedSize` 0: not known. */
 export type WireImage = Image__Output;
+export type WireImageSignatures = ImageSignatures__Output;
 export type WireMount = Mount__Output;
 export type WirePullRequest = PullRequest__Output;
 export type WireLayerState = LayerState__Output;

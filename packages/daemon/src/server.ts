@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
-import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
+import { asFastpullError, checkDirectory, FastpullError, isFastpullError, LocalService, verdictLine, type PulledImage, type SignatureVerdict, type Store } from '@fastpull/core';
 import { readConfigFile, resolveConfig, serviceOptions, signatureSettingsOf, type DaemonConfig, type RawConfig } from './config.js';
 import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
@@ -297,6 +297,16 @@ export class Daemon {
 
   private pullSettled(o: PullOutcome<PulledImage>): void {
     this.metrics.settled(o.durationMs, o.result?.timings, o.error);
+    const verdict = signatureVerdict(o);
+    if (verdict) {
+      // Once per pull of a covered image: the verdict, each policy's in one line.
+      this.metrics.signatureVerdicts.inc({ outcome: verdict.outcome });
+      const refused = verdict.outcome === 'missing' || verdict.outcome === 'invalid';
+      this.log[refused ? 'warn' : 'info'](
+        { event: 'signature', image: o.name, ...(o.result ? { manifest: o.result.image.manifest.digest } : {}), outcome: verdict.outcome, verdicts: verdict.verdicts.map(verdictLine) },
+        refused ? 'image refused by its signature policy' : 'image signatures checked',
+      );
+    }
     const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
     if (o.result) {
       const t = o.result.timings;
@@ -306,6 +316,7 @@ export class Daemon {
           ...base,
           result: 'ok',
           manifest: o.result.image.manifest.digest,
+          ...(verdict ? { signatures: verdict.outcome } : {}),
           layers: t.layers.length,
           layersFetched: t.layers.filter((l) => l.state === 'committed').length,
           totalMs: round(t.totalMs),
@@ -417,4 +428,16 @@ export class Daemon {
 /** The signature policies in force, as log lines show them (null: that kind is not verified). */
 function signatureLog(c: { readonly signaturePolicy?: string; readonly notationConfig?: string }): { signaturePolicy: string | null; notationConfig: string | null } {
   return { signaturePolicy: c.signaturePolicy ?? null, notationConfig: c.notationConfig ?? null };
+}
+
+/**
+ * The signature verdict of a settled pull: the image's, recorded with it; a refusal's (missing,
+ * invalid), from the error; undefined when no policy covered the image (or the pull failed otherwise).
+ */
+function signatureVerdict(o: PullOutcome<PulledImage>): { outcome: string; verdicts: readonly SignatureVerdict[] } | undefined {
+  const recorded = o.result?.image.signatures;
+  if (recorded) return recorded;
+  if (!isFastpullError(o.error) || (o.error.code !== 'SIGNATURE_MISSING' && o.error.code !== 'SIGNATURE_INVALID')) return undefined;
+  const verdicts = o.error.details.verdicts;
+  return { outcome: o.error.code === 'SIGNATURE_MISSING' ? 'missing' : 'invalid', verdicts: Array.isArray(verdicts) ? (verdicts as SignatureVerdict[]) : [] };
 }

@@ -17,6 +17,7 @@ import type { GetImageRequest as _fastpull_v1_GetImageRequest, GetImageRequest__
 import type { GetImageResponse as _fastpull_v1_GetImageResponse, GetImageResponse__Output as _fastpull_v1_GetImageResponse__Output } from './fastpull/v1/GetImageResponse.js';
 import type { Image as _fastpull_v1_Image, Image__Output as _fastpull_v1_Image__Output } from './fastpull/v1/Image.js';
 import type { ImageLayer as _fastpull_v1_ImageLayer, ImageLayer__Output as _fastpull_v1_ImageLayer__Output } from './fastpull/v1/ImageLayer.js';
+import type { ImageSignatures as _fastpull_v1_ImageSignatures, ImageSignatures__Output as _fastpull_v1_ImageSignatures__Output } from './fastpull/v1/ImageSignatures.js';
 import type { ImagesClient as _fastpull_v1_ImagesClient, ImagesDefinition as _fastpull_v1_ImagesDefinition } from './fastpull/v1/Images.js';
 import type { InfoRequest as _fastpull_v1_InfoRequest, InfoRequest__Output as _fastpull_v1_InfoRequest__Output } from './fastpull/v1/InfoRequest.js';
 import type { InfoResponse as _fastpull_v1_InfoResponse, InfoResponse__Output as _fastpull_v1_InfoResponse__Output } from './fastpull/v1/InfoResponse.js';
@@ -49,6 +50,8 @@ import type { RemoveWritableMountResponse as _fastpull_v1_RemoveWritableMountRes
 import type { RemovedSnapshot as _fastpull_v1_RemovedSnapshot, RemovedSnapshot__Output as _fastpull_v1_RemovedSnapshot__Output } from './fastpull/v1/RemovedSnapshot.js';
 import type { Resolved as _fastpull_v1_Resolved, Resolved__Output as _fastpull_v1_Resolved__Output } from './fastpull/v1/Resolved.js';
 import type { ResolvedLayer as _fastpull_v1_ResolvedLayer, ResolvedLayer__Output as _fastpull_v1_ResolvedLayer__Output } from './fastpull/v1/ResolvedLayer.js';
+import type { SignatureCheck as _fastpull_v1_SignatureCheck, SignatureCheck__Output as _fastpull_v1_SignatureCheck__Output } from './fastpull/v1/SignatureCheck.js';
+import type { SignatureVerdict as _fastpull_v1_SignatureVerdict, SignatureVerdict__Output as _fastpull_v1_SignatureVerdict__Output } from './fastpull/v1/SignatureVerdict.js';
 import type { SnapshotInfo as _fastpull_v1_SnapshotInfo, SnapshotInfo__Output as _fastpull_v1_SnapshotInfo__Output } from './fastpull/v1/SnapshotInfo.js';
 import type { SnapshotsClient as _fastpull_v1_SnapshotsClient, SnapshotsDefinition as _fastpull_v1_SnapshotsDefinition } from './fastpull/v1/Snapshots.js';
 import type { UnpackProgress as _fastpull_v1_UnpackProgress, UnpackProgress__Output as _fastpull_v1_UnpackProgress__Output } from './fastpull/v1/UnpackProgress.js';
@@ -82,6 +85,7 @@ export interface ProtoGrpcType {
       GetImageResponse: MessageTypeDefinition<_fastpull_v1_GetImageResponse, _fastpull_v1_GetImageResponse__Output>
       Image: MessageTypeDefinition<_fastpull_v1_Image, _fastpull_v1_Image__Output>
       ImageLayer: MessageTypeDefinition<_fastpull_v1_ImageLayer, _fastpull_v1_ImageLayer__Output>
+      ImageSignatures: MessageTypeDefinition<_fastpull_v1_ImageSignatures, _fastpull_v1_ImageSignatures__Output>
       /**
        * Images pulls images into the store and manages their records.
        */
@@ -118,6 +122,8 @@ export interface ProtoGrpcType {
       RemovedSnapshot: MessageTypeDefinition<_fastpull_v1_RemovedSnapshot, _fastpull_v1_RemovedSnapshot__Output>
       Resolved: MessageTypeDefinition<_fastpull_v1_Resolved, _fastpull_v1_Resolved__Output>
       ResolvedLayer: MessageTypeDefinition<_fastpull_v1_ResolvedLayer, _fastpull_v1_ResolvedLayer__Output>
+      SignatureCheck: MessageTypeDefinition<_fastpull_v1_SignatureCheck, _fastpull_v1_SignatureCheck__Output>
+      SignatureVerdict: MessageTypeDefinition<_fastpull_v1_SignatureVerdict, _fastpull_v1_SignatureVerdict__Output>
       SnapshotInfo: MessageTypeDefinition<_fastpull_v1_SnapshotInfo, _fastpull_v1_SnapshotInfo__Output>
       /**
        * Snapshots serves the committed snapshots (one directory per layer, named by chainID).

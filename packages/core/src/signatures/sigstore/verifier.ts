@@ -37,7 +37,16 @@ export class SigstoreVerifier implements SignatureVerifier {
   /** The verdict of the scope's requirements over the signatures found. */
   async verify(subject: SignatureSubject, signatures: readonly DiscoveredSignature[], context: VerifyContext): Promise<SignatureVerdict> {
     const { scope, requirements } = applicablePolicy(this.policy, subject.reference);
-    const base = { kind: this.kind, level: 'strict' as const, ...(scope !== undefined ? { scope } : {}) };
+    // Keys in the order SignatureVerdict declares them, as every kind writes them: a verdict read back
+    // from fastpulld's wire prints exactly as the one the store keeps.
+    const verdict = (outcome: SignatureVerdict['outcome'], checks: SignatureCheck[], signature?: Descriptor['digest']): SignatureVerdict => ({
+      kind: this.kind,
+      level: 'strict',
+      outcome,
+      ...(scope !== undefined ? { scope } : {}),
+      ...(signature ? { signature } : {}),
+      checks,
+    });
     const checks: SignatureCheck[] = [];
     let missing = false;
     let signature: Descriptor['digest'] | undefined;
@@ -45,11 +54,11 @@ export class SigstoreVerifier implements SignatureVerifier {
       const r = await this.requirement(req, subject, signatures, context);
       checks.push(...r.checks);
       if (r.outcome === 'missing') missing = true;
-      else if (r.outcome === 'invalid') return { ...base, outcome: 'invalid', checks: failedFirst(checks) };
+      else if (r.outcome === 'invalid') return verdict('invalid', failedFirst(checks));
       else signature ??= r.signature;
     }
-    if (missing) return { ...base, outcome: 'missing', checks: failedFirst(checks) };
-    return { ...base, outcome: 'verified', ...(signature ? { signature } : {}), checks };
+    if (missing) return verdict('missing', failedFirst(checks));
+    return verdict('verified', checks, signature);
   }
 
   private async requirement(

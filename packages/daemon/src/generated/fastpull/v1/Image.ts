@@ -3,6 +3,7 @@
 import type { Descriptor as _fastpull_v1_Descriptor, Descriptor__Output as _fastpull_v1_Descriptor__Output } from '../../fastpull/v1/Descriptor.js';
 import type { Platform as _fastpull_v1_Platform, Platform__Output as _fastpull_v1_Platform__Output } from '../../fastpull/v1/Platform.js';
 import type { ImageLayer as _fastpull_v1_ImageLayer, ImageLayer__Output as _fastpull_v1_ImageLayer__Output } from '../../fastpull/v1/ImageLayer.js';
+import type { ImageSignatures as _fastpull_v1_ImageSignatures, ImageSignatures__Output as _fastpull_v1_ImageSignatures__Output } from '../../fastpull/v1/ImageSignatures.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -59,6 +60,11 @@ export interface Image {
    * the record once no containerd snapshot uses its layers); empty for a user's image.
    */
   'heldFor'?: (string);
+  /**
+   * What the signature policies decided about the image when it was pulled; unset when no policy
+   * covered it (or verification was off).
+   */
+  'signatures'?: (_fastpull_v1_ImageSignatures | null);
 }
 
 /**
@@ -115,4 +121,9 @@ export interface Image__Output {
    * the record once no containerd snapshot uses its layers); empty for a user's image.
    */
   'heldFor': (string);
+  /**
+   * What the signature policies decided about the image when it was pulled; unset when no policy
+   * covered it (or verification was off).
+   */
+  'signatures': (_fastpull_v1_ImageSignatures__Output | null);
 }
