@@ -1,14 +1,17 @@
 // Manifests, indexes and configs that no pull should take, served by the real CNCF distribution
 // registry (or, where that registry refuses the document itself, by the project's loopback registry):
-// JSON nested past the depth bound. Each is refused with its code before anything is recorded; and a
-// too-deep document that an older release stored answers its own reads with a clean error while
-// every other image still lists and mounts.
+// JSON nested past the depth bound, and more layers than overlayfs stacks. Each is refused with its
+// code before a layer byte is fetched or anything recorded; a too-deep document that an older release
+// stored answers its own reads with a clean error while every other image still lists and mounts. A
+// manifest that lists one layer twice is an ordinary image of two layers.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalService, MAX_JSON_DEPTH, openStore, pull, sha256Digest, type ImageRecord } from '@fastpull/core';
-import { buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacksRegistry, pushImage, pushIndex, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import { chainIDs, LocalService, MAX_JSON_DEPTH, MAX_OVERLAY_LAYERS, mountsFor, openStore, pull, sha256Digest, type ImageRecord } from '@fastpull/core';
+import { buildImage, buildIndex, type BuiltImage, diffTrees, findDistributionBinary, lacks, lacksRegistry, pushImage, pushIndex, readTree, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
-import { failure, ls, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { failure, ls, overlayUnavailable, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 if (!findDistributionBinary()) console.warn('skipping the manifest limit pulls: docker-registry is not installed (scripts/bootstrap.sh installs it)');
 
@@ -145,6 +148,90 @@ describe.skipIf(lacksRegistry())('a too-deep manifest an older release stored', 
     } finally {
       await remote.close();
       await local.close();
+    }
+  });
+});
+
+/** `image` (of one layer) with that layer listed `times` times in its manifest and config. */
+function repeatLayer(image: BuiltImage, times: number): BuiltImage {
+  return rewrite(image, {
+    config: (c) => Buffer.from(JSON.stringify({ ...c, rootfs: { type: 'layers', diff_ids: Array.from({ length: times }, () => image.layers[0]!.diffID) }, history: [] })),
+    manifest: (m) => Buffer.from(JSON.stringify({ ...m, layers: Array.from({ length: times }, () => (m.layers as unknown[])[0]) })),
+  });
+}
+
+describe.skipIf(lacksRegistry())('layer counts', () => {
+  const work = tempDir('manifest-layers');
+  let registry: Awaited<ReturnType<typeof startDistribution>>;
+  let image: BuiltImage;
+
+  beforeAll(async () => {
+    registry = await startDistribution({ dir: join(work.dir, 'registry') });
+    image = await buildImage({
+      layers: [
+        [
+          { type: 'dir', path: 'etc', mode: 0o750 },
+          { type: 'file', path: 'etc/motd', content: 'twice\n' },
+        ],
+      ],
+    });
+    await pushImage(registry.url, 'layers/thousands', '1', repeatLayer(image, 3000));
+    await pushImage(registry.url, 'layers/twice', '1', repeatLayer(image, 2));
+  });
+  afterAll(async () => {
+    await registry?.stop();
+    work.cleanup();
+  });
+
+  it(`refuses 3000 layers as TOO_MANY_LAYERS before a layer byte is fetched, and records nothing (library and CLI)`, async () => {
+    const root = join(work.dir, 'store-thousands');
+    const ref = `${registry.host}/layers/thousands:1`;
+    const err = await failure(pull(ref, { root }));
+    expect(err.code).toBe('TOO_MANY_LAYERS');
+    expect(err.details).toEqual({ layers: 3000, limit: MAX_OVERLAY_LAYERS });
+    expect(err.message).toBe(`${ref} has 3000 layers; overlayfs stacks at most 500 in one mount (for containerd and runc as for fastpull), so no runtime could mount it: rebuild it with fewer layers (squash some)`);
+    const store = openStore(root);
+    expect(await store.images.list()).toEqual([]);
+    expect(await store.snapshots.list()).toEqual([]);
+    expect(ls(join(root, 'content', 'blobs', 'sha256'))).toEqual([]);
+    expect(ls(join(root, 'content', 'ingest'))).toEqual([]);
+
+    const cli = await runCliAsync(['pull', '--root', root, ref]);
+    expect(cli.status).toBe(1);
+    expect(cli.stderr.trim().split('\n').at(-1)).toMatch(/has 3000 layers; overlayfs stacks at most 500 .* \(TOO_MANY_LAYERS\)$/);
+    expect(await store.images.list()).toEqual([]);
+  });
+
+  it('pulls a manifest that lists one layer twice as two snapshots of the same blob, and mounts the tree it defines', async () => {
+    const root = join(work.dir, 'store-twice');
+    const ref = `${registry.host}/layers/twice:1`;
+    for (const keepBlobs of [true, false]) {
+      const { image: rec } = await pull(ref, { root: `${root}-${keepBlobs}`, keepBlobs });
+      const diffID = image.layers[0]!.diffID;
+      expect(rec.layers.map((l) => l.digest)).toEqual([image.layers[0]!.digest, image.layers[0]!.digest]);
+      expect(rec.layers.map((l) => l.chainID)).toEqual(chainIDs([diffID, diffID]));
+      const store = openStore(`${root}-${keepBlobs}`);
+      expect((await store.snapshots.list()).map((s) => s.chainID).sort()).toEqual(chainIDs([diffID, diffID]).sort());
+      for (const l of rec.layers) expect(diffTrees(image.expectedTree(), await readTree(store.snapshots.fsPath(l.chainID)))).toEqual([]);
+      expect((await store.content.info(image.layers[0]!.digest)) !== undefined).toBe(keepBlobs);
+      expect(ls(join(`${root}-${keepBlobs}`, 'content', 'ingest'))).toEqual([]);
+      // Pulled again: nothing to do, the same record.
+      expect((await pull(ref, { root: `${root}-${keepBlobs}`, keepBlobs })).image.layers).toEqual(rec.layers);
+    }
+  });
+
+  it.skipIf(lacks('overlay', overlayUnavailable()))('mounts that image with overlayfs into the tree one copy of the layer defines', async () => {
+    const root = join(work.dir, 'store-twice-mount');
+    await pull(`${registry.host}/layers/twice:1`, { root });
+    const [m] = await mountsFor(openStore(root), `${registry.host}/layers/twice:1`);
+    expect(m!.options.find((o) => o.startsWith('lowerdir='))!.split(':')).toHaveLength(2);
+    const target = join(work.dir, 'merged');
+    mkdirSync(target);
+    execFileSync('mount', ['-t', m!.type, m!.source, '-o', m!.options.join(','), target]);
+    try {
+      expect(diffTrees(image.expectedTree(), await readTree(target))).toEqual([]);
+    } finally {
+      execFileSync('umount', [target]);
     }
   });
 });

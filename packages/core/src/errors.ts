@@ -31,6 +31,7 @@ export const ErrorCodes = [
   'FAILED_PRECONDITION',
   'SIGNATURE_MISSING',
   'SIGNATURE_INVALID',
+  'TOO_MANY_LAYERS',
 ] as const;
 
 /**

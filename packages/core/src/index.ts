@@ -51,7 +51,7 @@ export { inspectImage, type ImageDetails } from './images/inspect.js';
 export { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from './images/writable.js';
 export type { MountRecord } from './snapshots/mountrecords.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
-export type { Mount } from './snapshots/store.js';
+export { MAX_OVERLAY_LAYERS, type Mount } from './snapshots/store.js';
 
 // Garbage collection and leases.
 export { collectGarbage, HELD_FOR_CONTAINERD_GRACE_MS, type GcOptions, type GcResult } from './gc/gc.js';

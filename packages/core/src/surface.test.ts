@@ -30,7 +30,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type ImageSignatures', 'type ImageStore', 'type ImageVerification', 'InflateBudget', 'type InflateBudgetLimits', 'InflatePool',
       'INFLATER_CHOICES', 'type InflaterChoice', 'inflaterFromEnv', 'inspectImage', 'type IsalGunzipOptions', 'type IsalGunzipStream', 'isDigest',
       'isFastpullError', 'type LayerState', 'type LayerTimings', 'type Lease', 'type LeaseRefs', 'listWritableMounts', 'liveLeaseRefs',
-      'loadSignatureVerifiers', 'type LocalPullOptions', 'LocalService', 'type LocalServiceOptions', 'MAX_JSON_DEPTH', 'MAX_POOL_SIZE', 'MediaTypes', 'MIN_CHUNK_SIZE',
+      'loadSignatureVerifiers', 'type LocalPullOptions', 'LocalService', 'type LocalServiceOptions', 'MAX_JSON_DEPTH', 'MAX_OVERLAY_LAYERS', 'MAX_POOL_SIZE', 'MediaTypes', 'MIN_CHUNK_SIZE',
       'type Mount', 'type MountRecord', 'mountsFor', 'type MountTarget', 'nestedDeeperThan', 'normalizePlatform', 'openStore', 'type ParallelGunzipOptions',
       'type ParallelGunzipStats', 'type ParallelGunzipStream', 'parseChunkSize', 'parseCpuBudget', 'parseCpuList', 'parseDigest', 'parseDuration',
       'parseInflaterChoice', 'parsePlatform', 'parsePositiveInt', 'parseReference', 'parseSize', 'parseZtoc', 'type PhaseTotals', 'type Placement',

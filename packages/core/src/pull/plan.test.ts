@@ -24,6 +24,14 @@ describe('planning a pull', () => {
       expect(() => imageLayers(served.refText, helm)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_MEDIA_TYPE', details: { mediaType: 'application/vnd.cncf.helm.chart.content.v1.tar+gzip' } }));
       const empty = { ...resolved, manifest: { ...resolved.manifest, layers: [] } };
       expect(() => imageLayers(served.refText, empty)).toThrow(expect.objectContaining({ code: 'INVALID_MANIFEST' }));
+      // overlayfs stacks 500 lower layers at most: one more is refused before anything else is looked at.
+      const stacked = (n: number): typeof resolved => ({
+        ...resolved,
+        manifest: { ...resolved.manifest, layers: Array.from({ length: n }, () => resolved.manifest.layers[0]!) },
+        config: { ...resolved.config, rootfs: { type: 'layers', diff_ids: Array.from({ length: n }, () => resolved.config.rootfs.diff_ids[0]!) } },
+      });
+      expect(imageLayers(served.refText, stacked(500))).toHaveLength(500);
+      expect(() => imageLayers(served.refText, stacked(501))).toThrow(expect.objectContaining({ code: 'TOO_MANY_LAYERS', details: { layers: 501, limit: 500 } }));
     } finally {
       await served.close();
     }

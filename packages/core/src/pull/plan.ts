@@ -6,13 +6,18 @@ import { layerCompression } from '../oci/mediatypes.js';
 import type { ImageLayer } from '../images/store.js';
 import type { ResolvedImage } from '../registry/client.js';
 import type { Store } from '../store.js';
+import { MAX_OVERLAY_LAYERS, tooManyLayers } from '../snapshots/store.js';
 
 /**
  * The layers of a resolved image, bottom first, each with its diffID and chainID. Throws
- * INVALID_MANIFEST for an image without layers, UNSUPPORTED_MEDIA_TYPE for a layer that is not a
+ * INVALID_MANIFEST for an image without layers, TOO_MANY_LAYERS for one of more than
+ * MAX_OVERLAY_LAYERS (no overlay mount can stack it), UNSUPPORTED_MEDIA_TYPE for a layer that is not a
  * container layer (a manifest listing, say, a Helm chart or a signature).
  */
 export function imageLayers(name: string, resolved: ResolvedImage): ImageLayer[] {
+  // Before a chainID is computed or a byte of a layer fetched: a stack no overlay can mount would
+  // only be downloaded and unpacked to be refused at its first mount.
+  if (resolved.manifest.layers.length > MAX_OVERLAY_LAYERS) throw tooManyLayers(name, resolved.manifest.layers.length);
   const diffIDs = resolved.config.rootfs.diff_ids;
   const chains = chainIDs(diffIDs);
   const layers: ImageLayer[] = resolved.manifest.layers.map((d, i) => ({

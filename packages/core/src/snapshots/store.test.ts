@@ -86,3 +86,46 @@ describe('FileSnapshotter', () => {
     await expect(snaps.mounts(chains)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/mixes 2 snapshots laid out for rootless mounts with 1/) });
   });
 });
+
+describe('FileSnapshotter mounts of many layers', () => {
+  const many = chainIDs(Array.from({ length: 140 }, (_, i) => sha256Digest(`layer ${i}`)));
+
+  async function commitMany(s: FileSnapshotter, n: number): Promise<void> {
+    for (let i = 0; i < n; i++) {
+      const a = await s.prepare();
+      await s.commit(a, { chainID: many[i]!, diffID: sha256Digest(`layer ${i}`), ...(i > 0 ? { parent: many[i - 1]! } : {}), size: 0 });
+    }
+  }
+
+  it('says which store root would fit a stack too long for this one, and that root does fit it', async () => {
+    const long = new FileSnapshotter(join(root, 'a-store-root-far-too-long-for-sixty'), { sync: false });
+    await commitMany(long, 60);
+    const err = await long.mounts(many.slice(0, 60)).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', details: { layers: 60, limit: 3584 } });
+    const fits = Number(/a store root of at most (\d+) bytes would fit them/.exec((err as Error).message)?.[1]);
+    expect(fits).toBeGreaterThan(root.length + 1);
+    // A root of exactly that many bytes mounts the stack; one byte more does not.
+    for (const [extra, ok] of [[0, true], [1, false]] as const) {
+      const dir = join(root, 'r'.repeat(fits - root.length - 1 + extra));
+      const s = new FileSnapshotter(dir, { sync: false });
+      await commitMany(s, 60);
+      const got = await s.mounts(many.slice(0, 60)).then(
+        (m) => m[0]!.options.join(',').length,
+        (e: unknown) => e,
+      );
+      if (ok) expect(got).toBeLessThanOrEqual(3584);
+      else expect(got).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
+  });
+
+  it('says no store root fits a stack past what short links allow under /, and refuses more than overlayfs stacks as TOO_MANY_LAYERS', async () => {
+    const s = new FileSnapshotter(root, { sync: false });
+    await commitMany(s, 140);
+    await expect(s.mounts(many)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/an overlay of 140 layers needs \d+ bytes of mount options, over the 3584 mount\(2\) takes; no store root fits them: .* so 137 layers fit even under \//),
+    });
+    const tooMany = Array.from({ length: 501 }, () => many[0]!);
+    await expect(s.mounts(tooMany)).rejects.toMatchObject({ code: 'TOO_MANY_LAYERS', details: { layers: 501, limit: 500 } });
+  });
+});

@@ -7,7 +7,7 @@
 // snapshots/active/<id> to snapshots/committed/<hex of chainID> in one atomic step. Mounts for an
 // image are then data (type, source, options) built from the committed dirs; this module mounts nothing.
 import { promises as fsp } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { FastpullError, fromFsError, isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
@@ -98,8 +98,23 @@ export interface Snapshotter {
  * options at the same length (its page less 512).
  */
 export const MAX_MOUNT_OPTIONS = 3584;
+/**
+ * overlayfs stacks at most this many lower directories in one mount (the kernel's OVL_MAX_STACK;
+ * past it mount(2) fails "too many lower directories"). containerd and runc mount through the same
+ * overlayfs and set no limit of their own, so an image of more layers can be mounted by nobody.
+ */
+export const MAX_OVERLAY_LAYERS = 500;
 const LINKS_DIR = 'l';
 const SHORT_LINK_HEX = 12;
+
+/** TOO_MANY_LAYERS for `what`, `layers` deep: no overlay mount can stack it. */
+export function tooManyLayers(what: string, layers: number): FastpullError {
+  return new FastpullError(
+    'TOO_MANY_LAYERS',
+    `${what} has ${layers} layers; overlayfs stacks at most ${MAX_OVERLAY_LAYERS} in one mount (for containerd and runc as for fastpull), so no runtime could mount it: rebuild it with fewer layers (squash some)`,
+    { details: { layers, limit: MAX_OVERLAY_LAYERS } },
+  );
+}
 
 /** True for the failure of {@link Snapshotter.mounts} for a stack whose options do not fit one mount(2) even through short links. */
 export function isMountTooLong(e: unknown): boolean {
@@ -250,6 +265,7 @@ export class FileSnapshotter implements Snapshotter {
 
   async mounts(chainIDs: readonly Digest[]): Promise<Mount[]> {
     if (chainIDs.length === 0) throw new FastpullError('INVALID_ARGUMENT', 'mounts of an empty snapshot stack');
+    if (chainIDs.length > MAX_OVERLAY_LAYERS) throw tooManyLayers(`an overlay of ${chainIDs.length} snapshots`, chainIDs.length);
     let rootless = 0;
     for (const id of chainIDs) {
       const info = await this.info(id);
@@ -273,13 +289,29 @@ export class FileSnapshotter implements Snapshotter {
       for (const id of [...chainIDs].reverse()) links.push(await this.shortLink(id));
       lower = `lowerdir=${links.join(':')}`;
       const length = [...flags, lower].join(',').length;
-      if (length > MAX_MOUNT_OPTIONS) {
-        throw new FastpullError('INVALID_ARGUMENT', `an overlay of ${chainIDs.length} layers needs ${length} bytes of mount options, over the ${MAX_MOUNT_OPTIONS} mount(2) takes; use a shorter store root`, {
-          details: { layers: chainIDs.length, length, limit: MAX_MOUNT_OPTIONS },
-        });
-      }
+      if (length > MAX_MOUNT_OPTIONS) throw this.mountTooLong(chainIDs.length, length, links, flags);
     }
     return [{ type: 'overlay', source: 'overlay', options: [...flags, lower] }];
+  }
+
+  /**
+   * Why a stack's options do not fit even through short links, and what would: the links hold the
+   * store root once per layer, so a shorter root helps only up to what `/` itself allows.
+   */
+  private mountTooLong(layers: number, length: number, links: readonly string[], flags: readonly string[]): FastpullError {
+    const root = dirname(this.dir);
+    // Each link is the root and a fixed tail; each takes its length plus a ':' (one fewer in all).
+    const tail = Math.max(...links.map((l) => l.length)) - (root === '/' ? 0 : root.length);
+    const budget = MAX_MOUNT_OPTIONS - [...flags, 'lowerdir='].join(',').length + 1;
+    const fitting = (rootLength: number): number => Math.floor(budget / (rootLength + tail + 1));
+    const rootFits = Math.floor(budget / layers) - tail - 1;
+    const hint =
+      rootFits >= 1
+        ? `a store root of at most ${rootFits} bytes would fit them (${root} fits ${fitting(root.length)} layers)`
+        : `no store root fits them: each layer takes its short link, ${tail + 1} bytes and more, so ${fitting(0)} layers fit even under /; containerd, through fastpulld's snapshotter, shortens the paths itself and mounts up to about 300 (docs/containerd.md, "Images of many layers")`;
+    return new FastpullError('INVALID_ARGUMENT', `an overlay of ${layers} layers needs ${length} bytes of mount options, over the ${MAX_MOUNT_OPTIONS} mount(2) takes; ${hint}`, {
+      details: { layers, length, limit: MAX_MOUNT_OPTIONS },
+    });
   }
 
   /**
