@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { type FastpullError, type PullEvent } from '@fastpull/core';
+import { ErrorCodes, type FastpullError, type PullEvent } from '@fastpull/core';
 import { type BuiltImage, findDistributionBinary, lacksRegistry, lacksRoot, type LoopbackRegistry, notHere, pushImage, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { EXIT_CONFIG, FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
 import { SUGGESTED_METRICS_PORT } from '@fastpull/daemon/paths';
@@ -245,8 +245,15 @@ describe('fastpulld', () => {
     const url = serving.metrics as string;
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
     const text = await (await fetch(url)).text();
-    expect(text).toMatch(/^fastpull_pulls_total\{result="ok",code=""\} [1-9]/m);
+    expect(text).toMatch(/^fastpull_pulls_total\{result="ok",code="ok"\} [1-9]/m);
     expect(text).toMatch(/^fastpull_pulls_total\{result="aborted",code="ABORTED"\} [1-9]/m);
+    // The pull of a reference the registry does not have (answers bad requests, above).
+    expect(text).toMatch(/^fastpull_pulls_total\{result="error",code="NOT_FOUND"\} [1-9]/m);
+    // Every stable code is there from the start, at 0 until it happens.
+    for (const code of ErrorCodes.filter((c) => c !== 'ABORTED')) expect(text).toMatch(new RegExp(`^fastpull_pulls_total\\{result="error",code="${code}"\\} \\d+$`, 'm'));
+    expect(text).toMatch(/^fastpull_pulls_total\{result="error",code="DIGEST_MISMATCH"\} 0$/m);
+    expect(text).toMatch(/^fastpull_pull_fetched_bytes_total\{result="ok"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^fastpull_pull_fetched_bytes_total\{result="aborted"\} \d+$/m);
     expect(text).toMatch(/^fastpull_fetched_bytes_total [1-9]\d*/m);
     expect(text).toMatch(/^fastpull_pull_phase_seconds_count\{phase="fetch"\} [1-9]/m);
     // Resolving is observed once per pull, apart from the per-layer sums.

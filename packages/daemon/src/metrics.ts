@@ -4,7 +4,7 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { isFastpullError, type PhaseTotals, type PullTimings } from '@fastpull/core';
+import { ErrorCodes, isFastpullError, type PhaseTotals, type PullTimings } from '@fastpull/core';
 import { splitAddress } from './config.js';
 import { CHECK_NAMES, type DiskSpace, type HealthReport } from './health.js';
 
@@ -33,8 +33,10 @@ export interface MetricsSources {
 
 export class DaemonMetrics {
   readonly registry = new Registry();
-  /** Shared pulls that settled, by result (ok, error, aborted) and library error code ("" when ok). */
-  readonly pulls = new Counter({ name: 'fastpull_pulls_total', help: 'Pulls finished, by result and error code', labelNames: ['result', 'code'] as const, registers: [this.registry] });
+  /** Shared pulls that settled, by result (ok, error, aborted) and outcome code ("ok", else the library's error code). */
+  readonly pulls = new Counter({ name: 'fastpull_pulls_total', help: 'Pulls finished, by result and outcome code (ok, or the stable error code)', labelNames: ['result', 'code'] as const, registers: [this.registry] });
+  /** Compressed bytes each settled pull fetched, by its result: what failed and aborted pulls cost the link. */
+  readonly pullBytes = new Counter({ name: 'fastpull_pull_fetched_bytes_total', help: 'Compressed layer bytes fetched by pulls that finished, by result', labelNames: ['result'] as const, registers: [this.registry] });
   /** Pull requests (callers), by whether they joined a running pull. */
   readonly requests = new Counter({ name: 'fastpull_pull_requests_total', help: 'Pull requests received, by whether they joined a pull already running', labelNames: ['joined'] as const, registers: [this.registry] });
   /** Range requests retried after an error, across all pulls. */
@@ -79,6 +81,9 @@ export class DaemonMetrics {
     new Gauge({ name: 'fastpull_pull_callers', help: 'Callers receiving the progress of running pulls', registers: [this.registry], collect() { this.set(sources.pullCallers()); } });
     new Gauge({ name: 'fastpull_fetch_requests_in_flight', help: 'Range requests (chunks) in flight in the shared fetch scheduler', registers: [this.registry], collect() { this.set(sources.requestsInFlight()); } });
     collectDefaultMetrics({ register: this.registry, prefix: 'fastpulld_' });
+    // Every outcome is exported from the start, at 0 until it happens: a rate of errors reads 0, not "no data".
+    for (const code of ['ok', ...ErrorCodes]) this.pulls.inc(outcomeLabels(code), 0);
+    for (const result of ['ok', 'error', 'aborted']) this.pullBytes.inc({ result }, 0);
   }
 
   /** A reading of the store's disk. */
@@ -87,15 +92,21 @@ export class DaemonMetrics {
   }
 
   /** Records a settled pull (`timings` when it succeeded). */
-  settled(durationMs: number, timings: PullTimings | undefined, error: unknown): void {
-    const code = error === undefined ? '' : isFastpullError(error) ? error.code : 'INTERNAL';
-    const result = error === undefined ? 'ok' : code === 'ABORTED' ? 'aborted' : 'error';
-    this.pulls.inc({ result, code });
+  settled(durationMs: number, timings: PullTimings | undefined, error: unknown, bytesFetched = 0): void {
+    const labels = outcomeLabels(error === undefined ? 'ok' : isFastpullError(error) ? error.code : 'INTERNAL');
+    const { result } = labels;
+    this.pulls.inc(labels);
+    this.pullBytes.inc({ result }, bytesFetched);
     this.pullSeconds.observe({ result }, durationMs / 1000);
     if (!timings) return;
     this.phaseSeconds.observe({ phase: 'resolve' }, timings.resolveMs / 1000);
     for (const [phase, key] of PHASES) this.phaseSeconds.observe({ phase }, timings.phases[key] / 1000);
   }
+}
+
+/** The labels of a pull's outcome: its code ("ok" or an error code) and the result it falls under. */
+function outcomeLabels(code: string): { result: 'ok' | 'error' | 'aborted'; code: string } {
+  return { result: code === 'ok' ? 'ok' : code === 'ABORTED' ? 'aborted' : 'error', code };
 }
 
 /** The answers of the probe endpoints. */

@@ -296,7 +296,7 @@ export class Daemon {
   // ---- Logs, reload, shutdown ----
 
   private pullSettled(o: PullOutcome<PulledImage>): void {
-    this.metrics.settled(o.durationMs, o.result?.timings, o.error);
+    this.metrics.settled(o.durationMs, o.result?.timings, o.error, o.bytesFetched);
     const verdict = signatureVerdict(o);
     if (verdict) {
       // Once per pull of a covered image: the verdict, each policy's in one line.
