@@ -15,8 +15,9 @@ as_root() {
 # headers: the native build links the in-process ISA-L gunzip, `--inflater isal`, against it), zstd
 # (the zstd decoder, and the tests' zstd encoder), pigz (the parallel gunzip tests decode its
 # streams), umoci (the reference unpacker the parity test compares against), openssl (the TLS test
-# makes its certificate with it), python3-grpcio and python3-grpc-tools (the daemon's Python client
-# test generates stubs from the .proto and calls fastpulld with them).
+# makes its certificate with it), tinyproxy (the proxy tests pull through it on loopback),
+# python3-grpcio and python3-grpc-tools (the daemon's Python client test generates stubs from the
+# .proto and calls fastpulld with them).
 missing=()
 [ -x /usr/bin/docker-registry ] || command -v registry >/dev/null || missing+=(docker-registry)
 [ -x /usr/bin/igzip ] || missing+=(isal)
@@ -25,6 +26,7 @@ missing=()
 command -v pigz >/dev/null || missing+=(pigz)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v umoci >/dev/null || missing+=(umoci)
+[ -x /usr/bin/tinyproxy ] || command -v tinyproxy >/dev/null || missing+=(tinyproxy)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   as_root apt-get update -qq

@@ -98,6 +98,7 @@ export { MAX_JSON_DEPTH, nestedDeeperThan } from './oci/json.js';
 // Credentials.
 export { dockerConfigCredentials, type DockerConfigOptions } from './registry/dockerconfig.js';
 export type { Credentials, CredentialsProvider } from './registry/auth.js';
+export { proxyEnvironment, type ProxySettings } from './registry/proxy.js';
 
 // Unpacking: the worker pool and the gzip decoder choice.
 export { MAX_POOL_SIZE, UnpackPool, poolSizeFor, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';

@@ -52,6 +52,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
       plainHttp: options.plainHttp === true,
       ...(options.credentials ? { credentials: options.credentials } : {}),
       ...(options.hostsDir ? { hostsDir: options.hostsDir } : {}),
+      ...(options.proxy ? { proxy: options.proxy } : {}),
     });
   const signal = options.signal;
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.

@@ -5,6 +5,7 @@ import type { Platform } from '../oci/platform.js';
 import type { ImageRecord } from '../images/store.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import type { RegistryClient } from '../registry/client.js';
+import type { ProxySettings } from '../registry/proxy.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
@@ -153,6 +154,8 @@ export interface PullOptions {
   readonly credentials?: CredentialsProvider;
   /** containerd-style registry host configuration (`<dir>/<host>/hosts.toml`): mirrors to try first. */
   readonly hostsDir?: string;
+  /** Proxies of registry traffic, e.g. `proxyEnvironment(process.env)`; default none (see RegistryClientOptions.proxy). */
+  readonly proxy?: ProxySettings;
   /**
    * Aborts the pull: it fails with ABORTED once every layer has stopped, and keeps what it
    * downloaded for the next pull to resume.

@@ -3,6 +3,7 @@
 // token realm it names, and never over plain HTTP to a non-loopback host.
 import type { Dispatcher } from 'undici';
 import { type HttpPool, sendRequest } from './undici.js';
+import { ProxyRefused } from './tunnel.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import { isLoopbackHost } from './hosts.js';
 
@@ -173,7 +174,9 @@ export class Authorizer {
     try {
       res = await sendRequest(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
     } catch (e) {
-      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
+      if (isFastpullError(e)) throw e;
+      const proxy = e instanceof ProxyRefused ? { details: { proxy: e.proxy, proxyStatus: e.status } } : {};
+      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e, ...proxy });
     }
     let body: Buffer;
     try {

@@ -12,6 +12,7 @@ import type { Reference } from '../oci/reference.js';
 import { Authorizer, type CredentialsProvider } from './auth.js';
 import { DEFAULT_ATTEMPTS, DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_USER_AGENT, KEEP_ALIVE_TIMEOUT_MS } from './defaults.js';
 import { Endpoints } from './endpoints.js';
+import { ProxyRules, type ProxySettings } from './proxy.js';
 import { DEFAULT_DIAL_TIMEOUT_MS } from './hostsconfig.js';
 import type { RegistryEndpoint } from './hosts.js';
 import { fetchReferrers, type Referrer } from './referrers.js';
@@ -45,6 +46,11 @@ export interface RegistryClientOptions {
    * Blob ranges are watched more closely by the straggler floor.
    */
   readonly idleTimeoutMs?: number;
+  /**
+   * The proxies of the client's own connections (see proxyEnvironment(): HTTP_PROXY, HTTPS_PROXY,
+   * NO_PROXY as containerd reads them); default none. A caller's dispatcher makes its own way.
+   */
+  readonly proxy?: ProxySettings;
 }
 
 /**
@@ -70,6 +76,7 @@ export class RegistryClient {
     const idle = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     const userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.ownsDispatcher = options.dispatcher === undefined;
+    const proxy = options.proxy ? new ProxyRules(options.proxy) : undefined;
     this.dispatcher =
       options.dispatcher ??
       new NodeHttpPool({
@@ -77,6 +84,7 @@ export class RegistryClient {
         keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
         idleTimeoutMs: idle,
         dialTimeoutMs: DEFAULT_DIAL_TIMEOUT_MS,
+        ...(proxy ? { proxy } : {}),
       });
     this.endpoints = new Endpoints({
       dispatcher: this.dispatcher,
@@ -84,6 +92,7 @@ export class RegistryClient {
       hostsDir: options.hostsDir,
       connectionsPerHost: options.connectionsPerHost,
       idleTimeoutMs: options.idleTimeoutMs,
+      proxy,
     });
     this.transport = new Transport(this.endpoints, new Authorizer(this.dispatcher, options.credentials, userAgent), userAgent);
     this.resolver = new Resolver(this.transport);

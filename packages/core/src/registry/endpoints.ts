@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { Dispatcher } from 'undici';
 import { NodeHttpPool } from './nodehttp.js';
 import type { HttpPool } from './undici.js';
+import type { ProxyRules } from './proxy.js';
 import { FastpullError, fromFsError } from '../errors.js';
 import type { Reference } from '../oci/reference.js';
 import { DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS, DEMOTION_MS, KEEP_ALIVE_TIMEOUT_MS } from './defaults.js';
@@ -41,6 +42,8 @@ export interface EndpointsOptions {
   readonly connectionsPerHost?: number | undefined;
   /** Header and body idle timeout of those pools. */
   readonly idleTimeoutMs?: number | undefined;
+  /** The proxies of those pools (the shared pool has them already). */
+  readonly proxy?: ProxyRules | undefined;
 }
 
 /**
@@ -140,6 +143,7 @@ export class Endpoints {
       idleTimeoutMs: idle,
       dialTimeoutMs: h.dialTimeoutMs,
       rejectUnauthorized: !h.skipVerify,
+      ...(this.options.proxy ? { proxy: this.options.proxy } : {}),
       ...(h.ca.length > 0 ? { ca: h.ca.map((f) => readTlsFile(f, h)) } : {}),
       ...(cert ? { cert: readTlsFile(cert[0], h), key: readTlsFile(cert[1] ?? cert[0], h) } : {}),
     });

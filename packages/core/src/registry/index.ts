@@ -13,6 +13,7 @@ export { parseChallenges, type Credentials, type CredentialsProvider, type Chall
 export { dockerConfigCredentials, defaultConfigPath, type DockerConfigOptions } from './dockerconfig.js';
 export { loadHostsConfig, parseHostsConfig, hostsFor, type RegistryHost, type HostCapability, type HostsConfigOptions } from './hostsconfig.js';
 export { registryEndpoint, isLoopbackHost, type RegistryEndpoint } from './hosts.js';
+export { proxyEnvironment, type ProxySettings } from './proxy.js';
 export { parseManifest, parseImageConfig, parseDescriptor, type ParsedManifest } from '../oci/manifest.js';
 export {
   MediaTypes,

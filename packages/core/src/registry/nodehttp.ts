@@ -14,8 +14,13 @@
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Duplex } from 'node:stream';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import type { Dispatcher } from 'undici';
 import { abortError, DirectConnections, type DirectResponse } from './directhttp.js';
+import type { Proxy, ProxyRules } from './proxy.js';
+import { tlsOptions } from './tlsoptions.js';
+import { openTunnel } from './tunnel.js';
 
 /** How a {@link NodeHttpPool} connects. */
 export interface NodeHttpPoolOptions {
@@ -34,6 +39,8 @@ export interface NodeHttpPoolOptions {
   /** TLS: a client certificate and its key. */
   readonly cert?: Buffer;
   readonly key?: Buffer;
+  /** The proxies requests go through (HTTP_PROXY, HTTPS_PROXY, NO_PROXY); none when unset. */
+  readonly proxy?: ProxyRules;
 }
 
 /** What a request through a {@link NodeHttpPool} takes. */
@@ -65,6 +72,10 @@ const DUMP_LIMIT = 128 * 1024;
 export class NodeHttpPool {
   private readonly http: HttpAgent;
   private readonly https: HttpsAgent;
+  /** Connections to a proxy for plain HTTP requests, made on first use. */
+  private viaProxy: HttpAgent | undefined;
+  /** TLS connections through CONNECT tunnels, made on first use. */
+  private tunnelled: TunnelAgent | undefined;
   private closed = false;
   /** Connections for blob ranges, whose bodies are read straight off the socket (directhttp.ts). */
   private direct: DirectConnections | undefined;
@@ -72,20 +83,14 @@ export class NodeHttpPool {
   constructor(private readonly options: NodeHttpPoolOptions) {
     const common = { keepAlive: true, maxSockets: options.connections, timeout: options.keepAliveTimeoutMs, scheduling: 'lifo' as const };
     this.http = new HttpAgent(common);
-    this.https = new HttpsAgent({
-      ...common,
-      rejectUnauthorized: options.rejectUnauthorized ?? true,
-      ...(options.ca && options.ca.length > 0 ? { ca: [...options.ca] } : {}),
-      ...(options.cert ? { cert: options.cert } : {}),
-      ...(options.key ? { key: options.key } : {}),
-    });
+    this.https = new HttpsAgent({ ...common, ...tlsOptions(options) });
   }
 
   /** Sends one request; rejects on a transport failure before the headers came (or when aborted). */
   request(url: URL, options: NodeHttpRequestOptions): Promise<Dispatcher.ResponseData> {
     if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
     const tls = url.protocol === 'https:';
-    const opts: RequestOptions = {
+    let opts: RequestOptions = {
       protocol: url.protocol,
       hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
       port: url.port || (tls ? 443 : 80),
@@ -94,6 +99,8 @@ export class NodeHttpPool {
       headers: options.body !== undefined ? { ...options.headers, 'content-length': String(Buffer.byteLength(options.body)) } : options.headers,
       agent: tls ? this.https : this.http,
     };
+    const proxy = this.options.proxy?.forUrl(url);
+    if (proxy) opts = this.throughProxy(opts, url, proxy);
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(abortError(signal));
     return new Promise((resolve, reject) => {
@@ -156,6 +163,8 @@ export class NodeHttpPool {
    */
   requestBlob(url: URL, options: NodeHttpRequestOptions): Promise<DirectResponse> {
     if (process.env.FASTPULL_DIRECT_RANGES === '0' || options.method !== 'GET' || options.body !== undefined) return this.request(url, options);
+    // Through a proxy, ranges go through node:http like any request, until the range client tunnels.
+    if (this.options.proxy?.forUrl(url) !== undefined) return this.request(url, options);
     if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
     this.direct ??= new DirectConnections(this.options);
     return this.direct.request(url, options.headers, options.signal, () => this.request(url, options));
@@ -167,6 +176,48 @@ export class NodeHttpPool {
     this.direct?.close();
     this.http.destroy();
     this.https.destroy();
+    this.viaProxy?.destroy();
+    this.tunnelled?.destroy();
+  }
+
+  /**
+   * A request's options sent through `proxy`: HTTPS on a TLS connection to the registry inside a
+   * CONNECT tunnel; plain HTTP to the proxy itself, with the absolute URL as the request target.
+   */
+  private throughProxy(opts: RequestOptions, url: URL, proxy: Proxy): RequestOptions {
+    const common = { keepAlive: true, maxSockets: this.options.connections, timeout: this.options.keepAliveTimeoutMs, scheduling: 'lifo' as const };
+    if (url.protocol === 'https:') {
+      this.tunnelled ??= new TunnelAgent({ ...common, ...tlsOptions(this.options) }, this.options.dialTimeoutMs);
+      return { ...opts, agent: this.tunnelled, proxy } as RequestOptions;
+    }
+    this.viaProxy ??= new HttpAgent(common);
+    const headers: Record<string, string> = { ...(opts.headers as Record<string, string>), host: url.host };
+    if (proxy.authorization) headers['proxy-authorization'] = proxy.authorization;
+    return { ...opts, hostname: proxy.hostname, port: proxy.port, path: url.href, headers, agent: this.viaProxy };
+  }
+}
+
+/**
+ * node:https connections made inside CONNECT tunnels: the agent keeps them alive per registry as
+ * its own, and each new one is a tunnel through the request's proxy with TLS to the registry in it
+ * (its name as the server name, the pool's CA and client certificate).
+ */
+class TunnelAgent extends HttpsAgent {
+  constructor(
+    options: ConstructorParameters<typeof HttpsAgent>[0],
+    private readonly dialTimeoutMs: number,
+  ) {
+    super(options);
+  }
+
+  // node's agent takes the connection through the callback when createConnection returns none.
+  override createConnection(options: RequestOptions, done?: (e: Error | null, socket: Duplex) => void): undefined {
+    const { proxy, ...tls } = options as ConnectionOptions & { proxy: Proxy };
+    openTunnel(proxy, tls.host!, Number(tls.port), { dialTimeoutMs: this.dialTimeoutMs }).then(
+      (socket) => done!(null, tlsConnect({ ...tls, socket })),
+      (e: Error) => done!(e, undefined as unknown as Duplex),
+    );
+    return undefined;
   }
 }
 

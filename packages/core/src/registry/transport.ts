@@ -11,6 +11,7 @@ import { DEFAULT_ATTEMPTS, MAX_REDIRECTS } from './defaults.js';
 import type { Endpoint, Endpoints, Operation } from './endpoints.js';
 import type { DirectResponse } from './directhttp.js';
 import { discard, headerValue } from './response.js';
+import { ProxyRefused } from './tunnel.js';
 
 /** Options of {@link RegistryClient.request}. */
 export interface RequestOptions {
@@ -125,6 +126,8 @@ class WholeRetry {
   /** The request failed before a response: rethrows unless it is a transport error with attempts left, else waits. */
   async onRequestError(e: unknown): Promise<void> {
     if (this.attempt >= this.attempts || !isFastpullError(e) || e.code !== 'NETWORK_ERROR') throw e;
+    // A proxy that refused the tunnel (403, 407) refuses it again: only its 5xx may pass.
+    if (typeof e.details.proxyStatus === 'number' && e.details.proxyStatus < 500) throw e;
     await sleep(backoffMs(this.attempt++), this.signal);
   }
 
@@ -213,7 +216,10 @@ class Exchange {
       return await sendRequest(url, { method: this.options.method ?? 'GET', headers, dispatcher: this.ep.dispatcher, signal: this.options.signal ?? null, blob: this.options.blob === true });
     } catch (e) {
       if (this.options.signal?.aborted) throw new FastpullError('ABORTED', `requesting ${url.pathname} from ${url.host}: aborted`, { cause: e });
-      throw new FastpullError('NETWORK_ERROR', `requesting ${url.pathname} from ${url.host}: ${(e as Error).message}`, { cause: e, details: { host: url.host } });
+      // A proxy setting that cannot be used is the user's to fix, not the network's.
+      if (isFastpullError(e)) throw e;
+      const proxy = e instanceof ProxyRefused ? { proxy: e.proxy, proxyStatus: e.status } : {};
+      throw new FastpullError('NETWORK_ERROR', `requesting ${url.pathname} from ${url.host}: ${(e as Error).message}`, { cause: e, details: { host: url.host, ...proxy } });
     }
   }
 

@@ -17,6 +17,7 @@ import { pull, type PullEvent, type PullResult } from '../pull/pull.js';
 import type { PullObserver } from '../pull/observer.js';
 import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
+import { proxyEnvironment, type ProxySettings } from '../registry/proxy.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { isMountTooLong, type Mount, type SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
@@ -47,8 +48,13 @@ export interface LocalServiceOptions {
   readonly credentials?: CredentialsProvider;
   /** Where warnings go (a credential helper that failed); default nowhere. */
   readonly onWarning?: (message: string) => void;
-  /** The environment Docker's config is found through; default process.env. */
+  /** The environment Docker's config and the proxy variables are read from; default process.env. */
   readonly env?: NodeJS.ProcessEnv;
+  /**
+   * Proxies of registry traffic; default what HTTP_PROXY, HTTPS_PROXY and NO_PROXY (or their
+   * lower-case forms) in `env` say, read once here, as containerd reads them.
+   */
+  readonly proxy?: ProxySettings;
   /** Range requests in flight across all pulls of this service; default the process-wide scheduler. */
   readonly concurrency?: number;
   /** Bytes per range request; default the library's (16 MiB). */
@@ -106,6 +112,7 @@ export class LocalService implements FastpullService {
   /** The store root's check for each use, made once (a failed check is tried again next time). */
   private readonly checked = new Map<DirectoryUse, Promise<string>>();
   private cpuBudget: number | undefined;
+  private readonly proxy: ProxySettings;
 
   constructor(private readonly options: LocalServiceOptions) {
     this.store = openStore(options.root, { sync: options.sync !== false });
@@ -116,6 +123,7 @@ export class LocalService implements FastpullService {
     // Before the pool: a pool that is not told its size takes it from the cores the budget leaves.
     if (options.cpuBudget !== undefined) this.setCpuBudget(options.cpuBudget);
     this.pool = options.unpackConcurrency !== undefined ? new UnpackPool({ size: options.unpackConcurrency }) : undefined;
+    this.proxy = options.proxy ?? proxyEnvironment(options.env ?? process.env);
     this.credentials =
       options.credentials ??
       dockerCredentialsWithWarning(options.env ?? process.env, (registry, message) => options.onWarning?.(`no credentials for ${registry}: ${message}`));
@@ -230,6 +238,7 @@ export class LocalService implements FastpullService {
       ...(options.plainHttp ? { plainHttp: true } : {}),
       credentials,
       ...(this.hostsDir ? { hostsDir: this.hostsDir } : {}),
+      proxy: this.proxy,
       // What `settings` reports is what the pull gets.
       chunkSize: settings.chunkSize,
       scheduler: this.scheduler,

@@ -5,7 +5,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import type { BuiltImage, BuiltIndex } from './builder.js';
 import { lacks } from './needs.js';
@@ -50,7 +50,7 @@ export function findDistributionBinary(): string | undefined {
 export interface DistributionRegistry {
   /** `127.0.0.1:PORT`. */
   readonly host: string;
-  /** `http://127.0.0.1:PORT`. */
+  /** `http://127.0.0.1:PORT` (`https://` with TLS). */
   readonly url: string;
   /** The storage root directory (see {@link blobDataPath}). */
   readonly storageDir: string;
@@ -73,6 +73,8 @@ export interface StartDistributionOptions {
   readonly binary?: string;
   /** Keep the access log (one line per request, see {@link DistributionRegistry.accessLog}); default off. */
   readonly accessLog?: boolean;
+  /** Serve HTTPS with this certificate and key (PEM files); `url` is then `https://...`. */
+  readonly tls?: { readonly certificate: string; readonly key: string };
 }
 
 /** Access-log lines kept at most: tests make hundreds of requests, not this many. */
@@ -90,7 +92,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-function configYAML(storageDir: string, port: number, accessLog: boolean): string {
+function configYAML(storageDir: string, port: number, accessLog: boolean, tls: StartDistributionOptions['tls']): string {
   return [
     'version: 0.1',
     'log:',
@@ -109,6 +111,7 @@ function configYAML(storageDir: string, port: number, accessLog: boolean): strin
     `  addr: 127.0.0.1:${port}`,
     // A fixed secret silences the "no secret configured" warning; upload state is only ever on loopback.
     '  secret: fastpull-test-secret',
+    ...(tls ? ['  tls:', `    certificate: ${JSON.stringify(tls.certificate)}`, `    key: ${JSON.stringify(tls.key)}`] : []),
     '',
   ].join('\n');
 }
@@ -137,7 +140,7 @@ export async function startDistribution(options: StartDistributionOptions = {}):
   await mkdir(storageDir, { recursive: true });
   const port = await freePort();
   const configPath = join(dir, 'config.yml');
-  await writeFile(configPath, configYAML(storageDir, port, options.accessLog === true));
+  await writeFile(configPath, configYAML(storageDir, port, options.accessLog === true, options.tls));
 
   let output = '';
   const capture = (chunk: Buffer): void => {
@@ -168,7 +171,9 @@ export async function startDistribution(options: StartDistributionOptions = {}):
   });
 
   const host = `127.0.0.1:${port}`;
-  const url = `http://${host}`;
+  const url = `${options.tls ? 'https' : 'http'}://${host}`;
+  // The readiness probe only asks whether it serves; the tests check its certificate themselves.
+  const probe = options.tls ? new Agent({ connect: { rejectUnauthorized: false } }) : undefined;
   const stop = async (): Promise<void> => {
     if (exit === undefined) {
       child.kill('SIGTERM');
@@ -176,6 +181,7 @@ export async function startDistribution(options: StartDistributionOptions = {}):
       await exited;
       clearTimeout(timer);
     }
+    await probe?.close();
     if (ownDir) await rm(dir, { recursive: true, force: true });
   };
 
@@ -187,7 +193,7 @@ export async function startDistribution(options: StartDistributionOptions = {}):
       throw new Error(`startDistribution: ${binary} exited (code ${exit.code}, signal ${exit.signal}) before serving on ${host}; output:\n${output}`);
     }
     try {
-      const res = await request(`${url}/v2/`, { method: 'GET', headersTimeout: 1000, bodyTimeout: 1000 });
+      const res = await request(`${url}/v2/`, { method: 'GET', headersTimeout: 1000, bodyTimeout: 1000, ...(probe ? { dispatcher: probe } : {}) });
       await res.body.dump();
       if (res.statusCode === 200) break;
       lastError = `GET /v2/ answered ${res.statusCode}`;
@@ -229,12 +235,12 @@ function header(res: Awaited<ReturnType<typeof request>>, name: string): string 
 }
 
 /** Uploads one blob unless the registry already has it (monolithic upload: POST, then PUT with the whole body). */
-async function pushBlob(base: string, repository: string, digest: Digest, bytes: Buffer): Promise<void> {
+async function pushBlob(base: string, repository: string, digest: Digest, bytes: Buffer, via: Via = {}): Promise<void> {
   const what = `push blob ${digest} to ${base}/${repository}`;
-  const head = await request(`${base}/v2/${repository}/blobs/${digest}`, { method: 'HEAD' });
+  const head = await request(`${base}/v2/${repository}/blobs/${digest}`, { method: 'HEAD', ...via });
   await head.body.dump();
   if (head.statusCode === 200) return;
-  const start = await request(`${base}/v2/${repository}/blobs/uploads/`, { method: 'POST', headers: { 'content-length': '0' } });
+  const start = await request(`${base}/v2/${repository}/blobs/uploads/`, { method: 'POST', headers: { 'content-length': '0' }, ...via });
   await expectStatus(start, [202], `${what}: start upload`);
   await start.body.dump();
   const location = header(start, 'location');
@@ -245,17 +251,19 @@ async function pushBlob(base: string, repository: string, digest: Digest, bytes:
     method: 'PUT',
     headers: { 'content-type': 'application/octet-stream', 'content-length': String(bytes.byteLength) },
     body: bytes,
+    ...via,
   });
   await expectStatus(put, [201], `${what}: finish upload`);
   await put.body.dump();
 }
 
-async function pushManifest(base: string, repository: string, reference: string, bytes: Buffer, mediaType: string, want: Digest): Promise<Digest> {
+async function pushManifest(base: string, repository: string, reference: string, bytes: Buffer, mediaType: string, want: Digest, via: Via = {}): Promise<Digest> {
   const what = `push manifest ${repository}:${reference} to ${base}`;
   const res = await request(`${base}/v2/${repository}/manifests/${reference}`, {
     method: 'PUT',
     headers: { 'content-type': mediaType, 'content-length': String(bytes.byteLength) },
     body: bytes,
+    ...via,
   });
   await expectStatus(res, [201], what);
   await res.body.dump();
@@ -276,10 +284,27 @@ function trimBase(url: string): string {
  * const image = await buildImage({ layers: [[{ type: 'file', path: 'hello', content: 'hi\n' }]] });
  * const digest = await pushImage(reg.url, 'app', '1', image);
  */
-export async function pushImage(url: string, repository: string, tag: string, image: BuiltImage): Promise<Digest> {
+export async function pushImage(url: string, repository: string, tag: string, image: BuiltImage, options: PushOptions = {}): Promise<Digest> {
   const base = trimBase(url);
-  for (const [digest, bytes] of image.blobs) await pushBlob(base, repository, digest, bytes);
-  return pushManifest(base, repository, tag, image.manifest, image.manifestMediaType, image.manifestDigest);
+  const dispatcher = options.ca ? new Agent({ connect: { ca: options.ca } }) : undefined;
+  const via: Via = dispatcher ? { dispatcher } : {};
+  try {
+    for (const [digest, bytes] of image.blobs) await pushBlob(base, repository, digest, bytes, via);
+    return await pushManifest(base, repository, tag, image.manifest, image.manifestMediaType, image.manifestDigest, via);
+  } finally {
+    await dispatcher?.close();
+  }
+}
+
+/** Options of {@link pushImage}. */
+export interface PushOptions {
+  /** The certificate authority a TLS registry's certificate is checked against (PEM). */
+  readonly ca?: string | Buffer;
+}
+
+/** The dispatcher the requests of one push go through, if not undici's global one. */
+interface Via {
+  readonly dispatcher?: Dispatcher;
 }
 
 /**

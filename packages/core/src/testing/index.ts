@@ -42,6 +42,7 @@ export {
   pushIndex,
   startDistribution,
   type DistributionRegistry,
+  type PushOptions,
   type StartDistributionOptions,
 } from './distribution.js';
 export { buildGzipCheckpoints, encodeZinfo, encodeZtoc, type ZtocFields } from './ztoc.js';
@@ -58,3 +59,4 @@ export {
   type SubjectFactory,
 } from './conformance/index.js';
 export { lacks, lacksRoot, notHere, type Piece } from './needs.js';
+export { findTinyproxy, lacksTinyproxy, startTinyproxy, type Tinyproxy, type TinyproxyOptions } from './tinyproxy.js';

@@ -14,6 +14,7 @@ export type Piece =
   | 'tmpfs'
   | 'userns'
   | 'registry'
+  | 'tinyproxy'
   | 'containerd'
   | 'runc'
   | 'strace'
