@@ -16,6 +16,11 @@ export {
   type PullTimings,
   type LayerTimings,
   type PhaseTotals,
+  PullTicket,
+  PriorityGate,
+  parsePullPriority,
+  PULL_PRIORITIES,
+  type PullPriority,
 } from './pull/pull.js';
 export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
 export type { PullObserver, UnpackPassStart, UnpackPassEnd } from './pull/observer.js';

@@ -16,13 +16,14 @@ import {
   type MountRecord,
   type MountTarget,
   type PullEvent,
+  type PullPriority,
   type PullResult,
   type ServicePullOptions,
   type TraceDocument,
   type WritableMount,
 } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
-import { blobFromWire, eventFromWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
+import { blobFromWire, eventFromWire, priorityToWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
 import { fromServiceError } from './errors.js';
 import {
   packageDefinition,
@@ -60,6 +61,8 @@ export interface RemotePullOptions {
    * (before the generator returns or throws). Never written to a file by the daemon.
    */
   readonly onTrace?: (trace: TraceDocument) => void;
+  /** How urgent the pull is among the daemon's pulls (default normal); callers sharing a pull raise it to the highest. */
+  readonly priority?: PullPriority;
 }
 
 /** A finished pull: the library's result, and where the image lies in the daemon's store. */
@@ -151,6 +154,7 @@ export class FastpullClient implements FastpullService {
       keepBlobs: options.keepBlobs === true,
       credentials: options.credentials ? { username: options.credentials.username ?? '', password: options.credentials.password ?? '' } : null,
       trace: options.onTrace !== undefined,
+      priority: priorityToWire(options.priority),
     };
     const call = this.client('fastpull.v1.Images').Pull(req);
     const abort = (): void => call.cancel();

@@ -1,7 +1,7 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type ImageSignatures, type LayerState, type Mount, type Platform, type PullEvent, type PullTimings, type SignatureVerdict, type TraceDocument } from '@fastpull/core';
+import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type ImageSignatures, type LayerState, type Mount, type Platform, type PullEvent, type PullPriority, type PullTimings, type SignatureVerdict, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireBlobInfo,
@@ -13,6 +13,7 @@ import type {
   WireMount,
   WirePlatform,
   WirePhaseTotals,
+  WirePullPriority,
   WirePullResponse,
   WirePullTimings,
   WireSnapshotInfo,
@@ -27,6 +28,19 @@ const STATES: Readonly<Record<LayerState, WireLayerState>> = {
   exists: 'LAYER_STATE_EXISTS',
 };
 const STATE_OF_WIRE = new Map<string, LayerState>(Object.entries(STATES).map(([k, v]) => [v, k as LayerState]));
+
+const PRIORITIES: Readonly<Record<PullPriority, WirePullPriority>> = { high: 'PULL_PRIORITY_HIGH', normal: 'PULL_PRIORITY_NORMAL', low: 'PULL_PRIORITY_LOW' };
+
+export function priorityToWire(p: PullPriority | undefined): WirePullPriority {
+  return p === undefined ? 'PULL_PRIORITY_UNSPECIFIED' : PRIORITIES[p];
+}
+
+/** A request's priority; unspecified is normal. INVALID_ARGUMENT for a value this daemon does not know. */
+export function priorityFromWire(w: WirePullPriority | string | number | null | undefined): PullPriority {
+  if (w === undefined || w === null || w === 'PULL_PRIORITY_UNSPECIFIED' || w === 0) return 'normal';
+  for (const [k, v] of Object.entries(PRIORITIES)) if (v === w) return k as PullPriority;
+  throw new FastpullError('INVALID_ARGUMENT', `pull priority ${String(w)}: want PULL_PRIORITY_HIGH, PULL_PRIORITY_NORMAL or PULL_PRIORITY_LOW`);
+}
 
 export function platformToWire(p: Platform): WirePlatform {
   return { os: p.os, architecture: p.architecture, variant: p.variant ?? '', osVersion: p['os.version'] ?? '', osFeatures: [...(p['os.features'] ?? [])] };

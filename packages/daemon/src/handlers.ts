@@ -14,8 +14,9 @@ import {
   type LocalService,
   type MountTarget,
   type PulledImage,
+  type PullPriority,
 } from '@fastpull/core';
-import { blobToWire, eventToWire, gcToWire, imageToWire, mountToWire, snapshotToWire, traceToWire } from './convert.js';
+import { blobToWire, eventToWire, gcToWire, imageToWire, mountToWire, priorityFromWire, snapshotToWire, traceToWire } from './convert.js';
 import { toStatus } from './errors.js';
 import type {
   ContentHandlers,
@@ -128,12 +129,14 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
   let name: string;
   let key: string;
   let platform: string | undefined;
+  let priority: PullPriority;
   const given = req.credentials && req.credentials.username ? { username: req.credentials.username, password: req.credentials.password } : undefined;
   try {
     if (!req.reference) throw new FastpullError('INVALID_REFERENCE', 'pull: the request names no image reference');
     name = formatReference(parseReference(req.reference));
     platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
     key = pullKey({ name, platform, plainHttp: req.plainHttp, keepBlobs: req.keepBlobs || ctx.keepBlobs, credentials: given, trace: req.trace });
+    priority = priorityFromWire(req.priority);
   } catch (e) {
     logFailure(log, 'Images.Pull', e);
     call.emit('error', toStatus(e));
@@ -143,8 +146,9 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
   const { leave, joined } = ctx.pulls.join(
     key,
     name,
-    (signal, onProgress, onTrace) =>
+    (signal, onProgress, onTrace, ticket) =>
       service.pull(name, {
+        ticket,
         ...(platform ? { platform } : {}),
         ...(req.plainHttp ? { plainHttp: true } : {}),
         ...(req.keepBlobs ? { keepBlobs: true } : {}),
@@ -186,6 +190,7 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
         call.emit('error', toStatus(e));
       },
     },
+    priority,
   );
   ctx.pullRequested?.(joined);
   if (joined) log.debug({ image: name }, 'joined a running pull');

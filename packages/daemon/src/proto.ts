@@ -20,6 +20,7 @@ import type { InfoRequest__Output } from './generated/fastpull/v1/InfoRequest.js
 import type { InfoResponse__Output } from './generated/fastpull/v1/InfoResponse.js';
 import type { LayerProgress__Output } from './generated/fastpull/v1/LayerProgress.js';
 import type { LayerState__Output } from './generated/fastpull/v1/LayerState.js';
+import type { PullPriority__Output } from './generated/fastpull/v1/PullPriority.js';
 import type { LayerTimings__Output } from './generated/fastpull/v1/LayerTimings.js';
 import type { ListContentRequest__Output } from './generated/fastpull/v1/ListContentRequest.js';
 import type { ListContentResponse__Output } from './generated/fastpull/v1/ListContentResponse.js';
@@ -91,6 +92,7 @@ export type WireImageSignatures = ImageSignatures__Output;
 export type WireMount = Mount__Output;
 export type WirePullRequest = PullRequest__Output;
 export type WireLayerState = LayerState__Output;
+export type WirePullPriority = PullPriority__Output;
 export type WireResolved = Resolved__Output;
 export type WireLayerProgress = LayerProgress__Output;
 export type WireLayerTimings = LayerTimings__Output;

@@ -2,7 +2,7 @@
 // its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
 // a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
 // keeps what it downloaded for the next pull to resume).
-import { credentialsIdentity, FastpullError, type Credentials, type PullEvent, type PullResult, type TraceDocument } from '@fastpull/core';
+import { credentialsIdentity, FastpullError, PullTicket, type Credentials, type PullEvent, type PullPriority, type PullResult, type TraceDocument } from '@fastpull/core';
 
 /** What makes two pull requests the same pull. */
 export interface PullIdentity {
@@ -38,10 +38,11 @@ export interface PullSubscriber<R extends PullResult = PullResult> {
 }
 
 /**
- * What starting a pull needs: its signal, where its progress goes, and where its trace goes (when
- * the pull records one, it hands it over before it settles).
+ * What starting a pull needs: its signal, where its progress goes, where its trace goes (when the
+ * pull records one, it hands it over before it settles), and its priority, which callers that join
+ * later may raise.
  */
-export type StartPull<R extends PullResult = PullResult> = (signal: AbortSignal, onProgress: (e: PullEvent) => void, onTrace: (trace: TraceDocument) => void) => Promise<R>;
+export type StartPull<R extends PullResult = PullResult> = (signal: AbortSignal, onProgress: (e: PullEvent) => void, onTrace: (trace: TraceDocument) => void, ticket: PullTicket) => Promise<R>;
 
 /** What a shared pull reports when it settles. */
 export interface PullOutcome<R extends PullResult = PullResult> {
@@ -86,6 +87,8 @@ class SharedPull<R extends PullResult> {
   constructor(
     readonly key: string,
     readonly name: string,
+    /** The pull's priority: the highest of its callers'. */
+    readonly ticket: PullTicket,
   ) {}
 
   /** Records an event and passes it on; returns the new bytes it reports fetched. */
@@ -129,15 +132,18 @@ export class PullManager<R extends PullResult = PullResult> {
   }
 
   /**
-   * Joins the running pull of `key`, or starts one with `start`. Returns leave(): the subscriber gets
-   * nothing more; when it was the last caller of an unfinished pull, the pull is aborted.
+   * Joins the running pull of `key`, or starts one with `start`, at `priority` (default normal): a
+   * caller that joins raises the pull's priority to its own when that is higher. Returns leave():
+   * the subscriber gets nothing more; when it was the last caller of an unfinished pull, the pull is
+   * aborted.
    */
-  join(key: string, name: string, start: StartPull<R>, subscriber: PullSubscriber<R>): { leave: () => void; joined: boolean } {
+  join(key: string, name: string, start: StartPull<R>, subscriber: PullSubscriber<R>, priority: PullPriority = 'normal'): { leave: () => void; joined: boolean } {
     let shared = this.running.get(key);
     const joined = shared !== undefined;
     if (!shared) {
-      shared = this.start(key, name, start);
+      shared = this.start(key, name, start, new PullTicket(priority));
     } else {
+      shared.ticket.raise(priority);
       // A late caller: what it missed, as the latest state of everything.
       if (shared.resolved) subscriber.progress(shared.resolved);
       for (const index of [...shared.layers.keys()].sort((a, b) => a - b)) subscriber.progress(shared.layers.get(index)!);
@@ -158,8 +164,8 @@ export class PullManager<R extends PullResult = PullResult> {
     };
   }
 
-  private start(key: string, name: string, start: StartPull<R>): SharedPull<R> {
-    const shared = new SharedPull<R>(key, name);
+  private start(key: string, name: string, start: StartPull<R>, ticket: PullTicket): SharedPull<R> {
+    const shared = new SharedPull<R>(key, name, ticket);
     this.running.set(key, shared);
     this.unsettled.add(shared);
     this.hooks.started?.(key, name);
@@ -196,6 +202,7 @@ export class PullManager<R extends PullResult = PullResult> {
           if (fresh > 0) this.hooks.fetched?.(fresh);
         },
         (trace) => (shared.trace = trace),
+        ticket,
       );
     } catch (e) {
       running = Promise.reject(e);

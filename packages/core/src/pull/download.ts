@@ -15,6 +15,7 @@ import type { BlobReleaseOptions } from '../unpack/layer.js';
 import { sleep } from '../util/retry.js';
 import { hasBlob } from './plan.js';
 import type { LayerProgress } from './progress.js';
+import type { PullTicket } from './priority.js';
 import type { PullOptions } from './types.js';
 import type { ProgressWatch } from './watchdog.js';
 
@@ -58,6 +59,8 @@ export interface DownloadContext {
   readonly signal: AbortSignal;
   /** The pull's no-progress timeout, fed by every download. */
   readonly watch: ProgressWatch;
+  /** The pull's priority: where its requests queue among other pulls'. */
+  readonly ticket: PullTicket;
   readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler' | 'observer'>;
 }
 
@@ -128,6 +131,7 @@ export class LayerDownload {
         ...(options.stragglerWindowMs !== undefined ? { stragglerWindowMs: options.stragglerWindowMs } : {}),
         ...(options.stallTimeoutMs !== undefined ? { stallTimeoutMs: options.stallTimeoutMs } : {}),
         scheduler: ctx.scheduler,
+        rank: ctx.ticket,
         signal,
         ...(options.onRetry ? { onRetry: options.onRetry } : {}),
         ...(options.onStraggler ? { onStraggler: options.onStraggler } : {}),

@@ -11,6 +11,7 @@ import { commitLayer, type CommitContext } from './commit.js';
 import { LayerDownload, type DownloadContext } from './download.js';
 import { lockSnapshot } from '../snapshots/lock.js';
 import { isUnpacked } from './plan.js';
+import type { PriorityGate } from './priority.js';
 import { LayerProgress } from './progress.js';
 import { committedTimings, existsTimings } from './timings.js';
 import type { LayerTimings, PullOptions } from './types.js';
@@ -21,6 +22,8 @@ import { syncMethod, writebackFor } from '../snapshots/durable.js';
 export interface LayerContext extends DownloadContext, CommitContext {
   readonly options: PullOptions;
   readonly pool: UnpackPool;
+  /** Where a low-priority pull waits for pulls above it before each layer. */
+  readonly gate: PriorityGate;
   /** The image's SOCI index, when looked for and found. */
   readonly soci: Promise<SociZtocs | undefined>;
 }
@@ -40,6 +43,9 @@ export async function pullLayer(ctx: LayerContext, desc: Descriptor, index: numb
     progress.exists();
     return existsTimings(layer.digest);
   };
+  // A background pull starts no layer while a pull above it runs. It waits before it claims the
+  // layer: a pull above it that needs the same layer unpacks it itself rather than wait for this one.
+  await ctx.gate.whenMayStart(ctx.ticket, ctx.signal, () => progress.waiting());
   if (await isUnpacked(ctx.store, layer, ctx.rootless)) return exists();
   for (;;) {
     const running = inflight.get(layer.chainID);
@@ -98,6 +104,7 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
       {
         signal,
         priority: layer.size,
+        rank: ctx.ticket,
         onStart: (t, borrowed) => {
           thread = t;
           progress.unpackStarted();

@@ -10,6 +10,7 @@ import { openStore, type Store } from '../store.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import type { BuiltImage } from '../testing/builder.js';
 import { sharedFetchScheduler } from '../registry/scheduler.js';
+import { PullTicket } from './priority.js';
 import type { DownloadContext } from './download.js';
 import type { PullEvent } from './types.js';
 import { ProgressWatch } from './watchdog.js';
@@ -70,5 +71,5 @@ export function statesByLayer(events: readonly PullEvent[]): Map<number, string[
 
 /** What a layer's download needs, for a pull of `served` into `store` (stop the watch when done). */
 export function downloadContext(served: Served, store: Store, signal: AbortSignal = new AbortController().signal): DownloadContext & { readonly watch: ProgressWatch } {
-  return { store, client: served.client, ref: served.ref, scheduler: sharedFetchScheduler(), signal, watch: new ProgressWatch(60_000, () => undefined), options: {} };
+  return { store, client: served.client, ref: served.ref, scheduler: sharedFetchScheduler(), signal, watch: new ProgressWatch(60_000, () => undefined), ticket: new PullTicket(), options: {} };
 }

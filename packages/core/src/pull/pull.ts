@@ -17,6 +17,7 @@ import { acquireLease } from '../store/lease.js';
 import { checkSignatures, gateCovers } from '../signatures/gate.js';
 import type { ImageSignatures } from '../signatures/types.js';
 import { pullLayer, type LayerContext } from './layer.js';
+import { PriorityGate, PullTicket, sharedPriorityGate } from './priority.js';
 import { imageLayers } from './plan.js';
 import { reclaimDeadPulls } from './reclaim.js';
 import { pullTimings } from './timings.js';
@@ -25,6 +26,7 @@ import { DEFAULT_NO_PROGRESS_TIMEOUT_MS, ProgressWatch } from './watchdog.js';
 
 export type { LayerState, LayerTimings, PhaseTotals, PullEvent, PullOptions, PullResult, PullTimings } from './types.js';
 export { DEFAULT_NO_PROGRESS_TIMEOUT_MS } from './watchdog.js';
+export { parsePullPriority, PriorityGate, PULL_PRIORITIES, PullTicket, sharedPriorityGate, type PullPriority } from './priority.js';
 
 /**
  * Pulls an image: resolves the reference for the platform, fetches every layer not already
@@ -58,6 +60,10 @@ export async function pull(reference: string | Reference, options: PullOptions):
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.
   if (options.pool) options.pool.warm();
   else if (!ownsPool(options)) sharedUnpackPool().warm();
+  const ticket = options.priority instanceof PullTicket ? options.priority : new PullTicket(options.priority ?? 'normal');
+  const gate = options.priorityGate ?? sharedPriorityGate();
+  // Running from its start: a background pull gives way while this one still resolves.
+  const leaveGate = gate.enter(ticket);
   const releaseMemory = holdPullMemory();
   try {
     const resolved = await client.resolve(ref, { ...(platform ? { platform } : {}), ...(signal ? { signal } : {}) });
@@ -80,7 +86,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
         verdict?.signal ?? signal,
       );
       try {
-        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, lease.id, t0, resolveMs, verdict);
+        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, { id: lease.id, ticket, gate }, t0, resolveMs, verdict);
       } finally {
         await lease.release();
       }
@@ -91,6 +97,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
       verdict?.stop();
     }
   } finally {
+    leaveGate();
     releaseMemory();
     if (!options.client) await client.close();
   }
@@ -149,15 +156,16 @@ async function pullLeased(
   name: string,
   layers: readonly ImageLayer[],
   options: PullOptions,
-  leaseId: string,
+  run: PullRun,
   t0: number,
   resolveMs: number,
   verdict: SignatureCheck | undefined,
 ): Promise<PullResult> {
+  const leaseId = run.id;
   await storeMetadata(store, resolved);
   // Litter from pulls that died (kill -9): nothing of it is visible, but it takes space.
   await Promise.all([store.content.sweep(), store.snapshots.sweep()]);
-  const layerTimings = await pullLayers(store, client, resolved, layers, options, leaseId);
+  const layerTimings = await pullLayers(store, client, resolved, layers, options, run);
   // The gate: nothing of the image is recorded before every policy that covers it has accepted it.
   const signatures = await verdict?.result;
   let unpackedSize = 0;
@@ -240,8 +248,15 @@ async function storeMetadata(store: Store, r: ResolvedImage): Promise<void> {
   await store.content.putBytes(r.manifest.config, r.configBytes);
 }
 
+/** What identifies one run of a pull to its layers: its lease, and its priority among the process's pulls. */
+interface PullRun {
+  readonly id: string;
+  readonly ticket: PullTicket;
+  readonly gate: PriorityGate;
+}
+
 /** Every layer at once, on the pull's pool and scheduler; the first failure stops the others. */
-async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions, leaseId: string): Promise<LayerTimings[]> {
+async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions, run: PullRun): Promise<LayerTimings[]> {
   const controller = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   // Every chunk request, back-off wait and unpack of the pull listens on this one signal.
@@ -267,7 +282,9 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     scheduler,
     watch,
     layers,
-    leaseId,
+    leaseId: run.id,
+    ticket: run.ticket,
+    gate: run.gate,
     keepBlobs: options.keepBlobs === true,
     rootless: options.rootless ?? process.getuid?.() !== 0,
     // Only the parallel inflater uses zTOCs; the lookup runs while the downloads start.

@@ -10,6 +10,7 @@ import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
 import type { PullObserver } from './observer.js';
+import type { PriorityGate, PullPriority, PullTicket } from './priority.js';
 
 /**
  * Where a layer of a pull is, in the order a layer goes through them; a layer's states only move
@@ -224,6 +225,15 @@ export interface PullOptions {
    * SIGNATURE_INVALID otherwise, and nothing of the image is recorded). Default: none.
    */
   readonly signatures?: SignatureGate;
+  /**
+   * How urgent the pull is among the pulls of this process (default `normal`): waiting range
+   * requests and unpack passes of a higher priority go first, and a `low` pull starts no layer while
+   * a pull above it runs (layers it has started go on). A {@link PullTicket} lets the caller raise it
+   * while the pull runs.
+   */
+  readonly priority?: PullPriority | PullTicket;
+  /** The gate that orders this process's pulls by priority; default the process-wide one. */
+  readonly priorityGate?: PriorityGate;
 }
 
 /** What a successful pull returns. */

@@ -12,7 +12,7 @@ import type { RegistryClient } from './client.js';
 import { consumeBody, discard, headerValue, responseError } from './response.js';
 import type { DirectResponse } from './directhttp.js';
 import type { RangeRequest } from './range-request.js';
-import { FetchScheduler, sharedFetchScheduler } from './scheduler.js';
+import { FetchScheduler, sharedFetchScheduler, type Ranked } from './scheduler.js';
 
 export type { RangeRequest } from './range-request.js';
 
@@ -38,6 +38,8 @@ export interface FetchOptions {
   readonly chunkSize?: number;
   /** The scheduler of requests in flight; default the process-wide one. */
   readonly scheduler?: FetchScheduler;
+  /** Where this blob's requests queue among others waiting for the scheduler (a pull's priority); default a normal pull's. */
+  readonly rank?: Ranked;
   /** Stops the download (ABORTED) once every request in flight has settled. */
   readonly signal?: AbortSignal;
   /** Called with the number of new bytes written, from any chunk. */
@@ -138,7 +140,7 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   if (!Number.isSafeInteger(chunkSize) || chunkSize < 64 * 1024) throw new FastpullError('INVALID_ARGUMENT', `chunk size ${chunkSize}: want an integer of at least 64 KiB`);
   const scheduler = options.scheduler ?? sharedFetchScheduler();
   const host = schedulerKey(ref);
-  const limit = <T>(fn: () => Promise<T>, bytes: number, signal?: AbortSignal) => scheduler.run(host, bytes, fn, signal);
+  const limit = <T>(fn: () => Promise<T>, bytes: number, signal?: AbortSignal) => scheduler.run(host, bytes, fn, signal, options.rank);
   const orderLead = options.orderLead ?? DEFAULT_ORDER_LEAD;
   if (!Number.isSafeInteger(orderLead) || orderLead < 0) throw new FastpullError('INVALID_ARGUMENT', `order lead ${orderLead}: want an integer of 0 or more`);
   const ctx: ChunkContext = {

@@ -27,8 +27,18 @@ export const DEFAULT_MAX_BYTES = 512 * 1024 * 1024;
 interface Waiter {
   readonly host: string;
   readonly bytes: number;
+  readonly rank: Ranked | undefined;
+  readonly seq: number;
   readonly grant: () => void;
 }
+
+/** What orders waiting requests: higher rank first (a pull's priority; it may rise while it waits). */
+export interface Ranked {
+  readonly rank: number;
+}
+
+/** The rank of a request that names none: a normal pull's. */
+const NORMAL_RANK = 1;
 
 /**
  * Shares the network among blob downloads: a limit on requests in flight, one per host, and a
@@ -49,6 +59,7 @@ export class FetchScheduler {
   private bytes = 0;
   private readonly perHost = new Map<string, number>();
   private readonly waiting: Waiter[] = [];
+  private seq = 0;
 
   constructor(options: FetchSchedulerOptions = {}) {
     this.maxRequests = positive(options.maxRequests ?? DEFAULT_MAX_REQUESTS, 'maxRequests');
@@ -62,11 +73,11 @@ export class FetchScheduler {
   }
 
   /**
-   * Runs `fn` once a slot for `host` and `bytes` is free, in arrival order among those that fit.
-   * `signal` withdraws a waiting request.
+   * Runs `fn` once a slot for `host` and `bytes` is free: among those that fit, the highest `rank`
+   * first (a normal pull's when none is given), then in arrival order. `signal` withdraws a waiting request.
    */
-  async run<T>(host: string, bytes: number, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    await this.acquire(host, bytes, signal);
+  async run<T>(host: string, bytes: number, fn: () => Promise<T>, signal?: AbortSignal, rank?: Ranked): Promise<T> {
+    await this.acquire(host, bytes, signal, rank);
     try {
       return await fn();
     } finally {
@@ -86,7 +97,7 @@ export class FetchScheduler {
     this.perHost.set(host, (this.perHost.get(host) ?? 0) + 1);
   }
 
-  private acquire(host: string, bytes: number, signal?: AbortSignal): Promise<void> {
+  private acquire(host: string, bytes: number, signal?: AbortSignal, rank?: Ranked): Promise<void> {
     if (signal?.aborted) return Promise.reject(new FastpullError('ABORTED', 'waiting for a connection: aborted', { cause: signal.reason }));
     return new Promise<void>((resolve, reject) => {
       const onAbort = () => {
@@ -98,6 +109,8 @@ export class FetchScheduler {
       const waiter: Waiter = {
         host,
         bytes,
+        rank,
+        seq: this.seq++,
         grant: () => {
           signal?.removeEventListener('abort', onAbort);
           resolve();
@@ -118,8 +131,12 @@ export class FetchScheduler {
     this.pump();
   }
 
-  /** Grants waiting requests that fit now, oldest first; a host at its limit does not block others. */
+  /**
+   * Grants waiting requests that fit now, highest rank first, then oldest first; a host at its limit
+   * does not block others. Ranks are read again each time: a waiting pull's may have risen.
+   */
   private pump(): void {
+    if (this.waiting.length > 1) this.waiting.sort((a, b) => (b.rank?.rank ?? NORMAL_RANK) - (a.rank?.rank ?? NORMAL_RANK) || a.seq - b.seq);
     for (let i = 0; i < this.waiting.length && this.requests < this.maxRequests; ) {
       const w = this.waiting[i]!;
       if (this.fits(w.host, w.bytes)) {

@@ -13,7 +13,7 @@ import type { MountRecord } from '../snapshots/mountrecords.js';
 import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
-import { pull, type PullEvent, type PullResult } from '../pull/pull.js';
+import { pull, type PullEvent, type PullResult, type PullTicket } from '../pull/pull.js';
 import type { PullObserver } from '../pull/observer.js';
 import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
@@ -36,6 +36,8 @@ import type { BlobEntry, FastpullService, ImageOptions, MountTarget, Placement, 
 export interface LocalPullOptions extends ServicePullOptions {
   /** Record the image as held for containerd (see ImageRecord.heldFor): fastpulld's snapshotter. */
   readonly heldFor?: 'containerd';
+  /** The pull's priority as a ticket the caller may raise while it runs (over `priority`): pulls that callers share. */
+  readonly ticket?: PullTicket;
 }
 
 /** How a local service is built; every setting applies to all of its pulls. */
@@ -248,6 +250,7 @@ export class LocalService implements FastpullService {
       ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
       ...(o.sync === false ? { sync: false } : {}),
       ...(options.heldFor ? { heldFor: options.heldFor } : {}),
+      ...(options.ticket ? { priority: options.ticket } : options.priority ? { priority: options.priority } : {}),
       ...(o.onRetry ? { onRetry: o.onRetry } : {}),
       ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
       ...(options.signal ? { signal: options.signal } : {}),

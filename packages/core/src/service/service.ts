@@ -13,7 +13,7 @@ import type { ImageDetails } from '../images/inspect.js';
 import type { ImageRecord } from '../images/store.js';
 import type { WritableMount } from '../images/writable.js';
 import type { MountRecord } from '../snapshots/mountrecords.js';
-import type { PullEvent, PullResult } from '../pull/pull.js';
+import type { PullEvent, PullPriority, PullResult } from '../pull/pull.js';
 import type { TraceDocument } from '../pull/trace.js';
 import type { Mount, SnapshotInfo } from '../snapshots/store.js';
 import type { SnapshotUsage } from '../snapshots/usage.js';
@@ -40,6 +40,11 @@ export interface ServicePullOptions {
    * the document when the pull has ended, failed or not, before the pull's promise settles.
    */
   readonly onTrace?: (trace: TraceDocument) => void;
+  /**
+   * How urgent the pull is among the service's pulls (default `normal`): `high` for one a container
+   * start waits on; a `low` (background) pull gives way to every other (see PullOptions.priority).
+   */
+  readonly priority?: PullPriority;
 }
 
 /** Where a pulled image lies. */

@@ -28,8 +28,10 @@ export interface UnpackPoolOptions {
 export interface RunOptions {
   /** Withdraws a waiting task or stops a running one (ABORTED). */
   readonly signal?: AbortSignal;
-  /** Higher runs first among waiting tasks (pull uses the layer size). */
+  /** Higher runs first among waiting tasks of one rank (pull uses the layer size). */
   readonly priority?: number;
+  /** Higher runs first among waiting tasks, before `priority` (pull gives its pull's priority); read again at each grant. */
+  readonly rank?: { readonly rank: number };
   /**
    * Called when the task gets its slot and starts, with the `threadId` of the thread that runs it
    * (0: the calling thread, when the pool runs no workers), and whether it runs on a slot that a pass
@@ -149,6 +151,7 @@ function landedCheck(task: WorkerTask): () => boolean {
 }
 
 interface Waiting {
+  readonly rank: { readonly rank: number } | undefined;
   readonly priority: number;
   readonly seq: number;
   /** Whether the task's blob has landed in full (a pass on it will not wait for its download). */
@@ -218,7 +221,7 @@ export class UnpackPool {
    */
   async run(task: WorkerTask, options: RunOptions = {}): Promise<UnpackedLayer> {
     const { signal } = options;
-    const borrowed = await this.acquire(options.priority ?? 0, landedCheck(task), signal);
+    const borrowed = await this.acquire(options.rank, options.priority ?? 0, landedCheck(task), signal);
     this.granted--;
     try {
       if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
@@ -242,9 +245,10 @@ export class UnpackPool {
    * A worker that is ready already (one the CLI started ahead, or a warm one) goes to the first task
    * that asks: holding it for a larger layer still on its way made no pull faster (bench/README.md).
    */
-  private acquire(priority: number, landed: () => boolean, signal?: AbortSignal): Promise<boolean> {
+  private acquire(rank: { readonly rank: number } | undefined, priority: number, landed: () => boolean, signal?: AbortSignal): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
       const entry: Waiting = {
+        rank,
         priority,
         seq: this.seq++,
         landed,
@@ -262,7 +266,6 @@ export class UnpackPool {
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.waiting.push(entry);
-      this.waiting.sort((a, b) => b.priority - a.priority || a.seq - b.seq);
       this.grant();
     });
   }
@@ -306,6 +309,8 @@ export class UnpackPool {
   /** The next task to start and whether on a borrowed slot; undefined when none may. */
   private next(): { index: number; borrowed: boolean } | undefined {
     if (this.waiting.length === 0) return undefined;
+    // Ranks are read now, not when the task came: a waiting pull's priority may have risen since.
+    if (this.waiting.length > 1) this.waiting.sort((a, b) => (b.rank?.rank ?? 1) - (a.rank?.rank ?? 1) || b.priority - a.priority || a.seq - b.seq);
     if (this.active < this.size) return { index: 0, borrowed: false };
     if (this.borrowed >= this.lent) return undefined;
     const index = this.waiting.findIndex((w) => w.landed());

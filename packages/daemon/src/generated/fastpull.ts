@@ -110,6 +110,7 @@ export interface ProtoGrpcType {
       PhaseTotals: MessageTypeDefinition<_fastpull_v1_PhaseTotals, _fastpull_v1_PhaseTotals__Output>
       Platform: MessageTypeDefinition<_fastpull_v1_Platform, _fastpull_v1_Platform__Output>
       PullDone: MessageTypeDefinition<_fastpull_v1_PullDone, _fastpull_v1_PullDone__Output>
+      PullPriority: EnumTypeDefinition
       PullRequest: MessageTypeDefinition<_fastpull_v1_PullRequest, _fastpull_v1_PullRequest__Output>
       PullResponse: MessageTypeDefinition<_fastpull_v1_PullResponse, _fastpull_v1_PullResponse__Output>
       PullTimings: MessageTypeDefinition<_fastpull_v1_PullTimings, _fastpull_v1_PullTimings__Output>

@@ -16,11 +16,18 @@ export function sharedSnapshotPuller(pulls: PullManager<PulledImage>, service: L
       // The same key as a fastpull.v1 Pull of this reference without platform or credentials: they
       // share one pull, and the record is marked as whichever of the two started it asked.
       const key = pullKey({ name, plainHttp: false, keepBlobs, trace: false });
-      const { leave } = pulls.join(key, name, (s, onProgress) => service.pull(name, { signal: s, onProgress, heldFor: 'containerd' }), {
-        progress: () => undefined,
-        finish: resolve,
-        fail: reject,
-      });
+      // A container start waits on this pull: it goes first (and raises a background pull it joins).
+      const { leave } = pulls.join(
+        key,
+        name,
+        (s, onProgress, _onTrace, ticket) => service.pull(name, { signal: s, onProgress, heldFor: 'containerd', ticket }),
+        {
+          progress: () => undefined,
+          finish: resolve,
+          fail: reject,
+        },
+        'high',
+      );
       // Leaving stops this caller's share only: the pull goes on while another caller waits for it.
       const cancel = (): void => {
         leave();

@@ -1,6 +1,7 @@
 // Generated from proto/fastpull/v1/fastpull.proto by scripts/gen-proto.mjs; do not edit.
 
 import type { Credentials as _fastpull_v1_Credentials, Credentials__Output as _fastpull_v1_Credentials__Output } from '../../fastpull/v1/Credentials.js';
+import type { PullPriority as _fastpull_v1_PullPriority, PullPriority__Output as _fastpull_v1_PullPriority__Output } from '../../fastpull/v1/PullPriority.js';
 
 /**
  * Pull an image.
@@ -32,6 +33,11 @@ export interface PullRequest {
    * a trace too; the daemon writes no file.
    */
   'trace'?: (boolean);
+  /**
+   * How urgent the pull is among the daemon's pulls; unspecified: normal. Callers that share a pull
+   * raise it to the highest of their priorities.
+   */
+  'priority'?: (_fastpull_v1_PullPriority);
 }
 
 /**
@@ -64,4 +70,9 @@ export interface PullRequest__Output {
    * a trace too; the daemon writes no file.
    */
   'trace': (boolean);
+  /**
+   * How urgent the pull is among the daemon's pulls; unspecified: normal. Callers that share a pull
+   * raise it to the highest of their priorities.
+   */
+  'priority': (_fastpull_v1_PullPriority__Output);
 }
