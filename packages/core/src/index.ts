@@ -118,6 +118,7 @@ export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from 
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { unixDatagramSender, type UnixDatagramSender } from './util/unix-datagram.js';
 export { allowedCpus, applyCpuBudget, availableCores, cgroupCpuQuota, parseCpuBudget, parseCpuList, processCpuQuota, type CgroupPaths, type CpuBudgetState, type CpuQuota } from './util/cpu.js';
+export { BACKGROUND_NICE, enterBackground, type BackgroundState } from './util/background.js';
 export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
 export {
   findInflater,

@@ -5,13 +5,16 @@ import {
   asFastpullError,
   DEFAULT_CHUNK_SIZE,
   DEFAULT_CONCURRENCY,
+  enterBackground,
   inflaterFromEnv,
   isFastpullError,
+  LocalService,
   parseChunkSize,
   parseInflaterChoice,
   parsePlatform,
   parseCpuBudget,
   parsePositiveInt,
+  parsePullPriority,
   CONTAINERD_HOSTS_DIR,
   SIGNATURE_ENV,
   verdictLine,
@@ -52,6 +55,8 @@ export interface PullFlags {
   trace?: string;
   signaturePolicy?: string;
   notationConfig?: string;
+  priority?: string;
+  background?: boolean;
 }
 
 /** Milliseconds between redraws of the live view when no event comes (rates and ETAs keep moving). */
@@ -78,6 +83,8 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
     .option('--signature-policy <file>', `verify signatures before recording the image, by a containers policy.json's sigstoreSigned requirements (env ${SIGNATURE_ENV.signaturePolicy}; default: off)`)
     .option('--notation-config <dir>', `verify Notary Project signatures by the trustpolicy.json and truststore/ in DIR (env ${SIGNATURE_ENV.notationConfig}; default: off)`)
+    .option('--priority <high|normal|low>', "how urgent the pull is among fastpulld's pulls: waiting range requests and unpack passes of a higher priority go first, and a low pull starts no layer while a pull above it runs (default normal)")
+    .option('--background', 'pull at low priority (--priority low); in this process (no fastpulld), also at nice 19 and in the idle I/O class, so the node\'s other work goes first')
     .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
@@ -89,6 +96,8 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
         flags,
         command,
         async (service) => {
+          // Pulled here, the whole process steps back; fastpulld orders its pulls by the priority sent.
+          if (options.priority === 'low' && service instanceof LocalService) enterBackground();
           for (const ref of refs) {
             await doing(`pulling ${canonicalName(ref)}`, async () => {
               const r = await pullOne(io, ref, flags, service, { ...options, signal });
@@ -131,13 +140,22 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
     }),
   };
   const credentials = givenCredentials(flags.creds);
+  const priority = pullPriority(flags);
   const options: ServicePullOptions = {
+    ...(priority ? { priority } : {}),
     ...(flags.platform ? { platform: flags.platform } : {}),
     ...(flags.plainHttp ? { plainHttp: true } : {}),
     ...(flags.keepBlobs === true || io.env.FASTPULL_KEEP_BLOBS === '1' ? { keepBlobs: true } : {}),
     ...(credentials ? { credentials } : {}),
   };
   return { tuning, options };
+}
+
+/** --priority, or --background (low); both only when they agree. */
+function pullPriority(flags: Pick<PullFlags, 'priority' | 'background'>): ServicePullOptions['priority'] {
+  const named = flags.priority !== undefined ? asUsageError(() => parsePullPriority(flags.priority, '--priority')) : undefined;
+  if (flags.background === true && named !== undefined && named !== 'low') throw new UsageError(`--background is --priority low; it does not go with --priority ${named}`);
+  return flags.background === true ? 'low' : named;
 }
 
 /** A path flag's value, refused when empty (an empty policy path would silently mean no verification). */

@@ -1,0 +1,196 @@
+// Background pulls from the command line: in this process, every thread of the CLI at nice 19 and in
+// the idle I/O class; through fastpulld, a low pull that starts no layer while a normal one runs, and
+// a low pull raised by a caller that joins it at normal priority.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FastpullClient } from '@fastpull/daemon';
+import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
+import { cliPath, runCli, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+
+const work = tempDir('priority');
+afterAll(() => work.cleanup());
+
+/** `fastpull ARGS --json` with its events as they come; `until(fn)` resolves at the first event matching fn. */
+function cliEvents(args: string[]): { child: ChildProcess; until: (fn: (e: Record<string, unknown>) => boolean) => Promise<void>; done: Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }> } {
+  const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const events: Array<Record<string, unknown>> = [];
+  const waiters: Array<() => void> = [];
+  let buf = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      events.push(JSON.parse(buf.slice(0, nl)) as Record<string, unknown>);
+      buf = buf.slice(nl + 1);
+      for (const w of [...waiters]) w();
+    }
+  });
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const done = new Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }>((resolve) => child.on('close', (status) => resolve({ status, events, stderr })));
+  const until = (fn: (e: Record<string, unknown>) => boolean): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (!events.some(fn)) return;
+        waiters.splice(waiters.indexOf(check), 1);
+        resolve();
+      };
+      waiters.push(check);
+      void done.then(() => reject(new Error(`fastpull exited before the event; stderr: ${stderr}`)));
+      check();
+    });
+  return { child, until, done };
+}
+
+/** Indexes in the registry's log of the requests for `image`'s layer blobs. */
+function blobRequests(reg: LoopbackRegistry, image: BuiltImage): number[] {
+  const digests = new Set<string>(image.layers.map((l) => l.digest));
+  const out: number[] = [];
+  reg.stats.requests.forEach((r, i) => {
+    const m = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(r.path);
+    if (m && digests.has(m[1]!)) out.push(i);
+  });
+  return out;
+}
+
+/** Holds every layer blob of `image` back until the returned function is called. */
+function holdLayers(reg: LoopbackRegistry, image: BuiltImage): () => void {
+  let release!: () => void;
+  reg.faults.hold = { path: new RegExp(image.layers.map((l) => l.digest).join('|')), until: new Promise<void>((r) => (release = r)) };
+  return release;
+}
+
+/** Whether every layer index of `count` has an event in state `state`. */
+function everyLayer(events: Array<Record<string, unknown>>, count: number, state: string): boolean {
+  return new Set(events.filter((e) => e.type === 'layer' && e.state === state).map((e) => e.index)).size === count;
+}
+
+describe('fastpull pull --background, in this process', () => {
+  it('runs every thread at nice 19 and in the idle I/O class', async () => {
+    const image = await sampleImage(601, { layers: 2 });
+    const reg = await startLoopbackRegistry();
+    try {
+      reg.addImage('p/bg', '1', image);
+      const release = holdLayers(reg, image);
+      const run = cliEvents(['pull', '--root', join(work.dir, 'local'), '--json', '--background', `${reg.host}/p/bg:1`]);
+      // Its layers are downloading: the unpack workers and the pool's threads have started.
+      await run.until((e) => e.type === 'layer' && e.state === 'fetching');
+      const pid = run.child.pid!;
+      const threads = readdirSync(`/proc/${pid}/task`);
+      expect(threads.length).toBeGreaterThan(3);
+      for (const tid of threads) {
+        // Field 19 of stat is the nice value; the name (field 2) may hold spaces, so count after it.
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const nice = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+        expect(nice, `thread ${tid}`).toBe(19);
+        const io = spawnSync('ionice', ['-p', tid], { encoding: 'utf8' });
+        expect(io.stdout.trim(), `thread ${tid}: ${io.stderr}`).toBe('idle');
+      }
+      release();
+      const r = await run.done;
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.events.at(-1)).toMatchObject({ type: 'done' });
+    } finally {
+      await reg.close();
+    }
+  });
+
+  it('refuses a priority it does not know, and --background with another priority', () => {
+    const bad = runCli(['pull', '--root', join(work.dir, 'x'), '--priority', 'urgent', '127.0.0.1:1/a:1']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('--priority "urgent": want one of high, normal, low');
+    const both = runCli(['pull', '--root', join(work.dir, 'x'), '--background', '--priority', 'high', '127.0.0.1:1/a:1']);
+    expect(both.status).toBe(2);
+    expect(both.stderr).toContain('--background is --priority low');
+  });
+});
+
+describe('pull priorities through fastpulld', () => {
+  let daemon: RunningDaemon | undefined;
+  let reg: LoopbackRegistry;
+  const socket = join(work.dir, 'fastpulld.sock');
+
+  beforeAll(async () => {
+    reg = await startLoopbackRegistry();
+    // A slot for every layer: an unpack pass holds its slot while its download is held back.
+    daemon = await serveDaemon(['--socket', socket, '--root', join(work.dir, 'daemon-root'), '--unpack-concurrency', '6']);
+  });
+  afterAll(async () => {
+    await stopDaemon(daemon);
+    await reg.close();
+  });
+
+  it('a background pull starts no layer while a normal pull runs, and completes after it', async () => {
+    const a = await sampleImage(611, { layers: 2 });
+    const b = await sampleImage(612, { layers: 3 });
+    reg.addImage('d/a', '1', a);
+    reg.addImage('d/b', '1', b);
+    const release = holdLayers(reg, a);
+    const client = new FastpullClient(socket);
+    try {
+      const fetchingA = new Set<number>();
+      let aFetching!: () => void;
+      const aStarted = new Promise<void>((r) => (aFetching = r));
+      const pullA = client.pull(`${reg.host}/d/a:1`, {
+        onProgress: (e) => {
+          if (e.type === 'layer' && e.state === 'fetching') fetchingA.add(e.index);
+          if (fetchingA.size === a.layers.length) aFetching();
+        },
+      });
+      await aStarted;
+      const run = cliEvents(['pull', '--address', socket, '--json', '--background', `${reg.host}/d/b:1`]);
+      let seen: Array<Record<string, unknown>> = [];
+      await run.until((e) => {
+        seen = [...seen, e];
+        return everyLayer(seen, b.layers.length, 'waiting');
+      });
+      expect(blobRequests(reg, b)).toEqual([]);
+      release();
+      await pullA;
+      const r = await run.done;
+      expect(r.status, r.stderr).toBe(0);
+      expect(Math.min(...blobRequests(reg, b))).toBeGreaterThan(Math.max(...blobRequests(reg, a)));
+    } finally {
+      release();
+      await client.close();
+    }
+  });
+
+  it('a caller that joins a waiting background pull at normal priority raises it', async () => {
+    const a = await sampleImage(621, { layers: 2 });
+    const b = await sampleImage(622, { layers: 2 });
+    reg.addImage('r/a', '1', a);
+    reg.addImage('r/b', '1', b);
+    const release = holdLayers(reg, a);
+    const client = new FastpullClient(socket);
+    try {
+      let aResolved!: () => void;
+      const aRuns = new Promise<void>((r) => (aResolved = r));
+      const pullA = client.pull(`${reg.host}/r/a:1`, { onProgress: (e) => e.type === 'resolved' && aResolved() });
+      await aRuns;
+      const waiting = new Set<number>();
+      let allWaiting!: () => void;
+      const bWaits = new Promise<void>((r) => (allWaiting = r));
+      const low = client.pull(`${reg.host}/r/b:1`, {
+        priority: 'low',
+        onProgress: (e) => {
+          if (e.type === 'layer' && e.state === 'waiting') waiting.add(e.index);
+          if (waiting.size === b.layers.length) allWaiting();
+        },
+      });
+      await bWaits;
+      expect(blobRequests(reg, b)).toEqual([]);
+      // The same image at normal priority: one pull, now at normal, done while a is still held back.
+      const normal = await client.pull(`${reg.host}/r/b:1`, {});
+      await low;
+      expect(normal.image.manifest.digest).toBe((await low).image.manifest.digest);
+      expect(blobRequests(reg, a)).toEqual([]);
+      release();
+      await pullA;
+    } finally {
+      release();
+      await client.close();
+    }
+  });
+});
