@@ -9,6 +9,7 @@ import { FastpullError } from '../errors.js';
 /** How urgent a pull is: `high` for one a container start waits on, `low` for one that gives way to every other. */
 export type PullPriority = 'high' | 'normal' | 'low';
 
+/** Every priority, highest first. */
 export const PULL_PRIORITIES: readonly PullPriority[] = ['high', 'normal', 'low'];
 
 const RANKS: Readonly<Record<PullPriority, number>> = { low: 0, normal: 1, high: 2 };
@@ -29,6 +30,7 @@ export class PullTicket {
     this.current = parsePullPriority(priority, 'pull priority');
   }
 
+  /** The priority now. */
   get priority(): PullPriority {
     return this.current;
   }
@@ -72,6 +74,9 @@ export function parsePullPriority(value: unknown, what: string): PullPriority {
 /**
  * Which pulls of a process run, by priority: a low one waits before each layer it has not started
  * while a pull of higher priority runs, and goes on when none does (or when it is raised).
+ * @example
+ * const gate = new PriorityGate(); // one per test; pulls share sharedPriorityGate() by default
+ * await pull(ref, { root, priority: 'low', priorityGate: gate });
  */
 export class PriorityGate {
   private readonly running = new Map<PullTicket, number>();
