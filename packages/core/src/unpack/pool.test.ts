@@ -342,14 +342,23 @@ describe('UnpackPool', () => {
         expect(pool.threaded).toBe(threads);
         const mark = new Watermark(layer.size);
         const seen: { consumed: number; mark: number }[] = [];
+        let progressed: { past: number; go: () => void } | undefined;
         const run = pool.run(
           { blobPath: path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`counted-${threads}`), follow: { watermark: mark.buffer, size: layer.size } },
-          { onBytes: (consumed) => seen.push({ consumed, mark: mark.value }) },
+          {
+            onBytes: (consumed) => {
+              seen.push({ consumed, mark: mark.value });
+              if (progressed && consumed > progressed.past) progressed.go();
+            },
+          },
         );
-        // Land the blob in four steps, each held long enough for the pool to read the count.
+        // Land the blob in four steps; each next step only once the pass has reported reading into
+        // the bytes of this one (so the count is seen between steps, however slow the machine).
         for (let i = 1; i <= 4; i++) {
+          const before = mark.value;
+          const read = new Promise<void>((go) => (progressed = { past: before, go }));
           mark.add(0, Math.floor((layer.size * i) / 4));
-          await new Promise((r) => setTimeout(r, 3 * CONSUMED_POLL_MS));
+          if (i < 4) await read;
         }
         const r = await run;
         expect(r.blobDigest).toBe(layer.digest);
