@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
-import { asFastpullError, checkDirectory, FastpullError, isFastpullError, LocalService, verdictLine, type PulledImage, type SignatureVerdict, type Store } from '@fastpull/core';
+import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
 import { readConfigFile, resolveConfig, serviceOptions, signatureSettingsOf, type DaemonConfig, type RawConfig } from './config.js';
 import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
@@ -17,6 +17,7 @@ import { SNAPSHOTS_SERVICE } from './snapshotter/proto.js';
 export { prepareSocket } from './socket.js';
 import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
 import { releaseIdleMemory } from './idle.js';
+import { logVerdict, signatureLog } from './verdicts.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { servicePolicy, sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
@@ -297,16 +298,7 @@ export class Daemon {
 
   private pullSettled(o: PullOutcome<PulledImage>): void {
     this.metrics.settled(o.durationMs, o.result?.timings, o.error, o.bytesFetched);
-    const verdict = signatureVerdict(o);
-    if (verdict) {
-      // Once per pull of a covered image: the verdict, each policy's in one line.
-      this.metrics.signatureVerdicts.inc({ outcome: verdict.outcome });
-      const refused = verdict.outcome === 'missing' || verdict.outcome === 'invalid';
-      this.log[refused ? 'warn' : 'info'](
-        { event: 'signature', image: o.name, ...(o.result ? { manifest: o.result.image.manifest.digest } : {}), outcome: verdict.outcome, verdicts: verdict.verdicts.map(verdictLine) },
-        refused ? 'image refused by its signature policy' : 'image signatures checked',
-      );
-    }
+    const verdict = logVerdict(this.log, this.metrics, o);
     const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
     if (o.result) {
       const t = o.result.timings;
@@ -425,19 +417,3 @@ export class Daemon {
   }
 }
 
-/** The signature policies in force, as log lines show them (null: that kind is not verified). */
-function signatureLog(c: { readonly signaturePolicy?: string; readonly notationConfig?: string }): { signaturePolicy: string | null; notationConfig: string | null } {
-  return { signaturePolicy: c.signaturePolicy ?? null, notationConfig: c.notationConfig ?? null };
-}
-
-/**
- * The signature verdict of a settled pull: the image's, recorded with it; a refusal's (missing,
- * invalid), from the error; undefined when no policy covered the image (or the pull failed otherwise).
- */
-function signatureVerdict(o: PullOutcome<PulledImage>): { outcome: string; verdicts: readonly SignatureVerdict[] } | undefined {
-  const recorded = o.result?.image.signatures;
-  if (recorded) return recorded;
-  if (!isFastpullError(o.error) || (o.error.code !== 'SIGNATURE_MISSING' && o.error.code !== 'SIGNATURE_INVALID')) return undefined;
-  const verdicts = o.error.details.verdicts;
-  return { outcome: o.error.code === 'SIGNATURE_MISSING' ? 'missing' : 'invalid', verdicts: Array.isArray(verdicts) ? (verdicts as SignatureVerdict[]) : [] };
-}

@@ -190,7 +190,9 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     const f = fastPathLabels(labels);
     if (!f) return 'normal';
     const policy = await options.signaturePolicy?.(f.ref);
-    const id = `${f.target}\0${parent ?? ''}`;
+    // A gated Prepare joins only one of the same layer of the same image: not an ungated one, nor
+    // one of another image sharing the layer, since its answer waits for its own image's verdict.
+    const id = `${policy ? f.manifest : ''}\0${f.target}\0${parent ?? ''}`;
     let running = inflight.get(id);
     if (!running) {
       running = (policy ? handleGated(key, parent, labels, f, policy, signal) : handle(key, parent, labels, f, signal)).catch((e: unknown) => {
