@@ -9,7 +9,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore, pull, type ProxySettings } from '@fastpull/core';
+import { isFastpullError, openStore, parseReference, pull, type ProxySettings } from '@fastpull/core';
+import { RegistryClient } from '@fastpull/core/registry';
 import { lacksRegistry, lacksTinyproxy, pushImage, sampleImage, startDistribution, startTinyproxy, type BuiltImage, type Tinyproxy } from '@fastpull/core/testing';
 import { corruptBlobs, failure, runCli, runCliAsync, serveDaemon, stopDaemon, tempDir } from './helpers.js';
 
@@ -77,6 +78,54 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
     expect(lines.every((l) => l === `CONNECT ${secure.host} HTTP/1.1`)).toBe(true);
     expect(await openStore(root).images.list()).toHaveLength(1);
     expect(corruptBlobs(root)).toEqual([]);
+  });
+
+  /** Reads the first range of a layer through `client`'s range client: whether its body came off the socket in place, and its bytes. */
+  async function readRange(client: RegistryClient, registry: string): Promise<{ direct: boolean; received: number }> {
+    const layer = image.layers[0]!;
+    const res = await client.request(parseReference(`${registry}/p/app:1`), `blobs/${layer.digest}`, { headers: { range: `bytes=0-${CHUNK - 1}` }, blob: true });
+    expect(res.statusCode).toBe(206);
+    let received = 0;
+    await res.direct?.consume((chunk) => {
+      received += chunk.length;
+      return undefined;
+    });
+    return { direct: res.direct !== undefined, received };
+  }
+
+  it('reads blob ranges on the range client through a tunnel, and in absolute form over plain HTTP', async () => {
+    const secureClient = new RegistryClient({ hostsDir, proxy: { httpsProxy: proxy.url, proxyLoopback: true } });
+    const plainClient = new RegistryClient({ plainHttp: true, proxy: { httpProxy: proxy.url, proxyLoopback: true } });
+    try {
+      let got: { direct: boolean; received: number } | undefined;
+      let lines = await logged(async () => (got = await readRange(secureClient, secure.host)));
+      // `direct`: the body was read off the socket in place, by the range client, not node:http.
+      expect(got).toEqual({ direct: true, received: CHUNK });
+      expect(lines).toEqual([`CONNECT ${secure.host} HTTP/1.1`]);
+      lines = await logged(async () => (got = await readRange(plainClient, plain.host)));
+      expect(got).toEqual({ direct: true, received: CHUNK });
+      expect(lines).toEqual([`GET http://${plain.host}/v2/p/app/blobs/${image.layers[0]!.digest} HTTP/1.1`]);
+    } finally {
+      await Promise.all([secureClient.close(), plainClient.close()]);
+    }
+  });
+
+  it('fails a range whose tunnel the proxy refuses with the stable error, and the range client takes the next request', async () => {
+    const strict = await startTinyproxy({ connectPorts: [443] });
+    const client = new RegistryClient({ hostsDir, proxy: { httpsProxy: `http://puller:s3cret-word@127.0.0.1:${strict.port}`, proxyLoopback: true } });
+    try {
+      for (let i = 0; i < 2; i++) {
+        let error: unknown;
+        await readRange(client, secure.host).catch((e: unknown) => (error = e));
+        expect(isFastpullError(error) && error.code).toBe('NETWORK_ERROR');
+        expect(isFastpullError(error) && error.details).toMatchObject({ proxy: strict.url, proxyStatus: 403 });
+        expect((error as Error).message).not.toContain('s3cret');
+      }
+      expect(strict.requests().filter((l) => l === `CONNECT ${secure.host} HTTP/1.1`)).toHaveLength(2);
+    } finally {
+      await client.close();
+      await strict.stop();
+    }
   });
 
   it('goes direct to a host NO_PROXY names', async () => {

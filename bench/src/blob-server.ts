@@ -1,13 +1,14 @@
 // A minimal loopback server for the fetch benchmark, run as its own process: it answers /v2/ and
 // serves one file as the blob at any /v2/<name>/blobs/<digest> path, with single Range support.
-// Usage: node blob-server.js FILE  (prints the port on stdout)
-import { createReadStream, statSync } from 'node:fs';
-import { createServer } from 'node:http';
+// Usage: node blob-server.js FILE [CERT KEY]  (prints the port on stdout; HTTPS with CERT and KEY)
+import { createReadStream, readFileSync, statSync } from 'node:fs';
+import { createServer, type RequestListener } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
-const file = process.argv[2]!;
+const [file, cert, key] = process.argv.slice(2) as [string, string?, string?];
 const size = statSync(file).size;
-const server = createServer((req, res) => {
+const serve: RequestListener = (req, res) => {
   if (req.url === '/v2/') {
     res.writeHead(200, { 'content-length': 0 }).end();
     return;
@@ -27,5 +28,6 @@ const server = createServer((req, res) => {
     return;
   }
   createReadStream(file, { start, end, highWaterMark: 1024 * 1024 }).pipe(res);
-});
+};
+const server = cert && key ? createHttpsServer({ cert: readFileSync(cert), key: readFileSync(key) }, serve) : createServer(serve);
 server.listen(0, '127.0.0.1', () => console.log((server.address() as AddressInfo).port));

@@ -76,7 +76,9 @@ export class RegistryClient {
     const idle = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     const userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.ownsDispatcher = options.dispatcher === undefined;
-    const proxy = options.proxy ? new ProxyRules(options.proxy) : undefined;
+    // Settings that proxy nothing leave the pools as they are without them.
+    const rules = options.proxy ? new ProxyRules(options.proxy) : undefined;
+    const proxy = rules?.active ? rules : undefined;
     this.dispatcher =
       options.dispatcher ??
       new NodeHttpPool({

@@ -14,12 +14,19 @@
 // with a Content-Length as the body read this way. Any other answer (a challenge, a redirect, an
 // error, a chunked body) is read whole up to a cap and handed over as an ordinary response, as
 // node:http would. The request logic (endpoints, tokens, redirects, retries) is the transport's.
+//
+// Through a proxy (the pool's ProxyRules): HTTPS ranges on TLS inside a CONNECT tunnel (tunnel.ts),
+// plain HTTP ranges sent to the proxy in absolute form with its Proxy-Authorization. A connection
+// without a proxy is made and read exactly as before.
 import { Socket, connect as netConnect } from 'node:net';
 import { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import type { Dispatcher } from 'undici';
 import type { NodeHttpPoolOptions } from './nodehttp.js';
+import { tlsOptions } from './tlsoptions.js';
+import type { Proxy } from './proxy.js';
+import { openTunnel } from './tunnel.js';
 
 /** A 206's body read off the socket: handed to `take` in pieces, in order. */
 export interface DirectBody {
@@ -73,15 +80,16 @@ export class DirectConnections {
     if (this.closed) throw new Error('the connection pool is closed');
     if (signal?.aborted) throw abortError(signal);
     const key = `${url.protocol}//${url.host}`;
+    const proxy = this.options.proxy?.forUrl(url);
     try {
-      return await (await this.acquire(url, key, signal)).send(url, headers, signal, fallback);
+      return await (await this.acquire(url, key, signal, proxy)).send(url, headers, signal, fallback);
     } catch (e) {
       // A kept-alive connection the server closed meanwhile fails before any byte of an answer:
       // the request goes out once more (on a new connection, unless another idle one is there).
       if (!(e instanceof StaleConnection)) throw e;
       if (signal?.aborted) throw e.cause;
     }
-    return (await this.acquire(url, key, signal)).send(url, headers, signal, fallback);
+    return (await this.acquire(url, key, signal, proxy)).send(url, headers, signal, fallback);
   }
 
   /** Closes every connection; later requests fail. */
@@ -93,10 +101,10 @@ export class DirectConnections {
   }
 
   /** An idle connection of the origin, a new one while fewer than `connections` live, or the next one to come free. */
-  private acquire(url: URL, key: string, signal: AbortSignal | null): Promise<Connection> {
+  private acquire(url: URL, key: string, signal: AbortSignal | null, proxy: Proxy | undefined): Promise<Connection> {
     const idle = this.takeIdle(key);
     if (idle) return Promise.resolve(idle);
-    if ((this.live.get(key) ?? 0) < this.options.connections) return Promise.resolve(this.dial(url, key));
+    if ((this.live.get(key) ?? 0) < this.options.connections) return this.open(url, key, signal, proxy);
     return new Promise<Connection>((resolve, reject) => {
       const list = this.waiting.get(key) ?? [];
       this.waiting.set(key, list);
@@ -109,7 +117,8 @@ export class DirectConnections {
         give: (c) => {
           signal?.removeEventListener('abort', onAbort);
           if (c instanceof Error) reject(c);
-          else resolve(c ?? this.dial(url, key));
+          else if (c) resolve(c);
+          else this.open(url, key, signal, proxy).then(resolve, reject);
         },
       };
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -126,11 +135,32 @@ export class DirectConnections {
     return undefined;
   }
 
-  private dial(url: URL, key: string): Connection {
+  /** A new connection: dialled at once, or (HTTPS through a proxy) once its tunnel is open. */
+  private open(url: URL, key: string, signal: AbortSignal | null, proxy: Proxy | undefined): Promise<Connection> {
+    if (proxy === undefined || url.protocol !== 'https:') return Promise.resolve(this.dial(url, key, proxy && { proxy }));
+    this.live.set(key, (this.live.get(key) ?? 0) + 1);
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    return openTunnel(proxy, host, Number(url.port || 443), { dialTimeoutMs: this.options.dialTimeoutMs, signal }).then(
+      (tunnel) => {
+        this.live.set(key, this.live.get(key)! - 1);
+        if (!this.closed) return this.dial(url, key, { proxy, tunnel });
+        tunnel.destroy();
+        throw new Error('the connection pool is closed');
+      },
+      (e: unknown) => {
+        // Its place goes to a request waiting for one, as when a connection closes.
+        this.live.set(key, this.live.get(key)! - 1);
+        if (!this.closed) this.waiting.get(key)?.shift()?.give(undefined);
+        throw e;
+      },
+    );
+  }
+
+  private dial(url: URL, key: string, via: Via | undefined): Connection {
     this.live.set(key, (this.live.get(key) ?? 0) + 1);
     let conn: Connection;
     try {
-      conn = this.connect(url, key);
+      conn = this.connect(url, key, via);
     } catch (e) {
       this.live.set(key, this.live.get(key)! - 1);
       throw e;
@@ -139,8 +169,8 @@ export class DirectConnections {
     return conn;
   }
 
-  private connect(url: URL, key: string): Connection {
-    return new Connection(url, this.options, {
+  private connect(url: URL, key: string, via: Via | undefined): Connection {
+    return new Connection(url, this.options, via, {
       idle: (c) => {
         if (this.closed) {
           c.destroy(new Error('the connection pool is closed'));
@@ -167,6 +197,12 @@ export class DirectConnections {
       },
     });
   }
+}
+
+/** How a connection reaches its registry through a proxy: a CONNECT tunnel for HTTPS, the proxy itself for plain HTTP. */
+interface Via {
+  readonly proxy: Proxy;
+  readonly tunnel?: Socket;
 }
 
 /** A request waiting for a connection: given one that came free, leave to dial (undefined), or an error. */
@@ -207,10 +243,13 @@ class Connection {
   private dialTimer: NodeJS.Timeout | undefined;
   /** The request under way: how its head and body are read. */
   private current: Exchange | undefined;
+  /** Plain HTTP through a proxy: requests name their absolute URL and carry the proxy's credentials. */
+  private readonly proxied: Proxy | undefined;
 
   constructor(
     url: URL,
     private readonly options: NodeHttpPoolOptions,
+    via: Via | undefined,
     private readonly hooks: ConnectionHooks,
   ) {
     const tls = url.protocol === 'https:';
@@ -223,20 +262,23 @@ class Connection {
         return true;
       },
     };
+    this.proxied = !tls ? via?.proxy : undefined;
     this.socket = tls
       ? tlsConnect({
           // TLS sockets honour net's `onread` too (node's types leave it out of TLS options).
           ...({ onread } as object),
-          host,
-          port,
+          // Through a proxy: TLS inside the tunnel, with the registry's name all the same.
+          ...(via?.tunnel ? { socket: via.tunnel, host } : { host, port }),
           ...(isIp(host) ? {} : { servername: host }),
           ALPNProtocols: ['http/1.1'],
-          rejectUnauthorized: options.rejectUnauthorized ?? true,
-          ...(options.ca && options.ca.length > 0 ? { ca: [...options.ca] } : {}),
-          ...(options.cert ? { cert: options.cert } : {}),
-          ...(options.key ? { key: options.key } : {}),
+          ...tlsOptions(options),
         })
-      : netConnect({ host, port, onread });
+      : this.proxied
+        ? netConnect({ host: this.proxied.hostname, port: this.proxied.port, onread })
+        : netConnect({ host, port, onread });
+    // TLS started on a tunnel's socket leaves `onread` aside (node passes it on only to sockets it
+    // connects itself): its reads come as 'data' chunks, each taken as one read.
+    if (via?.tunnel) this.socket.on('data', (chunk: Buffer) => this.onRead(chunk.length, chunk));
     this.socket.setNoDelay(true);
     this.dialTimer = setTimeout(() => this.destroy(new Error(`connect timeout: no connection to ${url.host} within ${options.dialTimeoutMs} ms`)), options.dialTimeoutMs);
     this.dialTimer.unref();
@@ -275,7 +317,10 @@ class Connection {
         signal.addEventListener('abort', onAbort, { once: true });
         exchange.unlisten = () => signal.removeEventListener('abort', onAbort);
       }
-      let head = `GET ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`;
+      const proxy = this.proxied;
+      let head = proxy
+        ? `GET ${url.protocol}//${url.host}${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n${proxy.authorization ? `proxy-authorization: ${proxy.authorization}\r\n` : ''}`
+        : `GET ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`;
       for (const [name, value] of Object.entries(headers)) {
         if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
           this.destroy(new Error(`header ${JSON.stringify(name)} holds a line break`));

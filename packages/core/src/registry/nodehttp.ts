@@ -163,8 +163,6 @@ export class NodeHttpPool {
    */
   requestBlob(url: URL, options: NodeHttpRequestOptions): Promise<DirectResponse> {
     if (process.env.FASTPULL_DIRECT_RANGES === '0' || options.method !== 'GET' || options.body !== undefined) return this.request(url, options);
-    // Through a proxy, ranges go through node:http like any request, until the range client tunnels.
-    if (this.options.proxy?.forUrl(url) !== undefined) return this.request(url, options);
     if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
     this.direct ??= new DirectConnections(this.options);
     return this.direct.request(url, options.headers, options.signal, () => this.request(url, options));
