@@ -2,7 +2,19 @@
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, unixDatagramSender, VERSION } from '@fastpull/core';
-import { DEFAULT_CONFIG_PATH, DEFAULT_SHUTDOWN_TIMEOUT_MS, EXIT_CONFIG, readConfigFile, resolveConfig, SUGGESTED_METRICS_PORT, type RawConfig } from './config.js';
+import {
+  DEFAULT_CONFIG_PATH,
+  DEFAULT_CONNECTION_IDLE_TIMEOUT_MS,
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_SHUTDOWN_TIMEOUT_MS,
+  DEFAULT_SNAPSHOTTER_MAX_CONNECTIONS,
+  EXIT_CONFIG,
+  readConfigFile,
+  resolveConfig,
+  SUGGESTED_METRICS_PORT,
+  type RawConfig,
+} from './config.js';
 import { serviceNotifier, type ServiceNotifier } from './notify.js';
 import { Daemon } from './server.js';
 
@@ -42,6 +54,12 @@ Options:
   --health-interval DUR      how often health is checked (default 10s; 0: only on /readyz and SIGHUP)
   --log-level LEVEL          fatal, error, warn, info (default), debug, trace, silent
   --shutdown-timeout DUR     how long SIGTERM waits for pulls to stop (default 10s)
+  --max-connections N        connections the API socket takes at once; the next is closed (default ${DEFAULT_MAX_CONNECTIONS})
+  --snapshotter-max-connections N
+                             connections the snapshotter socket takes at once (default ${DEFAULT_SNAPSHOTTER_MAX_CONNECTIONS})
+  --connection-idle-timeout DUR
+                             close a connection that runs no call this long (default ${DEFAULT_CONNECTION_IDLE_TIMEOUT_MS / 60_000}m)
+  --handshake-timeout DUR    close a connection that has not sent HTTP/2's preface by then (default ${DEFAULT_HANDSHAKE_TIMEOUT_MS / 1000}s)
   --version, --help
 `;
 
@@ -84,6 +102,10 @@ function parse() {
       'health-interval': { type: 'string' },
       'log-level': { type: 'string' },
       'shutdown-timeout': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'snapshotter-max-connections': { type: 'string' },
+      'connection-idle-timeout': { type: 'string' },
+      'handshake-timeout': { type: 'string' },
       version: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -141,6 +163,10 @@ const flags: RawConfig = {
   health_interval: v['health-interval'],
   log_level: v['log-level'],
   shutdown_timeout: v['shutdown-timeout'],
+  max_connections: v['max-connections'],
+  snapshotter_max_connections: v['snapshotter-max-connections'],
+  connection_idle_timeout: v['connection-idle-timeout'],
+  handshake_timeout: v['handshake-timeout'],
 };
 const configPath = v.config ?? (process.env.FASTPULLD_CONFIG || DEFAULT_CONFIG_PATH);
 const configRequired = v.config !== undefined || Boolean(process.env.FASTPULLD_CONFIG);

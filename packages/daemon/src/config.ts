@@ -76,6 +76,14 @@ export interface DaemonConfig {
   readonly logLevel: string;
   /** Milliseconds SIGTERM waits for pulls to stop before the process exits anyway. */
   readonly shutdownTimeoutMs: number;
+  /** Connections the API socket takes at once; the next is closed at once. */
+  readonly maxConnections: number;
+  /** Connections the snapshotter socket takes at once, apart from the API socket's. */
+  readonly snapshotterMaxConnections: number;
+  /** Milliseconds a connection of either socket may run no call before it is closed. */
+  readonly connectionIdleTimeoutMs: number;
+  /** Milliseconds a new connection has to complete the HTTP/2 handshake (its client preface). */
+  readonly handshakeTimeoutMs: number;
 }
 
 /** Where the config file is read from when --config is not given (a missing file there is fine). */
@@ -97,6 +105,20 @@ export const DEFAULT_HEALTH_INTERVAL_MS = 10_000;
  * cannot use. deploy/systemd/fastpulld.service names it in RestartPreventExitStatus=.
  */
 export const EXIT_CONFIG = 2;
+/**
+ * Connections the API socket takes at once: each is a CLI command or a program of the node, so this
+ * is far more than a node runs, and far fewer descriptors than the unit's LimitNOFILE.
+ */
+export const DEFAULT_MAX_CONNECTIONS = 512;
+/**
+ * The snapshotter socket's own bound, so that clients crowding the API socket never take containerd's
+ * room: containerd holds one connection per proxy snapshotter, crictl and ctr reach it through containerd.
+ */
+export const DEFAULT_SNAPSHOTTER_MAX_CONNECTIONS = 64;
+/** A connection that runs no call this long is closed; gRPC clients reconnect on their next call. */
+export const DEFAULT_CONNECTION_IDLE_TIMEOUT_MS = 5 * 60_000;
+/** A local client sends its preface as soon as it connects; this leaves room for a loaded node. */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export { DEFAULT_CONTAINERD_SOCKET, defaultSocket, DEFAULT_SNAPSHOTTER_SOCKET, SUGGESTED_METRICS_PORT } from './paths.js';
@@ -124,6 +146,10 @@ export const CONFIG_KEYS = [
   'health_interval',
   'log_level',
   'shutdown_timeout',
+  'max_connections',
+  'snapshotter_max_connections',
+  'connection_idle_timeout',
+  'handshake_timeout',
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 
@@ -188,6 +214,8 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const timeout = raw.shutdown_timeout === undefined ? undefined : parseDurationSetting(raw.shutdown_timeout, 'shutdown_timeout');
   const minFreeSpace = raw.min_free_space === undefined ? DEFAULT_MIN_FREE_SPACE : raw.min_free_space === 0 || raw.min_free_space === '0' ? 0 : parseSizeSetting(raw.min_free_space, 'min_free_space');
   const healthIntervalMs = raw.health_interval === undefined ? DEFAULT_HEALTH_INTERVAL_MS : parseDurationSetting(raw.health_interval, 'health_interval');
+  const positive = (key: ConfigKey, fallback: number): number => (raw[key] === undefined ? fallback : parsePositiveInt(raw[key], key));
+  const duration = (key: ConfigKey, fallback: number): number => (raw[key] === undefined ? fallback : positiveDuration(key, raw[key]));
   const socket = path('socket') ?? defaultSocket(env);
   const snapshotterSocket = snapshotterSocketOf(raw.snapshotter_socket, socket, env, cwd);
   const containerdSocket = containerdSocketOf(raw.containerd_socket, snapshotterSocket, cwd);
@@ -213,6 +241,10 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     healthIntervalMs,
     logLevel,
     shutdownTimeoutMs: timeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
+    maxConnections: positive('max_connections', DEFAULT_MAX_CONNECTIONS),
+    snapshotterMaxConnections: positive('snapshotter_max_connections', DEFAULT_SNAPSHOTTER_MAX_CONNECTIONS),
+    connectionIdleTimeoutMs: duration('connection_idle_timeout', DEFAULT_CONNECTION_IDLE_TIMEOUT_MS),
+    handshakeTimeoutMs: duration('handshake_timeout', DEFAULT_HANDSHAKE_TIMEOUT_MS),
   };
 }
 
@@ -318,6 +350,13 @@ export function parseSize(key: ConfigKey, v: unknown): number {
 /** A duration setting in milliseconds: a bare number is seconds, text a Go duration ("10s", "1m30s"). */
 export function parseDuration(key: ConfigKey, v: unknown): number {
   return parseDurationSetting(v, key);
+}
+
+/** A duration that must be more than nothing: a zero deadline would drop every connection. */
+function positiveDuration(key: ConfigKey, v: unknown): number {
+  const ms = parseDurationSetting(v, key);
+  if (!(ms > 0)) throw invalid(key, v, 'want a duration above zero, such as "10s"');
+  return ms;
 }
 
 /** Metrics are opt-in and loopback only: they say what a node pulls, which is not for the network. */

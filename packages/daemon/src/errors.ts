@@ -114,6 +114,12 @@ export function fromServiceError(e: unknown, what: string, address?: string): Fa
         details: { grpcCode: se.code },
       });
     }
+    if (closedByServer(se.details ?? se.message ?? '', path)) {
+      return new FastpullError('NETWORK_ERROR', `${what}: fastpulld at ${path} closed the connection before answering: it takes no more connections now (its max_connections), or it is stopping; try again, or raise max_connections`, {
+        cause: e,
+        details: { grpcCode: se.code },
+      });
+    }
     return new FastpullError('NETWORK_ERROR', `${what}: no fastpulld listens at ${path}; start it (fastpulld --socket ${path}) or leave out --address and FASTPULL_ADDRESS to work on the store directly`, {
       cause: e,
       details: { grpcCode: se.code },
@@ -121,6 +127,21 @@ export function fromServiceError(e: unknown, what: string, address?: string): Fa
   }
   const fallback = CODE_OF_STATUS[se.code as Status] ?? 'INTERNAL';
   return new FastpullError(fallback, `${what}: ${se.details || se.message || 'call failed'} (gRPC ${Status[se.code] ?? se.code})`, { cause: e, details: { grpcCode: se.code } });
+}
+
+/**
+ * Whether a call that never got through was hung up on by a server at the unix socket `path`, rather
+ * than refused by the system: the transport names the errno (ECONNREFUSED for a socket nobody
+ * listens on, ENOENT for none) only when connect() failed; a connection accepted and then closed,
+ * as fastpulld does past its connection limit, fails with none.
+ */
+function closedByServer(text: string, path: string): boolean {
+  if (/\bE[A-Z]{3,}\b/.test(text)) return false;
+  try {
+    return statSync(path).isSocket();
+  } catch {
+    return false;
+  }
 }
 
 /**

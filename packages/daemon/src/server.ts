@@ -16,6 +16,7 @@ import { diskFree, HealthMonitor, storeWritable, type CheckName, type HealthRepo
 import { SNAPSHOTS_SERVICE } from './snapshotter/proto.js';
 export { prepareSocket } from './socket.js';
 import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
+import { grpcServerOptions, type ConnectionLimits, type UnixListener } from './connections.js';
 import { releaseIdleMemory } from './idle.js';
 import { logVerdict, signatureLog } from './verdicts.js';
 import { PullManager, type PullOutcome } from './pulls.js';
@@ -55,7 +56,9 @@ export class Daemon {
   readonly log: Logger;
   /** `unix:<socket>`, what clients dial. */
   readonly address: string;
-  private readonly server = new grpc.Server();
+  private readonly server: grpc.Server;
+  /** The API socket's listener (connections.ts). */
+  private listener: UnixListener | undefined;
   /** grpc.health.v1, from grpc-health-check; `healthNames` are the services it answers for. */
   private readonly health = new HealthImplementation();
   private readonly healthNames = new Map<string, ServingStatus>();
@@ -82,6 +85,7 @@ export class Daemon {
   ) {
     this.log = options.logger ?? pino({ level: config.logLevel, base: { service: 'fastpulld' } });
     this.address = `unix:${config.socket}`;
+    this.server = new grpc.Server(grpcServerOptions({ idleTimeoutMs: config.connectionIdleTimeoutMs }));
     this.service = new LocalService({
       ...serviceOptions(config),
       env: options.env ?? process.env,
@@ -127,6 +131,7 @@ export class Daemon {
       await this.serve(bound);
     } catch (e) {
       this.monitor?.stop();
+      this.listener?.close();
       this.server.forceShutdown();
       await this.snapshotter?.stop(0);
       await new Promise<void>((resolve) => (this.metricsServer ? this.metricsServer.close(() => resolve()) : resolve()));
@@ -153,9 +158,21 @@ export class Daemon {
     await this.service.setSignatureSettings(signatureSettingsOf(config));
     // Services before the socket exists: a client that connects at once finds them.
     this.addServices();
-    await listenUnix(this.server, config.socket, config.group);
+    const limits = (maxConnections: number): ConnectionLimits => ({ maxConnections, handshakeTimeoutMs: config.handshakeTimeoutMs });
+    this.listener = await listenUnix(this.server, { path: config.socket, group: config.group, limits: limits(config.maxConnections), log: this.log, flag: '--socket' });
     bound.push(config.socket);
-    if (config.snapshotterSocket) this.snapshotter = await SnapshotterServer.start({ socket: config.snapshotterSocket, ...(config.group !== undefined ? { group: config.group } : {}), store: this.store, log: this.log, pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs), signaturePolicy: servicePolicy(this.service) });
+    if (config.snapshotterSocket) {
+      this.snapshotter = await SnapshotterServer.start({
+        socket: config.snapshotterSocket,
+        ...(config.group !== undefined ? { group: config.group } : {}),
+        limits: limits(config.snapshotterMaxConnections),
+        idleTimeoutMs: config.connectionIdleTimeoutMs,
+        store: this.store,
+        log: this.log,
+        pullForSnapshot: sharedSnapshotPuller(this.pulls, this.service, config.keepBlobs),
+        signaturePolicy: servicePolicy(this.service),
+      });
+    }
     await this.startHealth();
     if (config.metricsAddress) {
       const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: () => this.notReady() });
@@ -163,7 +180,7 @@ export class Daemon {
       this.metricsUrl = m.url;
     }
     this.log.info(
-      { socket: config.socket, group: config.group, ...this.service.settings, ...signatureLog(config), metrics: this.metricsUrl, pid: process.pid },
+      { socket: config.socket, group: config.group, maxConnections: config.maxConnections, ...this.service.settings, ...signatureLog(config), metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
     this.announcing = this.announceImages();
@@ -393,6 +410,7 @@ export class Daemon {
     for (const name of this.healthNames.keys()) this.setHealth(name, 'NOT_SERVING');
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+    this.listener?.close();
     const drained = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
     const snapshotterStopped = this.snapshotter?.stop(timeoutMs);
     this.pulls.abortAll(new FastpullError('ABORTED', `fastpulld is ${reason}; the pull resumes when asked again`));

@@ -5,7 +5,9 @@ import { lstatSync, promises as fsp, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
 import { checkDirectory, FastpullError } from '@fastpull/core';
+import { listenConnections, type ConnectionLimits, type UnixListener } from './connections.js';
 
 /**
  * Makes `path` free to listen on: a socket file nobody answers on (a daemon that crashed) is removed;
@@ -52,14 +54,29 @@ export function connectError(path: string, timeoutMs?: number): Promise<string |
   });
 }
 
-/** Binds `server` to the unix socket `path` (prepared with {@link prepareSocket}), mode 0660, owned by `group`. */
-export async function listenUnix(server: grpc.Server, path: string, group: string | undefined, flag = '--socket'): Promise<void> {
-  await prepareSocket(path, flag);
+/** Where and how a gRPC server listens: its socket, the group it is given to, its connection bounds. */
+export interface UnixSocketOptions {
+  readonly path: string;
+  readonly group: string | undefined;
+  readonly limits: ConnectionLimits;
+  readonly log: Logger;
+  /** The setting that names the socket, for messages (e.g. `--socket`). */
+  readonly flag: string;
+}
+
+/**
+ * Has `server` take connections on the unix socket `path` (prepared with {@link prepareSocket}), mode
+ * 0660, owned by `group`, within the connection bounds of `limits` (connections.ts).
+ */
+export async function listenUnix(server: grpc.Server, o: UnixSocketOptions): Promise<UnixListener> {
+  const { path, group } = o;
+  await prepareSocket(path, o.flag);
   // The socket file takes its mode from the umask at bind(): 0660 from its first moment, so nobody
   // outside the group can connect in the window before the chmod.
   const umask = process.umask(0o117);
+  let listener: UnixListener;
   try {
-    await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${path}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+    listener = await listenConnections(server, path, o.limits, o.log, o.flag);
   } catch (e) {
     throw new FastpullError('INTERNAL', `listening on ${path}: ${(e as Error).message}`, { cause: e });
   } finally {
@@ -67,15 +84,17 @@ export async function listenUnix(server: grpc.Server, path: string, group: strin
   }
   try {
     await fsp.chmod(path, 0o660);
-    if (group === undefined) return;
+    if (group === undefined) return listener;
     const gid = groupId(group);
     try {
       await fsp.chown(path, process.getuid?.() ?? -1, gid);
     } catch (e) {
       throw new FastpullError('PERMISSION_DENIED', `giving ${path} to group ${group}: ${(e as Error).message}`, { cause: e });
     }
+    return listener;
   } catch (e) {
     // Bound by this call: a socket left here would look like a daemon that crashed.
+    listener.close();
     await fsp.rm(path, { force: true });
     throw e;
   }

@@ -6,6 +6,7 @@ import { promises as fsp } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { listenUnix } from '../socket.js';
+import { grpcServerOptions, type ConnectionLimits, type UnixListener } from '../connections.js';
 import { SnapshotRecords, type RecordsStore } from '@fastpull/core/snapshots';
 import { snapshotsService } from './proto.js';
 import { fastPathHook, type PullForSnapshot, type SignaturePolicyFor } from './fastpath.js';
@@ -20,6 +21,10 @@ export interface SnapshotterServerOptions {
   readonly socket: string;
   /** Group owning the socket (name or gid), as for the API socket; unset: the daemon's. */
   readonly group?: string;
+  /** Connections taken at once and the handshake's deadline, apart from the API socket's. */
+  readonly limits: ConnectionLimits;
+  /** Milliseconds a connection may run no call before it is closed. */
+  readonly idleTimeoutMs: number;
   /** The store whose records it serves. */
   readonly store: RecordsStore;
   readonly log: Logger;
@@ -38,6 +43,7 @@ export class SnapshotterServer {
 
   private constructor(
     private readonly server: grpc.Server,
+    private readonly listener: UnixListener,
     /** The records it serves (the fast path records layers in them). */
     readonly records: SnapshotRecords,
     private readonly options: SnapshotterServerOptions,
@@ -46,18 +52,23 @@ export class SnapshotterServer {
   /** Opens the records (sweeping crash litter), then listens. */
   static async start(options: SnapshotterServerOptions): Promise<SnapshotterServer> {
     const records = await SnapshotRecords.open(options.store);
-    const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.max_send_message_length': MAX_MESSAGE_BYTES });
+    const server = new grpc.Server({
+      ...grpcServerOptions({ idleTimeoutMs: options.idleTimeoutMs }),
+      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+    });
+    let listener: UnixListener;
     try {
       const prepareHook = options.pullForSnapshot ? fastPathHook({ records, snapshots: options.store.snapshots, pull: options.pullForSnapshot, log: options.log, ...(options.signaturePolicy ? { signaturePolicy: options.signaturePolicy } : {}) }) : undefined;
       server.addService(snapshotsService(), snapshotsHandlers({ records, log: options.log, ...(prepareHook ? { prepareHook } : {}) }));
-      await listenUnix(server, options.socket, options.group, '--snapshotter-socket');
+      listener = await listenUnix(server, { path: options.socket, group: options.group, limits: options.limits, log: options.log, flag: '--snapshotter-socket' });
     } catch (e) {
       server.forceShutdown();
       records.close();
       throw e;
     }
-    options.log.info({ snapshotterSocket: options.socket, snapshots: records.list().length, fastPath: options.pullForSnapshot !== undefined }, 'serving the containerd snapshotter API');
-    return new SnapshotterServer(server, records, options);
+    options.log.info({ snapshotterSocket: options.socket, maxConnections: options.limits.maxConnections, snapshots: records.list().length, fastPath: options.pullForSnapshot !== undefined }, 'serving the containerd snapshotter API');
+    return new SnapshotterServer(server, listener, records, options);
   }
 
   /**
@@ -67,6 +78,7 @@ export class SnapshotterServer {
   stop(timeoutMs: number): Promise<void> {
     this.stopping ??= (async () => {
       let timer: NodeJS.Timeout | undefined;
+      this.listener.close();
       const drained = new Promise<'drained'>((resolve) => this.server.tryShutdown(() => resolve('drained')));
       const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
       if ((await Promise.race([drained, deadline])) === 'timeout') this.server.forceShutdown();
