@@ -86,6 +86,11 @@ export interface LoopbackFaults {
    * are answered at once.
    */
   hold?: { path: RegExp; until: Promise<unknown> };
+  /**
+   * Responses whose path (and query) matches send their body at about `bytesPerSecond`, after
+   * headers that come at once: a registry that trickles a manifest, config or referrers list.
+   */
+  trickle?: { path: RegExp; bytesPerSecond: number };
 }
 
 /** What the registry saw. */

@@ -193,6 +193,12 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       res.end();
       return;
     }
+    const trickle = registry.faults.trickle;
+    if (trickle !== undefined && trickle.path.test(log.path)) {
+      res.flushHeaders();
+      sendPaced(res, body, trickle.bytesPerSecond, undefined, (n) => (log.bytesSent += n));
+      return;
+    }
     log.bytesSent += body.byteLength;
     res.end(body);
   };
@@ -203,7 +209,8 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
     const drop = takeCounted(f.dropAfter, pathname);
     const stall = drop === undefined ? takeCounted(f.stallAfter, pathname) : undefined;
     const limit = drop?.bytes ?? stall?.bytes;
-    const rate = f.slowRange !== undefined && rangeStart === f.slowRange.start ? f.slowRange.bytesPerSecond : f.bytesPerSecond;
+    const trickled = f.trickle !== undefined && f.trickle.path.test(log.path) ? f.trickle.bytesPerSecond : undefined;
+    const rate = f.slowRange !== undefined && rangeStart === f.slowRange.start ? f.slowRange.bytesPerSecond : (trickled ?? f.bytesPerSecond);
     const count = (n: number): void => {
       log.bytesSent += n;
       blobBytes.set(digest, (blobBytes.get(digest) ?? 0) + n);
@@ -213,32 +220,7 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
       res.end(body);
       return;
     }
-    const tickMs = 50;
-    const chunk = rate !== undefined ? Math.max(1, Math.floor((rate * tickMs) / 1000)) : 64 * 1024;
-    let offset = 0;
-    const step = (): void => {
-      if (res.destroyed) return;
-      const end = Math.min(body.byteLength, offset + chunk, limit ?? Infinity);
-      const piece = body.subarray(offset, end);
-      offset = end;
-      count(piece.byteLength);
-      if (offset >= body.byteLength) {
-        res.end(piece);
-        return;
-      }
-      const next = (): void => {
-        if (limit !== undefined && offset >= limit) {
-          if (drop !== undefined) res.socket?.destroy();
-          return; // a stall: leave the response open
-        }
-        if (rate !== undefined) setTimeout(step, tickMs).unref();
-        else setImmediate(step);
-      };
-      // Wait until the piece is handed to the kernel, so a drop delivers exactly `limit` bytes.
-      if (piece.byteLength > 0) res.write(piece, () => next());
-      else next();
-    };
-    step();
+    sendPaced(res, body, rate, limit === undefined ? undefined : { bytes: limit, drop: drop !== undefined }, count);
   };
 
   const serveManifest = (req: IncomingMessage, res: ServerResponse, log: RequestLog, r: Repository, reference: string): void => {
@@ -428,4 +410,37 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
   const { port } = server.address() as AddressInfo;
   url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   return Object.assign(registry, { host: `127.0.0.1:${port}`, url });
+}
+
+/**
+ * Writes `body` to `res` in pieces, at about `rate` bytes a second (else as fast as it goes), and
+ * after `stop.bytes` bytes sends no more: the connection is destroyed (`drop`) or left open (a stall).
+ */
+function sendPaced(res: ServerResponse, body: Buffer, rate: number | undefined, stop: { bytes: number; drop: boolean } | undefined, count: (n: number) => void): void {
+  const tickMs = 50;
+  const chunk = rate !== undefined ? Math.max(1, Math.floor((rate * tickMs) / 1000)) : 64 * 1024;
+  let offset = 0;
+  const step = (): void => {
+    if (res.destroyed) return;
+    const end = Math.min(body.byteLength, offset + chunk, stop?.bytes ?? Infinity);
+    const piece = body.subarray(offset, end);
+    offset = end;
+    count(piece.byteLength);
+    if (offset >= body.byteLength) {
+      res.end(piece);
+      return;
+    }
+    const next = (): void => {
+      if (stop !== undefined && offset >= stop.bytes) {
+        if (stop.drop) res.socket?.destroy();
+        return; // a stall: leave the response open
+      }
+      if (rate !== undefined) setTimeout(step, tickMs).unref();
+      else setImmediate(step);
+    };
+    // Wait until the piece is handed to the kernel, so a drop delivers exactly `stop.bytes` bytes.
+    if (piece.byteLength > 0) res.write(piece, () => next());
+    else next();
+  };
+  step();
 }
