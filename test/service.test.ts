@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
 import {
   DEFAULT_CHUNK_SIZE,
+  DEFAULT_METADATA_TIMEOUT_MS,
   DEFAULT_CONCURRENCY,
   DEFAULT_INFLATER,
   defaultHostsDir,
@@ -278,7 +279,7 @@ describe('the CLI and fastpulld agree on every default', () => {
       { env: { FASTPULL_INFLATER: 'zlib' }, cli: {}, daemon: {} },
       { env: { FASTPULL_KEEP_BLOBS: '1', FASTPULL_NO_SYNC: '1' }, cli: {}, daemon: {} },
       // The same values as flags of the CLI and keys of fastpulld's file.
-      { env: {}, cli: { concurrency: '3', chunkSize: '1MiB', unpackConcurrency: '2', inflater: 'parallel' }, daemon: { concurrency: 3, chunk_size: '1MiB', unpack_concurrency: '2', inflater: 'parallel' } },
+      { env: {}, cli: { concurrency: '3', chunkSize: '1MiB', unpackConcurrency: '2', inflater: 'parallel', metadataTimeout: '30s' }, daemon: { concurrency: 3, chunk_size: '1MiB', unpack_concurrency: '2', inflater: 'parallel', metadata_timeout: '30s' } },
     ];
     for (const c of cases) {
       const work = tempDir('defaults');
@@ -302,11 +303,12 @@ describe('the CLI and fastpulld agree on every default', () => {
             inflater: c.env.FASTPULL_INFLATER ?? DEFAULT_INFLATER,
             keepBlobs: false,
             sync: c.env.FASTPULL_NO_SYNC !== '1',
+            metadataTimeoutMs: DEFAULT_METADATA_TIMEOUT_MS,
           });
           // Keeping blobs is a pull's option in the CLI and the service's in fastpulld: either way, asked by the same variable.
           expect(local.keepBlobs || options.keepBlobs === true).toBe(c.env.FASTPULL_KEEP_BLOBS === '1');
         } else {
-          expect(local).toMatchObject({ concurrency: 3, chunkSize: 1024 * 1024, unpackConcurrency: 2, inflater: 'parallel' });
+          expect(local).toMatchObject({ concurrency: 3, chunkSize: 1024 * 1024, unpackConcurrency: 2, inflater: 'parallel', metadataTimeoutMs: 30_000 });
         }
       } finally {
         await daemon.shutdown('done', 5000);
@@ -315,7 +317,7 @@ describe('the CLI and fastpulld agree on every default', () => {
       }
     }
     // The numbers the docs give.
-    expect({ DEFAULT_CONCURRENCY, DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER }).toEqual({ DEFAULT_CONCURRENCY: 16, DEFAULT_CHUNK_SIZE: 16 * 1024 * 1024, DEFAULT_INFLATER: 'auto' });
+    expect({ DEFAULT_CONCURRENCY, DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, DEFAULT_METADATA_TIMEOUT_MS }).toEqual({ DEFAULT_CONCURRENCY: 16, DEFAULT_CHUNK_SIZE: 16 * 1024 * 1024, DEFAULT_INFLATER: 'auto', DEFAULT_METADATA_TIMEOUT_MS: 120_000 });
   });
 
   it('sizes and durations read the same in a flag and in the config file', () => {

@@ -28,6 +28,8 @@ export interface LocalTuning {
   readonly signaturePolicy?: string;
   /** --notation-config DIR. */
   readonly notationConfig?: string;
+  /** --metadata-timeout, in milliseconds. */
+  readonly metadataTimeoutMs?: number;
 }
 
 /** The flag each tuning setting comes from, for the error when it is given with a daemon. */
@@ -41,6 +43,7 @@ const TUNING_FLAGS: Readonly<Record<keyof LocalTuning, string>> = {
   sync: '--no-sync',
   signaturePolicy: '--signature-policy (or FASTPULL_SIGNATURE_POLICY)',
   notationConfig: '--notation-config (or FASTPULL_NOTATION_CONFIG)',
+  metadataTimeoutMs: '--metadata-timeout',
 };
 
 /**
@@ -67,6 +70,7 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
     onWarning: (message) => writeLine(io.stderr, `fastpull: warning: ${message}`),
     ...(tuning.concurrency !== undefined ? { concurrency: tuning.concurrency } : {}),
     ...(tuning.chunkSize !== undefined ? { chunkSize: tuning.chunkSize } : {}),
+    ...(tuning.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: tuning.metadataTimeoutMs } : {}),
     ...(tuning.unpackConcurrency !== undefined ? { unpackConcurrency: tuning.unpackConcurrency } : {}),
     ...(inflater !== undefined ? { inflater } : {}),
     ...(tuning.cpuBudget !== undefined ? { cpuBudget: tuning.cpuBudget } : {}),

@@ -9,6 +9,7 @@ export {
   pull,
   pullEvents,
   DEFAULT_NO_PROGRESS_TIMEOUT_MS,
+  DEFAULT_METADATA_TIMEOUT_MS,
   type PullOptions,
   type PullResult,
   type PullEvent,
@@ -43,6 +44,7 @@ export {
   parseSize,
   parseChunkSize,
   parseDuration,
+  parsePositiveDuration,
   parsePositiveInt,
 } from './service/settings.js';
 export { credentialsIdentity, dockerCredentialsWithWarning, scopedCredentials } from './service/credentials.js';

@@ -38,6 +38,8 @@ Options:
                              $FASTPULL_HOSTS_DIR, else /etc/containerd/certs.d when it exists)
   --concurrency N            range requests in flight across all pulls (default ${DEFAULT_CONCURRENCY})
   --chunk-size SIZE          bytes per range request (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB)
+  --metadata-timeout DUR     fail a pull whose manifest, index, config or referrers list is not read whole within
+                             this long, retries included (default 2m)
   --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per two cores, at most 4)
   --cpu-budget N             whole cores fastpulld may keep busy: all its threads are confined to N of its CPUs
                              (reloaded on SIGHUP; default: all it may use, bounded by its cgroup CPU quota and cpuset)
@@ -90,6 +92,7 @@ function parse() {
       'hosts-dir': { type: 'string' },
       concurrency: { type: 'string' },
       'chunk-size': { type: 'string' },
+      'metadata-timeout': { type: 'string' },
       'unpack-concurrency': { type: 'string' },
       'cpu-budget': { type: 'string' },
       inflater: { type: 'string' },
@@ -151,6 +154,7 @@ const flags: RawConfig = {
   hosts_dir: v['hosts-dir'],
   concurrency: v.concurrency,
   chunk_size: v['chunk-size'],
+  metadata_timeout: v['metadata-timeout'],
   unpack_concurrency: v['unpack-concurrency'],
   cpu_budget: v['cpu-budget'],
   inflater: v.inflater,

@@ -15,6 +15,7 @@ import {
   parseInflaterChoice,
   resolveGunzip,
   parseDuration as parseDurationSetting,
+  parsePositiveDuration,
   parsePositiveInt,
   parseSize as parseSizeSetting,
   SIGNATURE_ENV,
@@ -84,6 +85,8 @@ export interface DaemonConfig {
   readonly connectionIdleTimeoutMs: number;
   /** Milliseconds a new connection has to complete the HTTP/2 handshake (its client preface). */
   readonly handshakeTimeoutMs: number;
+  /** Milliseconds a manifest, index, config or referrers list may take to read; unset: the library's (2 min). */
+  readonly metadataTimeoutMs?: number;
 }
 
 /** Where the config file is read from when --config is not given (a missing file there is fine). */
@@ -150,6 +153,7 @@ export const CONFIG_KEYS = [
   'snapshotter_max_connections',
   'connection_idle_timeout',
   'handshake_timeout',
+  'metadata_timeout',
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 
@@ -215,7 +219,7 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const minFreeSpace = raw.min_free_space === undefined ? DEFAULT_MIN_FREE_SPACE : raw.min_free_space === 0 || raw.min_free_space === '0' ? 0 : parseSizeSetting(raw.min_free_space, 'min_free_space');
   const healthIntervalMs = raw.health_interval === undefined ? DEFAULT_HEALTH_INTERVAL_MS : parseDurationSetting(raw.health_interval, 'health_interval');
   const positive = (key: ConfigKey, fallback: number): number => (raw[key] === undefined ? fallback : parsePositiveInt(raw[key], key));
-  const duration = (key: ConfigKey, fallback: number): number => (raw[key] === undefined ? fallback : positiveDuration(key, raw[key]));
+  const duration = (key: ConfigKey, fallback: number): number => (raw[key] === undefined ? fallback : parsePositiveDuration(raw[key], key));
   const socket = path('socket') ?? defaultSocket(env);
   const snapshotterSocket = snapshotterSocketOf(raw.snapshotter_socket, socket, env, cwd);
   const containerdSocket = containerdSocketOf(raw.containerd_socket, snapshotterSocket, cwd);
@@ -245,6 +249,7 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     snapshotterMaxConnections: positive('snapshotter_max_connections', DEFAULT_SNAPSHOTTER_MAX_CONNECTIONS),
     connectionIdleTimeoutMs: duration('connection_idle_timeout', DEFAULT_CONNECTION_IDLE_TIMEOUT_MS),
     handshakeTimeoutMs: duration('handshake_timeout', DEFAULT_HANDSHAKE_TIMEOUT_MS),
+    ...(raw.metadata_timeout !== undefined ? { metadataTimeoutMs: parsePositiveDuration(raw.metadata_timeout, 'metadata_timeout') } : {}),
   };
 }
 
@@ -258,6 +263,7 @@ export function serviceOptions(config: DaemonConfig): LocalServiceOptions {
     ...(config.hostsDir !== undefined ? { hostsDir: config.hostsDir } : {}),
     ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
     ...(config.chunkSize !== undefined ? { chunkSize: config.chunkSize } : {}),
+    ...(config.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: config.metadataTimeoutMs } : {}),
     ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
     ...(config.cpuBudget !== undefined ? { cpuBudget: config.cpuBudget } : {}),
     ...(config.inflater !== undefined ? { inflater: config.inflater } : {}),
@@ -350,13 +356,6 @@ export function parseSize(key: ConfigKey, v: unknown): number {
 /** A duration setting in milliseconds: a bare number is seconds, text a Go duration ("10s", "1m30s"). */
 export function parseDuration(key: ConfigKey, v: unknown): number {
   return parseDurationSetting(v, key);
-}
-
-/** A duration that must be more than nothing: a zero deadline would drop every connection. */
-function positiveDuration(key: ConfigKey, v: unknown): number {
-  const ms = parseDurationSetting(v, key);
-  if (!(ms > 0)) throw invalid(key, v, 'want a duration above zero, such as "10s"');
-  return ms;
 }
 
 /** Metrics are opt-in and loopback only: they say what a node pulls, which is not for the network. */

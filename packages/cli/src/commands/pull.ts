@@ -13,6 +13,7 @@ import {
   parseInflaterChoice,
   parsePlatform,
   parseCpuBudget,
+  parsePositiveDuration,
   parsePositiveInt,
   parsePullPriority,
   CONTAINERD_HOSTS_DIR,
@@ -45,6 +46,7 @@ export interface PullFlags {
   creds?: string;
   concurrency?: string;
   chunkSize?: string;
+  metadataTimeout?: string;
   inflater?: string;
   unpackConcurrency?: string;
   cpuBudget?: string;
@@ -73,6 +75,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--hosts-dir <dir>', `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
     .option('--concurrency <n>', `range requests in flight for this pull (default: the shared scheduler, ${DEFAULT_CONCURRENCY})`)
     .option('--chunk-size <size>', `bytes per range request, e.g. 16MiB, 8M, 1048576 (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB; at least 64KiB)`)
+    .option('--metadata-timeout <duration>', 'fail when a manifest, index, config or referrers list is not read whole within this long, retries included, e.g. 30s, 2m (default 2m)')
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per two cores, at most 4; a layer waiting for its download lends its slot)')
     .option('--cpu-budget <cores>', 'whole cores this pull may keep busy: every thread of the process is confined to that many of its CPUs (default: all it may use, bounded by its cgroup CPU quota and cpuset)')
     .option('--inflater <auto|isal|zlib|igzip|pigz|parallel>', 'gzip decoder; auto is isal (ISA-L in process) where built, else zlib; igzip and pigz run as programs; parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
@@ -129,6 +132,7 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
     ...(flags.hostsDir !== undefined ? { hostsDir: flags.hostsDir } : {}),
     ...(flags.concurrency !== undefined ? { concurrency: asUsageError(() => parsePositiveInt(flags.concurrency, '--concurrency')) } : {}),
     ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
+    ...(flags.metadataTimeout !== undefined ? { metadataTimeoutMs: asUsageError(() => parsePositiveDuration(flags.metadataTimeout, '--metadata-timeout')) } : {}),
     ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
     ...(inflater ? { inflater } : {}),
     ...(flags.cpuBudget !== undefined ? { cpuBudget: asUsageError(() => parseCpuBudget(flags.cpuBudget, '--cpu-budget')) } : {}),

@@ -27,6 +27,7 @@ import { DEFAULT_NO_PROGRESS_TIMEOUT_MS, ProgressWatch } from './watchdog.js';
 export type { LayerState, LayerTimings, PhaseTotals, PullEvent, PullOptions, PullResult, PullTimings } from './types.js';
 export { DEFAULT_NO_PROGRESS_TIMEOUT_MS } from './watchdog.js';
 export { parsePullPriority, PriorityGate, PULL_PRIORITIES, PullTicket, sharedPriorityGate, type PullPriority } from './priority.js';
+export { DEFAULT_METADATA_TIMEOUT_MS } from '../registry/deadline.js';
 
 /**
  * Pulls an image: resolves the reference for the platform, fetches every layer not already
@@ -36,7 +37,7 @@ export { parsePullPriority, PriorityGate, PULL_PRIORITIES, PullTicket, sharedPri
  *
  * Rejects with a {@link FastpullError}: INVALID_REFERENCE, INVALID_ARGUMENT (options),
  * NOT_FOUND, UNAUTHORIZED, DENIED, RATE_LIMITED, REGISTRY_ERROR, NETWORK_ERROR (also when no
- * byte arrives for `noProgressTimeoutMs`), PLATFORM_NOT_FOUND, INVALID_MANIFEST,
+ * byte arrives for `noProgressTimeoutMs`, or a manifest or config is not read within `metadataTimeoutMs`), PLATFORM_NOT_FOUND, INVALID_MANIFEST,
  * MANIFEST_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, DIGEST_MISMATCH, SIZE_MISMATCH, INVALID_LAYER,
  * HOSTILE_LAYER, NO_SPACE, PERMISSION_DENIED, or ABORTED when `signal` fires.
  * @example
@@ -55,6 +56,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
       ...(options.credentials ? { credentials: options.credentials } : {}),
       ...(options.hostsDir ? { hostsDir: options.hostsDir } : {}),
       ...(options.proxy ? { proxy: options.proxy } : {}),
+      ...(options.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: options.metadataTimeoutMs } : {}),
     });
   const signal = options.signal;
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.

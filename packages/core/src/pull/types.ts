@@ -173,6 +173,12 @@ export interface PullOptions {
   /** Fail the pull when no byte arrives for this long across all its downloads (default 2 min). */
   readonly noProgressTimeoutMs?: number;
   /**
+   * Fail the pull (NETWORK_ERROR) when a manifest, index, config or referrers list is not read whole
+   * within this long, its retries included (default 2 min). Applies to the client the pull makes;
+   * a `client` given keeps its own.
+   */
+  readonly metadataTimeoutMs?: number;
+  /**
    * A range receiving fewer bytes per second than this over `stragglerWindowMs` is cancelled and its
    * remainder re-requested on a fresh connection (defaults: 16 KiB/s over 10 s).
    */

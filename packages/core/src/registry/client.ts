@@ -11,6 +11,7 @@ import type { Platform } from '../oci/platform.js';
 import type { Reference } from '../oci/reference.js';
 import { Authorizer, type CredentialsProvider } from './auth.js';
 import { DEFAULT_ATTEMPTS, DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_USER_AGENT, KEEP_ALIVE_TIMEOUT_MS } from './defaults.js';
+import { checkMetadataTimeout, DEFAULT_METADATA_TIMEOUT_MS } from './deadline.js';
 import { Endpoints } from './endpoints.js';
 import { ProxyRules, type ProxySettings } from './proxy.js';
 import { DEFAULT_DIAL_TIMEOUT_MS } from './hostsconfig.js';
@@ -51,6 +52,11 @@ export interface RegistryClientOptions {
    * NO_PROXY as containerd reads them); default none. A caller's dispatcher makes its own way.
    */
   readonly proxy?: ProxySettings;
+  /**
+   * A manifest, index, config or referrers list not read whole within this many milliseconds, its
+   * retries included, fails NETWORK_ERROR (`details.timeoutMs`); default {@link DEFAULT_METADATA_TIMEOUT_MS}.
+   */
+  readonly metadataTimeoutMs?: number;
 }
 
 /**
@@ -97,7 +103,7 @@ export class RegistryClient {
       proxy,
     });
     this.transport = new Transport(this.endpoints, new Authorizer(this.dispatcher, options.credentials, userAgent), userAgent);
-    this.resolver = new Resolver(this.transport);
+    this.resolver = new Resolver(this.transport, checkMetadataTimeout(options.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS));
   }
 
   /** The registry's own API endpoint for `ref` (mirrors aside). */
@@ -145,7 +151,7 @@ export class RegistryClient {
    * `artifactType` is kept; `artifactType` filters on it.
    */
   async fetchReferrers(ref: Reference, digest: Digest, artifactType?: string, signal?: AbortSignal): Promise<Referrer[]> {
-    return fetchReferrers(this.transport, this.resolver, ref, digest, artifactType, signal);
+    return this.resolver.withinDeadline(`referrers of ${digest} in ${ref.registry}/${ref.repository}`, signal, (s) => fetchReferrers(this.transport, this.resolver, ref, digest, artifactType, s));
   }
 
   /** Reads a small blob (a config) into memory, verifying size and digest. */

@@ -10,6 +10,7 @@ import { workDir } from '../pull/pull.testkit.js';
 import { buildImage, buildIndex, type BuiltImage } from '../testing/builder.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import { RegistryClient } from './client.js';
+import { openStore } from '../store.js';
 
 /** What `p` rejects with; fails the test when it resolves. */
 async function failure(p: Promise<unknown>): Promise<FastpullError> {
@@ -102,6 +103,7 @@ describe('metadata timeout', () => {
     try {
       const e = await failure(pull(`${reg.host}/slow/app:1`, { root: work.dir, metadataTimeoutMs: DEADLINE_MS }));
       expectTimeout(e, /manifest/);
+      expect(await openStore(work.dir).images.list()).toEqual([]);
     } finally {
       delete reg.faults.trickle;
     }

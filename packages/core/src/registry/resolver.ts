@@ -10,6 +10,7 @@ import { formatReference, type Reference } from '../oci/reference.js';
 import { CONFIG_SIZE_LIMIT, MANIFEST_SIZE_LIMIT } from './defaults.js';
 import { discard, headerValue, readBody, responseError } from './response.js';
 import { retryBody, type Requester } from './transport.js';
+import { DEFAULT_METADATA_TIMEOUT_MS, withinDeadline } from './deadline.js';
 
 /** One platform's image, resolved and verified. */
 export interface ResolvedImage {
@@ -54,21 +55,30 @@ interface PlatformManifest {
 
 /** Verified reads of manifests and small blobs, and resolution of a reference to one platform's image. */
 export class Resolver {
-  constructor(private readonly transport: Requester) {}
+  constructor(
+    private readonly transport: Requester,
+    /** How long one document may take, retries included (deadline.ts). */
+    private readonly timeoutMs = DEFAULT_METADATA_TIMEOUT_MS,
+  ) {}
+
+  /** Runs `read` within the metadata timeout: NETWORK_ERROR naming `what` when it passes. */
+  withinDeadline<T>(what: string, signal: AbortSignal | undefined, read: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return withinDeadline(this.timeoutMs, signal, what, read);
+  }
 
   /**
    * Fetches a manifest or index by tag or digest, size-capped. By digest the bytes must hash to
    * it; by tag they must match the Docker-Content-Digest the registry sends, if it sends one.
    */
   async fetchManifest(ref: Reference, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
-    return retryBody(signal, () => this.fetchManifestOnce(ref, reference, signal));
+    return this.withinDeadline(manifestWhat(ref, reference), signal, (s) => retryBody(s, () => this.fetchManifestOnce(ref, reference, s)));
   }
 
   /** Reads a small blob (a config) into memory, verifying size and digest. */
   async fetchBlobBytes(ref: Reference, desc: Descriptor, limit: number, signal?: AbortSignal): Promise<Buffer> {
     const what = `blob ${desc.digest} of ${ref.registry}/${ref.repository}`;
     if (desc.size > limit) throw new FastpullError('MANIFEST_TOO_LARGE', `${what}: ${desc.size} bytes, over the ${limit}-byte limit`);
-    return retryBody(signal, () => this.fetchBlobBytesOnce(ref, desc, what, signal));
+    return this.withinDeadline(what, signal, (s) => retryBody(s, () => this.fetchBlobBytesOnce(ref, desc, what, s)));
   }
 
   /**
@@ -133,7 +143,7 @@ export class Resolver {
   }
 
   private async fetchManifestOnce(ref: Reference, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
-    const what = `manifest ${ref.registry}/${ref.repository}:${reference}`.replace(/:(sha\d+:)/, '@$1');
+    const what = manifestWhat(ref, reference);
     const byDigest = reference.includes(':');
     const res = await this.transport.requestWithRetry(ref, `manifests/${reference}`, { op: byDigest ? 'pull' : 'resolve', headers: { accept: MANIFEST_ACCEPT }, signal });
     if (res.statusCode !== 200) throw await responseError(res, what);
@@ -175,6 +185,11 @@ export class Resolver {
     verifyBytes(bytes, desc.digest, what);
     return bytes;
   }
+}
+
+/** A manifest as messages name it: by tag, `registry/repository:tag`; by digest, `registry/repository@digest`. */
+function manifestWhat(ref: Reference, reference: string): string {
+  return `manifest ${ref.registry}/${ref.repository}:${reference}`.replace(/:(sha\d+:)/, '@$1');
 }
 
 /** The Docker-Content-Digest a registry sent with a manifest read by tag, if any. */

@@ -18,6 +18,7 @@ import type { PullObserver } from '../pull/observer.js';
 import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import { proxyEnvironment, type ProxySettings } from '../registry/proxy.js';
+import { DEFAULT_METADATA_TIMEOUT_MS } from '../registry/deadline.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { isMountTooLong, type Mount, type SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
@@ -67,6 +68,8 @@ export interface LocalServiceOptions {
   readonly inflater?: InflaterChoice;
   /** Keep layer blobs for every pull. */
   readonly keepBlobs?: boolean;
+  /** How long a manifest, index, config or referrers list may take to read (PullOptions.metadataTimeoutMs); default 2 min. */
+  readonly metadataTimeoutMs?: number;
   /**
    * Flush each snapshot to stable storage before committing it (default true). False is unsafe:
    * after a power cut a committed snapshot may hold empty or short files (see StoreOptions.sync).
@@ -144,6 +147,7 @@ export class LocalService implements FastpullService {
       keepBlobs: o.keepBlobs === true,
       sync: this.store.snapshots.sync,
       cpuBudget: this.cpuBudget,
+      metadataTimeoutMs: o.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS,
     };
   }
 
@@ -243,6 +247,7 @@ export class LocalService implements FastpullService {
       proxy: this.proxy,
       // What `settings` reports is what the pull gets.
       chunkSize: settings.chunkSize,
+      metadataTimeoutMs: settings.metadataTimeoutMs,
       scheduler: this.scheduler,
       ...(this.pool ? { pool: this.pool } : {}),
       inflater: settings.inflater,

@@ -53,6 +53,8 @@ export interface ServiceSettings {
   readonly sync: boolean;
   /** Cores the whole process is held to (see applyCpuBudget); undefined: none given. */
   readonly cpuBudget: number | undefined;
+  /** Milliseconds a manifest, index, config or referrers list may take to read, retries included. */
+  readonly metadataTimeoutMs: number;
 }
 
 /** Where containerd nodes keep registry host configuration; Spegel and Dragonfly write there. */
@@ -133,6 +135,13 @@ export function parseDuration(value: unknown, what: string): number {
   }
   if (ms === undefined) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a duration such as 10s, 500ms or 1m30s`);
   if (ms > MAX_DURATION_MS) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want at most a day (24h)`);
+  return ms;
+}
+
+/** A duration as {@link parseDuration} reads it, that must be more than nothing (a deadline, a timeout). */
+export function parsePositiveDuration(value: unknown, what: string): number {
+  const ms = parseDuration(value, what);
+  if (!(ms > 0)) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a duration above zero, such as 10s`);
   return ms;
 }
 
