@@ -80,9 +80,11 @@ export interface RunningDaemon {
  * Starts `fastpulld ARGS` (the built daemon, no config file) and collects its JSON log lines. `env` is
  * added to this process's environment; `bin` runs another entry (the launcher the systemd unit runs).
  */
-export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; bin?: string } = {}): RunningDaemon {
+export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; bin?: string; wrap?: readonly string[] } = {}): RunningDaemon {
   const socket = args[args.indexOf('--socket') + 1]!;
-  const proc = spawn(process.execPath, [options.bin ?? daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '', ...options.env } });
+  // `wrap`: a program (and its arguments) the daemon runs under, such as strace; `proc` is then that program.
+  const command = [...(options.wrap ?? []), process.execPath, options.bin ?? daemonBin, ...args];
+  const proc = spawn(command[0]!, command.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '', ...options.env } });
   const logs: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
   let buf = '';
@@ -128,7 +130,7 @@ export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; 
 }
 
 /** Starts `fastpulld ARGS` and waits until it says it serves; fails with its stderr if it exits first. */
-export async function serveDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; bin?: string } = {}): Promise<RunningDaemon> {
+export async function serveDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; bin?: string; wrap?: readonly string[] } = {}): Promise<RunningDaemon> {
   const d = startDaemon(args, options);
   await Promise.race([
     d.waitLog((l) => l.msg === 'fastpulld serving'),
