@@ -30,7 +30,7 @@ import { parseSnapshotFilters } from './record-filters.js';
 import { recordMounts, overlayIndexOff } from './record-mounts.js';
 import { MAX_MOUNT_OPTIONS, type Mount, type Snapshotter } from './store.js';
 import { treeUsage, type SnapshotUsage } from './usage.js';
-import { flushTree } from './durable.js';
+import { FlushHandles } from './record-flush.js';
 
 /** What containerd sees of a snapshot (its `snapshots.Info`). */
 export interface SnapshotRecordInfo {
@@ -86,6 +86,8 @@ export class SnapshotRecords {
   private readonly links = new Map<Digest, string>();
   private queue: Promise<unknown> = Promise.resolve();
   private lockFd: number | undefined;
+  /** Active snapshots' directories, opened at Prepare for the flush at Commit. */
+  private readonly flushes = new FlushHandles();
 
   private constructor(
     private readonly store: RecordsStore,
@@ -127,6 +129,7 @@ export class SnapshotRecords {
 
   /** Lets go of the lock; the records stay on disk for the next open. */
   close(): void {
+    this.flushes.releaseAll();
     if (this.lockFd === undefined) return;
     closeSync(this.lockFd);
     this.lockFd = undefined;
@@ -282,6 +285,8 @@ export class SnapshotRecords {
       };
       await this.linkParents(rec);
       await createRecordDir(this.dir, rec, { ownDirs: true, ...(owner ? { owner } : {}) });
+      // Before containerd is told where to write.
+      if (kind === 'active' && this.store.snapshots.sync) this.flushes.open(rec.id, join(this.dir, rec.id));
       this.byName.set(key, rec);
       return this.mountsFor(rec);
     });
@@ -315,8 +320,9 @@ export class SnapshotRecords {
       const now = snapshotTime();
       const committed: RecordFile = { ...rec, kind: 'committed', name, labels: cleanLabels(labels), created: now, updated: now };
       // Committed means durable, as for the store's own snapshots: what was written into it first.
-      if (this.store.snapshots.sync) await flushTree(join(this.dir, rec.id));
+      if (this.store.snapshots.sync) await this.flushes.flush(rec.id, join(this.dir, rec.id));
       await writeRecord(this.dir, committed);
+      this.flushes.release(rec.id);
       this.byName.delete(key);
       this.byName.set(name, committed);
     });
@@ -369,6 +375,7 @@ export class SnapshotRecords {
         throw new FastpullError('FAILED_PRECONDITION', `cannot remove snapshot ${JSON.stringify(key)}: it has ${children.length} child snapshot(s), e.g. ${JSON.stringify(children[0])}`);
       }
       await removeRecordDir(this.dir, rec.id);
+      this.flushes.release(rec.id);
       this.byName.delete(key);
     });
   }
