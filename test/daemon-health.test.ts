@@ -4,15 +4,15 @@
 // check asked for through /readyz (no timer: --health-interval 0), turns the services that need the
 // faulty part NOT_SERVING, seen through grpc.health.v1 Watch and Check (its reason in the trailing
 // metadata), /readyz's 503 and body, the log and the metrics; given back, all turn SERVING again.
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { lacks } from '@fastpull/core/testing';
 import { HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
-import { serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { repoRoot, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const MiB = 1024 * 1024;
 const API = 'fastpull.v1.Images';
@@ -101,6 +101,16 @@ describe.skipIf(lacks('tmpfs', missing))('fastpulld health per service', () => {
       const call = client.Check({ service }, (e, r) => (e ? reject(e) : setImmediate(() => resolve({ status: r.status, reason }))));
       call.on('status', (s: grpc.StatusObject) => (reason = s.metadata.get('fastpull-health-reason')[0]?.toString()));
     });
+  /**
+   * deploy/fastpulld-health.mjs as written, run where @fastpull/daemon resolves (this folder's
+   * node_modules): its source on stdin.
+   */
+  const healthScript = (): { status: number | null; stderr: string } =>
+    spawnSync(process.execPath, ['--input-type=module', '-', '--socket', socket, '--snapshotter-socket', snapshotterSocket], {
+      cwd: join(repoRoot, 'test'),
+      input: readFileSync(join(repoRoot, 'deploy', 'fastpulld-health.mjs')),
+      encoding: 'utf8',
+    });
   const allAre = async (services: readonly string[], status: string): Promise<void> => {
     await Promise.all(services.map((s) => watches.get(s)!.until(status)));
   };
@@ -135,8 +145,15 @@ describe.skipIf(lacks('tmpfs', missing))('fastpulld health per service', () => {
     for (const s of down) expect(text).toMatch(new RegExp(`^fastpull_health_serving\\{service="${s}"\\} 0$`, 'm'));
     for (const s of up) expect(text).toMatch(new RegExp(`^fastpull_health_serving\\{service="${s}"\\} 1$`, 'm'));
 
+    if (down.includes('')) {
+      const script = healthScript();
+      expect(script.status).toBe(1);
+      expect(script.stderr).toMatch(new RegExp(`^fastpulld is not healthy: ${socket}: health is NOT_SERVING: .*${reason.source}`));
+    }
+
     restore();
     expect(await readyz()).toEqual({ status: 200, body: 'ok\n' });
+    if (down.includes('')) expect(healthScript()).toMatchObject({ status: 0, stderr: '' });
     await allAre(SERVICES, 'SERVING');
     for (const s of SERVICES) expect(await check(s), s).toEqual({ status: 'SERVING', reason: undefined });
     await d!.waitLog((l) => l.msg === 'health check passing again' && l.check === name);

@@ -25,6 +25,7 @@ import {
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import { blobFromWire, eventFromWire, priorityToWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
 import { fromServiceError } from './errors.js';
+import { HEALTH_REASON_KEY } from './health.js';
 import {
   packageDefinition,
   type ContentClient,
@@ -283,6 +284,20 @@ export class FastpullClient implements FastpullService {
 
   async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
     return gcFromWire(await this.unary<WireGcResponse>('GarbageCollect', (m, o, cb) => this.client('fastpull.v1.Content').GarbageCollect({ dryRun: options.dryRun === true }, m, o, cb), options.signal));
+  }
+
+  /**
+   * grpc.health.v1 Check of `service` ("" for the whole server), with the reason fastpulld gives
+   * when it is not SERVING (the `fastpull-health-reason` trailer).
+   */
+  async healthCheck(service = '', signal?: AbortSignal): Promise<{ status: HealthStatus; reason?: string }> {
+    let reason: string | undefined;
+    const r = await this.unary<{ status: HealthStatus }>(
+      'Check',
+      (m, o, cb) => this.client('grpc.health.v1.Health').Check({ service }, m, o, cb).on('status', (s: grpc.StatusObject) => (reason = s.metadata.get(HEALTH_REASON_KEY)[0]?.toString())),
+      signal,
+    );
+    return reason === undefined ? { status: r.status } : { status: r.status, reason };
   }
 
   /** grpc.health.v1 Check of `service` ("" for the whole server). */

@@ -6,6 +6,9 @@
 import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 
+/** Trailing metadata of a health Check answered NOT_SERVING: why. */
+export const HEALTH_REASON_KEY = 'fastpull-health-reason';
+
 /** The checks, by the stable names metrics and logs use. */
 export const CHECK_NAMES = ['api_socket', 'snapshotter_socket', 'store_writable', 'disk_free', 'snapshot_records'] as const;
 export type CheckName = (typeof CHECK_NAMES)[number];

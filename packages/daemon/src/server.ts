@@ -12,7 +12,7 @@ import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
-import { diskFree, HealthMonitor, storeWritable, type CheckName, type HealthReport, type ServingStatus } from './health.js';
+import { diskFree, HEALTH_REASON_KEY, HealthMonitor, storeWritable, type CheckName, type HealthReport, type ServingStatus } from './health.js';
 import { SNAPSHOTS_SERVICE } from './snapshotter/proto.js';
 export { prepareSocket } from './socket.js';
 import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
@@ -43,8 +43,6 @@ const READY_WAIT_MS = 2500;
 /** What fastpull's own services need; containerd's snapshotter API needs its records as well. */
 const API_CHECKS: readonly CheckName[] = ['api_socket', 'store_writable', 'disk_free'];
 const SNAPSHOTTER_CHECKS: readonly CheckName[] = ['snapshotter_socket', 'store_writable', 'disk_free', 'snapshot_records'];
-/** Trailing metadata of a health Check answered NOT_SERVING: why. */
-export const HEALTH_REASON_KEY = 'fastpull-health-reason';
 
 /** A running fastpulld. */
 export class Daemon {
