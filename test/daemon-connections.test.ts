@@ -65,9 +65,10 @@ function start(name: string, extra: string[]): Promise<RunningDaemon> {
 describe('fastpulld connection limits', () => {
   it('refuses the connection past max_connections at once, tells the client why, and answers again once idle ones are dropped', async () => {
     const limit = 3;
-    daemon = await start('limit', ['--max-connections', String(limit), '--connection-idle-timeout', '3s', '--log-level', 'debug']);
+    daemon = await start('limit', ['--max-connections', String(limit), '--connection-idle-timeout', '10s', '--log-level', 'debug']);
     const api = join(work.dir, 'limit', 'api.sock');
-    // Clients that complete the handshake and then say nothing: each holds a slot until it is idle too long.
+    // Clients that complete the handshake and then say nothing: each holds a slot until it is idle too
+    // long. The idle timeout must outlast the refusal checks below on a machine that stalls: 10 s.
     for (let i = 0; i < limit; i++) raws.push(await rawClient(api, Buffer.concat([MAGIC, EMPTY_SETTINGS])));
     await Promise.all(raws.map(answered));
     const extra = await rawClient(api, Buffer.concat([MAGIC, EMPTY_SETTINGS]));
