@@ -114,12 +114,21 @@ describe('pull priorities through fastpulld', () => {
   beforeAll(async () => {
     reg = await startLoopbackRegistry();
     // A slot for every layer: an unpack pass holds its slot while its download is held back.
-    daemon = await serveDaemon(['--socket', socket, '--root', join(work.dir, 'daemon-root'), '--unpack-concurrency', '6']);
+    daemon = await serveDaemon(['--socket', socket, '--root', join(work.dir, 'daemon-root'), '--unpack-concurrency', '6', '--metrics-address', '127.0.0.1:0']);
   });
   afterAll(async () => {
     await stopDaemon(daemon);
     await reg.close();
   });
+
+  /** fastpull_pulls_running by priority, from the daemon's metrics. */
+  async function runningByPriority(): Promise<Record<string, number>> {
+    const url = String(daemon!.logs.find((l) => l.msg === 'fastpulld serving')!.metrics);
+    const text = await (await fetch(url)).text();
+    const out: Record<string, number> = {};
+    for (const m of text.matchAll(/^fastpull_pulls_running\{priority="(\w+)"\} (\d+)$/gm)) out[m[1]!] = Number(m[2]);
+    return out;
+  }
 
   it('a background pull starts no layer while a normal pull runs, and completes after it', async () => {
     const a = await sampleImage(611, { layers: 2 });
@@ -146,6 +155,7 @@ describe('pull priorities through fastpulld', () => {
         return everyLayer(seen, b.layers.length, 'waiting');
       });
       expect(blobRequests(reg, b)).toEqual([]);
+      expect(await runningByPriority()).toEqual({ high: 0, normal: 1, low: 1 });
       release();
       await pullA;
       const r = await run.done;

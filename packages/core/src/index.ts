@@ -19,6 +19,7 @@ export {
   type PhaseTotals,
   PullTicket,
   PriorityGate,
+  sharedPriorityGate,
   parsePullPriority,
   PULL_PRIORITIES,
   type PullPriority,

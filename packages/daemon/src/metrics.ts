@@ -4,7 +4,7 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ErrorCodes, isFastpullError, type PhaseTotals, type PullTimings } from '@fastpull/core';
+import { ErrorCodes, isFastpullError, PULL_PRIORITIES, sharedPriorityGate, type PhaseTotals, type PullTimings } from '@fastpull/core';
 import { splitAddress } from './config.js';
 import { CHECK_NAMES, type DiskSpace, type HealthReport } from './health.js';
 
@@ -79,6 +79,16 @@ export class DaemonMetrics {
     });
     new Gauge({ name: 'fastpull_pulls_in_flight', help: 'Pulls running now (one per image, however many callers share it)', registers: [this.registry], collect() { this.set(sources.pullsInFlight()); } });
     new Gauge({ name: 'fastpull_pull_callers', help: 'Callers receiving the progress of running pulls', registers: [this.registry], collect() { this.set(sources.pullCallers()); } });
+    new Gauge({
+      name: 'fastpull_pulls_running',
+      help: 'Pulls running now, by priority (high: the containerd fast path; low: background pulls, which start no layer while a pull above them runs)',
+      labelNames: ['priority'] as const,
+      registers: [this.registry],
+      collect() {
+        const counts = sharedPriorityGate().counts;
+        for (const priority of PULL_PRIORITIES) this.set({ priority }, counts[priority]);
+      },
+    });
     new Gauge({ name: 'fastpull_fetch_requests_in_flight', help: 'Range requests (chunks) in flight in the shared fetch scheduler', registers: [this.registry], collect() { this.set(sources.requestsInFlight()); } });
     collectDefaultMetrics({ register: this.registry, prefix: 'fastpulld_' });
     // Every outcome is exported from the start, at 0 until it happens: a rate of errors reads 0, not "no data".

@@ -145,7 +145,10 @@ export class PriorityGate {
 
 let shared: PriorityGate | undefined;
 
-/** The process-wide gate that pulls share unless given their own. */
+/**
+ * The process-wide gate that pulls share unless given their own.
+ * @example sharedPriorityGate().counts // { high: 0, normal: 1, low: 2 } while three pulls run
+ */
 export function sharedPriorityGate(): PriorityGate {
   shared ??= new PriorityGate();
   return shared;

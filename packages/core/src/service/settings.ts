@@ -138,7 +138,10 @@ export function parseDuration(value: unknown, what: string): number {
   return ms;
 }
 
-/** A duration as {@link parseDuration} reads it, that must be more than nothing (a deadline, a timeout). */
+/**
+ * A duration as {@link parseDuration} reads it, that must be more than nothing (a deadline, a timeout).
+ * @example parsePositiveDuration('30s', '--metadata-timeout') // 30000
+ */
 export function parsePositiveDuration(value: unknown, what: string): number {
   const ms = parseDuration(value, what);
   if (!(ms > 0)) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a duration above zero, such as 10s`);
