@@ -193,6 +193,18 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
       expect(cli!.stdout + cli!.stderr).toContain(`the proxy ${strict.url} refused CONNECT registry.example:5000: 403`);
       expect(cli!.stdout + cli!.stderr).not.toContain('s3cret');
 
+      // fastpull verify reads the registry through the same proxy as a pull.
+      const policy = join(work.dir, `policy${n++}.json`);
+      writeFileSync(policy, JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }] }));
+      let verify: ReturnType<typeof runCli> | undefined;
+      const verifyLines = await logged(async () => {
+        verify = runCli(['verify', '--signature-policy', policy, ref], env);
+      }, strict);
+      expect(verify!.status).toBe(1);
+      expect(verifyLines).toContain('CONNECT registry.example:5000 HTTP/1.1');
+      expect(verify!.stderr).toContain(`the proxy ${strict.url} refused CONNECT registry.example:5000: 403`);
+      expect(verify!.stdout + verify!.stderr).not.toContain('s3cret');
+
       const socket = join(work.dir, 'fastpulld.sock');
       daemon = await serveDaemon(['--socket', socket, '--root', join(work.dir, `root${n++}`), '--log-level', 'debug'], { env });
       const viaDaemon = await runCliAsync(['pull', ref], { FASTPULL_ADDRESS: socket, HTTPS_PROXY: '' });

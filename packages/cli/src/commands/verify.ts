@@ -5,6 +5,7 @@ import {
   CONTAINERD_HOSTS_DIR,
   defaultHostsDir,
   dockerCredentialsWithWarning,
+  proxyEnvironment,
   loadSignatureVerifiers,
   parseReference,
   scopedCredentials,
@@ -62,6 +63,8 @@ export function verifyCommand(io: CliIO, signal: AbortSignal): Command {
         ...(flags.plainHttp ? { plainHttp: true } : {}),
         credentials: given ? scopedCredentials(given, [parseReference(ref).registry], docker) : docker,
         ...(hostsDir ? { hostsDir } : {}),
+        // As a pull in this process: HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
+        proxy: proxyEnvironment(io.env),
         signal,
       }),
     );

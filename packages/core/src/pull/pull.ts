@@ -7,7 +7,7 @@ import { FastpullError, throwIfAborted } from '../errors.js';
 import { formatReference, parseReference, type Reference } from '../oci/reference.js';
 import { formatPlatform, parsePlatform, type Platform } from '../oci/platform.js';
 import type { ImageLayer, ImageRecord } from '../images/store.js';
-import { RegistryClient, type ResolvedImage } from '../registry/client.js';
+import { clientFor, type RegistryClient, type ResolvedImage } from '../registry/client.js';
 import { findSociZtocs } from '../registry/soci.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { openStore, type Store } from '../store.js';
@@ -49,15 +49,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
   const store = openStore(options.root, { sync: options.sync !== false });
-  const client =
-    options.client ??
-    new RegistryClient({
-      plainHttp: options.plainHttp === true,
-      ...(options.credentials ? { credentials: options.credentials } : {}),
-      ...(options.hostsDir ? { hostsDir: options.hostsDir } : {}),
-      ...(options.proxy ? { proxy: options.proxy } : {}),
-      ...(options.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: options.metadataTimeoutMs } : {}),
-    });
+  const client = options.client ?? clientFor(options);
   const signal = options.signal;
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.
   if (options.pool) options.pool.warm();

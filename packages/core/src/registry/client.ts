@@ -59,6 +59,24 @@ export interface RegistryClientOptions {
   readonly metadataTimeoutMs?: number;
 }
 
+/** What an operation that runs once (a pull, a verification) says of the registry client it builds. */
+export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs'>;
+
+/**
+ * The client an operation builds for itself when its caller gives none, from the registry options
+ * it was given: one place, so that every such operation honours each of them.
+ * @example const client = clientFor({ plainHttp: true, proxy: proxyEnvironment(process.env) });
+ */
+export function clientFor(o: OwnClientOptions): RegistryClient {
+  return new RegistryClient({
+    plainHttp: o.plainHttp === true,
+    ...(o.credentials ? { credentials: o.credentials } : {}),
+    ...(o.hostsDir ? { hostsDir: o.hostsDir } : {}),
+    ...(o.proxy ? { proxy: o.proxy } : {}),
+    ...(o.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: o.metadataTimeoutMs } : {}),
+  });
+}
+
 /**
  * A client for OCI distribution registries: auth (Basic and Bearer tokens), redirects, mirrors from
  * hosts.toml, retries, and verified reads of manifests and configs. Reuse one for many requests

@@ -4,7 +4,8 @@ import { FastpullError, isFastpullError } from '../errors.js';
 import { parsePlatform, type Platform } from '../oci/platform.js';
 import { formatReference, parseReference, type Reference } from '../oci/reference.js';
 import type { CredentialsProvider } from '../registry/auth.js';
-import { RegistryClient } from '../registry/client.js';
+import { clientFor, type RegistryClient } from '../registry/client.js';
+import type { ProxySettings } from '../registry/proxy.js';
 import { checkSignatures, type SignatureGate } from './gate.js';
 import type { ImageSignatures, SignatureSubject, SignatureVerdict } from './types.js';
 
@@ -20,6 +21,10 @@ export interface VerifyImageOptions {
   readonly credentials?: CredentialsProvider;
   /** Registry host configuration (`<dir>/<host>/hosts.toml`). */
   readonly hostsDir?: string;
+  /** Proxies of registry traffic, e.g. `proxyEnvironment(process.env)`; default none. */
+  readonly proxy?: ProxySettings;
+  /** Deadline of each registry document read (see RegistryClientOptions.metadataTimeoutMs). */
+  readonly metadataTimeoutMs?: number;
   /** A client to use instead of one of its own. */
   readonly client?: RegistryClient;
   /** Stops the check (ABORTED). */
@@ -54,13 +59,7 @@ export interface ImageVerification {
 export async function verifyImageSignatures(reference: string | Reference, options: VerifyImageOptions): Promise<ImageVerification> {
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
-  const client =
-    options.client ??
-    new RegistryClient({
-      plainHttp: options.plainHttp === true,
-      ...(options.credentials ? { credentials: options.credentials } : {}),
-      ...(options.hostsDir ? { hostsDir: options.hostsDir } : {}),
-    });
+  const client = options.client ?? clientFor(options);
   try {
     const resolved = await client.resolve(ref, { ...(platform ? { platform } : {}), ...(options.signal ? { signal: options.signal } : {}) });
     const subject: SignatureSubject = { reference: ref, digest: resolved.target.digest, mediaType: resolved.target.mediaType, size: resolved.target.size };
