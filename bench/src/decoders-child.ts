@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   const [spec, file, want] = process.argv.slice(2);
   if (!spec || !file || !want) throw new Error('usage: decoders-child <decoder[@base]> <file.gz> <decoded bytes>');
   const [name, base] = spec.split('@');
-  tuneAllocator();
+  tuneAllocator(process.env);
   let stage: Transform | undefined;
   // isal-reuse: the stage fills its output buffers again once the sink is past them, as in a pull.
   if (name === 'isal' || name === 'isal-reader' || name === 'isal-reuse') stage = (await isalFactory(base === 'base'))({ sync: name === 'isal-reader', ...(name === 'isal-reuse' ? { reuseOutput: true } : {}) });

@@ -5,13 +5,15 @@
 import { parseReference, tuneAllocator, type Digest } from '@fastpull/core';
 import { FileContentStore } from '@fastpull/core/content';
 import { fetchBlob, RegistryClient } from '@fastpull/core/registry';
+import { tuningFromEnv } from '@fastpull/core/tuning';
 
 // As the CLI and fastpulld do at start (the allocator's thresholds, and a young collection each 16 MiB
 // the download writes).
-tuneAllocator();
+tuneAllocator(process.env);
 const [host, digest, size, root, chunkMiB] = process.argv.slice(2) as [string, Digest, string, string, string?];
 const desc = { mediaType: 'application/octet-stream', digest, size: Number(size) };
-const client = new RegistryClient({ plainHttp: true });
+// fetch-blob.ts compares the two ways a body is read through FASTPULL_DIRECT_RANGES (Tuning.directRanges).
+const client = new RegistryClient({ plainHttp: true, tuning: tuningFromEnv(process.env) });
 const store = new FileContentStore(root);
 const ingest = await store.newIngest(desc);
 await fetchBlob(client, parseReference(`${host}/bench/blob:1`), desc, ingest, chunkMiB ? { chunkSize: Number(chunkMiB) * 1024 * 1024 } : {});

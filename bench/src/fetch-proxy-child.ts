@@ -10,7 +10,7 @@ import { FileContentStore } from '@fastpull/core/content';
 import { fetchBlob, RegistryClient } from '@fastpull/core/registry';
 import { EnvHttpProxyAgent } from 'undici';
 
-tuneAllocator();
+tuneAllocator(process.env);
 const [mode, host, digest, size, root, chunkMiB, ca, proxy] = process.argv.slice(2) as [string, string, Digest, string, string, string, string, string];
 const desc = { mediaType: 'application/octet-stream', digest, size: Number(size) };
 // The registry's certificate is trusted through hosts.toml, as a node would trust a private CA.

@@ -4,7 +4,7 @@ import { tuneAllocator } from '@fastpull/core';
 import { main } from './main.js';
 
 // Unpacking allocates output buffers by the gigabyte: keep their pages (FASTPULL_TUNE_MALLOC=0: don't).
-tuneAllocator();
+tuneAllocator(process.env);
 
 // A reader that goes away (`fastpull images | head -1`) ends the output, not in a stack trace.
 for (const stream of [process.stdout, process.stderr]) {

@@ -3,6 +3,7 @@
 // LocalService over the store in this process. Commands then only call the FastpullService.
 import type { Command } from 'commander';
 import { checkDirectory, defaultHostsDir, inflaterFromEnv, LocalService, signatureSettingsFromEnv, type FastpullService, type InflaterChoice, type SignatureSettings } from '@fastpull/core';
+import { tuningFromEnv } from '@fastpull/core/tuning';
 import { UsageError } from './errors.js';
 import { asUsageError, writeLine, type CliIO } from './io.js';
 import { daemonAddress } from './remote.js';
@@ -63,6 +64,8 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
   if (tuning.hostsDir !== undefined) await checkDirectory(tuning.hostsDir, '--hosts-dir', 'read', 'INVALID_ARGUMENT');
   const hostsDir = tuning.hostsDir ?? defaultHostsDir(io.env);
   const inflater = tuning.inflater ?? asUsageError(() => inflaterFromEnv(io.env));
+  // The measuring knobs of the benchmarks (bench/README.md): read here, at the CLI's entry, once.
+  const knobs = asUsageError(() => tuningFromEnv(io.env));
   return new LocalService({
     root: flags.root,
     ...(hostsDir ? { hostsDir } : {}),
@@ -79,6 +82,7 @@ export async function openService(io: CliIO, flags: ServiceFlags, command?: Comm
     // FASTPULL_THREADS=0 keeps unpacking on the main thread (for comparison and debugging).
     ...(io.env.FASTPULL_THREADS === '0' ? { threads: false } : {}),
     signatures: signatureSettings(io, tuning),
+    tuning: knobs,
   });
 }
 

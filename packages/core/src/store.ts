@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { FileContentStore, type ContentStore } from './content/store.js';
 import { FileImageStore, type ImageStore } from './images/store.js';
 import { FileSnapshotter, type Snapshotter } from './snapshots/store.js';
+import type { Tuning } from './tuning.js';
 
 /**
  * The store root to use when none is given: `$FASTPULL_ROOT` when set, else `/var/lib/fastpull` for
@@ -42,6 +43,8 @@ export interface StoreOptions {
    * checks again. A crash of the process alone never needs it.
    */
   readonly sync?: boolean;
+  /** Measuring knobs (tuning.ts): the store reads how snapshots are flushed. */
+  readonly tuning?: Tuning;
 }
 
 /**

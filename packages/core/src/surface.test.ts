@@ -81,6 +81,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'snapshotRecordsConformance', 'snapshotterConformance', 'type SpecialEntry', 'startDistribution', 'type StartDistributionOptions', 'startLoopbackRegistry', 'startTinyproxy',
       'type Subject', 'type SubjectFactory', 'type TarEntry', 'type Tinyproxy', 'type TinyproxyOptions', 'type TreeEntry', 'writeOciLayout', 'writeTree', 'type ZtocFields',
     ],
+  './tuning': ['MAX_WRITER_THREADS', 'type SyncMethod', 'type Tuning', 'tuningFromEnv'],
   './worker-ahead': ['startWorkerAhead'],
 };
 
@@ -94,6 +95,7 @@ const loaders: Record<EntryPoint, () => Promise<Record<string, unknown>>> = {
   './snapshots': () => import('@fastpull/core/snapshots'),
   './registry': () => import('@fastpull/core/registry'),
   './testing': () => import('@fastpull/core/testing'),
+  './tuning': () => import('@fastpull/core/tuning'),
   './worker-ahead': () => import('@fastpull/core/worker-ahead'),
 };
 

@@ -16,6 +16,7 @@ export const ENTRY_POINTS = {
   './snapshots': 'snapshots/index.ts',
   './registry': 'registry/index.ts',
   './testing': 'testing/index.ts',
+  './tuning': 'tuning.ts',
   './worker-ahead': 'worker-ahead.ts',
 } as const;
 

@@ -2,6 +2,7 @@
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, unixDatagramSender, VERSION } from '@fastpull/core';
+import { tuningFromEnv } from '@fastpull/core/tuning';
 import {
   DEFAULT_CONFIG_PATH,
   DEFAULT_CONNECTION_IDLE_TIMEOUT_MS,
@@ -143,7 +144,7 @@ try {
 }
 
 // Unpacking allocates output buffers by the gigabyte: keep their pages (FASTPULL_TUNE_MALLOC=0: don't).
-tuneAllocator();
+tuneAllocator(process.env);
 
 const flags: RawConfig = {
   root: v.root,
@@ -216,13 +217,16 @@ function serving(d: Daemon): string {
 }
 
 let config;
+let tuning;
 try {
   config = resolveConfig(readConfigFile(configPath, configRequired), flags);
+  // The measuring knobs of the benchmarks (bench/README.md), read here once and passed down.
+  tuning = tuningFromEnv(process.env);
 } catch (e) {
   failStart(e, invalid);
 }
 try {
-  daemon = await Daemon.start({ config, configPath, configRequired, flags });
+  daemon = await Daemon.start({ config, configPath, configRequired, flags, tuning });
 } catch (e) {
   failStart(e, invalid);
 }

@@ -7,6 +7,7 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
+import type { Tuning } from '@fastpull/core/tuning';
 import { readConfigFile, resolveConfig, serviceOptions, signatureSettingsOf, type DaemonConfig, type RawConfig } from './config.js';
 import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
@@ -34,6 +35,8 @@ export interface DaemonOptions {
   readonly flags?: RawConfig;
   readonly logger?: Logger;
   readonly env?: NodeJS.ProcessEnv;
+  /** Measuring knobs for every pull (read from the environment by bin.ts); default none. */
+  readonly tuning?: Tuning;
 }
 
 /** A socket of its own process that takes no connection in this long is as good as gone to a prober. */
@@ -87,6 +90,7 @@ export class Daemon {
     this.service = new LocalService({
       ...serviceOptions(config),
       env: options.env ?? process.env,
+      ...(options.tuning ? { tuning: options.tuning } : {}),
       onWarning: (message) => this.log.warn(message),
       onRetry: () => this.metrics.retries.inc(),
       onStraggler: () => this.metrics.stragglers.inc(),

@@ -101,8 +101,13 @@ describe('LayerDownload', () => {
       const ctx = downloadContext(served, store);
       const first = await LayerDownload.start({ ...ctx, options: { chunkSize: 256 * 1024 } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
       expect(first.releasing(true)).toBeUndefined(); // a kept blob is never freed
-      expect(first.releasing(false, { FASTPULL_BLOB_RELEASE: '0' })).toBeUndefined();
       expect(first.releasing(false)).toEqual({ step: RELEASE_STEP, lead: RELEASE_LEAD });
+      // The tuning that keeps every byte (to measure the difference) frees nothing.
+      const keeping = downloadContext(served, freshStore(work.dir, 'release-off'));
+      const off = await LayerDownload.start({ ...keeping, options: { chunkSize: 256 * 1024, tuning: { blobRelease: false } } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      expect(off.releasing(false)).toBeUndefined();
+      await off.close(false);
+      keeping.watch.stop();
       const dest = join(work.dir, 'release-fs');
       mkdirSync(dest);
       // Smaller steps than a pull's, and no lead: the unpacker frees as soon as it is granted.
@@ -160,8 +165,6 @@ describe('LayerDownload', () => {
   it('holds a blob it frees behind the unpack pass to within the download lead of what the pass has read, and runs free once the pass is done or the blob is kept', async () => {
     const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(2 * 1024 * 1024) }]], compression: 'none' });
     const served = await serve(image);
-    const env = process.env.FASTPULL_DOWNLOAD_LEAD_MIB;
-    process.env.FASTPULL_DOWNLOAD_LEAD_MIB = '0.25'; // 256 KiB
     try {
       const layer = served.layers[0]!;
       const chunk = 64 * 1024;
@@ -175,7 +178,7 @@ describe('LayerDownload', () => {
       };
 
       const ctx = downloadContext(served, freshStore(work.dir, 'paced'));
-      const d = await LayerDownload.start({ ...ctx, options: { chunkSize: chunk } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      const d = await LayerDownload.start({ ...ctx, options: { chunkSize: chunk, tuning: { downloadLead: lead } } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
       expect(d.releasing(false)).toBeDefined();
       // No pass has read anything: ranges that start past the lead wait.
       const first = await landedAfterQuiet(d);
@@ -195,15 +198,13 @@ describe('LayerDownload', () => {
 
       // A blob that is kept is never held back.
       const kept = downloadContext(served, freshStore(work.dir, 'paced-kept'));
-      const k = await LayerDownload.start({ ...kept, options: { chunkSize: chunk } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      const k = await LayerDownload.start({ ...kept, options: { chunkSize: chunk, tuning: { downloadLead: lead } } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
       expect(k.releasing(true)).toBeUndefined();
       await k.done;
       expect(k.watermark.value).toBe(layer.size);
       await k.close(false);
       kept.watch.stop();
     } finally {
-      if (env === undefined) delete process.env.FASTPULL_DOWNLOAD_LEAD_MIB;
-      else process.env.FASTPULL_DOWNLOAD_LEAD_MIB = env;
       await served.close();
     }
   });

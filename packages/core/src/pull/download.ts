@@ -13,6 +13,7 @@ import type { FetchScheduler } from '../registry/scheduler.js';
 import type { Store } from '../store.js';
 import type { BlobReleaseOptions } from '../unpack/layer.js';
 import { sleep } from '../util/retry.js';
+import type { Tuning } from '../tuning.js';
 import { hasBlob } from './plan.js';
 import type { LayerProgress } from './progress.js';
 import type { PullTicket } from './priority.js';
@@ -44,10 +45,6 @@ export const DOWNLOAD_LEAD = 256 * 1024 * 1024;
 /** How often a range held back looks again. */
 const PACE_TICK_MS = 10;
 
-function downloadLead(env: NodeJS.ProcessEnv = process.env): number {
-  const mib = env.FASTPULL_DOWNLOAD_LEAD_MIB;
-  return mib === undefined || mib === '' || !Number.isFinite(Number(mib)) || Number(mib) < 0 ? DOWNLOAD_LEAD : Number(mib) * 1024 * 1024;
-}
 
 /** What a layer's download needs from its pull. */
 export interface DownloadContext {
@@ -61,7 +58,7 @@ export interface DownloadContext {
   readonly watch: ProgressWatch;
   /** The pull's priority: where its requests queue among other pulls'. */
   readonly ticket: PullTicket;
-  readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler' | 'observer'>;
+  readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler' | 'observer' | 'tuning'>;
 }
 
 /**
@@ -77,6 +74,8 @@ export class LayerDownload {
   private granting: NodeJS.Timeout | undefined;
   /** Whether the download waits for the unpack pass (see {@link pace}); undefined until {@link releasing} decides. */
   private paced: boolean | undefined;
+  /** The pull's measuring knobs (download lead, blob release). */
+  private tuning: Tuning | undefined;
 
   private constructor(
     private readonly store: Store,
@@ -103,6 +102,7 @@ export class LayerDownload {
     if (await hasBlob(store, layer)) return new LayerDownload(store, layer, store.content.blobPath(layer.digest), Watermark.complete(layer.size), undefined);
     const ingest = await store.content.newIngest(desc);
     const d = new LayerDownload(store, layer, ingest.path, ingest.watermark, ingest);
+    d.tuning = ctx.options.tuning;
     d.done = d.fetch(ctx, desc, ingest, progress, index);
     // Awaited by the unpack step (or by close): a failure while the layer is busy elsewhere is not
     // an unhandled rejection.
@@ -163,7 +163,7 @@ export class LayerDownload {
    * after: the disk then writes the blob as well as the layer's files.
    */
   private pace(start: number, signal: AbortSignal): Promise<void> | undefined {
-    const lead = downloadLead();
+    const lead = this.tuning?.downloadLead ?? DOWNLOAD_LEAD;
     if (this.paced === false || lead === 0 || start - this.watermark.reader <= lead) return undefined;
     return (async () => {
       while (this.paced !== false && start - this.watermark.reader > lead) {
@@ -180,13 +180,13 @@ export class LayerDownload {
 
   /**
    * How the unpacker may free the blob's bytes it has hashed (UnpackLayerOptions follow.release),
-   * or undefined: only a download's own ingest, never kept, is freed, and
-   * FASTPULL_BLOB_RELEASE=0 (to measure the difference; nothing else should set it) keeps every
-   * byte. Asking for it starts granting the unpacker's asks until the ingest is closed.
+   * or undefined: only a download's own ingest, never kept, is freed, and the pull's tuning may
+   * keep every byte (Tuning.blobRelease, to measure the difference). Asking for it starts granting
+   * the unpacker's asks until the ingest is closed.
    */
-  releasing(keepBlob: boolean, env: NodeJS.ProcessEnv = process.env): BlobReleaseOptions | undefined {
+  releasing(keepBlob: boolean): BlobReleaseOptions | undefined {
     const ingest = this.ingest;
-    if (!ingest || keepBlob || env.FASTPULL_BLOB_RELEASE === '0') {
+    if (!ingest || keepBlob || this.tuning?.blobRelease === false) {
       this.paced = false;
       return undefined;
     }

@@ -96,7 +96,7 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         dest: active.fs,
         layer: layer.digest,
         rootless: ctx.rootless,
-        ...(store.snapshots.sync ? writebackFor(syncMethod()) : {}),
+        ...(store.snapshots.sync ? writebackFor(syncMethod(ctx.options.tuning?.syncMethod)) : {}),
         follow: { watermark: download.watermark.buffer, size: layer.size, ...(release !== undefined ? { release } : {}) },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),

@@ -48,7 +48,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
   const t0 = performance.now();
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
-  const store = openStore(options.root, { sync: options.sync !== false });
+  const store = openStore(options.root, { sync: options.sync !== false, ...(options.tuning ? { tuning: options.tuning } : {}) });
   const client = options.client ?? clientFor(options);
   const signal = options.signal;
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.

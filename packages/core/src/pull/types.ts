@@ -9,6 +9,7 @@ import type { ProxySettings } from '../registry/proxy.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
+import type { Tuning } from '../tuning.js';
 import type { PullObserver } from './observer.js';
 import type { PriorityGate, PullPriority, PullTicket } from './priority.js';
 
@@ -240,6 +241,8 @@ export interface PullOptions {
   readonly priority?: PullPriority | PullTicket;
   /** The gate that orders this process's pulls by priority; default the process-wide one. */
   readonly priorityGate?: PriorityGate;
+  /** Measuring knobs (tuning.ts), read by the program's entry point; default none. */
+  readonly tuning?: Tuning;
 }
 
 /** What a successful pull returns. */

@@ -19,6 +19,7 @@ import type { RegistryEndpoint } from './hosts.js';
 import { fetchReferrers, type Referrer } from './referrers.js';
 import { Resolver, type FetchedManifest, type ResolvedImage } from './resolver.js';
 import { Transport, type RequestOptions } from './transport.js';
+import type { Tuning } from '../tuning.js';
 
 // The types of the client's signatures, for importers of the client alone.
 export type { Referrer } from './referrers.js';
@@ -57,10 +58,12 @@ export interface RegistryClientOptions {
    * retries included, fails NETWORK_ERROR (`details.timeoutMs`); default {@link DEFAULT_METADATA_TIMEOUT_MS}.
    */
   readonly metadataTimeoutMs?: number;
+  /** Measuring knobs (tuning.ts): the client reads `directRanges`; default none. */
+  readonly tuning?: Pick<Tuning, 'directRanges'>;
 }
 
 /** What an operation that runs once (a pull, a verification) says of the registry client it builds. */
-export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs'>;
+export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs' | 'tuning'>;
 
 /**
  * The client an operation builds for itself when its caller gives none, from the registry options
@@ -74,6 +77,7 @@ export function clientFor(o: OwnClientOptions): RegistryClient {
     ...(o.hostsDir ? { hostsDir: o.hostsDir } : {}),
     ...(o.proxy ? { proxy: o.proxy } : {}),
     ...(o.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: o.metadataTimeoutMs } : {}),
+    ...(o.tuning ? { tuning: o.tuning } : {}),
   });
 }
 
@@ -111,6 +115,7 @@ export class RegistryClient {
         idleTimeoutMs: idle,
         dialTimeoutMs: DEFAULT_DIAL_TIMEOUT_MS,
         ...(proxy ? { proxy } : {}),
+        ...(options.tuning?.directRanges === false ? { directRanges: false } : {}),
       });
     this.endpoints = new Endpoints({
       dispatcher: this.dispatcher,
@@ -119,6 +124,7 @@ export class RegistryClient {
       connectionsPerHost: options.connectionsPerHost,
       idleTimeoutMs: options.idleTimeoutMs,
       proxy,
+      directRanges: options.tuning?.directRanges,
     });
     this.transport = new Transport(this.endpoints, new Authorizer(this.dispatcher, options.credentials, userAgent), userAgent);
     this.resolver = new Resolver(this.transport, checkMetadataTimeout(options.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS));

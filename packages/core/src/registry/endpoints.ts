@@ -44,6 +44,8 @@ export interface EndpointsOptions {
   readonly idleTimeoutMs?: number | undefined;
   /** The proxies of those pools (the shared pool has them already). */
   readonly proxy?: ProxyRules | undefined;
+  /** false: those pools read blob bodies through node:http (Tuning.directRanges). */
+  readonly directRanges?: boolean | undefined;
 }
 
 /**
@@ -144,6 +146,7 @@ export class Endpoints {
       dialTimeoutMs: h.dialTimeoutMs,
       rejectUnauthorized: !h.skipVerify,
       ...(this.options.proxy ? { proxy: this.options.proxy } : {}),
+      ...(this.options.directRanges === false ? { directRanges: false } : {}),
       ...(h.ca.length > 0 ? { ca: h.ca.map((f) => readTlsFile(f, h)) } : {}),
       ...(cert ? { cert: readTlsFile(cert[0], h), key: readTlsFile(cert[1] ?? cert[0], h) } : {}),
     });

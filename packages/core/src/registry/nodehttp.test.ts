@@ -69,6 +69,22 @@ describe('NodeHttpPool', () => {
     expect(await text(res.body as AsyncIterable<Buffer>)).toBe('POST /v2/x/blobs/sha256:ab?n=1&last=b yes 7 a=1&b=2');
   });
 
+  it('reads a blob GET straight off the socket, or through node:http when the tuning says directRanges: false', async () => {
+    const { url } = await serve((_req, res) => {
+      res.setHeader('Content-Length', '5');
+      res.end('hello');
+    });
+    const blob = new URL(`${url}/v2/x/blobs/sha256:ab`);
+    const direct = await pool().requestBlob(blob, { method: 'GET', headers: {}, signal: null });
+    expect(direct.statusCode).toBe(200);
+    expect(direct.direct).toBeDefined();
+    direct.direct!.destroy();
+    const plain = await pool({ directRanges: false }).requestBlob(blob, { method: 'GET', headers: {}, signal: null });
+    expect(plain.statusCode).toBe(200);
+    expect(plain.direct).toBeUndefined();
+    expect(await text(plain.body as AsyncIterable<Buffer>)).toBe('hello');
+  });
+
   it('keeps a connection after a read or dumped body, closes it after a dump past the limit, and opens at most `connections` at once', async () => {
     const { url, sockets, peak } = await serve((req, res) => {
       const n = Number(new URL(req.url!, 'http://x').searchParams.get('n'));

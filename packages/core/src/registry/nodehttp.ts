@@ -41,6 +41,8 @@ export interface NodeHttpPoolOptions {
   readonly key?: Buffer;
   /** The proxies requests go through (HTTP_PROXY, HTTPS_PROXY, NO_PROXY); none when unset. */
   readonly proxy?: ProxyRules;
+  /** false: blob bodies come through node:http, not straight off the socket (Tuning.directRanges, for comparison). */
+  readonly directRanges?: boolean;
 }
 
 /** What a request through a {@link NodeHttpPool} takes. */
@@ -158,11 +160,11 @@ export class NodeHttpPool {
    * connection whose reads land in one buffer (directhttp.ts), a 200 or 206 with a Content-Length
    * then has its body in the response's `direct`, read off the socket in place. Any other answer
    * is an ordinary response (its body capped at 64 KiB, except a success without a length, which
-   * is asked for again through node:http). FASTPULL_DIRECT_RANGES=0 sends it through node:http
+   * is asked for again through node:http). With `directRanges: false` it goes through node:http
    * like any request.
    */
   requestBlob(url: URL, options: NodeHttpRequestOptions): Promise<DirectResponse> {
-    if (process.env.FASTPULL_DIRECT_RANGES === '0' || options.method !== 'GET' || options.body !== undefined) return this.request(url, options);
+    if (this.options.directRanges === false || options.method !== 'GET' || options.body !== undefined) return this.request(url, options);
     if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
     this.direct ??= new DirectConnections(this.options);
     return this.direct.request(url, options.headers, options.signal, () => this.request(url, options));

@@ -24,6 +24,7 @@ import { isMountTooLong, type Mount, type SnapshotInfo } from '../snapshots/stor
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
 import { openStore, type Store } from '../store.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
+import type { Tuning } from '../tuning.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { applyCpuBudget, type CpuBudgetState } from '../util/cpu.js';
@@ -92,6 +93,8 @@ export interface LocalServiceOptions {
    * when unset. Loaded at the first pull; {@link LocalService.setSignatureSettings} replaces them.
    */
   readonly signatures?: SignatureSettings;
+  /** Measuring knobs (tuning.ts) for every pull, read by the program's entry point; default none. */
+  readonly tuning?: Tuning;
 }
 
 /**
@@ -120,7 +123,7 @@ export class LocalService implements FastpullService {
   private readonly proxy: ProxySettings;
 
   constructor(private readonly options: LocalServiceOptions) {
-    this.store = openStore(options.root, { sync: options.sync !== false });
+    this.store = openStore(options.root, { sync: options.sync !== false, ...(options.tuning ? { tuning: options.tuning } : {}) });
     this.location = this.store.root;
     this.hostsDir = options.hostsDir;
     this.signatureSettings = options.signatures ?? {};
@@ -262,6 +265,7 @@ export class LocalService implements FastpullService {
       ...(onProgress ? { onProgress } : {}),
       ...(observer ? { observer } : {}),
       ...(verifiers.length > 0 ? { signatures: { verifiers } } : {}),
+      ...(o.tuning ? { tuning: o.tuning } : {}),
     });
   }
 

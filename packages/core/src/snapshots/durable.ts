@@ -7,27 +7,21 @@
 // calls, every file and directory of the snapshot is fsynced instead: correct, and slower.
 // bench/src/sync-before-commit.ts measured the ways (bench/README.md has the figures).
 import { closeSync, constants, openSync, promises as fsp } from 'node:fs';
-import { FastpullError } from '../errors.js';
 import { nativeSync } from '../unpack/native.js';
+import type { SyncMethod } from '../tuning.js';
 import type { WritebackMode } from '../unpack/writeback.js';
 
 /**
  * How a snapshot is flushed. `syncfs` (the default): write-back started while extracting, then one
  * syncfs. `fsync`: an fsync of every file and directory (what runs where the native addon cannot
- * load). The benchmark and the durability test set FASTPULL_SYNC_METHOD=fsync to run the fallback
- * with the addon loaded; nothing else should.
+ * load). The benchmark and the durability test ask for `fsync` (Tuning.syncMethod) to run the
+ * fallback with the addon loaded; nothing else should.
  */
-export type SyncMethod = 'syncfs' | 'fsync';
+export type { SyncMethod };
 
-const METHODS: readonly SyncMethod[] = ['syncfs', 'fsync'];
-
-/** The method FASTPULL_SYNC_METHOD names (benchmarks and tests only), else `syncfs`; without the addon, `fsync`. */
-export function syncMethod(env: NodeJS.ProcessEnv = process.env): SyncMethod {
-  const asked = env.FASTPULL_SYNC_METHOD;
-  if (asked !== undefined && asked !== '' && !(METHODS as readonly string[]).includes(asked)) {
-    throw new FastpullError('INVALID_ARGUMENT', `FASTPULL_SYNC_METHOD ${JSON.stringify(asked)}: want one of ${METHODS.join(', ')}`);
-  }
-  return nativeSync() === undefined ? 'fsync' : ((asked || 'syncfs') as SyncMethod);
+/** `asked` (the pull's Tuning.syncMethod), else `syncfs`; without the addon, `fsync`. */
+export function syncMethod(asked?: SyncMethod): SyncMethod {
+  return nativeSync() === undefined ? 'fsync' : (asked ?? 'syncfs');
 }
 
 /** The extractor's part of `method`: the write-back it starts, as an unpack option. */

@@ -11,7 +11,8 @@ import { dirname, join } from 'node:path';
 import { FastpullError, fromFsError, isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
-import { closeForFlush, flushTree, openForFlush } from './durable.js';
+import { closeForFlush, flushTree, openForFlush, syncMethod, type SyncMethod } from './durable.js';
+import type { Tuning } from '../tuning.js';
 import { claimDir, disownDir, sweepDeadDirs } from '../util/owner.js';
 
 /** A snapshot being written: invisible to mounts until it is committed. */
@@ -139,9 +140,13 @@ export class FileSnapshotter implements Snapshotter {
   /** Flush a snapshot's files to stable storage before committing it (see StoreOptions.sync). */
   readonly sync: boolean;
 
-  constructor(root: string, options: { readonly sync?: boolean } = {}) {
+  /** How a snapshot is flushed (see syncMethod in durable.ts). */
+  private readonly method: SyncMethod;
+
+  constructor(root: string, options: { readonly sync?: boolean; readonly tuning?: Pick<Tuning, 'syncMethod'> } = {}) {
     this.dir = join(root, 'snapshots');
     this.sync = options.sync !== false;
+    this.method = syncMethod(options.tuning?.syncMethod);
   }
 
   private committedDir(chainID: Digest): string {
@@ -180,7 +185,7 @@ export class FileSnapshotter implements Snapshotter {
       await fsp.chmod(fs, 0o755);
       if (!this.sync) return { key, fs, dir, release };
       // The flush before the commit goes through it, so it reports every write-back error since.
-      const flushFd = openForFlush(dir);
+      const flushFd = openForFlush(dir, this.method);
       let open = true;
       const releaseAll = (): void => {
         if (open) closeForFlush(flushFd);
@@ -199,7 +204,7 @@ export class FileSnapshotter implements Snapshotter {
       // info.json is written before the rename, so a committed dir always has one.
       await writeFileAtomic(join(active.dir, 'info.json'), JSON.stringify({ ...info, created: new Date().toISOString() }));
       // Committed means durable: after a power cut no committed snapshot may hold short files.
-      if (this.sync) await flushTree(active.dir, undefined, active.flushFd);
+      if (this.sync) await flushTree(active.dir, this.method, active.flushFd);
       await fsp.mkdir(join(this.dir, 'committed'), { recursive: true });
       // Disowned only now: a directory without an owner is litter to a sweeper after a minute, and
       // a flush may take longer. Its removal is made durable too, or a power cut could leave it.

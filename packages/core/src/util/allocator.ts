@@ -49,6 +49,8 @@ export function heapGrowingFlag(execArgv: readonly string[], nodeOptions: string
 export type AllocatorTuning = 'tuned' | 'disabled' | 'unsupported';
 
 let done: AllocatorTuning | undefined;
+/** Whether the last {@link tuneAllocator} call was told to leave the allocator alone. */
+let disabled = false;
 
 /**
  * Keeps freed buffer memory in the process instead of handing it back to the kernel after each use.
@@ -70,15 +72,17 @@ let done: AllocatorTuning | undefined;
  * It also sets V8's heap growing factor ({@link HEAP_GROWING_PERCENT}) for every thread's heap,
  * on any C library: fewer full collections of the unpack workers' small heaps.
  *
- * Process-wide and once: the CLI and fastpulld call it at startup; a library user may. The
- * environment variable FASTPULL_TUNE_MALLOC=0 leaves the allocator and V8's heap alone. Only glibc's
- * allocator is tuned.
+ * Process-wide and once: the CLI and fastpulld call it at startup with their environment; a library
+ * user may. FASTPULL_TUNE_MALLOC=0 in `env` leaves the allocator and V8's heap alone (and
+ * {@link trimAllocator} then trims nothing); NODE_OPTIONS in it is read for a heap flag of the
+ * user's own. Only glibc's allocator is tuned.
  * @example
  * import { tuneAllocator } from '@fastpull/core';
- * tuneAllocator(); // 'tuned' on glibc
+ * tuneAllocator(process.env); // 'tuned' on glibc
  */
-export function tuneAllocator(env: NodeJS.ProcessEnv = process.env): AllocatorTuning {
-  if (env.FASTPULL_TUNE_MALLOC === '0') return 'disabled';
+export function tuneAllocator(env: Readonly<Record<string, string | undefined>>): AllocatorTuning {
+  disabled = env.FASTPULL_TUNE_MALLOC === '0';
+  if (disabled) return 'disabled';
   if (done) return done;
   const flag = heapGrowingFlag(process.execArgv, env.NODE_OPTIONS);
   if (flag) setFlagsFromString(flag);
@@ -248,13 +252,14 @@ export function setPullMemoryHooks(next: Partial<PullMemoryHooks>): () => void {
  * thread pool get their own): a long-running process grows by that with each burst of pulls until
  * every arena is full. It calls this when it goes idle (fastpulld, when its last pull settles), so
  * what it holds between pulls is what it uses. Returns true when memory was released; false when
- * none was, the C library is not glibc, the addon is missing, or FASTPULL_TUNE_MALLOC=0.
+ * none was, the C library is not glibc, the addon is missing, or {@link tuneAllocator} was told to
+ * leave the allocator alone.
  * @example
  * import { trimAllocator } from '@fastpull/core';
  * if (runningPulls === 0) trimAllocator();
  */
-export function trimAllocator(env: NodeJS.ProcessEnv = process.env): boolean {
-  if (env.FASTPULL_TUNE_MALLOC === '0') return false;
+export function trimAllocator(): boolean {
+  if (disabled) return false;
   try {
     return nativeFs().trimAllocator();
   } catch {
