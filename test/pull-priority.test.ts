@@ -2,19 +2,20 @@
 // the idle I/O class; through fastpulld, a low pull that starts no layer while a normal one runs, and
 // a low pull raised by a caller that joins it at normal priority.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FastpullClient } from '@fastpull/daemon';
 import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { cliPath, runCli, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { cliPath, repoRoot, runCli, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const work = tempDir('priority');
 afterAll(() => work.cleanup());
 
 /** `fastpull ARGS --json` with its events as they come; `until(fn)` resolves at the first event matching fn. */
-function cliEvents(args: string[]): { child: ChildProcess; until: (fn: (e: Record<string, unknown>) => boolean) => Promise<void>; done: Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }> } {
-  const child = spawn(process.execPath, [cliPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+function cliEvents(args: string[], bin = cliPath): { child: ChildProcess; until: (fn: (e: Record<string, unknown>) => boolean) => Promise<void>; done: Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }> } {
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const events: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
   let buf = '';
@@ -41,6 +42,33 @@ function cliEvents(args: string[]): { child: ChildProcess; until: (fn: (e: Recor
       check();
     });
   return { child, until, done };
+}
+
+/** The `fastpull` executable as installed (bin.js behind the launcher that sizes the thread pool and moves background pulls). */
+const launcher = join(repoRoot, 'packages', 'cli', 'dist', 'launch.cjs');
+
+/** Whether the kernel splits CPU time by session here (then a background pull gets a session of its own). */
+const AUTOGROUPS = existsSync('/proc/self/autogroup');
+
+/** The session id of process `pid` (field 6 of its stat, after the command's closing parenthesis). */
+function sessionOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]);
+}
+
+/** Thread `tid` back at nice 0, if it is still there. */
+function raise(tid: number): void {
+  try {
+    setPriority(tid, 0);
+  } catch {
+    // It ended since the listing.
+  }
+}
+
+/** The process that runs the pull the CLI process `pid` started: itself, or the one child it relaunched as. */
+function pullingProcess(pid: number): number {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
+  return children.length === 1 && sessionOf(children[0]!) === children[0] ? children[0]! : pid;
 }
 
 /** Indexes in the registry's log of the requests for `image`'s layer blobs. */
@@ -73,10 +101,18 @@ describe('fastpull pull --background, in this process', () => {
     try {
       reg.addImage('p/bg', '1', image);
       const release = holdLayers(reg, image);
-      const run = cliEvents(['pull', '--root', join(work.dir, 'local'), '--json', '--background', `${reg.host}/p/bg:1`]);
+      const run = cliEvents(['pull', '--root', join(work.dir, 'local'), '--json', '--background', `${reg.host}/p/bg:1`], launcher);
       // Its layers are downloading: the unpack workers and the pool's threads have started.
       await run.until((e) => e.type === 'layer' && e.state === 'fetching');
-      const pid = run.child.pid!;
+      const pid = pullingProcess(run.child.pid!);
+      if (AUTOGROUPS) {
+        // Sessions split CPU time here: the pull runs as the leader of a session of its own, whose
+        // group is lowered too, while the session it was started in keeps its weight.
+        expect(pid).not.toBe(run.child.pid);
+        expect(sessionOf(pid)).toBe(pid);
+        expect(readFileSync(`/proc/${pid}/autogroup`, 'utf8')).toMatch(/ nice 19\n?$/);
+        expect(readFileSync('/proc/self/autogroup', 'utf8')).toMatch(/ nice 0\n?$/);
+      }
       const threads = readdirSync(`/proc/${pid}/task`);
       expect(threads.length).toBeGreaterThan(3);
       for (const tid of threads) {
@@ -87,10 +123,35 @@ describe('fastpull pull --background, in this process', () => {
         const io = spawnSync('ionice', ['-p', tid], { encoding: 'utf8' });
         expect(io.stdout.trim(), `thread ${tid}: ${io.stderr}`).toBe('idle');
       }
+      // Lowered this far, the pull gets next to no CPU on a machine whose other work keeps every core
+      // busy, which is the point; to finish it there too, the test (root) raises it again.
+      if (AUTOGROUPS) writeFileSync(`/proc/${pid}/autogroup`, '0');
+      for (const tid of readdirSync(`/proc/${pid}/task`)) raise(Number(tid));
       release();
       const r = await run.done;
       expect(r.status, r.stderr).toBe(0);
       expect(r.events.at(-1)).toMatchObject({ type: 'done' });
+    } finally {
+      await reg.close();
+    }
+  });
+
+  it.runIf(AUTOGROUPS)('passes Ctrl-C on to the pull in its own session, which ends with it', async () => {
+    const image = await sampleImage(602, { layers: 2 });
+    const reg = await startLoopbackRegistry();
+    try {
+      reg.addImage('p/int', '1', image);
+      holdLayers(reg, image);
+      const run = cliEvents(['pull', '--root', join(work.dir, 'int'), '--json', '--background', `${reg.host}/p/int:1`], launcher);
+      await run.until((e) => e.type === 'layer' && e.state === 'fetching');
+      const inner = pullingProcess(run.child.pid!);
+      expect(inner).not.toBe(run.child.pid);
+      run.child.kill('SIGINT');
+      const r = await run.done;
+      expect(r.status, r.stderr).not.toBe(0);
+      expect(r.stderr).toMatch(/abort|interrupt/i);
+      // The pull in the other session has ended too, not only the process that started it.
+      expect(existsSync(`/proc/${inner}`) && !readFileSync(`/proc/${inner}/stat`, 'utf8').includes(') Z ')).toBe(false);
     } finally {
       await reg.close();
     }

@@ -9,6 +9,12 @@
 //   BENCH_RUNS (3)       rounds
 //   BENCH_WINDOW_S (5)   seconds of the workload alone before each pull
 //   BENCH_CONTENDERS     fastpull,fastpull-budget1,fastpull-background,fastpull-budget1-background,containerd
+//   BENCH_WORKLOAD_CPUS  all (default): a workload process on every core; spare: only on the cores a
+//                        one-core budget leaves (all but the last, the one --cpu-budget 1 takes); or a
+//                        list such as 0,2
+//
+// The registry stands in for another machine but runs on this one: its CPU time during each pull is
+// reported beside the pull's, since it comes out of the workload's share too.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,7 +22,7 @@ import { startDistribution } from '@fastpull/core/testing';
 import { envList as list, envNumber as num, f2, medianOf as median } from './lib.js';
 import { containerd, type Contender, type PullResult } from './peers/contenders.js';
 import { ensureImage, mlImage, pushCached, sizesFor } from './peers/images.js';
-import { diskBytes, dropCaches, measure, sleep } from './peers/measure.js';
+import { cpuSeconds, diskBytes, dropCaches, measure, sleep } from './peers/measure.js';
 import { Workload } from './interference/workload.js';
 
 const here = import.meta.dirname;
@@ -56,6 +62,8 @@ const KNOWN: Record<string, () => Contender> = {
 interface Row {
   readonly wall: number[];
   readonly cpu: number[];
+  /** The registry's CPU seconds during the pull. */
+  readonly registryCpu: number[];
   readonly kept: number[];
   readonly notes: Set<string>;
 }
@@ -71,14 +79,14 @@ for (const c of contenders) {
 }
 
 const cores = availableParallelism();
-const cpus = Array.from({ length: cores }, (_, i) => i);
+const cpus = workloadCpus(env.BENCH_WORKLOAD_CPUS ?? 'all', cores);
 const image = ensureImage(CACHE, mlImage(sizesFor(SCALE, env), 'gzip'), log);
 mkdirSync(join(CACHE, 'registry'), { recursive: true });
 const registry = await startDistribution({ dir: join(CACHE, 'registry') });
 const runDir = join(CACHE, 'interference');
 rmSync(runDir, { recursive: true, force: true });
 mkdirSync(runDir, { recursive: true });
-const rows = new Map<string, Row>(contenders.map((c) => [c.name, { wall: [], cpu: [], kept: [], notes: new Set() }]));
+const rows = new Map<string, Row>(contenders.map((c) => [c.name, { wall: [], cpu: [], registryCpu: [], kept: [], notes: new Set() }]));
 const loadAtStart = loadavg();
 const started = new Date();
 let workload: Workload | undefined;
@@ -97,7 +105,9 @@ try {
       await sleep(WINDOW_S * 1000);
       const alone1 = await workload.reported();
       const during0 = process.hrtime.bigint();
+      const registryCpu0 = registry.pid === undefined ? 0 : cpuSeconds(registry.pid);
       const r: PullResult = await c.pull(ref, dir, TIMEOUT_MS);
+      const registryCpu = registry.pid === undefined ? 0 : cpuSeconds(registry.pid) - registryCpu0;
       const during1 = await workload.reported();
       const kept = workload.rate(during0, during1) / workload.rate(alone0, alone1);
       workload.forget(during1);
@@ -109,9 +119,10 @@ try {
       }
       row.wall.push(r.wall);
       row.cpu.push(r.cpu);
+      row.registryCpu.push(registryCpu);
       row.kept.push(kept);
       if (r.note) row.notes.add(r.note);
-      log(`  run ${run + 1} ${c.name}: ${f2(r.wall)} s, ${f2(r.cpu)} s CPU, workload kept ${(kept * 100).toFixed(1)}%`);
+      log(`  run ${run + 1} ${c.name}: ${f2(r.wall)} s, ${f2(r.cpu)} s CPU, registry ${f2(registryCpu)} s CPU, workload kept ${(kept * 100).toFixed(1)}%`);
       // The store goes now, before the next window: its removal is not part of any pull.
       rmSync(dir, { recursive: true, force: true });
     }
@@ -126,15 +137,29 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const lines = [
   `## Interference: ${image.name} pulled beside a CPU-bound workload`,
   '',
-  `${started.toISOString()}, ${cores} cores, scale ${SCALE}, ${RUNS} round(s), load average at start ${loadAtStart.map((l) => l.toFixed(2)).join(' ')}. One busy hashing process pinned to each core; "kept" is its throughput during the pull over its throughput in the ${WINDOW_S} s before it. Medians (min-max).`,
+  `${started.toISOString()}, ${cores} cores, scale ${SCALE}, ${RUNS} round(s), load average at start ${loadAtStart.map((l) => l.toFixed(2)).join(' ')}. One busy hashing process pinned to each of CPUs ${cpus.join(',')}; "kept" is their throughput during the pull over their throughput in the ${WINDOW_S} s before it. The registry (on loopback, standing in for another machine) spent "registry CPU" during the pull. Medians (min-max).`,
   '',
-  '| contender | pull s | pull CPU s | workload kept | note |',
-  '|---|---|---|---|---|',
-  ...[...rows].map(([name, r]) => `| ${name} | ${range(r.wall, f2)} | ${range(r.cpu, f2)} | ${range(r.kept, pct)} | ${[...r.notes].join('; ')} |`),
+  '| contender | pull s | pull CPU s | registry CPU s | workload kept | note |',
+  '|---|---|---|---|---|---|',
+  ...[...rows].map(([name, r]) => `| ${name} | ${range(r.wall, f2)} | ${range(r.cpu, f2)} | ${range(r.registryCpu, f2)} | ${range(r.kept, pct)} | ${[...r.notes].join('; ')} |`),
 ];
 const text = lines.join('\n') + '\n';
 process.stdout.write(text);
 const resultsDir = join(benchDir, 'results');
 mkdirSync(resultsDir, { recursive: true });
-writeFileSync(join(resultsDir, 'interference.md'), text);
-writeFileSync(join(resultsDir, 'interference.json'), JSON.stringify({ started, cores, scale: SCALE, runs: RUNS, windowS: WINDOW_S, loadAtStart, rows: Object.fromEntries([...rows].map(([k, r]) => [k, { ...r, notes: [...r.notes] }])) }, null, 2) + '\n');
+const suffix = env.BENCH_WORKLOAD_CPUS && env.BENCH_WORKLOAD_CPUS !== 'all' ? `-${env.BENCH_WORKLOAD_CPUS.replace(/[^a-z0-9]+/gi, '_')}` : '';
+writeFileSync(join(resultsDir, `interference${suffix}.md`), text);
+writeFileSync(join(resultsDir, `interference${suffix}.json`), JSON.stringify({ started, cores, workloadCpus: cpus, scale: SCALE, runs: RUNS, windowS: WINDOW_S, loadAtStart, rows: Object.fromEntries([...rows].map(([k, r]) => [k, { ...r, notes: [...r.notes] }])) }, null, 2) + '\n');
+
+/** The CPUs the workload runs on: every one, those a one-core budget leaves, or a list. */
+function workloadCpus(spec: string, count: number): number[] {
+  const all = Array.from({ length: count }, (_, i) => i);
+  if (spec === 'all') return all;
+  if (spec === 'spare') {
+    if (count < 2) throw new Error('BENCH_WORKLOAD_CPUS=spare: one core leaves none spare');
+    return all.slice(0, -1);
+  }
+  const list = spec.split(',').map((x) => Number(x.trim()));
+  if (list.length === 0 || list.some((c) => !Number.isInteger(c) || c < 0 || c >= count)) throw new Error(`BENCH_WORKLOAD_CPUS: want all, spare or CPU numbers below ${count}, not ${spec}`);
+  return list;
+}

@@ -16,10 +16,15 @@ if (!process.env.UV_THREADPOOL_SIZE) process.env.UV_THREADPOOL_SIZE = String(Mat
 // without it (0.99-1.12x, 4 pairs); a pull of one 1 GiB layer was no slower (1.08-1.37x faster, 3
 // pairs). Set before anything compiles WebAssembly: the flag is read at compile time.
 v8.setFlagsFromString('--liftoff-only');
-// A pull's first layer waits for an unpack worker, which takes 0.2-0.3 s of a core to start and load
-// the unpacker: started first, it loads on another core while this thread loads the CLI (0.2-0.3 s
-// too), and is ready when the first layer starts downloading (the pull's pool takes it).
-const started = import('./ahead.js')
-  .then(({ startsWorkerAhead }) => (startsWorkerAhead(process.argv.slice(2), process.env) ? import('@fastpull/core/worker-ahead').then((m) => m.startWorkerAhead()) : undefined))
-  .catch(() => undefined);
-void started.then(() => import('./bin.js'));
+void (async () => {
+  // A background pull first moves to a session of its own where sessions split CPU time (session.ts).
+  const session = await import('./session.js').catch(() => undefined);
+  if (session?.needsOwnSession(process.argv.slice(2), session.sessionState())) return session.relaunchInOwnSession();
+  // A pull's first layer waits for an unpack worker, which takes 0.2-0.3 s of a core to start and load
+  // the unpacker: started first, it loads on another core while this thread loads the CLI (0.2-0.3 s
+  // too), and is ready when the first layer starts downloading (the pull's pool takes it).
+  await import('./ahead.js')
+    .then(({ startsWorkerAhead }) => (startsWorkerAhead(process.argv.slice(2), process.env) ? import('@fastpull/core/worker-ahead').then((m) => m.startWorkerAhead()) : undefined))
+    .catch(() => undefined);
+  await import('./bin.js');
+})();
