@@ -86,3 +86,47 @@ export async function getBlob(url: string, repo: string, digest: string): Promis
   if (res.status !== 200) throw new Error(`blob ${digest}: HTTP ${res.status}`);
   return Buffer.from(await res.arrayBuffer());
 }
+
+/** Bundle media type (the referrer's artifactType and its one layer's media type). */
+export const BUNDLE_TYPE = 'application/vnd.dev.sigstore.bundle.v0.3+json';
+
+/** The Sigstore bundle referrers of `digest` as the referrers tag schema lists them (the loopback registry lacks the referrers API). */
+export async function bundleReferrers(url: string, repo: string, digest: string): Promise<{ manifestDigest: string; manifest: Record<string, unknown>; bundle: Record<string, unknown> }[]> {
+  const index = await getManifest(url, repo, digest.replace(':', '-'));
+  const out = [];
+  for (const d of index.manifests as { digest: string; artifactType?: string }[]) {
+    if (d.artifactType !== BUNDLE_TYPE) continue;
+    const manifest = await getManifest(url, repo, d.digest);
+    const layer = (manifest.layers as { digest: string }[])[0]!;
+    out.push({ manifestDigest: d.digest, manifest, bundle: JSON.parse((await getBlob(url, repo, layer.digest)).toString()) as Record<string, unknown> });
+  }
+  return out;
+}
+
+/**
+ * Pushes `bundle` as a Sigstore bundle referrer of `subject` laid out as cosign lays it (empty
+ * config, one bundle layer), and lists it in the subject's referrers tag; returns its manifest digest.
+ */
+export async function putBundleReferrer(url: string, repo: string, subject: { digest: string; size: number; mediaType: string }, bundle: unknown): Promise<string> {
+  const empty = await putBlob(url, repo, Buffer.from('{}'));
+  const layer = await putBlob(url, repo, Buffer.from(JSON.stringify(bundle)));
+  const manifest = {
+    schemaVersion: 2,
+    mediaType: 'application/vnd.oci.image.manifest.v1+json',
+    artifactType: BUNDLE_TYPE,
+    config: { mediaType: 'application/vnd.oci.empty.v1+json', ...empty },
+    layers: [{ mediaType: BUNDLE_TYPE, ...layer }],
+    subject,
+  };
+  const digest = await putManifest(url, repo, sha256(Buffer.from(JSON.stringify(manifest))), manifest);
+  const tag = subject.digest.replace(':', '-');
+  let manifests: object[] = [];
+  try {
+    manifests = (await getManifest(url, repo, tag)).manifests as object[];
+  } catch {
+    // No referrers yet: the tag is made here.
+  }
+  const entry = { mediaType: manifest.mediaType, digest, size: Buffer.byteLength(JSON.stringify(manifest)), artifactType: BUNDLE_TYPE };
+  await putManifest(url, repo, tag, { schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: [...manifests, entry] }, 'application/vnd.oci.image.index.v1+json');
+  return digest;
+}

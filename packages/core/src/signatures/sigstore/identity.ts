@@ -77,3 +77,19 @@ function remap(intended: Reference, prefix: string, signedPrefix: string): Refer
   if (!text.startsWith(prefix) || !boundary) return intended;
   return named(signedPrefix + text.slice(prefix.length))?.ref;
 }
+
+/**
+ * signedIdentity for a signature that names no reference (a Sigstore bundle: its in-toto statement
+ * names the digest only, as cosign writes it). The rules that relate the signed name to the one
+ * pulled have nothing to compare, and the digest the pull resolved to is what was signed; the rules
+ * that demand one named reference or repository cannot be met.
+ */
+export function matchUnnamedIdentity(rule: SignedIdentity): { ok: boolean; message: string } {
+  switch (rule.type) {
+    case 'exactReference':
+    case 'exactRepository':
+      return { ok: false, message: `the signature signs the digest only and names no reference, so it cannot be for ${rule.type === 'exactReference' ? rule.dockerReference : rule.dockerRepository} (signedIdentity ${rule.type})` };
+    default:
+      return { ok: true, message: `the signature signs the digest only and names no reference (signedIdentity ${rule.type} has no name to compare)` };
+  }
+}

@@ -4,17 +4,21 @@
 import { isFastpullError } from '../../errors.js';
 import type { Descriptor } from '../../oci/manifest.js';
 import type { Reference } from '../../oci/reference.js';
-import { COSIGN_SIMPLESIGNING } from '../discover.js';
+import { COSIGN_SIMPLESIGNING, SIGSTORE_BUNDLE_V03 } from '../discover.js';
 import { applicablePolicy, type ContainersPolicy, type PolicyRequirement, type SigstoreRequirement } from '../policy.js';
 import type { DiscoveredSignature, SignatureCheck, SignatureSubject, SignatureVerdict, SignatureVerifier, VerifyContext } from '../types.js';
 import { matchIdentity } from './identity.js';
 import { COSIGN_BUNDLE_ANNOTATION, COSIGN_CERTIFICATE_ANNOTATION, COSIGN_SIGNATURE_ANNOTATION, decodeBase64, parseSimpleSigning, verifiesWith } from './simplesigning.js';
 
-/** One candidate signature: a payload layer of cosign's tag (or, later kinds, a bundle). */
+/** One candidate signature: a payload layer of cosign's tag, or the bundle layer of a bundle referrer. */
 interface Candidate {
   readonly artifact: DiscoveredSignature;
   readonly layer: Descriptor;
+  readonly format: 'simplesigning' | 'bundle';
 }
+
+/** The bundle checks, with @sigstore/verify behind them, loaded when the first bundle is met. */
+let bundleModule: Promise<typeof import('./bundle.js')> | undefined;
 
 /**
  * Verifies images against the `sigstoreSigned` requirements of a containers policy.json.
@@ -95,20 +99,24 @@ export class SigstoreVerifier implements SignatureVerifier {
     return { outcome: 'invalid' as const, checks };
   }
 
-  /** The payload layers of the cosign tag, at most `maxSignatures`; what could not be read is a failed check. */
+  /**
+   * The payload layers of the cosign tag and the bundle layers of bundle referrers, at most
+   * `maxSignatures`; what could not be read is a failed check.
+   */
   private async candidates(signatures: readonly DiscoveredSignature[], context: VerifyContext, checks: SignatureCheck[]): Promise<Candidate[]> {
     const out: Candidate[] = [];
     for (const artifact of signatures) {
-      if (artifact.source !== 'cosign-tag') continue;
+      const format = artifact.source === 'cosign-tag' ? 'simplesigning' : artifact.artifactType === SIGSTORE_BUNDLE_V03 ? 'bundle' : undefined;
+      if (!format) continue;
       try {
         const m = await artifact.manifest();
         for (const layer of m.layers) {
-          if (layer.mediaType !== COSIGN_SIMPLESIGNING) continue;
+          if (layer.mediaType !== (format === 'bundle' ? SIGSTORE_BUNDLE_V03 : COSIGN_SIMPLESIGNING)) continue;
           if (out.length >= context.limits.maxSignatures) {
             checks.push({ signature: artifact.descriptor.digest, check: 'discovery', ok: false, message: `more than ${context.limits.maxSignatures} signatures; the rest were not read` });
             break;
           }
-          out.push({ artifact, layer });
+          out.push({ artifact, layer, format });
         }
       } catch (e) {
         if (context.signal.aborted || !isFastpullError(e)) throw e;
@@ -118,8 +126,9 @@ export class SigstoreVerifier implements SignatureVerifier {
     return out;
   }
 
-  /** Every check of one simple-signing payload: authenticity first, then what the payload claims. */
+  /** Every check of one candidate: authenticity first, then what its payload claims. */
   private async candidate(req: SigstoreRequirement, subject: SignatureSubject, c: Candidate, context: VerifyContext): Promise<SignatureCheck[]> {
+    if (c.format === 'bundle') return this.bundle(req, subject, c, context);
     const signature = c.artifact.descriptor.digest;
     const fail = (check: string, message: string): SignatureCheck[] => [{ signature, check, ok: false, message }];
     const raw = decodeBase64(c.layer.annotations?.[COSIGN_SIGNATURE_ANNOTATION]);
@@ -148,6 +157,21 @@ export class SigstoreVerifier implements SignatureVerifier {
       checks.push({ signature, check: 'transparency', ok: false, message: logged ? 'the policy names a Rekor key; Rekor inclusion is not verified by this build' : `the policy names a Rekor key and the signature carries no ${COSIGN_BUNDLE_ANNOTATION} annotation` });
     }
     return checks;
+  }
+
+  /** A Sigstore bundle: read within the limits, checked by ./bundle.ts. */
+  private async bundle(req: SigstoreRequirement, subject: SignatureSubject, c: Candidate, context: VerifyContext): Promise<SignatureCheck[]> {
+    const signature = c.artifact.descriptor.digest;
+    if (req.fulcio) return [{ signature, check: 'authenticity', ok: false, message: 'the policy requires a Fulcio certificate; keyless bundles are not verified by this build' }];
+    let bytes: Buffer;
+    try {
+      bytes = await c.artifact.blob(c.layer, context.limits.maxArtifactBytes);
+    } catch (e) {
+      if (context.signal.aborted || !isFastpullError(e)) throw e;
+      return [{ signature, check: 'integrity', ok: false, message: e.message }];
+    }
+    bundleModule ??= import('./bundle.js');
+    return (await bundleModule).verifyBundle(req, subject, bytes, signature);
   }
 }
 
