@@ -23,6 +23,11 @@ export {
   parsePullPriority,
   PULL_PRIORITIES,
   type PullPriority,
+  RateLimiter,
+  defaultBurst,
+  type RateLimit,
+  type RateLimiterOptions,
+  type RateClock,
 } from './pull/pull.js';
 export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
 export type { PullObserver, UnpackPassStart, UnpackPassEnd } from './pull/observer.js';
@@ -44,6 +49,7 @@ export {
   type ServiceSettings,
   parseSize,
   parseChunkSize,
+  parseRateLimit,
   parseDuration,
   parsePositiveDuration,
   parsePositiveInt,

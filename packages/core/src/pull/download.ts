@@ -9,6 +9,7 @@ import type { Reference } from '../oci/reference.js';
 import type { ImageLayer } from '../images/store.js';
 import type { RegistryClient } from '../registry/client.js';
 import { DEFAULT_CHUNK_SIZE, fetchBlob } from '../registry/fetch.js';
+import type { ByteThrottle } from '../registry/ratelimit.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { Store } from '../store.js';
 import type { BlobReleaseOptions } from '../unpack/layer.js';
@@ -58,6 +59,8 @@ export interface DownloadContext {
   readonly watch: ProgressWatch;
   /** The pull's priority: where its requests queue among other pulls'. */
   readonly ticket: PullTicket;
+  /** The pull's network rate limit; absent: none. */
+  readonly throttle?: ByteThrottle;
   readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler' | 'observer' | 'tuning'>;
 }
 
@@ -132,6 +135,7 @@ export class LayerDownload {
         ...(options.stallTimeoutMs !== undefined ? { stallTimeoutMs: options.stallTimeoutMs } : {}),
         scheduler: ctx.scheduler,
         rank: ctx.ticket,
+        ...(ctx.throttle ? { throttle: ctx.throttle } : {}),
         signal,
         ...(options.onRetry ? { onRetry: options.onRetry } : {}),
         ...(options.onStraggler ? { onStraggler: options.onStraggler } : {}),

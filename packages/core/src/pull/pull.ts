@@ -9,6 +9,7 @@ import { formatPlatform, parsePlatform, type Platform } from '../oci/platform.js
 import type { ImageLayer, ImageRecord } from '../images/store.js';
 import { clientFor, type RegistryClient, type ResolvedImage } from '../registry/client.js';
 import { findSociZtocs } from '../registry/soci.js';
+import { throttleOf, type ByteThrottle, type RateLimit } from '../registry/ratelimit.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { openStore, type Store } from '../store.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
@@ -28,6 +29,7 @@ export type { LayerState, LayerTimings, PhaseTotals, PullEvent, PullOptions, Pul
 export { DEFAULT_NO_PROGRESS_TIMEOUT_MS } from './watchdog.js';
 export { parsePullPriority, PriorityGate, PULL_PRIORITIES, PullTicket, sharedPriorityGate, type PullPriority } from './priority.js';
 export { DEFAULT_METADATA_TIMEOUT_MS } from '../registry/deadline.js';
+export { RateLimiter, defaultBurst, type RateLimit, type RateLimiterOptions, type RateClock } from '../registry/ratelimit.js';
 
 /**
  * Pulls an image: resolves the reference for the platform, fetches every layer not already
@@ -49,12 +51,13 @@ export async function pull(reference: string | Reference, options: PullOptions):
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
   const store = openStore(options.root, { sync: options.sync !== false, ...(options.tuning ? { tuning: options.tuning } : {}) });
-  const client = options.client ?? clientFor(options);
+  const ticket = options.priority instanceof PullTicket ? options.priority : new PullTicket(options.priority ?? 'normal');
+  const throttle = throttleOf(rateLimits(options.rateLimit), ticket);
+  const client = options.client ?? clientFor({ ...options, ...(throttle ? { throttle } : {}) });
   const signal = options.signal;
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.
   if (options.pool) options.pool.warm();
   else if (!ownsPool(options)) sharedUnpackPool().warm();
-  const ticket = options.priority instanceof PullTicket ? options.priority : new PullTicket(options.priority ?? 'normal');
   const gate = options.priorityGate ?? sharedPriorityGate();
   // Running from its start: a background pull gives way while this one still resolves.
   const leaveGate = gate.enter(ticket);
@@ -80,7 +83,7 @@ export async function pull(reference: string | Reference, options: PullOptions):
         verdict?.signal ?? signal,
       );
       try {
-        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, { id: lease.id, ticket, gate }, t0, resolveMs, verdict);
+        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, { id: lease.id, ticket, gate, throttle }, t0, resolveMs, verdict);
       } finally {
         await lease.release();
       }
@@ -247,6 +250,14 @@ interface PullRun {
   readonly id: string;
   readonly ticket: PullTicket;
   readonly gate: PriorityGate;
+  /** The pull's network rate limit; undefined: none. */
+  readonly throttle: ByteThrottle | undefined;
+}
+
+/** PullOptions.rateLimit as a list. */
+function rateLimits(limit: PullOptions['rateLimit']): readonly RateLimit[] {
+  if (limit === undefined) return [];
+  return Array.isArray(limit) ? limit : [limit as RateLimit];
 }
 
 /** Every layer at once, on the pull's pool and scheduler; the first failure stops the others. */
@@ -261,10 +272,15 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     (ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool());
   const scheduler = options.scheduler ?? (options.maxConnections !== undefined ? new FetchScheduler({ maxRequests: options.maxConnections, maxPerHost: options.maxConnections }) : sharedFetchScheduler());
   let failure: unknown;
-  const watch = new ProgressWatch(options.noProgressTimeoutMs ?? DEFAULT_NO_PROGRESS_TIMEOUT_MS, (e) => {
-    if (failure === undefined) failure = e;
-    controller.abort(e);
-  });
+  const throttle = run.throttle;
+  const watch = new ProgressWatch(
+    options.noProgressTimeoutMs ?? DEFAULT_NO_PROGRESS_TIMEOUT_MS,
+    (e) => {
+      if (failure === undefined) failure = e;
+      controller.abort(e);
+    },
+    throttle ? () => throttle.waiting > 0 : undefined,
+  );
   const outcomes: Array<Promise<LayerTimings | undefined>> = [];
   const ctx: LayerContext = {
     store,
@@ -279,6 +295,7 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     leaseId: run.id,
     ticket: run.ticket,
     gate: run.gate,
+    ...(throttle ? { throttle } : {}),
     keepBlobs: options.keepBlobs === true,
     rootless: options.rootless ?? process.getuid?.() !== 0,
     // Only the parallel inflater uses zTOCs; the lookup runs while the downloads start.

@@ -6,6 +6,7 @@ import type { ImageRecord } from '../images/store.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import type { RegistryClient } from '../registry/client.js';
 import type { ProxySettings } from '../registry/proxy.js';
+import type { RateLimit } from '../registry/ratelimit.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
 import type { InflaterChoice } from '../unpack/inflater.js';
@@ -243,6 +244,15 @@ export interface PullOptions {
   readonly priorityGate?: PriorityGate;
   /** Measuring knobs (tuning.ts), read by the program's entry point; default none. */
   readonly tuning?: Tuning;
+  /**
+   * A network rate limit on what the pull reads from registries (layer bytes, and the manifests,
+   * configs and referrers lists the client it makes reads): bytes per second for this pull alone
+   * (0: none), or a {@link RateLimiter} that several pulls share, or a list of both (the pull stays
+   * under each). A read over the limit stops reading its socket until the limiter lets it go on,
+   * so TCP slows the registry down; nothing held back is buffered. Where a limiter is shared, a pull
+   * of higher priority goes first (see RateLimiter). Default: no limit.
+   */
+  readonly rateLimit?: RateLimit | readonly RateLimit[];
 }
 
 /** What a successful pull returns. */

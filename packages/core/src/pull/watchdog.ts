@@ -17,11 +17,14 @@ export class ProgressWatch {
   private last = performance.now();
   private readonly timer: NodeJS.Timeout;
 
+  /** @param held - whether the pull's own rate limit holds its reads back now (that time is no silence of the registry's). */
   constructor(
     private readonly timeoutMs: number,
     onTimeout: (e: FastpullError) => void,
+    held?: () => boolean,
   ) {
     this.timer = setInterval(() => {
+      if (held?.() === true) this.last = performance.now();
       if (this.active > 0 && performance.now() - this.last > this.timeoutMs) {
         onTimeout(new FastpullError('NETWORK_ERROR', `no bytes arrived for ${Math.round(this.timeoutMs / 1000)} s across all downloads of the pull`, { details: { timeoutMs: this.timeoutMs } }));
         this.last = performance.now();

@@ -1,6 +1,7 @@
 // Registry authentication: WWW-Authenticate challenges, Basic credentials and the Bearer token flow
 // (distribution's token spec). Credentials only ever go to the registry that owns them or to the
 // token realm it names, and never over plain HTTP to a non-loopback host.
+import type { ByteThrottle } from './ratelimit.js';
 import type { Dispatcher } from 'undici';
 import { type HttpPool, sendRequest } from './undici.js';
 import { ProxyRefused } from './tunnel.js';
@@ -222,12 +223,13 @@ function assertSafeForCredentials(origin: string, registry: string): void {
   }
 }
 
-/** Reads a response body, failing once it passes `cap` bytes. */
+/** Reads a response body, failing once it passes `cap` bytes; each piece is counted against `throttle` (a rate limit) before the next is read. */
 export async function readCapped(
   body: AsyncIterable<Buffer> & { destroy?: (e?: Error) => void },
   cap: number,
   what = 'reading a response',
   code: 'MANIFEST_TOO_LARGE' | 'REGISTRY_ERROR' = 'REGISTRY_ERROR',
+  throttle?: ByteThrottle,
 ): Promise<Buffer> {
   const parts: Buffer[] = [];
   let total = 0;
@@ -238,6 +240,9 @@ export async function readCapped(
       throw new FastpullError(code, `${what}: response body larger than ${cap} bytes`, { details: { cap } });
     }
     parts.push(chunk);
+    // The loop asks for no more of the body while this waits, so the stream stops reading its socket.
+    const held = throttle?.take(chunk.length);
+    if (held !== undefined) await held;
   }
   return Buffer.concat(parts, total);
 }

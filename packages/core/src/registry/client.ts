@@ -14,6 +14,7 @@ import { DEFAULT_ATTEMPTS, DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS
 import { checkMetadataTimeout, DEFAULT_METADATA_TIMEOUT_MS } from './deadline.js';
 import { Endpoints } from './endpoints.js';
 import { ProxyRules, type ProxySettings } from './proxy.js';
+import type { ByteThrottle } from './ratelimit.js';
 import { DEFAULT_DIAL_TIMEOUT_MS } from './hostsconfig.js';
 import type { RegistryEndpoint } from './hosts.js';
 import { fetchReferrers, type Referrer } from './referrers.js';
@@ -60,10 +61,15 @@ export interface RegistryClientOptions {
   readonly metadataTimeoutMs?: number;
   /** Measuring knobs (tuning.ts): the client reads `directRanges`; default none. */
   readonly tuning?: Pick<Tuning, 'directRanges'>;
+  /**
+   * The rate limit that manifests, indexes, configs and referrers lists read through the client
+   * draw from (a pull's; see throttleOf()); blob ranges take theirs from fetchBlob's options. Absent: none.
+   */
+  readonly throttle?: ByteThrottle;
 }
 
 /** What an operation that runs once (a pull, a verification) says of the registry client it builds. */
-export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs' | 'tuning'>;
+export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs' | 'tuning' | 'throttle'>;
 
 /**
  * The client an operation builds for itself when its caller gives none, from the registry options
@@ -78,6 +84,7 @@ export function clientFor(o: OwnClientOptions): RegistryClient {
     ...(o.proxy ? { proxy: o.proxy } : {}),
     ...(o.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: o.metadataTimeoutMs } : {}),
     ...(o.tuning ? { tuning: o.tuning } : {}),
+    ...(o.throttle ? { throttle: o.throttle } : {}),
   });
 }
 
@@ -127,7 +134,7 @@ export class RegistryClient {
       directRanges: options.tuning?.directRanges,
     });
     this.transport = new Transport(this.endpoints, new Authorizer(this.dispatcher, options.credentials, userAgent), userAgent);
-    this.resolver = new Resolver(this.transport, checkMetadataTimeout(options.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS));
+    this.resolver = new Resolver(this.transport, checkMetadataTimeout(options.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS), options.throttle);
   }
 
   /** The registry's own API endpoint for `ref` (mirrors aside). */

@@ -245,6 +245,9 @@ class Connection {
   private current: Exchange | undefined;
   /** Plain HTTP through a proxy: requests name their absolute URL and carry the proxy's credentials. */
   private readonly proxied: Proxy | undefined;
+  /** The body's taker holds a piece (see wait()): the socket's silence is ours. */
+  private takerHolds = false;
+  private timeoutWhileHeld = false;
 
   constructor(
     url: URL,
@@ -288,6 +291,10 @@ class Connection {
       this.dialTimer = undefined;
     });
     this.socket.on('timeout', () => {
+      if (this.takerHolds) {
+        this.timeoutWhileHeld = true;
+        return;
+      }
       // Idle in the pool: closed quietly; during a request: no byte for the idle timeout.
       if (this.phase === 'idle') this.destroy(new Error('kept alive too long'));
       else this.destroy(new Error(`timeout: no data from ${url.host} for ${options.idleTimeoutMs} ms`));
@@ -351,6 +358,22 @@ class Connection {
 
   resume(): void {
     if (this.phase !== 'closed') this.socket.resume();
+  }
+
+  /**
+   * Stops reading while the body's taker holds a piece (a write, a rate limit): the silence is ours,
+   * not the server's, so the idle timeout waits until {@link unwait}.
+   */
+  wait(): void {
+    this.socket.pause();
+    this.takerHolds = true;
+  }
+
+  unwait(): void {
+    this.takerHolds = false;
+    // A timeout let pass while held is armed again: the server's silence counts from now.
+    if (this.timeoutWhileHeld && this.phase !== 'closed') this.socket.setTimeout(this.options.idleTimeoutMs);
+    this.timeoutWhileHeld = false;
   }
 
   /** The request under way ended with its body read in full: the connection is kept when it may be. */
@@ -594,16 +617,18 @@ class DirectBodyImpl implements DirectBody {
     // The piece stays in use after this returns: reads go to the other buffer, and stop for now.
     this.waiting = true;
     this.conn.hold(chunk.buffer);
-    this.conn.pause();
+    this.conn.wait();
     wait.then(
       () => {
         this.waiting = false;
         this.conn.release();
+        this.conn.unwait();
         this.drain();
       },
       (e: unknown) => {
         this.waiting = false;
         this.conn.release();
+        this.conn.unwait();
         this.abandon(e as Error);
       },
     );

@@ -12,6 +12,7 @@ import type { RegistryClient } from './client.js';
 import { consumeBody, discard, headerValue, responseError } from './response.js';
 import type { DirectResponse } from './directhttp.js';
 import type { RangeRequest } from './range-request.js';
+import type { ByteThrottle } from './ratelimit.js';
 import { FetchScheduler, sharedFetchScheduler, type Ranked } from './scheduler.js';
 
 export type { RangeRequest } from './range-request.js';
@@ -74,6 +75,11 @@ export interface FetchOptions {
    * back to a reader's pace.
    */
   readonly pace?: (start: number) => Promise<void> | undefined;
+  /**
+   * The network rate limit the body reads draw from: a read that must wait leaves the socket unread
+   * meanwhile (TCP then slows the sender), and the time held counts as no stall. Absent: no limit.
+   */
+  readonly throttle?: ByteThrottle;
 }
 
 /**
@@ -203,6 +209,15 @@ interface ChunkContext {
   readonly order?: RangeOrder;
 }
 
+/** Where a range's next byte lands, and whether a rate limit holds it back (its watchdog's view). */
+interface Cursor {
+  pos: number;
+  /** Waits on the rate limit so far: a window in which one began proves nothing about the registry. */
+  holds: number;
+  /** Waiting on the rate limit now. */
+  holding: boolean;
+}
+
 /** A request of a range under way, as {@link RangeOrder} sees it. */
 interface RunningRange {
   /** Where this request's body starts. */
@@ -262,7 +277,7 @@ export class RangeOrder {
  */
 async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, probe = false): Promise<'range' | 'whole'> {
   const attempts = ctx.options.attempts ?? DEFAULT_ATTEMPTS;
-  const cursor = { pos: range.start };
+  const cursor: Cursor = { pos: range.start, holds: 0, holding: false };
   let lastError: unknown;
   let retryAfter: number | undefined;
   let stragglers = 0;
@@ -402,7 +417,7 @@ class Watchdog {
   private readonly timers: NodeJS.Timeout[] = [];
   private mark: number;
 
-  constructor(ctx: ChunkContext, cursor: { pos: number }) {
+  constructor(ctx: ChunkContext, cursor: Cursor) {
     this.floor = ctx.options.stragglerFloor ?? DEFAULT_STRAGGLER_FLOOR;
     this.windowMs = ctx.options.stragglerWindowMs ?? DEFAULT_STRAGGLER_WINDOW_MS;
     this.stallMs = ctx.options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
@@ -419,10 +434,14 @@ class Watchdog {
     const floorTickMs = Math.max(25, Math.min(1000, this.windowMs / 4));
     let windowAt = performance.now();
     let floorTickAt = windowAt;
+    // Time the rate limit held the range back counts as a late tick: the registry was not slow.
+    let floorHolds = cursor.holds;
+    const held = (seen: number): boolean => cursor.holding || cursor.holds !== seen;
     this.timers.push(
       setInterval(() => {
         const now = performance.now();
-        const late = now - floorTickAt > 2 * floorTickMs;
+        const late = now - floorTickAt > 2 * floorTickMs || held(floorHolds);
+        floorHolds = cursor.holds;
         floorTickAt = now;
         if (!late && now - windowAt < this.windowMs) return;
         if (!late && cursor.pos - this.mark < (this.floor * (now - windowAt)) / 1000) fire(false);
@@ -436,12 +455,14 @@ class Watchdog {
       let last = cursor.pos;
       let movedAt = performance.now();
       let tickAt = movedAt;
+      let stallHolds = cursor.holds;
       this.timers.push(
         setInterval(() => {
           const now = performance.now();
           // A tick that comes late means this thread was busy: bytes may be waiting unread, so
           // the silence proves nothing; start counting again.
-          const late = now - tickAt > 2 * tickMs;
+          const late = now - tickAt > 2 * tickMs || held(stallHolds);
+          stallHolds = cursor.holds;
           tickAt = now;
           if (cursor.pos !== last || late) {
             last = cursor.pos;
@@ -501,20 +522,32 @@ function checkContentRange(ctx: ChunkContext, res: Dispatcher.ResponseData, star
  * bytes land, so a retry after a broken connection asks only for the remainder. Time spent yielding
  * to the earliest range (see RangeOrder) is added to `spent`.
  */
-async function writeBody(ctx: ChunkContext, res: DirectResponse, cursor: { pos: number }, end: number, spent?: { yieldedMs: number }): Promise<void> {
+async function writeBody(ctx: ChunkContext, res: DirectResponse, cursor: Cursor, end: number, spent?: { yieldedMs: number }): Promise<void> {
   let pos = cursor.pos;
   const running: RunningRange = { from: pos, cursor };
   const leave = ctx.order?.enter(running);
   const order = ctx.order;
-  const landed = (n: number): Promise<void> | undefined => {
-    pos += n;
-    cursor.pos = pos;
-    ctx.options.onBytes?.(n);
-    // Before the next piece is read: while this waits, the body is not read and its connection soon stops.
+  const throttle = ctx.options.throttle;
+  // Before the next piece is read: while this waits, the body is not read and its connection soon stops.
+  const yieldToOrder = (): Promise<void> | undefined => {
     if (order === undefined || pos >= end || !order.ahead(running)) return undefined;
     return order.yieldFor(running).then((ms) => {
       if (spent !== undefined) spent.yieldedMs += ms;
     });
+  };
+  const unheld = (): Promise<void> | undefined => {
+    cursor.holding = false;
+    return yieldToOrder();
+  };
+  const landed = (n: number): Promise<void> | undefined => {
+    pos += n;
+    cursor.pos = pos;
+    ctx.options.onBytes?.(n);
+    const hold = throttle?.take(n);
+    if (hold === undefined) return yieldToOrder();
+    cursor.holds++;
+    cursor.holding = true;
+    return hold.then(unheld);
   };
   const take = (chunk: Buffer): Promise<void> | undefined => {
     if (pos + chunk.length > end) {

@@ -27,7 +27,7 @@ const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
  */
 export async function fetchReferrers(
   transport: Requester,
-  resolver: Pick<Resolver, 'fetchManifest'>,
+  resolver: Pick<Resolver, 'fetchManifest' | 'throttle'>,
   ref: Reference,
   digest: Digest,
   artifactType?: string,
@@ -38,7 +38,7 @@ export async function fetchReferrers(
   const res = await transport.requestWithRetry(ref, `referrers/${digest}${query}`, { op: 'pull', headers: { accept: OCI_INDEX }, signal });
   let bytes: Buffer;
   if (res.statusCode === 200) {
-    bytes = await readBody(res, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE', signal);
+    bytes = await readBody(res, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE', signal, resolver.throttle);
   } else if (res.statusCode === 404 || res.statusCode === 400 || res.statusCode === 405) {
     await discard(res);
     try {

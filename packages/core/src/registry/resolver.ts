@@ -9,6 +9,7 @@ import { formatPlatform, hostPlatform, normalizePlatform, platformMatches, selec
 import { formatReference, type Reference } from '../oci/reference.js';
 import { CONFIG_SIZE_LIMIT, MANIFEST_SIZE_LIMIT } from './defaults.js';
 import { discard, headerValue, readBody, responseError } from './response.js';
+import type { ByteThrottle } from './ratelimit.js';
 import { retryBody, type Requester } from './transport.js';
 import { DEFAULT_METADATA_TIMEOUT_MS, withinDeadline } from './deadline.js';
 
@@ -59,6 +60,8 @@ export class Resolver {
     private readonly transport: Requester,
     /** How long one document may take, retries included (deadline.ts). */
     private readonly timeoutMs = DEFAULT_METADATA_TIMEOUT_MS,
+    /** The rate limit the bodies read draw from; absent: none. */
+    readonly throttle?: ByteThrottle,
   ) {}
 
   /** Runs `read` within the metadata timeout: NETWORK_ERROR naming `what` when it passes. */
@@ -152,7 +155,7 @@ export class Resolver {
       await discard(res);
       throw new FastpullError('MANIFEST_TOO_LARGE', `${what}: ${length} bytes, over the ${MANIFEST_SIZE_LIMIT}-byte limit`, { details: { size: length } });
     }
-    const bytes = await readBody(res, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE', signal);
+    const bytes = await readBody(res, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE', signal, this.throttle);
     const mediaType = headerValue(res.headers['content-type']);
     if (byDigest) {
       const digest = parseDigest(reference).digest;
@@ -172,7 +175,7 @@ export class Resolver {
       await discard(res);
       throw new FastpullError('SIZE_MISMATCH', `${what}: Content-Length ${length}, descriptor says ${desc.size}`, { details: { want: desc.size, got: Number(length) } });
     }
-    const bytes = await readBody(res, desc.size, what, 'REGISTRY_ERROR', signal).catch((e: unknown) => {
+    const bytes = await readBody(res, desc.size, what, 'REGISTRY_ERROR', signal, this.throttle).catch((e: unknown) => {
       // Only the cap is the descriptor's business; a broken connection stays NETWORK_ERROR.
       if (isFastpullError(e) && e.code === 'REGISTRY_ERROR' && e.details.cap !== undefined) {
         throw new FastpullError('SIZE_MISMATCH', `${what}: more bytes than the descriptor's ${desc.size}`, { cause: e, details: { want: desc.size } });

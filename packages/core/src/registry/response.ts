@@ -4,6 +4,7 @@ import { finished } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { FastpullError, isFastpullError } from '../errors.js';
 import { readCapped } from './auth.js';
+import type { ByteThrottle } from './ratelimit.js';
 import { ERROR_BODY_CAP } from './defaults.js';
 
 /** The first value of a header undici may hand over as a list. */
@@ -21,9 +22,10 @@ export async function readBody(
   what: string,
   code: 'MANIFEST_TOO_LARGE' | 'REGISTRY_ERROR',
   signal: AbortSignal | undefined,
+  throttle?: ByteThrottle,
 ): Promise<Buffer> {
   try {
-    return await readCapped(res.body, cap, what, code);
+    return await readCapped(res.body, cap, what, code, throttle);
   } catch (e) {
     if (isFastpullError(e)) throw e;
     res.body.destroy();

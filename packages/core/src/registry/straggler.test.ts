@@ -8,6 +8,7 @@ import { parseReference } from '../oci/reference.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import { RegistryClient } from './client.js';
 import { fetchBlob } from './fetch.js';
+import { RateLimiter, throttleOf } from './ratelimit.js';
 import { FetchScheduler } from './scheduler.js';
 
 const WINDOW_MS = 400;
@@ -73,5 +74,35 @@ describe('the straggler floor', () => {
     expect(r.stragglers).toBe(1);
     expect(r.requests).toBe(2);
     expect(r.data.equals(blob)).toBe(true);
+  });
+
+  it('counts time a rate limit holds ranges back as no straggling, no stall and no idle connection', async () => {
+    // Four ranges sharing 512 KiB/s get about 128 KiB/s each, far under the 1 MiB/s floor, with
+    // waits of the limiter's between reads well past a 100 ms stall timeout and a 200 ms idle timeout.
+    const client = new RegistryClient({ plainHttp: true, idleTimeoutMs: 200 });
+    const data = Buffer.alloc(blob.length);
+    let stragglers = 0;
+    let retries = 0;
+    const limiter = new RateLimiter(512 * 1024);
+    reg.stats.reset();
+    try {
+      await fetchBlob(client, parseReference(`${reg.host}/s/app:1`), { mediaType: 'application/octet-stream', digest, size: blob.length }, { write: async (d, at) => void data.set(d, at) }, {
+        scheduler: new FetchScheduler(),
+        chunkSize: blob.length / 4,
+        stragglerFloor: FLOOR,
+        stragglerWindowMs: WINDOW_MS,
+        stallTimeoutMs: 100,
+        onStraggler: () => stragglers++,
+        onRetry: () => retries++,
+        throttle: throttleOf([limiter], { rank: 1 })!,
+      });
+    } finally {
+      await client.close();
+    }
+    expect(stragglers).toBe(0);
+    expect(retries).toBe(0);
+    expect(reg.stats.requests.filter((r) => r.path.endsWith(digest))).toHaveLength(4);
+    expect(limiter.bytesGranted).toBe(blob.length);
+    expect(data.equals(blob)).toBe(true);
   });
 });

@@ -112,6 +112,27 @@ export function parseSize(value: unknown, what: string): number {
 }
 
 /**
+ * A network rate limit in bytes per second, as people write it: a size as {@link parseSize} reads
+ * it ("50MiB", "1.5GB", "800KiB", 1048576; a fraction of a byte is rounded), "/s" after it allowed;
+ * 0, "0", "none" or "" mean no limit, returned as 0. INVALID_ARGUMENT naming `what` otherwise.
+ * @example parseRateLimit('50MiB', '--rate-limit') // 52428800
+ */
+export function parseRateLimit(value: unknown, what: string): number {
+  if (value === 0) return 0;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value > 0) return value;
+  const text = typeof value === 'string' ? value.trim().toLowerCase().replace(/\s*\/\s*s$/, '') : undefined;
+  if (text === '' || text === 'none') return 0;
+  const m = text !== undefined ? /^(\d+(?:\.\d+)?)\s*([a-z]*)$/.exec(text) : null;
+  const unit = m ? SIZE_UNITS[m[2]!] : undefined;
+  const n = m && unit !== undefined ? Math.round(Number(m[1]) * unit) : NaN;
+  if (n === 0 && Number(m![1]) === 0) return 0;
+  if (!Number.isSafeInteger(n) || n < 1) {
+    throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want bytes per second such as 50MiB, 1.5GB or 800KiB (0 or none: no limit)`);
+  }
+  return n;
+}
+
+/**
  * A range size: a size of at least {@link MIN_CHUNK_SIZE}.
  * @example parseChunkSize('8M', 'chunk_size') // 8388608
  */
