@@ -31,8 +31,10 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: conditions } },
   test: {
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Hang detectors, not limits: a test waits on events, and on a machine whose cores are all held by
+    // other work a test that takes 10 s alone can take many times that. Tests set no shorter one.
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
     pool: 'forks',
     server: { deps: { inline: [/@fastpull\//] } },
     projects: [

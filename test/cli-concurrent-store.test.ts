@@ -63,5 +63,5 @@ describe.skipIf(lacksRegistry())('concurrent fastpull processes on one store', (
       expect(only?.name).toBe(ref(0));
       expect((await store.snapshots.list()).map((s) => s.chainID).sort()).toEqual(only!.layers.map((l) => l.chainID).sort());
     }
-  }, 240_000);
+  });
 });

@@ -86,7 +86,7 @@ export async function mergedTree(containerd: PrivateContainerd, namespace: strin
 }
 
 /** Polls `check` every 200 ms until it returns true or `timeoutMs` passes; returns its last answer. */
-export async function waitUntil(check: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<boolean> {
+export async function waitUntil(check: () => Promise<boolean> | boolean, timeoutMs = 120_000): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return true;

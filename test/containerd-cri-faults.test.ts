@@ -348,5 +348,5 @@ describe.skipIf(lacks('containerd', reason))(`faults on kubelet's pull path (con
     expect(lowerdirs).toHaveLength(count);
     const links = join(root, 'snapshots', 'l');
     expect(lowerdirs.map((d) => readlinkSync(join(links, basename(d))))).toEqual([...chains].reverse().map((c) => openStore(root).snapshots.fsPath(c)));
-  }, 240_000);
+  });
 });

@@ -162,7 +162,7 @@ describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (con
     const done = await waitUntil(async () => {
       status = (JSON.parse(await crictl(['inspect', '-o', 'json', id])) as { status: typeof status }).status;
       return status.state === 'CONTAINER_EXITED';
-    }, 60_000);
+    });
     if (!done) throw new Error(`container ${id} did not exit: ${JSON.stringify(status)}`);
     return status;
   };

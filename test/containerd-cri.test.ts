@@ -103,7 +103,7 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
     const recorded = daemon.logs.filter((l) => l.msg === 'layer recorded for containerd');
     expect(recorded.map((l) => l.target)).toEqual(chains);
     expect(recorded[0]!.how).toBe('pulled');
-    await expect.poll(() => daemon.logs.filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 10_000 }).toBe(image.layers.length);
+    await expect.poll(() => daemon.logs.filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 120_000 }).toBe(image.layers.length);
     expect(daemon.logs.filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself')).toEqual([]);
     const pulls = daemon.logs.filter((l) => l.event === 'pull');
     expect(pulls).toHaveLength(1);
@@ -193,7 +193,7 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
     const since = () => daemon.logs.slice(logsBefore);
     // Each layer's Prepare is answered ALREADY_EXISTS: from the records CRI's pull made (the same
     // target under the same parent), so no new record.
-    await expect.poll(() => since().filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 10_000 }).toBe(image.layers.length);
+    await expect.poll(() => since().filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 120_000 }).toBe(image.layers.length);
     expect((await client.list(['kind==committed'])).length).toBe(recordsBefore);
     expect(since().filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself')).toEqual([]);
     const content = await ctr(['content', 'ls', '-q'], ns);

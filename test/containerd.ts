@@ -257,17 +257,18 @@ export async function launchContainerd(dir: string, address: string, config: str
   const stop = async (): Promise<void> => {
     if (exited !== undefined) return;
     proc.kill('SIGTERM');
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
     await gone;
     clearTimeout(timer);
   };
-  const deadline = Date.now() + 30_000;
+  // Generous: a containerd that starts in a second alone can take a minute on a machine held by other work.
+  const deadline = Date.now() + 120_000;
   for (;;) {
     if (exited !== undefined) throw new Error(`containerd ${r.name} exited with ${exited}:\n${log().slice(-4000)}`);
-    if (existsSync(address) && (await ctr(['version'], { timeoutMs: 5_000 })).status === 0) break;
+    if (existsSync(address) && (await ctr(['version'], { timeoutMs: 30_000 })).status === 0) break;
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`containerd ${r.name} did not answer within 30 s:\n${log().slice(-4000)}`);
+      throw new Error(`containerd ${r.name} did not answer within 120 s:\n${log().slice(-4000)}`);
     }
     await new Promise((res) => setTimeout(res, 200));
   }
@@ -290,16 +291,16 @@ export const isProbeRecord = (name: string): boolean => (name.split('/').at(-1) 
  * failed dial, retries with a back-off of up to a few seconds; calls fail UNAVAILABLE meanwhile.
  * Listing goes to containerd's own metadata only, so the probe prepares (then removes) a snapshot.
  */
-export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutMs = 30_000): Promise<void> {
+export async function waitForSnapshotter(containerd: PrivateContainerd, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const key = `${PROBE_KEY_PREFIX}${process.pid}`;
   for (;;) {
-    const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', key], { timeoutMs: 10_000 });
+    const r = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', key], { timeoutMs: 60_000 });
     if (r.status === 0) break;
     if (Date.now() > deadline) throw new Error(`containerd does not reach the fastpull snapshotter: ${r.stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  const rm = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'rm', key], { timeoutMs: 10_000 });
+  const rm = await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'rm', key], { timeoutMs: 60_000 });
   if (rm.status !== 0) throw new Error(`removing the probe snapshot: ${rm.stderr}`);
 }
 

@@ -158,5 +158,5 @@ describe('kill -9 during a pull', () => {
     } finally {
       await reg.close();
     }
-  }, 120_000);
+  });
 });

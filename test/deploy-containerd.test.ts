@@ -260,7 +260,7 @@ describe.skipIf(lacks('containerd', reason))('deploy/containerd files started on
         expect(viaTransfer.length, 'CRI pulls through the transfer service').toBe(run.transfer ? 1 : 0);
         expect(/Falling back to local image pull mode/.test(containerd.log())).toBe(run.variant.kind === 'with');
       }
-      await expect.poll(() => daemon.logs.filter((l) => l.msg === 'layer recorded for containerd').length - before, { timeout: 10_000 }).toBe(image.layers.length);
+      await expect.poll(() => daemon.logs.filter((l) => l.msg === 'layer recorded for containerd').length - before, { timeout: 120_000 }).toBe(image.layers.length);
       expect((await cri.imageStatus(ref))?.id).toBe(image.configDigest);
       const content = await containerd.ctr(['content', 'ls', '-q'], { namespace: 'k8s.io' });
       expect(content.stdout).toContain(image.manifestDigest);

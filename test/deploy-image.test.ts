@@ -158,5 +158,5 @@ describe.skipIf(lacks('root', skip))('deploy/Containerfile, replayed', () => {
     const down = await final.run(HEALTH_SCRIPT);
     expect(down.status).toBe(1);
     expect(down.stderr).toMatch(/^fastpulld is not healthy: /);
-  }, 120_000);
+  });
 });

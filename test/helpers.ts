@@ -111,7 +111,7 @@ export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; 
     logs,
     stderr: () => err,
     exited,
-    waitLog(fn, timeoutMs = 20_000) {
+    waitLog(fn, timeoutMs = 120_000) {
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs} ms; logs: ${JSON.stringify(logs)}; stderr: ${err}`)), timeoutMs);
         const check = (): void => {

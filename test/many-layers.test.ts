@@ -23,7 +23,7 @@ describe.skipIf(lacksRegistry())(`an image of ${LAYERS} layers`, () => {
     registry = await startDistribution({ dir: join(work.dir, 'registry') });
     image = await buildImage({ layers: Array.from({ length: LAYERS }, (_, i) => [{ type: 'file' as const, path: `layer-${String(i).padStart(3, '0')}`, content: `${i}\n` }]) });
     await pushImage(registry.url, 'many/app', '1', image);
-  }, 120_000);
+  });
   afterAll(async () => {
     await registry?.stop();
     work.cleanup();

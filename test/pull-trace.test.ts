@@ -76,5 +76,5 @@ describe('a pull trace of failing ranges', () => {
     expect(reissue!.args).toMatchObject({ attempt: 1, outcome: 'done', offset: 100_000, bytes: MIB - 100_000, asked: `100000-${MIB - 1}` });
     // A straggler's remainder is re-issued (not retried after a back-off), once the straggler is cut.
     expect(reissue!.ts).toBeGreaterThanOrEqual(stalled!.ts + stalled!.dur!);
-  }, 20_000);
+  });
 });

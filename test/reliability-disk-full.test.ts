@@ -286,5 +286,5 @@ describe.skipIf(lacks('tmpfs', skip))('disk full (campaign 3)', () => {
     }
     figures.push(`random sizes: ${rounds} rounds, outcomes ${JSON.stringify(outcomes)}`);
     expect(outcomes.NO_SPACE ?? 0).toBeGreaterThan(0);
-  }, 120_000);
+  });
 });

@@ -499,7 +499,7 @@ describe('containerd snapshotter API (conformance)', () => {
     const crashSnap = join(work.dir, 'crash-snap.sock');
     const start = async (): Promise<RunningDaemon> => {
       const d = startDaemon(['--socket', crashSocket, '--snapshotter-socket', crashSnap, '--root', crashRoot]);
-      await d.waitLog((l) => l.msg === 'fastpulld serving', 30_000);
+      await d.waitLog((l) => l.msg === 'fastpulld serving');
       return d;
     };
     let victim = await start();

@@ -77,7 +77,7 @@ describe.skipIf(lacksRoot() || lacksRegistry())('the tuned peers on containerd 2
       const meta = ensureImage(join(work, 'cache'), spec, () => {});
       images.push({ meta, ref: await pushCached(registry.url, registry.host, meta) });
     }
-  }, 180_000);
+  });
 
   afterAll(async () => {
     await registry?.stop();

@@ -31,7 +31,7 @@ describe('dependencies loaded on first use', () => {
         `console.log(JSON.stringify(seen));`,
       ].join('\n');
       // Nothing in this process answers the child: it may run synchronously.
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 120_000 });
       expect(r.error).toBeUndefined();
       expect(r.status, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim())).toEqual({ imported: 'function', toml: false, zstd: false, tomlWithoutFile: false, tomlAfter: true, zstdAfter: true });
@@ -57,7 +57,7 @@ describe('dependencies loaded on first use', () => {
         `const r = await core.unpackLayer({ blobPath: ${JSON.stringify(blobPath)}, mediaType: core.MediaTypes.OCI_LAYER_GZIP, dest: ${JSON.stringify(join(dir, 'rootfs'))} });`,
         `console.log(JSON.stringify({ diffID: r.diffID }));`,
       ].join('\n');
-      const r = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 120_000 });
       expect(r.error).toBeUndefined();
       expect(r.status, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim())).toEqual({ diffID: layer.diffID });

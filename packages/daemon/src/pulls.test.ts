@@ -201,7 +201,7 @@ describe('a caller that joins a running pull', () => {
       const start: StartPull = (signal, onProgress) => service.pull(ref, { signal, onProgress });
       const a = caller();
       manager.join('k', ref, start, a);
-      await expect.poll(() => a.events.filter((e) => e.type === 'layer').length, { timeout: 10_000 }).toBeGreaterThanOrEqual(image.layers.length);
+      await expect.poll(() => a.events.filter((e) => e.type === 'layer').length, { timeout: 120_000 }).toBeGreaterThanOrEqual(image.layers.length);
       const b = caller();
       expect(manager.join('k', ref, start, b).joined).toBe(true);
       // What b missed, at once: resolved, then one event per layer seen so far, by index.

@@ -143,7 +143,7 @@ function serve206(body: Buffer, extra: string[] = []) {
   };
 }
 
-describe('DirectConnections: a 206 read straight off the socket', { timeout: 5_000 }, () => {
+describe('DirectConnections: a 206 read straight off the socket', () => {
   it('hands the body to take in order as views of one read buffer, gives its length and headers, and reuses the connection', async () => {
     const body = randomBytes(3 * 1024 * 1024 + 17);
     const srv = await rawServer(serve206(body));
@@ -285,7 +285,7 @@ describe('DirectConnections: a 206 read straight off the socket', { timeout: 5_0
   });
 });
 
-describe('DirectConnections: other answers, read whole', { timeout: 5_000 }, () => {
+describe('DirectConnections: other answers, read whole', () => {
   it('gives a 401, a chunked 404, a 301, a 204 and a 304 as ordinary responses, with lower-cased headers, and keeps the connection', async () => {
     const json = JSON.stringify({ errors: [{ code: 'UNAUTHORIZED', message: 'authentication required' }] });
     const srv = await rawServer((s, h) => {
@@ -382,7 +382,7 @@ describe('DirectConnections: other answers, read whole', { timeout: 5_000 }, () 
   });
 });
 
-describe('DirectConnections: a success without a length', { timeout: 5_000 }, () => {
+describe('DirectConnections: a success without a length', () => {
   it('asks again through the fallback for a chunked 200 or a 200 read to the close, and returns what it gives', async () => {
     const srv = await rawServer((s, h) => {
       if (h.startsWith('GET /chunked')) s.write(Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked']), Buffer.from('3\r\nabc\r\n')]));
@@ -409,7 +409,7 @@ describe('DirectConnections: a success without a length', { timeout: 5_000 }, ()
   });
 });
 
-describe('DirectConnections: failures', { timeout: 5_000 }, () => {
+describe('DirectConnections: failures', () => {
   it('fails consume when the server closes mid-body', async () => {
     const body = randomBytes(300_000);
     const srv = await rawServer((s) => {
@@ -534,7 +534,7 @@ describe('DirectConnections: failures', { timeout: 5_000 }, () => {
   });
 });
 
-describe('DirectConnections: framing', { timeout: 5_000 }, () => {
+describe('DirectConnections: framing', () => {
   it('fails an error body cut before its first byte at once, instead of never ending', async () => {
     const srv = await rawServer((s) => s.end(head('500 Internal Server Error', ['Content-Length: 7'])));
     const res = await get(client(), `${srv.url}/cut`);
@@ -573,7 +573,7 @@ describe('DirectConnections: framing', { timeout: 5_000 }, () => {
   });
 });
 
-describe('DirectConnections: aborts', { timeout: 5_000 }, () => {
+describe('DirectConnections: aborts', () => {
   it('rejects with an AbortError when the signal aborted already, or aborts before the head', async () => {
     const srv = await rawServer(() => {});
     const c = client();
@@ -648,7 +648,7 @@ describe('DirectConnections: aborts', { timeout: 5_000 }, () => {
   });
 });
 
-describe('DirectConnections: kept-alive connections', { timeout: 5_000 }, () => {
+describe('DirectConnections: kept-alive connections', () => {
   it('opens a new connection when the server closed the kept one while it sat idle (body read as it came)', async () => {
     const body = randomBytes(1000);
     const srv = await rawServer((s) => {
@@ -827,7 +827,7 @@ describe('DirectConnections: kept-alive connections', { timeout: 5_000 }, () => 
   });
 });
 
-describe('DirectConnections: take failing', { timeout: 5_000 }, () => {
+describe('DirectConnections: take failing', () => {
   for (const how of ['throws', 'rejects'] as const) {
     it(`rejects consume with the very error take ${how} with, and drops the connection`, async () => {
       const body = randomBytes(1024 * 1024);
@@ -854,7 +854,7 @@ describe('DirectConnections: take failing', { timeout: 5_000 }, () => {
   }
 });
 
-describe('DirectConnections over TLS', { timeout: 10_000 }, () => {
+describe('DirectConnections over TLS', () => {
   let dir: string;
   let tls: { key: Buffer; cert: Buffer };
   beforeAll(() => {
@@ -909,7 +909,7 @@ describe('DirectConnections over TLS', { timeout: 10_000 }, () => {
   });
 });
 
-describe('DirectConnections: closing', { timeout: 5_000 }, () => {
+describe('DirectConnections: closing', () => {
   it('keeps nothing alive: a kept connection does not hold the process, and close() ends every connection', async () => {
     const body = randomBytes(1000);
     const srv = await rawServer(serve206(body));

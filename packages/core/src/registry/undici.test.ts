@@ -34,7 +34,7 @@ describe('undici, loaded on first use', () => {
     ].join('\n');
     // Not spawnSync: the server the child asks runs in this process.
     const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 });
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { timeout: 120_000 });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -14,7 +14,7 @@ import { lacks } from './needs.js';
 const DEBIAN_BINARY = '/usr/bin/docker-registry';
 const BINARY_NAMES = ['registry', 'docker-registry'];
 /** How long a fresh registry may take to answer `GET /v2/` (it starts in well under a second). */
-const START_TIMEOUT_MS = 10_000;
+const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 5_000;
 /** Error bodies and captured output are kept only this far. */
 const CAP = 16 * 1024;

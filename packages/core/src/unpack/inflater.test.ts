@@ -221,7 +221,7 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
   it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('gives the bytes node:zlib gives for a 20 MB layer-like stream', async () => {
     const data = layerLike(20_000_000, 5);
     expect((await expectParity(chunks(gz(data), 1 << 20)))?.equals(data)).toBe(true);
-  }, 30_000);
+  });
 
   it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('fails on corrupt data with the tool\'s stderr and status', async () => {
     const good = gz(layerLike(200_000, 6));

@@ -222,7 +222,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
       for (let i = 0; i < 200 && pool.slotsLent > 0; i++) await new Promise((r) => setTimeout(r, 5));
       expect(budget.slotBytesHeld).toBe(0);
     }
-  }, 20_000);
+  });
 
   it('shares one budget between pools decoding at once', async () => {
     const budget = InflateBudget.create({ running: 1, slotBytes: 2 * slotBytes() });
@@ -362,7 +362,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
       for (let i = 0; i < 200 && (budget.running > 0 || budget.slotBytesHeld > 0); i++) await new Promise((r) => setTimeout(r, 5));
       expect([budget.running, budget.slotBytesHeld, budget.waiters], what).toEqual([0, 0, 0]);
     }
-  }, 120_000);
+  });
 
   it('runs the jobs of every pool on the same decode threads of the process', async () => {
     const budget = InflateBudget.create({ running: 4, slotBytes: 8 * slotBytes() });
@@ -423,7 +423,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 150_000);
+  });
 
   it.skipIf(lacks('addon', nativeInflate()?.discard ? undefined : 'the native addon (slot discard) is not built'))('discards a slot let go: its pages read as zeros and are reused', () => {
     const slot = new JobSlot(1, 1024 * 1024, 1024 * 1024);

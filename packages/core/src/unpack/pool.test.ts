@@ -200,7 +200,7 @@ describe('UnpackPool', () => {
     // A process that warms a pool and does nothing else ends on its own, at once.
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { UnpackPool } = await import(${JSON.stringify(url)}); const p = new UnpackPool({ size: 2 }); p.warm(2); console.log(p.workers);`], {
       encoding: 'utf8',
-      timeout: 20_000,
+      timeout: 120_000,
     });
     expect(r.error).toBeUndefined();
     expect(r.status).toBe(0);
