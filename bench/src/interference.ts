@@ -14,7 +14,9 @@
 //                        list such as 0,2
 //
 // The registry stands in for another machine but runs on this one: its CPU time during each pull is
-// reported beside the pull's, since it comes out of the workload's share too.
+// reported beside the pull's, since it comes out of the workload's share where they share cores (with
+// BENCH_WORKLOAD_CPUS other than all, it is pinned to the cores the workload leaves).
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -83,6 +85,12 @@ const cpus = workloadCpus(env.BENCH_WORKLOAD_CPUS ?? 'all', cores);
 const image = ensureImage(CACHE, mlImage(sizesFor(SCALE, env), 'gzip'), log);
 mkdirSync(join(CACHE, 'registry'), { recursive: true });
 const registry = await startDistribution({ dir: join(CACHE, 'registry') });
+// The registry stands in for another machine: where the workload leaves cores free, it runs there.
+const free = Array.from({ length: cores }, (_, i) => i).filter((c) => !cpus.includes(c));
+if (free.length > 0 && registry.pid !== undefined) {
+  const pin = spawnSync('taskset', ['-a', '-p', '-c', free.join(','), String(registry.pid)], { encoding: 'utf8' });
+  if (pin.status !== 0) throw new Error(`pinning the registry to CPUs ${free.join(',')}: ${pin.stderr.trim()}`);
+}
 const runDir = join(CACHE, 'interference');
 rmSync(runDir, { recursive: true, force: true });
 mkdirSync(runDir, { recursive: true });
@@ -137,7 +145,7 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const lines = [
   `## Interference: ${image.name} pulled beside a CPU-bound workload`,
   '',
-  `${started.toISOString()}, ${cores} cores, scale ${SCALE}, ${RUNS} round(s), load average at start ${loadAtStart.map((l) => l.toFixed(2)).join(' ')}. One busy hashing process pinned to each of CPUs ${cpus.join(',')}; "kept" is their throughput during the pull over their throughput in the ${WINDOW_S} s before it. The registry (on loopback, standing in for another machine) spent "registry CPU" during the pull. Medians (min-max).`,
+  `${started.toISOString()}, ${cores} cores, scale ${SCALE}, ${RUNS} round(s), load average at start ${loadAtStart.map((l) => l.toFixed(2)).join(' ')}. One busy hashing process pinned to each of CPUs ${cpus.join(',')}; "kept" is their throughput during the pull over their throughput in the ${WINDOW_S} s before it. The registry (on loopback, standing in for another machine${free.length > 0 ? `, pinned to CPUs ${free.join(',')}` : ''}) spent "registry CPU" during the pull. Medians (min-max).`,
   '',
   '| contender | pull s | pull CPU s | registry CPU s | workload kept | note |',
   '|---|---|---|---|---|---|',
