@@ -105,9 +105,10 @@ export async function bundleReferrers(url: string, repo: string, digest: string)
 
 /**
  * Pushes `bundle` as a Sigstore bundle referrer of `subject` laid out as cosign lays it (empty
- * config, one bundle layer), and lists it in the subject's referrers tag; returns its manifest digest.
+ * config, one bundle layer), and lists it in the subject's referrers tag (`only`: as its one
+ * referrer, the others unlisted); returns its manifest digest.
  */
-export async function putBundleReferrer(url: string, repo: string, subject: { digest: string; size: number; mediaType: string }, bundle: unknown): Promise<string> {
+export async function putBundleReferrer(url: string, repo: string, subject: { digest: string; size: number; mediaType: string }, bundle: unknown, only = false): Promise<string> {
   const empty = await putBlob(url, repo, Buffer.from('{}'));
   const layer = await putBlob(url, repo, Buffer.from(JSON.stringify(bundle)));
   const manifest = {
@@ -120,12 +121,8 @@ export async function putBundleReferrer(url: string, repo: string, subject: { di
   };
   const digest = await putManifest(url, repo, sha256(Buffer.from(JSON.stringify(manifest))), manifest);
   const tag = subject.digest.replace(':', '-');
-  let manifests: object[] = [];
-  try {
-    manifests = (await getManifest(url, repo, tag)).manifests as object[];
-  } catch {
-    // No referrers yet: the tag is made here.
-  }
+  const listed = only ? undefined : await getManifest(url, repo, tag).catch(() => undefined); // none yet: the tag is made here
+  const manifests = (listed?.manifests as object[] | undefined) ?? [];
   const entry = { mediaType: manifest.mediaType, digest, size: Buffer.byteLength(JSON.stringify(manifest)), artifactType: BUNDLE_TYPE };
   await putManifest(url, repo, tag, { schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: [...manifests, entry] }, 'application/vnd.oci.image.index.v1+json');
   return digest;

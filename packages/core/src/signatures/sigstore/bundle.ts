@@ -33,7 +33,9 @@ export function verifyBundle(req: SigstoreRequirement, subject: SignatureSubject
     bundle = bundleFromJSON(JSON.parse(bytes.toString('utf8')));
     assertBundle(bundle);
   } catch (e) {
-    return fail('authenticity', `not a Sigstore bundle: ${(e as Error).message}`);
+    const fields = (e as { fields?: unknown }).fields;
+    const which = Array.isArray(fields) && fields.length > 0 ? ` (${fields.slice(0, 5).join(', ')})` : '';
+    return fail('authenticity', `not a Sigstore bundle: ${(e as Error).message}${which}`);
   }
   if (bundle.content.$case !== 'dsseEnvelope') return fail('integrity', 'a message-signature bundle signs a blob, not an image (cosign signs images with a DSSE envelope)');
   const checks: SignatureCheck[] = [];
@@ -57,7 +59,8 @@ function verifyEntity(req: SigstoreRequirement, bundle: Bundle, signature: Diges
   const rekor = req.rekorKeys.length > 0;
   const options = { tlogThreshold: rekor ? 1 : 0, ctlogThreshold: 0, timestampThreshold: keyless ? 1 : 0 };
   const policy: VerificationPolicy | undefined = req.fulcio ? { subjectAlternativeName: req.fulcio.subjectEmail, extensions: { issuer: req.fulcio.oidcIssuer } } : undefined;
-  const materials = keyless ? [trustMaterial(req, undefined)] : req.keys.map((k) => trustMaterial(req, k));
+  const names = checkpointNames(bundle);
+  const materials = keyless ? [trustMaterial(req, undefined, names)] : req.keys.map((k) => trustMaterial(req, k, names));
   let failure: SignatureCheck | undefined;
   for (const material of materials) {
     try {
@@ -97,18 +100,37 @@ function explain(e: unknown, keyless: boolean, keys: number): { check: string; o
   }
 }
 
-/** The trust material of one policy key (the bundle's key hint is not trusted to pick it), or of the Fulcio CA. */
-function trustMaterial(req: SigstoreRequirement, key: KeyObject | undefined): TrustMaterial {
+/**
+ * The trust material of one policy key (the bundle's key hint is not trusted to pick it), or of the
+ * Fulcio CA. policy.json trusts a Rekor key whatever the log calls itself, so each Rekor key is
+ * offered under every name the bundle's checkpoints are signed by (the library matches that name
+ * against the log's URL; the key still has to verify the signature).
+ */
+function trustMaterial(req: SigstoreRequirement, key: KeyObject | undefined, names: readonly string[]): TrustMaterial {
+  const logs = req.rekorKeys.map((k) => ({ key: k, logID: createHash('sha256').update(k.export({ type: 'spki', format: 'der' })).digest() }));
   return {
     certificateAuthorities: req.fulcio ? [{ certChain: req.fulcio.ca.map((c) => SigstoreCertificate.parse(c.raw)), validFor: ALWAYS }] : [],
     timestampAuthorities: [],
-    tlogs: req.rekorKeys.map((k) => ({ logID: createHash('sha256').update(k.export({ type: 'spki', format: 'der' })).digest(), baseURL: '', publicKey: k, validFor: ALWAYS })),
+    tlogs: logs.flatMap(({ key: publicKey, logID }) => names.map((baseURL) => ({ logID, baseURL, publicKey, validFor: ALWAYS }))),
     ctlogs: [],
     publicKey: () => {
       if (!key) throw new VerificationError({ code: 'PUBLIC_KEY_ERROR', message: 'the policy names a Fulcio CA, not keys; the bundle is signed with a key' });
       return { publicKey: key, validFor: () => true };
     },
   };
+}
+
+/**
+ * The signer names of the bundle's checkpoints, at most a few, and '' for entries without one. The
+ * library searches the log's URL for the name as a pattern: a name searches itself out (one with
+ * pattern characters that do not match themselves fails, which refuses rather than accepts).
+ */
+function checkpointNames(bundle: Bundle): string[] {
+  const names = new Set<string>(['']);
+  for (const e of bundle.verificationMaterial.tlogEntries) {
+    for (const m of (e.inclusionProof?.checkpoint?.envelope ?? '').matchAll(/\u2014 (\S+) /g)) if (names.size < 8) names.add(m[1]!);
+  }
+  return [...names];
 }
 
 function integrated(bundle: Bundle): string {
