@@ -177,7 +177,6 @@ function inflateTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, 
 let warmUpRef: string | undefined;
 const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
-  'fastpull-serial': fastpullCli(repo, 'serial'),
   'fastpull-nodehttp': fastpullCli(repo, 'nodehttp'),
   'fastpull-buffered': fastpullCli(repo, 'buffered'),
   'fastpull-direct': fastpullCli(repo, 'direct'),

@@ -81,8 +81,6 @@ export function fastpullTimings(output: string, total = false): Record<string, n
 
 /**
  * `fastpull pull` in-process, through its launcher. `variant` names a run with extra environment:
- * `serial` is the pull as it was before a layer's stages ran on threads of their own: both hashes on
- * the unpack thread between the stages (FASTPULL_HASH=inline) and libuv's default pool of 4;
  * `nodehttp` reads blob bodies through node:http instead of off the socket (FASTPULL_DIRECT_RANGES=0);
  * `buffered` writes large files through the page cache (FASTPULL_DIRECT_WRITES=0, the default now) and
  * `direct` with O_DIRECT (FASTPULL_DIRECT_WRITES=1). Any
@@ -91,18 +89,16 @@ export function fastpullTimings(output: string, total = false): Record<string, n
  */
 export function fastpullCli(repo: string, variant?: string): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
-  const inflater = variant === undefined || variant === 'serial' || variant === 'nodehttp' || variant === 'buffered' || variant === 'direct' ? undefined : variant === 'isal-reader' ? 'isal' : variant;
+  const inflater = variant === undefined || variant === 'nodehttp' || variant === 'buffered' || variant === 'direct' ? undefined : variant === 'isal-reader' ? 'isal' : variant;
   const env =
-    variant === 'serial'
-      ? { ...process.env, FASTPULL_HASH: 'inline', UV_THREADPOOL_SIZE: '4' }
-      : variant === 'isal-reader'
-        ? { ...process.env, FASTPULL_ISAL_THREAD: 'reader' }
-        : variant === 'nodehttp'
-          ? { ...process.env, FASTPULL_DIRECT_RANGES: '0' }
-          : variant === 'buffered' || variant === 'direct'
-            ? { ...process.env, FASTPULL_DIRECT_WRITES: variant === 'direct' ? '1' : '0' }
-            : process.env;
-  const names: Record<string, string> = { serial: 'fastpull (CLI, serial hashing)', nodehttp: 'fastpull (CLI, bodies through node:http)', buffered: 'fastpull (CLI, large files through the page cache)', direct: 'fastpull (CLI, large files written direct)' };
+    variant === 'isal-reader'
+      ? { ...process.env, FASTPULL_ISAL_THREAD: 'reader' }
+      : variant === 'nodehttp'
+        ? { ...process.env, FASTPULL_DIRECT_RANGES: '0' }
+        : variant === 'buffered' || variant === 'direct'
+          ? { ...process.env, FASTPULL_DIRECT_WRITES: variant === 'direct' ? '1' : '0' }
+          : process.env;
+  const names: Record<string, string> = { nodehttp: 'fastpull (CLI, bodies through node:http)', buffered: 'fastpull (CLI, large files through the page cache)', direct: 'fastpull (CLI, large files written direct)' };
   return {
     name: variant === undefined ? 'fastpull (CLI)' : (names[variant] ?? `fastpull --inflater ${variant} (CLI)`),
     traces: true,

@@ -216,8 +216,8 @@ static void find_zlib(void) {
 static void use_zlib(bool on) { zlib_crc32_z = on ? found_crc : NULL; }
 
 // useZlib(on?): with a boolean, switches between the process's zlib CRC-32 and this decoder's own
-// (slicing by 8); returns whether zlib's is in use. Process-wide. The default is on, unless
-// FASTPULL_INFLATE_PORTABLE=1. Tests run both. (Whole blocks through the process's inflate, once the
+// (slicing by 8); returns whether zlib's is in use. Process-wide. The default is on where that
+// zlib is found; tests switch it off to run the decoder's own. (Whole blocks through the process's inflate, once the
 // window is known, were tried: no faster than this decoder's loops, so they are not used.)
 static napi_value use_zlib_js(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -242,8 +242,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void init_process(void) {
   init_static();
   find_zlib();
-  const char* portable = getenv("FASTPULL_INFLATE_PORTABLE");
-  use_zlib(!(portable && *portable && *portable != '0'));
+  use_zlib(true);
 }
 
 static napi_value init(napi_env env, napi_value exports) {

@@ -81,7 +81,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'snapshotRecordsConformance', 'snapshotterConformance', 'type SpecialEntry', 'startDistribution', 'type StartDistributionOptions', 'startLoopbackRegistry', 'startTinyproxy',
       'type Subject', 'type SubjectFactory', 'type TarEntry', 'type Tinyproxy', 'type TinyproxyOptions', 'type TreeEntry', 'writeOciLayout', 'writeTree', 'type ZtocFields',
     ],
-  './tuning': ['MAX_WRITER_THREADS', 'type SyncMethod', 'type Tuning', 'tuningFromEnv'],
+  './tuning': ['type SyncMethod', 'type Tuning', 'tuningFromEnv'],
   './worker-ahead': ['startWorkerAhead'],
 };
 

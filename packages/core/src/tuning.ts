@@ -29,14 +29,11 @@ export interface Tuning {
   readonly pargzipChunk?: number;
   /** Bytes all parallel decodes of the process may hold in job slots (FASTPULL_INFLATE_SLOT_MIB). */
   readonly inflateSlotBytes?: number;
-  /** Threads that make a layer's small files, 1 to 16, instead of one per core, 2 to 4 (FASTPULL_WRITER_THREADS). */
+  /** Threads that make a layer's small files instead of one per core, 2 to 4; more than the addon starts is ignored (FASTPULL_WRITER_THREADS). */
   readonly writerThreads?: number;
   /** false: an idle unpack worker keeps its heap and the allocator's free memory (FASTPULL_IDLE_GC=0). */
   readonly idleGc?: boolean;
 }
-
-/** The most writer threads {@link Tuning.writerThreads} may ask for. */
-export const MAX_WRITER_THREADS = 16;
 
 const SYNC_METHODS: readonly SyncMethod[] = ['syncfs', 'fsync'];
 
@@ -63,7 +60,7 @@ export function tuningFromEnv(env: Readonly<Record<string, string | undefined>>)
   const chunkKiB = positive(env.FASTPULL_PARGZIP_CHUNK_KIB);
   const slotMiB = positive(env.FASTPULL_INFLATE_SLOT_MIB);
   const writers = env.FASTPULL_WRITER_THREADS;
-  const writerThreads = writers !== undefined && /^[0-9]+$/.test(writers) && Number(writers) >= 1 && Number(writers) <= MAX_WRITER_THREADS ? Number(writers) : undefined;
+  const writerThreads = writers !== undefined && /^[0-9]+$/.test(writers) && Number(writers) >= 1 ? Number(writers) : undefined;
   return {
     ...(env.FASTPULL_DIRECT_RANGES === '0' ? { directRanges: false } : {}),
     ...(leadMiB !== undefined && Number.isFinite(leadMiB) && leadMiB >= 0 ? { downloadLead: leadMiB * 1024 * 1024 } : {}),

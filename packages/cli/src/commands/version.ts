@@ -2,7 +2,8 @@
 // how a pull sizes itself on this machine.
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { availableCores, inflaterFromEnv, isFastpullError, poolSizeFor, processCpuQuota, resolveGunzip, VERSION, WRITER_THREADS } from '@fastpull/core';
+import { availableCores, inflaterFromEnv, isFastpullError, poolSizeFor, processCpuQuota, resolveGunzip, VERSION, WRITER_THREADS, writerThreadsFor } from '@fastpull/core';
+import { tuningFromEnv, type Tuning } from '@fastpull/core/tuning';
 import { writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, withExample } from '../options.js';
 
@@ -60,6 +61,14 @@ export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
     inflater = { choice: env.FASTPULL_INFLATER ?? choice, kind: 'none', error: isFastpullError(e) ? e.message : String(e) };
   }
   const pool = Number(env.UV_THREADPOOL_SIZE);
+  // A malformed knob this command does not use (FASTPULL_SYNC_METHOD) is the pull's to refuse.
+  const knobs = ((): Tuning => {
+    try {
+      return tuningFromEnv(env);
+    } catch {
+      return {};
+    }
+  })();
   const cpuFlags = readCpuFlags();
   const quota = processCpuQuota();
   return {
@@ -70,7 +79,8 @@ export function versionInfo(env: NodeJS.ProcessEnv): VersionInfo {
     cores: availableCores(),
     ...(quota ? { cpuQuota: quota.cores } : {}),
     unpackSlots: poolSizeFor(),
-    writerThreads: WRITER_THREADS,
+    // What a pull would start: the measuring knob FASTPULL_WRITER_THREADS, as the CLI's pull reads it.
+    writerThreads: knobs.writerThreads !== undefined ? writerThreadsFor(availableCores(), knobs.writerThreads) : WRITER_THREADS,
     ...(cpuFlags ? { cpuFlags } : {}),
   };
 }

@@ -100,6 +100,7 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         follow: { watermark: download.watermark.buffer, size: layer.size, ...(release !== undefined ? { release } : {}) },
         ...(ctx.options.inflater ? { inflater: ctx.options.inflater } : {}),
         ...(ztoc ? { ztoc } : {}),
+        ...(ctx.options.tuning ? { tuning: ctx.options.tuning } : {}),
       },
       {
         signal,

@@ -43,6 +43,8 @@ export interface ApplyOptions {
   limits?: Partial<ApplyLimits>;
   /** Start files' write-back as they are written (snapshots/durable.ts flushes the rest). Default: none. */
   writeback?: WritebackMode;
+  /** Threads that make the small files (Tuning.writerThreads, for measuring); default one per core, 2 to 4 (filesink.ts). */
+  writerThreads?: number;
   /**
    * Called with an offset in `tar` before which the apply holds no byte of the stream and no view of
    * one any more, so that the producer may fill those buffers again: before each entry is read
@@ -111,7 +113,7 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
   const opaqueXattr = rootless ? ROOTLESS_OPAQUE_XATTR : OVERLAY_OPAQUE_XATTR;
   const report = new ApplyReport(what);
   const writeback = LayerWriteback.open(options.writeback, root);
-  const sink = FileSink.open();
+  const sink = FileSink.open(options.writerThreads);
   const { onReleased } = options;
   const released = onReleased ? () => onReleased(reader.consumed) : undefined;
   const writer = new LayerWriter(report, {

@@ -7,6 +7,7 @@ import { createExternalGunzip, DEFAULT_INFLATER, findZstd, resolveGunzip, type I
 import { createIsalGunzip } from './isal.js';
 import { createParallelGunzip, InflatePool, sharedInflatePool } from './pargzip.js';
 import type { GzipCheckpoint } from './ztoc.js';
+import type { Tuning } from '../tuning.js';
 import { createZstdDecompressor } from './zstd.js';
 
 /** How many leading bytes of a blob {@link detectCompression} looks at. */
@@ -75,6 +76,8 @@ export interface DecompressorOptions {
    * parallel one).
    */
   reuseOutput?: boolean;
+  /** Measuring knobs (tuning.ts): ISA-L's thread, the parallel decoder's chunk and the process's slot memory. */
+  tuning?: Pick<Tuning, 'isalOnReader' | 'pargzipChunk' | 'inflateSlotBytes'>;
 }
 
 /** Decoders made with an `onInputDone` they call. */
@@ -111,8 +114,12 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
         if (!InflatePool.available()) {
           throw new FastpullError('INVALID_ARGUMENT', 'inflater parallel was asked for but its native decoder is not built (`pnpm --filter @fastpull/core build:native`); use auto or zlib instead');
         }
+        const pool = sharedInflatePool();
+        const { pargzipChunk, inflateSlotBytes } = options.tuning ?? {};
+        if (inflateSlotBytes !== undefined && inflateSlotBytes !== pool.budget.slotBytes) pool.budget.setSlotBytes(inflateSlotBytes);
         const stream = createParallelGunzip({
-          pool: sharedInflatePool(),
+          pool,
+          ...(pargzipChunk !== undefined ? { chunkSize: pargzipChunk } : {}),
           ...(options.size !== undefined ? { size: options.size } : {}),
           ...(options.checkpoints ? { checkpoints: options.checkpoints } : {}),
           ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}),
@@ -124,7 +131,7 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
       }
       const decoder = resolveGunzip(options.inflater ?? DEFAULT_INFLATER);
       if (decoder.kind === 'isal') {
-        const stream = createIsalGunzip({ ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}), ...(options.reuseOutput ? { reuseOutput: true } : {}) });
+        const stream = createIsalGunzip({ ...(options.tuning?.isalOnReader ? { sync: true } : {}), ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}), ...(options.reuseOutput ? { reuseOutput: true } : {}) });
         if (options.onInputDone) telling.add(stream);
         if (options.reuseOutput) releasing.set(stream, (upTo) => stream.releaseOutput(upTo));
         return stream;

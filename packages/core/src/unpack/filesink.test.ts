@@ -17,14 +17,14 @@ if (!hasSink) console.warn('skipping the writer-thread tests: the native addon l
 
 describe('writer threads', () => {
   it('one per core, at least two and at most four', () => {
-    expect([1, 2, 3, 4, 5, 16, 192].map((n) => writerThreadsFor(n, {}))).toEqual([2, 2, 3, 4, 4, 4, 4]);
+    expect([1, 2, 3, 4, 5, 16, 192].map((n) => writerThreadsFor(n))).toEqual([2, 2, 3, 4, 4, 4, 4]);
   });
 
-  it('takes FASTPULL_WRITER_THREADS from 1 to 16, and ignores other values', () => {
-    expect(writerThreadsFor(16, { FASTPULL_WRITER_THREADS: '8' })).toBe(8);
-    expect(writerThreadsFor(2, { FASTPULL_WRITER_THREADS: '1' })).toBe(1);
-    expect(writerThreadsFor(2, { FASTPULL_WRITER_THREADS: '16' })).toBe(16);
-    for (const bad of ['0', '17', '-1', '2.5', ' 4', 'four', '']) expect(writerThreadsFor(16, { FASTPULL_WRITER_THREADS: bad })).toBe(4);
+  it('takes the count a tuning asks for from 1 to 16, and ignores other values', () => {
+    expect(writerThreadsFor(16, 8)).toBe(8);
+    expect(writerThreadsFor(2, 1)).toBe(1);
+    expect(writerThreadsFor(2, 16)).toBe(16);
+    for (const bad of [0, 17, -1, 2.5, Number.NaN]) expect(writerThreadsFor(16, bad)).toBe(4);
   });
 });
 

@@ -35,17 +35,12 @@ export const MAX_WRITER_THREADS = 16;
 export const WRITER_THREADS = writerThreadsFor(availableCores());
 
 /**
- * {@link WRITER_THREADS} on `cores` cores: FASTPULL_WRITER_THREADS in `env` when it is a whole
- * number from 1 to {@link MAX_WRITER_THREADS} (for measuring; other values are ignored), else one
- * per core, 2 to 4.
- * @example writerThreadsFor(1) // 2; writerThreadsFor(16) // 4; writerThreadsFor(16, { FASTPULL_WRITER_THREADS: '8' }) // 8
+ * {@link WRITER_THREADS} on `cores` cores: `asked` (Tuning.writerThreads, for measuring) when it is a
+ * whole number from 1 to {@link MAX_WRITER_THREADS} (other values are ignored), else one per core, 2 to 4.
+ * @example writerThreadsFor(1) // 2; writerThreadsFor(16) // 4; writerThreadsFor(16, 8) // 8
  */
-export function writerThreadsFor(cores: number, env: NodeJS.ProcessEnv = process.env): number {
-  const asked = env.FASTPULL_WRITER_THREADS;
-  if (asked !== undefined && /^[0-9]+$/.test(asked)) {
-    const n = Number(asked);
-    if (n >= 1 && n <= MAX_WRITER_THREADS) return n;
-  }
+export function writerThreadsFor(cores: number, asked?: number): number {
+  if (asked !== undefined && Number.isInteger(asked) && asked >= 1 && asked <= MAX_WRITER_THREADS) return asked;
   return Math.min(4, Math.max(2, cores));
 }
 
@@ -112,10 +107,14 @@ export class FileSink {
     private readonly sink: Sink,
   ) {}
 
-  /** A sink, or undefined where the addon lacks the writer threads (files are then written in line). */
-  static open(): FileSink | undefined {
+  /**
+   * A sink, or undefined where the addon lacks the writer threads (files are then written in line).
+   * `asked`: the threads a pass's Tuning.writerThreads asks for (see {@link writerThreadsFor}).
+   */
+  static open(asked?: number): FileSink | undefined {
     const native = nativeFiles();
-    return native === undefined ? undefined : new FileSink(native, native.fileSinkCreate(WRITER_THREADS));
+    const threads = asked === undefined ? WRITER_THREADS : writerThreadsFor(availableCores(), asked);
+    return native === undefined ? undefined : new FileSink(native, native.fileSinkCreate(threads));
   }
 
   /** Whether this addon's writer threads count their CPU (see {@link cpuMs}). */

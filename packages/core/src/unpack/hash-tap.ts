@@ -51,11 +51,12 @@ export interface HashTapResult {
 }
 
 /**
- * The mode a tap gets by default: 'pool' where the addon's SHA-256 is there, unless the
- * environment's FASTPULL_HASH is 'inline' (to compare the two; nothing else should set it).
+ * The mode a tap gets by default: 'pool' where the addon's SHA-256 is there, else 'inline'. The
+ * inline way is what runs without the addon; a comparison asks for it by the tap's `mode`
+ * (bench:stages does).
  */
-export function defaultHashMode(env: NodeJS.ProcessEnv = process.env): HashMode {
-  return env.FASTPULL_HASH !== 'inline' && nativeHash() ? 'pool' : 'inline';
+export function defaultHashMode(): HashMode {
+  return nativeHash() ? 'pool' : 'inline';
 }
 
 /**

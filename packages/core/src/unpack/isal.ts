@@ -119,12 +119,6 @@ export function isalUnavailableReason(): string | undefined {
   return why;
 }
 
-/**
- * Benchmark-only: FASTPULL_ISAL_THREAD=reader makes the default decode on the reading thread instead
- * of the stage's own decode thread (bench/README.md compares the two).
- */
-const DEFAULT_SYNC = process.env.FASTPULL_ISAL_THREAD === 'reader';
-
 /** Options of {@link createIsalGunzip}. */
 export interface IsalGunzipOptions {
   /** Decode on this thread instead of the stage's own decode thread; default false. */
@@ -248,7 +242,7 @@ class IsalGunzip extends Transform implements IsalGunzipStream {
   ) {
     super({ readableHighWaterMark: READ_AHEAD });
     this.chunkSize = options.chunkSize ?? ISAL_CHUNK_SIZE;
-    this.sync = options.sync ?? DEFAULT_SYNC;
+    this.sync = options.sync ?? false;
     this.reuse = (options.reuseOutput ?? false) && !this.sync;
     this.outputs = new OutputBuffers(this.chunkSize);
     this.onInputDone = options.onInputDone;

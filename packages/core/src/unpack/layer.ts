@@ -11,6 +11,7 @@ import { READER_DONE, WatermarkView } from '../content/watermark.js';
 import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, outputReleaser, resolveCompression, tellsInputDone } from './decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
+import type { Tuning } from '../tuning.js';
 import { nativeHash, nativePunchHole, type PunchHole } from './native.js';
 import type { WritebackMode } from './writeback.js';
 import type { IsalGunzipStream } from './isal.js';
@@ -96,6 +97,11 @@ export interface UnpackLayerOptions {
    * defaultHashMode.
    */
   hashMode?: HashMode;
+  /**
+   * Measuring knobs (tuning.ts) from the program's entry point: the pass reads ISA-L's thread, the
+   * parallel decoder's chunk and slot memory, and the writer threads. Default none.
+   */
+  tuning?: Tuning;
 }
 
 /** What {@link unpackLayer} computed. Nothing is compared: the caller checks both digests before committing. */
@@ -250,6 +256,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
       ...(checkpoints ? { checkpoints } : {}),
       ...(buffers ? { onInputDone: buffers.reader(1) } : {}),
       reuseOutput: true,
+      ...(options.tuning ? { tuning: options.tuning } : {}),
     });
     if (!tellsInputDone(decompressor)) buffers = undefined;
     source = options.follow
@@ -301,6 +308,7 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
           ...(maxInflatedBytes !== undefined ? { maxInflatedBytes } : {}),
           ...(options.rootless !== undefined ? { rootless: options.rootless } : {}),
           ...(options.writeback !== undefined ? { writeback: options.writeback } : {}),
+          ...(options.tuning?.writerThreads !== undefined ? { writerThreads: options.tuning.writerThreads } : {}),
           ...(released ? { onReleased: (offset: number) => ((tarApplied = offset), released()) } : {}),
         }));
       },

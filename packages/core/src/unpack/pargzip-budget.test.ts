@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
-import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget, slotBytesFromEnv } from './pargzip-budget.js';
+import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { JobSlot, nativeInflate, St, Status, type JobInput, type JobResult } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool } from './pargzip.js';
 import { compiledWorker } from './pool.js';
@@ -89,24 +89,26 @@ describe('inflate budget', () => {
     expect(b.slotBytesHeld).toBe(64 * 1024);
   });
 
-  it('takes its slot memory from FASTPULL_INFLATE_SLOT_MIB when that is a positive number', () => {
-    expect(slotBytesFromEnv({ FASTPULL_INFLATE_SLOT_MIB: '256' })).toEqual({ slotBytes: 256 * MIB });
-    expect(slotBytesFromEnv({ FASTPULL_INFLATE_SLOT_MIB: '0.5' })).toEqual({ slotBytes: MIB / 2 });
-    for (const v of [undefined, '', '0', '-3', 'lots']) expect(slotBytesFromEnv({ FASTPULL_INFLATE_SLOT_MIB: v })).toEqual({});
+  it("takes a new bound on its slot memory (a pass's Tuning.inflateSlotBytes), and refuses one that is not a positive integer", () => {
+    const b = InflateBudget.create({ running: 2, slotBytes: 16 * MIB });
+    const g = b.generation;
+    b.setSlotBytes(256 * MIB);
+    expect(b.slotBytes).toBe(256 * MIB);
+    expect(b.generation).toBeGreaterThan(g); // waiters look again
+    b.setSlotBytes(MIB / 2);
+    expect(b.slotBytes).toBe(MIB / 2);
+    for (const v of [0, -3, 1.5, Number.NaN]) expect(() => b.setSlotBytes(v), String(v)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(b.slotBytes).toBe(MIB / 2);
   });
 
-  it.skipIf(lacks('build', compiledWorker('pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))("sizes the process's budget from FASTPULL_INFLATE_SLOT_MIB, and by the cores without it", () => {
+  it.skipIf(lacks('build', compiledWorker('pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))("sizes the process's budget by the cores, whatever the environment says", () => {
     const url = new URL(`file://${compiledWorker('pargzip-budget.js')!}`).href;
-    const read = (env: NodeJS.ProcessEnv): number => {
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.processInflateBudget().slotBytes);`], {
-        encoding: 'utf8',
-        env: { ...process.env, FASTPULL_INFLATE_SLOT_MIB: '', ...env },
-      });
-      expect(r.status, r.stderr).toBe(0);
-      return Number(r.stdout.trim());
-    };
-    expect(read({ FASTPULL_INFLATE_SLOT_MIB: '200' })).toBe(200 * MIB);
-    expect(read({})).toBe(InflateBudget.create().slotBytes);
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.processInflateBudget().slotBytes);`], {
+      encoding: 'utf8',
+      env: { ...process.env, FASTPULL_INFLATE_SLOT_MIB: '200' },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(Number(r.stdout.trim())).toBe(InflateBudget.create().slotBytes);
   });
 
   it.skipIf(lacks('build', compiledWorker('pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))('is one budget for the threads the process hands it to', async () => {

@@ -9,7 +9,6 @@
 import { availableCores } from '../util/cpu.js';
 import { isMainThread, workerData } from 'node:worker_threads';
 import { FastpullError } from '../errors.js';
-import { positiveEnv } from '../util/env.js';
 
 // Int32 cells of the shared buffer.
 const RUNNING = 0;
@@ -95,6 +94,16 @@ export class InflateBudget {
   /** Bytes all slots may hold together. */
   get slotBytes(): number {
     return Atomics.load(this.cells, MAX_UNITS) * UNIT;
+  }
+
+  /**
+   * Bounds the bytes all slots may hold together from now on, for every thread that shares this
+   * budget (a pass's Tuning.inflateSlotBytes, for measuring); INVALID_ARGUMENT unless a positive integer.
+   */
+  setSlotBytes(slotBytes: number): void {
+    if (!Number.isSafeInteger(slotBytes) || slotBytes < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: slot bytes ${slotBytes}: want an integer >= 1`);
+    Atomics.store(this.cells, MAX_UNITS, Math.min(Math.max(1, Math.floor(slotBytes / UNIT)), 0x7fffffff));
+    this.bump();
   }
 
   /** Decode jobs running now. */
@@ -219,21 +228,11 @@ let processBudget: InflateBudget | undefined;
 export function processInflateBudget(): InflateBudget {
   if (!processBudget) {
     const given = isMainThread ? undefined : (workerData as { inflateBudget?: unknown } | null | undefined)?.inflateBudget;
-    processBudget = given instanceof SharedArrayBuffer ? new InflateBudget(given) : InflateBudget.create(slotBytesFromEnv());
+    processBudget = given instanceof SharedArrayBuffer ? new InflateBudget(given) : InflateBudget.create();
   }
   return processBudget;
 }
 
-/**
- * FASTPULL_INFLATE_SLOT_MIB, for measuring: the slot memory of the process's parallel gunzips, in
- * MiB, instead of {@link INFLATE_SLOT_BYTES_PER_JOB} per core up to {@link DEFAULT_INFLATE_SLOT_BYTES}.
- * A stream runs ahead only as many jobs as its slots allow (a slot of 1 MiB chunks is about 13.6 MiB),
- * so the default lets one stream run three jobs ahead at most, however many cores the machine has.
- */
-export function slotBytesFromEnv(env: NodeJS.ProcessEnv = process.env): InflateBudgetLimits {
-  const mib = positiveEnv(env.FASTPULL_INFLATE_SLOT_MIB);
-  return mib === undefined ? {} : { slotBytes: Math.round(mib * 1024 * 1024) };
-}
 
 /** What a worker thread's `workerData` carries so that its decode pools share this process's budget. */
 export function inflateBudgetWorkerData(): { inflateBudget: SharedArrayBuffer } {

@@ -146,8 +146,7 @@ interface NativeInflate {
   copyBytes(dst: Uint8Array, dstOffset: number, src: Uint8Array, srcOffset: number, length: number): void;
   /**
    * With a boolean, switches (process-wide) between the process's zlib CRC-32 and the decoder's own
-   * (slicing by 8); returns whether zlib's is in use. On by default where Node.js exports its zlib,
-   * unless FASTPULL_INFLATE_PORTABLE=1.
+   * (slicing by 8); returns whether zlib's is in use. On by default where Node.js exports its zlib.
    */
   useZlib(on?: boolean): boolean;
   /**

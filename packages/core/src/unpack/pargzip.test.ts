@@ -1,13 +1,16 @@
 // Parallel gunzip: byte-for-byte equality with node:zlib over a corpus, every chunking, and corrupt input.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../errors.js';
 import { Prng } from '../testing/prng.js';
 import { nativeInflate, St, WINDOW } from './pargzip-job.js';
-import { chunkFromEnv, createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
+import { createDecompressor } from './decompress.js';
+import { createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';
 import { lacks } from '../testing/needs.js';
@@ -216,26 +219,21 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     expect(capped.exactBytes).toBeLessThanOrEqual(data.length);
   });
 
-  it('cuts streams that set no chunk size into chunks of FASTPULL_PARGZIP_CHUNK_KIB when that is set', async () => {
-    expect(chunkFromEnv({ FASTPULL_PARGZIP_CHUNK_KIB: '1024' })).toBe(1024 * 1024);
-    for (const v of [undefined, '', '0', '-1', 'big']) expect(chunkFromEnv({ FASTPULL_PARGZIP_CHUNK_KIB: v })).toBeUndefined();
+  it("cuts a layer into chunks of the size its pass's tuning asks for (Tuning.pargzipChunk)", async () => {
     const rng = new Prng(78);
     const gz = gzipWith('gzip', ['-6', '-c'], Buffer.concat([binaryData(rng, 1_500_000), textData(rng, 1_500_000)]));
-    const chunks = async (kib: string | undefined): Promise<number> => {
-      const before = process.env.FASTPULL_PARGZIP_CHUNK_KIB;
-      if (kib === undefined) delete process.env.FASTPULL_PARGZIP_CHUNK_KIB;
-      else process.env.FASTPULL_PARGZIP_CHUNK_KIB = kib;
-      try {
-        const s = await expectSame(gz, rng, { pool: inline, size: gz.length, maxWrite: 1 << 20 });
-        return s.guessesUsed + s.guessesDropped;
-      } finally {
-        if (before === undefined) delete process.env.FASTPULL_PARGZIP_CHUNK_KIB;
-        else process.env.FASTPULL_PARGZIP_CHUNK_KIB = before;
-      }
+    const want = zlib.gunzipSync(gz);
+    const chunks = async (tuning: { pargzipChunk?: number }): Promise<number> => {
+      const stream = createDecompressor('gzip', { inflater: 'parallel', size: gz.length, tuning }) as ParallelGunzipStream;
+      const out: Buffer[] = [];
+      stream.on('data', (c: Buffer) => out.push(c));
+      await pipeline(Readable.from([gz]), stream);
+      expect(Buffer.concat(out).equals(want)).toBe(true);
+      return stream.stats.guessesUsed + stream.stats.guessesDropped;
     };
     // By default a stream of this size is one chunk per 256 KiB at least; 32 KiB makes 8 times as many.
-    const byDefault = await chunks(undefined);
-    const small = await chunks('32');
+    const byDefault = await chunks({});
+    const small = await chunks({ pargzipChunk: 32 * 1024 });
     expect(small).toBeGreaterThan(4 * byDefault);
   });
 
@@ -356,13 +354,14 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
   });
 
   it('computes member CRCs with the process zlib and with its own slicing-by-8 code alike', async () => {
-    // The decoder uses the CRC-32 of the zlib that Node.js exports when it finds one;
-    // FASTPULL_INFLATE_PORTABLE=1 (or useZlib(false)) keeps its own table code. First a raw job in a
-    // fresh process each way, checking the per-member CRCs against zlib.crc32.
+    // The decoder uses the CRC-32 of the zlib that Node.js exports when it finds one; useZlib(false)
+    // switches to its own table code. First a raw job in a fresh process each way, checking the
+    // per-member CRCs against zlib.crc32.
     const addon = fileURLToPath(new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url));
     const script = `
       const zlib = require('node:zlib');
       const m = require(${JSON.stringify(addon)});
+      if (process.argv[1] === 'portable') m.useZlib(false);
       const parts = [Buffer.from('alpha '.repeat(5000)), Buffer.alloc(0), Buffer.from('omega').fill(7, 2), Buffer.alloc(70000, 'q')];
       const gz = Buffer.concat(parts.map((p) => zlib.gzipSync(p)));
       const out16 = new Uint16Array(400), out8 = new Uint8Array(${WINDOW} + 200000), members = new Float64Array(4 * 8 + 1), res = new Float64Array(16);
@@ -375,7 +374,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     `;
     const seen = new Set<boolean>();
     for (const portable of ['1', '']) {
-      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, FASTPULL_INFLATE_PORTABLE: portable } });
+      const r = spawnSync(process.execPath, ['-e', script, ...(portable ? ['portable'] : [])], { encoding: 'utf8' });
       expect(r.status, r.stderr).toBe(0);
       const got = JSON.parse(r.stdout) as { zlib: boolean; status: number; n: number; ok: boolean };
       expect(got).toMatchObject({ n: 4, ok: true });

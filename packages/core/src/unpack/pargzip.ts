@@ -18,7 +18,6 @@
 // refuses exactly what zlib does, so the output always equals node:zlib's.
 import { Transform, type TransformCallback } from 'node:stream';
 import { FastpullError } from '../errors.js';
-import { positiveEnv } from '../util/env.js';
 import { DecodeCursor } from './pargzip-cursor.js';
 import { Guesses } from './pargzip-guesses.js';
 import { CompressedInput } from './pargzip-input.js';
@@ -53,17 +52,6 @@ export const PARGZIP_CHUNK = 1024 * 1024;
 /** Compressed bytes per chunk, at least. */
 const MIN_CHUNK = 256 * 1024;
 
-/**
- * FASTPULL_PARGZIP_CHUNK_KIB, for measuring: compressed KiB per chunk of every stream that does not
- * set {@link ParallelGunzipOptions.chunkSize}, instead of the default from the stream's size
- * (undefined when unset or not a positive number). A guess decodes at most {@link JOB_CAP} symbols,
- * so a chunk that inflates to more leaves the rest of it to exact jobs, one after another
- * ({@link ParallelGunzipStats.exactBytes}; see {@link PARGZIP_CHUNK} for what chunk sizes did).
- */
-export function chunkFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const kib = positiveEnv(env.FASTPULL_PARGZIP_CHUNK_KIB);
-  return kib === undefined ? undefined : Math.round(kib * 1024);
-}
 /** Bytes past a chunk's end a job gets, for the block that crosses it (at most; see overrun). */
 const OVERRUN = 512 * 1024;
 /** Most symbols one job writes before it stops (a continuation goes on from there). */
@@ -75,7 +63,7 @@ const MAX_CHECKPOINT_JOB = 16 * 1024 * 1024;
 export interface ParallelGunzipOptions {
   /** Decode threads; default the pool's. */
   pool?: InflatePool;
-  /** Compressed bytes per chunk (at least 1 KiB); default: FASTPULL_PARGZIP_CHUNK_KIB, else the stream's size split four ways per thread, 256 KiB to {@link PARGZIP_CHUNK}. */
+  /** Compressed bytes per chunk (at least 1 KiB); default: the stream's size split four ways per thread, 256 KiB to {@link PARGZIP_CHUNK}. */
   chunkSize?: number;
   /** The stream's size when known (it sizes the chunks). */
   size?: number;
@@ -176,7 +164,7 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     if (!nativeInflate()) throw new FastpullError('INTERNAL', 'parallel gunzip: the native decoder is not built (`pnpm --filter @fastpull/core build:native`)');
     this.pool = options.pool ?? sharedInflatePool();
     const threads = Math.max(1, this.pool.threads);
-    const chunkSize = options.chunkSize ?? chunkFromEnv();
+    const chunkSize = options.chunkSize;
     this.chunk = chunkSize !== undefined ? Math.max(1024, chunkSize) : (options.size ? Math.min(PARGZIP_CHUNK, Math.max(MIN_CHUNK, Math.ceil(options.size / (threads * 4)))) : PARGZIP_CHUNK);
     this.cap = options.jobCap ?? JOB_CAP;
     // zlib's blocks span up to ~100 KiB of input; smaller chunks (tests) get a smaller margin, and a
