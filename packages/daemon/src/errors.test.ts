@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCodes, FastpullError, isFastpullError, type ErrorCode } from '@fastpull/core';
 import { FastpullClient } from './client.js';
-import { CODE_METADATA_KEY, fromServiceError, GRPC_STATUS, toStatus } from './errors.js';
+import { CODE_METADATA_KEY, fromServiceError, GRPC_STATUS, MAX_STATUS_DETAILS, MAX_STATUS_MESSAGE, toStatus } from './errors.js';
 import { serviceDefinition, type ContentHandlers } from './proto.js';
 
 /** The error a call ends with: it must fail. */
@@ -37,6 +37,11 @@ describe('errors over a real gRPC call', () => {
         const ask = call.request.digest;
         if (ask === 'plain') return callback(toStatus(new RangeError('offset out of range')));
         if (ask === 'bare') return callback({ code: grpc.status.NOT_FOUND, details: 'no such thing' });
+        if (ask === 'huge') {
+          // As a registry's error body or a long list of failed signature checks could make one.
+          const checks = Array.from({ length: 2000 }, (_, i) => ({ check: 'authenticity', signature: `sha256:${String(i).padStart(64, '0')}`, message: 'certificate chain does not end at a trusted root' }));
+          return callback(toStatus(new FastpullError('SIGNATURE_INVALID', `refused: ${'no trusted signature; '.repeat(5000)}`, { details: { reference: 'r/x:1', checks, body: 'x'.repeat(100_000) } })));
+        }
         callback(toStatus(new FastpullError(ask as ErrorCode, `${ask} happened to «${ask.toLowerCase()}» — here`, { details: { code: ask, path: '/tmp/ü', n: 3 } })));
       },
       List: (_call, callback) => callback(null, { blobs: [] }),
@@ -72,6 +77,17 @@ describe('errors over a real gRPC call', () => {
     const e = await failure(client.contentInfo('bare'));
     expect(e.code).toBe('NOT_FOUND');
     expect(e.message).toMatch(/no such thing \(gRPC NOT_FOUND\)/);
+  });
+
+  it('an error with huge details or message still arrives whole in its code, its details cut to a bound and marked', async () => {
+    const e = await failure(client.contentInfo('huge'));
+    expect({ code: e.code, status: grpcCode(e) }).toEqual({ code: 'SIGNATURE_INVALID', status: grpc.status.FAILED_PRECONDITION });
+    expect(e.message.length).toBeLessThanOrEqual(MAX_STATUS_MESSAGE + 1);
+    expect(e.message.startsWith('refused: no trusted signature; ')).toBe(true);
+    expect(e.message.endsWith('…')).toBe(true);
+    // What fits is kept as it was; what does not is named, so a reader knows it is missing.
+    expect(e.details).toMatchObject({ reference: 'r/x:1', truncated: ['body', 'checks'] });
+    expect(JSON.stringify(e.details).length).toBeLessThanOrEqual(MAX_STATUS_DETAILS);
   });
 
   it('nobody listening at the socket is NETWORK_ERROR naming it and how to start fastpulld', async () => {

@@ -65,20 +65,68 @@ const CODE_OF_STATUS: Readonly<Partial<Record<Status, ErrorCode>>> = {
   [Status.DEADLINE_EXCEEDED]: 'NETWORK_ERROR',
 };
 
+/** Characters of an error's message sent in the status (grpc-message, a header); more is cut, marked by "…". */
+export const MAX_STATUS_MESSAGE = 2048;
+/**
+ * Bytes of an error's details sent as `fastpull-details` (a header too). A client refuses a response
+ * whose headers pass its limit (grpc-js: 8 KiB by default, including this one) and then loses the
+ * error's code as well; details are for reading, so past the bound the biggest fields go, named in
+ * `truncated`.
+ */
+export const MAX_STATUS_DETAILS = 4096;
+
 /** The gRPC status a failure is sent as. Anything that is not a FastpullError is INTERNAL. */
 export function toStatus(e: unknown): Partial<StatusObject> & { code: Status; details: string; metadata: Metadata } {
   const fe = asFastpullError(e);
   const metadata = new Metadata();
   metadata.set(CODE_METADATA_KEY, fe.code);
-  let details = '{}';
+  metadata.set(DETAILS_METADATA_KEY, boundedDetails(fe.details));
+  const message = fe.message.length > MAX_STATUS_MESSAGE ? `${fe.message.slice(0, MAX_STATUS_MESSAGE)}…` : fe.message;
+  return { code: GRPC_STATUS[fe.code], details: message, metadata };
+}
+
+/** Metadata values must be printable ASCII: the rest escaped as JSON does. undefined where JSON leaves the value out. */
+function asciiJSON(value: unknown): string | undefined {
+  return JSON.stringify(value)?.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The details as ASCII JSON of at most MAX_STATUS_DETAILS bytes: whole if they fit, else without their largest fields. */
+function boundedDetails(details: unknown): string {
+  let whole: string | undefined;
   try {
-    details = JSON.stringify(fe.details);
+    whole = asciiJSON(details);
   } catch {
     // Details that do not serialise are left out, never the error.
+    return '{}';
   }
-  // Metadata values must be printable ASCII: escape the rest as JSON does.
-  metadata.set(DETAILS_METADATA_KEY, details.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
-  return { code: GRPC_STATUS[fe.code], details: fe.message, metadata };
+  if (whole === undefined) return '{}';
+  if (whole.length <= MAX_STATUS_DETAILS) return whole;
+  if (typeof details !== 'object' || details === null || Array.isArray(details)) return '{"truncated":true}';
+  const fields = Object.entries(details as Record<string, unknown>).flatMap(([key, value]) => {
+    const json = safeJSON(value);
+    return json === null ? [] : [{ key, value, size: json === undefined ? Infinity : json.length + (asciiJSON(key)?.length ?? 0) + 2 }];
+  });
+  // Room for every key named in `truncated`, the worst case; then the smallest fields first, so as many as fit are kept.
+  let room = MAX_STATUS_DETAILS - (asciiJSON({ truncated: fields.map((f) => f.key) })?.length ?? 0);
+  fields.sort((a, b) => a.size - b.size || (a.key < b.key ? -1 : 1));
+  const kept: Record<string, unknown> = {};
+  const truncated: string[] = [];
+  for (const f of fields) {
+    if (f.size <= room) {
+      kept[f.key] = f.value;
+      room -= f.size;
+    } else truncated.push(f.key);
+  }
+  return asciiJSON({ ...kept, truncated: truncated.sort() }) ?? '{}';
+}
+
+/** A value as ASCII JSON; null where JSON leaves it out, undefined where it does not serialise. */
+function safeJSON(value: unknown): string | null | undefined {
+  try {
+    return asciiJSON(value) ?? null;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
