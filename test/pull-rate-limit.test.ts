@@ -1,13 +1,16 @@
-// The network rate limit end to end against the real distribution registry on loopback: a limited
-// pull takes at least (bytes - burst) / rate and lands every byte verified; pulls that share a limit
-// stay under it together. Only lower bounds on time: a loaded machine may be slower, never faster.
+// The network rate limit end to end against the real distribution registry on loopback, through the
+// library, `fastpull pull --rate-limit` and fastpulld's rate_limit: a limited pull takes at least
+// (bytes - burst) / rate and lands every byte verified; pulls that share a limit stay under it
+// together; SIGHUP changes fastpulld's. Only lower bounds on time: a loaded machine may be slower,
+// never faster.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultBurst, openStore, pull, RateLimiter, type ImageRecord } from '@fastpull/core';
 import { buildImage, lacksRegistry, Prng, pushImage, startDistribution, type BuiltImage, type DistributionRegistry } from '@fastpull/core/testing';
-import { tempDir } from './helpers.js';
+import { FastpullClient } from '@fastpull/daemon';
+import { runCliAsync, serveDaemon, stopDaemon, tempDir } from './helpers.js';
 
 const work = tempDir('rate-limit');
 afterAll(() => work.cleanup());
@@ -40,17 +43,22 @@ function expectFiles(root: string, record: ImageRecord, files: Map<string, strin
   }
 }
 
-describe.skipIf(lacksRegistry())('PullOptions.rateLimit', () => {
+type Noise = { image: BuiltImage; files: Map<string, string> };
+
+describe.skipIf(lacksRegistry())('network rate limit', () => {
   let registry: DistributionRegistry;
-  let a: { image: BuiltImage; files: Map<string, string> };
-  let b: { image: BuiltImage; files: Map<string, string> };
+  const images: Noise[] = [];
+  let a: Noise;
+  let b: Noise;
 
   beforeAll(async () => {
     registry = await startDistribution({ dir: join(work.dir, 'registry') });
-    a = await noiseImage(71, 1.5 * MiB);
-    b = await noiseImage(72, 1.5 * MiB);
-    await pushImage(registry.url, 'rate/a', '1', a.image);
-    await pushImage(registry.url, 'rate/b', '1', b.image);
+    for (const [i, name] of ['a', 'b', 'c', 'd', 'e'].entries()) {
+      const n = await noiseImage(71 + i, 1.5 * MiB);
+      await pushImage(registry.url, `rate/${name}`, '1', n.image);
+      images.push(n);
+    }
+    [a, b] = images as [Noise, Noise];
   });
   afterAll(async () => {
     await registry?.stop();
@@ -86,5 +94,78 @@ describe.skipIf(lacksRegistry())('PullOptions.rateLimit', () => {
     expect(link.waiting).toBe(0);
     expectFiles(join(work.dir, 'shared-a'), ra.image, a.files);
     expectFiles(join(work.dir, 'shared-b'), rb.image, b.files);
+  });
+
+  it('fastpull pull --rate-limit: at least (bytes - burst) / rate, every file verified; a bad rate is a usage error', async () => {
+    const c = images[2]!;
+    const rate = 1 * MiB;
+    const root = join(work.dir, 'cli');
+    const started = performance.now();
+    const r = await runCliAsync(['pull', '--root', root, '--rate-limit', '1MiB', '--chunk-size', '256KiB', '--json', `${registry.host}/rate/c:1`]);
+    const seconds = (performance.now() - started) / 1000;
+    expect(r.status, r.stderr).toBe(0);
+    expect(seconds).toBeGreaterThanOrEqual((layerBytes(c.image) - defaultBurst(rate)) / rate);
+    const done = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { type: string; image: ImageRecord };
+    expect(done.type).toBe('done');
+    expectFiles(root, done.image, c.files);
+    for (const bad of ['fast', '-5MiB', '10 parsecs']) {
+      const u = await runCliAsync(['pull', '--root', join(work.dir, 'bad'), '--rate-limit', bad, `${registry.host}/rate/c:1`]);
+      expect(u.status, bad).toBe(2);
+      expect(u.stderr).toContain(`--rate-limit ${JSON.stringify(bad)}: want bytes per second such as 50MiB, 1.5GB or 800KiB (0 or none: no limit)`);
+      expect(u.stderr).toContain('(INVALID_ARGUMENT)');
+    }
+  });
+
+  it('fastpulld rate_limit: one budget for its pulls together; SIGHUP changes it; a pull may ask for less', async () => {
+    const [, , , d, e] = images as [Noise, Noise, Noise, Noise, Noise];
+    const config = join(work.dir, 'fastpulld.toml');
+    const body = `root = "${join(work.dir, 'daemon-root')}"\nsnapshotter_socket = ""\nchunk_size = "256KiB"\n`;
+    writeFileSync(config, `${body}rate_limit = "2MiB"\n`);
+    const socket = join(work.dir, 'rate.sock');
+    const daemon = await serveDaemon(['--config', config, '--socket', socket]);
+    const client = new FastpullClient(socket);
+    try {
+      expect(daemon.logs.find((l) => l.msg === 'fastpulld serving')).toMatchObject({ rateLimit: 2 * MiB });
+      // Two pulls at once share the 2 MiB/s.
+      let rate = 2 * MiB;
+      let started = performance.now();
+      const [ra, rb] = await Promise.all([client.pull(`${registry.host}/rate/a:1`), client.pull(`${registry.host}/rate/b:1`, { priority: 'low' })]);
+      let seconds = (performance.now() - started) / 1000;
+      expect(seconds).toBeGreaterThanOrEqual((layerBytes(a.image) + layerBytes(b.image) - defaultBurst(rate)) / rate);
+      expectFiles(ra.root, ra.image, a.files);
+      expectFiles(rb.root, rb.image, b.files);
+
+      // Halved on SIGHUP: a pull alone now takes as long as the two did together.
+      writeFileSync(config, `${body}rate_limit = "1MiB"\n`);
+      daemon.proc.kill('SIGHUP');
+      await daemon.waitLog((l) => l.msg === 'configuration reloaded' && l.rateLimit === 1 * MiB);
+      rate = 1 * MiB;
+      started = performance.now();
+      const rd = await client.pull(`${registry.host}/rate/d:1`);
+      seconds = (performance.now() - started) / 1000;
+      expect(seconds).toBeGreaterThanOrEqual((layerBytes(d.image) - defaultBurst(rate)) / rate);
+      expectFiles(rd.root, rd.image, d.files);
+
+      // Lifted; a pull through the CLI asks for 1 MiB/s of its own (rate_limit_bytes_per_second).
+      writeFileSync(config, body);
+      daemon.proc.kill('SIGHUP');
+      await daemon.waitLog((l) => l.msg === 'configuration reloaded' && l.rateLimit === 0);
+      started = performance.now();
+      const r = await runCliAsync(['pull', '--address', socket, '--rate-limit', '1MiB', '--json', `${registry.host}/rate/e:1`]);
+      seconds = (performance.now() - started) / 1000;
+      expect(r.status, r.stderr).toBe(0);
+      expect(seconds).toBeGreaterThanOrEqual((layerBytes(e.image) - defaultBurst(rate)) / rate);
+      const done = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { image: ImageRecord; root: string };
+      expectFiles(done.root, done.image, e.files);
+
+      // A bad value keeps the running budget.
+      writeFileSync(config, `${body}rate_limit = "lots"\n`);
+      daemon.proc.kill('SIGHUP');
+      const failed = await daemon.waitLog((l) => l.msg === 'reload failed; keeping the running configuration');
+      expect(failed.err).toContain('rate_limit "lots": want bytes per second');
+    } finally {
+      await client.close();
+      await stopDaemon(daemon);
+    }
   });
 });

@@ -304,6 +304,7 @@ describe('the CLI and fastpulld agree on every default', () => {
             keepBlobs: false,
             sync: c.env.FASTPULL_NO_SYNC !== '1',
             metadataTimeoutMs: DEFAULT_METADATA_TIMEOUT_MS,
+            rateLimit: 0,
           });
           // Keeping blobs is a pull's option in the CLI and the service's in fastpulld: either way, asked by the same variable.
           expect(local.keepBlobs || options.keepBlobs === true).toBe(c.env.FASTPULL_KEEP_BLOBS === '1');

@@ -44,6 +44,8 @@ Options:
   --unpack-concurrency N     layers unpacked at once across all pulls (default: one shared pool, one per two cores, at most 4)
   --cpu-budget N             whole cores fastpulld may keep busy: all its threads are confined to N of its CPUs
                              (reloaded on SIGHUP; default: all it may use, bounded by its cgroup CPU quota and cpuset)
+  --rate-limit RATE          bytes per second all pulls together may read from registries, e.g. 50MiB, 1.5GB
+                             (reloaded on SIGHUP; 0 or none: no limit, the default); a high pull goes first
   --inflater NAME            gzip decoder: ${INFLATER_CHOICES.join(', ')} (default $FASTPULL_INFLATER, else ${DEFAULT_INFLATER})
   --signature-policy FILE    refuse images the sigstoreSigned requirements of this containers policy.json reject
                              (reloaded on SIGHUP; default $FASTPULL_SIGNATURE_POLICY, else off)
@@ -96,6 +98,7 @@ function parse() {
       'metadata-timeout': { type: 'string' },
       'unpack-concurrency': { type: 'string' },
       'cpu-budget': { type: 'string' },
+      'rate-limit': { type: 'string' },
       inflater: { type: 'string' },
       'signature-policy': { type: 'string' },
       'notation-config': { type: 'string' },
@@ -158,6 +161,7 @@ const flags: RawConfig = {
   metadata_timeout: v['metadata-timeout'],
   unpack_concurrency: v['unpack-concurrency'],
   cpu_budget: v['cpu-budget'],
+  rate_limit: v['rate-limit'],
   inflater: v.inflater,
   signature_policy: v['signature-policy'],
   notation_config: v['notation-config'],

@@ -64,6 +64,8 @@ export interface RemotePullOptions {
   readonly onTrace?: (trace: TraceDocument) => void;
   /** How urgent the pull is among the daemon's pulls (default normal); callers sharing a pull raise it to the highest. */
   readonly priority?: PullPriority;
+  /** Bytes per second this pull may read (0 or unset: none of its own); the daemon's rate_limit holds as well. */
+  readonly rateLimit?: number;
 }
 
 /** A finished pull: the library's result, and where the image lies in the daemon's store. */
@@ -156,6 +158,7 @@ export class FastpullClient implements FastpullService {
       credentials: options.credentials ? { username: options.credentials.username ?? '', password: options.credentials.password ?? '' } : null,
       trace: options.onTrace !== undefined,
       priority: priorityToWire(options.priority),
+      rateLimitBytesPerSecond: options.rateLimit ?? 0,
     };
     const call = this.client('fastpull.v1.Images').Pull(req);
     const abort = (): void => call.cancel();

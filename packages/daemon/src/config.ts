@@ -17,6 +17,7 @@ import {
   parseDuration as parseDurationSetting,
   parsePositiveDuration,
   parsePositiveInt,
+  parseRateLimit,
   parseSize as parseSizeSetting,
   SIGNATURE_ENV,
   type InflaterChoice,
@@ -55,6 +56,8 @@ export interface DaemonConfig {
   readonly unpackConcurrency?: number;
   /** Whole cores the daemon's threads are confined to (reloaded on SIGHUP); unset: every CPU it was started with. */
   readonly cpuBudget?: number;
+  /** Bytes per second all pulls together may read from registries (reloaded on SIGHUP); 0: no limit. */
+  readonly rateLimit: number;
   /** The gzip decoder, as the CLI's --inflater; unset: $FASTPULL_INFLATER, else the library's (auto). */
   readonly inflater?: InflaterChoice;
   /**
@@ -141,6 +144,7 @@ export const CONFIG_KEYS = [
   'sync',
   'unpack_concurrency',
   'cpu_budget',
+  'rate_limit',
   'inflater',
   'signature_policy',
   'notation_config',
@@ -237,6 +241,7 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
     sync: raw.sync === undefined ? env.FASTPULL_NO_SYNC !== '1' : bool('sync', raw.sync),
     ...(unpackConcurrency !== undefined ? { unpackConcurrency } : {}),
     ...(cpuBudget !== undefined ? { cpuBudget } : {}),
+    rateLimit: raw.rate_limit === undefined ? 0 : parseRateLimit(raw.rate_limit, 'rate_limit'),
     ...(inflater !== undefined ? { inflater } : {}),
     ...(signaturePolicy !== undefined ? { signaturePolicy } : {}),
     ...(notationConfig !== undefined ? { notationConfig } : {}),
@@ -266,6 +271,8 @@ export function serviceOptions(config: DaemonConfig): LocalServiceOptions {
     ...(config.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: config.metadataTimeoutMs } : {}),
     ...(config.unpackConcurrency !== undefined ? { unpackConcurrency: config.unpackConcurrency } : {}),
     ...(config.cpuBudget !== undefined ? { cpuBudget: config.cpuBudget } : {}),
+    // Always a limiter, at no rate when none is set, so that a reload that sets one holds running pulls too.
+    rateLimit: config.rateLimit,
     ...(config.inflater !== undefined ? { inflater: config.inflater } : {}),
     ...(config.keepBlobs ? { keepBlobs: true } : {}),
     ...(config.sync ? {} : { sync: false }),

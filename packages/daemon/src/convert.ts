@@ -42,6 +42,16 @@ export function priorityFromWire(w: WirePullPriority | string | number | null | 
   throw new FastpullError('INVALID_ARGUMENT', `pull priority ${String(w)}: want PULL_PRIORITY_HIGH, PULL_PRIORITY_NORMAL or PULL_PRIORITY_LOW`);
 }
 
+/**
+ * A request's rate limit in bytes per second (0: none of its own). uint64 arrives as a number past
+ * 2^53 too, or as a string: INVALID_ARGUMENT for what is not a whole number of bytes.
+ */
+export function rateLimitFromWire(w: number | string | null | undefined): number {
+  const n = typeof w === 'string' ? Number(w) : (w ?? 0);
+  if (!Number.isSafeInteger(n) || n < 0) throw new FastpullError('INVALID_ARGUMENT', `pull rate_limit_bytes_per_second ${String(w)}: want a whole number of bytes per second (0: no limit)`);
+  return n;
+}
+
 export function platformToWire(p: Platform): WirePlatform {
   return { os: p.os, architecture: p.architecture, variant: p.variant ?? '', osVersion: p['os.version'] ?? '', osFeatures: [...(p['os.features'] ?? [])] };
 }

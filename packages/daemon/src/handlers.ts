@@ -16,7 +16,7 @@ import {
   type PulledImage,
   type PullPriority,
 } from '@fastpull/core';
-import { blobToWire, eventToWire, gcToWire, imageToWire, mountToWire, priorityFromWire, snapshotToWire, traceToWire } from './convert.js';
+import { blobToWire, eventToWire, gcToWire, imageToWire, mountToWire, priorityFromWire, rateLimitFromWire, snapshotToWire, traceToWire } from './convert.js';
 import { toStatus } from './errors.js';
 import type {
   ContentHandlers,
@@ -130,6 +130,7 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
   let key: string;
   let platform: string | undefined;
   let priority: PullPriority;
+  let rateLimit: number;
   const given = req.credentials && req.credentials.username ? { username: req.credentials.username, password: req.credentials.password } : undefined;
   try {
     if (!req.reference) throw new FastpullError('INVALID_REFERENCE', 'pull: the request names no image reference');
@@ -137,6 +138,7 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
     platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
     key = pullKey({ name, platform, plainHttp: req.plainHttp, keepBlobs: req.keepBlobs || ctx.keepBlobs, credentials: given, trace: req.trace });
     priority = priorityFromWire(req.priority);
+    rateLimit = rateLimitFromWire(req.rateLimitBytesPerSecond);
   } catch (e) {
     logFailure(log, 'Images.Pull', e);
     call.emit('error', toStatus(e));
@@ -154,6 +156,7 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
         ...(req.keepBlobs ? { keepBlobs: true } : {}),
         ...(given ? { credentials: given } : {}),
         ...(req.trace ? { onTrace } : {}),
+        ...(rateLimit > 0 ? { rateLimit } : {}),
         signal,
         onProgress,
       }),

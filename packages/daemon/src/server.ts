@@ -349,7 +349,8 @@ export class Daemon {
   /**
    * Re-reads the config file (the flags still override it) and applies what can change while
    * running: hosts_dir and the signature policies (signature_policy, notation_config: their files
-   * are read again) for pulls that start from now on, and cpu_budget, for every thread at once.
+   * are read again) for pulls that start from now on, cpu_budget, for every thread at once, and
+   * rate_limit, for running pulls too.
    * Other changed keys need a restart; they are logged. A configuration that cannot be applied (a
    * bad value, a policy file that cannot be used) changes nothing: the running one stays, and the
    * log says why. Reloads run one at a time; never rejects.
@@ -374,8 +375,9 @@ export class Daemon {
       // First: the one part that reads files, and the likeliest to fail; nothing is applied before it.
       await this.service.setSignatureSettings(signatureSettingsOf(next));
       const cpus = this.service.setCpuBudget(next.cpuBudget);
+      this.service.setRateLimit(next.rateLimit);
       this.service.hostsDir = next.hostsDir;
-      const reloaded: ReadonlyArray<keyof DaemonConfig> = ['hostsDir', 'cpuBudget', 'signaturePolicy', 'notationConfig'];
+      const reloaded: ReadonlyArray<keyof DaemonConfig> = ['hostsDir', 'cpuBudget', 'rateLimit', 'signaturePolicy', 'notationConfig'];
       const ignored = (Object.keys(next) as Array<keyof DaemonConfig>).filter((k) => !reloaded.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
       this.log.info(
         {
@@ -384,6 +386,7 @@ export class Daemon {
           previousHostsDir: before,
           cpuBudget: next.cpuBudget ?? null,
           cpus: cpus.cpus.join(','),
+          rateLimit: next.rateLimit,
           ...signatureLog(next),
           ...(ignored.length > 0 ? { needRestart: ignored } : {}),
         },

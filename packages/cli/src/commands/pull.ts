@@ -16,6 +16,7 @@ import {
   parsePositiveDuration,
   parsePositiveInt,
   parsePullPriority,
+  parseRateLimit,
   CONTAINERD_HOSTS_DIR,
   SIGNATURE_ENV,
   verdictLine,
@@ -59,6 +60,7 @@ export interface PullFlags {
   notationConfig?: string;
   priority?: string;
   background?: boolean;
+  rateLimit?: string;
 }
 
 /** Milliseconds between redraws of the live view when no event comes (rates and ETAs keep moving). */
@@ -88,6 +90,7 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--notation-config <dir>', `verify Notary Project signatures by the trustpolicy.json and truststore/ in DIR (env ${SIGNATURE_ENV.notationConfig}; default: off)`)
     .option('--priority <high|normal|low>', "how urgent the pull is among fastpulld's pulls: waiting range requests and unpack passes of a higher priority go first, and a low pull starts no layer while a pull above it runs (default normal)")
     .option('--background', 'pull at low priority (--priority low); in this process (no fastpulld), also at nice 19 and in the idle I/O class, so the node\'s other work goes first')
+    .option('--rate-limit <rate>', "bytes per second this pull may read from registries, e.g. 50MiB, 1.5GB, 800KiB (0 or none: no limit; default none); with fastpulld, it only lowers the daemon's rate_limit")
     .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
@@ -145,8 +148,10 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
   };
   const credentials = givenCredentials(flags.creds);
   const priority = pullPriority(flags);
+  const rateLimit = flags.rateLimit !== undefined ? asUsageError(() => parseRateLimit(flags.rateLimit, '--rate-limit')) : 0;
   const options: ServicePullOptions = {
     ...(priority ? { priority } : {}),
+    ...(rateLimit > 0 ? { rateLimit } : {}),
     ...(flags.platform ? { platform: flags.platform } : {}),
     ...(flags.plainHttp ? { plainHttp: true } : {}),
     ...(flags.keepBlobs === true || io.env.FASTPULL_KEEP_BLOBS === '1' ? { keepBlobs: true } : {}),

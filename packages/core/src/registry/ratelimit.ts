@@ -32,7 +32,7 @@ export interface RateLimiterOptions {
    * under the limit takes at least (bytes - burst) / rate seconds.
    */
   readonly burst?: number;
-  /** Default: performance.now() and unref'd timers. */
+  /** Default: performance.now() and setTimeout. */
   readonly clock?: RateClock;
 }
 
@@ -55,9 +55,11 @@ export function defaultBurst(bytesPerSecond: number): number {
   return Math.max(MIN_BURST, Math.ceil(bytesPerSecond / 20));
 }
 
+// The timer is kept referenced: a read waiting on it may be all that is left to do (a manifest read
+// whole, its connection already idle and unreferenced), and the process must not exit under it.
 const realClock: RateClock = {
   now: () => performance.now(),
-  schedule: (fn, ms) => setTimeout(fn, ms).unref(),
+  schedule: (fn, ms) => setTimeout(fn, ms),
   cancel: (h) => clearTimeout(h as NodeJS.Timeout),
 };
 

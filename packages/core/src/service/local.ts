@@ -19,6 +19,7 @@ import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import { proxyEnvironment, type ProxySettings } from '../registry/proxy.js';
 import { DEFAULT_METADATA_TIMEOUT_MS } from '../registry/deadline.js';
+import { RateLimiter } from '../registry/ratelimit.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { isMountTooLong, type Mount, type SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
@@ -84,6 +85,13 @@ export interface LocalServiceOptions {
    * process as it is; the cgroup's CPU quota and cpuset still size its threads.
    */
   readonly cpuBudget?: number;
+  /**
+   * A network budget all of the service's pulls share (a node's link): bytes per second (0: none
+   * for now, settable later by {@link LocalService.setRateLimit}), or a limiter shared with others.
+   * Unset: none. A pull may ask for less (ServicePullOptions.rateLimit), never more; a pull of
+   * higher priority takes the budget first (see RateLimiter).
+   */
+  readonly rateLimit?: number | RateLimiter;
   /** A range request was retried (metrics). */
   readonly onRetry?: (error: unknown) => void;
   /** A straggling range was re-issued (metrics). */
@@ -121,6 +129,8 @@ export class LocalService implements FastpullService {
   private readonly checked = new Map<DirectoryUse, Promise<string>>();
   private cpuBudget: number | undefined;
   private readonly proxy: ProxySettings;
+  /** The budget all pulls share; undefined: none was ever set. */
+  private limiter: RateLimiter | undefined;
 
   constructor(private readonly options: LocalServiceOptions) {
     this.store = openStore(options.root, { sync: options.sync !== false, ...(options.tuning ? { tuning: options.tuning } : {}) });
@@ -132,6 +142,7 @@ export class LocalService implements FastpullService {
     if (options.cpuBudget !== undefined) this.setCpuBudget(options.cpuBudget);
     this.pool = options.unpackConcurrency !== undefined ? new UnpackPool({ size: options.unpackConcurrency }) : undefined;
     this.proxy = options.proxy ?? proxyEnvironment(options.env ?? process.env);
+    this.limiter = options.rateLimit instanceof RateLimiter ? options.rateLimit : options.rateLimit !== undefined ? new RateLimiter(options.rateLimit) : undefined;
     this.credentials =
       options.credentials ??
       dockerCredentialsWithWarning(options.env ?? process.env, (registry, message) => options.onWarning?.(`no credentials for ${registry}: ${message}`));
@@ -151,7 +162,17 @@ export class LocalService implements FastpullService {
       sync: this.store.snapshots.sync,
       cpuBudget: this.cpuBudget,
       metadataTimeoutMs: o.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS,
+      rateLimit: this.limiter?.bytesPerSecond ?? 0,
     };
+  }
+
+  /**
+   * Sets the budget all pulls share, in bytes per second (0: none): at once for running pulls too,
+   * reads waiting on it included. A daemon calls it on reload.
+   */
+  setRateLimit(bytesPerSecond: number): void {
+    if (this.limiter) this.limiter.setRate(bytesPerSecond);
+    else if (bytesPerSecond !== 0) this.limiter = new RateLimiter(bytesPerSecond);
   }
 
   /**
@@ -241,6 +262,7 @@ export class LocalService implements FastpullService {
   ): Promise<PullResult> {
     const o = this.options;
     const settings = this.settings;
+    const limits = [...(options.rateLimit ? [options.rateLimit] : []), ...(this.limiter ? [this.limiter] : [])];
     return pull(reference, {
       root: this.store.root,
       ...(options.platform ? { platform: options.platform } : {}),
@@ -259,6 +281,7 @@ export class LocalService implements FastpullService {
       ...(o.sync === false ? { sync: false } : {}),
       ...(options.heldFor ? { heldFor: options.heldFor } : {}),
       ...(options.ticket ? { priority: options.ticket } : options.priority ? { priority: options.priority } : {}),
+      ...(limits.length > 0 ? { rateLimit: limits } : {}),
       ...(o.onRetry ? { onRetry: o.onRetry } : {}),
       ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
       ...(options.signal ? { signal: options.signal } : {}),

@@ -45,6 +45,12 @@ export interface ServicePullOptions {
    * start waits on; a `low` (background) pull gives way to every other (see PullOptions.priority).
    */
   readonly priority?: PullPriority;
+  /**
+   * Bytes per second this pull may read from registries (see PullOptions.rateLimit); 0 or unset:
+   * no limit of its own. It only lowers what the service allows: the service's own budget, shared
+   * by all its pulls, holds as well.
+   */
+  readonly rateLimit?: number;
 }
 
 /** Where a pulled image lies. */

@@ -55,6 +55,8 @@ export interface ServiceSettings {
   readonly cpuBudget: number | undefined;
   /** Milliseconds a manifest, index, config or referrers list may take to read, retries included. */
   readonly metadataTimeoutMs: number;
+  /** Bytes per second all pulls together may read from registries; 0: no limit. */
+  readonly rateLimit: number;
 }
 
 /** Where containerd nodes keep registry host configuration; Spegel and Dragonfly write there. */

@@ -2,6 +2,7 @@
 
 import type { Credentials as _fastpull_v1_Credentials, Credentials__Output as _fastpull_v1_Credentials__Output } from '../../fastpull/v1/Credentials.js';
 import type { PullPriority as _fastpull_v1_PullPriority, PullPriority__Output as _fastpull_v1_PullPriority__Output } from '../../fastpull/v1/PullPriority.js';
+import type { Long } from '@grpc/proto-loader';
 
 /**
  * Pull an image.
@@ -38,6 +39,12 @@ export interface PullRequest {
    * raise it to the highest of their priorities.
    */
   'priority'?: (_fastpull_v1_PullPriority);
+  /**
+   * Bytes per second this pull may read from registries; 0: no limit of its own. It only lowers
+   * what the daemon allows: the daemon's rate_limit, shared by all its pulls, holds as well. A
+   * caller that joins a running pull of the same image leaves that pull's limit as it is.
+   */
+  'rateLimitBytesPerSecond'?: (number | string | Long);
 }
 
 /**
@@ -75,4 +82,10 @@ export interface PullRequest__Output {
    * raise it to the highest of their priorities.
    */
   'priority': (_fastpull_v1_PullPriority__Output);
+  /**
+   * Bytes per second this pull may read from registries; 0: no limit of its own. It only lowers
+   * what the daemon allows: the daemon's rate_limit, shared by all its pulls, holds as well. A
+   * caller that joins a running pull of the same image leaves that pull's limit as it is.
+   */
+  'rateLimitBytesPerSecond': (number);
 }
