@@ -178,8 +178,6 @@ let warmUpRef: string | undefined;
 const allContenders: Record<string, Contender> = {
   fastpull: fastpullCli(repo),
   'fastpull-nodehttp': fastpullCli(repo, 'nodehttp'),
-  'fastpull-buffered': fastpullCli(repo, 'buffered'),
-  'fastpull-direct': fastpullCli(repo, 'direct'),
   fastpulld: fastpulld(repo),
   'fastpulld:warm': fastpulld(repo, () => warmUpRef),
   containerd: containerd(),

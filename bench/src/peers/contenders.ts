@@ -81,24 +81,20 @@ export function fastpullTimings(output: string, total = false): Record<string, n
 
 /**
  * `fastpull pull` in-process, through its launcher. `variant` names a run with extra environment:
- * `nodehttp` reads blob bodies through node:http instead of off the socket (FASTPULL_DIRECT_RANGES=0);
- * `buffered` writes large files through the page cache (FASTPULL_DIRECT_WRITES=0, the default now) and
- * `direct` with O_DIRECT (FASTPULL_DIRECT_WRITES=1). Any
+ * `nodehttp` reads blob bodies through node:http instead of off the socket (FASTPULL_DIRECT_RANGES=0). Any
  * other variant is a gzip decoder, `--inflater <variant>` (BENCH_CONTENDERS `fastpull:<inflater>`),
  * where `isal-reader` is `isal` decoding on the unpack thread (the benchmark-only FASTPULL_ISAL_THREAD).
  */
 export function fastpullCli(repo: string, variant?: string): Contender {
   const bin = join(repo, 'packages', 'cli', 'dist', 'launch.cjs');
-  const inflater = variant === undefined || variant === 'nodehttp' || variant === 'buffered' || variant === 'direct' ? undefined : variant === 'isal-reader' ? 'isal' : variant;
+  const inflater = variant === undefined || variant === 'nodehttp' ? undefined : variant === 'isal-reader' ? 'isal' : variant;
   const env =
     variant === 'isal-reader'
       ? { ...process.env, FASTPULL_ISAL_THREAD: 'reader' }
       : variant === 'nodehttp'
         ? { ...process.env, FASTPULL_DIRECT_RANGES: '0' }
-        : variant === 'buffered' || variant === 'direct'
-          ? { ...process.env, FASTPULL_DIRECT_WRITES: variant === 'direct' ? '1' : '0' }
-          : process.env;
-  const names: Record<string, string> = { nodehttp: 'fastpull (CLI, bodies through node:http)', buffered: 'fastpull (CLI, large files through the page cache)', direct: 'fastpull (CLI, large files written direct)' };
+        : process.env;
+  const names: Record<string, string> = { nodehttp: 'fastpull (CLI, bodies through node:http)' };
   return {
     name: variant === undefined ? 'fastpull (CLI)' : (names[variant] ?? `fastpull --inflater ${variant} (CLI)`),
     traces: true,

@@ -567,50 +567,6 @@ static double thread_cpu_ns(void) {
 }
 
 // threadCpuNs(): CPU time of the calling thread in nanoseconds (a double: exact to 104 days).
-// alignSkip(buffer, align): how many bytes from the start of `buffer` (a Buffer or other
-// Uint8Array) its first address aligned to `align` (a power of two) lies. O_DIRECT writes need
-// their memory aligned, and JavaScript cannot see an address: a caller allocates `align` bytes
-// more and writes from the view that starts there (an ArrayBuffer's memory never moves).
-static napi_value js_align_skip(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  void* data = NULL;
-  size_t len = 0;
-  uint32_t align = 0;
-  if (argc < 2 || napi_get_buffer_info(env, argv[0], &data, &len) != napi_ok || napi_get_value_uint32(env, argv[1], &align) != napi_ok || align == 0 ||
-      (align & (align - 1)) != 0) {
-    napi_throw_type_error(env, NULL, "alignSkip(buffer, align): a Buffer and a power of two");
-    return NULL;
-  }
-  uintptr_t at = (uintptr_t)data;
-  napi_value out;
-  napi_create_uint32(env, (uint32_t)((align - (at & (align - 1))) & (align - 1)), &out);
-  return out;
-}
-
-// setDirectIo(fd, on) -> whether the fd now reads and writes with O_DIRECT (on) or without it
-// (off): fcntl(F_SETFL). A filesystem without direct I/O answers EINVAL, which is false here;
-// another failure throws.
-static napi_value js_set_direct_io(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  int32_t fd = -1;
-  bool on = false;
-  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_bool(env, argv[1], &on) != napi_ok) {
-    napi_throw_type_error(env, NULL, "setDirectIo(fd, on): an fd and a boolean");
-    return NULL;
-  }
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0) return throw_errno(env, errno, "fcntl", NULL);
-  bool ok = fcntl(fd, F_SETFL, on ? flags | O_DIRECT : flags & ~O_DIRECT) == 0;
-  if (!ok && errno != EINVAL) return throw_errno(env, errno, "fcntl", NULL);
-  napi_value out;
-  napi_get_boolean(env, ok, &out);
-  return out;
-}
-
 static napi_value js_thread_cpu_ns(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value out;
@@ -936,8 +892,6 @@ static napi_value init(napi_env env, napi_value exports) {
       {"punchHoleAsync", NULL, js_punch_hole_async, NULL, NULL, NULL, napi_default, NULL},
       {"syncfs", NULL, js_syncfs, NULL, NULL, NULL, napi_default, NULL},
       {"threadCpuNs", NULL, js_thread_cpu_ns, NULL, NULL, NULL, napi_default, NULL},
-      {"alignSkip", NULL, js_align_skip, NULL, NULL, NULL, napi_default, NULL},
-      {"setDirectIo", NULL, js_set_direct_io, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Create", NULL, js_sha256_create, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
       {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},

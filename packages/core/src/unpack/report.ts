@@ -26,11 +26,6 @@ export interface ApplyStats {
    */
   writerCpuMs?: number;
   /**
-   * Bytes of large files written past the page cache (O_DIRECT, direct.ts), part of {@link bytes};
-   * absent when no file of the layer went that way.
-   */
-  directBytes?: number;
-  /**
    * What only the layers below can settle, for {@link reconcileWithLowers} once they are committed:
    * parents this layer implies but never names, and the whiteouts it made.
    */

@@ -4,7 +4,6 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { directBudgetWorkerData } from './direct.js';
 import { inflateBudgetWorkerData } from './pargzip-budget.js';
 
 /**
@@ -34,7 +33,7 @@ export function compiledWorker(name: string): string | undefined {
 /** Starts an unpack worker running `script`: its small heap, and this process's budgets. */
 export function startUnpackWorker(script: string): Worker {
   // The worker's decode pools count against this process's inflate budget, not one of their own.
-  return new Worker(script, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB }, workerData: { ...inflateBudgetWorkerData(), ...directBudgetWorkerData() } });
+  return new Worker(script, { resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB }, workerData: inflateBudgetWorkerData() });
 }
 
 /** A worker started ahead, and whether it said it is ready. */

@@ -4,7 +4,6 @@ import { abortError, isFastpullError } from '../errors.js';
 import { type FileSink, SINK_MAX_FILE } from './filesink.js';
 import { LayerTree, leaf, type Node } from './layertree.js';
 import { type ApplyLimits, limitCode } from './limits.js';
-import { directIo, directSize, DirectWriter } from './direct.js';
 import { nativeFs } from './native.js';
 import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
 import { type ApplyReport, fsError } from './report.js';
@@ -195,20 +194,11 @@ export class LayerWriter {
     // O_EXCL: never through an existing name, a symlink above all.
     const fd = fs.openSync(this.tree.paths.fs(rel), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     parent.set(baseOf(rel), leaf('file'));
-    let direct: DirectWriter | undefined;
     try {
-      const calls = e.sparse === undefined && directSize(e.size) ? directIo() : undefined;
-      if (calls !== undefined) direct = new DirectWriter(calls, fd);
-      if (direct?.isDirect === true) {
-        await this.writeDirect(direct, e.size);
-        // Its data is on the device already: only its inode is left for the write-back.
-        this.writeback?.wrote(0);
-      } else {
-        const writeback = this.writeback?.file(fd);
-        if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
-        else await this.writeData(fd, writeback);
-        writeback?.end(e.size);
-      }
+      const writeback = this.writeback?.file(fd);
+      if (e.sparse !== undefined) await this.writeSparse(fd, e.sparse, e.size);
+      else await this.writeData(fd, writeback);
+      writeback?.end(e.size);
       // A new file already belongs to this process (no directory here is setgid until finish()):
       // most files of most layers are root's, so the common case needs no call.
       if (this.sameOwner && (uid !== this.euid || gid !== this.egid)) fs.fchownSync(fd, uid, gid);
@@ -216,8 +206,6 @@ export class LayerWriter {
       setXattrs(this.tree.paths, this.report, rel, e);
       setTimesFd(fd, t);
     } finally {
-      // Direct writes may still be in flight on the pool after a failure: never close under them.
-      await direct?.settle();
       fs.closeSync(fd);
     }
     this.report.stats.files++;
@@ -262,20 +250,6 @@ export class LayerWriter {
     return added.then(() => {
       stats.files++;
     });
-  }
-
-  /** A large file's data through {@link DirectWriter}: copied into its buffers, written past the page cache. */
-  private async writeDirect(direct: DirectWriter, size: number): Promise<void> {
-    const stats = this.report.stats;
-    for await (const chunk of this.reader.data()) {
-      const wait = direct.add(chunk);
-      if (wait !== undefined) await wait;
-      this.released?.();
-      stats.bytes += chunk.length;
-      if (this.signal?.aborted) throw abortError(this.signal, this.report.what);
-    }
-    await direct.end(size);
-    if (direct.isDirect) stats.directBytes = (stats.directBytes ?? 0) + size;
   }
 
   private async writeData(fd: number, writeback?: FileWriteback): Promise<void> {
