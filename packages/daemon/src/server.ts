@@ -18,7 +18,7 @@ import { SNAPSHOTS_SERVICE } from './snapshotter/proto.js';
 export { prepareSocket } from './socket.js';
 import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
 import { grpcServerOptions, type ConnectionLimits, type UnixListener } from './connections.js';
-import { releaseIdleMemory } from './idle.js';
+import { footprint, IdleMemory } from './idle.js';
 import { logVerdict, signatureLog } from './verdicts.js';
 import { PullManager, type PullOutcome } from './pulls.js';
 import { servicePolicy, sharedSnapshotPuller } from './snapshotter/pull.js';
@@ -77,6 +77,11 @@ export class Daemon {
   private readonly lifetime = new AbortController();
   /** The reload running now, if any: reloads run one after another. */
   private reloading: Promise<void> = Promise.resolve();
+  /** Gives back what pulls grew once the daemon is idle (idle.ts). */
+  private readonly idleMemory = new IdleMemory({
+    retireWorkers: () => this.service.releaseIdleWorkers(),
+    settled: (o) => this.log.debug({ ...o, ...footprint() }, 'idle memory released'),
+  });
   /** The latest announcement of containerd's images, while it runs or once done. */
   announcing: Promise<AnnounceOutcome | undefined> | undefined;
 
@@ -97,10 +102,13 @@ export class Daemon {
     });
     this.store = this.service.store;
     this.pulls = new PullManager<PulledImage>({
-      started: (key, name) => this.log.debug({ image: name }, 'pull started'),
+      started: (key, name) => {
+        this.idleMemory.busy();
+        this.log.debug({ image: name }, 'pull started');
+      },
       fetched: (n) => this.metrics.bytesFetched.inc(n),
       settled: (o) => this.pullSettled(o),
-      idle: releaseIdleMemory,
+      idle: () => this.idleMemory.idle(),
     });
     this.metrics = new DaemonMetrics({
       pullsInFlight: () => this.pulls.size,
@@ -185,6 +193,7 @@ export class Daemon {
       { socket: config.socket, group: config.group, maxConnections: config.maxConnections, ...this.service.settings, ...signatureLog(config), metrics: this.metricsUrl, pid: process.pid },
       'fastpulld serving',
     );
+    this.idleMemory.schedule();
     this.announcing = this.announceImages();
   }
 
@@ -410,6 +419,7 @@ export class Daemon {
   private async stop(reason: string, timeoutMs: number): Promise<void> {
     const t0 = performance.now();
     this.log.info({ reason, pulls: this.pulls.size }, 'stopping');
+    this.idleMemory.stop();
     this.lifetime.abort();
     this.monitor?.stop();
     for (const name of this.healthNames.keys()) this.setHealth(name, 'NOT_SERVING');

@@ -400,6 +400,16 @@ export class LocalService implements FastpullService {
     return deleteBlob(this.store, digest, signal);
   }
 
+  /**
+   * Ends the unpack workers its pulls left idle ({@link UnpackPool.retireIdle}), once their threads
+   * have exited: a long-running service calls it when no pull has run for a while, so that what it
+   * holds between bursts of pulls is not a worker's heap. The next pull starts workers again.
+   * Returns how many ended.
+   */
+  releaseIdleWorkers(): Promise<number> {
+    return (this.pool ?? sharedUnpackPool()).retireIdle();
+  }
+
   async close(): Promise<void> {
     await this.pool?.close();
   }

@@ -182,6 +182,34 @@ describe('UnpackPool', () => {
     }
   });
 
+  it('ends its idle workers when asked, their threads gone, and starts a new one for the next task', async () => {
+    const b = await blob('retire', 10);
+    const pool = new UnpackPool({ size: 2 });
+    try {
+      // Two warm workers; only ready ones are ended, so wait for each to say it is ready.
+      pool.warm(2);
+      const slots = [...pool['all']];
+      await Promise.all(slots.map((s) => (s.ready ? undefined : new Promise<void>((resolve) => s.worker.on('message', (m: { type?: string }) => m.type === 'ready' && resolve())))));
+      expect(pool.workers).toBe(2);
+      const workers = slots.map((slot) => slot.worker);
+      const retired = workers.map((w) => w.threadId);
+      expect(await pool.retireIdle()).toBe(2);
+      expect(pool.workers).toBe(0);
+      // Their threads have ended by the time it resolves.
+      expect(workers.map((w) => w.threadId)).toEqual([-1, -1]);
+      expect(await pool.retireIdle()).toBe(0);
+      const threads: number[] = [];
+      const r = await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('retire') }, { onStart: (t) => threads.push(t) });
+      expect(r.diffID).toBe(b.diffID);
+      expect(pool.workers).toBe(1);
+      expect(threads).toHaveLength(1);
+      expect(threads[0]).toBeGreaterThan(0);
+      expect(retired).not.toContain(threads[0]);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('gives its workers the small young generation, so dead buffers are collected within a few MiB', async () => {
     const pool = new UnpackPool({ size: 1 });
     try {

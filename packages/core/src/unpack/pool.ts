@@ -520,6 +520,22 @@ export class UnpackPool {
     });
   }
 
+  /**
+   * Ends every idle worker that is ready, and resolves once their threads have exited: a process
+   * that goes idle gives back each worker's heap, allocator arena and stack. A worker running a
+   * task stays, and so does one still starting (a task waits for it); the next task starts a new
+   * one. Returns how many ended.
+   */
+  async retireIdle(): Promise<number> {
+    const going = this.idle.filter((s) => s.ready);
+    for (const slot of going) {
+      this.idle.splice(this.idle.indexOf(slot), 1);
+      this.all.delete(slot);
+    }
+    await Promise.all(going.map((s) => s.worker.terminate()));
+    return going.length;
+  }
+
   /** Stops all workers. */
   async close(): Promise<void> {
     this.closed = true;
