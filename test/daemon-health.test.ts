@@ -89,8 +89,8 @@ describe.skipIf(lacks('tmpfs', missing))('fastpulld health per service', () => {
     work.cleanup();
   });
 
-  const readyz = async (): Promise<{ status: number; body: string }> => {
-    const r = await fetch(`${base}/readyz`);
+  const readyz = async (service?: string): Promise<{ status: number; body: string }> => {
+    const r = await fetch(`${base}/readyz${service === undefined ? '' : `?service=${encodeURIComponent(service)}`}`);
     return { status: r.status, body: await r.text() };
   };
   const metrics = async (): Promise<string> => (await fetch(`${base}/metrics`)).text();
@@ -134,6 +134,10 @@ describe.skipIf(lacks('tmpfs', missing))('fastpulld health per service', () => {
       expect(c.reason, s).toMatch(reason);
     }
     for (const s of up) expect(await check(s), s).toEqual({ status: 'SERVING', reason: undefined });
+    // Each service's readiness on its own, as a probe of one socket asks for it.
+    for (const s of down.filter(Boolean)) expect((await readyz(s)).body, s).toMatch(reason);
+    for (const s of down.filter(Boolean)) expect((await readyz(s)).status, s).toBe(503);
+    for (const s of up) expect(await readyz(s), s).toEqual({ status: 200, body: 'ok\n' });
     const failing = await d!.waitLog((l) => l.msg === 'health check failing' && l.check === name);
     expect(String(failing.reason)).toMatch(reason);
     expect(d!.logs.filter((l) => l.msg === 'health check failing' && l.check === name)).toHaveLength(1);
@@ -166,6 +170,10 @@ describe.skipIf(lacks('tmpfs', missing))('fastpulld health per service', () => {
     await allAre(SERVICES, 'SERVING');
     for (const s of SERVICES) expect(await check(s), s).toEqual({ status: 'SERVING', reason: undefined });
     expect(await readyz()).toEqual({ status: 200, body: 'ok\n' });
+    for (const s of SERVICES) expect(await readyz(s), s).toEqual({ status: 200, body: 'ok\n' });
+    const unknown = await readyz('no.such.Service');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toContain('containerd.services.snapshots.v1.Snapshots');
     const text = await metrics();
     for (const s of SERVICES) expect(text).toMatch(new RegExp(`^fastpull_health_serving\\{service="${s}"\\} 1$`, 'm'));
     for (const c of ['api_socket', 'snapshotter_socket', 'store_writable', 'disk_free', 'snapshot_records']) expect(text).toMatch(new RegExp(`^fastpull_health_check_failing\\{check="${c}"\\} 0$`, 'm'));

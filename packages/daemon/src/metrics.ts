@@ -122,10 +122,12 @@ function outcomeLabels(code: string): { result: 'ok' | 'error' | 'aborted'; code
 /** The answers of the probe endpoints. */
 export interface Probes {
   /**
-   * Why fastpulld is not ready to serve, or undefined when it is (/readyz). Called per request:
-   * it must be cheap.
+   * Why fastpulld, or one of its gRPC health services ("" the whole daemon), is not ready to serve,
+   * or undefined when it is (/readyz, /readyz?service=NAME). Called per request: it must be cheap.
    */
-  readonly notReady: () => Promise<string | undefined>;
+  readonly notReady: (service: string) => Promise<string | undefined>;
+  /** The service names /readyz?service= knows. */
+  readonly services: () => readonly string[];
 }
 
 /** The paths the HTTP server answers, as its 404 lists them. */
@@ -135,7 +137,8 @@ export const HTTP_PATHS = ['/metrics', '/livez', '/healthz', '/readyz'] as const
  * Serves `registry` at http://ADDRESS/metrics, and the probes: /livez answers 200 whenever the
  * process answers at all (liveness: an event loop that no longer turns answers nothing; /healthz,
  * its earlier name, the same), /readyz
- * 200 when `probes.notReady` finds nothing wrong, else 503 with the reason. Resolves with the
+ * 200 when `probes.notReady` finds nothing wrong, else 503 with the reason (`?service=NAME`: for that
+ * gRPC health service alone; 404 for a name it does not report). Resolves with the
  * server and the address it listens on.
  */
 export async function serveMetrics(address: string, registry: Registry, probes: Probes): Promise<{ server: Server; url: string }> {
@@ -150,7 +153,10 @@ export async function serveMetrics(address: string, registry: Registry, probes: 
     // Liveness asks nothing of the disk: a restart mends no full or read-only store, readiness says so.
     if (path === '/livez' || path === '/healthz') return text(res, 200, 'ok\n');
     if (path === '/readyz') {
-      probes.notReady().then(
+      // One service, for a probe that cares about one socket (e.g. only containerd's snapshotter).
+      const service = new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('service') ?? '';
+      if (!probes.services().includes(service)) return text(res, 404, `unknown service ${JSON.stringify(service)}: fastpulld reports ${probes.services().filter(Boolean).join(', ')}\n`);
+      probes.notReady(service).then(
         (why) => (why === undefined ? text(res, 200, 'ok\n') : text(res, 503, `not ready: ${why}\n`)),
         (e: unknown) => text(res, 503, `not ready: ${e instanceof Error ? e.message : String(e)}\n`),
       );

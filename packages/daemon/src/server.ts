@@ -185,7 +185,7 @@ export class Daemon {
     }
     await this.startHealth();
     if (config.metricsAddress) {
-      const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: () => this.notReady() });
+      const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: (service) => this.notReady(service), services: () => this.monitor?.serviceNames ?? [''] });
       this.metricsServer = m.server;
       this.metricsUrl = m.url;
     }
@@ -261,17 +261,18 @@ export class Daemon {
   }
 
   /**
-   * Why the daemon cannot serve now, or undefined when it can (/readyz): a fresh run of the health
-   * checks (or the one in flight), every service's; one that does not answer in time is a reason.
+   * Why the daemon (or its health service `service`) cannot serve now, or undefined when it can
+   * (/readyz): a fresh run of the health checks (or the one in flight); one that does not answer in
+   * time is a reason.
    */
-  async notReady(): Promise<string | undefined> {
+  async notReady(service = ''): Promise<string | undefined> {
     if (this.stopping || !this.monitor) return 'stopping';
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), READY_WAIT_MS)));
     const report = await Promise.race([this.monitor.check(), late]).finally(() => clearTimeout(timer));
     if (this.stopping) return 'stopping';
     if (!report) return `health checks did not answer within ${READY_WAIT_MS} ms`;
-    const reasons = report.services.get('')!.reasons;
+    const reasons = report.services.get(service)?.reasons ?? [];
     return reasons.length === 0 ? undefined : reasons.join('; ');
   }
 
