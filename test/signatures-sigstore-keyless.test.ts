@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSignatureVerifiers, pull, type Digest, type SignatureVerdict } from '@fastpull/core';
 import { findDistributionBinary, pushImage, sampleImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
-import { bundleReferrers, cosign, cosignMissing, cosignSign, generateKeyPair, putBundleReferrer } from './cosign.js';
+import { bundleReferrers, cosign, cosignMissing, cosignSign, generateKeyPair, getBlob, getManifest, putBundleReferrer, putManifest } from './cosign.js';
 import { failure, runCliAsync, tempDir } from './helpers.js';
 import { issueSigningCert, makeCA, TestRekor } from './sigstore-pki.js';
 
@@ -60,8 +60,8 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
   }
   const first = (e: { details: Readonly<Record<string, unknown>> }) => (e.details.verdicts as SignatureVerdict[])[0]!;
   /** cosign verify, keyless, offline, against a trusted root file (its ctlog list is empty: no SCT is asked for). */
-  const cosignKeyless = (image: string, root = 'trusted_root.json', identity = EMAIL, issuer = ISSUER) =>
-    cosign(work.dir, ['verify', '--trusted-root', root, '--certificate-identity', identity, '--certificate-oidc-issuer', issuer, '--insecure-ignore-sct', '--allow-http-registry', '--new-bundle-format=true', image]);
+  const cosignKeyless = (image: string, root = 'trusted_root.json', identity = EMAIL, issuer = ISSUER, bundle = true) =>
+    cosign(work.dir, ['verify', '--trusted-root', root, '--certificate-identity', identity, '--certificate-oidc-issuer', issuer, '--insecure-ignore-sct', '--allow-http-registry', `--new-bundle-format=${bundle}`, image]);
   /** Makes `bundle` the image's one Sigstore referrer. */
   const attach = (bundle: Record<string, unknown>, subject = app, repo = 'signed/app') => putBundleReferrer(reg.url, repo, subject, bundle, true);
 
@@ -81,6 +81,7 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     // cosign signs with the certificate's key imported into its own key format.
     const imported = await cosign(work.dir, ['import-key-pair', '--key', 'leaf.key', '--output-key-prefix', 'leaf-cosign']);
     if (imported.status !== 0) throw new Error(`cosign import-key-pair: ${imported.out}`);
+    await generateKeyPair(work.dir, 'plain');
     app = await push('signed/app');
     const sign = await cosign(work.dir, ['sign', '--key', 'leaf-cosign.key', '--certificate', 'leaf.pem', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=true', '-y', `${reg.host}/signed/app@${app.digest}`]);
     if (sign.status !== 0) throw new Error(`cosign sign: ${sign.out}`);
@@ -185,8 +186,7 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     expect((await cosignKeyless(`${reg.host}/signed/copy:1`)).status).not.toBe(0);
   });
 
-  it('keys with a Rekor key: a key-signed bundle with a log entry verifies, its transparency checked; a keyless .sig tag is refused', async () => {
-    await generateKeyPair(work.dir, 'plain');
+  it('keys with a Rekor key: a key-signed bundle with a log entry verifies, its transparency checked', async () => {
     const img = await push('signed/keyed');
     await cosignSign(work.dir, 'plain.key', `${reg.host}/signed/keyed@${img.digest}`, 'bundle');
     const bundle = (await bundleReferrers(reg.url, 'signed/keyed', img.digest))[0]!.bundle;
@@ -196,11 +196,52 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual(['authenticity:true', 'transparency:true', 'integrity:true', 'identity:true']);
     const wrong = await failure(gatedPull('keyed-other', `${reg.host}/signed/keyed:1`, policyFor({ type: 'sigstoreSigned', keyPath: 'plain.pub', rekorPublicKeyPath: 'other-rekor.pub' })));
     expect(first(wrong).checks[0]).toMatchObject({ check: 'transparency', ok: false });
-    // A keyless signature in the .sig tag (cosign's old format) is not read: refused, not taken.
-    const tagged = await push('signed/tagged');
-    const sign = await cosign(work.dir, ['sign', '--key', 'leaf-cosign.key', '--certificate', 'leaf.pem', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=false', '-y', `${reg.host}/signed/tagged@${tagged.digest}`]);
+  });
+  it("cosign's .sig tag: keyless and key signatures with a Rekor entry in the layer annotation verify; another log's entry or one after expiry is refused; cosign verify agrees", async () => {
+    const img = await push('signed/tagged');
+    const sign = await cosign(work.dir, ['sign', '--key', 'leaf-cosign.key', '--certificate', 'leaf.pem', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=false', '-y', `${reg.host}/signed/tagged@${img.digest}`]);
     expect(sign.status, sign.out).toBe(0);
-    const old = await failure(gatedPull('tagged', `${reg.host}/signed/tagged:1`, policyFor(keyless())));
-    expect(first(old).checks[0]).toMatchObject({ check: 'authenticity', ok: false, message: 'the policy requires a Fulcio certificate; keyless signatures are verified in Sigstore bundles only, not in the .sig tag' });
+    const tag = `${img.digest.replace(':', '-')}.sig`;
+    const sig = await getManifest(reg.url, 'signed/tagged', tag);
+    const layer = (sig.layers as { digest: string; annotations: Record<string, string> }[])[0]!;
+    const payload = await getBlob(reg.url, 'signed/tagged', layer.digest);
+    const cert = layer.annotations['dev.sigstore.cosign/certificate']!;
+    const ref = `${reg.host}/signed/tagged:1`;
+    /** The tag's signature with `annotation` as its Rekor entry (none: as cosign wrote it). */
+    const logged = (annotation?: string) => putManifest(reg.url, 'signed/tagged', tag, { ...sig, layers: [{ ...layer, annotations: { ...layer.annotations, ...(annotation ? { 'dev.sigstore.cosign/bundle': annotation } : {}) } }] });
+
+    const none = await failure(gatedPull('tag-none', ref, policyFor(keyless())));
+    expect(first(none).checks[0]).toMatchObject({ check: 'transparency', ok: false, message: 'the policy names a Rekor key and the signature carries no dev.sigstore.cosign/bundle annotation' });
+    expect((await cosignKeyless(ref, 'trusted_root.json', EMAIL, ISSUER, false)).status).not.toBe(0);
+
+    await logged(rekor.annotation(payload, layer.annotations['dev.cosignproject.cosign/signature']!, cert, now));
+    const { image } = await gatedPull('tag-ok', ref, policyFor(keyless()));
+    expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual(['authenticity:true', 'transparency:true', 'identity:true', 'integrity:true', 'identity:true']);
+    expect((await cosignKeyless(ref, 'trusted_root.json', EMAIL, ISSUER, false)).status).toBe(0);
+    const who = await failure(gatedPull('tag-email', ref, policyFor(keyless({ subjectEmail: 'someone@example.com' }))));
+    expect(first(who).checks[0]).toMatchObject({ check: 'identity', ok: false });
+
+    await logged(otherRekor.annotation(payload, layer.annotations['dev.cosignproject.cosign/signature']!, cert, now));
+    const other = await failure(gatedPull('tag-other', ref, policyFor(keyless())));
+    expect(first(other).checks[0]).toMatchObject({ check: 'transparency', ok: false });
+    expect((await cosignKeyless(ref, 'trusted_root.json', EMAIL, ISSUER, false)).status).not.toBe(0);
+
+    await logged(rekor.annotation(payload, layer.annotations['dev.cosignproject.cosign/signature']!, cert, notAfter + 60));
+    const late = await failure(gatedPull('tag-late', ref, policyFor(keyless())));
+    expect(first(late).checks[0]).toMatchObject({ check: 'authenticity', ok: false });
+    expect((await cosignKeyless(ref, 'trusted_root.json', EMAIL, ISSUER, false)).status).not.toBe(0);
+
+    // With a key: the policy's key and Rekor key.
+    const keyed = await push('signed/tagkey');
+    await cosignSign(work.dir, 'plain.key', `${reg.host}/signed/tagkey@${keyed.digest}`, 'tag');
+    const ktag = `${keyed.digest.replace(':', '-')}.sig`;
+    const ksig = await getManifest(reg.url, 'signed/tagkey', ktag);
+    const klayer = (ksig.layers as { digest: string; annotations: Record<string, string> }[])[0]!;
+    const note = rekor.annotation(await getBlob(reg.url, 'signed/tagkey', klayer.digest), klayer.annotations['dev.cosignproject.cosign/signature']!, readFileSync(join(work.dir, 'plain.pub'), 'utf8'), now);
+    await putManifest(reg.url, 'signed/tagkey', ktag, { ...ksig, layers: [{ ...klayer, annotations: { ...klayer.annotations, 'dev.sigstore.cosign/bundle': note } }] });
+    const k = await gatedPull('tag-key', `${reg.host}/signed/tagkey:1`, policyFor({ type: 'sigstoreSigned', keyPath: 'plain.pub', rekorPublicKeyPath: 'rekor.pub', signedIdentity: { type: 'matchRepository' } }));
+    expect(k.image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual(['authenticity:true', 'transparency:true', 'integrity:true', 'identity:true']);
+    const kwrong = await failure(gatedPull('tag-key-other', `${reg.host}/signed/tagkey:1`, policyFor({ type: 'sigstoreSigned', keyPath: 'other-rekor.pub', rekorPublicKeyPath: 'rekor.pub', signedIdentity: { type: 'matchRepository' } })));
+    expect(first(kwrong).checks[0]).toMatchObject({ check: 'authenticity', ok: false });
   });
 });

@@ -2,7 +2,8 @@
 // issues short-lived code-signing certificates carrying Fulcio's OIDC-issuer extensions and an
 // email SAN, and a transparency log of one entry per bundle that does what Rekor v1 does for a
 // DSSE entry (canonical body, integrated time, signed entry timestamp, a one-leaf Merkle tree and
-// its signed checkpoint), so that cosign-made bundles can be given a log entry offline.
+// its signed checkpoint; for cosign's `.sig` tag, a hashedrekord entry as its layer annotation), so
+// that cosign-made signatures can be given a log entry offline.
 import { execFileSync } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -113,6 +114,24 @@ export class TestRekor {
       canonicalizedBody: bodyBytes.toString('base64'),
     };
     return { ...bundle, verificationMaterial: { ...material, tlogEntries: [entry] } };
+  }
+
+  /**
+   * cosign's `dev.sigstore.cosign/bundle` layer annotation for a `.sig` tag signature (`sig`, base64,
+   * over `payload`) by `verifier` (a certificate or public key, PEM): a Rekor v1 hashedrekord entry
+   * integrated at `integratedTime` with its SET.
+   */
+  annotation(payload: Buffer, sig: string, verifier: string, integratedTime: number): string {
+    const body = {
+      apiVersion: '0.0.1',
+      kind: 'hashedrekord',
+      spec: { data: { hash: { algorithm: 'sha256', value: sha256(payload).toString('hex') } }, signature: { content: sig, publicKey: { content: Buffer.from(verifier).toString('base64') } } },
+    };
+    const b64 = Buffer.from(canonical(body)).toString('base64');
+    const logIndex = this.index++;
+    const logID = this.logID.toString('hex');
+    const set = sign('sha256', Buffer.from(canonical({ body: b64, integratedTime, logID, logIndex })), this.privateKey);
+    return JSON.stringify({ SignedEntryTimestamp: set.toString('base64'), Payload: { body: b64, integratedTime, logIndex, logID } });
   }
 
   /** A Sigstore trusted root naming this log and `ca` (PEM file), for `cosign verify --trusted-root`. */

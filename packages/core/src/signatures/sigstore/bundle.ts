@@ -2,8 +2,9 @@
 // by default): the bundle's own format, its signature, its transparency log entries and its
 // certificate are checked by Sigstore's JS libraries; what is fastpull's to decide is which keys,
 // CAs and Rekor keys the policy trusts, and whether the signed in-toto statement names this image.
-// Loaded only when a bundle is met under a sigstoreSigned requirement.
-import { createHash, type KeyObject } from 'node:crypto';
+// cosign's `.sig` tag signatures under a Fulcio CA or Rekor keys are checked here too, their layer
+// annotations read as the parts of a message-signature bundle. Loaded only when first needed.
+import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
 import { assertBundle, bundleFromJSON, type Bundle } from '@sigstore/bundle';
 import { X509Certificate as SigstoreCertificate } from '@sigstore/core';
 import { PolicyError, toSignedEntity, VerificationError, Verifier, type TrustMaterial, type VerificationPolicy } from '@sigstore/verify';
@@ -50,9 +51,73 @@ export function verifyBundle(req: SigstoreRequirement, subject: SignatureSubject
   return checks;
 }
 
+/**
+ * Authenticity, transparency and certificate identity of a `.sig` tag signature, for policies that
+ * name a Fulcio CA or Rekor keys: cosign's layer annotations (the signature, the certificate, the
+ * Rekor entry it was logged as) are the parts of a message-signature bundle, checked as one. The
+ * payload's claims (integrity, signedIdentity) are the caller's.
+ */
+export function verifyTagSignature(req: SigstoreRequirement, payload: Buffer, raw: Buffer, certificate: string | undefined, rekorBundle: string | undefined, signature: Digest): SignatureCheck[] {
+  const fail = (check: string, message: string): SignatureCheck[] => [{ signature, check, ok: false, message }];
+  let der: Buffer | undefined;
+  if (certificate !== undefined) {
+    try {
+      der = new X509Certificate(certificate).raw;
+    } catch (e) {
+      return fail('authenticity', `the signature's certificate does not parse: ${(e as Error).message}`);
+    }
+  }
+  const entries: unknown[] = [];
+  if (rekorBundle !== undefined) {
+    const entry = rekorEntry(rekorBundle);
+    if (typeof entry === 'string') return fail('transparency', entry);
+    entries.push(entry);
+  }
+  let bundle: Bundle;
+  try {
+    bundle = bundleFromJSON({
+      mediaType: 'application/vnd.dev.sigstore.bundle+json;version=0.1',
+      verificationMaterial: { ...(der ? { x509CertificateChain: { certificates: [{ rawBytes: der.toString('base64') }] } } : { publicKey: { hint: '' } }), tlogEntries: entries },
+      messageSignature: { messageDigest: { algorithm: 'SHA2_256', digest: createHash('sha256').update(payload).digest('base64') }, signature: raw.toString('base64') },
+    });
+    assertBundle(bundle);
+  } catch (e) {
+    return fail('transparency', `the signature's Rekor entry is not one: ${(e as Error).message}`);
+  }
+  return verifyEntity(req, bundle, signature, payload);
+}
+
+/** cosign's `dev.sigstore.cosign/bundle` annotation as a bundle's log entry (serialized), or why it is not one. */
+function rekorEntry(text: string): object | string {
+  const bad = 'the dev.sigstore.cosign/bundle annotation is not a Rekor entry';
+  let doc: { SignedEntryTimestamp?: unknown; Payload?: { body?: unknown; integratedTime?: unknown; logIndex?: unknown; logID?: unknown } };
+  try {
+    doc = JSON.parse(text) as typeof doc;
+  } catch {
+    return bad;
+  }
+  const p = doc?.Payload;
+  if (typeof doc?.SignedEntryTimestamp !== 'string' || typeof p?.body !== 'string' || !Number.isSafeInteger(p.integratedTime) || !Number.isSafeInteger(p.logIndex) || typeof p.logID !== 'string' || !/^[0-9a-f]{64}$/.test(p.logID)) return bad;
+  let body: { kind?: unknown; apiVersion?: unknown };
+  try {
+    body = JSON.parse(Buffer.from(p.body, 'base64').toString('utf8')) as typeof body;
+  } catch {
+    return bad;
+  }
+  if (typeof body?.kind !== 'string' || typeof body.apiVersion !== 'string') return bad;
+  return {
+    logIndex: String(p.logIndex),
+    logId: { keyId: Buffer.from(p.logID, 'hex').toString('base64') },
+    kindVersion: { kind: body.kind, version: body.apiVersion },
+    integratedTime: String(p.integratedTime),
+    inclusionPromise: { signedEntryTimestamp: doc.SignedEntryTimestamp },
+    canonicalizedBody: p.body,
+  };
+}
+
 /** Authenticity, transparency and (keyless) certificate identity, by @sigstore/verify; one try per policy key. */
-function verifyEntity(req: SigstoreRequirement, bundle: Bundle, signature: Digest): SignatureCheck[] {
-  const entity = toSignedEntity(bundle);
+function verifyEntity(req: SigstoreRequirement, bundle: Bundle, signature: Digest, artifact?: Buffer): SignatureCheck[] {
+  const entity = toSignedEntity(bundle, artifact);
   const keyless = req.fulcio !== undefined;
   if (keyless && entity.key.$case !== 'certificate') return [{ signature, check: 'authenticity', ok: false, message: 'the bundle is signed with a key; the policy names a Fulcio CA' }];
   if (!keyless && entity.key.$case !== 'public-key') return [{ signature, check: 'authenticity', ok: false, message: 'the bundle is signed with a certificate; the policy names keys' }];
@@ -71,7 +136,7 @@ function verifyEntity(req: SigstoreRequirement, bundle: Bundle, signature: Diges
       if (!failure || failure.check === 'authenticity') failure = { signature, ...f };
       continue;
     }
-    const out: SignatureCheck[] = [{ signature, check: 'authenticity', ok: true, message: keyless ? `the certificate chains to the policy's Fulcio CA and signed the bundle` : 'the bundle is signed by a policy key' }];
+    const out: SignatureCheck[] = [{ signature, check: 'authenticity', ok: true, message: keyless ? `the certificate chains to the policy's Fulcio CA and made the signature` : 'signed by a policy key' }];
     if (rekor) out.push({ signature, check: 'transparency', ok: true, message: `its Rekor entry (integrated ${integrated(bundle)}) verifies with the policy's Rekor key and matches the signature` });
     if (req.fulcio) out.push({ signature, check: 'identity', ok: true, message: `certificate of ${req.fulcio.subjectEmail} issued on ${req.fulcio.oidcIssuer}` });
     return out;

@@ -133,10 +133,6 @@ export class SigstoreVerifier implements SignatureVerifier {
     const fail = (check: string, message: string): SignatureCheck[] => [{ signature, check, ok: false, message }];
     const raw = decodeBase64(c.layer.annotations?.[COSIGN_SIGNATURE_ANNOTATION]);
     if (!raw) return fail('authenticity', `payload ${c.layer.digest} has no base64 ${COSIGN_SIGNATURE_ANNOTATION} annotation`);
-    if (req.fulcio) {
-      const cert = c.layer.annotations?.[COSIGN_CERTIFICATE_ANNOTATION] !== undefined;
-      return fail('authenticity', `the policy requires a Fulcio certificate${cert ? '' : ' and the signature carries none'}; keyless signatures are verified in Sigstore bundles only, not in the .sig tag`);
-    }
     let payload: Buffer;
     try {
       payload = await c.artifact.blob(c.layer, context.limits.maxArtifactBytes);
@@ -144,19 +140,33 @@ export class SigstoreVerifier implements SignatureVerifier {
       if (context.signal.aborted || !isFastpullError(e)) throw e;
       return fail('integrity', e.message);
     }
-    if (!req.keys.some((k) => verifiesWith(k, payload, raw))) return fail('authenticity', `the signature of payload ${c.layer.digest} does not verify with ${req.keys.length === 1 ? 'the policy key' : `any of the ${req.keys.length} policy keys`}`);
-    const checks: SignatureCheck[] = [{ signature, check: 'authenticity', ok: true, message: `payload ${c.layer.digest} signed by a policy key` }];
+    const checks = await this.tagAuthenticity(req, payload, raw, c);
+    if (checks.some((k) => !k.ok)) return checks;
     const claims = parseSimpleSigning(payload);
     if (typeof claims === 'string') return [...checks, ...fail('integrity', claims)];
     if (claims.manifestDigest !== subject.digest) return [...checks, ...fail('integrity', `the payload signs ${claims.manifestDigest}, not ${subject.digest}`)];
     checks.push({ signature, check: 'integrity', ok: true, message: `the payload signs ${subject.digest}` });
     const identity = matchIdentity(req.signedIdentity, subject.reference, claims.dockerReference);
     checks.push({ signature, check: 'identity', ok: identity.ok, message: identity.message });
-    if (req.rekorKeys.length > 0) {
-      const logged = c.layer.annotations?.[COSIGN_BUNDLE_ANNOTATION] !== undefined;
-      checks.push({ signature, check: 'transparency', ok: false, message: logged ? 'the policy names a Rekor key; Rekor inclusion is not verified by this build' : `the policy names a Rekor key and the signature carries no ${COSIGN_BUNDLE_ANNOTATION} annotation` });
-    }
     return checks;
+  }
+
+  /**
+   * A tag signature's authenticity: with keys alone, the signature over the payload; where the
+   * policy names a Fulcio CA or Rekor keys, the certificate and Rekor entry of its annotations too,
+   * checked as a bundle is (./bundle.ts).
+   */
+  private async tagAuthenticity(req: SigstoreRequirement, payload: Buffer, raw: Buffer, c: Candidate): Promise<SignatureCheck[]> {
+    const signature = c.artifact.descriptor.digest;
+    if (req.fulcio || req.rekorKeys.length > 0) {
+      const certificate = c.layer.annotations?.[COSIGN_CERTIFICATE_ANNOTATION];
+      const logged = c.layer.annotations?.[COSIGN_BUNDLE_ANNOTATION];
+      if (logged === undefined) return [{ signature, check: 'transparency', ok: false, message: `the policy names a Rekor key and the signature carries no ${COSIGN_BUNDLE_ANNOTATION} annotation` }];
+      bundleModule ??= import('./bundle.js');
+      return (await bundleModule).verifyTagSignature(req, payload, raw, certificate, logged, signature);
+    }
+    if (!req.keys.some((k) => verifiesWith(k, payload, raw))) return [{ signature, check: 'authenticity', ok: false, message: `the signature of payload ${c.layer.digest} does not verify with ${req.keys.length === 1 ? 'the policy key' : `any of the ${req.keys.length} policy keys`}` }];
+    return [{ signature, check: 'authenticity', ok: true, message: `payload ${c.layer.digest} signed by a policy key` }];
   }
 
   /** A Sigstore bundle: read within the limits, checked by ./bundle.ts. */
