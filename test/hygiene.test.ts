@@ -24,6 +24,34 @@ const RULES: ReadonlyArray<readonly [string, RegExp]> = [
   ['the workers of the work', /\bother agents\b|\bhelpers?['’]?s? (?:brief|session|worktree)s?\b/i],
 ];
 
+/**
+ * The source files of packages/*\/src that may read process.env, and why. The programs read the
+ * environment at their entry points (the measuring knobs among it, into one Tuning record passed
+ * down: packages/core/src/tuning.ts); the settings a user sets in the environment are read where
+ * the product reads them. Anything else is a knob read deep in a call.
+ */
+const READS_ENV: Readonly<Record<string, string>> = {
+  'packages/cli/src/bin.ts': "the CLI's entry point",
+  'packages/cli/src/launch.cts': "the CLI's launcher: libuv's pool size, before anything loads",
+  'packages/daemon/src/bin.ts': "fastpulld's entry point",
+  'packages/daemon/src/launch.cts': "fastpulld's launcher: libuv's pool size, before anything loads",
+  'packages/daemon/src/config.ts': "fastpulld's configuration: the FASTPULL_* settings under its file and flags",
+  'packages/daemon/src/server.ts': 'a reload resolves the configuration again, environment and all',
+  'packages/daemon/src/paths.ts': "the default socket (XDG_RUNTIME_DIR, the store root's)",
+  'packages/core/src/store.ts': 'the default store root (FASTPULL_ROOT, XDG_DATA_HOME, HOME)',
+  'packages/core/src/service/settings.ts': 'the default hosts directory (FASTPULL_HOSTS_DIR)',
+  'packages/core/src/service/local.ts': "Docker's config and the proxy variables, read once per service as containerd reads them",
+  'packages/core/src/registry/dockerconfig.ts': "where Docker's config and its credential helpers are (DOCKER_CONFIG, HOME, PATH)",
+  'packages/core/src/unpack/native-fallback.ts': 'hands the environment on to a child process, reads nothing in it',
+};
+/** The test kit reads which pieces a test requires (FASTPULL_REQUIRE) and where their programs are (PATH). */
+const READS_ENV_UNDER = 'packages/core/src/testing/';
+
+/** A line of code (not a comment) that reads process.env, or C that calls getenv. */
+const ENV_READ = /\bprocess\.env\b/;
+const C_GETENV = /\bgetenv\s*\(/;
+const COMMENT = /^\s*(?:\/\/|\/?\*)/;
+
 /** Tracked text files, as git lists them, less the skipped ones. */
 function trackedFiles(): string[] {
   const out = execFileSync('git', ['ls-files', '-z'], { cwd: repoRoot, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
@@ -81,6 +109,31 @@ describe('repository hygiene', () => {
     for (const line of ['docs/containerd.md', 'a retry and a re-issue say so', 'plan.ts plans the layers', 'node agents in the group', 'test helpers', 'the design of the store', 'sessionless']) {
       expect(hits(line), line).toEqual([]);
     }
+  });
+
+  it('nothing in packages/*/src reads the environment but the entry points and the settings files, and no C calls getenv', () => {
+    const files = trackedFiles();
+    const sources = files.filter((p) => /^packages\/[^/]+\/src\/.+\.[cm]?ts$/.test(p) && !/\.test\.ts$|\.testkit\.ts$/.test(p));
+    const native = files.filter((p) => /^packages\/[^/]+\/native\/.+\.[ch]$/.test(p));
+    expect(sources.length).toBeGreaterThan(100);
+    expect(native.length).toBeGreaterThan(3);
+    // Every file the list allows exists and still reads the environment: a stale entry is a hole.
+    const reading = new Set<string>();
+    const found: string[] = [];
+    for (const path of [...sources, ...native]) {
+      const c = path.endsWith('.c') || path.endsWith('.h');
+      for (const [i, line] of readFileSync(join(repoRoot, path), 'utf8').split('\n').entries()) {
+        if (COMMENT.test(line) || !(c ? C_GETENV : ENV_READ).test(line)) continue;
+        reading.add(path);
+        if (READS_ENV[path] === undefined && !path.startsWith(READS_ENV_UNDER)) found.push(`${path}:${i + 1}: ${line.trim().slice(0, 160)}`);
+      }
+    }
+    expect(found).toEqual([]);
+    expect(Object.keys(READS_ENV).filter((p) => !reading.has(p))).toEqual([]);
+    // The patterns: code is caught, comments are not.
+    expect(ENV_READ.test("const lead = process.env.FASTPULL_DOWNLOAD_LEAD_MIB;") && !COMMENT.test('  const x = process.env.X;')).toBe(true);
+    expect(COMMENT.test(' * @example tuningFromEnv(process.env)') && COMMENT.test('  // FASTPULL_X=0 (process.env)')).toBe(true);
+    expect(C_GETENV.test('  const char* v = getenv("FASTPULL_X");')).toBe(true);
   });
 
   it('every skip in a test file says why: through lacks/notHere, or a ctx.skip after one of them', () => {

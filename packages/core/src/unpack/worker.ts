@@ -28,20 +28,19 @@ export type FromWorker =
 const port = parentPort;
 if (port) {
   const running = new Map<number, AbortController>();
-  // FASTPULL_IDLE_GC=0 (benchmarks only) keeps what idle workers hold, as before.
-  const idle =
-    process.env.FASTPULL_IDLE_GC === '0'
-      ? undefined
-      : new IdleCollector(() => {
-          collectHeap('major');
-          trimAllocator();
-        });
+  // A task whose tuning says idleGc: false (benchmarks only) keeps what the idle worker holds, as before.
+  let collectWhenIdle = true;
+  const idle = new IdleCollector(() => {
+    collectHeap('major');
+    trimAllocator();
+  });
   port.on('message', (msg: ToWorker) => {
     if (msg.type === 'abort') {
       running.get(msg.id)?.abort(new Error('aborted by the pull'));
       return;
     }
-    idle?.busy();
+    idle.busy();
+    collectWhenIdle = msg.task.tuning?.idleGc !== false;
     const ac = new AbortController();
     running.set(msg.id, ac);
     const state = msg.state ? new BigInt64Array(msg.state) : undefined;
@@ -69,7 +68,7 @@ if (port) {
       })
       .finally(() => {
         running.delete(msg.id);
-        if (running.size === 0) idle?.idle();
+        if (running.size === 0 && collectWhenIdle) idle.idle();
       });
   });
   port.postMessage({ type: 'ready' } satisfies FromWorker);
