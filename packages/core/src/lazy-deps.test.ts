@@ -1,6 +1,6 @@
-// The TOML parser and the zstd decoder are loaded by their first use, not by importing the library:
-// every process (and every unpack worker) would compile them otherwise, for a hosts.toml or a zstd
-// layer that most pulls do not have.
+// The TOML parser, the zstd decoder and the RE2 engine are loaded by their first use, not by
+// importing the library: every process (and every unpack worker) would compile them otherwise, for
+// a hosts.toml, a zstd layer or a snapshot filter with a regular expression that most do not have.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,6 +38,32 @@ describe('dependencies loaded on first use', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('loads re2js only for a snapshot filter with a regular expression', () => {
+    const dist = new URL('./index.ts', import.meta.url).href.replace(/\/src\/index\.ts$/, '/dist/');
+    // A loader hook names every ES module the child loads, on stderr; the require cache shows the CommonJS ones.
+    const hooks = `data:text/javascript,${encodeURIComponent('export async function load(url, context, next) { if (url.startsWith("file:")) process.stderr.write("loaded " + url + "\\n"); return next(url, context); }')}`;
+    const register = `data:text/javascript,${encodeURIComponent(`import { register } from 'node:module'; register(${JSON.stringify(hooks)});`)}`;
+    const script = [
+      `const core = await import(${JSON.stringify(`${dist}index.js`)});`,
+      `const { parseSnapshotFilters } = await import(${JSON.stringify(`${dist}snapshots/record-filters.js`)});`,
+      `const { createRequire } = await import('node:module');`,
+      `const has = () => Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes('/re2js/'));`,
+      `const target = { name: 'k8s.io/1/abc', kind: 'committed', labels: { a: 'b' } };`,
+      `const seen = { imported: typeof core.openStore, re2js: has() };`,
+      `seen.plain = parseSnapshotFilters(['name==k8s.io/1/abc,labels.a==b']).match(target);`,
+      `seen.re2jsAfterPlain = has();`,
+      `seen.pattern = parseSnapshotFilters(['name~="^k8s\\.io/[0-9]+/a"']).match(target);`,
+      `seen.re2jsAfterPattern = has();`,
+      `console.log(JSON.stringify(seen));`,
+    ].join('\n');
+    const r = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.error).toBeUndefined();
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim())).toEqual({ imported: 'function', re2js: false, plain: true, re2jsAfterPlain: false, pattern: true, re2jsAfterPattern: true });
+    // Never as an ES module: not by the library's import graph.
+    expect(r.stderr.split('\n').filter((l) => l.includes('/re2js/'))).toEqual([]);
   });
 
   it('loads the unpacker only where a layer is unpacked: not by importing the library, by its first unpackLayer', async () => {

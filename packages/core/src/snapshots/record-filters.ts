@@ -6,8 +6,21 @@
 // optionally an operator (`==`, `!=`, `~=` a regular expression) and a value (quoted or bare).
 // Regular expressions are Go's RE2 syntax, as containerd reads them, and run on a linear-time
 // engine: a client's pattern can never make a match take longer than its pattern times its input.
-import { RE2JS } from 're2js';
+import { createRequire } from 'node:module';
+import type { RE2JS } from 're2js';
 import { FastpullError } from '../errors.js';
+
+let engine: typeof RE2JS | undefined;
+
+/**
+ * The RE2 engine, loaded at the first `~=` selector: most filters containerd sends compare labels
+ * and names, and a long-running process (fastpulld) that never sees a pattern does not hold the
+ * engine's compiled code and source text (1.3 MiB of memory).
+ */
+function re2(): typeof RE2JS {
+  engine ??= (createRequire(import.meta.url)('re2js') as typeof import('re2js')).RE2JS;
+  return engine;
+}
 
 /** What a filter looks at in a snapshot. */
 export interface FilterTarget {
@@ -99,7 +112,7 @@ class Parser {
     const value = this.value();
     if (op !== '~=') return { path, op, value };
     try {
-      return { path, op, value, re: RE2JS.compile(value) };
+      return { path, op, value, re: re2().compile(value) };
     } catch (e) {
       this.fail(`bad regular expression ${JSON.stringify(value)} (${e instanceof Error ? e.message : String(e)})`);
     }
