@@ -228,6 +228,66 @@ describe('pull priorities through fastpulld', () => {
     }
   });
 
+  /** The value of one series in the daemon's metrics (0 when absent). */
+  async function metric(series: string): Promise<number> {
+    const url = String(daemon!.logs.find((l) => l.msg === 'fastpulld serving')!.metrics);
+    const text = await (await fetch(url)).text();
+    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+    return line === undefined ? 0 : Number(line.slice(series.length + 1));
+  }
+
+  it('metrics by priority: a low pull that waited behind a high one shows its queue wait, bytes and time under low', async () => {
+    const a = await sampleImage(631, { layers: 2 });
+    const b = await sampleImage(632, { layers: 2 });
+    reg.addImage('m/a', '1', a);
+    reg.addImage('m/b', '1', b);
+    const names = ['queue_wait_seconds', 'duration_by_priority_seconds'];
+    const before: Record<string, number> = {};
+    for (const p of ['high', 'low']) {
+      for (const n of names) {
+        before[`${n}_sum ${p}`] = await metric(`fastpull_pull_${n}_sum{priority="${p}"}`);
+        before[`${n}_count ${p}`] = await metric(`fastpull_pull_${n}_count{priority="${p}"}`);
+      }
+      before[`bytes ${p}`] = await metric(`fastpull_pull_fetched_bytes_by_priority_total{priority="${p}"}`);
+    }
+    const release = holdLayers(reg, a);
+    const client = new FastpullClient(socket);
+    try {
+      let aFetching!: () => void;
+      const aStarted = new Promise<void>((r) => (aFetching = r));
+      const pullA = client.pull(`${reg.host}/m/a:1`, { priority: 'high', onProgress: (e) => e.type === 'layer' && e.state === 'fetching' && aFetching() });
+      await aStarted;
+      const waiting = new Set<number>();
+      let bWaits!: () => void;
+      const bWaiting = new Promise<void>((r) => (bWaits = r));
+      const pullB = client.pull(`${reg.host}/m/b:1`, {
+        priority: 'low',
+        onProgress: (e) => {
+          if (e.type === 'layer' && e.state === 'waiting') waiting.add(e.index);
+          if (waiting.size === b.layers.length) bWaits();
+        },
+      });
+      // Every layer of the low pull waits on the gate: the high pull runs.
+      await bWaiting;
+      release();
+      await Promise.all([pullA, pullB]);
+      const delta = async (n: string, p: string, part: 'sum' | 'count') => (await metric(`fastpull_pull_${n}_${part}{priority="${p}"}`)) - before[`${n}_${part} ${p}`]!;
+      expect(await delta('queue_wait_seconds', 'low', 'count')).toBe(1);
+      expect(await delta('queue_wait_seconds', 'low', 'sum')).toBeGreaterThan(0);
+      expect(await delta('queue_wait_seconds', 'high', 'count')).toBe(1);
+      expect(await delta('duration_by_priority_seconds', 'low', 'count')).toBe(1);
+      expect(await delta('duration_by_priority_seconds', 'high', 'count')).toBe(1);
+      const blobBytes = (img: typeof a) => img.layers.reduce((n, l) => n + l.blob.length, 0);
+      expect((await metric('fastpull_pull_fetched_bytes_by_priority_total{priority="low"}')) - before['bytes low']!).toBe(blobBytes(b));
+      expect((await metric('fastpull_pull_fetched_bytes_by_priority_total{priority="high"}')) - before['bytes high']!).toBe(blobBytes(a));
+      // The series without a priority are as they were.
+      expect(await metric('fastpull_pull_fetched_bytes_total{result="ok"}')).toBeGreaterThan(0);
+    } finally {
+      release();
+      await client.close();
+    }
+  });
+
   it('a caller that joins a waiting background pull at normal priority raises it', async () => {
     const a = await sampleImage(621, { layers: 2 });
     const b = await sampleImage(622, { layers: 2 });

@@ -4,7 +4,7 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ErrorCodes, isFastpullError, PULL_PRIORITIES, sharedPriorityGate, type PhaseTotals, type PullTimings } from '@fastpull/core';
+import { ErrorCodes, isFastpullError, PULL_PRIORITIES, sharedPriorityGate, type PhaseTotals, type PullPriority, type PullTimings } from '@fastpull/core';
 import { splitAddress } from './config.js';
 import { CHECK_NAMES, type DiskSpace, type HealthReport } from './health.js';
 
@@ -45,6 +45,18 @@ export class DaemonMetrics {
   readonly stragglers = new Counter({ name: 'fastpull_fetch_stragglers_reissued_total', help: 'Straggling range requests cancelled and re-issued', registers: [this.registry] });
   readonly bytesFetched = new Counter({ name: 'fastpull_fetched_bytes_total', help: 'Compressed layer bytes fetched, as pull progress reports them', registers: [this.registry] });
   readonly pullSeconds = new Histogram({ name: 'fastpull_pull_duration_seconds', help: 'Wall time of finished pulls', labelNames: ['result'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+  // By priority: siblings of the series above (their label sets stay as they were), and the queue wait.
+  /** Compressed bytes each settled pull fetched, by the priority it ended at. */
+  readonly priorityBytes = new Counter({ name: 'fastpull_pull_fetched_bytes_by_priority_total', help: 'Compressed layer bytes fetched by pulls that finished, by priority', labelNames: ['priority'] as const, registers: [this.registry] });
+  readonly prioritySeconds = new Histogram({ name: 'fastpull_pull_duration_by_priority_seconds', help: 'Wall time of finished pulls, by priority', labelNames: ['priority'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+  /** Per pull: how long its layers waited to start, summed over them (see PullOutcome.queueWaitMs). */
+  readonly queueWaitSeconds = new Histogram({
+    name: 'fastpull_pull_queue_wait_seconds',
+    help: "Time finished pulls' layers waited before they started (behind pulls of higher priority, or for another pull of the same layer), summed over each pull's layers, by priority",
+    labelNames: ['priority'] as const,
+    buckets: [0, ...DURATION_BUCKETS],
+    registers: [this.registry],
+  });
   /**
    * Pulls of images a signature policy covered, by the image's verdict: verified, logged or skipped
    * (the pull went on), missing or invalid (refused: SIGNATURE_MISSING, SIGNATURE_INVALID).
@@ -94,6 +106,11 @@ export class DaemonMetrics {
     // Every outcome is exported from the start, at 0 until it happens: a rate of errors reads 0, not "no data".
     for (const code of ['ok', ...ErrorCodes]) this.pulls.inc(outcomeLabels(code), 0);
     for (const result of ['ok', 'error', 'aborted']) this.pullBytes.inc({ result }, 0);
+    for (const priority of PULL_PRIORITIES) {
+      this.priorityBytes.inc({ priority }, 0);
+      this.prioritySeconds.zero({ priority });
+      this.queueWaitSeconds.zero({ priority });
+    }
   }
 
   /** A reading of the store's disk. */
@@ -102,12 +119,15 @@ export class DaemonMetrics {
   }
 
   /** Records a settled pull (`timings` when it succeeded). */
-  settled(durationMs: number, timings: PullTimings | undefined, error: unknown, bytesFetched = 0): void {
+  settled(durationMs: number, timings: PullTimings | undefined, error: unknown, bytesFetched = 0, priority: PullPriority = 'normal', queueWaitMs = 0): void {
     const labels = outcomeLabels(error === undefined ? 'ok' : isFastpullError(error) ? error.code : 'INTERNAL');
     const { result } = labels;
     this.pulls.inc(labels);
     this.pullBytes.inc({ result }, bytesFetched);
     this.pullSeconds.observe({ result }, durationMs / 1000);
+    this.priorityBytes.inc({ priority }, bytesFetched);
+    this.prioritySeconds.observe({ priority }, durationMs / 1000);
+    this.queueWaitSeconds.observe({ priority }, queueWaitMs / 1000);
     if (!timings) return;
     this.phaseSeconds.observe({ phase: 'resolve' }, timings.resolveMs / 1000);
     for (const [phase, key] of PHASES) this.phaseSeconds.observe({ phase }, timings.phases[key] / 1000);

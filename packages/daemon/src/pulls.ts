@@ -55,6 +55,13 @@ export interface PullOutcome<R extends PullResult = PullResult> {
   /** Compressed bytes the progress events reported as fetched. */
   readonly bytesFetched: number;
   readonly durationMs: number;
+  /** Its priority when it settled: the highest of its callers'. */
+  readonly priority: PullPriority;
+  /**
+   * Milliseconds its layers spent in state `waiting` before they started, summed over its layers:
+   * behind pulls of higher priority, or for another pull unpacking the same layer.
+   */
+  readonly queueWaitMs: number;
 }
 
 export interface PullHooks<R extends PullResult = PullResult> {
@@ -78,6 +85,9 @@ class SharedPull<R extends PullResult> {
   /** The latest event of each layer, by index. */
   readonly layers = new Map<number, PullEvent>();
   private readonly fetchedByLayer = new Map<number, number>();
+  /** When each layer now waiting began to, by index. */
+  private readonly waitingSince = new Map<number, number>();
+  queueWaitMs = 0;
   bytesFetched = 0;
   callers = 0;
   trace: TraceDocument | undefined;
@@ -97,6 +107,7 @@ class SharedPull<R extends PullResult> {
     if (e.type === 'resolved') this.resolved = e;
     if (e.type === 'layer') {
       this.layers.set(e.index, e);
+      this.waited(e.index, e.state === 'waiting');
       if (e.state === 'fetching') {
         const before = this.fetchedByLayer.get(e.index) ?? 0;
         if (e.bytes > before) {
@@ -108,6 +119,23 @@ class SharedPull<R extends PullResult> {
     }
     for (const s of [...this.subscribers]) s.progress(e);
     return fresh;
+  }
+
+  /** Layer `index` is waiting now, or not: a wait that ends is added to queueWaitMs. */
+  private waited(index: number, waiting: boolean): void {
+    const since = this.waitingSince.get(index);
+    if (waiting) {
+      if (since === undefined) this.waitingSince.set(index, performance.now());
+    } else if (since !== undefined) {
+      this.queueWaitMs += performance.now() - since;
+      this.waitingSince.delete(index);
+    }
+  }
+
+  /** Ends the waits still open (the pull settled with layers waiting): they count up to now. */
+  closeWaits(): number {
+    for (const index of [...this.waitingSince.keys()]) this.waited(index, false);
+    return this.queueWaitMs;
   }
 }
 
@@ -181,6 +209,8 @@ export class PullManager<R extends PullResult = PullResult> {
         callers: shared.callers,
         bytesFetched: shared.bytesFetched,
         durationMs: performance.now() - t0,
+        priority: shared.ticket.priority,
+        queueWaitMs: shared.closeWaits(),
       });
       for (const s of [...shared.subscribers]) {
         if (shared.trace) s.trace?.(shared.trace);

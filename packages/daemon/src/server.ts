@@ -326,7 +326,7 @@ export class Daemon {
   // ---- Logs, reload, shutdown ----
 
   private pullSettled(o: PullOutcome<PulledImage>): void {
-    this.metrics.settled(o.durationMs, o.result?.timings, o.error, o.bytesFetched);
+    this.metrics.settled(o.durationMs, o.result?.timings, o.error, o.bytesFetched, o.priority, o.queueWaitMs);
     const verdict = logVerdict(this.log, this.metrics, o);
     const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
     if (o.result) {
