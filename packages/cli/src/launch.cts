@@ -11,10 +11,9 @@ if (!process.env.UV_THREADPOOL_SIZE) process.env.UV_THREADPOOL_SIZE = String(Mat
 // The HTTP client's parser is WebAssembly (undici's llhttp): V8 compiles it with its baseline
 // compiler, then again with its optimizing one once hot, on background threads. A command runs
 // seconds, not hours, and the parser only walks headers (bodies pass through as slices): keep the
-// baseline code. On a 2-core machine a pull of 24 small layers spent about 6% of its CPU on that
-// second compile (perf: 312 of 5,289 samples; 30 of 4,376 with the flag), and ran 1.05x faster
-// without it (0.99-1.12x, 4 pairs); a pull of one 1 GiB layer was no slower (1.08-1.37x faster, 3
-// pairs). Set before anything compiles WebAssembly: the flag is read at compile time.
+// baseline code: the second compile cost a pull of many small layers a share of its CPU and made
+// nothing faster (docs/architecture.md, "Figures behind the defaults"). Set before anything
+// compiles WebAssembly: the flag is read at compile time.
 v8.setFlagsFromString('--liftoff-only');
 void (async () => {
   // A background pull first moves to a session of its own where sessions split CPU time (session.ts).

@@ -5,12 +5,9 @@
 //
 // Why not undici for our own: a blob's bytes are most of what a pull moves through this process's
 // main thread, and undici's HTTP/1.1 client copies every socket read into its WebAssembly parser's
-// memory and out again, then through its body stream. One 1 GiB blob from a loopback server as 16
-// ranges of 16 MiB, written at their offsets, 2-core VM, alternating (3 pairs each): undici's request
-// 1.9-2.6 s with 1.4-1.6 s of user CPU and 127-139 MiB peak RSS; node:http read the same way
-// (`for await` over the body) 2.0-2.3 s with 1.0-1.2 s of user CPU and 99-105 MiB; curl --parallel
-// 0.9-1.0 s with 0.15 s. node:http's parser is native and copies each body piece once; taken from
-// 'data' events instead of `for await` (consumeBody in response.ts), 0.6-0.8 s of user CPU.
+// memory and out again, then through its body stream. node:http's parser is native and copies each
+// body piece once, and taken from 'data' events instead of `for await` (consumeBody in response.ts)
+// it costs less CPU still (docs/architecture.md, "Figures behind the defaults").
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';

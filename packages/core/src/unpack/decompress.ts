@@ -14,9 +14,9 @@ import { createZstdDecompressor } from './zstd.js';
 export const MAGIC_BYTES = 4;
 
 /**
- * zlib's output chunk for gunzip. Whole pulls of a 514 MiB layer (bench/src/pull-large-layer.ts,
- * medians of 5): 64 KiB 3.38 s, 256 KiB 2.67 s, 1 MiB 2.60 s; 256 KiB keeps most of the gain with a
- * quarter of the buffer. The 16 KiB default is slower still (bench/src/gunzip-chunk-size.ts).
+ * zlib's output chunk for gunzip: larger chunks pull faster than the 16 KiB default, and 256 KiB
+ * keeps most of the gain of 1 MiB with a quarter of the buffer (docs/architecture.md, "Figures
+ * behind the defaults").
  */
 export const GUNZIP_CHUNK_SIZE = 256 * 1024;
 

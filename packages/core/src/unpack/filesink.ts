@@ -24,13 +24,8 @@ export const MAX_WRITER_THREADS = 16;
  * Writer threads in the process, shared by every layer being unpacked: one per core, at least two
  * and at most four. More made no file sooner, only spent more CPU (in the kernel, where a thread
  * waiting for a lock whose holder runs spins: perf puts it in rwsem_spin_on_owner under file
- * creation, the lock of the directory the files go into; on many-files two threads spent about 12%
- * of their samples there). With the CLI pinned
- * to N cores of a 16-core machine (bench `bench:cores`, ML image at scale 0.5, 2 rounds) the
- * writer threads spent 0.63-0.66 s of CPU on the largest layer's small files with two threads on
- * 2 cores, 1.28-1.64 s with four on 4 cores, 2.70-4.54 s with eight on 8 and 4.88-5.59 s with eight
- * on 16, for the same files; the pull took 3.90 s (3.66-4.14) on 4 cores, 3.72 s (3.27-4.18) on 8
- * and 4.03 s (3.95-4.11) on 16.
+ * creation, the lock of the directory the files go into). Figures: docs/architecture.md, "Figures
+ * behind the defaults".
  */
 export const WRITER_THREADS = writerThreadsFor(availableCores());
 

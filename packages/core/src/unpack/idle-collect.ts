@@ -12,9 +12,8 @@ export const IDLE_COLLECT_MS = 50;
  * message) arrives, {@link idle} when the last running task has ended. A worker's heap and its
  * allocator arena keep what its passes freed until V8 collects and glibc trims: with four layers
  * unpacked at once, the workers whose layers were done held it while the largest pass went on.
- * Measured on the 2-core VM (ML bench image, `--inflater parallel --unpack-concurrency 4`,
- * alternating, page cache dropped, 4 pairs): peak RSS 241-245 MiB against 270-277 MiB, time
- * 0.96-1.07x; a major collection alone, without the trim, left the peak at 256-284 MiB (3 runs).
+ * Collecting and trimming then lowers the peak in the same time; a collection without the trim
+ * does less (docs/architecture.md, "Figures behind the defaults").
  * @example
  * const idle = new IdleCollector(() => { collectHeap('major'); trimAllocator(); });
  * port.on('message', () => idle.busy());
