@@ -26,16 +26,8 @@ export const INFLATER_CHOICES: readonly InflaterChoice[] = ['auto', 'igzip', 'pi
 
 /**
  * What 'auto' tries, first that can run here: in-process ISA-L, then node:zlib (always there).
- * Chosen by whole pulls, not by decoders alone (bench/README.md, "Choosing auto"): the ML image
- * pulled with each decoder in turn each round, page cache dropped, on a 2-core AMD EPYC shared with
- * other work, 3 December 2026; wall and CPU relative to isal's in the same round, median (min-max):
- *   scale 0.5, 5 rounds: zlib wall 1.06x (0.92-1.08), CPU 1.04x; igzip 1.16x (0.93-1.22), CPU 1.28x;
- *     parallel 1.47x (0.79-2.15), CPU 1.45x, twice the peak RSS;
- *   scale 0.2, 7 rounds: zlib 1.12x (0.54-1.21), CPU 1.12x; igzip 1.15x (0.67-2.01), CPU 1.20x;
- *     parallel 1.40x (0.97-1.57), CPU 1.26x.
- *   after both hashes moved to libuv's pool, scale 0.2, 5 rounds: zlib 0.97x (0.93-1.43), CPU 1.07x;
- *     igzip 1.18x (0.93-1.30), CPU 1.17x.
- * So ISA-L in process is as fast or faster within the noise and takes the least CPU; node:zlib next.
+ * Chosen by whole pulls, not by decoders alone (bench/README.md, "Choosing auto"; the figures in
+ * docs/architecture.md, "Figures behind the defaults"). ISA-L in process is as fast or faster within the noise and takes the least CPU; node:zlib next.
  * The igzip program decodes faster than node:zlib alone, but its pipe costs more CPU than it saves
  * once hashing and extraction share the cores; in process, ISA-L decodes on its own thread while
  * the unpack thread extracts the chunk before (and the hashes run on other pool threads). 'parallel' spends CPU on

@@ -38,10 +38,8 @@ export const DEFAULT_INFLATE_SLOT_BYTES = 64 * 1024 * 1024;
 /**
  * Slot memory per decode job that may run at once, by default, up to {@link DEFAULT_INFLATE_SLOT_BYTES}:
  * a slot for each (two on 2 cores, the job the output waits for and one ahead), as a third job ahead
- * only takes CPU from the unpack thread and the hashes. On a 2-core VM (alternating, page cache
- * dropped, 3 pairs each, 48 against 64 MiB): one 1 GiB layer 0.82-0.87x the time with 238-243
- * against 265-268 MiB of peak RSS (system time 3.2-3.8 against 4.1-4.6 s: fewer pages to fault in);
- * the ML bench image 0.84-0.92x, 236-271 against 255-262 MiB.
+ * only takes CPU from the unpack thread and the hashes, and fewer slots mean fewer pages to fault
+ * in (docs/architecture.md, "Figures behind the defaults").
  */
 export const INFLATE_SLOT_BYTES_PER_JOB = 24 * 1024 * 1024;
 

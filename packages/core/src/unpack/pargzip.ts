@@ -37,16 +37,10 @@ export type { ParallelGunzipStats } from './pargzip-plan.js';
  * Compressed bytes per chunk, at most. A guess decodes its chunk only up to {@link JOB_CAP} symbols;
  * what a chunk inflates to past that is decoded by exact jobs the output waits for one after another
  * ({@link ParallelGunzipStats.exactBytes}), which no number of threads speeds up. 1 MiB covers
- * layers that inflate up to about 4x. With 4 MiB chunks (before 6 December, set when a job's cap was
- * 16 Mi symbols), on the 2-core VM with two decode threads (`bench:pargzip`, 512 MiB, 3 runs each):
- * the ML bench image's dominant layer (1.7x) had 40% of its output decoded that way, against 3%
- * now, and decoded in 1.75 s against 1.23 s (2.23 against 2.13 s of CPU); a layer of 20,000 small
- * files (4.1x) 79% against 8%, 0.60-0.64 against 0.38-0.42 s; fp16 weights (1.1x) 8% against none,
- * but 1.47-1.51 against 1.63-1.70 s, as a chunk's search for a boundary costs about 1.5 ms of CPU
- * whatever its size. Whole pulls with `--inflater parallel` (alternating, page cache dropped): ML
- * 0.81x (0.73-0.93, 4 pairs), CPU 0.91x; many-files 0.96x (0.93-1.06, 4 pairs); one layer of 4 GiB
- * of fp16 weights 1.04x (0.99-1.08, 2 pairs), CPU 1.12x. On 2 cores a pull is bound by CPU; on many
- * the serial part is what bounds a layer.
+ * layers that inflate up to about 4x; larger chunks leave more of a layer to exact jobs, while a
+ * chunk's search for a boundary costs about the same CPU whatever its size (docs/architecture.md,
+ * "Figures behind the defaults"). On 2 cores a pull is bound by CPU; on many the serial part is what
+ * bounds a layer.
  */
 export const PARGZIP_CHUNK = 1024 * 1024;
 /** Compressed bytes per chunk, at least. */
@@ -240,10 +234,8 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
 
   /**
    * Compressed bytes kept before the writer is held: the job the output waits for and the guesses
-   * ahead of it, one chunk each, and the overrun. Twice as many chunks and two more (24.5 MiB of a
-   * stream of 4 MiB chunks on two cores) held 25 MiB more at the peak of the ML bench image, two
-   * streams at once, and were no faster: 1 GiB fp16-like layer 6.21-6.74 s against 6.37-6.70 s
-   * (3 rounds, alternating).
+   * ahead of it, one chunk each, and the overrun. Twice as many chunks and two more held more memory
+   * and were no faster (docs/architecture.md, "Figures behind the defaults").
    */
   private bufferLimit(): number {
     return (this.ahead + 1) * this.chunk + this.overrun;
