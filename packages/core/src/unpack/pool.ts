@@ -113,13 +113,9 @@ export function idleCores(cores: number, intervalMs: number, processCpuMs: numbe
  * two cores busy by itself: its unpack thread parses the tar and writes the large files, ISA-L's
  * decode thread inflates, libuv's pool hashes both streams, and the addon's writer threads make the
  * small files. A slower download is what a pass then waits for, and a pass that waits lends its
- * slot to a layer that has landed ({@link LEND_WAIT_SHARE}). Measured on 2 cores, this (one slot,
- * lending) against two slots without lending, alternating, page cache dropped, the bench images at
- * scale 0.5: ML 0.95-1.04x wall (3 pairs), peak RSS 168-235 MiB against 221-233 (one run of three
- * lent, and peaked as two slots do); many-files 0.90-0.95x, 142-148 against 157-166 MiB (4 pairs);
- * many-layers 0.93-1.14x (median 0.94, 5 pairs), 122-152 against 151-165 MiB; ML through loopback
- * held at 800 Mbit/s 0.95-1.04x (6 pairs). Without lending that last one took 1.03-1.12x as long
- * (2 pairs): its small layers queued behind the large one's pass while it waited for bytes.
+ * slot to a layer that has landed ({@link LEND_WAIT_SHARE}): without lending, small layers queued
+ * behind a large one's pass while it waited for bytes (docs/architecture.md, "Figures behind the
+ * defaults").
  * @example poolSizeFor(2) // 1; poolSizeFor(16) // 4 (MAX_POOL_SIZE)
  */
 export function poolSizeFor(cores = availableCores()): number {
@@ -129,14 +125,8 @@ export function poolSizeFor(cores = availableCores()): number {
 /**
  * The most layers a pool unpacks at once by default, however many cores (`--unpack-concurrency`
  * sets any). Each slot's worker holds its own heap and allocator arena, about 16-40 MiB, and every
- * pass's small files compete for the same filesystem. Measured with the CLI pinned to N cores of a
- * 16-core machine (bench `bench:cores`, scale 0.5, 2 rounds): the ML image took 3.90 s (3.66-4.14)
- * with 2 slots on 4 cores, 3.72 s (3.27-4.18) with 4 on 8 and 4.03 s (3.95-4.11) with 8 on 16, its
- * peak RSS 238-256, 288-303 and 324-333 MiB; the 24 small layers of many-layers 1.19 s (1.18-1.19)
- * with 4 slots and 1.08 s (1.05-1.11) with 8, at 248 and 397 MiB. On 2 cores, 8 slots against 4
- * (`--unpack-concurrency`, one run each): many-layers peaked at 282 against 208 MiB. Since the
- * decoder's output buffers are filled again (OutputBuffers), 4 slots forced on 2 cores peak at
- * 226-229 MiB on ML, against 313-333 before (3 pairs; not yet measured on many cores).
+ * pass's small files compete for the same filesystem: more slots than four bought little time for
+ * much memory (docs/architecture.md, "Figures behind the defaults").
  */
 export const MAX_POOL_SIZE = 4;
 

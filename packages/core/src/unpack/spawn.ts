@@ -12,10 +12,8 @@ import { inflateBudgetWorkerData } from './pargzip-budget.js';
  * milliseconds, but V8 frees a buffer only when it collects its holder, and a pass makes few other
  * objects: with the default young generation dead buffers piled up to 40 MiB per worker before a
  * collection, and the allocator kept that high-water mark. The small one is collected every few
- * MiB of objects. ML bench image (3 runs each): peak RSS 243-263 MiB against 264-275 MiB with this
- * alone, in the same time. Both kinds of buffer are now filled again (ReadBuffers, OutputBuffers);
- * 8 or 16 MiB instead were measured since on the layer of 20,000 small files, whose parse makes
- * the most objects, and took the same time (1.60-1.81 against 1.64-1.70 s, 3 rounds).
+ * MiB of objects, which lowered the peak in the same time; a larger one made the layer whose parse
+ * makes the most objects no faster (docs/architecture.md, "Figures behind the defaults").
  */
 export const WORKER_YOUNG_GENERATION_MB = 3;
 
