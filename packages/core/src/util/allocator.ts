@@ -26,13 +26,10 @@ export const FULL_COLLECTION_BYTES = 256 * 1024 * 1024;
 /**
  * How far V8 lets a heap grow past what its last full collection left alive, in percent, once
  * {@link tuneAllocator} ran; V8 otherwise picks the factor itself from how fast the heap fills
- * against how fast it collects. An unpack worker keeps about 8 MiB of objects alive, and the worker
- * of the ML bench image's largest layer ran a full collection every 35-70 ms, each finding the
- * heap at 8.1-8.8 MiB and freeing 0.2-0.8 MiB of it: 31 of the pull's 32-37 (--trace-gc), with the
- * marking on V8's helper threads about 5% of the pull's CPU samples (perf). A larger young
- * generation for the workers (6 to 24 MiB) left the count unchanged. With 400%: 9-11 full
- * collections, user CPU 4.53-5.01 s against 4.90-5.81 s and wall 0.88-1.00x (4 pairs,
- * alternating; 200% in between), peak RSS 221-235 MiB against 211-236 MiB.
+ * against how fast it collects. An unpack worker keeps a few MiB of objects alive, and V8 ran a
+ * full collection of it every few tens of milliseconds, each freeing little; a larger young
+ * generation did not change that, a larger growing factor did (docs/architecture.md, "Figures
+ * behind the defaults").
  */
 export const HEAP_GROWING_PERCENT = 400;
 
@@ -65,9 +62,8 @@ let disabled = false;
  * Tuned, the process also keeps the high-water mark down while it pulls: each pull holds
  * {@link holdPullMemory} (free memory back to the kernel every 250 ms), and the download runs a
  * young-generation collection each 16 MiB it writes ({@link downloadWritten}). A peak is the sum
- * of every arena's own high-water mark plus V8's uncollected buffers: the ML bench image's peak RSS
- * was 264-266 MiB with the thresholds alone, 204-227 MiB with both (and the unpack workers' young
- * generation of 3 MiB, pool.ts), in the same time (8.06-8.97 s against 8.03-8.92 s, 3 pairs).
+ * of every arena's own high-water mark plus V8's uncollected buffers, and both lower it in the same
+ * time (docs/architecture.md, "Figures behind the defaults").
  *
  * It also sets V8's heap growing factor ({@link HEAP_GROWING_PERCENT}) for every thread's heap,
  * on any C library: fewer full collections of the unpack workers' small heaps.
@@ -164,11 +160,8 @@ export function collectHeap(type: 'minor' | 'major'): boolean {
  * and wait there for a full collection: through a 4 GiB download the thread's ArrayBuffers, looked
  * at after each young collection, climbed from 2 to about 40 MiB before V8 ran one, again and
  * again. A full collection of the main thread's heap takes about 15 ms; one per 256 MiB is 16 for
- * a 4 GiB layer. One layer of 4 GiB incompressible, 2-core VM, alternating, page cache dropped:
- * peak RSS 165-171 against 177-190 MiB with the default inflater (7 pairs; time 14.5-18.2 against
- * 15.4-19.2 s), 217-221 against 234-245 MiB with `--inflater parallel` (2 pairs, 23.2-23.5 s both);
- * 512 MiB 154-167 against 149-163 MiB (3 pairs). Full collections only when the thread's
- * ArrayBuffers passed 16 MiB gave 163-165 MiB with 37 of them.
+ * a 4 GiB layer. It lowers the peak of a large download (docs/architecture.md, "Figures behind
+ * the defaults").
  */
 export function downloadWritten(bytes: number): void {
   const collect = hooks.collectYoung ?? youngCollection;
@@ -193,11 +186,8 @@ export function downloadWritten(bytes: number): void {
  * to 64 MiB it freed, so without trims a pull's RSS is the sum of every arena's high-water mark.
  * A trim at every look whatever the RSS (as pulls did first) bought no lower peak: a pull's
  * buffers come and go as fast as they are decoded, so each trim gave back 20-40 MiB of free pages
- * that the next buffers faulted in again, and on a virtual machine a fault is dear.
- * Measured on the ML bench image at scale 0.5 (this rule against a trim at every look, alternating,
- * page cache dropped, 4 pairs, 2 cores): 73-87k page faults against 176-193k, system CPU 3.2-3.5
- * s against 4.4-5.3 s, wall 0.75-0.92x (5.5-6.1 s against 6.6-7.3 s), peak RSS 220-240 MiB
- * against 218-238 MiB; with a slack of 32 MiB 83-122k faults, of 64 MiB a peak up to 254 MiB.
+ * that the next buffers faulted in again, and on a virtual machine a fault is dear (figures:
+ * docs/architecture.md, "Figures behind the defaults").
  * Returns the release (idempotent).
  * @example
  * const release = holdPullMemory();
