@@ -52,6 +52,21 @@ const ENV_READ = /\bprocess\.env\b/;
 const C_GETENV = /\bgetenv\s*\(/;
 const COMMENT = /^\s*(?:\/\/|\/?\*)/;
 
+/**
+ * A benchmark log in a comment: a date (`6 December`, `December 6`, `2026-12-07`, `17:00 UTC`) or a
+ * run count (`3 pairs`, `5 runs`, `2 rounds`, `medians of 3`). Measured figures belong in
+ * docs/architecture.md ("Figures behind the defaults") or bench/README.md; a comment keeps the reason.
+ */
+const MONTH = '(?:January|February|March|April|May|June|July|August|September|October|November|December)';
+const BENCH_LOG = new RegExp(`\\b\\d{1,2} ${MONTH}\\b|\\b${MONTH} \\d{1,2}\\b|\\b\\d{4}-\\d{2}-\\d{2}\\b|\\b\\d{1,2}:\\d{2} UTC\\b|\\b\\d+ (?:pairs|runs|rounds|alternations)\\b|\\bmedians? of \\d`);
+
+/** The comment a line of TypeScript or C holds (a whole-line comment, or what follows `//` after code). */
+function commentOf(line: string): string | undefined {
+  if (COMMENT.test(line)) return line;
+  const at = line.indexOf(' // ');
+  return at >= 0 ? line.slice(at) : undefined;
+}
+
 /** Tracked text files, as git lists them, less the skipped ones. */
 function trackedFiles(): string[] {
   const out = execFileSync('git', ['ls-files', '-z'], { cwd: repoRoot, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
@@ -134,6 +149,26 @@ describe('repository hygiene', () => {
     expect(ENV_READ.test("const lead = process.env.FASTPULL_DOWNLOAD_LEAD_MIB;") && !COMMENT.test('  const x = process.env.X;')).toBe(true);
     expect(COMMENT.test(' * @example tuningFromEnv(process.env)') && COMMENT.test('  // FASTPULL_X=0 (process.env)')).toBe(true);
     expect(C_GETENV.test('  const char* v = getenv("FASTPULL_X");')).toBe(true);
+  });
+
+  it('no comment in packages/*/src or the addon is a benchmark log: no dates, no run counts', () => {
+    const files = trackedFiles().filter((p) => /^packages\/[^/]+\/(?:src\/.+\.[cm]?ts|native\/.+\.[ch])$/.test(p));
+    expect(files.length).toBeGreaterThan(150);
+    const found: string[] = [];
+    for (const path of files) {
+      for (const [i, line] of readFileSync(join(repoRoot, path), 'utf8').split('\n').entries()) {
+        const comment = commentOf(line);
+        if (comment !== undefined && BENCH_LOG.test(comment)) found.push(`${path}:${i + 1}: ${line.trim().slice(0, 160)}`);
+      }
+    }
+    expect(found).toEqual([]);
+    // What it catches, and the product's own words it leaves alone.
+    for (const line of [' * (before 6 December, set when)', ' * on 2026-12-07, 3 runs each', '// without it (0.99-1.12x, 4 pairs)', ' * medians of 5): 64 KiB', ' * scale 0.5, 5 rounds: zlib', '  x = 1; // since December 6']) {
+      expect(BENCH_LOG.test(commentOf(line) ?? ''), line).toBe(true);
+    }
+    for (const line of [' * runs each layer on a worker thread', ' * pairs of offsets, 3 ranges', ' * a user may set it', '// the 16 MiB default', 'const runs = 3; // the bench']) {
+      expect(BENCH_LOG.test(commentOf(line) ?? ''), line).toBe(false);
+    }
   });
 
   it('every skip in a test file says why: through lacks/notHere, or a ctx.skip after one of them', () => {

@@ -83,9 +83,8 @@ export interface FetchOptions {
 }
 
 /**
- * Bytes per range request. Fetching a 1 GiB blob from loopback, 16 ranges in flight, medians of 3
- * (bench/src/fetch-blob.ts): 4 MiB 663 MB/s, 8 MiB 693, 16 MiB 663, 32 MiB 632, 64 MiB 751: flat
- * within noise. 16 MiB keeps enough ranges to run 16 in parallel on a 256 MiB layer, and each
+ * Bytes per range request. The rate is flat over 4 to 64 MiB on loopback (docs/architecture.md,
+ * "Figures behind the defaults"). 16 MiB keeps enough ranges to run 16 in parallel on a 256 MiB layer, and each
  * straggler or resume loses at most one range, while real networks' round trips favour fewer requests.
  */
 export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
@@ -96,10 +95,8 @@ const DEFAULT_ATTEMPTS = 4;
 /**
  * Default {@link FetchOptions.orderLead}: four chunks. A 1 GiB layer of fp16-like weights pulled
  * from a loopback registry, caches dropped, 2 cores: without it 13 of the first 16 ranges got 8 MiB/s
- * each while three others took 100-160 MiB/s and fetched ranges 17 to 52 meanwhile, so the bytes
- * from offset 0 (what the unpacker follows) stalled at 32 MiB for 1.9 s; the unpacker waited
- * 530-995 ms without it and 243-382 ms with it, and the pull took 0.69-0.84x the time (3 pairs,
- * bench/HISTORY.md).
+ * each while three others fetched far ahead, so the bytes from offset 0 (what the unpacker follows)
+ * stalled (docs/architecture.md, "Figures behind the defaults").
  */
 export const DEFAULT_ORDER_LEAD = 64 * 1024 * 1024;
 
