@@ -36,11 +36,10 @@ export const RELEASE_LEAD = 4 * RELEASE_STEP;
 const RELEASE_GRANT_MS = 50;
 /**
  * How far past the unpack pass a blob that it frees behind it is downloaded (see
- * LayerDownload.pace); FASTPULL_DOWNLOAD_LEAD_MIB sets it in MiB (fractions too), 0 for no limit.
+ * LayerDownload.pace); a pull's Tuning.downloadLead sets another (0: no limit, for measuring).
  * 16 ranges of the default 16 MiB: as many as run at once, so a network with long round trips keeps
- * every connection busy. The ML bench image (2-core VM, page cache dropped, alternating): the
- * device wrote 1,711-1,725 MiB for its 1,174 MiB store, against 1,797-1,805 MiB without a limit;
- * 64 MiB took it to 1,511-1,525 MiB in the same time, but only 4 ranges could then run at once.
+ * every connection busy, while the device writes less of a blob that is freed soon after
+ * (docs/architecture.md, "Figures behind the defaults").
  */
 export const DOWNLOAD_LEAD = 256 * 1024 * 1024;
 /** How often a range held back looks again. */

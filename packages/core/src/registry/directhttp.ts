@@ -4,11 +4,8 @@
 // a young-generation object and several calls per read, then garbage for the collector. Here a
 // range GET goes out on a connection of our own whose reads land in one buffer per connection
 // (net's `onread`, which TLS sockets honour too), and a 206's body is handed to the caller as views
-// of that buffer, which it writes at their offsets before the next read. One 1 GiB blob from the
-// distribution registry on loopback, 16 ranges of 16 MiB, 2-core VM: a prototype of this read took
-// 0.87-0.99 s with 0.20-0.23 s of user and 0.58-0.61 s of system CPU, node:http (through fetchBlob)
-// 2.0-2.8 s with 1.0-1.6 s user and 0.9-1.3 s system; docs/architecture.md ("3. Fetch") has the
-// figures of the product.
+// of that buffer, which it writes at their offsets before the next read: a fraction of node:http's
+// CPU per byte (docs/architecture.md, "3. Fetch" and "Figures behind the defaults").
 //
 // Only what a range GET needs: HTTP/1.1, one request at a time per connection, kept alive, a 206
 // with a Content-Length as the body read this way. Any other answer (a challenge, a redirect, an

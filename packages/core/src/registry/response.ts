@@ -82,9 +82,8 @@ export async function responseError(res: Dispatcher.ResponseData, what: string):
  *
  * Rather than `for await` over the body: that costs a promise and a trip through the stream's
  * async iterator per network read, and the ranged fetch takes a 64 KiB read every few
- * microseconds. Fetching 1 GiB from a loopback server as 16 ranges, 2-core VM, alternating (3
- * pairs), the same node:http responses written at their offsets: 'data' events 0.61-0.76 s of
- * user CPU against 0.98-1.19 s with `for await`.
+ * microseconds, which costs CPU a pull is short of (docs/architecture.md, "Figures behind the
+ * defaults").
  */
 export function consumeBody(body: Readable, take: (chunk: Buffer) => Promise<void> | undefined): Promise<void> {
   return new Promise<void>((resolve, reject) => {

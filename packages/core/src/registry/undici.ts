@@ -38,9 +38,9 @@ export function sendRequest(
  * undici's Agent and request, required on first use. Loading undici is most of what importing this
  * library costs, paid by every command that never talks to a registry (`fastpull mounts`, `images`,
  * `version`, a pull through fastpulld) and by fastpulld until its first pull; and its index loads all
- * of it (fetch, WebSocket, EventSource, cookies, mocks, caches: 112 files): 63-67 ms on this 2-core
- * machine, against 23-26 ms for the dispatchers and the request API alone, which is what a pull
- * waits for while it resolves its image. So only those are loaded, as undici's index joins them
+ * of it (fetch, WebSocket, EventSource, cookies, mocks, caches: 112 files), about three times what
+ * the dispatchers and the request API alone take, which is what a pull waits for while it resolves
+ * its image (docs/architecture.md, "Figures behind the defaults"). So only those are loaded, as undici's index joins them
  * (its API methods on the Dispatcher prototype); the whole module where its files are laid out
  * otherwise. It is CommonJS: a synchronous require serves the constructors and calls that need it,
  * and an import of undici elsewhere (tests, a caller's own dispatcher) shares the same classes.

@@ -29,9 +29,8 @@ const WAIT_MS = 100;
  * Slot memory of all parallel gunzips of a process together, at most, by default: 64 MiB, three slots
  * of a stream of 4 MiB chunks (about 17 MiB each: 8 MiB of 16-bit symbols, 4 MiB of bytes, 4.5 MiB of
  * input), the job the output waits for and two ahead; four of 1 MiB chunks (about 13.6 MiB each).
- * Measured on a 2-core VM with `--inflater parallel` (docs/architecture.md, "Parallel gunzip"): one 1 GiB layer in the same time as without a
- * budget (96 and 128 MiB were no faster), the ML bench image (two large layers at once) 535-647 ->
- * 366-397 MiB of peak RSS for 0.98-1.13x the time.
+ * A bound costs one large layer no time and two at once much memory (docs/architecture.md,
+ * "Parallel gunzip" and "Figures behind the defaults").
  */
 export const DEFAULT_INFLATE_SLOT_BYTES = 64 * 1024 * 1024;
 

@@ -58,8 +58,7 @@ export const CONSUMED_POLL_MS = 100;
  * download that falls behind is short of CPU, not of network, and another pass would only slow it
  * down. At most as many passes lend at once as the pool has slots, so that it never runs more than
  * twice its size: on a slow download every new pass waits too, and each would otherwise bring one
- * more worker (about 25 MiB each; the ML image through 800 Mbit/s peaked at 273-296 MiB without
- * this bound).
+ * more worker, about 25 MiB each (docs/architecture.md, "Figures behind the defaults").
  */
 export const LEND_WAIT_SHARE = 0.5;
 

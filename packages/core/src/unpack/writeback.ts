@@ -79,9 +79,8 @@ export class FileWriteback {
    * The file is complete at `size` bytes: a large one's write-back is started to its end, and only
    * its inode then counts towards the layer's next syncfs, since its data has a write-back of its
    * own. A syncfs writes every dirty page of the filesystem, the downloaded blob's too, which the
-   * pass frees soon after (docs/architecture.md, "3. Fetch"): one layer of 4 GiB of incompressible
-   * weights, counting whole large files, made the device write 7,936-7,938 MiB (the blob as well as
-   * the files) and took 17.5-24.3 s; counting their inodes, 4,098 MiB in 13.7-18.4 s (2-core VM).
+   * pass frees soon after (docs/architecture.md, "3. Fetch"): counting whole large files, the
+   * syncfs wrote the blob as well as the files ("Figures behind the defaults").
    */
   end(size: number): void {
     const own = this.started > 0;
