@@ -9,6 +9,9 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
 import { CONSUMED_POLL_MS, idleCores, machineIdleMs, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
 import { startWorkerAhead, workerAhead } from './spawn.js';
+import { processInflateBudget } from './pargzip-budget.js';
+import { InflatePool } from './pargzip.js';
+import { lacks } from '../testing/needs.js';
 
 /** A machine with 64 idle cores, whatever else runs (the tests run side by side). */
 const idleMachine = () => performance.now() * 64;
@@ -416,6 +419,23 @@ describe('UnpackPool', () => {
       w.fail();
       await expect(run).rejects.toMatchObject({ code: 'ABORTED' });
     } finally {
+      await pool.close();
+    }
+  });
+
+  it.skipIf(lacks('addon', InflatePool.available() ? undefined : 'the parallel decoder is not built'))("hands a task's tuning to its pass on the worker: the slot memory it asks for bounds the process's budget", async () => {
+    const budget = processInflateBudget();
+    const before = budget.slotBytes;
+    const asked = before + 1024 * 1024;
+    const b = await blob('tuned', 20);
+    const pool = new UnpackPool({ size: 1 });
+    try {
+      const r = await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('tuned'), inflater: 'parallel', tuning: { inflateSlotBytes: asked } });
+      expect(r.diffID).toBe(b.diffID);
+      // Set by the pass on the worker thread, read here: the budget's counters are shared.
+      expect(budget.slotBytes).toBe(asked);
+    } finally {
+      budget.setSlotBytes(before);
       await pool.close();
     }
   });
