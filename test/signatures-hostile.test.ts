@@ -5,11 +5,11 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isFastpullError, parseReference, sha256Digest, type Digest, type FastpullError } from '@fastpull/core';
+import { parseReference, sha256Digest, type Digest } from '@fastpull/core';
 import { RegistryClient } from '@fastpull/core/registry';
 import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { checkSignatures, DEFAULT_MAX_SIGNATURES, loadSignatureVerifiers, NOTARY_SIGNATURE, type SignatureGate, type SignatureSubject } from '../packages/core/src/signatures/index.js';
-import { runCliAsync, tempDir } from './helpers.js';
+import { failure, runCliAsync, tempDir } from './helpers.js';
 
 const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 const EMPTY = Buffer.from('{}');
@@ -41,17 +41,6 @@ function addSignatures(reg: LoopbackRegistry, repository: string, image: BuiltIm
     reg.addManifest(repository, digest, bytes, OCI_MANIFEST);
     return digest;
   });
-}
-
-/** The error `p` rejects with; it must reject with a FastpullError. */
-async function refusal(p: Promise<unknown>): Promise<FastpullError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isFastpullError(e)) return e;
-    throw e;
-  }
-  throw new Error('it was accepted');
 }
 
 // openssl is required (scripts/bootstrap.sh installs it): without it the root cannot be made, and the file fails.
@@ -99,7 +88,7 @@ describe('a registry hostile to signature verification', () => {
     reg.addImage(repository, '1', image);
     const signatures = addSignatures(reg, repository, image, 3000);
     reg.stats.reset();
-    const e = await refusal(checkSignatures(client, subjectOf(repository, image), gate));
+    const e = await failure(checkSignatures(client, subjectOf(repository, image), gate));
     expect(e.code).toMatch(/^SIGNATURE_(INVALID|MISSING)$/);
     // One referrers list, and no more signature manifests than the limit: the 2,984 others are never fetched.
     expect(reg.stats.requests.filter((r) => r.path.includes('/referrers/')).length).toBe(1);
@@ -135,7 +124,7 @@ describe('a registry hostile to signature verification', () => {
       loop.addImage(repository, '1', image);
       loop.addManifest(repository, image.manifestDigest.replace(':', '-'), list, 'application/vnd.oci.image.index.v1+json');
       const subject = { ...subjectOf(repository, image), reference: parseReference(`${loop.host}/${repository}@${image.manifestDigest}`) };
-      const e = await refusal(checkSignatures(client, subject, gate));
+      const e = await failure(checkSignatures(client, subject, gate));
       expect(e.code).toBe('SIGNATURE_MISSING');
       // The list was read (through the tag schema), and the image it named was not fetched as a signature.
       expect(loop.stats.requests.some((r) => r.path === `/v2/${repository}/manifests/${image.manifestDigest.replace(':', '-')}`)).toBe(true);
@@ -153,7 +142,7 @@ describe('a registry hostile to signature verification', () => {
     let release!: () => void;
     reg.faults.hold = { path: new RegExp(`/manifests/${signature!}$`), until: new Promise<void>((r) => (release = r)) };
     try {
-      const e = await refusal(checkSignatures(client, subjectOf(repository, image), { ...gate, limits: { timeoutMs: 2_000 } }));
+      const e = await failure(checkSignatures(client, subjectOf(repository, image), { ...gate, limits: { timeoutMs: 2_000 } }));
       expect(e.code).toBe('SIGNATURE_INVALID');
       expect(e.details).toMatchObject({ check: 'time', timeoutMs: 2_000 });
     } finally {
