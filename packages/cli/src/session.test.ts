@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { leadsSession, needsOwnSession } from './session.js';
+import { groupedBySession, leadsSession, needsOwnSession } from './session.js';
 
 const shared = { autogroup: true, leader: false };
 
@@ -23,5 +23,14 @@ describe('leadsSession', () => {
   it('reads the session after a command name that holds spaces and parentheses', () => {
     expect(leadsSession('42 (a b) c) S 1 42 42 0 -1', 42)).toBe(true);
     expect(leadsSession('42 (a b) c) S 1 42 7 0 -1', 42)).toBe(false);
+  });
+});
+
+describe('groupedBySession', () => {
+  it('is true for a named group and false for the empty file of init\'s ungrouped session', () => {
+    expect(groupedBySession('/autogroup-4131 nice 0\n')).toBe(true);
+    expect(groupedBySession('/autogroup-7 nice 19')).toBe(true);
+    expect(groupedBySession('')).toBe(false);
+    expect(groupedBySession('\n')).toBe(false);
   });
 });

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 
 /** What the decision reads of this process. */
 export interface SessionState {
-  /** Whether the kernel groups CPU time by session for this process (/proc/self/autogroup is there). */
+  /** Whether the kernel groups CPU time by session for this process (/proc/self/autogroup names a group: it is empty in init's own session, whose threads weigh one by one). */
   readonly autogroup: boolean;
   /** Whether this process leads its session already. */
   readonly leader: boolean;
@@ -33,7 +33,7 @@ export function needsOwnSession(args: readonly string[], state: SessionState): b
 export function sessionState(): SessionState {
   let autogroup = false;
   try {
-    autogroup = readFileSync('/proc/self/autogroup', 'utf8').length > 0;
+    autogroup = groupedBySession(readFileSync('/proc/self/autogroup', 'utf8'));
   } catch {
     // No CONFIG_SCHED_AUTOGROUP, or autogroups off: sessions do not split CPU time.
   }
@@ -44,6 +44,17 @@ export function sessionState(): SessionState {
     // No /proc: nothing to decide by, so nothing is relaunched.
   }
   return { autogroup, leader };
+}
+
+/**
+ * Whether /proc/self/autogroup's `text` names a group. It is empty in the session the kernel never
+ * grouped (init's, kept by every process descended from it that never started a session of its own):
+ * there each thread weighs on its own, and its nice value alone yields to other work.
+ * @example groupedBySession('/autogroup-4131 nice 0\n') // true
+ * groupedBySession('') // false
+ */
+export function groupedBySession(text: string): boolean {
+  return text.trim() !== '';
 }
 
 /** Whether this process leads its session: field 6 of /proc/self/stat, after the command's closing parenthesis. */
