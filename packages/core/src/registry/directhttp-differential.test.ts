@@ -89,7 +89,7 @@ function answer(status: number, version: string, framing: Framing, body: Buffer,
 
 /**
  * What RFC 9112 (section 6) makes of an answer the server ends with its connection: 204 ends at its
- * head; Transfer-Encoding with Content-Length is an error (as Node's parser has it); a chunked body
+ * head; Transfer-Encoding with Content-Length is read per Transfer-Encoding; a chunked body
  * is decoded, and refused when malformed or cut; a Content-Length of digits (copies that agree,
  * optional whitespace around) takes that many bytes, refused when fewer came; no framing: to the close.
  */
@@ -106,8 +106,11 @@ function rfcReading(status: number, framing: Framing, body: Buffer, badLength: s
     case 'long-length':
     case 'two-lengths-differ':
     case 'chunked-bad-size':
-    case 'chunked-and-length':
       return 'refused';
+    case 'chunked-and-length':
+      // Transfer-Encoding overrides Content-Length (RFC 9112, 6.3): the range client reads the
+      // chunks, where Node refuses; a success without a length goes to the fallback (node:http here).
+      return status === 200 || status === 206 ? 'refused' : ok(body);
     case 'bad-length':
       return /^\d{1,15}$/.test(badLength.trim()) ? byLength(Number(badLength.trim())) : 'refused';
     case 'chunked':

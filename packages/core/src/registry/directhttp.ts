@@ -479,15 +479,14 @@ class Exchange {
     const { status, headers } = head;
     // 204 and 304 end at their head whatever their fields say (RFC 9112, 6.3).
     const headOnly = status === 204 || status === 304;
-    if (!headOnly && headers['transfer-encoding'] !== undefined && headers['content-length'] !== undefined) {
-      // A response framed both ways may be smuggling another one after it: an error, as Node's own
-      // parser takes it too (RFC 9112, 6.3), and its connection is not used again.
-      this.conn.destroy(new Error('the response has both Transfer-Encoding and Content-Length'));
-      return;
-    }
-    const length = headOnly ? 0 : contentLength(headers);
-    const chunked = !headOnly && /(^|,)\s*chunked\s*$/i.test(String(headers['transfer-encoding'] ?? ''));
-    const keep = head.keepAlive && (chunked || length !== undefined);
+    // Transfer-Encoding overrides Content-Length (RFC 9112, 6.3): a response framed both ways is read
+    // per its Transfer-Encoding, and as it may be smuggling another answer after it, its connection
+    // is closed afterwards, never used again.
+    const encoded = !headOnly && headers['transfer-encoding'] !== undefined;
+    const doublyFramed = encoded && headers['content-length'] !== undefined;
+    const length = headOnly ? 0 : encoded ? undefined : contentLength(headers);
+    const chunked = encoded && /(^|,)\s*chunked\s*$/i.test(String(headers['transfer-encoding']));
+    const keep = head.keepAlive && !doublyFramed && (chunked || length !== undefined);
     if (length === null) {
       this.conn.destroy(new Error('the response has an invalid Content-Length'));
       return;
