@@ -169,25 +169,29 @@ describe('LayerDownload', () => {
       const layer = served.layers[0]!;
       const chunk = 64 * 1024;
       const lead = 256 * 1024;
-      const landedAfterQuiet = async (d: LayerDownload) => {
-        for (let last = -1; d.watermark.value !== last; ) {
-          last = d.watermark.value;
-          await new Promise((r) => setTimeout(r, 150));
+      // The download is quiet once every byte before the first range it holds back has landed: then
+      // nothing more comes until the pass reads on. Looked at on each landing, and at a bound of
+      // ticks when nothing lands (a held range is only seen, not announced).
+      const landedUntilHeld = async (d: LayerDownload, past: number) => {
+        for (let looks = 0; looks < 6000; looks++) {
+          const held = d.heldFrom;
+          if (held !== undefined && held > past && d.watermark.value === held) return held;
+          await d.watermark.waitPast(d.watermark.value, 10);
         }
-        return d.watermark.value;
+        throw new Error(`the download never settled behind a held range: landed ${d.watermark.value}, held from ${d.heldFrom}`);
       };
 
       const ctx = downloadContext(served, freshStore(work.dir, 'paced'));
       const d = await LayerDownload.start({ ...ctx, options: { chunkSize: chunk, tuning: { downloadLead: lead } } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
       expect(d.releasing(false)).toBeDefined();
       // No pass has read anything: ranges that start past the lead wait.
-      const first = await landedAfterQuiet(d);
-      expect(first).toBeGreaterThanOrEqual(lead);
+      const first = await landedUntilHeld(d, 0);
+      expect(first).toBeGreaterThan(lead);
       expect(first).toBeLessThanOrEqual(lead + chunk);
       const reader = new WatermarkView(d.watermark.buffer);
       reader.setReader(1024 * 1024);
-      const second = await landedAfterQuiet(d);
-      expect(second).toBeGreaterThanOrEqual(1024 * 1024 + lead);
+      const second = await landedUntilHeld(d, first);
+      expect(second).toBeGreaterThan(1024 * 1024 + lead);
       expect(second).toBeLessThanOrEqual(1024 * 1024 + lead + chunk);
       // A pass that frees nothing more lets the rest come.
       reader.setReader(READER_DONE);

@@ -78,6 +78,8 @@ export class LayerDownload {
   private paced: boolean | undefined;
   /** The pull's measuring knobs (download lead, blob release). */
   private tuning: Tuning | undefined;
+  /** Start offsets of the ranges {@link pace} holds back now. */
+  private readonly held = new Set<number>();
 
   private constructor(
     private readonly store: Store,
@@ -94,6 +96,14 @@ export class LayerDownload {
 
   /** True when the blob came from the content store (nothing is downloaded). */
   readonly fromStore: boolean;
+
+  /**
+   * The lowest start offset of a range held back for the unpack pass now, or undefined when none is
+   * (what a trace or a test reads to tell a paced download from a slow one).
+   */
+  get heldFrom(): number | undefined {
+    return this.held.size === 0 ? undefined : Math.min(...this.held);
+  }
 
   /** Settles with the download's wall time in ms (0 when the blob was in the store), or its error. */
   done: Promise<number> = Promise.resolve(0);
@@ -169,9 +179,14 @@ export class LayerDownload {
     const lead = this.tuning?.downloadLead ?? DOWNLOAD_LEAD;
     if (this.paced === false || lead === 0 || start - this.watermark.reader <= lead) return undefined;
     return (async () => {
-      while (this.paced !== false && start - this.watermark.reader > lead) {
-        throwIfAborted(signal, 'pacing the download');
-        await sleep(PACE_TICK_MS, signal);
+      this.held.add(start);
+      try {
+        while (this.paced !== false && start - this.watermark.reader > lead) {
+          throwIfAborted(signal, 'pacing the download');
+          await sleep(PACE_TICK_MS, signal);
+        }
+      } finally {
+        this.held.delete(start);
       }
     })();
   }
