@@ -6,14 +6,19 @@
 // it reaches containerd (its content store, the registry's access log) or a committed record. A signed
 // image pulls on the fast path, containerd fetching no layer itself; an unsigned image over the
 // signed one's lower layers is still refused; an image the policy does not cover pulls as before.
-import { existsSync, writeFileSync } from 'node:fs';
+// The same daemon also has `--notation-config` (a trust policy for another repository prefix, its
+// trust store holding a root made here): an image signed by notation's own libraries (the
+// notation-signer peer, as Notary Project signatures stored as referrers) pulls on the fast path, an
+// unsigned one under that scope is refused the same way.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, type Digest } from '@fastpull/core';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { cosignMissing, cosignSign, generateKeyPair } from './cosign.js';
 import { busyboxImage, containerdUnavailable, isProbeRecord, peersPrefix, release, run, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
-import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { overlayUnavailable, repoRoot, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { snapshotsClient, type SnapshotsClient } from './snapshotter-client.js';
 
 const CRI_NAMESPACE = 'k8s.io';
@@ -21,11 +26,18 @@ const crictlBin = join(peersPrefix, 'crictl', 'bin', 'crictl');
 const work = tempDir('cri-sig');
 const snapSocket = join(work.dir, 'snapshotter.sock');
 
+const peerList = spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8' }).stdout;
+const notationSigner = join(peerList.split('\n').find((l) => l.startsWith('notation-signer '))?.split(' ')[2] ?? '', 'notation-signer');
+
 const reason = containerdUnavailable() ?? overlayUnavailable();
 if (reason) console.warn(`skipping the CRI signature tests: ${reason}`);
-// The signer, the registry and crictl are required pieces: missing, they fail the file.
+// The signers, the registry and crictl are required pieces: missing, they fail the file.
 if (!reason) {
-  const missing = (findDistributionBinary() ? undefined : 'docker-registry is not installed') ?? cosignMissing() ?? (existsSync(crictlBin) ? undefined : `${crictlBin} not found (bash scripts/peers.sh crictl)`);
+  const missing =
+    (findDistributionBinary() ? undefined : 'docker-registry is not installed') ??
+    cosignMissing() ??
+    (existsSync(crictlBin) ? undefined : `${crictlBin} not found (bash scripts/peers.sh crictl)`) ??
+    (existsSync(notationSigner) ? undefined : `${notationSigner} not found (bash scripts/peers.sh notation-signer)`);
   if (missing) throw new Error(`the CRI signature tests need their peers: ${missing}`);
 }
 
@@ -53,6 +65,26 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
       .filter((l) => /"GET \/v2\/[^ ]+\/blobs\/sha256:[0-9a-f]{64} /.test(l) && /"containerd\//.test(l))
       .map((l) => /blobs\/(sha256:[0-9a-f]{64})/.exec(l)![1]!);
   const layerGets = (image: BuiltImage, from: readonly string[]): string[] => from.filter((d) => image.layers.some((l) => l.digest === d));
+  /** notation-signer's output; a failure fails the setup with its message. */
+  const notation = (args: string[]): string => {
+    const r = spawnSync(notationSigner, args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`notation-signer ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout;
+  };
+  let notarySigned: BuiltImage;
+  let notaryUnsigned: BuiltImage;
+  let notaryDigest: Digest;
+
+  /** A notation configuration directory whose one statement requires signatures under `scope`, from `root`. */
+  const notationConfig = (scope: string, root: string): string => {
+    const dir = join(work.dir, 'notation');
+    const store = join(dir, 'truststore', 'x509', 'ca', 'cri');
+    mkdirSync(store, { recursive: true });
+    writeFileSync(join(store, 'root.crt'), readFileSync(`${root}.crt`));
+    const statement = { name: 'cri', registryScopes: [scope], signatureVerification: { level: 'strict' }, trustStores: ['ca:cri'], trustedIdentities: ['*'] };
+    writeFileSync(join(dir, 'trustpolicy.json'), JSON.stringify({ version: '1.0', trustPolicies: [statement] }));
+    return dir;
+  };
 
   beforeAll(async () => {
     registry = await startDistribution({ dir: join(work.dir, 'registry'), accessLog: true });
@@ -63,6 +95,16 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
     await pushImage(registry.url, 'open/unsigned', 'v1', await busyboxImage({ variant: 'open\n' }));
     await generateKeyPair(work.dir, 'good');
     await cosignSign(work.dir, 'good.key', `${registry.host}/sig/signed@${signedDigest}`, 'tag');
+    // Notary Project: a root and a code-signing leaf, one image signed by notation's libraries.
+    notarySigned = await busyboxImage({ variant: 'notary signed\n' });
+    notaryUnsigned = await busyboxImage({ variant: 'notary unsigned\n' });
+    notaryDigest = await pushImage(registry.url, 'notary/signed', 'v1', notarySigned);
+    const pki = join(work.dir, 'pki');
+    mkdirSync(pki);
+    notation(['cert', '-out', join(pki, 'root'), '-is-ca', '-subject', 'CN=root,O=fastpull,ST=WA,C=US']);
+    notation(['cert', '-out', join(pki, 'leaf'), '-ca', join(pki, 'root'), '-subject', 'CN=signer,O=fastpull,ST=WA,C=US']);
+    notation(['sign', '-ref', `${registry.host}/notary/signed@${notaryDigest}`, '-key', join(pki, 'leaf.key'), '-cert', join(pki, 'leaf.crt')]);
+    const notationDir = notationConfig(`${registry.host}/notary/signed`, join(pki, 'root'));
     const policy = join(work.dir, 'policy.json');
     writeFileSync(
       policy,
@@ -71,7 +113,7 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
         transports: { docker: { [`${registry.host}/sig`]: [{ type: 'sigstoreSigned', keyPath: join(work.dir, 'good.pub'), signedIdentity: { type: 'matchRepository' } }] } },
       }),
     );
-    daemon = startDaemon(['--socket', join(work.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', join(work.dir, 'fastpull-root'), '--signature-policy', policy, '--log-level', 'debug']);
+    daemon = startDaemon(['--socket', join(work.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', join(work.dir, 'fastpull-root'), '--signature-policy', policy, '--notation-config', notationDir, '--log-level', 'debug']);
     await daemon.waitLog((l) => l.msg === 'fastpulld serving');
     containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
     await waitForSnapshotter(containerd);
@@ -150,5 +192,31 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
     expect(r.status, r.stderr).toBe(0);
     const pulled = await daemon.waitLog((l) => l.event === 'pull' && l.result === 'ok' && typeof l.image === 'string' && l.image.startsWith(`${registry.host}/open/unsigned@`));
     expect(pulled.image).toContain('@sha256:');
+  });
+  it('Notary Project: an image signed by notation pulls on the fast path, verified, containerd fetching no layer itself', async () => {
+    const ref = `${registry.host}/notary/signed:v1`;
+    const r = await crictl(['pull', ref]);
+    expect(r.status, r.stderr).toBe(0);
+    const pulled = await daemon.waitLog((l) => l.event === 'pull' && l.result === 'ok' && l.image === ref);
+    expect(pulled.manifest).toBe(notaryDigest);
+    expect(daemon.logs.filter((l) => l.event === 'signature' && l.image === ref)).toEqual([expect.objectContaining({ outcome: 'verified', manifest: notaryDigest })]);
+    const content = await ctr(['content', 'ls', '-q']);
+    for (const l of notarySigned.layers) expect(content).not.toContain(l.digest);
+    expect(layerGets(notarySigned, containerdBlobGets())).toEqual([]);
+  });
+
+  it('Notary Project: an unsigned image under the trust policy\'s scope is refused, and containerd does not pull it itself', async () => {
+    // Pushed under the signed one's repository with another tag: in scope, with no signature.
+    const digest = await pushImage(registry.url, 'notary/signed', 'unsigned', notaryUnsigned);
+    expect(digest).not.toBe(notaryDigest);
+    const ref = `${registry.host}/notary/signed:unsigned`;
+    const before = daemon.logs.length;
+    const r = await crictl(['pull', ref]);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(new RegExp(`fastpull: signature check of .*notary/signed:unsigned \\(${digest}\\) refused it: notation`));
+    await daemon.waitLog((l) => l.method === 'Snapshots.Prepare' && l.code === 'SIGNATURE_MISSING' && daemon.logs.indexOf(l) >= before);
+    const top = chainIDs(notaryUnsigned.layers.map((l) => l.diffID)).at(-1)!;
+    expect((await client.list(['kind==committed'])).some((s) => s.labels['containerd.io/snapshot.ref'] === top)).toBe(false);
+    expect((await crictl(['inspecti', ref])).status).not.toBe(0);
   });
 });
