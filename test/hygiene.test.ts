@@ -42,7 +42,7 @@ const READS_ENV: Readonly<Record<string, string>> = {
   'packages/core/src/service/settings.ts': 'the default hosts directory (FASTPULL_HOSTS_DIR)',
   'packages/core/src/service/local.ts': "Docker's config and the proxy variables, read once per service as containerd reads them",
   'packages/core/src/registry/dockerconfig.ts': "where Docker's config and its credential helpers are (DOCKER_CONFIG, HOME, PATH)",
-  'packages/core/src/unpack/native-fallback.ts': 'hands the environment on to a child process, reads nothing in it',
+  'packages/core/src/native/fallback.ts': 'hands the environment on to a child process, reads nothing in it',
 };
 /** The test kit reads which pieces a test requires (FASTPULL_REQUIRE) and where their programs are (PATH). */
 const READS_ENV_UNDER = 'packages/core/src/testing/';

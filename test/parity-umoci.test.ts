@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MediaTypes, mountsFor, openStore, pull, sha256Digest, type Digest } from '@fastpull/core';
 import { type BuiltImage, type BuiltLayer, diffTrees, lacks, type LoopbackRegistry, Prng, readTree, sampleImage, startLoopbackRegistry, type TreeEntry, writeOciLayout } from '@fastpull/core/testing';
-import { nativeFs } from '../packages/core/src/unpack/native.js';
+import { nativeFs } from '../packages/core/src/native/addon.js';
 import { overlayUnavailable, tempDir } from './helpers.js';
 
 function findUmoci(): string | undefined {

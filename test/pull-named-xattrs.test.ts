@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, pull } from '@fastpull/core';
 import { buildImage, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, lacksRoot, notHere, pushImage, startDistribution } from '@fastpull/core/testing';
 import { paxRecord, rawHeader } from '../packages/core/src/unpack/apply.testkit.js';
-import { nativeFs } from '../packages/core/src/unpack/native.js';
+import { nativeFs } from '../packages/core/src/native/addon.js';
 import { cliPath, tempDir } from './helpers.js';
 
 if (!findDistributionBinary()) console.warn('skipping the named xattr pulls: docker-registry is not installed (scripts/bootstrap.sh installs it)');

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mountsFor, openStore, pull } from '@fastpull/core';
 import { buildImage, lacks, startLoopbackRegistry } from '@fastpull/core/testing';
-import { nativeFs } from '../packages/core/src/unpack/native.js';
+import { nativeFs } from '../packages/core/src/native/addon.js';
 import { tempDir } from './helpers.js';
 
 const work = tempDir('rootless');

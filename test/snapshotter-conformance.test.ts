@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { overlayUnavailable, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { mountAll, snapshotsClient, statusOf, unmount, type SnapshotInfo, type SnapshotMount, type SnapshotsClient } from './snapshotter-client.js';
 import { lacks } from '@fastpull/core/testing';
-import { nativeFs } from '../packages/core/src/unpack/native.js';
+import { nativeFs } from '../packages/core/src/native/addon.js';
 
 const noMounts = overlayUnavailable();
 if (noMounts) console.warn(`snapshotter conformance: not mounting the answered mounts: ${noMounts}`);

@@ -4,7 +4,7 @@
 //
 // `--install` is the package's install script: a build that cannot run (no compiler, no python3,
 // no node-gyp) or that FASTPULL_SKIP_NATIVE_BUILD=1 turns off never fails the install. It leaves no
-// addon, says what is off without one, and fastpull runs without it (src/unpack/native.ts).
+// addon, says what is off without one, and fastpull runs without it (src/native/addon.ts).
 import { spawnSync } from 'node:child_process';
 import { existsSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -22,7 +22,7 @@ const isalNote = () => {
   if (!existsSync(isalOut)) console.warn('@fastpull/core: libisal not found (Debian/Ubuntu package libisal-dev): the in-process ISA-L inflater (--inflater isal) is not built; everything else is.');
 };
 
-// As WITHOUT_ADDON in src/unpack/native-fallback.ts, and what fastpulld loses.
+// As WITHOUT_ADDON in src/native/fallback.ts, and what fastpulld loses.
 const WITHOUT =
   'fastpull works without it: extended attributes are dropped (a layer with an opaque directory fails), ' +
   'file times keep microseconds (milliseconds before 1970), the in-process ISA-L and parallel gzip decoders and allocator tuning ' +

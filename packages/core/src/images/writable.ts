@@ -5,7 +5,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { isAbsolute, join, posix } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { createMountRecord, listMountRecords, mountsDir, readMountRecord, removeMountRecord, type MountRecord } from '../snapshots/mountrecords.js';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 import { sleep } from '../util/retry.js';
 import type { Mount } from '../snapshots/store.js';
 import type { Store } from '../store.js';

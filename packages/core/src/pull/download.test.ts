@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildImage } from '../testing/builder.js';
 import { Prng } from '../testing/prng.js';
 import { UnpackPool } from '../unpack/index.js';
-import { nativePunchHole } from '../unpack/native.js';
+import { nativePunchHole } from '../native/addon.js';
 import { READER_DONE, WatermarkView } from '../content/watermark.js';
 import { LayerDownload, RELEASE_LEAD, RELEASE_STEP } from './download.js';
 import { LayerProgress } from './progress.js';

@@ -5,7 +5,7 @@ import { pull } from './pull.js';
 import { freshStore, serve, workDir } from './pull.testkit.js';
 import { isalAvailable } from '../unpack/isal.js';
 import { FileSink } from '../unpack/filesink.js';
-import { nativeHash } from '../unpack/native.js';
+import { nativeHash } from '../native/addon.js';
 import { committedTimings, existsTimings, phaseTotals, pullTimings } from './timings.js';
 
 const work = workDir('timings');

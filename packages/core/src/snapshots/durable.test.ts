@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nativeFs, nativeSync } from '../unpack/native.js';
+import { nativeFs, nativeSync } from '../native/addon.js';
 import { closeForFlush, flushTree, openForFlush, syncMethod, writebackFor } from './durable.js';
 
 const dirs: string[] = [];

@@ -7,7 +7,7 @@
 // calls, every file and directory of the snapshot is fsynced instead: correct, and slower.
 // bench/src/sync-before-commit.ts measured the ways (bench/README.md has the figures).
 import { closeSync, constants, openSync, promises as fsp } from 'node:fs';
-import { nativeSync } from '../unpack/native.js';
+import { nativeSync } from '../native/addon.js';
 import type { SyncMethod } from '../tuning.js';
 import type { WritebackMode } from '../unpack/writeback.js';
 

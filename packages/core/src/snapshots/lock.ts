@@ -4,7 +4,7 @@ import { openSync, closeSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, throwIfAborted } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 import { sleep } from '../util/retry.js';
 
 /** How often a waiter tries the lock again. flock cannot wait without blocking the thread. */

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 import { LowerView, reconcileWithLowers } from './lowers.js';
 import { lacksRoot } from '../testing/needs.js';
 

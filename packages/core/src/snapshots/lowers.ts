@@ -11,7 +11,7 @@
 //   lookup fails in a directory only the top snapshot has).
 import { isUtf8 } from 'node:buffer';
 import fs from 'node:fs';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 import type { LowerChecks } from '../unpack/apply.js';
 
 const OPAQUE_XATTRS = ['trusted.overlay.opaque', 'user.overlay.opaque'] as const;

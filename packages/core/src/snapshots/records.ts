@@ -7,7 +7,7 @@ import { closeSync, fstatSync, openSync, promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 import { withCollectionLock } from '../store/lease.js';
 import {
   checkKey,

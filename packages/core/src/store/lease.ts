@@ -11,7 +11,7 @@ import { closeSync, openSync, promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, fromFsError, throwIfAborted } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 import { claimDir, sweepDeadDirs, tryClaimDir } from '../util/owner.js';
 import { randomId, writeFileAtomic } from '../util/fs.js';
 import { sleep } from '../util/retry.js';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
 import { makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import { chunksOf, code, padded } from './tar.testkit.js';
 
 let sandbox: string;

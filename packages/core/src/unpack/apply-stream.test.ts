@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
 import { hasGnuTar, isRoot, makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import { chunksOf, code, makeTar, padded } from './tar.testkit.js';
 import { lacks, lacksRoot } from '../testing/needs.js';
 

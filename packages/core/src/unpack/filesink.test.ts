@@ -8,7 +8,7 @@ import { applyLayer } from './apply.js';
 import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
 import { isFastpullError } from '../errors.js';
 import { FileSink, writerThreadsFor, type NativeFiles } from './filesink.js';
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
 import { lacks, lacksRoot } from '../testing/needs.js';
 

@@ -7,7 +7,7 @@
 // sink before anything that could touch a name still queued (a replacement, a hardlink, a
 // whiteout) and before directories get their final modes and times.
 import { availableCores } from '../util/cpu.js';
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import { fsError } from './report.js';
 import type { Times } from './times.js';
 

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Prng } from '../testing/prng.js';
 import { defaultHashMode, HashTap, type HashMode } from './hash-tap.js';
-import { nativeHash } from './native.js';
+import { nativeHash } from '../native/addon.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';
 import { lacks } from '../testing/needs.js';

@@ -3,7 +3,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { FastpullError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
-import { nativeHash, type NativeHash, type NativeSha256 } from './native.js';
+import { nativeHash, type NativeHash, type NativeSha256 } from '../native/addon.js';
 
 /**
  * Where a {@link HashTap} hashes. 'pool': the addon's SHA-256 as libuv pool work, so the thread that

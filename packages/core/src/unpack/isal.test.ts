@@ -9,7 +9,7 @@ import { createDecompressor, outputReleaser, tellsInputDone } from './decompress
 import { chunks, layerLike } from './gzip.testkit.js';
 import { findInflater } from './inflater.js';
 import { createIsalGunzip, ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './isal.js';
-import { nativeHash } from './native.js';
+import { nativeHash } from '../native/addon.js';
 import { InflatePool } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
 import { pipeRecycled } from './read-buffers.testkit.js';

@@ -10,7 +10,7 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { FileSink, SINK_MAX_FILE } from './filesink.js';
 import { ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './isal.js';
 import { unpackLayer } from './layer.js';
-import { nativeFs, nativeHash } from './native.js';
+import { nativeFs, nativeHash } from '../native/addon.js';
 import { InflatePool, sharedInflatePool } from './pargzip.js';
 import { Prng } from '../testing/prng.js';
 import { paxRecord, rawHeader } from './apply.testkit.js';

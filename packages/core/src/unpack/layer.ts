@@ -12,7 +12,7 @@ import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, outputReleaser, res
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
 import type { InflaterChoice } from './inflater.js';
 import type { Tuning } from '../tuning.js';
-import { nativeHash, nativePunchHole, type PunchHole } from './native.js';
+import { nativeHash, nativePunchHole, type PunchHole } from '../native/addon.js';
 import type { WritebackMode } from './writeback.js';
 import type { IsalGunzipStream } from './isal.js';
 import type { ParallelGunzipStream } from './pargzip.js';

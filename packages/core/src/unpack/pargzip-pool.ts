@@ -3,7 +3,7 @@ import { availableCores } from '../util/cpu.js';
 import { FastpullError } from '../errors.js';
 import { type InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { finishJob, JobSlot, nativeInflate, prepareJob, runJob, WINDOW, type DecodeRunner, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
-import { nativeHash } from './native.js';
+import { nativeHash } from '../native/addon.js';
 
 /** A slot lent to a stream for one job (and its result, until released). */
 export interface SlotLease {

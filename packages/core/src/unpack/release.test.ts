@@ -12,7 +12,7 @@ import { Watermark, WatermarkView } from '../content/watermark.js';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { Prng } from '../testing/prng.js';
 import { BLOB_DIGEST_DETAIL, BlobRelease, unpackLayer, type UnpackedLayer } from './layer.js';
-import { nativePunchHole } from './native.js';
+import { nativePunchHole } from '../native/addon.js';
 import { makeTar } from './tar.testkit.js';
 import { lacks } from '../testing/needs.js';
 

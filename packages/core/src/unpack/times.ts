@@ -1,5 +1,5 @@
 // Entry times to the nanosecond, as utimensat(2) takes them, read from PAX text rather than the reader's doubles.
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import type { RawRoot } from './rawpath.js';
 import type { TarEntry } from './tarreader.js';
 

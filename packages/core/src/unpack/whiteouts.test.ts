@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LayerTree } from './layertree.js';
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import { ApplyReport } from './report.js';
 import { tarEntry } from './tar.testkit.js';
 import type { TarEntry } from './tarreader.js';

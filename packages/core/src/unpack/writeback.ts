@@ -1,6 +1,6 @@
 // Starts the write-back of extracted files while they are written, so that the flush before the
 // snapshot's commit (snapshots/durable.ts) finds little left to write and waits little.
-import { nativeSync, type NativeSync } from './native.js';
+import { nativeSync, type NativeSync } from '../native/addon.js';
 
 /**
  * What the extractor starts, as an unpack option. `background` (the only mode; the option is absent

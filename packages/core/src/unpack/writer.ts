@@ -4,7 +4,7 @@ import { abortError, isFastpullError } from '../errors.js';
 import { type FileSink, SINK_MAX_FILE } from './filesink.js';
 import { LayerTree, leaf, type Node } from './layertree.js';
 import { type ApplyLimits, limitCode } from './limits.js';
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
 import { type ApplyReport, fsError } from './report.js';
 import type { TarEntry, TarReader } from './tarreader.js';

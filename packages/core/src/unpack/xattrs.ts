@@ -1,7 +1,7 @@
 // Extended attributes from an entry's `SCHILY.xattr.*` PAX records, set on what it made without following symlinks.
 import { isUtf8 } from 'node:buffer';
 import { FastpullError } from '../errors.js';
-import { nativeFs } from './native.js';
+import { nativeFs } from '../native/addon.js';
 import { display, errnoOf, type RawRoot } from './rawpath.js';
 import type { ApplyReport } from './report.js';
 import type { TarEntry } from './tarreader.js';

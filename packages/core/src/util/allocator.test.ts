@@ -5,7 +5,7 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 import {
   collectHeap,
   downloadWritten,

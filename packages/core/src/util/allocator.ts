@@ -3,7 +3,7 @@
 // leave on the thread that writes them (downloadWritten).
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 
 /** Allocations above this come from their own mapping (glibc's default is dynamic, from 128 KiB). */
 export const MMAP_THRESHOLD = 4 * 1024 * 1024;

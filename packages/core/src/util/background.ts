@@ -5,7 +5,7 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { FastpullError } from '../errors.js';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 
 /** The lowest CPU priority: nice 19. */
 export const BACKGROUND_NICE = 19;

@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { FastpullError } from '../errors.js';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 
 /** A cgroup's CPU quota, in cores, and the file that set it. */
 export interface CpuQuota {

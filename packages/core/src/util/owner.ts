@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, promises as fsp, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { nativeFs } from '../unpack/native.js';
+import { nativeFs } from '../native/addon.js';
 
 const OWNER_FILE = 'owner';
 /** A directory without an owner file is younger than this only if its writer is still creating it. */

@@ -1,7 +1,7 @@
 // One datagram to a unix socket, which is how a service manager (systemd) takes notifications on
 // $NOTIFY_SOCKET. Node has no unix datagram sockets, and handing the message to a helper process
 // would make the helper its sender, which the manager may refuse: the native addon sends it.
-import { nativeSendDatagram } from '../unpack/native.js';
+import { nativeSendDatagram } from '../native/addon.js';
 
 /**
  * Sends `data` as one datagram to the unix datagram socket at `address`: a path, or `@` followed by a

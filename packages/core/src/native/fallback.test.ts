@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { fallbackFs } from './native-fallback.js';
-import { nativeFs } from './native.js';
+import { fallbackFs } from './fallback.js';
+import { nativeFs } from './addon.js';
 import { lacksRoot } from '../testing/needs.js';
 
 let dir: string;

@@ -2,7 +2,7 @@
 // flock(1) and mknod(1), times through node:fs (to the microsecond), and no extended attributes.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import type { NativeFs } from './native.js';
+import type { NativeFs } from './fs.js';
 
 /** What a pull loses without the addon, for the one warning that says so. */
 export const WITHOUT_ADDON =

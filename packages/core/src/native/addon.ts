@@ -2,53 +2,19 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
-import { fallbackFs, WITHOUT_ADDON } from './native-fallback.js';
-
-/**
- * The addon built from `native/fastpull_native.c`. Every call acts on the path itself and never
- * follows a final symlink; failures throw an Error whose `code` is the errno name ('EPERM', ...).
- */
-export interface NativeFs {
-  /** mknod(2). `mode` includes the file type bits (S_IFCHR, S_IFBLK, S_IFIFO). */
-  mknod(path: string, mode: number, major: number, minor: number): void;
-  /** lsetxattr(2): sets extended attribute `name` to `value`. */
-  lsetxattr(path: string, name: string, value: Buffer): void;
-  /** lgetxattr(2): the attribute's value, or null when the path has no such attribute. */
-  lgetxattr(path: string, name: string): Buffer | null;
-  /** llistxattr(2): the names of the path's extended attributes that this process may read. */
-  llistxattr(path: string): string[];
-  /**
-   * flock(2) with LOCK_NB on an open fd: true when the lock was taken, false when another holder
-   * has it. Closing the fd releases it; so does the death of the process.
-   */
-  tryLock(fd: number, exclusive: boolean): boolean;
-  /**
-   * utimensat(2) with AT_SYMLINK_NOFOLLOW: sets the times of the path itself (a symlink's own) to
-   * the nanosecond, which fs.lutimes, taking seconds as a double, cannot. Seconds are integers
-   * (negative before 1970), nanoseconds 0-999999999; anything else is a TypeError.
-   */
-  lutimesNs(path: string, atimeSec: number | bigint, atimeNsec: number, mtimeSec: number | bigint, mtimeNsec: number): void;
-  /** futimens(2): {@link lutimesNs} on an open fd. */
-  futimesNs(fd: number, atimeSec: number | bigint, atimeNsec: number, mtimeSec: number | bigint, mtimeNsec: number): void;
-  /**
-   * mallopt(3) M_MMAP_THRESHOLD and M_TRIM_THRESHOLD (glibc only): true when both were set, false where
-   * the C library is another. Bad values are a TypeError.
-   */
-  tuneAllocator(mmapThreshold: number, trimThreshold: number): boolean;
-  /** malloc_trim(0): free memory of every arena back to the kernel; false when none was, or not glibc. */
-  trimAllocator(): boolean;
-}
+import { fallbackFs, WITHOUT_ADDON } from './fallback.js';
+import type { NativeFs } from './fs.js';
 
 const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs', 'tuneAllocator', 'trimAllocator'] as const satisfies ReadonlyArray<keyof NativeFs>;
 
-// src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
+// src/native/ and dist/native/ are both two levels below the package root, so one relative path serves both.
 const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);
 
 let loaded: NativeFs | undefined;
 
 /**
  * The native addon, loaded on the first call. Where it is missing or cannot be loaded, stand-ins
- * (native-fallback.ts) take its place, and the first call through them in the main thread emits one
+ * (fallback.ts) take its place, and the first call through them in the main thread emits one
  * process warning (code FASTPULL_NATIVE_ADDON): the file, why it did not load, what is off and how
  * to build it. A pull still works where no layer needs extended attributes.
  */

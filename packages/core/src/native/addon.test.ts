@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { nativeFs } from './native.js';
+import { nativeFs } from './addon.js';
 
 describe('nativeFs', () => {
   it('loads once and reports absent xattrs and errno codes', () => {
