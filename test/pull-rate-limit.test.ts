@@ -1,8 +1,8 @@
 // The network rate limit end to end against the real distribution registry on loopback, through the
 // library, `fastpull pull --rate-limit` and fastpulld's rate_limit: a limited pull takes at least
 // (bytes - burst) / rate and lands every byte verified; pulls that share a limit stay under it
-// together; SIGHUP changes fastpulld's. Only lower bounds on time: a loaded machine may be slower,
-// never faster.
+// together; SIGHUP changes fastpulld's; a caller without a limit joining a limited pull lifts it.
+// Only lower bounds on time: a loaded machine may be slower, never faster.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -165,6 +165,32 @@ describe.skipIf(lacksRegistry())('network rate limit', () => {
       expect(failed.err).toContain('rate_limit "lots": want bytes per second');
     } finally {
       await client.close();
+      await stopDaemon(daemon);
+    }
+  });
+  it("a caller without a limit that joins a pull lifts its first caller's limit: the shared pull reads as fast as its loosest caller allows", async () => {
+    const c = images[2]!;
+    const ref = `${registry.host}/rate/c:1`;
+    const socket = join(work.dir, 'join.sock');
+    const daemon = await serveDaemon(['--socket', socket, '--root', join(work.dir, 'join-root'), '--snapshotter-socket', '', '--chunk-size', '256KiB']);
+    const slow = new FastpullClient(socket);
+    const fast = new FastpullClient(socket);
+    try {
+      // At 1 KiB/s the first caller's pull would take most of an hour past its burst.
+      let fetching!: () => void;
+      const started = new Promise<void>((r) => (fetching = r));
+      const first = slow.pull(ref, { rateLimit: 1024, onProgress: (e) => e.type === 'layer' && e.state === 'fetching' && fetching() });
+      await started;
+      expect(layerBytes(c.image)).toBeGreaterThan(10 * defaultBurst(1024));
+      const second = await fast.pull(ref);
+      const line = await daemon.waitLog((l) => l.event === 'pull' && l.image === ref);
+      expect(line).toMatchObject({ result: 'ok', callers: 2 });
+      const r = await first;
+      expect(r.image.manifest.digest).toBe(second.image.manifest.digest);
+      expectFiles(r.root, r.image, c.files);
+    } finally {
+      slow.close();
+      fast.close();
       await stopDaemon(daemon);
     }
   });

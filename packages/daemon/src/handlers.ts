@@ -148,15 +148,15 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
   const { leave, joined } = ctx.pulls.join(
     key,
     name,
-    (signal, onProgress, onTrace, ticket) =>
+    (signal, onProgress, onTrace, ticket, limiter) =>
       service.pull(name, {
         ticket,
+        ...(limiter ? { limiter } : {}),
         ...(platform ? { platform } : {}),
         ...(req.plainHttp ? { plainHttp: true } : {}),
         ...(req.keepBlobs ? { keepBlobs: true } : {}),
         ...(given ? { credentials: given } : {}),
         ...(req.trace ? { onTrace } : {}),
-        ...(rateLimit > 0 ? { rateLimit } : {}),
         signal,
         onProgress,
       }),
@@ -194,6 +194,7 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
       },
     },
     priority,
+    rateLimit,
   );
   ctx.pullRequested?.(joined);
   if (joined) log.debug({ image: name }, 'joined a running pull');

@@ -2,7 +2,7 @@
 // its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
 // a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
 // keeps what it downloaded for the next pull to resume).
-import { credentialsIdentity, FastpullError, PullTicket, type Credentials, type PullEvent, type PullPriority, type PullResult, type TraceDocument } from '@fastpull/core';
+import { credentialsIdentity, FastpullError, PullTicket, RateLimiter, type Credentials, type PullEvent, type PullPriority, type PullResult, type TraceDocument } from '@fastpull/core';
 
 /** What makes two pull requests the same pull. */
 export interface PullIdentity {
@@ -42,7 +42,14 @@ export interface PullSubscriber<R extends PullResult = PullResult> {
  * pull records one, it hands it over before it settles), and its priority, which callers that join
  * later may raise.
  */
-export type StartPull<R extends PullResult = PullResult> = (signal: AbortSignal, onProgress: (e: PullEvent) => void, onTrace: (trace: TraceDocument) => void, ticket: PullTicket) => Promise<R>;
+export type StartPull<R extends PullResult = PullResult> = (
+  signal: AbortSignal,
+  onProgress: (e: PullEvent) => void,
+  onTrace: (trace: TraceDocument) => void,
+  ticket: PullTicket,
+  /** The pull's own rate limit, which callers that join later may loosen; absent: none. */
+  limiter: RateLimiter | undefined,
+) => Promise<R>;
 
 /** What a shared pull reports when it settles. */
 export interface PullOutcome<R extends PullResult = PullResult> {
@@ -99,7 +106,20 @@ class SharedPull<R extends PullResult> {
     readonly name: string,
     /** The pull's priority: the highest of its callers'. */
     readonly ticket: PullTicket,
+    /** The pull's own rate limit: the loosest of its callers' (none once a caller without one joined). */
+    readonly limiter: RateLimiter | undefined,
   ) {}
+
+  /**
+   * A caller asking for `bytesPerSecond` (0: no limit) joined: the pull reads as fast as the
+   * loosest of its callers allows, as it runs at the highest of their priorities. A caller that
+   * leaves does not tighten it again.
+   */
+  loosen(bytesPerSecond: number): void {
+    const now = this.limiter?.bytesPerSecond ?? 0;
+    if (now === 0) return;
+    if (bytesPerSecond === 0 || bytesPerSecond > now) this.limiter!.setRate(bytesPerSecond);
+  }
 
   /** Records an event and passes it on; returns the new bytes it reports fetched. */
   event(e: PullEvent): number {
@@ -160,18 +180,20 @@ export class PullManager<R extends PullResult = PullResult> {
   }
 
   /**
-   * Joins the running pull of `key`, or starts one with `start`, at `priority` (default normal): a
-   * caller that joins raises the pull's priority to its own when that is higher. Returns leave():
+   * Joins the running pull of `key`, or starts one with `start`, at `priority` (default normal) and
+   * `rateLimit` bytes per second (default 0: none): a caller that joins raises the pull's priority to
+   * its own when that is higher, and loosens its rate limit to its own (none: lifted). Returns leave():
    * the subscriber gets nothing more; when it was the last caller of an unfinished pull, the pull is
    * aborted.
    */
-  join(key: string, name: string, start: StartPull<R>, subscriber: PullSubscriber<R>, priority: PullPriority = 'normal'): { leave: () => void; joined: boolean } {
+  join(key: string, name: string, start: StartPull<R>, subscriber: PullSubscriber<R>, priority: PullPriority = 'normal', rateLimit = 0): { leave: () => void; joined: boolean } {
     let shared = this.running.get(key);
     const joined = shared !== undefined;
     if (!shared) {
-      shared = this.start(key, name, start, new PullTicket(priority));
+      shared = this.start(key, name, start, new PullTicket(priority), rateLimit > 0 ? new RateLimiter(rateLimit) : undefined);
     } else {
       shared.ticket.raise(priority);
+      shared.loosen(rateLimit);
       // A late caller: what it missed, as the latest state of everything.
       if (shared.resolved) subscriber.progress(shared.resolved);
       for (const index of [...shared.layers.keys()].sort((a, b) => a - b)) subscriber.progress(shared.layers.get(index)!);
@@ -192,8 +214,8 @@ export class PullManager<R extends PullResult = PullResult> {
     };
   }
 
-  private start(key: string, name: string, start: StartPull<R>, ticket: PullTicket): SharedPull<R> {
-    const shared = new SharedPull<R>(key, name, ticket);
+  private start(key: string, name: string, start: StartPull<R>, ticket: PullTicket, limiter: RateLimiter | undefined): SharedPull<R> {
+    const shared = new SharedPull<R>(key, name, ticket, limiter);
     this.running.set(key, shared);
     this.unsettled.add(shared);
     this.hooks.started?.(key, name);
@@ -233,6 +255,7 @@ export class PullManager<R extends PullResult = PullResult> {
         },
         (trace) => (shared.trace = trace),
         ticket,
+        limiter,
       );
     } catch (e) {
       running = Promise.reject(e);

@@ -41,6 +41,8 @@ export interface LocalPullOptions extends ServicePullOptions {
   readonly heldFor?: 'containerd';
   /** The pull's priority as a ticket the caller may raise while it runs (over `priority`): pulls that callers share. */
   readonly ticket?: PullTicket;
+  /** The pull's own rate limit as a limiter the caller may change while it runs (over `rateLimit`): pulls that callers share. */
+  readonly limiter?: RateLimiter;
 }
 
 /** How a local service is built; every setting applies to all of its pulls. */
@@ -262,7 +264,8 @@ export class LocalService implements FastpullService {
   ): Promise<PullResult> {
     const o = this.options;
     const settings = this.settings;
-    const limits = [...(options.rateLimit ? [options.rateLimit] : []), ...(this.limiter ? [this.limiter] : [])];
+    const own = options.limiter ?? options.rateLimit;
+    const limits = [...(own ? [own] : []), ...(this.limiter ? [this.limiter] : [])];
     return pull(reference, {
       root: this.store.root,
       ...(options.platform ? { platform: options.platform } : {}),

@@ -16,7 +16,8 @@ export function sharedSnapshotPuller(pulls: PullManager<PulledImage>, service: L
       // The same key as a fastpull.v1 Pull of this reference without platform or credentials: they
       // share one pull, and the record is marked as whichever of the two started it asked.
       const key = pullKey({ name, plainHttp: false, keepBlobs, trace: false });
-      // A container start waits on this pull: it goes first (and raises a background pull it joins).
+      // A container start waits on this pull: it goes first (and raises a background pull it joins,
+      // lifting the rate limit that pull's caller gave it).
       const { leave } = pulls.join(
         key,
         name,
