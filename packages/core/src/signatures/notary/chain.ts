@@ -5,15 +5,12 @@
 import { X509Certificate, type KeyObject } from 'node:crypto';
 import { AsnConvert } from '@peculiar/asn1-schema';
 import {
-  AuthorityInfoAccessSyntax,
   BasicConstraints,
   Certificate,
   ExtendedKeyUsage,
   KeyUsage,
   KeyUsageFlags,
-  id_ad_ocsp,
   id_ce_basicConstraints,
-  id_ce_cRLDistributionPoints,
   id_ce_extKeyUsage,
   id_ce_keyUsage,
   id_kp_clientAuth,
@@ -21,7 +18,6 @@ import {
   id_kp_OCSPSigning,
   id_kp_serverAuth,
   id_kp_timeStamping,
-  id_pe_authorityInfoAccess,
 } from '@peculiar/asn1-x509';
 import { formatName } from './dn.js';
 
@@ -153,11 +149,4 @@ export function validityProblem(chain: readonly ChainCertificate[], at: Date): s
     if (at > cert.notAfter) return `certificate ${cert.subject} expired at ${cert.notAfter.toISOString()}`;
   }
   return undefined;
-}
-
-/** Whether a certificate names an OCSP responder or CRL distribution point, so revocation can be checked. */
-export function namesRevocation(cert: ChainCertificate): boolean {
-  if (extension(cert, id_ce_cRLDistributionPoints)) return true;
-  const aia = extension(cert, id_pe_authorityInfoAccess);
-  return aia !== undefined && AsnConvert.parse(aia.value, AuthorityInfoAccessSyntax).some((ad) => ad.accessMethod === id_ad_ocsp);
 }

@@ -190,7 +190,7 @@ async function loadStore(dir: string, store: string): Promise<Uint8Array[]> {
  * Loads a notation configuration directory: its trust policy and every trust store a statement names.
  * @example
  * const config = await loadNotaryConfig('/etc/notation');
- * const verdict = verifyNotary(config, { repository: 'registry.example/app', target, signatures });
+ * const verdict = await verifyNotary(config, { repository: 'registry.example/app', target, signatures });
  */
 export async function loadNotaryConfig(dir: string): Promise<NotaryConfig> {
   let file: string | undefined;

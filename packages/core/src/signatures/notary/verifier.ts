@@ -76,7 +76,7 @@ export function notationVerifier(config: NotaryConfig): SignatureVerifier {
         else unreadable.push(r);
       }
       const target = { mediaType: subject.mediaType, digest: subject.digest, size: subject.size };
-      const verdict = verifyNotary(config, { repository: scopeOf(subject.reference), target, signatures: readable, unreadable, now: context.now });
+      const verdict = await verifyNotary(config, { repository: scopeOf(subject.reference), target, signatures: readable, unreadable, now: context.now, signal: context.signal });
       return toGateVerdict(verdict, context.unread + ours.length - read.length);
     },
   };

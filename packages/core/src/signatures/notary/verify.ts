@@ -2,11 +2,13 @@
 // Verification"): pick the statement for the repository, then for each signature run integrity,
 // authenticity (trust store and trusted identity), expiry, authentic timestamp and revocation, each
 // enforced, logged or skipped as the statement's level says, stopping at the first enforced failure.
-// The first signature accepted decides. Pure: no I/O, and a bad signature is a verdict, not a throw.
+// The first signature accepted decides. The only I/O is the revocation check's (OCSP and CRL, through
+// the checker handed in), and a bad signature is a verdict, not a throw.
 import { checkIntegrity, type VerifiedEnvelope } from './envelope.js';
-import { namesRevocation, trustedAnchor, validityProblem } from './chain.js';
+import { trustedAnchor, validityProblem } from './chain.js';
 import { isSubsetDN, subjectDN } from './dn.js';
 import { applicablePolicy } from './policy.js';
+import { sharedRevocationChecker, type RevocationChecker } from './revocation/index.js';
 import type { CheckResult, NotaryConfig, NotarySignature, NotaryVerdict, SignatureResult, TargetDescriptor, TrustPolicy, Validation } from './types.js';
 
 /** Signatures evaluated per image at most (as notation's verify evaluates at most 50 by default). */
@@ -23,9 +25,22 @@ export interface VerifyNotaryOptions {
   readonly unreadable?: readonly { readonly digest: string; readonly reason: string }[];
   /** The time of verification; now by default. */
   readonly now?: Date;
+  /** Checks revocation by OCSP and CRL; the process's shared checker (and its CRL cache) by default. */
+  readonly revocation?: RevocationChecker;
+  /** Stops the revocation check's queries (the pull stopped, the verification's time is up). */
+  readonly signal?: AbortSignal;
 }
 
-type Check = (env: VerifiedEnvelope) => string | undefined;
+type Check = (env: VerifiedEnvelope) => string | undefined | Promise<string | undefined>;
+
+interface Context {
+  readonly policy: TrustPolicy;
+  readonly config: NotaryConfig;
+  readonly target: TargetDescriptor;
+  readonly now: Date;
+  readonly revocation: RevocationChecker;
+  readonly signal: AbortSignal | undefined;
+}
 
 function sameTarget(env: VerifiedEnvelope, target: TargetDescriptor): string | undefined {
   const t = env.target;
@@ -67,32 +82,40 @@ function authenticTimestamp(policy: TrustPolicy, now: Date): Check {
   };
 }
 
-function checksOf(policy: TrustPolicy, config: NotaryConfig, now: Date): [Validation, Check][] {
+/**
+ * The revocation validation. A chain that failed authenticity (only logged, as under audit) is not
+ * queried: the URLs in it are anyone's, and fastpull does not send requests where an untrusted
+ * certificate points.
+ */
+function revocation(ctx: Context, checks: readonly CheckResult[]): Check {
+  return (env) => {
+    if (checks.some((c) => c.validation === 'authenticity' && !c.ok)) return 'not checked: the chain is not trusted (authenticity failed), and fastpull does not query the OCSP responders or CRLs an untrusted certificate names';
+    const signingTime = env.scheme === 'notary.x509.signingAuthority' ? env.signingTime : undefined;
+    return ctx.revocation.checkChain(env.chain, { now: ctx.now, ...(signingTime && { signingTime }), ...(ctx.signal && { signal: ctx.signal }) });
+  };
+}
+
+function checksOf(ctx: Context, checks: readonly CheckResult[]): [Validation, Check][] {
+  const now = ctx.now;
   return [
-    ['authenticity', authenticity(policy, config)],
+    ['authenticity', authenticity(ctx.policy, ctx.config)],
     ['expiry', (env) => (env.expiry && now >= env.expiry ? `the signature expired at ${env.expiry.toISOString()}` : undefined)],
-    ['authenticTimestamp', authenticTimestamp(policy, now)],
-    [
-      'revocation',
-      (env) => {
-        const cert = env.chain.find(namesRevocation);
-        return cert && `certificate ${cert.subject} names an OCSP responder or CRL, and this verifier does not check revocation: its status is unknown`;
-      },
-    ],
+    ['authenticTimestamp', authenticTimestamp(ctx.policy, now)],
+    ['revocation', revocation(ctx, checks)],
   ];
 }
 
-function verifyOne(sig: NotarySignature, policy: TrustPolicy, config: NotaryConfig, target: TargetDescriptor, now: Date): SignatureResult {
-  const actions = policy.level.actions;
+async function verifyOne(sig: NotarySignature, ctx: Context): Promise<SignatureResult> {
+  const actions = ctx.policy.level.actions;
   const checks: CheckResult[] = [];
   const integrity = checkIntegrity(sig.mediaType, sig.envelope);
-  const integrityProblem = typeof integrity === 'string' ? integrity : sameTarget(integrity, target);
+  const integrityProblem = typeof integrity === 'string' ? integrity : sameTarget(integrity, ctx.target);
   checks.push({ validation: 'integrity', action: 'enforce', ok: integrityProblem === undefined, ...(integrityProblem && { reason: integrityProblem }) });
   if (integrityProblem || typeof integrity === 'string') return { digest: sig.digest, accepted: false, checks };
-  for (const [validation, check] of checksOf(policy, config, now)) {
+  for (const [validation, check] of checksOf(ctx, checks)) {
     const action = actions[validation];
     if (action === 'skip') continue;
-    const reason = check(integrity);
+    const reason = await check(integrity);
     checks.push({ validation, action, ok: reason === undefined, ...(reason && { reason }) });
     if (reason && action === 'enforce') return { digest: sig.digest, accepted: false, checks };
   }
@@ -107,10 +130,10 @@ function failureLine(r: SignatureResult): string {
 /**
  * Verifies a manifest's Notary Project signatures against a loaded notation configuration.
  * @example
- * const verdict = verifyNotary(config, { repository: 'registry.example/app', target, signatures });
+ * const verdict = await verifyNotary(config, { repository: 'registry.example/app', target, signatures });
  * if (!verdict.trusted) throw new Error(verdict.reason);
  */
-export function verifyNotary(config: NotaryConfig, options: VerifyNotaryOptions): NotaryVerdict {
+export async function verifyNotary(config: NotaryConfig, options: VerifyNotaryOptions): Promise<NotaryVerdict> {
   const policy = applicablePolicy(config, options.repository);
   if (!policy) return { kind: 'notation', outcome: 'skipped', trusted: true, signatures: [], reason: `no trust policy statement covers ${options.repository}` };
   const base = { kind: 'notation', policy: policy.name, level: policy.level.name } as const;
@@ -125,10 +148,17 @@ export function verifyNotary(config: NotaryConfig, options: VerifyNotaryOptions)
     if (policy.level.name === 'audit') return { ...base, outcome: 'logged', trusted: true, signatures: [], reason: 'no Notary Project signature (logged: audit level)' };
     return { ...base, outcome: 'missing', trusted: false, signatures: [], reason: `no Notary Project signature, and statement "${policy.name}" (${policy.level.name}) requires one` };
   }
-  const now = options.now ?? new Date();
+  const ctx: Context = {
+    policy,
+    config,
+    target: options.target,
+    now: options.now ?? new Date(),
+    revocation: options.revocation ?? sharedRevocationChecker,
+    signal: options.signal,
+  };
   const results: SignatureResult[] = [...unreadable];
   for (const sig of options.signatures.slice(0, MAX_SIGNATURES_EVALUATED)) {
-    const result = verifyOne(sig, policy, config, options.target, now);
+    const result = await verifyOne(sig, ctx);
     results.push(result);
     if (result.accepted) {
       const logged = result.checks.filter((c) => !c.ok);
