@@ -60,6 +60,17 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     const counted = path.split('/').slice(0, 3).join('/');
     hits.set(counted, (hits.get(counted) ?? 0) + 1);
     const [, kind, name, encoded] = path.split('/');
+    if (path === '/crl/moved') {
+      res.writeHead(302, { location: '/crl/main' }).end();
+      return;
+    }
+    if (path === '/crl/huge') {
+      // No content-length: the reader must count what arrives.
+      res.writeHead(200, { 'content-type': 'application/pkix-crl' });
+      for (let i = 0; i < 11; i++) res.write(Buffer.alloc(1024 * 1024, 0x30));
+      res.end();
+      return;
+    }
     if (kind === 'crl' && name && crls.has(name)) {
       res.writeHead(200, { 'content-type': 'application/pkix-crl' }).end(crls.get(name));
       return;
@@ -108,6 +119,8 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
       'crl-stale': { serial: '1009', crl: `${base}/crl/stale` },
       fallback: { serial: '100A', ocsp: `${closed}/ocsp`, crl: `${base}/crl/main` },
       down: { serial: '100B', ocsp: `${closed}/ocsp`, crl: `${closed}/root.crl` },
+      'crl-huge': { serial: '100D', crl: `${base}/crl/huge` },
+      'crl-moved': { serial: '100E', crl: `${base}/crl/moved` },
       'crl-hold': { serial: '100C', crl: `${base}/crl/main`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'certificateHold' } },
     } satisfies Record<string, Leaf>);
     const sections = Object.entries(leaves).map(([name, l]) =>
@@ -264,6 +277,23 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     const later = await fastpull(ref, config('ocsp-stale', 'strict'), { now: new Date(Date.now() + 2 * 3600_000) });
     expect(later.outcome).toBe('invalid');
     expect(later.reason).toMatch(/OCSP .*: the answer is stale: its nextUpdate .* is past/);
+  });
+
+  it('bounds: a CRL over 10 MiB is cut off (status unknown, as notation, which fails to parse it)', async () => {
+    const { ours } = await both(await signed('crl-huge'), config('crl-huge', 'strict'));
+    expect(ours.outcome).toBe('invalid');
+    expect(ours.reason).toMatch(/CRL .*\/crl\/huge: the answer is more than 10485760 bytes/);
+  });
+
+  it('stricter than notation on purpose: a redirect from a distribution point is not followed (status unknown); notation follows it', async () => {
+    const ref = await signed('crl-moved');
+    const dir = config('crl-moved', 'strict');
+    const before = hits.get('/crl/main') ?? 0;
+    const ours = await fastpull(ref, dir);
+    expect(ours.outcome).toBe('invalid');
+    expect(ours.reason).toMatch(/CRL .*\/crl\/moved: HTTP status 302 \(a redirect to \/crl\/main, not followed\)/);
+    expect(hits.get('/crl/main') ?? 0).toBe(before);
+    expect((await notation(ref, dir)).verified).toBe(true);
   });
 
   it('stricter than notation on purpose: an OCSP answer signed by a certificate the issuer did not delegate OCSP signing to does not count', async () => {

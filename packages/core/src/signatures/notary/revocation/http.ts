@@ -46,15 +46,15 @@ export function fetchBounded(url: URL, req: BoundedRequest): Promise<Buffer> {
     const r = request(url, { method: req.method, headers, signal, agent: false }, (res) => {
       const status = res.statusCode ?? 0;
       if (status !== 200) {
-        res.destroy();
         const where = status >= 300 && status < 400 && res.headers.location ? ` (a redirect to ${res.headers.location.slice(0, 200)}, not followed)` : '';
         fail(new Error(`HTTP status ${status}${where}`));
+        res.destroy();
         return;
       }
       const declared = Number(res.headers['content-length']);
       if (declared > req.maxBytes) {
-        res.destroy();
         fail(new Error(`the answer is ${declared} bytes, more than ${req.maxBytes}`));
+        res.destroy();
         return;
       }
       const chunks: Buffer[] = [];
@@ -62,8 +62,9 @@ export function fetchBounded(url: URL, req: BoundedRequest): Promise<Buffer> {
       res.on('data', (chunk: Buffer) => {
         size += chunk.length;
         if (size > req.maxBytes) {
-          res.destroy();
+          // Settled first: destroying the answer emits its own events, which must not name the cause.
           fail(new Error(`the answer is more than ${req.maxBytes} bytes`));
+          res.destroy();
           return;
         }
         chunks.push(chunk);
