@@ -11,7 +11,7 @@ const FLOORS = [
   ['index.ts', 'worker-ahead.ts', 'testing/'],
   ['service/'],
   ['pull/', 'gc/'],
-  ['store.ts', 'store/'],
+  ['store/'],
   ['images/'],
   ['signatures/', 'unpack/'],
   ['registry/', 'snapshots/', 'content/'],

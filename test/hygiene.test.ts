@@ -38,7 +38,7 @@ const READS_ENV: Readonly<Record<string, string>> = {
   'packages/daemon/src/config.ts': "fastpulld's configuration: the FASTPULL_* settings under its file and flags",
   'packages/daemon/src/server.ts': 'a reload resolves the configuration again, environment and all',
   'packages/daemon/src/paths.ts': "the default socket (XDG_RUNTIME_DIR, the store root's)",
-  'packages/core/src/store.ts': 'the default store root (FASTPULL_ROOT, XDG_DATA_HOME, HOME)',
+  'packages/core/src/store/root.ts': 'the default store root (FASTPULL_ROOT, XDG_DATA_HOME, HOME)',
   'packages/core/src/service/settings.ts': 'the default hosts directory (FASTPULL_HOSTS_DIR)',
   'packages/core/src/service/local.ts': "Docker's config and the proxy variables, read once per service as containerd reads them",
   'packages/core/src/registry/dockerconfig.ts': "where Docker's config and its credential helpers are (DOCKER_CONFIG, HOME, PATH)",

@@ -58,11 +58,11 @@ export { credentialsIdentity, dockerCredentialsWithWarning, scopedCredentials } 
 export { checkDirectory, type DirectoryUse } from './util/paths.js';
 
 // The store and the images in it.
-export { openStore, defaultRoot, type Store, type StoreOptions } from './store.js';
-export { mountsFor, resolveImage } from './images/mounts.js';
-export { findImages, unpackedSize } from './images/resolve.js';
-export { inspectImage, type ImageDetails } from './images/inspect.js';
-export { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from './images/writable.js';
+export { openStore, defaultRoot, type Store, type StoreOptions } from './store/root.js';
+export { mountsFor, resolveImage } from './store/mounts.js';
+export { findImages, unpackedSize } from './store/resolve.js';
+export { inspectImage, type ImageDetails } from './store/inspect.js';
+export { createWritableMount, listWritableMounts, removeWritableMount, type WritableMount } from './store/writable.js';
 export type { MountRecord } from './snapshots/mountrecords.js';
 export { FileImageStore, type ImageStore, type ImageRecord, type ImageLayer } from './images/store.js';
 export { MAX_OVERLAY_LAYERS, type Mount } from './snapshots/store.js';

@@ -4,4 +4,4 @@
 export { FileContentStore, hashFile, STALE_INGEST_MS, type ContentStore, type Ingest, type BlobInfo, type SweepIngestOptions } from './store.js';
 export { Watermark, WatermarkView, WatermarkState } from './watermark.js';
 export { digestLike } from '../oci/digest.js';
-export { withCollectionLock } from '../store/lease.js';
+export { withCollectionLock } from '../util/collection-lock.js';

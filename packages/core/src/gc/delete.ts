@@ -2,8 +2,9 @@
 import { FastpullError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import type { ImageRecord } from '../images/store.js';
-import type { Store } from '../store.js';
-import { liveLeaseRefs, withCollectionLock } from '../store/lease.js';
+import type { Store } from '../store/root.js';
+import { liveLeaseRefs } from '../store/lease.js';
+import { withCollectionLock } from '../util/collection-lock.js';
 
 /** True when `image` names `digest` as its index, manifest, config or a layer. */
 export function imageNamesBlob(image: ImageRecord, digest: Digest): boolean {

@@ -1,7 +1,7 @@
 // What dead processes left in a store, found and removed by garbage collection, each named by its path.
 import { promises as fsp } from 'node:fs';
 import { join, relative } from 'node:path';
-import type { Store } from '../store.js';
+import type { Store } from '../store/root.js';
 import { sweepTempFiles } from '../util/fs.js';
 import { sweepDeadDirs } from '../util/owner.js';
 

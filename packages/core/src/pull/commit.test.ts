@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { acquireLease } from '../store/lease.js';
-import type { Store } from '../store.js';
+import type { Store } from '../store/root.js';
 import { buildImage, type BuiltImage } from '../testing/builder.js';
 import { UnpackPool } from '../unpack/index.js';
 import { commitLayer, dropLayerBlob, type CommitContext } from './commit.js';

@@ -5,9 +5,10 @@ import type { Digest } from '../oci/digest.js';
 import type { ImageLayer } from '../images/store.js';
 import type { ActiveSnapshot } from '../snapshots/store.js';
 import { reconcileWithLowers } from '../snapshots/lowers.js';
-import type { Store } from '../store.js';
+import type { Store } from '../store/root.js';
 import type { UnpackedLayer } from '../unpack/index.js';
-import { liveLeaseRefs, withCollectionLock } from '../store/lease.js';
+import { liveLeaseRefs } from '../store/lease.js';
+import { withCollectionLock } from '../util/collection-lock.js';
 import type { LayerDownload } from './download.js';
 
 /** What committing a layer needs from its pull. */

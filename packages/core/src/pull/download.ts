@@ -11,7 +11,7 @@ import type { RegistryClient } from '../registry/client.js';
 import { DEFAULT_CHUNK_SIZE, fetchBlob } from '../registry/fetch.js';
 import type { ByteThrottle } from '../registry/ratelimit.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
-import type { Store } from '../store.js';
+import type { Store } from '../store/root.js';
 import type { BlobReleaseOptions } from '../unpack/layer.js';
 import { sleep } from '../util/retry.js';
 import type { Tuning } from '../tuning.js';

@@ -5,7 +5,7 @@ import { chainIDs } from '../oci/chainid.js';
 import { layerCompression } from '../oci/mediatypes.js';
 import type { ImageLayer } from '../images/store.js';
 import type { ResolvedImage } from '../registry/client.js';
-import type { Store } from '../store.js';
+import type { Store } from '../store/root.js';
 import { MAX_OVERLAY_LAYERS, tooManyLayers } from '../snapshots/store.js';
 
 /**

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { parseReference, type Reference } from '../oci/reference.js';
 import type { ImageLayer } from '../images/store.js';
 import { RegistryClient } from '../registry/client.js';
-import { openStore, type Store } from '../store.js';
+import { openStore, type Store } from '../store/root.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import type { BuiltImage } from '../testing/builder.js';
 import { sharedFetchScheduler } from '../registry/scheduler.js';

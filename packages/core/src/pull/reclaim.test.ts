@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { collectGarbage } from '../gc/gc.js';
 import { acquireLease } from '../store/lease.js';
-import type { Store } from '../store.js';
+import type { Store } from '../store/root.js';
 import { sampleImage } from '../testing/sample.js';
 import { pull } from './pull.js';
 import { freshStore, serve, workDir, type Served } from './pull.testkit.js';

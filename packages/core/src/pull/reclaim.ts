@@ -6,8 +6,9 @@
 // exclusively, as collection does, so a pull taking a lease meanwhile is seen or sees the result.
 import type { Digest } from '../oci/digest.js';
 import type { ImageLayer, ImageRecord } from '../images/store.js';
-import { liveLeaseRefs, withCollectionLock } from '../store/lease.js';
-import type { Store } from '../store.js';
+import { liveLeaseRefs } from '../store/lease.js';
+import { withCollectionLock } from '../util/collection-lock.js';
+import type { Store } from '../store/root.js';
 
 /** What {@link reclaimDeadPulls} removed. */
 export interface Reclaimed {

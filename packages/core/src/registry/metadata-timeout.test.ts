@@ -10,7 +10,7 @@ import { workDir } from '../pull/pull.testkit.js';
 import { buildImage, buildIndex, type BuiltImage } from '../testing/builder.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import { RegistryClient } from './client.js';
-import { openStore } from '../store.js';
+import { openStore } from '../store/root.js';
 
 /** What `p` rejects with; fails the test when it resolves. */
 async function failure(p: Promise<unknown>): Promise<FastpullError> {

@@ -9,9 +9,9 @@
 import type { Credentials } from '../registry/auth.js';
 import type { Digest } from '../oci/digest.js';
 import type { GcResult } from '../gc/gc.js';
-import type { ImageDetails } from '../images/inspect.js';
+import type { ImageDetails } from '../store/inspect.js';
 import type { ImageRecord } from '../images/store.js';
-import type { WritableMount } from '../images/writable.js';
+import type { WritableMount } from '../store/writable.js';
 import type { MountRecord } from '../snapshots/mountrecords.js';
 import type { PullEvent, PullPriority, PullResult } from '../pull/pull.js';
 import type { TraceDocument } from '../pull/trace.js';

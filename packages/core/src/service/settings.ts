@@ -10,7 +10,7 @@ import { DEFAULT_MAX_REQUESTS } from '../registry/scheduler.js';
 import { DEFAULT_INFLATER, INFLATER_CHOICES, parseInflaterChoice, type InflaterChoice } from '../unpack/inflater.js';
 import { sharedUnpackPool } from '../unpack/pool.js';
 
-export { defaultRoot } from '../store.js';
+export { defaultRoot } from '../store/root.js';
 export { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, INFLATER_CHOICES, parseInflaterChoice, type InflaterChoice };
 
 /** Range requests in flight across all pulls of a service when none is given: the shared scheduler's. */

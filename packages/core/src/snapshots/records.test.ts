@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { collectGarbage } from '../gc/gc.js';
 import { chainIDs } from '../oci/chainid.js';
 import { sha256Digest } from '../oci/digest.js';
-import { openStore, type Store } from '../store.js';
+import { openStore, type Store } from '../store/root.js';
 import { SnapshotRecords } from './records.js';
 
 let root: string;

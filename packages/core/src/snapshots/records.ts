@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
 import { nativeFs } from '../native/addon.js';
-import { withCollectionLock } from '../store/lease.js';
+import { withCollectionLock } from '../util/collection-lock.js';
 import {
   checkKey,
   checkLabels,

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { sha256Digest } from '../oci/digest.js';
-import { acquireLease, liveLeaseRefs, withCollectionLock } from './lease.js';
+import { acquireLease, liveLeaseRefs } from './lease.js';
+import { withCollectionLock } from '../util/collection-lock.js';
 
 const roots: string[] = [];
 afterEach(() => {

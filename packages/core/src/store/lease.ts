@@ -1,5 +1,6 @@
-// Leases and the collection lock: what keeps garbage collection from removing what a running pull
-// needs, across processes (the CLI and the daemon share a store), without a database.
+// Leases, taken under the collection lock (util/collection-lock.ts): what keeps garbage collection
+// from removing what a running pull needs, across processes (the CLI and the daemon share a store),
+// without a database.
 //
 // A pull takes a lease before it looks at the store: `<root>/leases/<id>/` with an owner flock
 // (util/owner.ts) and `refs.json` naming the blobs and snapshots it will use. Collection holds
@@ -7,14 +8,13 @@
 // same lock held shared. So collection either sees the lease, or ran entirely before it and the
 // pull finds the store as collection left it. A lease of a process that died is free to take and
 // counts for nothing; collection removes it.
-import { closeSync, openSync, promises as fsp } from 'node:fs';
+import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
-import { FastpullError, fromFsError, throwIfAborted } from '../errors.js';
+import { FastpullError, fromFsError } from '../errors.js';
 import type { Digest } from '../oci/digest.js';
-import { nativeFs } from '../native/addon.js';
 import { claimDir, sweepDeadDirs, tryClaimDir } from '../util/owner.js';
 import { randomId, writeFileAtomic } from '../util/fs.js';
-import { sleep } from '../util/retry.js';
+import { withCollectionLock } from '../util/collection-lock.js';
 
 /** What a lease keeps: blob digests and snapshot chainIDs. */
 export interface LeaseRefs {
@@ -30,32 +30,6 @@ export interface Lease {
   readonly id: string;
   /** Ends the lease: what it kept is collectable again, unless an image refers to it. */
   release(): Promise<void>;
-}
-
-const LOCK_POLL_MS = 20;
-
-/**
- * Runs `fn` holding `<root>/gc.lock`: exclusive for collection, shared for whatever must not
- * interleave with one (taking a lease). Waits for the lock without blocking the thread, calling
- * `onWait` once when it has to; throws ABORTED when `signal` fires first. Whoever deletes content outside collection holds it exclusively.
- * @example
- * await withCollectionLock(store.root, 'exclusive', async () => {
- *   await store.content.delete(digest);
- * });
- */
-export async function withCollectionLock<T>(root: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>, signal?: AbortSignal, onWait?: () => void): Promise<T> {
-  await fsp.mkdir(root, { recursive: true });
-  const fd = openSync(join(root, 'gc.lock'), 'a', 0o600);
-  try {
-    for (let waited = false; !nativeFs().tryLock(fd, mode === 'exclusive'); waited = true) {
-      if (!waited) onWait?.();
-      throwIfAborted(signal, `waiting for the collection lock of ${root}`);
-      await sleep(LOCK_POLL_MS, signal);
-    }
-    return await fn();
-  } finally {
-    closeSync(fd); // releases the lock
-  }
 }
 
 /**

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'vitest';
 import { SnapshotRecords } from '../../snapshots/records.js';
-import { openStore, type Store } from '../../store.js';
+import { openStore, type Store } from '../../store/root.js';
 import { contentStoreConformance, imageStoreConformance, snapshotRecordsConformance, snapshotterConformance, type Subject } from './index.js';
 
 /** A store on a fresh temporary root, its part `pick` under test; the root goes with cleanup. */

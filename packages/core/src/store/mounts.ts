@@ -1,6 +1,6 @@
 // The overlay mount for a recorded image: lowerdir is its committed snapshots, top layer first.
 import type { Mount } from '../snapshots/store.js';
-import type { Store } from '../store.js';
+import type { Store } from './root.js';
 import { resolveImage } from './resolve.js';
 
 export { resolveImage } from './resolve.js';

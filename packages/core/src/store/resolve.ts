@@ -3,8 +3,8 @@
 import { FastpullError } from '../errors.js';
 import { formatPlatform, hostPlatform, parsePlatform } from '../oci/platform.js';
 import { formatReference, parseReference, referenceName } from '../oci/reference.js';
-import type { Store } from '../store.js';
-import type { ImageRecord } from './store.js';
+import type { Store } from './root.js';
+import type { ImageRecord } from '../images/store.js';
 
 /**
  * Finds an image by any spelling of its reference (`ubuntu` finds `docker.io/library/ubuntu:latest`).

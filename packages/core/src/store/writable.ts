@@ -8,8 +8,8 @@ import { createMountRecord, listMountRecords, mountsDir, readMountRecord, remove
 import { nativeFs } from '../native/addon.js';
 import { sleep } from '../util/retry.js';
 import type { Mount } from '../snapshots/store.js';
-import type { Store } from '../store.js';
-import type { ImageRecord } from './store.js';
+import type { Store } from './root.js';
+import type { ImageRecord } from '../images/store.js';
 
 /** A writable mount's record and the overlay mount to make for it. */
 export interface WritableMount {

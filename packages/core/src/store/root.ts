@@ -1,10 +1,10 @@
 // The store root: where content, snapshots and image records live, and its default location.
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { FileContentStore, type ContentStore } from './content/store.js';
-import { FileImageStore, type ImageStore } from './images/store.js';
-import { FileSnapshotter, type Snapshotter } from './snapshots/store.js';
-import type { Tuning } from './tuning.js';
+import { FileContentStore, type ContentStore } from '../content/store.js';
+import { FileImageStore, type ImageStore } from '../images/store.js';
+import { FileSnapshotter, type Snapshotter } from '../snapshots/store.js';
+import type { Tuning } from '../tuning.js';
 
 /**
  * The store root to use when none is given: `$FASTPULL_ROOT` when set, else `/var/lib/fastpull` for

@@ -3,9 +3,9 @@
 import type { Descriptor } from '../oci/manifest.js';
 import { verifyBytes } from '../oci/digest.js';
 import { parseJSONDocument } from '../oci/json.js';
-import type { Store } from '../store.js';
+import type { Store } from './root.js';
 import { resolveImage, unpackedSize } from './resolve.js';
-import type { ImageRecord } from './store.js';
+import type { ImageRecord } from '../images/store.js';
 
 /** An image with its documents and where it lies. */
 export interface ImageDetails {
