@@ -14,7 +14,7 @@ import { parseReference, validateDigest } from '@fastpull/core';
 import { RegistryClient } from '@fastpull/core/registry';
 import { lacksRegistry, pushImage, sampleImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
 import { fetchNotarySignatures, loadNotaryConfig, verifyNotary, type NotaryVerdict } from '../packages/core/src/signatures/notary/index.js';
-import { RevocationChecker } from '../packages/core/src/signatures/notary/revocation/index.js';
+import { CrlCache, RevocationChecker } from '../packages/core/src/signatures/notary/revocation/index.js';
 import { repoRoot, tempDir } from './helpers.js';
 
 const run = promisify(execFile);
@@ -121,6 +121,10 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
       down: { serial: '100B', ocsp: `${closed}/ocsp`, crl: `${closed}/root.crl` },
       'crl-huge': { serial: '100D', crl: `${base}/crl/huge` },
       'crl-moved': { serial: '100E', crl: `${base}/crl/moved` },
+      'crl-copy': { serial: '100F', crl: `${base}/crl/copy` },
+      // Compromised an hour after the signatures below are made: the invalidity date is later.
+      'ocsp-later': { serial: '1010', ocsp: `${base}/ocsp/root`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'keyCompromise', invalidity: new Date(now.getTime() + 3600_000) } },
+      'crl-later': { serial: '1011', crl: `${base}/crl/main`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'keyCompromise', invalidity: new Date(now.getTime() + 3600_000) } },
       'crl-hold': { serial: '100C', crl: `${base}/crl/main`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'certificateHold' } },
     } satisfies Record<string, Leaf>);
     const sections = Object.entries(leaves).map(([name, l]) =>
@@ -160,7 +164,8 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     for (const [name, leaf] of Object.entries(leaves)) {
       await issue(name, leaf.serial);
       const r = leaf.revoked;
-      const revocation = r ? `${shortTime(r.at)},${r.reason}${r.invalidity ? `,${longTime(r.invalidity)}` : ''}` : '';
+      // The index spells "keyCompromise with an invalidity date" as the pseudo reason keyTime.
+      const revocation = r ? `${shortTime(r.at)},${r.invalidity ? `keyTime,${longTime(r.invalidity)}` : r.reason}` : '';
       index.push([r ? 'R' : 'V', expiry, revocation, leaf.serial, 'unknown', subject(name)].join('\t'));
     }
     writeFileSync(p('index.txt'), `${index.join('\n')}\n`);
@@ -170,6 +175,7 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
       return readFileSync(p(`${out}.der`));
     };
     crls.set('main', await gencrl('main.crl'));
+    crls.set('copy', crls.get('main')!);
     const tampered = Buffer.from(crls.get('main')!);
     tampered[tampered.length - 1]! ^= 0x01;
     crls.set('tampered', tampered);
@@ -182,20 +188,20 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     work.cleanup();
   });
 
-  function config(name: string, level: string, override?: Record<string, string>): string {
+  function config(name: string, level: string, override?: Record<string, string>, store = 'ca'): string {
     const dir = join(work.dir, `config-${name}-${level}`);
-    mkdirSync(join(dir, 'truststore', 'x509', 'ca', 'test'), { recursive: true });
-    writeFileSync(join(dir, 'truststore', 'x509', 'ca', 'test', 'root.crt'), readFileSync(p('root.crt')));
-    const policy = { name: 'p', registryScopes: ['*'], signatureVerification: { level, ...(override && { override }) }, trustStores: ['ca:test'], trustedIdentities: ['*'] };
+    mkdirSync(join(dir, 'truststore', 'x509', store, 'test'), { recursive: true });
+    writeFileSync(join(dir, 'truststore', 'x509', store, 'test', 'root.crt'), readFileSync(p('root.crt')));
+    const policy = { name: 'p', registryScopes: ['*'], signatureVerification: { level, ...(override && { override }) }, trustStores: [`${store}:test`], trustedIdentities: ['*'] };
     writeFileSync(join(dir, 'trustpolicy.json'), JSON.stringify({ version: '1.0', trustPolicies: [policy] }));
     return dir;
   }
 
   /** A fresh image signed by the leaf `name`: its digest reference. */
-  async function signed(name: string): Promise<string> {
+  async function signed(name: string, ...extra: string[]): Promise<string> {
     const digest = await pushImage(registry.url, REPO, `t${seed}`, await sampleImage(seed++));
     const ref = `${registry.host}/${REPO}@${digest}`;
-    await signerRun('sign', '-ref', ref, '-key', p(`${name}.key`), '-cert', p(`${name}.crt`), '-envelope', 'cose');
+    await signerRun('sign', '-ref', ref, '-key', p(`${name}.key`), '-cert', p(`${name}.crt`), '-envelope', 'cose', ...extra);
     return ref;
   }
 
@@ -318,6 +324,27 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     const later = await fastpull(ref, dir, { revocation: checker, now: new Date(Date.now() + 2 * DAY) });
     expect(hits.get('/crl/main')).toBe(before + 2);
     expect(later.reason).toMatch(/CRL .*: it is stale/);
+  });
+
+  it.each(['ocsp-later', 'crl-later'])('%s: a key compromised after the authentic signing time (signing authority scheme) does not revoke the signature; without an authentic time it does', async (name) => {
+    const authentic = await signed(name, '-scheme', 'notary.x509.signingAuthority');
+    const sa = await both(authentic, config(`${name}-sa`, 'strict', undefined, 'signingAuthority'));
+    expect(sa.ours.outcome, sa.ours.reason).toBe('verified');
+    const plain = await both(await signed(name), config(name, 'strict'));
+    expect(plain.ours.outcome).toBe('invalid');
+    expect(plain.ours.reason).toMatch(/is revoked: .*\(keyCompromise\)/);
+  });
+
+  it('the CRL cache is bounded in entries: with room for one, a second distribution point pushes the first out', async () => {
+    const checker = new RevocationChecker({ crls: new CrlCache(1) });
+    const main = hits.get('/crl/main') ?? 0;
+    const good = await signed('crl-good');
+    const dir = config('crl-bound', 'strict');
+    expect((await fastpull(good, dir, { revocation: checker })).outcome).toBe('verified');
+    expect((await fastpull(await signed('crl-copy'), dir, { revocation: checker })).outcome).toBe('verified');
+    expect(checker.crls.size).toBe(1);
+    expect((await fastpull(good, dir, { revocation: checker })).outcome).toBe('verified');
+    expect(hits.get('/crl/main')).toBe(main + 2);
   });
 
   it('where revocation is skipped, nothing is asked', async () => {
