@@ -1,6 +1,6 @@
 // DirectConnections against loopback servers that write the exact bytes of their answers (node:net),
 // and one over TLS: a 206's body handed to `take` as views of the read buffer, kept-alive connections
-// and their replacement, answers read whole, the fallback for bodies without a length, failures,
+// and their replacement, answers read whole, successes without a length as streams, failures,
 // timeouts and aborts; and parseHead.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -10,10 +10,10 @@ import { Socket, createServer as createTcpServer, type AddressInfo, type Server 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DirectConnections, parseHead, type DirectBody, type DirectResponse } from './directhttp.js';
-import type { NodeHttpPoolOptions } from './nodehttp.js';
+import type { NodeHttpPoolOptions } from './connections.js';
+import { DirectConnections, type DirectBody, type DirectResponse } from './directhttp.js';
+import { parseHead } from './http1.js';
 
 const servers: (TcpServer | HttpsServer)[] = [];
 const serverSockets: Socket[] = [];
@@ -102,10 +102,8 @@ function writeOdd(s: Socket, bytes: Buffer): void {
   }
 }
 
-const noFallback = (): Promise<Dispatcher.ResponseData> => Promise.reject(new Error('the fallback was not expected'));
-
 function get(c: DirectConnections, url: string, headers: Record<string, string> = {}, signal: AbortSignal | null = null): Promise<DirectResponse> {
-  return c.request(new URL(url), headers, signal, noFallback);
+  return c.request(new URL(url), headers, signal);
 }
 
 /** The body taken whole, each piece copied in `take` (which returns nothing). */
@@ -307,8 +305,7 @@ describe('DirectConnections: other answers, read whole', () => {
       }
     });
     const c = client();
-    const fallback = vi.fn(noFallback);
-    const ask = (path: string) => c.request(new URL(`${srv.url}${path}`), {}, null, fallback);
+    const ask = (path: string) => c.request(new URL(`${srv.url}${path}`), {}, null);
 
     const r401 = await ask('/401');
     expect(r401.statusCode).toBe(401);
@@ -338,7 +335,6 @@ describe('DirectConnections: other answers, read whole', () => {
     // The connection is still in step: a 206 after them all.
     const ok = await ask('/206');
     expect((await collect(ok.direct!)).toString()).toBe('abc');
-    expect(fallback).not.toHaveBeenCalled();
     expect(srv.sockets.length).toBe(1);
     expect(srv.requests.length).toBe(6);
   });
@@ -383,29 +379,46 @@ describe('DirectConnections: other answers, read whole', () => {
 });
 
 describe('DirectConnections: a success without a length', () => {
-  it('asks again through the fallback for a chunked 200 or a 200 read to the close, and returns what it gives', async () => {
+  it('reads a chunked 200 as a stream on its own connection, keeps the connection, and reads a 200 to the close', async () => {
+    const big = randomBytes(200_000);
     const srv = await rawServer((s, h) => {
-      if (h.startsWith('GET /chunked')) s.write(Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked']), Buffer.from('3\r\nabc\r\n')]));
+      const chunked = Buffer.concat([Buffer.from('3;ext=1\r\nabc\r\n'), Buffer.from(`${big.length.toString(16)}\r\n`), big, Buffer.from('\r\n0\r\nX-Trailer: t\r\n\r\n')]);
+      if (h.startsWith('GET /chunked')) writeOdd(s, Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked']), chunked]));
+      else if (h.startsWith('GET /both')) s.write(Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked', 'Content-Length: 2']), Buffer.from('4\r\nbody\r\n0\r\n\r\n')]));
       else s.end(Buffer.concat([head('200 OK', ['Connection: close']), Buffer.from('to the close')]));
     });
     const c = client();
-    const given = { statusCode: 200, headers: {}, body: null, trailers: {}, opaque: null, context: {} } as unknown as Dispatcher.ResponseData;
-    const fallback = vi.fn(() => Promise.resolve(given));
-    const a = await c.request(new URL(`${srv.url}/chunked`), {}, null, fallback);
-    expect(fallback).toHaveBeenCalledTimes(1);
-    expect(a).toBe(given);
-    // Its connection is dropped (the rest of the chunked body would put it out of step).
-    await until(() => srv.closed() === 1, 'the chunked answer\'s connection closed');
-    const b = await c.request(new URL(`${srv.url}/toclose`), {}, null, fallback);
-    expect(fallback).toHaveBeenCalledTimes(2);
-    expect(b).toBe(given);
-    expect(srv.sockets.length).toBe(2);
+    const bytes = async (body: Readable): Promise<Buffer> => {
+      const parts: Buffer[] = [];
+      for await (const chunk of body) parts.push(chunk as Buffer);
+      return Buffer.concat(parts);
+    };
+    for (let i = 0; i < 2; i++) {
+      const a = await get(c, `${srv.url}/chunked`);
+      expect(a.statusCode).toBe(200);
+      expect(a.direct).toBeUndefined();
+      expect((await bytes(a.body)).equals(Buffer.concat([Buffer.from('abc'), big]))).toBe(true);
+    }
+    // Both on one connection: a chunked body ends at its last chunk, in step.
+    expect(srv.sockets).toHaveLength(1);
+    // Framed both ways: read per Transfer-Encoding, then the connection is closed, never reused.
+    const both = await get(c, `${srv.url}/both`);
+    expect(await text(both.body)).toBe('body');
+    await until(() => srv.closed() === 1, 'the connection of the doubly framed success closed');
+    const b = await get(c, `${srv.url}/toclose`);
+    expect(await text(b.body)).toBe('to the close');
+    expect(srv.sockets).toHaveLength(2);
+    expect(srv.requests.map((r) => r.split(' ')[1])).toEqual(['/chunked', '/chunked', '/both', '/toclose']);
   });
 
-  it('rejects with what the fallback rejects with', async () => {
-    const srv = await rawServer((s) => s.write(head('200 OK', ['Transfer-Encoding: gzip, chunked'])));
-    const boom = new Error('fallback failed');
-    await expect(client().request(new URL(srv.url), {}, null, () => Promise.reject(boom))).rejects.toBe(boom);
+  it('fails the body of a chunked 200 with a malformed chunk, and of one cut before its last chunk', async () => {
+    const srv = await rawServer((s, h) => {
+      if (h.startsWith('GET /bad')) s.write(Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked']), Buffer.from('3\r\nabc\r\nzz\r\n')]));
+      else s.end(Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked']), Buffer.from('3\r\nabc\r\n')]));
+    });
+    const c = client();
+    await expect(text((await get(c, `${srv.url}/bad`)).body)).rejects.toThrow(/malformed chunk size/);
+    await expect(text((await get(c, `${srv.url}/cut`)).body)).rejects.toThrow(/closed/);
   });
 });
 

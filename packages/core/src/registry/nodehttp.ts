@@ -14,33 +14,14 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import type { Dispatcher } from 'undici';
-import { abortError, DirectConnections, type DirectResponse } from './directhttp.js';
-import type { Proxy, ProxyRules } from './proxy.js';
+import { abortError, type NodeHttpPoolOptions } from './connections.js';
+import { DirectConnections, type DirectResponse } from './directhttp.js';
+import { dumpBody } from './message.js';
+import type { Proxy } from './proxy.js';
+
+export type { NodeHttpPoolOptions } from './connections.js';
 import { tlsOptions } from './tlsoptions.js';
 import { openTunnel } from './tunnel.js';
-
-/** How a {@link NodeHttpPool} connects. */
-export interface NodeHttpPoolOptions {
-  /** Connections per origin at most. */
-  readonly connections: number;
-  /** A request fails when its connection carries no byte for this long (headers or body). */
-  readonly idleTimeoutMs: number;
-  /** An unused kept-alive connection is closed after this long. */
-  readonly keepAliveTimeoutMs: number;
-  /** A connection (TCP and TLS) not made within this long fails. */
-  readonly dialTimeoutMs: number;
-  /** TLS: verify the server's certificate (default true). */
-  readonly rejectUnauthorized?: boolean;
-  /** TLS: certificate authorities to trust instead of the system's. */
-  readonly ca?: readonly Buffer[];
-  /** TLS: a client certificate and its key. */
-  readonly cert?: Buffer;
-  readonly key?: Buffer;
-  /** The proxies requests go through (HTTP_PROXY, HTTPS_PROXY, NO_PROXY); none when unset. */
-  readonly proxy?: ProxyRules;
-  /** false: blob bodies come through node:http, not straight off the socket (Tuning.directRanges, for comparison). */
-  readonly directRanges?: boolean;
-}
 
 /** What a request through a {@link NodeHttpPool} takes. */
 export interface NodeHttpRequestOptions {
@@ -55,8 +36,6 @@ export type NodeHttpBody = IncomingMessage & {
   /** Reads and drops up to `limit` bytes (default 128 KiB) so the connection can be reused, else closes it. */
   dump(options?: { limit?: number }): Promise<void>;
 };
-
-const DUMP_LIMIT = 128 * 1024;
 
 /**
  * Connections to registries through node:http and node:https, kept alive and bounded per origin.
@@ -156,15 +135,14 @@ export class NodeHttpPool {
    * A GET of a blob or a range of one, whose body the caller writes where it belongs: sent on a
    * connection whose reads land in one buffer (directhttp.ts), a 200 or 206 with a Content-Length
    * then has its body in the response's `direct`, read off the socket in place. Any other answer
-   * is an ordinary response (its body capped at 64 KiB, except a success without a length, which
-   * is asked for again through node:http). With `directRanges: false` it goes through node:http
-   * like any request.
+   * is an ordinary response (a success without a length as a stream, any other answer's body read
+   * first, up to 64 KiB). With `directRanges: false` it goes through node:http like any request.
    */
   requestBlob(url: URL, options: NodeHttpRequestOptions): Promise<DirectResponse> {
     if (this.options.directRanges === false || options.method !== 'GET' || options.body !== undefined) return this.request(url, options);
     if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
     this.direct ??= new DirectConnections(this.options);
-    return this.direct.request(url, options.headers, options.signal, () => this.request(url, options));
+    return this.direct.request(url, options.headers, options.signal);
   }
 
   /** Closes every connection; later requests fail. */
@@ -230,19 +208,6 @@ function responseHeaders(res: IncomingMessage): Record<string, string | string[]
 
 function withDump(res: IncomingMessage): NodeHttpBody {
   const body = res as NodeHttpBody;
-  body.dump = async ({ limit = DUMP_LIMIT } = {}) => {
-    let read = 0;
-    try {
-      for await (const chunk of res as AsyncIterable<Buffer>) {
-        read += chunk.length;
-        if (read > limit) {
-          res.destroy();
-          return;
-        }
-      }
-    } catch {
-      // The connection is being dropped anyway.
-    }
-  };
+  body.dump = ({ limit } = {}) => dumpBody(res, limit);
   return body;
 }

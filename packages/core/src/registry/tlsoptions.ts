@@ -1,7 +1,7 @@
 // The TLS settings of a connection pool (hosts.toml's ca, client and skip_verify), as node:https and
 // node:tls take them: one reading for the pool's agents, its range connections and its tunnels.
 import type { ConnectionOptions } from 'node:tls';
-import type { NodeHttpPoolOptions } from './nodehttp.js';
+import type { NodeHttpPoolOptions } from './connections.js';
 
 /** TLS settings of a pool's options. */
 export function tlsOptions(options: NodeHttpPoolOptions): ConnectionOptions {
