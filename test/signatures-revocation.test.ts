@@ -15,7 +15,7 @@ import { RegistryClient } from '@fastpull/core/registry';
 import { lacksRegistry, pushImage, sampleImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
 import { fetchNotarySignatures, loadNotaryConfig, verifyNotary, type NotaryVerdict } from '../packages/core/src/signatures/notary/index.js';
 import { CrlCache, RevocationChecker } from '../packages/core/src/signatures/notary/revocation/index.js';
-import { repoRoot, tempDir } from './helpers.js';
+import { repoRoot, runCliAsync, tempDir } from './helpers.js';
 
 const run = promisify(execFile);
 const peers = spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8' });
@@ -275,6 +275,19 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     expect(strict.theirs.error).toMatch(/revocation status is unknown/);
     const permissive = await both(ref, config(name, 'permissive'));
     expect(permissive.ours.outcome).toBe('logged');
+  });
+
+  it('through the CLI: fastpull verify refuses a revoked certificate with SIGNATURE_INVALID and the revocation check in the verdict, and pulls a good one with --notation-config', async () => {
+    const revoked = await signed('ocsp-revoked');
+    const refused = await runCliAsync(['verify', '--json', '--notation-config', config('cli-revoked', 'strict'), revoked]);
+    expect(refused.status, refused.stderr).toBe(1);
+    const json = JSON.parse(refused.stdout) as { outcome: string; error: { code: string }; verdicts: { checks: { check: string; ok: boolean; message: string }[] }[] };
+    expect(json).toMatchObject({ outcome: 'refused', error: { code: 'SIGNATURE_INVALID' } });
+    expect(json.verdicts[0]!.checks.find((c) => !c.ok)).toMatchObject({ check: 'revocation', message: expect.stringMatching(/CN=ocsp-revoked,.* is revoked: OCSP .*\(keyCompromise\)/) as unknown });
+    const good = await signed('crl-good');
+    const pulled = await runCliAsync(['pull', '--root', join(work.dir, 'cli-root'), '--notation-config', config('cli-good', 'strict'), good]);
+    expect(pulled.status, pulled.stderr).toBe(0);
+    expect(pulled.stdout).toMatch(/signature: notation verified by sha256:[0-9a-f]{64}/);
   });
 
   it('a stale OCSP answer (nextUpdate past) does not count: the status is unknown', async () => {
