@@ -59,7 +59,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
   './registry': [
       'type Challenge', 'CONFIG_SIZE_LIMIT', 'type Credentials', 'type CredentialsProvider',
       'DEFAULT_CHUNK_SIZE', 'DEFAULT_CONNECTIONS_PER_HOST', 'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_PER_HOST',
-      'DEFAULT_MAX_REQUESTS', 'DEFAULT_ORDER_LEAD', 'DEFAULT_STRAGGLER_FLOOR', 'DEFAULT_STRAGGLER_WINDOW_MS', 'defaultConfigPath',
+      'DEFAULT_MAX_REQUESTS', 'DEFAULT_ORDER_LEAD', 'DEFAULT_STRAGGLER_FLOOR', 'DEFAULT_STRAGGLER_WINDOW_MS', 'defaultConfigPath', 'type DirectBody',
       'dockerConfigCredentials', 'type DockerConfigOptions', 'fetchBlob', 'type FetchOptions', 'FetchScheduler',
       'type FetchSchedulerOptions', 'findSociZtocs', 'type HostCapability', 'type HostsConfigOptions', 'hostsFor',
       'isConfigMediaType', 'isIndexMediaType', 'isLoopbackHost', 'isManifestMediaType', 'isSchema1MediaType',
@@ -67,7 +67,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'MediaTypes', 'parseChallenges', 'parseDescriptor', 'type ParsedManifest', 'parseHostsConfig',
       'parseImageConfig', 'parseManifest', 'proxyEnvironment', 'type ProxySettings', 'type RandomAccessSink', 'type RangeRequest', 'type Referrer', 'RegistryClient',
       'type RegistryClientOptions', 'registryEndpoint', 'type RegistryEndpoint', 'type RegistryHost',
-      'type RequestOptions', 'type ResolvedImage', 'sharedFetchScheduler', 'SOCI_IMAGE_MANIFEST_ANNOTATION', 'type SociZtocs',
+      'type RegistryResponse', 'type RequestOptions', 'type ResolvedImage', 'type ResponseBody', 'sharedFetchScheduler', 'SOCI_IMAGE_MANIFEST_ANNOTATION', 'type SociZtocs',
     ],
   './testing': [
       'applyLayer', 'blobDataPath', 'buildGzipCheckpoints', 'buildImage', 'type BuildImageOptions', 'buildIndex', 'buildLayer',

@@ -2,7 +2,7 @@
 // (distribution's token spec). Credentials only ever go to the registry that owns them or to the
 // token realm it names, and never over plain HTTP to a non-loopback host.
 import type { ByteThrottle } from './ratelimit.js';
-import type { Dispatcher } from 'undici';
+import type { RegistryResponse } from './message.js';
 import { type HttpPool, sendRequest } from './undici.js';
 import { ProxyRefused } from './tunnel.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
@@ -171,7 +171,7 @@ export class Authorizer {
       assertSafeForCredentials(url.origin, registry);
       headers.authorization = basicHeader(creds);
     }
-    let res: Dispatcher.ResponseData;
+    let res: RegistryResponse;
     try {
       res = await sendRequest(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
     } catch (e) {

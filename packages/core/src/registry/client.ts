@@ -3,7 +3,7 @@
 // resolver.ts (manifests, configs, platforms) and referrers.ts. Ranged layer fetch is fetch.ts.
 import type { Dispatcher } from 'undici';
 import { NodeHttpPool } from './nodehttp.js';
-import type { DirectResponse } from './directhttp.js';
+import type { RegistryResponse } from './message.js';
 import type { HttpPool } from './undici.js';
 import type { Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
@@ -149,7 +149,7 @@ export class RegistryClient {
    * Authorization header goes only to the origin it was issued for, never to a redirect target on
    * another origin (blob storage, CDNs). The response body must be consumed or destroyed.
    */
-  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<DirectResponse> {
+  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<RegistryResponse> {
     return this.transport.request(ref, path, options);
   }
 
@@ -166,7 +166,7 @@ export class RegistryClient {
    * tried again with back-off (or after the Retry-After the server sends, up to a minute), up to
    * `attempts` times in all.
    */
-  async requestWithRetry(ref: Reference, path: string, options: RequestOptions = {}, attempts = DEFAULT_ATTEMPTS): Promise<Dispatcher.ResponseData> {
+  async requestWithRetry(ref: Reference, path: string, options: RequestOptions = {}, attempts = DEFAULT_ATTEMPTS): Promise<RegistryResponse> {
     return this.transport.requestWithRetry(ref, path, options, attempts);
   }
 

@@ -4,12 +4,11 @@
 // (directbody.ts). Through a proxy: TLS inside a CONNECT tunnel (tunnel.ts) for HTTPS, the proxy
 // itself in absolute form with its Proxy-Authorization for plain HTTP.
 import { type Socket, connect as netConnect } from 'node:net';
-import type { Readable } from 'node:stream';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { abortError, type NodeHttpPoolOptions } from './connections.js';
 import { BufferedBody, DirectBodyImpl, StreamBody, replayBody, type BodyConnection, type FedBody } from './directbody.js';
 import { framingOf, HeadReader, type Framing, type Head, type HeaderFields } from './http1.js';
-import type { DirectResponse } from './message.js';
+import type { RegistryResponse, ResponseBody } from './message.js';
 import type { Proxy } from './proxy.js';
 import { tlsOptions } from './tlsoptions.js';
 
@@ -122,13 +121,13 @@ export class Connection implements BodyConnection {
   }
 
   /** Sends a GET; resolves with its answer once the head came. */
-  send(url: URL, headers: Record<string, string>, signal: AbortSignal | null): Promise<DirectResponse> {
+  send(url: URL, headers: Record<string, string>, signal: AbortSignal | null): Promise<RegistryResponse> {
     const fresh = this.sent === 0;
     this.sent++;
     this.phase = 'head';
     this.socket.ref();
     this.socket.setTimeout(this.options.idleTimeoutMs);
-    return new Promise<DirectResponse>((resolve, reject) => {
+    return new Promise<RegistryResponse>((resolve, reject) => {
       const exchange = new Exchange(this, fresh, resolve, reject);
       this.current = exchange;
       if (signal) {
@@ -254,7 +253,7 @@ class Exchange {
   constructor(
     private readonly conn: Connection,
     private readonly fresh: boolean,
-    private readonly resolve: (res: DirectResponse) => void,
+    private readonly resolve: (res: RegistryResponse) => void,
     private readonly reject: (e: Error) => void,
   ) {}
 
@@ -324,8 +323,8 @@ class Exchange {
   }
 }
 
-function response(statusCode: number, headers: HeaderFields, body: Readable, direct?: DirectBodyImpl): DirectResponse {
-  return { statusCode, headers, body, trailers: {}, opaque: null, context: {}, ...(direct ? { direct } : {}) } as unknown as DirectResponse;
+function response(statusCode: number, headers: HeaderFields, body: ResponseBody, direct?: DirectBodyImpl): RegistryResponse {
+  return direct ? { statusCode, headers, body, direct } : { statusCode, headers, body };
 }
 
 function isIp(host: string): boolean {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { NodeHttpPoolOptions } from './connections.js';
-import { DirectConnections, type DirectBody, type DirectResponse } from './directhttp.js';
+import { DirectConnections, type DirectBody, type RegistryResponse } from './directhttp.js';
 import { parseHead } from './http1.js';
 
 const servers: (TcpServer | HttpsServer)[] = [];
@@ -102,7 +102,7 @@ function writeOdd(s: Socket, bytes: Buffer): void {
   }
 }
 
-function get(c: DirectConnections, url: string, headers: Record<string, string> = {}, signal: AbortSignal | null = null): Promise<DirectResponse> {
+function get(c: DirectConnections, url: string, headers: Record<string, string> = {}, signal: AbortSignal | null = null): Promise<RegistryResponse> {
   return c.request(new URL(url), headers, signal);
 }
 

@@ -13,11 +13,11 @@
 // logic (endpoints, tokens, redirects, retries) is the transport's.
 import { abortError, type NodeHttpPoolOptions } from './connections.js';
 import { Connection, StaleConnection, type Via } from './directconn.js';
-import type { DirectResponse } from './message.js';
+import type { RegistryResponse } from './message.js';
 import type { Proxy } from './proxy.js';
 import { openTunnel } from './tunnel.js';
 
-export type { DirectBody, DirectResponse } from './message.js';
+export type { DirectBody, RegistryResponse } from './message.js';
 
 /**
  * Connections of one pool's options (its TLS settings and timeouts) for range GETs, kept alive per
@@ -42,7 +42,7 @@ export class DirectConnections {
    * replaced once), or when `signal` aborts. At most `connections` connections per origin: a
    * request beyond waits for one of them.
    */
-  async request(url: URL, headers: Record<string, string>, signal: AbortSignal | null): Promise<DirectResponse> {
+  async request(url: URL, headers: Record<string, string>, signal: AbortSignal | null): Promise<RegistryResponse> {
     if (this.closed) throw new Error('the connection pool is closed');
     if (signal?.aborted) throw abortError(signal);
     const key = `${url.protocol}//${url.host}`;

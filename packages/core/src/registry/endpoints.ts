@@ -1,7 +1,6 @@
 // Which hosts a request for a reference goes to, in order: the mirrors of hosts.toml that have the
 // capability the request needs, then the upstream; a host that straggled recently goes last.
 import { readFileSync } from 'node:fs';
-import type { Dispatcher } from 'undici';
 import { NodeHttpPool } from './nodehttp.js';
 import type { HttpPool } from './undici.js';
 import type { ProxyRules } from './proxy.js';

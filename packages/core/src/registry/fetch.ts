@@ -3,14 +3,13 @@
 // A retry asks only for what its chunk still lacks, a chunk that straggles is re-issued, and
 // ranges already in the sink (`have`, a resumed download) are not fetched again.
 import { setMaxListeners } from 'node:events';
-import type { Dispatcher } from 'undici';
+import type { RegistryResponse } from './message.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import type { RegistryClient } from './client.js';
 import { consumeBody, discard, headerValue, responseError } from './response.js';
-import type { DirectResponse } from './directhttp.js';
 import type { RangeRequest } from './range-request.js';
 import type { ByteThrottle } from './ratelimit.js';
 import { FetchScheduler, sharedFetchScheduler, type Ranked } from './scheduler.js';
@@ -489,7 +488,7 @@ function isRetryable(e: unknown): boolean {
   return e.code === 'NETWORK_ERROR' || (e.code === 'REGISTRY_ERROR' && retryableErrors.has(e));
 }
 
-function checkLength(ctx: ChunkContext, res: Dispatcher.ResponseData, want: number): void {
+function checkLength(ctx: ChunkContext, res: RegistryResponse, want: number): void {
   const encoding = headerValue(res.headers['content-encoding']);
   if (encoding !== undefined && encoding !== 'identity') {
     void discard(res);
@@ -502,7 +501,7 @@ function checkLength(ctx: ChunkContext, res: Dispatcher.ResponseData, want: numb
   }
 }
 
-function checkContentRange(ctx: ChunkContext, res: Dispatcher.ResponseData, start: number, end: number): void {
+function checkContentRange(ctx: ChunkContext, res: RegistryResponse, start: number, end: number): void {
   const header = headerValue(res.headers['content-range']) ?? '';
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header.trim());
   if (!m || Number(m[1]) !== start || Number(m[2]) !== end - 1 || (m[3] !== '*' && Number(m[3]) !== ctx.desc.size)) {
@@ -519,7 +518,7 @@ function checkContentRange(ctx: ChunkContext, res: Dispatcher.ResponseData, star
  * bytes land, so a retry after a broken connection asks only for the remainder. Time spent yielding
  * to the earliest range (see RangeOrder) is added to `spent`.
  */
-async function writeBody(ctx: ChunkContext, res: DirectResponse, cursor: Cursor, end: number, spent?: { yieldedMs: number }): Promise<void> {
+async function writeBody(ctx: ChunkContext, res: RegistryResponse, cursor: Cursor, end: number, spent?: { yieldedMs: number }): Promise<void> {
   let pos = cursor.pos;
   const running: RunningRange = { from: pos, cursor };
   const leave = ctx.order?.enter(running);

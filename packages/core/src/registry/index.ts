@@ -4,6 +4,7 @@
 export { RegistryClient, type RegistryClientOptions } from './client.js';
 export { MANIFEST_SIZE_LIMIT, CONFIG_SIZE_LIMIT, DEFAULT_CONNECTIONS_PER_HOST } from './defaults.js';
 export type { RequestOptions } from './transport.js';
+export type { RegistryResponse, ResponseBody, DirectBody } from './message.js';
 export type { ResolvedImage } from './resolver.js';
 export type { Referrer } from './referrers.js';
 export { findSociZtocs, SOCI_IMAGE_MANIFEST_ANNOTATION, type SociZtocs } from './soci.js';

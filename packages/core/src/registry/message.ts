@@ -1,6 +1,18 @@
-// What a request through the registry client's connections answers, whichever connection read it.
+// What a request through the registry client answers, whichever connection read it (node:http's, the
+// range client's, or a caller's dispatcher): the project's own response type.
 import type { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
+import type { HeaderFields } from './http1.js';
+
+export type { HeaderFields } from './http1.js';
+
+/** The methods the registry client sends. */
+export type HttpMethod = 'GET' | 'HEAD' | 'POST';
+
+/** A response's body: a stream to read, destroy, or dump. */
+export interface ResponseBody extends Readable {
+  /** Reads and drops up to `limit` bytes so the connection can be reused, else closes it. */
+  dump(options?: { limit?: number }): Promise<void>;
+}
 
 /** A 206's body read off the socket: handed to `take` in pieces, in order. */
 export interface DirectBody {
@@ -17,8 +29,17 @@ export interface DirectBody {
   destroy(): void;
 }
 
-/** A response from the range client: `direct` is set for a 206 whose body is to be consumed through it. */
-export type DirectResponse = Dispatcher.ResponseData & { readonly direct?: DirectBody };
+/** A registry's answer, once its head came. Its body must be consumed, destroyed or dumped. */
+export interface RegistryResponse {
+  /** The HTTP status. */
+  readonly statusCode: number;
+  /** Lower-case names; a repeated header as a list of its values. */
+  readonly headers: HeaderFields;
+  /** The body; empty when it comes through `direct`. */
+  readonly body: ResponseBody;
+  /** A 200's or 206's body with a Content-Length, read off the socket by the range client: consume it through this. */
+  readonly direct?: DirectBody;
+}
 
 /** How much of an unwanted body is read by default so that its connection can be reused. */
 const DUMP_LIMIT = 128 * 1024;

@@ -1,6 +1,7 @@
-// The registry client's own connections: node:http and node:https agents, answering in the shape of
-// undici's `request` (status, headers, a body to iterate, destroy or dump), so that the transport,
-// the token exchange and the ranged fetch read either the same way. A caller's undici dispatcher
+// The registry client's own connections: node:http and node:https agents, answering with the
+// project's response (message.ts: status, headers, a body to iterate, destroy or dump), as the range
+// client and a caller's dispatcher do, so that the transport, the token exchange and the ranged fetch
+// read any of them the same way. A caller's undici dispatcher
 // (RegistryClientOptions.dispatcher) still goes through undici.
 //
 // Why not undici for our own: a blob's bytes are most of what a pull moves through this process's
@@ -13,10 +14,9 @@ import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
-import type { Dispatcher } from 'undici';
 import { abortError, type NodeHttpPoolOptions } from './connections.js';
-import { DirectConnections, type DirectResponse } from './directhttp.js';
-import { dumpBody } from './message.js';
+import { DirectConnections } from './directhttp.js';
+import { dumpBody, type HttpMethod, type RegistryResponse } from './message.js';
 import type { Proxy } from './proxy.js';
 
 export type { NodeHttpPoolOptions } from './connections.js';
@@ -25,7 +25,7 @@ import { openTunnel } from './tunnel.js';
 
 /** What a request through a {@link NodeHttpPool} takes. */
 export interface NodeHttpRequestOptions {
-  readonly method: Dispatcher.HttpMethod;
+  readonly method: HttpMethod;
   readonly headers: Record<string, string>;
   readonly body?: string;
   readonly signal: AbortSignal | null;
@@ -65,7 +65,7 @@ export class NodeHttpPool {
   }
 
   /** Sends one request; rejects on a transport failure before the headers came (or when aborted). */
-  request(url: URL, options: NodeHttpRequestOptions): Promise<Dispatcher.ResponseData> {
+  request(url: URL, options: NodeHttpRequestOptions): Promise<RegistryResponse> {
     if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
     const tls = url.protocol === 'https:';
     let opts: RequestOptions = {
@@ -125,7 +125,7 @@ export class NodeHttpPool {
         res.once('close', unlisten);
         // An error after the headers reaches whoever reads the body; without a listener it would throw.
         res.on('error', () => {});
-        resolve({ statusCode: res.statusCode ?? 0, headers: responseHeaders(res), body: withDump(res), trailers: {}, opaque: null, context: {} } as unknown as Dispatcher.ResponseData);
+        resolve({ statusCode: res.statusCode ?? 0, headers: responseHeaders(res), body: withDump(res) });
       });
       req.end(options.body);
     });
@@ -138,7 +138,7 @@ export class NodeHttpPool {
    * is an ordinary response (a success without a length as a stream, any other answer's body read
    * first, up to 64 KiB). With `directRanges: false` it goes through node:http like any request.
    */
-  requestBlob(url: URL, options: NodeHttpRequestOptions): Promise<DirectResponse> {
+  requestBlob(url: URL, options: NodeHttpRequestOptions): Promise<RegistryResponse> {
     if (this.options.directRanges === false || options.method !== 'GET' || options.body !== undefined) return this.request(url, options);
     if (this.closed) return Promise.reject(new Error('the connection pool is closed'));
     this.direct ??= new DirectConnections(this.options);
@@ -196,7 +196,7 @@ class TunnelAgent extends HttpsAgent {
   }
 }
 
-/** Headers as undici gives them: lower-case names, a repeated header as a list. */
+/** Headers as the project's response holds them: lower-case names, a repeated header as a list. */
 function responseHeaders(res: IncomingMessage): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, values] of Object.entries(res.headersDistinct)) {

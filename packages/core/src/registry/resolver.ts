@@ -1,6 +1,6 @@
 // From a reference to one platform's image: the manifest or index it names, the platform's manifest
 // in an index, and the config, each read whole, size-capped and checked against its digest.
-import type { Dispatcher } from 'undici';
+import type { RegistryResponse } from './message.js';
 import { FastpullError, isFastpullError } from '../errors.js';
 import { parseDigest, sha256Digest, verifyBytes, type Digest } from '../oci/digest.js';
 import { parseImageConfig, parseManifest, type Descriptor, type ImageConfig, type ImageIndex, type ImageManifest } from '../oci/manifest.js';
@@ -196,7 +196,7 @@ function manifestWhat(ref: Reference, reference: string): string {
 }
 
 /** The Docker-Content-Digest a registry sent with a manifest read by tag, if any. */
-function claimedDigest(res: Dispatcher.ResponseData, what: string): Digest | undefined {
+function claimedDigest(res: RegistryResponse, what: string): Digest | undefined {
   const claimed = headerValue(res.headers['docker-content-digest']);
   if (claimed === undefined) return undefined;
   try {

@@ -1,7 +1,7 @@
 // Reading registry responses: header values, small capped bodies, and the error a failed response means.
 import type { Readable } from 'node:stream';
 import { finished } from 'node:stream';
-import type { Dispatcher } from 'undici';
+import type { RegistryResponse } from './message.js';
 import { FastpullError, isFastpullError } from '../errors.js';
 import { readCapped } from './auth.js';
 import type { ByteThrottle } from './ratelimit.js';
@@ -17,7 +17,7 @@ export function headerValue(v: string | string[] | undefined): string | undefine
  * NETWORK_ERROR with `details.body`, which the small reads retry; an abort is ABORTED.
  */
 export async function readBody(
-  res: Dispatcher.ResponseData,
+  res: RegistryResponse,
   cap: number,
   what: string,
   code: 'MANIFEST_TOO_LARGE' | 'REGISTRY_ERROR',
@@ -35,7 +35,7 @@ export async function readBody(
 }
 
 /** Drops a body that is not wanted, reading at most a little of it so the connection can be reused. */
-export async function discard(res: Dispatcher.ResponseData): Promise<void> {
+export async function discard(res: RegistryResponse): Promise<void> {
   try {
     await res.body.dump({ limit: ERROR_BODY_CAP });
   } catch {
@@ -44,7 +44,7 @@ export async function discard(res: Dispatcher.ResponseData): Promise<void> {
 }
 
 /** Turns a non-success response into the matching error, reading the distribution error body (capped). */
-export async function responseError(res: Dispatcher.ResponseData, what: string): Promise<FastpullError> {
+export async function responseError(res: RegistryResponse, what: string): Promise<FastpullError> {
   let detail = '';
   try {
     const body = await readCapped(res.body, ERROR_BODY_CAP, what);

@@ -1,7 +1,7 @@
 // Sending a request for a reference: to each endpoint in turn, with authorization (a 401 challenge
 // answered once), following redirects without carrying the Authorization header to another
 // origin, and for small reads, retried with back-off or after the Retry-After the server sends.
-import type { Dispatcher } from 'undici';
+import type { RegistryResponse } from './message.js';
 import { sendRequest } from './undici.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Reference } from '../oci/reference.js';
@@ -9,7 +9,6 @@ import { backoffMs, isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retr
 import type { Authorizer } from './auth.js';
 import { DEFAULT_ATTEMPTS, MAX_REDIRECTS } from './defaults.js';
 import type { Endpoint, Endpoints, Operation } from './endpoints.js';
-import type { DirectResponse } from './directhttp.js';
 import { discard, headerValue } from './response.js';
 import { ProxyRefused } from './tunnel.js';
 
@@ -36,7 +35,7 @@ export interface RequestOptions {
 /** What the reads of manifests, configs and referrers need of a transport. */
 export interface Requester {
   /** A request retried whole on transport errors, 408, 429 and 5xx; see {@link Transport.requestWithRetry}. */
-  requestWithRetry(ref: Reference, path: string, options?: RequestOptions, attempts?: number): Promise<Dispatcher.ResponseData>;
+  requestWithRetry(ref: Reference, path: string, options?: RequestOptions, attempts?: number): Promise<RegistryResponse>;
 }
 
 const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
@@ -56,13 +55,13 @@ export class Transport implements Requester {
    * only to the origin it was issued for, never to a redirect target on another origin (blob
    * storage, CDNs). The response body must be consumed or destroyed.
    */
-  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<DirectResponse> {
+  async request(ref: Reference, path: string, options: RequestOptions = {}): Promise<RegistryResponse> {
     const endpoints = await this.endpoints.for(ref, options.op ?? 'pull');
     for (let i = 0; ; i++) {
       const ep = endpoints[i]!;
       const last = i === endpoints.length - 1;
       options.onEndpoint?.(ep.origin);
-      let res: DirectResponse;
+      let res: RegistryResponse;
       try {
         res = await new Exchange(this.auth, this.userAgent, ref, ep, path, options).run();
       } catch (e) {
@@ -82,10 +81,10 @@ export class Transport implements Requester {
    * tried again with back-off (or after the Retry-After the server sends, up to a minute), up to
    * `attempts` times in all. A longer Retry-After, or the last attempt, returns the response.
    */
-  async requestWithRetry(ref: Reference, path: string, options: RequestOptions = {}, attempts = DEFAULT_ATTEMPTS): Promise<Dispatcher.ResponseData> {
+  async requestWithRetry(ref: Reference, path: string, options: RequestOptions = {}, attempts = DEFAULT_ATTEMPTS): Promise<RegistryResponse> {
     const retry = new WholeRetry(attempts, options.signal);
     for (;;) {
-      let res: Dispatcher.ResponseData;
+      let res: RegistryResponse;
       try {
         res = await this.request(ref, path, options);
       } catch (e) {
@@ -132,7 +131,7 @@ class WholeRetry {
   }
 
   /** A response came: true when it is the caller's; false once it is dropped and the wait for the next attempt is over. */
-  async onResponse(res: Dispatcher.ResponseData): Promise<boolean> {
+  async onResponse(res: RegistryResponse): Promise<boolean> {
     if (this.attempt >= this.attempts || !isRetryableStatus(res.statusCode)) return true;
     const retryAfter = parseRetryAfter(headerValue(res.headers['retry-after']));
     // A server that asks for a longer pause than we wait is answered with its response now.
@@ -184,7 +183,7 @@ class Exchange {
   }
 
   /** Sends the request and answers challenges and redirects until a response is the caller's. */
-  async run(): Promise<DirectResponse> {
+  async run(): Promise<RegistryResponse> {
     await this.start();
     for (;;) {
       const res = await this.send();
@@ -208,7 +207,7 @@ class Exchange {
     this.authorization = await this.auth.header(this.ep.credentialsFor, this.ep.origin, this.scope);
   }
 
-  private async send(): Promise<DirectResponse> {
+  private async send(): Promise<RegistryResponse> {
     const url = this.url;
     const headers = { ...this.headers };
     if (this.authorization !== undefined && url.origin === this.ep.origin) headers.authorization = this.authorization;
@@ -224,7 +223,7 @@ class Exchange {
   }
 
   /** A 401: the challenge is answered (a token, or Basic credentials) and the request starts over, or it fails UNAUTHORIZED. */
-  private async onUnauthorized(res: Dispatcher.ResponseData): Promise<void> {
+  private async onUnauthorized(res: RegistryResponse): Promise<void> {
     const challenge = headerValue(res.headers['www-authenticate']);
     await discard(res);
     this.challenged = true;
@@ -238,7 +237,7 @@ class Exchange {
   }
 
   /** A redirect: followed to http(s) only, never from HTTPS down to plain HTTP, and not forever. */
-  private async onRedirect(res: Dispatcher.ResponseData, location: string): Promise<void> {
+  private async onRedirect(res: RegistryResponse, location: string): Promise<void> {
     await discard(res);
     const { registry } = this.ref;
     if (this.hops >= MAX_REDIRECTS) throw new FastpullError('REGISTRY_ERROR', `${registry}: more than ${MAX_REDIRECTS} redirects for ${this.first.pathname}`);

@@ -62,7 +62,10 @@ describe('undici, loaded on first use', () => {
     try {
       const res = await undici().request(new URL(`http://127.0.0.1:${port}/v2/x/blobs/sha256:ab?n=1&last=b`), { dispatcher, method: 'GET', headers: { 'x-test': 'yes' }, signal: null });
       expect(res.statusCode).toBe(200);
-      expect(await res.body.text()).toBe('GET /v2/x/blobs/sha256:ab?n=1&last=b yes');
+      const parts: Buffer[] = [];
+      for await (const chunk of res.body) parts.push(chunk as Buffer);
+      expect(Buffer.concat(parts).toString()).toBe('GET /v2/x/blobs/sha256:ab?n=1&last=b yes');
+      expect(res.headers['content-type']).toBe('text/plain');
     } finally {
       await dispatcher.close();
       server.close();

@@ -2,7 +2,7 @@
 // dispatcher, through undici, which is then loaded on first use rather than with the library.
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
-import type { DirectResponse } from './directhttp.js';
+import type { HeaderFields, HttpMethod, RegistryResponse } from './message.js';
 import { NodeHttpPool } from './nodehttp.js';
 
 /** Where a registry request goes: the client's own connections, or a caller's undici dispatcher. */
@@ -14,7 +14,7 @@ type AgentClass = typeof import('undici').Agent;
 export interface HttpClient {
   readonly Agent: AgentClass;
   /** undici's `request(url, options)`, through `options.dispatcher`. */
-  request(url: URL, options: { dispatcher: Dispatcher; method: Dispatcher.HttpMethod; headers: Record<string, string>; body?: string; signal: AbortSignal | null }): Promise<Dispatcher.ResponseData>;
+  request(url: URL, options: { dispatcher: Dispatcher; method: HttpMethod; headers: Record<string, string>; body?: string; signal: AbortSignal | null }): Promise<RegistryResponse>;
 }
 
 let loaded: HttpClient | undefined;
@@ -27,8 +27,8 @@ let loaded: HttpClient | undefined;
  */
 export function sendRequest(
   url: URL,
-  options: { dispatcher: HttpPool; method: Dispatcher.HttpMethod; headers: Record<string, string>; body?: string; signal: AbortSignal | null; blob?: boolean },
-): Promise<DirectResponse> {
+  options: { dispatcher: HttpPool; method: HttpMethod; headers: Record<string, string>; body?: string; signal: AbortSignal | null; blob?: boolean },
+): Promise<RegistryResponse> {
   const { dispatcher, blob, ...rest } = options;
   if (!(dispatcher instanceof NodeHttpPool)) return undici().request(url, { ...rest, dispatcher });
   return blob === true ? dispatcher.requestBlob(url, rest) : dispatcher.request(url, rest);
@@ -61,6 +61,16 @@ function load(): HttpClient {
   }
   return {
     Agent,
-    request: (url, { dispatcher, ...options }) => dispatcher.request({ ...options, origin: url.origin, path: `${url.pathname}${url.search}` }),
+    request: async (url, { dispatcher, ...options }) => {
+      const res = await dispatcher.request({ ...options, origin: url.origin, path: `${url.pathname}${url.search}` });
+      return { statusCode: res.statusCode, headers: headerFields(res.headers), body: res.body };
+    },
   };
+}
+
+/** undici's headers as the project's: the fields it left undefined dropped. */
+function headerFields(headers: Record<string, string | string[] | undefined>): HeaderFields {
+  const out: HeaderFields = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name] = value;
+  return out;
 }
