@@ -10,7 +10,7 @@ import { parseReference } from '../oci/reference.js';
 import { buildImage, type BuiltImage } from '../testing/builder.js';
 import { findDistributionBinary, pushImage, startDistribution, type DistributionRegistry } from '../testing/distribution.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
-import { SOCI_INDEX_DIGEST_ANNOTATION, SOCI_INDEX_V1, SOCI_INDEX_V2, SOCI_LAYER_DIGEST_ANNOTATION, ZTOC_MEDIA_TYPE } from '../unpack/ztoc.js';
+import { SOCI_INDEX_DIGEST_ANNOTATION, SOCI_INDEX_V1, SOCI_INDEX_V2, SOCI_LAYER_DIGEST_ANNOTATION, ZTOC_MEDIA_TYPE } from '../oci/soci.js';
 import { RegistryClient } from './client.js';
 import { findSociZtocs, SOCI_IMAGE_MANIFEST_ANNOTATION } from './soci.js';
 import { lacksRegistry } from '../testing/distribution.js';

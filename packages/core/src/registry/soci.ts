@@ -3,7 +3,7 @@ import { isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
-import { SOCI_INDEX_DIGEST_ANNOTATION, SOCI_INDEX_V1, SOCI_INDEX_V2, SOCI_LAYER_DIGEST_ANNOTATION, ZTOC_MEDIA_TYPE } from '../unpack/ztoc.js';
+import { SOCI_INDEX_DIGEST_ANNOTATION, SOCI_INDEX_V1, SOCI_INDEX_V2, SOCI_LAYER_DIGEST_ANNOTATION, ZTOC_MEDIA_TYPE } from '../oci/soci.js';
 import type { RegistryClient, ResolvedImage } from './client.js';
 
 /** Image index entry annotation of a v2 SOCI index: the image manifest it indexes. */

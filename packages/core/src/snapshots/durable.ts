@@ -9,7 +9,14 @@
 import { closeSync, constants, openSync, promises as fsp } from 'node:fs';
 import { nativeSync } from '../native/addon.js';
 import type { SyncMethod } from '../tuning.js';
-import type { WritebackMode } from '../unpack/writeback.js';
+
+/**
+ * What the extractor starts (unpack/writeback.ts), as an unpack option. `background` (the only mode;
+ * the option is absent when nothing is to be started): sync_file_range of each 8 MiB step of a large
+ * file, and a syncfs of the filesystem, not waited for, each time the layer has written another 8 MiB
+ * (at most one at a time), which writes trees of small files in bulk while extraction goes on.
+ */
+export type WritebackMode = 'background';
 
 /**
  * How a snapshot is flushed. `syncfs` (the default): write-back started while extracting, then one

@@ -12,7 +12,17 @@
 import { isUtf8 } from 'node:buffer';
 import fs from 'node:fs';
 import { nativeFs } from '../native/addon.js';
-import type { LowerChecks } from '../unpack/apply.js';
+
+/**
+ * Paths of a layer whose right form depends on the layers below it, relative to the snapshot root,
+ * as raw bytes in latin1 strings (names need not be UTF-8).
+ */
+export interface LowerChecks {
+  /** Directories made only because an entry lies below them: a lower directory there lends its attributes. */
+  impliedDirs: string[];
+  /** Overlay whiteouts made: one hiding nothing below is dropped. */
+  whiteouts: string[];
+}
 
 const OPAQUE_XATTRS = ['trusted.overlay.opaque', 'user.overlay.opaque'] as const;
 /** overlayfs's own metadata, which belongs to one directory of one snapshot and never travels. */

@@ -12,11 +12,12 @@ import { TarReader } from './tarreader.js';
 import { OVERLAY_OPAQUE_XATTR, OverlayWhiteouts, ROOTLESS_OPAQUE_XATTR } from './whiteouts.js';
 import { FileSink } from './filesink.js';
 import { LayerWriter } from './writer.js';
-import { LayerWriteback, type WritebackMode } from './writeback.js';
+import type { WritebackMode } from '../snapshots/durable.js';
+import { LayerWriteback } from './writeback.js';
 
 export { DEFAULT_APPLY_LIMITS, type ApplyLimits } from './limits.js';
 export { cleanEntryPath } from './rawpath.js';
-export { MAX_WARNINGS, type ApplyStats, type LowerChecks } from './report.js';
+export { MAX_WARNINGS, type ApplyStats } from './report.js';
 export { parsePaxTime, type Timespec } from './times.js';
 
 /** Options of {@link applyLayer}. */

@@ -13,7 +13,7 @@ import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './h
 import type { InflaterChoice } from './inflater.js';
 import type { Tuning } from '../tuning.js';
 import { nativeHash, nativePunchHole, type PunchHole } from '../native/addon.js';
-import type { WritebackMode } from './writeback.js';
+import type { WritebackMode } from '../snapshots/durable.js';
 import type { IsalGunzipStream } from './isal.js';
 import type { ParallelGunzipStream } from './pargzip.js';
 import { ReadBuffers } from './read-buffers.js';

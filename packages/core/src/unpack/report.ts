@@ -2,6 +2,7 @@
 import { FastpullError, fromFsError } from '../errors.js';
 import { display, errnoOf } from './rawpath.js';
 import type { TarEntry } from './tarreader.js';
+import type { LowerChecks } from '../snapshots/lowers.js';
 
 /** What {@link applyLayer} did. */
 export interface ApplyStats {
@@ -30,17 +31,6 @@ export interface ApplyStats {
    * parents this layer implies but never names, and the whiteouts it made.
    */
   lowerChecks: LowerChecks;
-}
-
-/**
- * Paths of a layer whose right form depends on the layers below it, relative to the snapshot root,
- * as raw bytes in latin1 strings (names need not be UTF-8).
- */
-export interface LowerChecks {
-  /** Directories made only because an entry lies below them: a lower directory there lends its attributes. */
-  impliedDirs: string[];
-  /** Overlay whiteouts made: one hiding nothing below is dropped. */
-  whiteouts: string[];
 }
 
 /** How many warnings {@link ApplyStats.warnings} keeps: a layer of ten thousand device nodes must not make a huge list. */

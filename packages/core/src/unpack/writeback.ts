@@ -1,14 +1,7 @@
 // Starts the write-back of extracted files while they are written, so that the flush before the
 // snapshot's commit (snapshots/durable.ts) finds little left to write and waits little.
 import { nativeSync, type NativeSync } from '../native/addon.js';
-
-/**
- * What the extractor starts, as an unpack option. `background` (the only mode; the option is absent
- * when nothing is to be started): sync_file_range of each 8 MiB step of a large file, and a syncfs of
- * the filesystem, not waited for, each time the layer has written another 8 MiB (at most one at a
- * time), which writes trees of small files in bulk while extraction goes on.
- */
-export type WritebackMode = 'background';
+import type { WritebackMode } from '../snapshots/durable.js';
 
 /**
  * Bytes of a large file written between two write-back starts, and bytes a layer writes between two

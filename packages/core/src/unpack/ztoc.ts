@@ -10,19 +10,8 @@
 // uncompressed offset, uint8 bits and the 32 KiB window, all little-endian. A checkpoint sits on a
 // deflate block boundary of the layer's first gzip member: `bits` bits of the byte before the
 // compressed offset belong to the next block. Version 1 blobs leave out the first checkpoint (just
-// after a 10-byte header).
+// after a 10-byte header). The media types and annotation names are in oci/soci.ts.
 import { FastpullError } from '../errors.js';
-
-/** Artifact type of a SOCI index that refers to its image through `subject` (found by the referrers API). */
-export const SOCI_INDEX_V1 = 'application/vnd.amazon.soci.index.v1+json';
-/** Artifact type (config media type) of a SOCI index that the image manifest names by annotation. */
-export const SOCI_INDEX_V2 = 'application/vnd.amazon.soci.index.v2+json';
-/** Image manifest annotation naming its SOCI index (v2). */
-export const SOCI_INDEX_DIGEST_ANNOTATION = 'com.amazon.soci.index-digest';
-/** SOCI index layer annotation: the image layer a zTOC describes. */
-export const SOCI_LAYER_DIGEST_ANNOTATION = 'com.amazon.soci.image-layer-digest';
-/** Media type of zTOC blobs in a SOCI index. */
-export const ZTOC_MEDIA_TYPE = 'application/octet-stream';
 
 const WINDOW = 32768;
 const HEADER = 12;
