@@ -47,7 +47,7 @@ describe('dependencies loaded on first use', () => {
     const register = `data:text/javascript,${encodeURIComponent(`import { register } from 'node:module'; register(${JSON.stringify(hooks)});`)}`;
     const script = [
       `const core = await import(${JSON.stringify(`${dist}index.js`)});`,
-      `const { parseSnapshotFilters } = await import(${JSON.stringify(`${dist}snapshots/record-filters.js`)});`,
+      `const { parseSnapshotFilters } = await import(${JSON.stringify(`${dist}snapshots/containerd/filters.js`)});`,
       `const { createRequire } = await import('node:module');`,
       `const has = () => Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes('/re2js/'));`,
       `const target = { name: 'k8s.io/1/abc', kind: 'committed', labels: { a: 'b' } };`,

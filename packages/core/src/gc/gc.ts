@@ -10,7 +10,7 @@ import type { Store } from '../store/root.js';
 import { liveLeaseRefs, readLiveLeases } from '../store/lease.js';
 import { withCollectionLock } from '../util/collection-lock.js';
 import { mountInfo, type MountInfo } from '../snapshots/mountinfo.js';
-import { recordedChainIDs } from '../snapshots/record-file.js';
+import { recordedChainIDs } from '../snapshots/containerd/record-file.js';
 import { listMountRecords } from '../snapshots/mountrecords.js';
 import { sweepDeadLeases, sweepLeftovers, type GcLeftover } from './leftovers.js';
 

@@ -7,5 +7,5 @@ export type { LowerChecks } from './lowers.js';
 export { mountInfo, type MountInfo } from './mountinfo.js';
 export { snapshotUsage, snapshotChain, treeUsage, type SnapshotUsage } from './usage.js';
 export { createMountRecord, listMountRecords, mountsDir, readMountRecord, removeMountRecord, type MountRecord } from './mountrecords.js';
-export { SnapshotRecords, type SnapshotRecordInfo, type SnapshotRecordsOptions, type RecordsStore } from './records.js';
-export type { SnapshotKind } from './record-file.js';
+export { SnapshotRecords, type SnapshotRecordInfo, type SnapshotRecordsOptions, type RecordsStore } from './containerd/records.js';
+export type { SnapshotKind } from './containerd/record-file.js';

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'vitest';
-import { SnapshotRecords } from '../../snapshots/records.js';
+import { SnapshotRecords } from '../../snapshots/containerd/records.js';
 import { openStore, type Store } from '../../store/root.js';
 import { contentStoreConformance, imageStoreConformance, snapshotRecordsConformance, snapshotterConformance, type Subject } from './index.js';
 

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
-import type { SnapshotRecords } from '../../snapshots/records.js';
+import type { SnapshotRecords } from '../../snapshots/containerd/records.js';
 import type { Mount } from '../../snapshots/store.js';
 import { conformanceCase, rejectsWithCode, type ConformanceCase, type SubjectFactory } from './case.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
-import { MAX_FILTERS_LENGTH, parseSnapshotFilters } from './record-filters.js';
+import { isFastpullError } from '../../errors.js';
+import { MAX_FILTERS_LENGTH, parseSnapshotFilters } from './filters.js';
 
 const named = (name: string) => ({ name, kind: 'active', labels: {} });
 const codeOf = (fn: () => unknown): string | undefined => {

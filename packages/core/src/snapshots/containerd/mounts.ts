@@ -1,7 +1,7 @@
 // The mounts of a containerd snapshot, as containerd's overlay snapshotter gives them: what the
 // caller (containerd's applier, the runc shim) mounts to write a layer or run a container.
 import { existsSync } from 'node:fs';
-import type { Mount } from './store.js';
+import type { Mount } from '../store.js';
 import type { SnapshotKind } from './record-file.js';
 
 /** The directories a snapshot's mounts are made of. */

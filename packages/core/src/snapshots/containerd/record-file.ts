@@ -6,10 +6,10 @@
 // so a crash at any moment leaves whole records and litter that the next open sweeps.
 import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
-import { FastpullError, fromFsError } from '../errors.js';
-import { isDigest, type Digest } from '../oci/digest.js';
-import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../util/fs.js';
-import type { SnapshotUsage } from './usage.js';
+import { FastpullError, fromFsError } from '../../errors.js';
+import { isDigest, type Digest } from '../../oci/digest.js';
+import { randomId, syncDir, TEMP_PREFIX, writeFileAtomic } from '../../util/fs.js';
+import type { SnapshotUsage } from '../usage.js';
 
 /** The kinds of containerd snapshot: being written, read-only over a parent, or immutable. */
 export type SnapshotKind = 'active' | 'view' | 'committed';

@@ -8,7 +8,7 @@
 // engine: a client's pattern can never make a match take longer than its pattern times its input.
 import { createRequire } from 'node:module';
 import type { RE2JS } from 're2js';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 
 let engine: typeof RE2JS | undefined;
 

@@ -3,10 +3,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { collectGarbage } from '../gc/gc.js';
-import { chainIDs } from '../oci/chainid.js';
-import { sha256Digest } from '../oci/digest.js';
-import { openStore, type Store } from '../store/root.js';
+import { collectGarbage } from '../../gc/gc.js';
+import { chainIDs } from '../../oci/chainid.js';
+import { sha256Digest } from '../../oci/digest.js';
+import { openStore, type Store } from '../../store/root.js';
 import { SnapshotRecords } from './records.js';
 
 let root: string;

@@ -2,7 +2,7 @@
 // the snapshot's directory opened at Prepare, before anything was written there, as the store's own
 // snapshots are (durable.ts): a write-back error is reported once per open file, so a flush through a
 // file opened at Commit would miss one that another flush of the filesystem consumed meanwhile.
-import { closeForFlush, flushTree, openForFlush } from './durable.js';
+import { closeForFlush, flushTree, openForFlush } from '../durable.js';
 
 /**
  * Directory fds held open at once. Each active snapshot holds one until it is committed or removed,

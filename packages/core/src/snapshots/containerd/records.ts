@@ -5,10 +5,10 @@
 // live on disk (record-file.ts) and in memory; one process at a time serves them (a lock file).
 import { closeSync, fstatSync, openSync, promises as fsp } from 'node:fs';
 import { join } from 'node:path';
-import { FastpullError, fromFsError } from '../errors.js';
-import type { Digest } from '../oci/digest.js';
-import { nativeFs } from '../native/addon.js';
-import { withCollectionLock } from '../util/collection-lock.js';
+import { FastpullError, fromFsError } from '../../errors.js';
+import type { Digest } from '../../oci/digest.js';
+import { nativeFs } from '../../native/addon.js';
+import { withCollectionLock } from '../../util/collection-lock.js';
 import {
   checkKey,
   checkLabels,
@@ -26,11 +26,11 @@ import {
   type RecordFile,
   type SnapshotKind,
 } from './record-file.js';
-import { parseSnapshotFilters } from './record-filters.js';
-import { recordMounts, overlayIndexOff } from './record-mounts.js';
-import { MAX_MOUNT_OPTIONS, type Mount, type Snapshotter } from './store.js';
-import { treeUsage, type SnapshotUsage } from './usage.js';
-import { FlushHandles } from './record-flush.js';
+import { parseSnapshotFilters } from './filters.js';
+import { recordMounts, overlayIndexOff } from './mounts.js';
+import { MAX_MOUNT_OPTIONS, type Mount, type Snapshotter } from '../store.js';
+import { treeUsage, type SnapshotUsage } from '../usage.js';
+import { FlushHandles } from './flush.js';
 
 /** What containerd sees of a snapshot (its `snapshots.Info`). */
 export interface SnapshotRecordInfo {
