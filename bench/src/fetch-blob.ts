@@ -1,7 +1,8 @@
 // One question: how fast does fastpull download one big blob to disk, against curl fetching the same
 // ranges in parallel, and does its memory stay flat as the blob grows? Sizes from BENCH_SIZES_MIB
-// (default "512,4096"), range size from BENCH_CHUNK_MIB (default 16), BENCH_FETCH_DIRECT="0,1" to
-// compare range bodies through node:http (0) and straight off the socket (1); wall, user and system CPU, peak RSS; the blob is a sparse file of zeros served by blob-server.js in its own
+// (default "512,4096"), range size from BENCH_CHUNK_MIB (default 16), BENCH_FETCH_DIRECT="0,1,undici" to
+// compare range bodies through node:http (0), straight off the socket (1) and through an undici Agent
+// handed to the client as its dispatcher (undici); wall, user and system CPU, peak RSS; the blob is a sparse file of zeros served by blob-server.js in its own
 // process (content does not matter to HTTP; the page cache serves it). Prints a markdown table.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -17,7 +18,8 @@ const CHUNK = CHUNK_MIB * 1024 * 1024;
 const PARALLEL = 16;
 /**
  * The ways fastpull's side reads range bodies to compare, alternating in each run
- * (FASTPULL_DIRECT_RANGES: 1 straight off the socket, 0 through node:http); default: the default alone.
+ * (FASTPULL_DIRECT_RANGES: 1 straight off the socket, 0 through node:http; undici: an undici Agent as
+ * the client's dispatcher); default: the default alone.
  */
 const DIRECT = process.env.BENCH_FETCH_DIRECT?.split(',').map((t) => t.trim());
 const here = import.meta.dirname;
@@ -35,7 +37,7 @@ interface Timed {
 }
 
 function timed(cmd: string, args: string[], direct?: string): Timed {
-  const env = direct === undefined ? process.env : { ...process.env, FASTPULL_DIRECT_RANGES: direct };
+  const env = direct === undefined ? process.env : direct === 'undici' ? { ...process.env, BENCH_FETCH_UNDICI: '1' } : { ...process.env, FASTPULL_DIRECT_RANGES: direct };
   const r = spawnSync('/usr/bin/time', ['-f', '%e %U %S %M', cmd, ...args], { encoding: 'utf8', maxBuffer: 1 << 26, env });
   if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr.slice(-2000)}`);
   const [wall, user, sys, kib] = r.stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
@@ -65,7 +67,7 @@ try {
       for (let run = 0; run < RUNS; run++) {
         const root = join(work, 'root');
         for (const direct of DIRECT ?? [undefined]) {
-          const how = direct === undefined ? '' : direct === '0' ? ', through node:http' : ', off the socket';
+          const how = direct === undefined ? '' : direct === '0' ? ', through node:http' : direct === 'undici' ? ', an undici Agent as dispatcher' : ', off the socket';
           const name = `fastpull fetch (16 x ${CHUNK_MIB} MiB ranges${how})`;
           add(name, timed(process.execPath, [join(here, 'fetch-child.js'), `127.0.0.1:${port}`, digest, String(size), root, String(CHUNK_MIB)], direct));
           rmSync(root, { recursive: true, force: true });

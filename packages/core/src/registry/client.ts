@@ -33,7 +33,12 @@ export interface RegistryClientOptions {
   readonly plainHttp?: boolean;
   /** Credentials per registry; default none (anonymous, with tokens where the registry offers them). */
   readonly credentials?: CredentialsProvider;
-  /** An undici dispatcher to use instead of the client's own Agent (tests, proxies). */
+  /**
+   * An undici Dispatcher (an Agent, Pool or Client of the `undici` package, called through its
+   * request API) that every request goes through instead of the client's own connections: for a
+   * transport of the caller's own. It costs more CPU per byte of a blob than the client's own
+   * connections (docs/architecture.md), and proxies need none (`proxy`). The client does not close it.
+   */
   readonly dispatcher?: Dispatcher;
   /** Connections per registry origin of the client's own Agent; default {@link DEFAULT_CONNECTIONS_PER_HOST}. */
   readonly connectionsPerHost?: number;
