@@ -121,6 +121,7 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
       down: { serial: '100B', ocsp: `${closed}/ocsp`, crl: `${closed}/root.crl` },
       'crl-huge': { serial: '100D', crl: `${base}/crl/huge` },
       'crl-moved': { serial: '100E', crl: `${base}/crl/moved` },
+      'crl-long': { serial: '1012', crl: `${base}/crl/long`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'cessationOfOperation' } },
       'crl-copy': { serial: '100F', crl: `${base}/crl/copy` },
       // Compromised an hour after the signatures below are made: the invalidity date is later.
       'ocsp-later': { serial: '1010', ocsp: `${base}/ocsp/root`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'keyCompromise', invalidity: new Date(now.getTime() + 3600_000) } },
@@ -176,6 +177,13 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     };
     crls.set('main', await gencrl('main.crl'));
     crls.set('copy', crls.get('main')!);
+    // A CRL of 20,000 more entries, the certificate's last: more than the ASN.1 parser takes whole by default.
+    const filler = Array.from({ length: 20_000 }, (_, i) => ['R', expiry, `${shortTime(now)},superseded`, (0x100000 + i).toString(16).toUpperCase(), 'unknown', subject(`filler${i}`)].join('\t'));
+    writeFileSync(p('long.txt'), `${[...filler, ...index].join('\n')}\n`);
+    writeFileSync(p('long.cnf'), readFileSync(p('ca.cnf'), 'utf8').replace('index.txt', 'long.txt'));
+    await openssl('ca', '-config', 'long.cnf', '-gencrl', '-keyfile', 'root.key', '-cert', 'root.crt', '-out', 'long.crl');
+    await openssl('crl', '-in', 'long.crl', '-outform', 'DER', '-out', 'long.der');
+    crls.set('long', readFileSync(p('long.der')));
     const tampered = Buffer.from(crls.get('main')!);
     tampered[tampered.length - 1]! ^= 0x01;
     crls.set('tampered', tampered);
@@ -249,6 +257,7 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     ['ocsp-revoked', /is revoked: OCSP http:\/\/127\.0\.0\.1:\d+\/ocsp\/root: revoked at .* \(keyCompromise\)/],
     ['crl-revoked', /is revoked: CRL http:\/\/127\.0\.0\.1:\d+\/crl\/main: revoked at .* \(superseded\)/],
     ['crl-hold', /is revoked: CRL .*\(certificateHold\)/],
+    ['crl-long', /is revoked: CRL .*\/crl\/long: revoked at .* \(cessationOfOperation\)/],
   ])('%s: a revoked certificate is refused under strict and logged under permissive, as the specification and notation do', async (name, message) => {
     const ref = await signed(name);
     const strict = await both(ref, config(name, 'strict'));

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { AsnConvert } from '@peculiar/asn1-schema';
 import {
-  CertificateList,
+  AlgorithmIdentifier,
   CRLReasons,
   KeyUsage,
   KeyUsageFlags,
@@ -16,8 +16,11 @@ import {
   id_ce_invalidityDate,
   id_ce_issuingDistributionPoint,
   id_ce_keyUsage,
+  RevokedCertificate,
+  TBSCertList,
 } from '@peculiar/asn1-x509';
 import type { ChainCertificate } from '../chain.js';
+import { BIT_STRING, children, elementAt, GENERALIZED_TIME, INTEGER, SEQUENCE, sequenceOf, UTC_TIME } from './der.js';
 import { fetchBounded, httpURL } from './http.js';
 import { checkSigned } from './signed.js';
 import { describeEntry, entryFacts, findExtension, revokedFor, serialOf, type CertificateStatus, type RevokedEntry } from './status.js';
@@ -37,8 +40,8 @@ const UNDERSTOOD_ENTRY_CRITICAL = new Set([id_ce_cRLReasons, id_ce_invalidityDat
 /** A CRL that checked out against one issuer: what a lookup needs, nothing more. */
 interface CheckedCrl {
   readonly nextUpdate: Date;
-  /** Entries by serial (hex of the DER content bytes). */
-  readonly entries: ReadonlyMap<string, readonly RevokedEntry[]>;
+  /** The DER of its revokedCertificates list (empty: none), outlined entry by entry only on lookup. */
+  readonly revoked: Uint8Array;
   readonly bytes: number;
 }
 
@@ -49,39 +52,55 @@ export interface CrlOptions {
   readonly timeoutMs?: number;
 }
 
-function issuedUnder(crl: CertificateList, issuer: ChainCertificate): string | undefined {
-  const name = Buffer.from(AsnConvert.serialize(crl.tbsCertList.issuer));
+/** A CRL taken apart: the signed bytes, the header parsed (without the entries), the entries' DER. */
+interface CrlParts {
+  readonly signed: Uint8Array;
+  readonly algorithm: AlgorithmIdentifier;
+  readonly signature: ArrayBuffer;
+  readonly tbs: TBSCertList;
+  readonly revoked: Uint8Array;
+}
+
+/** Outlines the CRL (CertificateList, RFC 5280 5.1) and parses all of it but the list of entries. */
+function partsOf(der: Uint8Array): CrlParts {
+  const outer = elementAt(der, 0);
+  if (outer.tag !== SEQUENCE || outer.end !== der.length) throw new Error('not one DER SEQUENCE');
+  const [tbs, alg, sig, extra] = [...children(der, outer)];
+  if (!tbs || !alg || !sig || extra || tbs.tag !== SEQUENCE || sig.tag !== BIT_STRING || der[sig.content] !== 0) throw new Error('not a CertificateList');
+  const fields = [...children(der, tbs)];
+  // version?, signature, issuer, thisUpdate, nextUpdate?, revokedCertificates?, [0] crlExtensions?
+  let i = (fields[0]?.tag === INTEGER ? 1 : 0) + 3;
+  if (fields[i]?.tag === UTC_TIME || fields[i]?.tag === GENERALIZED_TIME) i++;
+  const list = fields[i]?.tag === SEQUENCE ? fields[i] : undefined;
+  const head = sequenceOf(fields.filter((f) => f !== list).map((f) => der.subarray(f.start, f.end)));
+  return {
+    signed: der.subarray(tbs.start, tbs.end),
+    algorithm: AsnConvert.parse(der.subarray(alg.start, alg.end), AlgorithmIdentifier),
+    signature: Uint8Array.from(der.subarray(sig.content + 1, sig.end)).buffer,
+    tbs: AsnConvert.parse(head, TBSCertList),
+    revoked: list ? Uint8Array.from(der.subarray(list.start, list.end)) : new Uint8Array(0),
+  };
+}
+
+function issuedUnder(crl: CrlParts, issuer: ChainCertificate): string | undefined {
+  const name = Buffer.from(AsnConvert.serialize(crl.tbs.issuer));
   if (!name.equals(Buffer.from(AsnConvert.serialize(issuer.asn.tbsCertificate.subject)))) return `the CRL's issuer is not ${issuer.subject}`;
   const ku = findExtension(issuer.asn.tbsCertificate.extensions, id_ce_keyUsage);
   if (ku && (AsnConvert.parse(ku.extnValue.buffer, KeyUsage).toNumber() & KeyUsageFlags.cRLSign) === 0) return `${issuer.subject} may not sign CRLs (its key usage lacks CRL signing)`;
-  if (!crl.tbsCertListRaw) return 'the CRL has no signed data';
-  const ok = checkSigned(crl.tbsCertListRaw, crl.signatureAlgorithm, crl.signature, issuer.x509.publicKey);
+  const ok = checkSigned(crl.signed, crl.algorithm, crl.signature, issuer.x509.publicKey);
   if (typeof ok === 'string') return ok;
   return ok ? undefined : `the CRL's signature does not verify with the key of ${issuer.subject}`;
 }
 
-function entriesOf(crl: CertificateList): Map<string, RevokedEntry[]> | string {
-  const entries = new Map<string, RevokedEntry[]>();
-  for (const e of crl.tbsCertList.revokedCertificates ?? []) {
-    const critical = e.crlEntryExtensions?.find((x) => x.critical && !UNDERSTOOD_ENTRY_CRITICAL.has(x.extnID));
-    if (critical) return `an entry has the critical extension ${critical.extnID}, which is not understood`;
-    const serial = Buffer.from(e.userCertificate).toString('hex');
-    const list = entries.get(serial) ?? [];
-    list.push({ revokedAt: e.revocationDate.getTime(), ...entryFacts(e.crlEntryExtensions) });
-    entries.set(serial, list);
-  }
-  return entries;
-}
-
 /** Parses and checks a CRL fetched for a certificate issued by `issuer`; a string says why it does not count. */
 export function checkCrl(der: Uint8Array, issuer: ChainCertificate, now: Date): CheckedCrl | string {
-  let crl: CertificateList;
+  let crl: CrlParts;
   try {
-    crl = AsnConvert.parse(der, CertificateList);
+    crl = partsOf(der);
   } catch (e) {
     return `not a DER CRL: ${(e as Error).message}`;
   }
-  const tbs = crl.tbsCertList;
+  const tbs = crl.tbs;
   const issued = issuedUnder(crl, issuer);
   if (issued) return issued;
   if (findExtension(tbs.crlExtensions, id_ce_deltaCRLIndicator)) return 'it is a delta CRL, not a base CRL';
@@ -93,15 +112,35 @@ export function checkCrl(der: Uint8Array, issuer: ChainCertificate, now: Date): 
   if (!tbs.nextUpdate) return 'it has no nextUpdate, so its freshness is unknown';
   const nextUpdate = tbs.nextUpdate.getTime();
   if (nextUpdate < now) return `it is stale: its nextUpdate ${nextUpdate.toISOString()} is past`;
-  const entries = entriesOf(crl);
-  if (typeof entries === 'string') return entries;
-  return { nextUpdate, entries, bytes: der.length };
+  return { nextUpdate, revoked: crl.revoked, bytes: der.length };
+}
+
+/** The entries of the list that name `serial` (its INTEGER content bytes), parsed; a string for one that cannot be used. */
+function entriesFor(revoked: Uint8Array, serial: Buffer): RevokedEntry[] | string {
+  const found: RevokedEntry[] = [];
+  if (revoked.length === 0) return found;
+  for (const entry of children(revoked, elementAt(revoked, 0))) {
+    const first = elementAt(revoked, entry.content, entry.end);
+    if (first.tag !== INTEGER || !serial.equals(revoked.subarray(first.content, first.end))) continue;
+    const e = AsnConvert.parse(revoked.subarray(entry.start, entry.end), RevokedCertificate);
+    const critical = e.crlEntryExtensions?.find((x) => x.critical && !UNDERSTOOD_ENTRY_CRITICAL.has(x.extnID));
+    if (critical) return `its entry has the critical extension ${critical.extnID}, which is not understood`;
+    found.push({ revokedAt: e.revocationDate.getTime(), ...entryFacts(e.crlEntryExtensions) });
+  }
+  return found;
 }
 
 /** What a checked CRL says about `cert`, as the specification and notation read hold and removal. */
 export function lookUp(crl: CheckedCrl, cert: ChainCertificate, signingTime: Date | undefined): CertificateStatus {
+  let entries: RevokedEntry[] | string;
+  try {
+    entries = entriesFor(crl.revoked, serialOf(cert));
+  } catch (e) {
+    return { status: 'unknown', message: `its list of entries cannot be read: ${(e as Error).message}` };
+  }
+  if (typeof entries === 'string') return { status: 'unknown', message: entries };
   let latestTemporary: RevokedEntry | undefined;
-  for (const entry of crl.entries.get(serialOf(cert).toString('hex')) ?? []) {
+  for (const entry of entries) {
     if (!revokedFor(entry, signingTime)) return { status: 'good', message: `${describeEntry(entry)}, invalid only after the authentic signing time` };
     if (entry.reason === CRLReasons.certificateHold || entry.reason === CRLReasons.removeFromCRL) {
       if (!latestTemporary || latestTemporary.revokedAt < entry.revokedAt) latestTemporary = entry;
