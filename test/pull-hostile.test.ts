@@ -6,7 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, isFastpullError, openStore, pull } from '@fastpull/core';
-import { hostile } from '../packages/core/src/unpack/hostile.testkit.js';
+import { hostile } from '../packages/core/src/unpack/apply/hostile.testkit.js';
 import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, type LayerEntry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { fingerprint, ls, tempDir } from './helpers.js';
 

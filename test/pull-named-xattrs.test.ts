@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, pull } from '@fastpull/core';
 import { buildImage, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, lacksRoot, notHere, pushImage, startDistribution } from '@fastpull/core/testing';
-import { paxRecord, rawHeader } from '../packages/core/src/unpack/apply.testkit.js';
+import { paxRecord, rawHeader } from '../packages/core/src/unpack/apply/apply.testkit.js';
 import { nativeFs } from '../packages/core/src/native/addon.js';
 import { cliPath, tempDir } from './helpers.js';
 

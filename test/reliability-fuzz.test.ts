@@ -48,7 +48,7 @@ import {
 } from './fuzz/gen.js';
 import { REGRESSIONS } from './fuzz/regressions.js';
 import { chunked, chunkingArb, tarArb, type Aim } from './fuzz/tar.js';
-import { TarReader } from '../packages/core/src/unpack/tarreader.js';
+import { TarReader } from '../packages/core/src/unpack/tar/tarreader.js';
 import { unpackLayer } from '../packages/core/src/unpack/layer.js';
 
 /**

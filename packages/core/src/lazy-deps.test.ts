@@ -88,7 +88,7 @@ describe('dependencies loaded on first use', () => {
       expect(r.status, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim())).toEqual({ diffID: layer.diffID });
       const [before, after] = r.stderr.split('imported\n') as [string, string];
-      const unpacker = (text: string) => text.split('\n').filter((l) => /\/dist\/unpack\/(layer|apply|writer|tarreader)\.js$/.test(l));
+      const unpacker = (text: string) => text.split('\n').filter((l) => /\/dist\/unpack\/(layer|apply\/apply|apply\/writer|tar\/tarreader)\.js$/.test(l));
       // The library imported: its pool, its decoders' names and budgets, but not the unpacker.
       expect(before).toContain('/dist/unpack/pool.js');
       expect(unpacker(before)).toEqual([]);

@@ -1,7 +1,7 @@
 // Making a snapshot durable before it is committed: after a power cut a committed snapshot must hold
 // every byte and attribute it was verified with, for nothing checks it again. Before the commit's
 // rename, one syncfs(2) of the store's filesystem writes what is dirty and flushes the device's
-// cache. The extractor has started the write-back as it wrote (unpack/writeback.ts: large files in
+// cache. The extractor has started the write-back as it wrote (unpack/apply/writeback.ts: large files in
 // steps, and a syncfs not waited for after each 8 MiB the layer writes), so that the device works
 // while extraction goes on and the final syncfs finds little left. Without the native addon's
 // calls, every file and directory of the snapshot is fsynced instead: correct, and slower.
@@ -11,7 +11,7 @@ import { nativeSync } from '../native/addon.js';
 import type { SyncMethod } from '../tuning.js';
 
 /**
- * What the extractor starts (unpack/writeback.ts), as an unpack option. `background` (the only mode;
+ * What the extractor starts (unpack/apply/writeback.ts), as an unpack option. `background` (the only mode;
  * the option is absent when nothing is to be started): sync_file_range of each 8 MiB step of a large
  * file, and a syncfs of the filesystem, not waited for, each time the layer has written another 8 MiB
  * (at most one at a time), which writes trees of small files in bulk while extraction goes on.

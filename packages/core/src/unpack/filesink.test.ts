@@ -4,12 +4,12 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
-import { applyLayer } from './apply.js';
-import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
+import { applyLayer } from './apply/apply.js';
+import { isRoot, makeSandbox, removeSandbox } from './apply/apply.testkit.js';
 import { isFastpullError } from '../errors.js';
 import { FileSink, writerThreadsFor, type NativeFiles } from './filesink.js';
 import { nativeFs } from '../native/addon.js';
-import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
+import { chunksOf, code, makeTar, type Entry } from './tar/tar.testkit.js';
 import { lacks, lacksRoot } from '../testing/needs.js';
 
 const hasSink = FileSink.open() !== undefined;

@@ -8,8 +8,8 @@
 // whiteout) and before directories get their final modes and times.
 import { availableCores } from '../util/cpu.js';
 import { nativeFs } from '../native/addon.js';
-import { fsError } from './report.js';
-import type { Times } from './times.js';
+import { fsError } from './apply/report.js';
+import type { Times } from './apply/times.js';
 
 /** Files up to this size go to the sink; larger ones are written by the unpack thread as they stream. */
 export const SINK_MAX_FILE = 1024 * 1024;

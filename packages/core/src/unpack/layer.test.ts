@@ -13,8 +13,8 @@ import { unpackLayer } from './layer.js';
 import { nativeFs, nativeHash } from '../native/addon.js';
 import { InflatePool, sharedInflatePool } from './pargzip.js';
 import { Prng } from '../testing/prng.js';
-import { paxRecord, rawHeader } from './apply.testkit.js';
-import { code, makeTar, padded } from './tar.testkit.js';
+import { paxRecord, rawHeader } from './apply/apply.testkit.js';
+import { code, makeTar, padded } from './tar/tar.testkit.js';
 import { lacks, lacksRoot } from '../testing/needs.js';
 
 

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyLayer } from './apply.js';
+import { applyLayer } from './apply/apply.js';
 
 const work = mkdtempSync(join(tmpdir(), 'fastpull-mem-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

@@ -13,7 +13,7 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { Prng } from '../testing/prng.js';
 import { BLOB_DIGEST_DETAIL, BlobRelease, unpackLayer, type UnpackedLayer } from './layer.js';
 import { nativePunchHole } from '../native/addon.js';
-import { makeTar } from './tar.testkit.js';
+import { makeTar } from './tar/tar.testkit.js';
 import { lacks } from '../testing/needs.js';
 
 const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;

@@ -6,7 +6,7 @@ import zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { unpackLayer } from './layer.js';
-import { makeTar } from './tar.testkit.js';
+import { makeTar } from './tar/tar.testkit.js';
 import { Prng } from '../testing/prng.js';
 import { lacks } from '../testing/needs.js';
 import { createDecompressor } from './decompress.js';

@@ -1,7 +1,7 @@
 // Tests of tar header blocks on their own: numeric fields (octal, base-256), checksums, formats, prefixes.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { BLOCK, padToBlock, parseHeader, parseNumeric, parseNumericAt, typeOf } from './tarheader.js';
 
 const invalid = (m: string): FastpullError => new FastpullError('INVALID_LAYER', m);

@@ -5,12 +5,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
+import { isFastpullError } from '../../errors.js';
 import { applyLayer, type ApplyLimits } from './apply.js';
-import { nativeFs } from '../native/addon.js';
+import { nativeFs } from '../../native/addon.js';
 import { base256, type Case, dir, entry, file, hardlink, header, hostile, longName, pax, symlink, tarOf } from './hostile.testkit.js';
-import { chunksOf } from './tar.testkit.js';
-import { lacks, lacksRoot, notHere } from '../testing/needs.js';
+import { chunksOf } from '../tar/tar.testkit.js';
+import { lacks, lacksRoot, notHere } from '../../testing/needs.js';
 
 const isRoot = process.getuid?.() === 0;
 

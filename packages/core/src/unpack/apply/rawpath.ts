@@ -5,7 +5,7 @@
 // name that is not UTF-8 is reached through a descriptor of its parent directory.
 import { isUtf8 } from 'node:buffer';
 import fs from 'node:fs';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 const ASCII = /^[\x00-\x7f]*$/;

@@ -1,7 +1,7 @@
 // Entry times to the nanosecond, as utimensat(2) takes them, read from PAX text rather than the reader's doubles.
-import { nativeFs } from '../native/addon.js';
+import { nativeFs } from '../../native/addon.js';
 import type { RawRoot } from './rawpath.js';
-import type { TarEntry } from './tarreader.js';
+import type { TarEntry } from '../tar/tarreader.js';
 
 /** A time as utimensat(2) takes it: whole seconds since the epoch (negative before 1970) and 0-999999999 nanoseconds. */
 export interface Timespec {

@@ -1,5 +1,5 @@
 // Sparse files in a tar: old GNU maps ('S' headers and their extension blocks) and GNU's PAX formats 0.0, 0.1 and 1.0.
-import type { FastpullError } from '../errors.js';
+import type { FastpullError } from '../../errors.js';
 import { BLOCK, parseNumeric } from './tarheader.js';
 import { paxInteger } from './tarpax.js';
 

@@ -9,7 +9,7 @@
 // bytes (held one char per byte, latin1), so two names that are not valid UTF-8 cannot collapse
 // into one replacement-character string. Every meta header is bounded.
 
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { BLOCK, type Header, padToBlock, parseHeader, type TarEntryType, typeOf, ZERO_BLOCK } from './tarheader.js';
 import { type PaxRecords, parsePax, paxInteger, paxTime, stripTrailingNuls } from './tarpax.js';
 import { checkSparse, type EntryDetails, oldGnuSparseMap, paxSparse, type SparseBlocks, type SparseRegion } from './tarsparse.js';

@@ -1,6 +1,6 @@
 // Tests of sparse maps on their own: PAX 0.1 and 1.0, old GNU extension blocks, and the checks on regions.
 import { describe, expect, it } from 'vitest';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { checkSparse, oldGnuSparseMap, paxSparse, type SparseBlocks } from './tarsparse.js';
 
 const invalid = (m: string): FastpullError => new FastpullError('INVALID_LAYER', m);

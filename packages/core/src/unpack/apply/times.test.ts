@@ -1,6 +1,6 @@
 // Tests of entry times on their own: PAX text to the nanosecond, header seconds, the atime rule, the range bound.
 import { describe, expect, it } from 'vitest';
-import { tarEntry } from './tar.testkit.js';
+import { tarEntry } from '../tar/tar.testkit.js';
 import { entryTimes, MAX_ABS_TIME, parsePaxTime } from './times.js';
 
 const pax = (records: Record<string, string>): Map<string, Buffer> => new Map(Object.entries(records).map(([k, v]) => [k, Buffer.from(v)]));

@@ -1,7 +1,7 @@
 // Helpers shared by the unpack tests (not part of the build): tars from entry lists, block padding,
 // chunked streams, the error code a promise fails with, and entries as the tar reader gives them.
 import { pack, type Header } from 'tar-stream';
-import { isFastpullError } from '../errors.js';
+import { isFastpullError } from '../../errors.js';
 import type { TarEntry } from './tarreader.js';
 
 export type Entry = Partial<Header> & { name: string; body?: string | Buffer };

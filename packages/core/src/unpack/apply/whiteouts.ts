@@ -6,10 +6,10 @@
 // `overlay.opaque` xattr for a directory whose lower contents are gone.
 import fs from 'node:fs';
 import { leaf, type LayerTree } from './layertree.js';
-import { nativeFs } from '../native/addon.js';
+import { nativeFs } from '../../native/addon.js';
 import { baseOf, display, errnoOf } from './rawpath.js';
 import type { ApplyReport } from './report.js';
-import type { TarEntry } from './tarreader.js';
+import type { TarEntry } from '../tar/tarreader.js';
 
 /** The rule that turns a layer's deletions into the snapshot's own form. */
 export interface WhiteoutConverter {

@@ -1,10 +1,10 @@
 // Extended attributes from an entry's `SCHILY.xattr.*` PAX records, set on what it made without following symlinks.
 import { isUtf8 } from 'node:buffer';
-import { FastpullError } from '../errors.js';
-import { nativeFs } from '../native/addon.js';
+import { FastpullError } from '../../errors.js';
+import { nativeFs } from '../../native/addon.js';
 import { display, errnoOf, type RawRoot } from './rawpath.js';
 import type { ApplyReport } from './report.js';
-import type { TarEntry } from './tarreader.js';
+import type { TarEntry } from '../tar/tarreader.js';
 
 const XATTR_PAX_PREFIX = 'SCHILY.xattr.';
 

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
 import { makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
-import { nativeFs } from '../native/addon.js';
-import { chunksOf, code, padded } from './tar.testkit.js';
+import { nativeFs } from '../../native/addon.js';
+import { chunksOf, code, padded } from '../tar/tar.testkit.js';
 
 let sandbox: string;
 let dest: string;

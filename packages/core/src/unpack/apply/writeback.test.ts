@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { NativeSync } from '../native/addon.js';
+import type { NativeSync } from '../../native/addon.js';
 import { LayerWriteback, WRITEBACK_STEP } from './writeback.js';
 
 /** A layer's write-back over a stand-in for the addon's calls, counting what it starts. */

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer, DEFAULT_APPLY_LIMITS } from './apply.js';
 import { isRoot, makeSandbox, outsideDest, removeSandbox } from './apply.testkit.js';
-import { chunksOf, code, makeTar, type Entry } from './tar.testkit.js';
-import { lacksRoot } from '../testing/needs.js';
+import { chunksOf, code, makeTar, type Entry } from '../tar/tar.testkit.js';
+import { lacksRoot } from '../../testing/needs.js';
 
 let sandbox: string;
 let dest: string;

@@ -1,6 +1,6 @@
 // Tests of PAX records and GNU long names on their own.
 import { describe, expect, it } from 'vitest';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { parsePax, paxInteger, paxTime, stripTrailingNuls } from './tarpax.js';
 
 const invalid = (m: string): FastpullError => new FastpullError('INVALID_LAYER', m);

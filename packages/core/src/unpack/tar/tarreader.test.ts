@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
+import { isFastpullError } from '../../errors.js';
 import { chunksOf, makeTar, type Entry } from './tar.testkit.js';
 import { type TarEntry, TarReader } from './tarreader.js';
 

@@ -1,8 +1,8 @@
 // What one apply reports: its statistics and warnings, and errors that name the layer and the entry being applied.
-import { FastpullError, fromFsError } from '../errors.js';
+import { FastpullError, fromFsError } from '../../errors.js';
 import { display, errnoOf } from './rawpath.js';
-import type { TarEntry } from './tarreader.js';
-import type { LowerChecks } from '../snapshots/lowers.js';
+import type { TarEntry } from '../tar/tarreader.js';
+import type { LowerChecks } from '../../snapshots/lowers.js';
 
 /** What {@link applyLayer} did. */
 export interface ApplyStats {

@@ -4,7 +4,7 @@
 // directory here was put there by the layer itself, and going through it (a symlink above all)
 // could write outside the snapshot. Paths are clean, relative and raw (see rawpath.ts).
 import fs from 'node:fs';
-import type { LowerChecks } from '../snapshots/lowers.js';
+import type { LowerChecks } from '../../snapshots/lowers.js';
 import { type ApplyReport, fsError } from './report.js';
 import { baseOf, display, RawRoot } from './rawpath.js';
 import { setTimesFd, type Times } from './times.js';

@@ -4,12 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LayerTree } from './layertree.js';
-import { nativeFs } from '../native/addon.js';
+import { nativeFs } from '../../native/addon.js';
 import { ApplyReport } from './report.js';
-import { tarEntry } from './tar.testkit.js';
-import type { TarEntry } from './tarreader.js';
+import { tarEntry } from '../tar/tar.testkit.js';
+import type { TarEntry } from '../tar/tarreader.js';
 import { OVERLAY_OPAQUE_XATTR, OverlayWhiteouts, ROOTLESS_OPAQUE_XATTR } from './whiteouts.js';
-import { lacksRoot } from '../testing/needs.js';
+import { lacksRoot } from '../../testing/needs.js';
 
 const isRoot = process.getuid?.() === 0;
 if (!isRoot) console.warn('skipping whiteout converter cases that need root: mknod of a 0:0 device and trusted.* xattrs');

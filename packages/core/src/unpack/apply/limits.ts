@@ -1,5 +1,5 @@
 // Bounds on one layer's tar, so that a crafted one cannot exhaust memory, disk or time before it is caught.
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 
 /**
  * Bounds on one layer, so that a crafted tar cannot exhaust memory, disk or time before it is

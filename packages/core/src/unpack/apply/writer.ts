@@ -1,13 +1,13 @@
 // The generic apply: writes each tar entry into the layer's tree, leaving deletions to a whiteout converter.
 import fs from 'node:fs';
-import { abortError, isFastpullError } from '../errors.js';
-import { type FileSink, SINK_MAX_FILE } from './filesink.js';
+import { abortError, isFastpullError } from '../../errors.js';
+import { type FileSink, SINK_MAX_FILE } from '../filesink.js';
 import { LayerTree, leaf, type Node } from './layertree.js';
 import { type ApplyLimits, limitCode } from './limits.js';
-import { nativeFs } from '../native/addon.js';
+import { nativeFs } from '../../native/addon.js';
 import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
 import { type ApplyReport, fsError } from './report.js';
-import type { TarEntry, TarReader } from './tarreader.js';
+import type { TarEntry, TarReader } from '../tar/tarreader.js';
 import { entryTimes, setTimesAt, setTimesFd, type Times } from './times.js';
 import type { WhiteoutConverter } from './whiteouts.js';
 import type { FileWriteback, LayerWriteback } from './writeback.js';

@@ -2,7 +2,7 @@
 // under the caller's control, including ones no tar writer emits. unpack/hostile.test.ts applies each
 // to a snapshot directory; test/pull-hostile.test.ts pulls each, as a layer, from a registry.
 import type { ApplyLimits } from './apply.js';
-import { padded } from './tar.testkit.js';
+import { padded } from '../tar/tar.testkit.js';
 
 // ---- raw tar building: every field under the test's control, including ones no tar writer emits ----
 

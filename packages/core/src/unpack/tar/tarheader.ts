@@ -1,5 +1,5 @@
 // One 512-byte tar header block, read field by field as Go's archive/tar reads it.
-import type { FastpullError } from '../errors.js';
+import type { FastpullError } from '../../errors.js';
 
 /** Bytes in a tar block: headers and data padding come in these. */
 export const BLOCK = 512;

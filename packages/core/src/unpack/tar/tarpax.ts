@@ -1,5 +1,5 @@
 // PAX extended headers and GNU long names: the records that override a tar header's fields.
-import type { FastpullError } from '../errors.js';
+import type { FastpullError } from '../../errors.js';
 
 /** One PAX header's records: keys latin1, values raw bytes; the last of a key wins. */
 export interface PaxRecords {

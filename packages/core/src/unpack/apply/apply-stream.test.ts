@@ -5,9 +5,9 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
 import { hasGnuTar, isRoot, makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
-import { nativeFs } from '../native/addon.js';
-import { chunksOf, code, makeTar, padded } from './tar.testkit.js';
-import { lacks, lacksRoot } from '../testing/needs.js';
+import { nativeFs } from '../../native/addon.js';
+import { chunksOf, code, makeTar, padded } from '../tar/tar.testkit.js';
+import { lacks, lacksRoot } from '../../testing/needs.js';
 
 let sandbox: string;
 let dest: string;

@@ -1,7 +1,7 @@
 // Starts the write-back of extracted files while they are written, so that the flush before the
 // snapshot's commit (snapshots/durable.ts) finds little left to write and waits little.
-import { nativeSync, type NativeSync } from '../native/addon.js';
-import type { WritebackMode } from '../snapshots/durable.js';
+import { nativeSync, type NativeSync } from '../../native/addon.js';
+import type { WritebackMode } from '../../snapshots/durable.js';
 
 /**
  * Bytes of a large file written between two write-back starts, and bytes a layer writes between two

@@ -5,14 +5,14 @@
 // deletions into overlay form. This file joins them and cleans up after a failure.
 import fs from 'node:fs';
 import path from 'node:path';
-import { abortError, FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
+import { abortError, FastpullError, isFastpullError, throwIfAborted } from '../../errors.js';
 import { type ApplyLimits, resolveLimits } from './limits.js';
 import { ApplyReport, type ApplyStats } from './report.js';
-import { TarReader } from './tarreader.js';
+import { TarReader } from '../tar/tarreader.js';
 import { OVERLAY_OPAQUE_XATTR, OverlayWhiteouts, ROOTLESS_OPAQUE_XATTR } from './whiteouts.js';
-import { FileSink } from './filesink.js';
+import { FileSink } from '../filesink.js';
 import { LayerWriter } from './writer.js';
-import type { WritebackMode } from '../snapshots/durable.js';
+import type { WritebackMode } from '../../snapshots/durable.js';
 import { LayerWriteback } from './writeback.js';
 
 export { DEFAULT_APPLY_LIMITS, type ApplyLimits } from './limits.js';
