@@ -34,7 +34,7 @@ const READS_ENV: Readonly<Record<string, string>> = {
   'packages/cli/src/bin.ts': "the CLI's entry point",
   'packages/cli/src/launch.cts': "the CLI's launcher: libuv's pool size, before anything loads",
   'packages/daemon/src/bin.ts': "fastpulld's entry point",
-  'packages/daemon/src/launch.cts': "fastpulld's launcher: libuv's pool size, before anything loads",
+  'packages/daemon/src/launch.cts': "fastpulld's launcher: libuv's pool size and the allocator's arenas (unless MALLOC_ARENA_MAX is set), before anything loads",
   'packages/daemon/src/config.ts': "fastpulld's configuration: the FASTPULL_* settings under its file and flags",
   'packages/daemon/src/server.ts': 'a reload resolves the configuration again, environment and all',
   'packages/daemon/src/paths.ts': "the default socket (XDG_RUNTIME_DIR, the store root's)",

@@ -341,6 +341,30 @@ static napi_value js_trim_allocator(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// limitArenas(count): mallopt(3) M_ARENA_MAX where the C library is glibc; true when set, false
+// elsewhere. glibc gives each thread that allocates an arena of its own (up to 8 per core), and what
+// an arena keeps after a trim (its live allocations, spread over pages that stay) adds up per
+// thread: a long-running process that wants a small idle footprint calls this before its threads
+// first allocate. An arena already made stays; threads that come later share the ones there are.
+static napi_value js_limit_arenas(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (get_args(env, info, 1, argv)) return NULL;
+  int32_t count;
+  if (napi_get_value_int32(env, argv[0], &count) != napi_ok || count < 1 || count > 1024) {
+    napi_throw_type_error(env, NULL, "limitArenas(count: 1-1024)");
+    return NULL;
+  }
+  bool ok = false;
+#ifdef __GLIBC__
+  ok = mallopt(M_ARENA_MAX, count) == 1;
+#else
+  (void)count;
+#endif
+  napi_value out;
+  napi_get_boolean(env, ok, &out);
+  return out;
+}
+
 // A byte offset or count as a JS number: a non-negative safe integer. -1 when it is not one.
 static int get_offset(napi_env env, napi_value v, int64_t* out) {
   double d;
@@ -888,6 +912,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"futimesNs", NULL, js_futimes_ns, NULL, NULL, NULL, napi_default, NULL},
       {"tuneAllocator", NULL, js_tune_allocator, NULL, NULL, NULL, napi_default, NULL},
       {"trimAllocator", NULL, js_trim_allocator, NULL, NULL, NULL, napi_default, NULL},
+      {"limitArenas", NULL, js_limit_arenas, NULL, NULL, NULL, napi_default, NULL},
       {"startWriteback", NULL, js_start_writeback, NULL, NULL, NULL, napi_default, NULL},
       {"punchHoleAsync", NULL, js_punch_hole_async, NULL, NULL, NULL, napi_default, NULL},
       {"syncfs", NULL, js_syncfs, NULL, NULL, NULL, napi_default, NULL},
