@@ -1,5 +1,7 @@
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { footprint, IdleMemory, SETTLE_STEPS, YOUNG_GENERATION_SETTLED_BYTES, type SettleOutcome } from './idle.js';
+import { collectHeap } from '@fastpull/core';
+import { compactIdleMemory, footprint, IdleMemory, SETTLE_STEPS, YOUNG_GENERATION_SETTLED_BYTES, type SettleOutcome } from './idle.js';
 
 const MiB = 1024 * 1024;
 
@@ -87,5 +89,43 @@ describe('IdleMemory', () => {
     expect(f.rssAnon + f.rssFile).toBeLessThanOrEqual(f.rss + 1024 * 1024);
     expect(f.heapUsed).toBeGreaterThan(0);
     expect(f.heapTotal).toBeGreaterThanOrEqual(f.heapUsed);
+  });
+
+  const oldSpace = () => getHeapSpaceStatistics().find((sp) => sp.space_name === 'old_space')!.space_size;
+  /** Objects that reach the old generation, then nine in ten of them dropped, spread over its pages. */
+  const fragment = (): unknown[] => {
+    let objects = Array.from({ length: 300_000 }, (_, i) => ({ i, s: `object ${i}` }));
+    collectHeap('major');
+    collectHeap('major');
+    objects = objects.filter((_, i) => i % 10 === 0);
+    collectHeap('major');
+    return objects;
+  };
+
+  it('compacting: a fragmented old generation gives back the pages a plain full collection keeps, and the next plain one compacts as V8 decides again', () => {
+    const kept = fragment();
+    const fragmented = oldSpace();
+    compactIdleMemory([]);
+    const compacted = oldSpace();
+    expect(compacted).toBeLessThan(fragmented - 4 * MiB);
+    // The flag was set back: the same fragmenting leaves a plain full collection the pages.
+    const again = fragment();
+    expect(oldSpace()).toBeGreaterThan(compacted + 4 * MiB);
+    expect(kept.length + again.length).toBe(60_000);
+  });
+
+  it("compacting leaves a compaction flag on node's command line as it is", () => {
+    setFlagsFromString('--compact-on-every-full-gc'); // as node would have from its command line
+    try {
+      compactIdleMemory(['--compact-on-every-full-gc']);
+      const compacted = oldSpace();
+      // Still on: the plain full collections of the fragmenting compact (with it off, the first
+      // test's fragmenting leaves more than this).
+      const kept = fragment();
+      expect(oldSpace()).toBeLessThan(compacted + 4 * MiB);
+      expect(kept.length).toBe(30_000);
+    } finally {
+      setFlagsFromString('--no-compact-on-every-full-gc');
+    }
   });
 });

@@ -2,12 +2,36 @@
 // between bursts of pulls is what it uses, not the high-water mark of the last. Figures:
 // docs/daemon.md, "Memory".
 import { readFileSync } from 'node:fs';
-import { getHeapSpaceStatistics } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { collectHeap, trimAllocator } from '@fastpull/core';
 
 /** Runs a full collection, then hands the allocator's free memory back to the kernel. */
 export function releaseIdleMemory(): void {
   collectHeap('major');
+  trimAllocator();
+}
+
+/** V8's flag that has a full collection compact the old generation whatever its fragmentation. */
+const COMPACT_FLAG = '--compact-on-every-full-gc';
+
+/**
+ * {@link releaseIdleMemory}, compacting V8's old generation on the way. V8 compacts only the pages
+ * it finds fragmented enough, and a heap that pulls grew keeps many half-empty pages otherwise
+ * (docs/daemon.md, "Memory"). Only when fastpulld settles,
+ * not at the end of each pull: compacting moves every live object, and doing it after each pull
+ * raised the peak while pulls followed one another. The second collection hands back the pages the
+ * first emptied (V8 keeps them pooled until then). A compaction flag on node's command line is
+ * left as it is.
+ */
+export function compactIdleMemory(execArgv: readonly string[] = process.execArgv): void {
+  const own = execArgv.some((a) => /^--(no-)?compact[-_]on[-_]every[-_]full[-_]gc(=|$)/.test(a));
+  if (!own) setFlagsFromString(COMPACT_FLAG);
+  try {
+    collectHeap('major');
+    collectHeap('major');
+  } finally {
+    if (!own) setFlagsFromString(COMPACT_FLAG.replace('--', '--no-'));
+  }
   trimAllocator();
 }
 
@@ -54,8 +78,8 @@ export interface IdleMemoryHooks {
 /**
  * Gives back what pulls grew once fastpulld is idle. When the last pull settles: a full collection
  * and a trim (the buffers the pulls dropped). After {@link IDLE_SETTLE_MS} more without a pull, it
- * settles: the idle unpack workers end (each holds a heap, an allocator arena and a stack), a full
- * collection and a trim follow, and then young-generation collections, one a second, until the main
+ * settles: the idle unpack workers end (each holds a heap, an allocator arena and a stack), full
+ * collections that compact V8's old generation and a trim follow ({@link compactIdleMemory}), and then young-generation collections, one a second, until the main
  * thread's young generation is back to its smallest. V8 doubles it as pulls fill it, up to 32 MiB,
  * and gives it back only at a collection that finds the recent allocation rate low; an idle daemon
  * runs none of its own, and one right after a burst of pulls still counts the burst's rate.
@@ -110,7 +134,7 @@ export class IdleMemory {
     const current = () => epoch === this.epoch && !this.stopped;
     const workers = await this.hooks.retireWorkers().catch(() => 0);
     if (!current()) return;
-    releaseIdleMemory();
+    compactIdleMemory();
     const young = this.hooks.youngGeneration ?? youngGenerationBytes;
     let steps = 0;
     while (young() > YOUNG_GENERATION_SETTLED_BYTES && steps < SETTLE_STEPS) {
