@@ -14,6 +14,8 @@ done
 bash scripts/peers.sh
 # Test files are outside the build: type-check them too, so they cannot rot unnoticed.
 pnpm run typecheck
+# Lint (eslint.config.mjs): ESLint's and typescript-eslint's type-checked rules, product and tests.
+pnpm run lint
 # The import graph keeps the floors of docs/architecture.md and has no cycle (.dependency-cruiser.cjs).
 pnpm run depcheck
 report="$(mktemp -d)/vitest.json"

@@ -4,10 +4,9 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '@fastpull/core';
-import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, type LayerEntry, pushImage, startDistribution } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, lacksRegistry, type LayerEntry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { corruptBlobs, ls, runCliAsync as cli, tempDir } from './helpers.js';
 
-const binary = findDistributionBinary();
 
 describe.skipIf(lacksRegistry())('concurrent fastpull processes on one store', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;

@@ -186,7 +186,7 @@ describe.skipIf(lacksRegistry())('fastpull pull --trace', () => {
       checkNesting(events);
       expect(spans(events, 0).get('pull')!.dur! / 1000).toBeGreaterThanOrEqual(results[0]!.timings.totalMs);
     } finally {
-      client.close();
+      await client.close();
       await loop.close();
     }
   });

@@ -13,7 +13,6 @@ if (!binary) console.warn('skipping the terminal rendering test: docker-registry
 if (noScript) console.warn(`skipping the terminal rendering test: ${noScript}`);
 
 const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
-// eslint-disable-next-line no-control-regex
 const strip = (s: string) => s.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '');
 
 /** Columns of the pseudo-terminal: wide enough that no line of the view is ever cut or loses its bar. */

@@ -75,14 +75,17 @@ export async function mergedTree(containerd: PrivateContainerd, namespace: strin
   const dir = join(workDir, key);
   mkdirSync(dir, { recursive: true });
   mountAll(ctrMounts(r.stdout), dir);
-  try {
-    return await readTree(dir);
-  } finally {
-    unmount(dir);
-    // ctr made the view under a lease of its own that ended with it: a collection may have taken it already.
-    const rm = await containerd.ctr(['snapshots', '--snapshotter', snapshotter, 'rm', key], { namespace });
-    if (rm.status !== 0 && !rm.stderr.includes('not found')) throw new Error(`removing view ${key}: ${rm.stderr}`);
-  }
+  // The view goes whatever the reading did; a failure to read is the one reported.
+  const read = await readTree(dir).then(
+    (tree) => ({ tree }),
+    (error: unknown) => ({ error }),
+  );
+  unmount(dir);
+  // ctr made the view under a lease of its own that ended with it: a collection may have taken it already.
+  const rm = await containerd.ctr(['snapshots', '--snapshotter', snapshotter, 'rm', key], { namespace });
+  if ('error' in read) throw read.error;
+  if (rm.status !== 0 && !rm.stderr.includes('not found')) throw new Error(`removing view ${key}: ${rm.stderr}`);
+  return read.tree;
 }
 
 /** Polls `check` every 200 ms until it returns true or `timeoutMs` passes; returns its last answer. */

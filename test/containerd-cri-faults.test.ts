@@ -26,7 +26,7 @@ const work = tempDir('cri-faults');
 const snapSocket = join(work.dir, 'snapshotter.sock');
 const root = join(work.dir, 'fastpull-root');
 
-let reason = containerdUnavailable() ?? overlayUnavailable();
+const reason = containerdUnavailable() ?? overlayUnavailable();
 let containerd: PrivateContainerd | undefined;
 // A release that is not installed or does not start fails the file: only a machine where no
 // private containerd can run at all (not root, no overlayfs) skips.

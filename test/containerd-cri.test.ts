@@ -22,7 +22,7 @@ const CRI_NAMESPACE = 'k8s.io';
 const work = tempDir('cri');
 const snapSocket = join(work.dir, 'snapshotter.sock');
 
-let reason = containerdUnavailable() ?? overlayUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
+const reason = containerdUnavailable() ?? overlayUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
 let containerd: PrivateContainerd | undefined;
 // A release that is not installed or does not start fails the file: only a machine where no
 // private containerd can run at all (not root, no overlayfs) skips.

@@ -18,7 +18,7 @@ import { logsSettled, mountAll, snapshotsClient, unmount, type SnapshotMount, ty
 const work = tempDir('containerd');
 const snapSocket = join(work.dir, 'snapshotter.sock');
 
-let reason = containerdUnavailable() ?? overlayUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
+const reason = containerdUnavailable() ?? overlayUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
 let containerd: PrivateContainerd | undefined;
 // The proxy snapshotter is dialled lazily: containerd starts before fastpulld listens.
 // A release that is not installed or does not start fails the file: only a machine where no
@@ -76,14 +76,17 @@ describe.skipIf(lacks('containerd', reason))(`containerd with fastpulld as its s
     const dir = join(work.dir, `mnt-${mountSeq++}`);
     mkdirSync(dir);
     mountAll(mounts, dir);
-    try {
-      return await readTree(dir);
-    } finally {
-      unmount(dir);
-      // ctr made the view under a lease of its own that ended with it: a collection may have taken it already.
-      const rm = await containerd!.ctr(['snapshots', '--snapshotter', snapshotter, 'rm', key]);
-      if (rm.status !== 0 && !rm.stderr.includes('not found')) throw new Error(`removing view ${key}: ${rm.stderr}`);
-    }
+    // The view goes whatever the reading did; a failure to read is the one reported.
+    const read = await readTree(dir).then(
+      (tree) => ({ tree }),
+      (error: unknown) => ({ error }),
+    );
+    unmount(dir);
+    // ctr made the view under a lease of its own that ended with it: a collection may have taken it already.
+    const rm = await containerd!.ctr(['snapshots', '--snapshotter', snapshotter, 'rm', key]);
+    if ('error' in read) throw read.error;
+    if (rm.status !== 0 && !rm.stderr.includes('not found')) throw new Error(`removing view ${key}: ${rm.stderr}`);
+    return read.tree;
   }
 
   it('ctr pulls into fastpull, runs a container on it, and the tree equals the overlayfs snapshotter', async () => {

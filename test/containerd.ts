@@ -146,7 +146,7 @@ const table = (v: unknown): TomlTable => (v !== null && typeof v === 'object' &&
 /** `t[key]` as a table, created when absent. */
 const sub = (t: TomlTable, key: string): TomlTable => {
   if (table(t[key]) !== t[key]) t[key] = {};
-  return t[key] as TomlTable;
+  return t[key];
 };
 
 /** Where a private containerd keeps everything, and what it is pointed at. */

@@ -84,8 +84,8 @@ export class StageNamespace {
     const holder = spawn('unshare', ['--mount', '--propagation', 'private', 'setpriv', '--pdeathsig', 'KILL', 'sh', '-c', `${binds} && echo ready && exec sleep 100000`], { stdio: ['ignore', 'pipe', 'pipe'] });
     await new Promise<void>((resolve, reject) => {
       let err = '';
-      holder.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-      holder.stdout!.once('data', () => resolve());
+      holder.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      holder.stdout.once('data', () => resolve());
       holder.once('exit', (code) => reject(new Error(`unshare exited with ${code}: ${err}`)));
     });
     return new StageNamespace(holder, dirs, machineEnv);

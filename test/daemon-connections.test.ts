@@ -85,7 +85,7 @@ describe('fastpulld connection limits', () => {
       expect(e.message).toMatch(/max_connections/);
       expect(e.message).not.toMatch(/no fastpulld listens/);
     } finally {
-      refused.close();
+      await refused.close();
     }
 
     // The idle ones are dropped by the daemon (each had the daemon's SETTINGS, then its GOAWAY) ...
@@ -96,7 +96,7 @@ describe('fastpulld connection limits', () => {
     try {
       expect(await honest.health()).toBe('SERVING');
     } finally {
-      honest.close();
+      await honest.close();
     }
   });
 
@@ -133,7 +133,7 @@ describe('fastpulld connection limits', () => {
     try {
       expect(await c.health()).toBe('SERVING');
     } finally {
-      c.close();
+      await c.close();
     }
   });
 

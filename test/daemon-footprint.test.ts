@@ -112,7 +112,7 @@ describe('fastpulld footprint', () => {
     reg.addImage('footprint/many', 'v1', image);
   });
   afterAll(async () => {
-    client?.close();
+    await client?.close();
     await stopDaemon(daemon);
     await reg?.close();
     work.cleanup();

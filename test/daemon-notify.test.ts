@@ -120,7 +120,7 @@ describe.skipIf(lacks('python', noListener))('fastpulld under Type=notify', () =
       expect(existsSync(api) || existsSync(snap)).toBe(false);
       await nothingMore(listener);
     } finally {
-      client.close();
+      await client.close();
       snapshots.close();
       await stopDaemon(d);
       await listener.close();

@@ -134,7 +134,7 @@ describe('fastpulld signature policies', () => {
       expect(open.image.manifest.digest).toBe(unsigned);
       expect(open.image.signatures).toBeUndefined();
     } finally {
-      client.close();
+      await client.close();
       await stopDaemon(d);
     }
   });

@@ -91,7 +91,7 @@ describe('fastpulld', () => {
     client = new FastpullClient(socket);
   });
   afterAll(async () => {
-    client?.close();
+    await client?.close();
     await stop(daemon);
     await loop?.close();
     work.cleanup();
@@ -193,7 +193,7 @@ describe('fastpulld', () => {
       expect(a.snapshots).toHaveLength(image.layers.length);
       expect(a.mounts[0]!.type).toBe('overlay');
     } finally {
-      other.close();
+      await other.close();
     }
   });
 
@@ -235,7 +235,7 @@ describe('fastpulld', () => {
     } finally {
       open();
       delete loop.faults.hold;
-      leaver.close();
+      await leaver.close();
     }
   });
 
@@ -316,7 +316,7 @@ describe('fastpulld', () => {
     try {
       await sharedPull(loop, shared, `${loop.host}/daemon/metrics-shared:v1`, [client, other], [[], []]);
     } finally {
-      other.close();
+      await other.close();
     }
 
     const text = await scrape();
@@ -396,7 +396,7 @@ describe('fastpulld', () => {
     try {
       expect(await c.health()).toBe('SERVING');
     } finally {
-      c.close();
+      await c.close();
       await stop(again);
     }
     writeFileSync(join(work.dir, 'not-a-socket'), 'x');
@@ -435,7 +435,7 @@ describe('fastpulld', () => {
       const pulled = await c.pull(loopRef);
       expect(pulled.image.manifest.digest).toBe(image.manifestDigest);
     } finally {
-      c.close();
+      await c.close();
       await stop(z);
     }
     const refused = startDaemon(['--socket', join(work.dir, 'bogus.sock'), '--root', join(work.dir, 'zlib-root'), '--inflater', 'bogus']);
@@ -538,13 +538,13 @@ describe('fastpulld', () => {
         expect(secondServed).toBeLessThan(total);
         expect(secondServed + firstServed).toBeLessThan(total + 4 * 64 * 1024 * big.layers.length);
       } finally {
-        c2.close();
+        await c2.close();
         await stop(again);
       }
     } finally {
       loop.faults.bytesPerSecond = undefined;
       delete loop.faults.hold;
-      c.close();
+      await c.close();
       await stop(d);
     }
   });

@@ -70,7 +70,7 @@ function keyPaths(t: TomlTable, prefix = ''): string[] {
   for (const [k, v] of Object.entries(t)) {
     const path = prefix ? `${prefix}.${k}` : k;
     if (Array.isArray(v) && v.every((e) => table(e) === e)) for (const e of v) out.push(...keyPaths(e as TomlTable, `${path}[]`));
-    else if (table(v) === v) out.push(...keyPaths(v as TomlTable, path));
+    else if (table(v) === v) out.push(...keyPaths(v, path));
     else out.push(path);
   }
   return [...new Set(out)];

@@ -117,7 +117,7 @@ const byKind = (kind: string): Manifest => {
 };
 
 describe('deploy/kubernetes', () => {
-  const ds = new DaemonSet(byKind('DaemonSet') as never);
+  const ds = new DaemonSet(byKind('DaemonSet'));
   const pod = ds.spec!.template.spec!;
   const containers = new Map(pod.containers.map((c) => [c.name, c]));
   const volumes = new Map((pod.volumes ?? []).map((v) => [v.name, v]));

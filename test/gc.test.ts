@@ -4,11 +4,9 @@ import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'n
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireLease, collectGarbage, openStore, pull, type Digest, type GcLeftover, type ImageRecord, type Store } from '@fastpull/core';
-import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, lacksRoot, type LayerEntry, Prng, pushImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, lacksRegistry, lacksRoot, type LayerEntry, Prng, pushImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { cliPath, corruptBlobs, ls, runCliAsync, tempDir } from './helpers.js';
 
-const binary = findDistributionBinary();
-const isRoot = process.getuid?.() === 0;
 
 const base: LayerEntry[] = [
   { type: 'dir', path: 'etc' },

@@ -89,7 +89,7 @@ export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; 
   const waiters: Array<() => void> = [];
   let buf = '';
   let err = '';
-  proc.stdout!.on('data', (d: Buffer) => {
+  proc.stdout.on('data', (d: Buffer) => {
     buf += d.toString();
     let nl;
     while ((nl = buf.indexOf('\n')) >= 0) {
@@ -103,7 +103,7 @@ export function startDaemon(args: string[], options: { env?: NodeJS.ProcessEnv; 
       for (const w of [...waiters]) w();
     }
   });
-  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   return {
     proc,

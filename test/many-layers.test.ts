@@ -6,10 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectGarbage, LocalService, mountsFor, openStore, pull } from '@fastpull/core';
-import { buildImage, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, pushImage, startDistribution } from '@fastpull/core/testing';
+import { buildImage, type BuiltImage, lacks, lacksRegistry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { overlayUnavailable, tempDir } from './helpers.js';
 
-const binary = findDistributionBinary();
 const LAYERS = 70;
 
 describe.skipIf(lacksRegistry())(`an image of ${LAYERS} layers`, () => {

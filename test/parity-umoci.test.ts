@@ -457,9 +457,6 @@ function diffMeta(want: ReadonlyMap<string, Meta>, got: ReadonlyMap<string, Meta
   return out.sort();
 }
 
-/** Mtime lines name the time of the run: keep only the path. */
-const withoutTimes = (lines: readonly string[]): string[] => lines.map((l) => l.replace(/: mtime: .*/, ': mtime differs'));
-
 // ---------------------------------------------------------------------------------------------------
 
 describe.skipIf(lacks('umoci', skipReason))(`unpack parity with ${umociVersion ?? 'umoci'}`, () => {

@@ -16,7 +16,6 @@ const NOWHERE = '127.0.0.1:9/paths/app:1';
 /** A run still going after this is killed (its status then is null, which no case expects): a hang fails its case instead of the whole file's timeout. */
 const HANG_GUARD_MS = 20_000;
 
-const isRoot = process.getuid?.() === 0;
 const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0;
 
 interface Run {

@@ -49,7 +49,7 @@ describe('--metadata-timeout and metadata_timeout', () => {
       expect(e.code).toBe('NETWORK_ERROR');
       expect(e.message).toMatch(/metadata timeout \(300 ms\)/);
     } finally {
-      client.close();
+      await client.close();
       await stopDaemon(daemon);
     }
   });

@@ -20,7 +20,7 @@ function cliEvents(args: string[], bin = cliPath): { child: ChildProcess; until:
   const waiters: Array<() => void> = [];
   let buf = '';
   let stderr = '';
-  child.stdout!.on('data', (d: Buffer) => {
+  child.stdout.on('data', (d: Buffer) => {
     buf += d.toString();
     for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
       events.push(JSON.parse(buf.slice(0, nl)) as Record<string, unknown>);
@@ -28,7 +28,7 @@ function cliEvents(args: string[], bin = cliPath): { child: ChildProcess; until:
       for (const w of [...waiters]) w();
     }
   });
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const done = new Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }>((resolve) => child.on('close', (status) => resolve({ status, events, stderr })));
   const until = (fn: (e: Record<string, unknown>) => boolean): Promise<void> =>
     new Promise((resolve, reject) => {
@@ -74,7 +74,7 @@ function raise(tid: number): void {
 /** The process that runs the pull the CLI process `pid` started: itself, or the one child it relaunched as. */
 function pullingProcess(pid: number): number {
   const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
-  return children.length === 1 && sessionOf(children[0]!) === children[0] ? children[0]! : pid;
+  return children.length === 1 && sessionOf(children[0]!) === children[0] ? children[0] : pid;
 }
 
 /** Indexes in the registry's log of the requests for `image`'s layer blobs. */

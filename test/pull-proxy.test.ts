@@ -54,7 +54,6 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
     return by.requests().slice(before);
   }
 
-  const layerBytes = () => image.layers.reduce((s, l) => s + l.size, 0);
 
   it('pulls over plain HTTP through the proxy, each range an absolute-form GET', async () => {
     const root = join(work.dir, `root${n++}`);

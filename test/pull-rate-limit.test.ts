@@ -189,8 +189,8 @@ describe.skipIf(lacksRegistry())('network rate limit', () => {
       expect(r.image.manifest.digest).toBe(second.image.manifest.digest);
       expectFiles(r.root, r.image, c.files);
     } finally {
-      slow.close();
-      fast.close();
+      await slow.close();
+      await fast.close();
       await stopDaemon(daemon);
     }
   });

@@ -7,10 +7,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseZtoc, pull } from '@fastpull/core';
 import { FileSnapshotter } from '@fastpull/core/snapshots';
-import { buildGzipCheckpoints, buildImage, type BuiltImage, encodeZtoc, findDistributionBinary, lacksRegistry, type LayerEntry, Prng, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
+import { buildGzipCheckpoints, buildImage, type BuiltImage, encodeZtoc, lacksRegistry, type LayerEntry, Prng, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
 import { tempDir } from './helpers.js';
 
-const binary = findDistributionBinary();
 const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
 

@@ -18,7 +18,6 @@ import { FASTPULL_PROTO, PROTO_DIR } from '@fastpull/daemon';
 import { cliPath, repoRoot, runCliAsync, tempDir } from './helpers.js';
 
 const daemonBin = join(repoRoot, 'packages', 'daemon', 'dist', 'bin.js');
-const isRoot = process.getuid?.() === 0;
 const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0;
 /** A gid nobody on the machine has: only the processes the test gives it are in the group. */
 const SOCKET_GID = 42_424;
@@ -38,8 +37,8 @@ async function startDaemon(args: string[]): Promise<Daemon> {
   const proc = spawn(process.execPath, [daemonBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTPULLD_CONFIG: '' } });
   let out = '';
   let err = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<void>((resolve) => proc.on('exit', () => resolve()));
   const deadline = Date.now() + 20_000;
   for (;;) {

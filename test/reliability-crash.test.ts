@@ -106,7 +106,7 @@ function startVictim(script: string, args: string[]): Victim {
   const t0 = performance.now();
   let out = '';
   let buf = '';
-  child.stdout!.on('data', (d: Buffer) => {
+  child.stdout.on('data', (d: Buffer) => {
     out += d.toString();
     buf += d.toString();
     for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
@@ -123,7 +123,7 @@ function startVictim(script: string, args: string[]): Victim {
       }
     }
   });
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   return { child, pid: child.pid!, events, output: () => out, exited };
 }
@@ -521,7 +521,7 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
   afterAll(async () => {
     for (const lane of lanes) {
       if (lane.daemon) {
-        lane.daemon.client.close();
+        await lane.daemon.client.close();
         lane.daemon.victim.child.kill('SIGKILL');
         await lane.daemon.victim.exited;
       }
@@ -744,7 +744,7 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
     reg.stats.reset();
     reg.faults = {};
     if (kp.kind === 'daemon') {
-      lane.daemon!.client.close();
+      await lane.daemon!.client.close();
       lane.daemon = await startDaemon(lane);
       const r = await lane.daemon.client.pull(ref);
       expect(r.image.manifest.digest, context).toBe(image.manifestDigest);

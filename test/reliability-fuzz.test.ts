@@ -366,7 +366,6 @@ describe('Content-Range', () => {
     const digest = sha256Digest(blob);
     // Per range (by its first byte), what the server says: the true header, or this exchange's fuzzed one.
     let fuzzed: { at: number; header: string | null } = { at: -1, header: null };
-    let served = 0;
     const server = createServer((req, res) => {
       const m = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '');
       if (!m) {
@@ -375,7 +374,6 @@ describe('Content-Range', () => {
       }
       const start = Number(m[1]);
       const end = Math.min(Number(m[2]) + 1, blob.length);
-      served++;
       const header = start === fuzzed.at * CHUNK ? fuzzed.header : `bytes ${start}-${end - 1}/${blob.length}`;
       if (header !== null) res.setHeader('content-range', header);
       res.writeHead(206, { 'content-type': 'application/octet-stream' }).end(blob.subarray(start, end));
@@ -406,7 +404,6 @@ describe('Content-Range', () => {
         'Content-Range',
         fc.asyncProperty(headerArb, async (f) => {
           fuzzed = f;
-          served = 0;
           const got = Buffer.alloc(blob.length);
           const sink = { write: async (data: Uint8Array, position: number) => void got.set(data, position) };
           const r = await parseAsync('Content-Range (ranged download)', ['REGISTRY_ERROR'], IO_CEILING_MS, f, () => fetchBlob(client, ref, desc, sink, { chunkSize: CHUNK, attempts: 1, scheduler }));
@@ -534,21 +531,21 @@ describe('tar streams', () => {
 
 describe('regressions', () => {
   it.each(REGRESSIONS.filter((r) => r.parser !== 'tar'))('$parser: $why', (r) => {
-    if (r.parser === 'reference') checkReference(r.input as string);
-    else if (r.parser === 'digest') checkDigest(r.input as string);
-    else if (r.parser === 'manifest') checkManifest(Buffer.from(r.input as string), undefined);
+    if (r.parser === 'reference') checkReference(r.input);
+    else if (r.parser === 'digest') checkDigest(r.input);
+    else if (r.parser === 'manifest') checkManifest(Buffer.from(r.input), undefined);
     else if (r.parser === 'www-authenticate') {
-      expect(JSON.stringify(parseChallenges(r.input as string))).toBe(r.expect);
+      expect(JSON.stringify(parseChallenges(r.input))).toBe(r.expect);
     } else if (r.parser === 'hosts.toml') {
-      checkHostsToml(r.input as string);
+      checkHostsToml(r.input);
       if (r.expect !== undefined) {
-        const hosts = parseHostsConfig(r.input as string, { registry: 'registry.example:5000', baseDir: '/etc/containerd/certs.d/registry.example:5000' });
+        const hosts = parseHostsConfig(r.input, { registry: 'registry.example:5000', baseDir: '/etc/containerd/certs.d/registry.example:5000' });
         expect(Object.keys(hosts[0]!.headers)).toEqual(r.expect);
       }
     }
     else if (r.parser === 'fastpulld.toml') {
       const path = join(tmp, 'regression.toml');
-      writeFileSync(path, r.input as string);
+      writeFileSync(path, r.input);
       const out = parseSync('fastpulld.toml', ['INVALID_ARGUMENT'], PURE_CEILING_MS, r.input, () => resolveConfig(readConfigFile(path, true), {}, { HOME: tmp }, tmp));
       if (r.expect !== undefined) expect(out.ok ? 'ok' : out.code).toBe(r.expect);
     } else throw new Error(`no runner for ${r.parser}`);

@@ -133,7 +133,7 @@ describe('daemon load (campaign 5)', () => {
       open();
       const lib = await Promise.all(libPulls);
       const cli = await Promise.all(cliPulls);
-      for (const c of clients) c.close();
+      await Promise.all(clients.map((c) => c.close()));
       const genMs = performance.now() - tg;
       for (const r of lib) {
         expect(r.digest, `${label}: image ${r.i}`).toBe(images[r.i]!.manifestDigest);
@@ -172,7 +172,7 @@ describe('daemon load (campaign 5)', () => {
         expect(await admin.listSnapshots()).toEqual([]);
         expect(await admin.listContent()).toEqual([]);
       } finally {
-        admin.close();
+        await admin.close();
       }
       await until(`${label}: pulls settled`, () => daemon.logs.slice(mark).filter((l) => l.event === 'pull').length === IMAGES, 5000);
       rssAfter.push(rss(pid));

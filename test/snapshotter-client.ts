@@ -91,7 +91,7 @@ export async function statusOf(p: Promise<unknown>): Promise<string> {
   } catch (e) {
     const code = (e as grpc.ServiceError).code;
     if (typeof code !== 'number') throw e;
-    return grpc.status[code]!;
+    return grpc.status[code];
   }
 }
 

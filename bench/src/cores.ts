@@ -121,7 +121,7 @@ export function largestPass(trace: unknown): PassFigures | undefined {
   if (pull?.dur === undefined || passes.length === 0) return undefined;
   const read = (e: Ev) => Number(e.args?.bytesRead ?? 0);
   const big = passes.reduce((a, b) => (read(b) > read(a) ? b : a));
-  const ms = (k: string) => (typeof big.args?.[k] === 'number' ? (big.args[k] as number) / 1000 : undefined);
+  const ms = (k: string) => (typeof big.args?.[k] === 'number' ? (big.args[k]) / 1000 : undefined);
   const cpu: Record<string, number> = {};
   for (const [key, name] of [
     ['threadCpuMs', 'unpack thread'],

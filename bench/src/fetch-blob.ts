@@ -52,7 +52,7 @@ try {
     execFileSync('truncate', ['-s', `${mib}M`, blob]);
     const digest = zerosDigest(blob);
     const server = spawn(process.execPath, [join(here, 'blob-server.js'), blob], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const port = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
+    const port = await new Promise<string>((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
     const url = `http://127.0.0.1:${port}/v2/bench/blob/blobs/${digest}`;
     const size = statSync(blob).size;
     try {

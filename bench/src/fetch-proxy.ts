@@ -43,7 +43,7 @@ try {
     const digest = `sha256:${execFileSync('sha256sum', [blob], { encoding: 'utf8' }).split(' ')[0]}`;
     const size = statSync(blob).size;
     const server = spawn(process.execPath, [join(here, 'blob-server.js'), blob, cert, key], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const port = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
+    const port = await new Promise<string>((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
     try {
       const rows = Object.fromEntries(MODES.map((m) => [m, { wall: [] as number[], user: [] as number[], sys: [] as number[] }]));
       for (let run = 0; run < RUNS; run++) {

@@ -69,7 +69,7 @@ export class Workload {
     const children = cpus.map((cpu, i) => {
       const child = spawn('taskset', ['-c', String(cpu), process.execPath, '-e', SCRIPT], { stdio: ['ignore', 'pipe', 'inherit'] });
       let buf = '';
-      child.stdout!.on('data', (d: Buffer) => {
+      child.stdout.on('data', (d: Buffer) => {
         buf += d.toString();
         for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
           const [count, ns] = buf.slice(0, nl).split(' ');

@@ -37,7 +37,6 @@ export interface Contender {
 
 export function failure(what: string, m: Measured): string {
   if (m.timedOut) return `${what} timed out`;
-  // eslint-disable-next-line no-control-regex
   const text = m.output.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').trim();
   return `${what} failed: ${text.split('\n').slice(-3).join(' / ').slice(0, 400)}`;
 }
@@ -219,7 +218,7 @@ export function containerd(): Contender {
     writeFileSync(config, containerdConfig(cdir, sock));
     let log = '';
     const d = spawn('containerd', ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-    d.stderr!.on('data', (b: Buffer) => {
+    d.stderr.on('data', (b: Buffer) => {
       log = (log + b.toString('utf8')).slice(-4000);
     });
     try {

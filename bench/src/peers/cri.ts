@@ -180,7 +180,7 @@ async function startProxy(repo: string, snapshotter: 'fastpull' | 'soci', dir: s
       detached: true,
       env: { ...process.env, FASTPULLD_CONFIG: '' },
     });
-    proc.stdout!.on('data', keep);
+    proc.stdout.on('data', keep);
     await waitFor(() => existsSync(socket), 20_000, 'fastpulld snapshotter socket');
     return { proc, name: 'fastpulld', root, log: () => log };
   }
@@ -188,8 +188,8 @@ async function startProxy(repo: string, snapshotter: 'fastpull' | 'soci', dir: s
   const config = join(dir, 'soci.toml');
   writeFileSync(config, sociConfig(containerdSocket));
   const proc = spawn(sociBin(repo), ['--address', socket, '--config', config, '--root', root, '--log-level', 'info'], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  proc.stdout!.on('data', keep);
-  proc.stderr!.on('data', keep);
+  proc.stdout.on('data', keep);
+  proc.stderr.on('data', keep);
   await waitFor(() => log.includes('successfully started') || proc.exitCode !== null, 20_000, 'the SOCI snapshotter');
   if (proc.exitCode !== null) throw new Error(`soci-snapshotter-grpc exited ${proc.exitCode}: ${log.slice(-400)}`);
   return { proc, name: 'soci-snapshotter-grpc', root, log: () => log };

@@ -289,7 +289,7 @@ function compress(tar: string, out: string, compression: Compression): void {
   const [cmd, args] = compression === 'gzip' ? ['gzip', ['-n', '-6', '-c', tar]] : ['zstd', ['-q', '-3', '-c', tar]];
   const fd = openSync(out, 'w');
   try {
-    const r = spawnSync(cmd, args as string[], { stdio: ['ignore', fd, 'pipe'] });
+    const r = spawnSync(cmd, args, { stdio: ['ignore', fd, 'pipe'] });
     if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.error?.message ?? r.stderr.toString()}`);
   } finally {
     closeSync(fd);

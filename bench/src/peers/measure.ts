@@ -250,7 +250,7 @@ export function blockCounters(path: string): BlockCounters | undefined {
   }
 }
 
-export type CacheDrop = 'dropped' | string;
+export type CacheDrop = 'dropped' | `not permitted (${string})`;
 
 /** `sync; echo 3 > /proc/sys/vm/drop_caches`; says why when it is not permitted. */
 export function dropCaches(): CacheDrop {

@@ -111,7 +111,7 @@ describe('measure', () => {
     const daemon = spawn(process.execPath, ['-e', 'const b = Buffer.alloc(64 << 20, 1); setInterval(() => b[0]++, 1000); console.log("ready");'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
       // Measured once its 64 MiB are written, however long its start takes.
-      await new Promise((r) => daemon.stdout!.once('data', r));
+      await new Promise((r) => daemon.stdout.once('data', r));
       const m = await measure('sleep', ['0.5'], { daemons: [daemon.pid!] });
       expect(m.daemonRssMiB).toBeGreaterThan(64);
       expect(m.rssMiB).toBeGreaterThan(m.daemonRssMiB!);

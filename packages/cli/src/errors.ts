@@ -65,7 +65,9 @@ export function debugReport(e: unknown): string {
       if (isFastpullError(cur) && Object.keys(cur.details).length > 0) out.push(`  details: ${JSON.stringify(cur.details)}`);
       cur = cur.cause;
     } else {
-      out.push(`${prefix}${String(cur)}`);
+      // Not an Error: a thrown string or number, or an object that says what it says as itself.
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- not an object here: a string, number or the like
+      out.push(`${prefix}${typeof cur === 'object' ? safeJson(cur) : String(cur)}`);
       cur = undefined;
     }
     depth++;
@@ -75,4 +77,13 @@ export function debugReport(e: unknown): string {
 
 function oneLine(s: string): string {
   return s.replace(/\s*\n\s*/g, '; ').trim();
+}
+
+/** `value` as JSON, or what Object.prototype.toString says of it where JSON cannot (a cycle, a BigInt). */
+function safeJson(value: object): string {
+  try {
+    return JSON.stringify(value) ?? Object.prototype.toString.call(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
 }

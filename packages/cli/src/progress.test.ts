@@ -33,7 +33,6 @@ function harness(color = false, columns = 120) {
   return { live, clock, written: () => out, take: () => ((s) => ((out = ''), s))(out) };
 }
 
-// eslint-disable-next-line no-control-regex
 const strip = (s: string) => s.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').replace(/\r/g, '');
 
 describe('LiveProgress', () => {

@@ -47,7 +47,7 @@ export function analyseSurface<E extends string = EntryPoint>(
     },
   });
   if (!parsed) throw new Error(`cannot read ${configPath}`);
-  const files = (Object.values(entries) as string[]).map((f) => join(srcDir, f));
+  const files = Object.values<string>(entries).map((f) => join(srcDir, f));
   const program = ts.createProgram(files, { ...parsed.options, noEmit: true, composite: false, declaration: false, declarationMap: false });
   const checker = program.getTypeChecker();
   const out = {} as Record<E, EntrySurface>;

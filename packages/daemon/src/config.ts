@@ -2,7 +2,7 @@
 // shares come from @fastpull/core's settings; the daemon's own live here, each with its reason;
 // docs/daemon.md lists them.
 import { readFileSync } from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import {
   defaultHostsDir,
@@ -175,7 +175,7 @@ export function readConfigFile(path: string, required: boolean): RawConfig {
   }
   let doc: Record<string, unknown>;
   try {
-    doc = parseToml(text) as Record<string, unknown>;
+    doc = parseToml(text);
   } catch (e) {
     throw new FastpullError('INVALID_ARGUMENT', `config ${path}: ${(e as Error).message.split('\n')[0]}`, { cause: e });
   }
@@ -184,7 +184,7 @@ export function readConfigFile(path: string, required: boolean): RawConfig {
       throw new FastpullError('INVALID_ARGUMENT', `config ${path}: unknown key ${JSON.stringify(key)}; known: ${CONFIG_KEYS.join(', ')}`);
     }
   }
-  return doc as RawConfig;
+  return doc;
 }
 
 /**

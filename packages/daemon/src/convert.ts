@@ -36,7 +36,7 @@ export function priorityToWire(p: PullPriority | undefined): WirePullPriority {
 }
 
 /** A request's priority; unspecified is normal. INVALID_ARGUMENT for a value this daemon does not know. */
-export function priorityFromWire(w: WirePullPriority | string | number | null | undefined): PullPriority {
+export function priorityFromWire(w: string | number | null | undefined): PullPriority {
   if (w === undefined || w === null || w === 'PULL_PRIORITY_UNSPECIFIED' || w === 0) return 'normal';
   for (const [k, v] of Object.entries(PRIORITIES)) if (v === w) return k as PullPriority;
   throw new FastpullError('INVALID_ARGUMENT', `pull priority ${String(w)}: want PULL_PRIORITY_HIGH, PULL_PRIORITY_NORMAL or PULL_PRIORITY_LOW`);

@@ -173,7 +173,7 @@ export function fromServiceError(e: unknown, what: string, address?: string): Fa
       details: { grpcCode: se.code },
     });
   }
-  const fallback = CODE_OF_STATUS[se.code as Status] ?? 'INTERNAL';
+  const fallback = CODE_OF_STATUS[se.code] ?? 'INTERNAL';
   return new FastpullError(fallback, `${what}: ${se.details || se.message || 'call failed'} (gRPC ${Status[se.code] ?? se.code})`, { cause: e, details: { grpcCode: se.code } });
 }
 

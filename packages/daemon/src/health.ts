@@ -108,7 +108,7 @@ export class HealthMonitor {
   check(): Promise<HealthReport> {
     if (this.running) return this.running.done;
     const since = this.now();
-    const pending = new Set<CheckName>(this.services.get('')!);
+    const pending = new Set<CheckName>(this.services.get(''));
     const done = this.run(pending).finally(() => (this.running = undefined));
     this.running = { done, since };
     this.pending = pending;

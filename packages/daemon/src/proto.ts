@@ -76,7 +76,7 @@ export function serviceDefinition(name: string): grpc.ServiceDefinition {
   const def = packageDefinition()[name];
   // Message and enum types carry a `format`; a service is a map of its methods.
   if (!def || 'format' in def) throw new Error(`no service ${name} in the loaded protos`);
-  return def as grpc.ServiceDefinition;
+  return def;
 }
 
 // ---- Wire shapes: the types generated from fastpull.proto (src/generated, by scripts/gen-proto.mjs),

@@ -9,7 +9,6 @@ import { pino, type Logger } from 'pino';
 import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
 import type { Tuning } from '@fastpull/core/tuning';
 import { readConfigFile, resolveConfig, serviceOptions, signatureSettingsOf, type DaemonConfig, type RawConfig } from './config.js';
-import { phasesToWire } from './convert.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
 import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
@@ -300,7 +299,7 @@ export class Daemon {
       addService: (definition, implementation) => {
         const watch = implementation.watch as (call: grpc.ServerWritableStream<unknown, unknown>) => void;
         const check = implementation.check as grpc.handleUnaryCall<{ service: string }, unknown>;
-        this.server.addService(definition as grpc.ServiceDefinition, {
+        this.server.addService(definition, {
           ...implementation,
           // The reason goes with a NOT_SERVING answer, where a prober (grpcurl -v) shows it.
           check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) =>
@@ -317,7 +316,7 @@ export class Daemon {
             call.on('cancelled', () => this.watchers.delete(call));
             watch(call);
           },
-        } as grpc.UntypedServiceImplementation);
+        });
       },
     });
     new ReflectionService(packageDefinition()).addToServer(this.server);
@@ -341,7 +340,7 @@ export class Daemon {
           layers: t.layers.length,
           layersFetched: t.layers.filter((l) => l.state === 'committed').length,
           totalMs: round(t.totalMs),
-          phases: Object.fromEntries(Object.entries(phasesToWire(t)).map(([k, v]) => [k, round(v)])),
+          phases: Object.fromEntries(Object.entries({ resolveMs: t.resolveMs, ...t.phases }).map(([k, v]) => [k, round(v)])),
         },
         'pull finished',
       );

@@ -38,7 +38,7 @@ export function rmCommand(io: CliIO): Command {
       if (flags.json) writeJSON(io.stdout, { removed, ...(gc ? { gc } : {}) });
       else if (gc) writeLine(io.stdout, `gc: removed ${gc.snapshots.length} snapshots and ${gc.blobs.length} blobs, ${formatBytes(gc.bytes)} freed`);
       for (const f of failures.slice(0, -1)) writeLine(io.stderr, errorLine(f));
-      if (failures.length > 0) throw failures[failures.length - 1];
+      if (failures.length > 0) throw failures[failures.length - 1] as unknown;
     });
   });
 }

@@ -95,7 +95,7 @@ export function parseDescriptor(v: unknown, what: string): Descriptor {
     throw bad(what, `descriptor ${digest} has an invalid size`);
   }
   const out: { -readonly [K in keyof Descriptor]: Descriptor[K] } = { mediaType: d.mediaType, digest, size: d.size };
-  if (Array.isArray(d.urls) && d.urls.every((u) => typeof u === 'string')) out.urls = d.urls as string[];
+  if (Array.isArray(d.urls) && d.urls.every((u) => typeof u === 'string')) out.urls = d.urls;
   if (isStringRecord(d.annotations)) out.annotations = d.annotations;
   if (typeof d.platform === 'object' && d.platform !== null) {
     const p = d.platform as Record<string, unknown>;

@@ -257,7 +257,7 @@ interface PullRun {
 /** PullOptions.rateLimit as a list. */
 function rateLimits(limit: PullOptions['rateLimit']): readonly RateLimit[] {
   if (limit === undefined) return [];
-  return Array.isArray(limit) ? limit : [limit as RateLimit];
+  return Array.isArray(limit) ? (limit as readonly RateLimit[]) : [limit as RateLimit];
 }
 
 /** Every layer at once, on the pull's pool and scheduler; the first failure stops the others. */
@@ -316,7 +316,7 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     watch.stop();
     return ownPool ? pool.close() : undefined;
   });
-  if (failure !== undefined) throw failure;
+  if (failure !== undefined) throw failure as unknown;
   return results as LayerTimings[];
 }
 

@@ -226,7 +226,7 @@ async function loadDockerConfig(path: string): Promise<DockerConfigFile | undefi
     if (!isObject(raw.auths)) throw bad('"auths" is not an object');
     for (const [k, v] of Object.entries(raw.auths)) {
       if (!isObject(v)) throw bad(`"auths" entry ${JSON.stringify(k)} is not an object`);
-      auths.push([k, v as AuthEntry]);
+      auths.push([k, v]);
     }
   }
   let credsStore: string | undefined;

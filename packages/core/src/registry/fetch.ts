@@ -191,7 +191,7 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
     }),
   );
   await Promise.all(tasks);
-  if (failure !== undefined) throw failure;
+  if (failure !== undefined) throw failure as unknown;
 }
 
 interface ChunkContext {

@@ -17,7 +17,7 @@ async function failure(p: Promise<unknown>): Promise<FastpullError> {
   try {
     await p;
   } catch (e) {
-    if (isFastpullError(e)) return e as FastpullError;
+    if (isFastpullError(e)) return e;
     throw e;
   }
   throw new Error('expected a FastpullError, and the call succeeded');

@@ -86,7 +86,7 @@ export class NodeHttpPool {
       try {
         req = (tls ? httpsRequest : httpRequest)(opts);
       } catch (e) {
-        reject(e as Error);
+        reject(e);
         return;
       }
       let dial: NodeJS.Timeout | undefined;
@@ -107,7 +107,7 @@ export class NodeHttpPool {
       // (an 'error' nobody listens to any more).
       let response: IncomingMessage | undefined;
       const onAbort = (): void => {
-        const e = abortError(signal!);
+        const e = abortError(signal);
         if (response === undefined) req.destroy(e);
         else if (!response.complete) response.destroy(e);
       };

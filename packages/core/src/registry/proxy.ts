@@ -135,7 +135,8 @@ export class ProxyRules {
   }
 
   private addHost(p: string): void {
-    let [host, port] = splitHostPort(p) ?? [p, ''];
+    const [named, port] = splitHostPort(p) ?? [p, ''];
+    let host = named;
     if (host === '') return;
     if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
     const family = isIP(host);

@@ -96,6 +96,7 @@ export function consumeBody(body: Readable, take: (chunk: Buffer) => Promise<voi
       settled = true;
       body.off('data', onData);
       stop();
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the body's error or the caller's, passed on as it came
       if (e !== undefined) reject(e);
       else resolve();
     };

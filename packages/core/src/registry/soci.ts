@@ -98,7 +98,7 @@ async function ztocsOf(client: RegistryClient, ref: Reference, digest: Digest, v
   for (const l of entries as Record<string, unknown>[]) {
     if (typeof l !== 'object' || l === null || l.mediaType !== ZTOC_MEDIA_TYPE || typeof l.digest !== 'string' || !Number.isSafeInteger(l.size) || (l.size as number) < 0) continue;
     const annotations = l.annotations as Record<string, unknown> | undefined;
-    const layer = typeof annotations?.[SOCI_LAYER_DIGEST_ANNOTATION] === 'string' ? digestOrUndefined(annotations[SOCI_LAYER_DIGEST_ANNOTATION] as string) : undefined;
+    const layer = typeof annotations?.[SOCI_LAYER_DIGEST_ANNOTATION] === 'string' ? digestOrUndefined(annotations[SOCI_LAYER_DIGEST_ANNOTATION]) : undefined;
     const z = digestOrUndefined(l.digest);
     if (layer && z) ztocs.set(layer, { mediaType: ZTOC_MEDIA_TYPE, digest: z, size: l.size as number });
   }

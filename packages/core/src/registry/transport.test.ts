@@ -1,7 +1,7 @@
 // The transport against the loopback registry's faults: a 401 challenge answered with a token or
 // Basic credentials, redirects (no Authorization to another origin), Retry-After, and a 200 to a
 // ranged request.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Digest } from '../oci/digest.js';
 import { parseReference, type Reference } from '../oci/reference.js';
 import { buildImage, type BuiltImage } from '../testing/builder.js';

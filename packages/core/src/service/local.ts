@@ -238,7 +238,6 @@ export class LocalService implements FastpullService {
     // A hosts directory that does not exist (yet) means no mirrors, as containerd's config_path; one
     // that is a file, a loop or unreadable is a mistake to say at once.
     if (this.hostsDir !== undefined && existsSync(this.hostsDir)) await checkDirectory(this.hostsDir, 'registry hosts directory', 'read');
-    const o = this.options;
     const registry = parseReference(reference).registry;
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
     const trace = options.onTrace ? new TraceRecorder() : undefined;

@@ -1,7 +1,6 @@
 // Where signature policies come from: fastpull's settings only name the user's own files (a containers
 // policy.json, a notation configuration directory); this turns them into the verifiers a gate runs.
 // Naming neither leaves verification off.
-import { FastpullError } from '../errors.js';
 import { loadNotationVerifier } from './kinds.js';
 import { loadContainersPolicy } from './policy.js';
 import { SigstoreVerifier } from './sigstore/verifier.js';

@@ -74,7 +74,7 @@ async function fsyncTree(root: Buffer): Promise<void> {
   const dirs: Buffer[] = [];
   const walk = async (dir: Buffer): Promise<void> => {
     for (const entry of await fsp.readdir(dir, { withFileTypes: true, encoding: 'buffer' })) {
-      const path = Buffer.concat([dir, SLASH, entry.name as unknown as Buffer]);
+      const path = Buffer.concat([dir, SLASH, entry.name]);
       if (entry.isDirectory()) await walk(path);
       else if (entry.isFile()) files.push(path);
     }

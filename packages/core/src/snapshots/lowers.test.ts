@@ -8,7 +8,6 @@ import { nativeFs } from '../native/addon.js';
 import { LowerView, reconcileWithLowers } from './lowers.js';
 import { lacksRoot } from '../testing/needs.js';
 
-const isRoot = process.getuid?.() === 0;
 let sandbox: string;
 
 beforeEach(() => {

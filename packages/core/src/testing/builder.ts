@@ -2,7 +2,6 @@
 import { pack } from 'tar-stream';
 import { spawnSync } from 'node:child_process';
 import { gzipSync } from 'node:zlib';
-import { FastpullError } from '../errors.js';
 import { sha256Digest, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
 import { MediaTypes } from '../oci/mediatypes.js';

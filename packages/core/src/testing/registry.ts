@@ -5,9 +5,8 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { FastpullError } from '../errors.js';
 import { isDigest, sha256Digest, type Digest } from '../oci/digest.js';
-import type { BuiltImage, BuiltIndex } from './builder.js';
 import { checkName, errorBody, parseRange, takeCounted } from './registry-http.js';
-import type { CountedFault, LoopbackAuth, LoopbackFaults, LoopbackRegistry, LoopbackRegistryOptions, LoopbackStats, RequestLog } from './registry-types.js';
+import type { LoopbackRegistry, LoopbackRegistryOptions, RequestLog } from './registry-types.js';
 
 export type { CountedFault, LoopbackAuth, LoopbackFaults, LoopbackRegistry, LoopbackRegistryOptions, LoopbackStats, RequestLog } from './registry-types.js';
 import { referrersAnswer } from './referrers.js';

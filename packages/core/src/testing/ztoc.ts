@@ -34,7 +34,7 @@ export function buildGzipCheckpoints(gz: Uint8Array, span: number): GzipCheckpoi
     native.inflateJob(gz, 0, true, state.kind, state.bit, state.btype, state.bfinal, state.left, null, state.hdrBit, stop, out16, out8, cap, members, res, window);
     const [status, , kind, bit, btype, bfinal, left, hdrBit, , key, , n8] = res as unknown as number[];
     if (n8! > 0) {
-      win = slideWindow(win, [Buffer.from(out8.buffer, out8.byteOffset + WINDOW, n8!)]);
+      win = slideWindow(win, [Buffer.from(out8.buffer, out8.byteOffset + WINDOW, n8)]);
       total += n8!;
     }
     if (status === Status.Cap) {
@@ -47,7 +47,7 @@ export function buildGzipCheckpoints(gz: Uint8Array, span: number): GzipCheckpoi
       checkpoints.push({ bit: bit!, out: total, window: tail() });
       last = total;
     }
-    state = { kind: kind!, bit: bit!, btype: btype!, bfinal: bfinal!, left: left!, hdrBit: 0 };
+    state = { kind: kind, bit: bit!, btype: btype!, bfinal: bfinal!, left: left!, hdrBit: 0 };
     stop = key! + 1;
   }
   return checkpoints;

@@ -162,7 +162,7 @@ export function resolveGunzip(choice: InflaterChoice = DEFAULT_INFLATER, lookup:
     }
     default:
       // Only a value from untyped code gets here; parseInflaterChoice throws INVALID_ARGUMENT for it.
-      parseInflaterChoice(String(choice as unknown));
+      parseInflaterChoice(String(choice));
       return { kind: 'zlib' };
   }
 }

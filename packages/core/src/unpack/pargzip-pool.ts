@@ -244,7 +244,7 @@ export class InflatePool {
           try {
             resolve(attach(runJob(wire, lease.slot), lease));
           } catch (e) {
-            reject(e as Error);
+            reject(e);
           } finally {
             if (clock && t0 !== undefined) this.addCpu(owner, clock.threadCpuNs() - t0);
           }

@@ -9,6 +9,7 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
 import { CONSUMED_POLL_MS, idleCores, machineIdleMs, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
 import { startWorkerAhead, workerAhead } from './spawn.js';
+import type { Worker } from 'node:worker_threads';
 import { processInflateBudget } from './pargzip-budget.js';
 import { InflatePool } from './pargzip.js';
 import { lacks } from '../testing/needs.js';
@@ -191,8 +192,8 @@ describe('UnpackPool', () => {
     try {
       // Two warm workers; only ready ones are ended, so wait for each to say it is ready.
       pool.warm(2);
-      const slots = [...pool['all']];
-      await Promise.all(slots.map((s) => (s.ready ? undefined : new Promise<void>((resolve) => s.worker.on('message', (m: { type?: string }) => m.type === 'ready' && resolve())))));
+      const slots = [...(pool['all'] as Iterable<{ ready: boolean; worker: Worker }>)];
+      await Promise.all(slots.filter((s) => !s.ready).map((s) => new Promise<void>((resolve) => s.worker.on('message', (m: { type?: string }) => m.type === 'ready' && resolve()))));
       expect(pool.workers).toBe(2);
       const workers = slots.map((slot) => slot.worker);
       const retired = workers.map((w) => w.threadId);

@@ -504,7 +504,7 @@ export class UnpackPool {
       slot.worker.on('error', onError);
       slot.worker.on('exit', onExit);
       signal?.addEventListener('abort', onAbort, { once: true });
-      slot.worker.postMessage({ type: 'run', id, task, ...(state ? { state: state.buffer as SharedArrayBuffer } : {}) } satisfies ToWorker);
+      slot.worker.postMessage({ type: 'run', id, task, ...(state ? { state: state.buffer } : {}) } satisfies ToWorker);
       if (signal?.aborted) onAbort();
     });
   }

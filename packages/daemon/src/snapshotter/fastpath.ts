@@ -111,6 +111,7 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
         done = true;
         clearInterval(timer);
         if (e === undefined) resolve();
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the pull's own failure, passed on as it came
         else reject(e);
       };
       const timer = setInterval(() => {

@@ -69,12 +69,12 @@ export function parseCose(data: Uint8Array): ParsedEnvelope {
   if (!(unprotected instanceof Map)) throw new Error('the unprotected header is not a map');
   const algorithm = ALGORITHMS.get(ph.get(LABEL_ALG) as number);
   if (!algorithm) throw new Error(`algorithm ${String(ph.get(LABEL_ALG))} is not one the specification allows`);
-  const contentType = ph.get(LABEL_CONTENT_TYPE);
+  const contentType: unknown = ph.get(LABEL_CONTENT_TYPE);
   if (typeof contentType !== 'string') throw new Error('the protected header has no content type');
-  const crit = ph.get(LABEL_CRIT);
+  const crit: unknown = ph.get(LABEL_CRIT);
   if (!Array.isArray(crit) || crit.length === 0) throw new Error('the protected header has no crit list');
   const { scheme, signingTime } = schemeTime(ph.get('io.cncf.notary.signingScheme'), time(ph, 'io.cncf.notary.signingTime'), time(ph, 'io.cncf.notary.authenticSigningTime'));
-  let chain = unprotected.get(LABEL_X5CHAIN);
+  let chain: unknown = unprotected.get(LABEL_X5CHAIN);
   if (chain instanceof Uint8Array) chain = [chain];
   if (!Array.isArray(chain)) throw new Error('the unprotected header has no x5chain');
   const payload = bytes(payloadBytes, 'the payload');

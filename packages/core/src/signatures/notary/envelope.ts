@@ -111,7 +111,7 @@ export function checkIntegrity(mediaType: string, bytes: Uint8Array): VerifiedEn
   }
   const target = (payload as { targetArtifact?: unknown } | null)?.targetArtifact;
   if (typeof target !== 'object' || target === null) return 'the payload names no targetArtifact';
-  return { ...env, chain, target: target as VerifiedEnvelope['target'] };
+  return { ...env, chain, target: target };
 }
 
 /** The SHA-256 fingerprint of a certificate, for messages. */

@@ -44,7 +44,7 @@ function resolveLevel(sv: unknown, name: string, file: string): Level {
   const actions: Record<Validation, Action> = { ...LEVELS[level as LevelName] };
   if (override !== undefined && override !== null) {
     if (typeof override !== 'object' || Array.isArray(override)) throw invalid(file, `statement "${name}": override must be an object`);
-    const entries = Object.entries(override);
+    const entries = Object.entries(override as Record<string, unknown>);
     if (entries.length > 0 && level === 'skip') throw invalid(file, `statement "${name}": the skip level cannot be overridden`);
     for (const [key, value] of entries) {
       if (!(VALIDATIONS as readonly string[]).includes(key)) throw invalid(file, `statement "${name}": override names ${JSON.stringify(key)}, not one of ${VALIDATIONS.join(', ')}`);

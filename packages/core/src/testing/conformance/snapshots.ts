@@ -77,9 +77,9 @@ export function snapshotterConformance(factory: SubjectFactory<Snapshotter>): Co
         assert.deepEqual(await store.mounts([chains[0]!]), [{ type: 'bind', source: store.fsPath(chains[0]!), options: ['ro', 'rbind'] }]);
         const [overlay] = await store.mounts(chains);
         assert.equal(overlay?.type, 'overlay');
-        const lower = overlay!.options.find((o) => o.startsWith('lowerdir='));
+        const lower = overlay.options.find((o) => o.startsWith('lowerdir='));
         assert.equal(lower, `lowerdir=${[...chains].reverse().map((c) => store.fsPath(c)).join(':')}`);
-        assert.ok(!overlay!.options.some((o) => o.startsWith('upperdir=')), 'read-only: no upperdir');
+        assert.ok(!overlay.options.some((o) => o.startsWith('upperdir=')), 'read-only: no upperdir');
         await rejectsWithCode(store.mounts([]), 'INVALID_ARGUMENT', 'mounts of an empty stack');
         await rejectsWithCode(store.mounts([chains[0]!, sha256Digest('absent')]), 'NOT_FOUND', 'mounts of a stack with a missing snapshot');
       },

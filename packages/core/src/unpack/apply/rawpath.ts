@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import { FastpullError } from '../../errors.js';
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
+// eslint-disable-next-line no-control-regex -- every ASCII byte, NUL and the other controls included
 const ASCII = /^[\x00-\x7f]*$/;
 
 /**

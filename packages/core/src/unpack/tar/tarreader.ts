@@ -220,7 +220,7 @@ export class TarReader {
     const records = pax?.records ?? NO_RECORDS;
     const text = (key: string): string | undefined => records.get(key)?.toString('latin1');
     // As Go: an empty GNU long name or link name is no override.
-    let name = (longName || undefined) ?? text('path') ?? h.name;
+    const name = (longName || undefined) ?? text('path') ?? h.name;
     const entryName = Buffer.from(name, 'latin1').toString('utf8');
     const shown = JSON.stringify(entryName);
     const details = { entry: entryName, offset };
