@@ -110,7 +110,7 @@ export class Connection implements BodyConnection {
       if (this.phase === 'idle') this.destroy(new Error('kept alive too long'));
       else this.destroy(new Error(`timeout: no data from ${url.host} for ${options.idleTimeoutMs} ms`));
     });
-    this.socket.on('error', (e) => this.destroy(e));
+    this.socket.on('error', (e: Error) => this.destroy(e));
     this.socket.on('end', () => this.destroy(new Error('the server closed the connection')));
     this.socket.on('close', () => this.destroy(new Error('the connection closed')));
   }
