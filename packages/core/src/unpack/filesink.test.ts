@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MediaTypes } from '../oci/mediatypes.js';
 import { buildLayer } from '../testing/builder.js';
 import { applyLayer } from './apply/apply.js';
-import { isRoot, makeSandbox, removeSandbox } from './apply/apply.testkit.js';
+import { makeSandbox, removeSandbox } from './apply/apply.testkit.js';
 import { isFastpullError } from '../errors.js';
 import { FileSink, writerThreadsFor, type NativeFiles } from './filesink.js';
 import { nativeFs } from '../native/addon.js';

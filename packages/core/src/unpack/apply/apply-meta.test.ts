@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
 import { makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
 import { nativeFs } from '../../native/addon.js';
-import { chunksOf, code, padded } from '../tar/tar.testkit.js';
+import { chunksOf, padded } from '../tar/tar.testkit.js';
 
 let sandbox: string;
 let dest: string;

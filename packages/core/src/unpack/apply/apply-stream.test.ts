@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
-import { hasGnuTar, isRoot, makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
+import { hasGnuTar, makeSandbox, paxRecord, rawHeader, removeSandbox } from './apply.testkit.js';
 import { nativeFs } from '../../native/addon.js';
 import { chunksOf, code, makeTar, padded } from '../tar/tar.testkit.js';
 import { lacks, lacksRoot } from '../../testing/needs.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from './apply.js';
-import { isRoot, makeSandbox, removeSandbox } from './apply.testkit.js';
+import { makeSandbox, removeSandbox } from './apply.testkit.js';
 import { nativeFs } from '../../native/addon.js';
 import { chunksOf, makeTar, type Entry } from '../tar/tar.testkit.js';
 import { lacksRoot } from '../../testing/needs.js';

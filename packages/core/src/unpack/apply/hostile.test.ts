@@ -6,9 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isFastpullError } from '../../errors.js';
-import { applyLayer, type ApplyLimits } from './apply.js';
+import { applyLayer } from './apply.js';
 import { nativeFs } from '../../native/addon.js';
-import { base256, type Case, dir, entry, file, hardlink, header, hostile, longName, pax, symlink, tarOf } from './hostile.testkit.js';
+import { base256, type Case, dir, entry, file, hardlink, hostile, pax, symlink, tarOf } from './hostile.testkit.js';
 import { chunksOf } from '../tar/tar.testkit.js';
 import { lacks, lacksRoot, notHere } from '../../testing/needs.js';
 
@@ -64,7 +64,7 @@ async function run(c: Case, rootless?: boolean): Promise<void> {
     err = e;
   }
   if (c.expect === 'ok') {
-    if (err !== undefined) throw err;
+    if (err !== undefined) throw err as unknown;
     c.check?.(snap, outside);
   } else {
     expect(err, 'the layer was applied').toBeDefined();
