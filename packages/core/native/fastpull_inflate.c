@@ -1,4 +1,4 @@
-// Deflate decoding for parallel gunzip (see src/unpack/pargzip.ts for the design).
+// Deflate decoding for parallel gunzip (see src/unpack/decompress/pargzip.ts for the design).
 //
 // One call decodes one job: a span of a gzip stream that starts either at a known decoder state (the
 // stream's start, a block boundary, a point inside a block) or at a block boundary found by searching

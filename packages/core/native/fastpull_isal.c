@@ -1,4 +1,4 @@
-// gunzip through ISA-L's isal_inflate, in process (see src/unpack/isal.ts for the stream around it).
+// gunzip through ISA-L's isal_inflate, in process (see src/unpack/decompress/isal.ts for the stream around it).
 //
 // Its own addon, linked against the system's libisal, so that a machine without libisal still
 // builds the others (binding.gyp builds this target only when native/isal-probe.mjs finds it).
@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-// Where the decoder stands, as the result reports it (src/unpack/isal.ts has the same numbers).
+// Where the decoder stands, as the result reports it (src/unpack/decompress/isal.ts has the same numbers).
 enum phase { PH_HEADER = 0, PH_BODY = 1, PH_BETWEEN = 2, PH_PADDING = 3 };
 
 // An error of our own: a gzip header with a reserved flag bit set (zlib: "unknown header flags set").
@@ -55,7 +55,7 @@ enum phase { PH_HEADER = 0, PH_BODY = 1, PH_BETWEEN = 2, PH_PADDING = 3 };
 
 // Queues of the streaming decode (see the top of this file). Input spans are released in order as
 // the decoder uses them up; output spans are filled in order; each record says what one stretch of
-// decoding did (src/unpack/isal.ts reads them).
+// decoding did (src/unpack/decompress/isal.ts reads them).
 #define MAX_SPANS 8
 #define MAX_RECORDS (2 * MAX_SPANS + 2)
 

@@ -122,13 +122,13 @@ export type { BlobReleaseOptions, UnpackedLayer, UnpackLayerOptions, UnpackTimin
 export { BLOB_DIGEST_DETAIL } from './unpack/pass-codes.js';
 export { unpackLayer } from './unpack/unpack-layer.js';
 export type { HashMode } from './unpack/hash-tap.js';
-export { createParallelGunzip, DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/pargzip.js';
-export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/isal.js';
+export { createParallelGunzip, DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/decompress/pargzip.js';
+export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/decompress/isal.js';
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { unixDatagramSender, type UnixDatagramSender } from './util/unix-datagram.js';
 export { allowedCpus, applyCpuBudget, availableCores, cgroupCpuQuota, parseCpuBudget, parseCpuList, processCpuQuota, type CgroupPaths, type CpuBudgetState, type CpuQuota } from './util/cpu.js';
 export { BACKGROUND_NICE, enterBackground, type BackgroundState } from './util/background.js';
-export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/ztoc.js';
+export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/decompress/ztoc.js';
 export {
   findInflater,
   inflaterFromEnv,
@@ -139,4 +139,4 @@ export {
   type ExternalInflater,
   type GunzipDecoder,
   type GunzipLookup,
-} from './unpack/inflater.js';
+} from './unpack/decompress/inflater.js';

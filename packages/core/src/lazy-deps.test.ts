@@ -18,7 +18,7 @@ describe('dependencies loaded on first use', () => {
       const script = [
         `const core = await import(${JSON.stringify(`${dist}index.js`)});`,
         `const { loadHostsConfig } = await import(${JSON.stringify(`${dist}registry/hostsconfig.js`)});`,
-        `const { createZstdDecompressor } = await import(${JSON.stringify(`${dist}unpack/zstd.js`)});`,
+        `const { createZstdDecompressor } = await import(${JSON.stringify(`${dist}unpack/decompress/zstd.js`)});`,
         `const { createRequire } = await import('node:module');`,
         `const has = (name) => Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes('/' + name + '/'));`,
         `const seen = { imported: typeof core.pull, toml: has('smol-toml'), zstd: has('fzstd') };`,

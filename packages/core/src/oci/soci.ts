@@ -1,6 +1,6 @@
 // The names SOCI (Seekable OCI) gives in an image's registry graph: the artifact types of its
 // indexes, the annotations that tie an index to its image and a zTOC to its layer, and the zTOC
-// blobs' media type. Finding them is registry/soci.ts's work; reading a zTOC is unpack/ztoc.ts's.
+// blobs' media type. Finding them is registry/soci.ts's work; reading a zTOC is unpack/decompress/ztoc.ts's.
 
 /** Artifact type of a SOCI index that refers to its image through `subject` (found by the referrers API). */
 export const SOCI_INDEX_V1 = 'application/vnd.amazon.soci.index.v1+json';

@@ -3,7 +3,7 @@ import type { Digest } from '../oci/digest.js';
 import { sampleImage } from '../testing/sample.js';
 import { pull } from './pull.js';
 import { freshStore, serve, workDir } from './pull.testkit.js';
-import { isalAvailable } from '../unpack/isal.js';
+import { isalAvailable } from '../unpack/decompress/isal.js';
 import { FileSink } from '../unpack/filesink.js';
 import { nativeHash } from '../native/addon.js';
 import { committedTimings, existsTimings, phaseTotals, pullTimings } from './timings.js';

@@ -9,7 +9,7 @@ import type { ProxySettings } from '../registry/proxy.js';
 import type { RateLimit } from '../registry/ratelimit.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool.js';
-import type { InflaterChoice } from '../unpack/inflater.js';
+import type { InflaterChoice } from '../unpack/decompress/inflater.js';
 import type { Tuning } from '../tuning.js';
 import type { PullObserver } from './observer.js';
 import type { PriorityGate, PullPriority, PullTicket } from './priority.js';

@@ -1,4 +1,4 @@
-// Finding a layer's SOCI zTOC in the registry, for the parallel inflater (unpack/ztoc.ts has the format).
+// Finding a layer's SOCI zTOC in the registry, for the parallel inflater (unpack/decompress/ztoc.ts has the format).
 import { isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';

@@ -24,7 +24,7 @@ import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { isMountTooLong, type Mount, type SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
 import { openStore, type Store } from '../store/root.js';
-import type { InflaterChoice } from '../unpack/inflater.js';
+import type { InflaterChoice } from '../unpack/decompress/inflater.js';
 import type { Tuning } from '../tuning.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';

@@ -1,8 +1,8 @@
 // zTOCs for tests: checkpoints of a gzip stream made with fastpull's own decoder, and their encoding
 // as a SOCI zTOC (FlatBuffers, with a zinfo checkpoints blob), as soci-snapshotter writes them.
-import { nativeInflate, St, Status, WINDOW } from '../unpack/pargzip-job.js';
-import { slideWindow } from '../unpack/pargzip.js';
-import type { GzipCheckpoint } from '../unpack/ztoc.js';
+import { nativeInflate, St, Status, WINDOW } from '../unpack/decompress/pargzip-job.js';
+import { slideWindow } from '../unpack/decompress/pargzip.js';
+import type { GzipCheckpoint } from '../unpack/decompress/ztoc.js';
 
 /**
  * Checkpoints of `gz`'s first member at block boundaries at least `span` output bytes apart, the

@@ -8,16 +8,16 @@ import type { Digest } from '../oci/digest.js';
 import { applyLayer, type ApplyLimits, type ApplyStats } from './apply/apply.js';
 import { inflationBound } from './apply/limits.js';
 import { READER_DONE, WatermarkView } from '../content/watermark.js';
-import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, outputReleaser, resolveCompression, tellsInputDone } from './decompress.js';
+import { createDecompressor, decompressorCpuMs, MAGIC_BYTES, outputReleaser, resolveCompression, tellsInputDone } from './decompress/decompress.js';
 import { defaultHashMode, HashTap, type HashMode, type HashTapResult } from './hash-tap.js';
-import type { InflaterChoice } from './inflater.js';
+import type { InflaterChoice } from './decompress/inflater.js';
 import type { Tuning } from '../tuning.js';
 import { nativeHash, nativePunchHole, type PunchHole } from '../native/addon.js';
 import type { WritebackMode } from '../snapshots/durable.js';
-import type { IsalGunzipStream } from './isal.js';
-import type { ParallelGunzipStream } from './pargzip.js';
+import type { IsalGunzipStream } from './decompress/isal.js';
+import type { ParallelGunzipStream } from './decompress/pargzip.js';
 import { ReadBuffers } from './read-buffers.js';
-import { parseZtoc, type GzipCheckpoint } from './ztoc.js';
+import { parseZtoc, type GzipCheckpoint } from './decompress/ztoc.js';
 
 /** Read size for layer blobs: large reads keep syscalls and stream hops per byte low. */
 export const BLOB_READ_CHUNK = 1024 * 1024;

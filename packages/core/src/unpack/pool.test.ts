@@ -10,8 +10,8 @@ import { buildLayer } from '../testing/builder.js';
 import { CONSUMED_POLL_MS, idleCores, machineIdleMs, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
 import { startWorkerAhead, workerAhead } from './spawn.js';
 import type { Worker } from 'node:worker_threads';
-import { processInflateBudget } from './pargzip-budget.js';
-import { InflatePool } from './pargzip.js';
+import { processInflateBudget } from './decompress/pargzip-budget.js';
+import { InflatePool } from './decompress/pargzip.js';
 import { lacks } from '../testing/needs.js';
 
 /** A machine with 64 idle cores, whatever else runs (the tests run side by side). */

@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { inflateBudgetWorkerData } from './pargzip-budget.js';
+import { inflateBudgetWorkerData } from './decompress/pargzip-budget.js';
 
 /**
  * The young generation of each worker's heap, in MiB (1 MiB of semi-space; V8's default grows to

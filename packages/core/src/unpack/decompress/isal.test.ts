@@ -9,11 +9,11 @@ import { createDecompressor, outputReleaser, tellsInputDone } from './decompress
 import { chunks, layerLike } from './gzip.testkit.js';
 import { findInflater } from './inflater.js';
 import { createIsalGunzip, ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './isal.js';
-import { nativeHash } from '../native/addon.js';
+import { nativeHash } from '../../native/addon.js';
 import { InflatePool } from './pargzip.js';
-import { ReadBuffers } from './read-buffers.js';
-import { pipeRecycled } from './read-buffers.testkit.js';
-import { lacks, notHere } from '../testing/needs.js';
+import { ReadBuffers } from '../read-buffers.js';
+import { pipeRecycled } from '../read-buffers.testkit.js';
+import { lacks, notHere } from '../../testing/needs.js';
 
 /** What the stage may hold for a stalled reader: its read-ahead (two output buffers) and the buffer being filled. */
 const HELD_AT_MOST = 3 * ISAL_CHUNK_SIZE;

@@ -7,7 +7,7 @@
 // install step first tries to download a prebuilt binary, which cannot work on these machines.
 import { Transform, type TransformCallback } from 'node:stream';
 import { createRequire } from 'node:module';
-import { FastpullError, isFastpullError } from '../errors.js';
+import { FastpullError, isFastpullError } from '../../errors.js';
 import { ZstdFrameGuard } from './zstd-frames.js';
 
 type Fzstd = typeof import('fzstd');

@@ -6,11 +6,11 @@ import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { MediaTypes } from '../oci/mediatypes.js';
+import { MediaTypes } from '../../oci/mediatypes.js';
 import { createDecompressor, detectCompression, resolveCompression } from './decompress.js';
 import { findInflater, INFLATER_PATHS } from './inflater.js';
 import { isalAvailable } from './isal.js';
-import { lacks } from '../testing/needs.js';
+import { lacks } from '../../testing/needs.js';
 
 const hasZstd = existsSync('/usr/bin/zstd');
 if (!hasZstd) console.log('skipping zstd tests: /usr/bin/zstd (Debian package zstd) makes their input');

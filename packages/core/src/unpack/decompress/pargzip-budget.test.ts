@@ -6,13 +6,13 @@ import { join } from 'node:path';
 import zlib from 'node:zlib';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
-import { Prng } from '../testing/prng.js';
+import { isFastpullError } from '../../errors.js';
+import { Prng } from '../../testing/prng.js';
 import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { JobSlot, nativeInflate, St, Status, type JobInput, type JobResult } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool } from './pargzip.js';
-import { compiledWorker } from './pool.js';
-import { lacks } from '../testing/needs.js';
+import { compiledWorker } from '../pool.js';
+import { lacks } from '../../testing/needs.js';
 
 const available = InflatePool.available();
 const MIB = 1024 * 1024;
@@ -101,8 +101,8 @@ describe('inflate budget', () => {
     expect(b.slotBytes).toBe(MIB / 2);
   });
 
-  it.skipIf(lacks('build', compiledWorker('pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))("sizes the process's budget by the cores, whatever the environment says", () => {
-    const url = new URL(`file://${compiledWorker('pargzip-budget.js')!}`).href;
+  it.skipIf(lacks('build', compiledWorker('decompress/pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))("sizes the process's budget by the cores, whatever the environment says", () => {
+    const url = new URL(`file://${compiledWorker('decompress/pargzip-budget.js')!}`).href;
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.processInflateBudget().slotBytes);`], {
       encoding: 'utf8',
       env: { ...process.env, FASTPULL_INFLATE_SLOT_MIB: '200' },
@@ -111,10 +111,10 @@ describe('inflate budget', () => {
     expect(Number(r.stdout.trim())).toBe(InflateBudget.create().slotBytes);
   });
 
-  it.skipIf(lacks('build', compiledWorker('pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))('is one budget for the threads the process hands it to', async () => {
+  it.skipIf(lacks('build', compiledWorker('decompress/pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))('is one budget for the threads the process hands it to', async () => {
     const mine = processInflateBudget();
     const held = mine.slotBytesHeld;
-    const url = new URL(`file://${compiledWorker('pargzip-budget.js')!}`).href;
+    const url = new URL(`file://${compiledWorker('decompress/pargzip-budget.js')!}`).href;
     // A worker thread, as the unpack pool starts them: it reserves 3 MiB, reports what it sees, waits
     // for this thread's change, and gives them back.
     const worker = new Worker(
@@ -382,12 +382,12 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     expect(() => new InflatePool({ threads: 1, idleMs: -1 })).toThrow(/idleMs/);
   });
 
-  it.skipIf(lacks('build', compiledWorker('pargzip.js') ? undefined : 'the worker is not compiled: pnpm run build'))('outlives threads that end while their jobs decode, and lets the process exit', () => {
+  it.skipIf(lacks('build', compiledWorker('decompress/pargzip.js') ? undefined : 'the worker is not compiled: pnpm run build'))('outlives threads that end while their jobs decode, and lets the process exit', () => {
     // Worker threads decode through their own pools and are terminated mid-stream, their jobs still on
     // the decode threads: each thread's end waits for its jobs that are decoding (they write into its
     // slots), and the decode threads go on serving the others. The child then decodes on its main
     // thread and must exit by itself (an idle runner holds no event loop).
-    const url = new URL(`file://${compiledWorker('pargzip.js')!}`).href;
+    const url = new URL(`file://${compiledWorker('decompress/pargzip.js')!}`).href;
     const dir = mkdtempSync(join(tmpdir(), 'fastpull-pargzip-'));
     try {
       const script = `

@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MediaTypes } from '../oci/mediatypes.js';
-import { unpackLayer } from './layer.js';
-import { makeTar } from './tar/tar.testkit.js';
-import { Prng } from '../testing/prng.js';
-import { lacks } from '../testing/needs.js';
+import { MediaTypes } from '../../oci/mediatypes.js';
+import { unpackLayer } from '../layer.js';
+import { makeTar } from '../tar/tar.testkit.js';
+import { Prng } from '../../testing/prng.js';
+import { lacks } from '../../testing/needs.js';
 import { createDecompressor } from './decompress.js';
 import { ZSTD_MAX_WINDOW_BYTES, ZstdFrameGuard } from './zstd-frames.js';
 

@@ -1,5 +1,5 @@
 // The output order of the parallel gunzip: where decoding stands, and which job continues it (a guess, a continuation, or an exact decode).
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { ERROR_TEXT, St, Status, type JobResult, type JobStart } from './pargzip-job.js';
 import type { Guesses } from './pargzip-guesses.js';
 import { corrupt, type MemberOutput } from './pargzip-output.js';

@@ -13,14 +13,14 @@ import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { layerLike } from './gzip.testkit.js';
 import { createIsalGunzip, isalAvailable, isalUnavailableReason } from './isal.js';
-import { lacks } from '../testing/needs.js';
+import { lacks } from '../../testing/needs.js';
 
 const available = isalAvailable();
 if (!available) console.log(`skipping the ISA-L decode thread tests: ${isalUnavailableReason()}`);
 
-const ADDON = fileURLToPath(new URL('../../native/build/Release/fastpull_isal.node', import.meta.url));
+const ADDON = fileURLToPath(new URL('../../../native/build/Release/fastpull_isal.node', import.meta.url));
 const threads = (): number => readdirSync('/proc/self/task').length;
-const COMPILED = new URL('../../dist/unpack/isal.js', import.meta.url).href;
+const COMPILED = new URL('../../../dist/unpack/decompress/isal.js', import.meta.url).href;
 
 describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)'))('the in-process ISA-L decode thread', () => {
   it('exists while a stream decodes and ends with the stream, whether it finishes or is destroyed', async () => {

@@ -2,7 +2,7 @@
 import { createRequire } from 'node:module';
 import { Transform, type TransformCallback } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { OutputBuffers } from './output-buffers.js';
 
 /** An inflater in the addon: opaque, one gzip stream from its start. */
@@ -84,8 +84,8 @@ const MIN_ROOM = 32 * 1024;
 
 const EMPTY = new Uint8Array(0);
 
-// src/unpack/ and dist/unpack/ are both two levels below the package root, so one relative path serves both.
-const ADDON_URL = new URL('../../native/build/Release/fastpull_isal.node', import.meta.url);
+// src/unpack/decompress/ and dist/unpack/decompress/ are both three levels below the package root, so one relative path serves both.
+const ADDON_URL = new URL('../../../native/build/Release/fastpull_isal.node', import.meta.url);
 
 let addon: IsalAddon | null | undefined;
 let why: string | undefined;

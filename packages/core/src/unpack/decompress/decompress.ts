@@ -1,13 +1,13 @@
 // Decides how a layer blob is compressed (magic bytes, checked against its media type) and makes its decompressor.
 import { PassThrough, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
-import { FastpullError } from '../errors.js';
-import { layerCompression, type LayerCompression } from '../oci/mediatypes.js';
+import { FastpullError } from '../../errors.js';
+import { layerCompression, type LayerCompression } from '../../oci/mediatypes.js';
 import { createExternalGunzip, DEFAULT_INFLATER, findZstd, resolveGunzip, type InflaterChoice } from './inflater.js';
 import { createIsalGunzip } from './isal.js';
 import { createParallelGunzip, InflatePool, sharedInflatePool } from './pargzip.js';
 import type { GzipCheckpoint } from './ztoc.js';
-import type { Tuning } from '../tuning.js';
+import type { Tuning } from '../../tuning.js';
 import { createZstdDecompressor } from './zstd.js';
 
 /** How many leading bytes of a blob {@link detectCompression} looks at. */

@@ -6,14 +6,14 @@ import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
-import { Prng } from '../testing/prng.js';
+import { isFastpullError } from '../../errors.js';
+import { Prng } from '../../testing/prng.js';
 import { nativeInflate, St, WINDOW } from './pargzip-job.js';
 import { createDecompressor } from './decompress.js';
 import { createParallelGunzip, InflatePool, knownTail, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './pargzip.js';
-import { ReadBuffers } from './read-buffers.js';
-import { pipeRecycled } from './read-buffers.testkit.js';
-import { lacks } from '../testing/needs.js';
+import { ReadBuffers } from '../read-buffers.js';
+import { pipeRecycled } from '../read-buffers.testkit.js';
+import { lacks } from '../../testing/needs.js';
 
 const available = InflatePool.available();
 if (!available) console.log('skipping parallel gunzip tests: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');
@@ -357,7 +357,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     // The decoder uses the CRC-32 of the zlib that Node.js exports when it finds one; useZlib(false)
     // switches to its own table code. First a raw job in a fresh process each way, checking the
     // per-member CRCs against zlib.crc32.
-    const addon = fileURLToPath(new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url));
+    const addon = fileURLToPath(new URL('../../../native/build/Release/fastpull_inflate.node', import.meta.url));
     const script = `
       const zlib = require('node:zlib');
       const m = require(${JSON.stringify(addon)});

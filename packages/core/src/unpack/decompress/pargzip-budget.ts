@@ -6,9 +6,9 @@
 // slots at once: on two cores, two pools of about 15 slots of 17 MiB each put the parallel inflater's
 // peak RSS at 550 MiB. The bound lives in a SharedArrayBuffer that the main thread creates and hands to
 // every unpack worker, so all pools of a process count against the same numbers.
-import { availableCores } from '../util/cpu.js';
+import { availableCores } from '../../util/cpu.js';
 import { isMainThread, workerData } from 'node:worker_threads';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 
 // Int32 cells of the shared buffer.
 const RUNNING = 0;

@@ -11,7 +11,7 @@
 // deflate block boundary of the layer's first gzip member: `bits` bits of the byte before the
 // compressed offset belong to the next block. Version 1 blobs leave out the first checkpoint (just
 // after a 10-byte header). The media types and annotation names are in oci/soci.ts.
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 
 const WINDOW = 32768;
 const HEADER = 12;

@@ -3,7 +3,7 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { Transform, type TransformCallback } from 'node:stream';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { ZstdFrameGuard } from './zstd-frames.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
 
@@ -14,9 +14,9 @@ import { isalAvailable, isalUnavailableReason } from './isal.js';
  * - 'igzip': the igzip program of Intel's ISA-L (Debian/Ubuntu package `isal`), required;
  * - 'pigz': `unpigz`/`pigz -d`, required;
  * - 'zlib': node:zlib in this process;
- * - 'parallel': fastpull's own decoder, one gzip stream spread over threads (unpack/pargzip.ts);
+ * - 'parallel': fastpull's own decoder, one gzip stream spread over threads (unpack/decompress/pargzip.ts);
  *   INVALID_ARGUMENT when its native part is not built;
- * - 'isal': ISA-L's decoder in this process (unpack/isal.ts, the addon linked against libisal);
+ * - 'isal': ISA-L's decoder in this process (unpack/decompress/isal.ts, the addon linked against libisal);
  *   INVALID_ARGUMENT when that addon is not built.
  */
 export type InflaterChoice = 'auto' | 'igzip' | 'pigz' | 'zlib' | 'parallel' | 'isal';

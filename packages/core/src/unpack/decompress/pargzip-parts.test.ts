@@ -1,7 +1,7 @@
 // Tests of the parallel gunzip's parts on their own: the chunk plan, the kept input, the member output, and guesses with the cursor driven without the stream.
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { Prng } from '../testing/prng.js';
+import { Prng } from '../../testing/prng.js';
 import { DecodeCursor } from './pargzip-cursor.js';
 import { Guesses } from './pargzip-guesses.js';
 import { CompressedInput } from './pargzip-input.js';
@@ -10,7 +10,7 @@ import { MemberOutput } from './pargzip-output.js';
 import { ChunkPlan, type DecodeContext, type ParallelGunzipStats } from './pargzip-plan.js';
 import { InflatePool } from './pargzip-pool.js';
 import type { GzipCheckpoint } from './ztoc.js';
-import { lacks } from '../testing/needs.js';
+import { lacks } from '../../testing/needs.js';
 
 const available = InflatePool.available();
 if (!available) console.log('skipping the parallel gunzip parts: the inflate addon is not built (pnpm --filter @fastpull/core build:native)');

@@ -1,6 +1,6 @@
 // The output side of the parallel gunzip: a job's symbols and bytes made plain, the 32 KiB window, each member's CRC-32 and length.
 import zlib from 'node:zlib';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { nativeInflate, WINDOW, type JobResult } from './pargzip-job.js';
 import type { ParallelGunzipStats } from './pargzip-plan.js';
 import type { GzipCheckpoint } from './ztoc.js';

@@ -4,13 +4,13 @@
 import { spawnSync } from 'node:child_process';
 import zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
-import { Prng } from '../testing/prng.js';
-import { buildGzipCheckpoints, encodeZinfo, encodeZtoc } from '../testing/ztoc.js';
+import { isFastpullError } from '../../errors.js';
+import { Prng } from '../../testing/prng.js';
+import { buildGzipCheckpoints, encodeZinfo, encodeZtoc } from '../../testing/ztoc.js';
 import { nativeInflate, St, Status, WINDOW } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool, type ParallelGunzipOptions, type ParallelGunzipStats } from './pargzip.js';
 import { parseZinfo, parseZtoc, type GzipCheckpoint } from './ztoc.js';
-import { lacks } from '../testing/needs.js';
+import { lacks } from '../../testing/needs.js';
 
 const available = InflatePool.available();
 const inline = new InflatePool({ threads: 0 });

@@ -2,7 +2,7 @@
 // whose window (the memory a decoder must hold for it) is over the limit, before the decoder sees
 // it. A frame header may ask for a window of up to 3.75 TiB; the decoders (the zstd program, fzstd)
 // would try to allocate it or fail in their own words. The block contents are skipped, not decoded.
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 
 /**
  * The largest window a zstd layer may ask for: the zstd program's own default limit (its

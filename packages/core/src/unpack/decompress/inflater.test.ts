@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isFastpullError } from '../errors.js';
+import { isFastpullError } from '../../errors.js';
 import {
   createExternalGunzip,
   findInflater,
@@ -22,7 +22,7 @@ import {
 import { createDecompressor } from './decompress.js';
 import { chunks, layerLike } from './gzip.testkit.js';
 import { isalAvailable, isalUnavailableReason } from './isal.js';
-import { lacks } from '../testing/needs.js';
+import { lacks } from '../../testing/needs.js';
 
 /** The installed tool of `kind`, or undefined (with the reason printed) so its tests skip. */
 function installed(kind: 'igzip' | 'pigz'): ExternalInflater | undefined {

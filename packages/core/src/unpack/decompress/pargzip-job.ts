@@ -166,7 +166,7 @@ interface NativeInflate {
 /** A thread's handle on the process's decode threads (see NativeInflate.decodeRunner). */
 export type DecodeRunner = object & { readonly __brand?: 'DecodeRunner' };
 
-const ADDON_URL = new URL('../../native/build/Release/fastpull_inflate.node', import.meta.url);
+const ADDON_URL = new URL('../../../native/build/Release/fastpull_inflate.node', import.meta.url);
 let loaded: NativeInflate | null | undefined;
 
 /** The inflate addon, or null when it is not built or does not load (the caller then decodes serially). */

@@ -17,7 +17,7 @@
 // wrongly. Every member's CRC-32 and length are checked, as zlib does, and the decoder accepts and
 // refuses exactly what zlib does, so the output always equals node:zlib's.
 import { Transform, type TransformCallback } from 'node:stream';
-import { FastpullError } from '../errors.js';
+import { FastpullError } from '../../errors.js';
 import { DecodeCursor } from './pargzip-cursor.js';
 import { Guesses } from './pargzip-guesses.js';
 import { CompressedInput } from './pargzip-input.js';

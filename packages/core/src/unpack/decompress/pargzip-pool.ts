@@ -1,9 +1,9 @@
 // The parallel gunzip's way to its decode threads: runs jobs, in order of priority, in shared slots it lends out.
-import { availableCores } from '../util/cpu.js';
-import { FastpullError } from '../errors.js';
+import { availableCores } from '../../util/cpu.js';
+import { FastpullError } from '../../errors.js';
 import { type InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { finishJob, JobSlot, nativeInflate, prepareJob, runJob, WINDOW, type DecodeRunner, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
-import { nativeHash } from '../native/addon.js';
+import { nativeHash } from '../../native/addon.js';
 
 /** A slot lent to a stream for one job (and its result, until released). */
 export interface SlotLease {
