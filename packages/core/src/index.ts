@@ -115,11 +115,11 @@ export type { Credentials, CredentialsProvider } from './registry/auth.js';
 export { proxyEnvironment, type ProxySettings } from './registry/proxy.js';
 
 // Unpacking: the worker pool and the gzip decoder choice.
-export { MAX_POOL_SIZE, UnpackPool, poolSizeFor, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool.js';
+export { MAX_POOL_SIZE, UnpackPool, poolSizeFor, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool/pool.js';
 export { WRITER_THREADS, writerThreadsFor } from './unpack/filesink.js';
-export type { WorkerTask } from './unpack/worker.js';
+export type { WorkerTask } from './unpack/pool/worker.js';
 export type { BlobReleaseOptions, UnpackedLayer, UnpackLayerOptions, UnpackTimings } from './unpack/layer.js';
-export { BLOB_DIGEST_DETAIL } from './unpack/pass-codes.js';
+export { BLOB_DIGEST_DETAIL } from './unpack/pool/pass-codes.js';
 export { unpackLayer } from './unpack/unpack-layer.js';
 export type { HashMode } from './unpack/hash-tap.js';
 export { createParallelGunzip, DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/decompress/pargzip.js';

@@ -90,7 +90,7 @@ describe('dependencies loaded on first use', () => {
       const [before, after] = r.stderr.split('imported\n') as [string, string];
       const unpacker = (text: string) => text.split('\n').filter((l) => /\/dist\/unpack\/(layer|apply\/apply|apply\/writer|tar\/tarreader)\.js$/.test(l));
       // The library imported: its pool, its decoders' names and budgets, but not the unpacker.
-      expect(before).toContain('/dist/unpack/pool.js');
+      expect(before).toContain('/dist/unpack/pool/pool.js');
       expect(unpacker(before)).toEqual([]);
       // The first unpackLayer loads it.
       expect(unpacker(after).length).toBe(4);

@@ -6,7 +6,7 @@ import type { Descriptor } from '../oci/manifest.js';
 import type { ImageLayer } from '../images/store.js';
 import type { SociZtocs } from '../registry/soci.js';
 import type { ActiveSnapshot } from '../snapshots/store.js';
-import type { UnpackPool } from '../unpack/pool.js';
+import type { UnpackPool } from '../unpack/pool/pool.js';
 import { commitLayer, type CommitContext } from './commit.js';
 import { LayerDownload, type DownloadContext } from './download.js';
 import { lockSnapshot } from '../snapshots/lock.js';

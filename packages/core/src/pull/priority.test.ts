@@ -6,7 +6,7 @@ import { FetchScheduler } from '../registry/scheduler.js';
 import { sampleImage } from '../testing/sample.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import type { BuiltImage } from '../testing/builder.js';
-import { UnpackPool } from '../unpack/pool.js';
+import { UnpackPool } from '../unpack/pool/pool.js';
 import { pull } from './pull.js';
 import { parsePullPriority, PriorityGate, PullTicket } from './priority.js';
 import type { PullEvent } from './types.js';

@@ -12,7 +12,7 @@ import { findSociZtocs } from '../registry/soci.js';
 import { throttleOf, type ByteThrottle, type RateLimit } from '../registry/ratelimit.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { openStore, type Store } from '../store/root.js';
-import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
+import { sharedUnpackPool, UnpackPool } from '../unpack/pool/pool.js';
 import { holdPullMemory } from '../util/allocator.js';
 import { acquireLease } from '../store/lease.js';
 import { checkSignatures, gateCovers } from '../signatures/gate.js';

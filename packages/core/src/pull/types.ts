@@ -8,7 +8,7 @@ import type { RegistryClient } from '../registry/client.js';
 import type { ProxySettings } from '../registry/proxy.js';
 import type { RateLimit } from '../registry/ratelimit.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
-import type { UnpackPool } from '../unpack/pool.js';
+import type { UnpackPool } from '../unpack/pool/pool.js';
 import type { InflaterChoice } from '../unpack/decompress/inflater.js';
 import type { Tuning } from '../tuning.js';
 import type { PullObserver } from './observer.js';

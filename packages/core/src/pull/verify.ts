@@ -5,7 +5,7 @@ import { hashFile } from '../content/store.js';
 import type { Digest } from '../oci/digest.js';
 import type { ImageLayer } from '../images/store.js';
 import type { UnpackedLayer } from '../unpack/index.js';
-import { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from '../unpack/pass-codes.js';
+import { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from '../unpack/pool/pass-codes.js';
 
 /**
  * Throws unless the pass read exactly the manifest's size (SIZE_MISMATCH), its blob digest is the

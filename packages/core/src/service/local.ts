@@ -26,7 +26,7 @@ import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/u
 import { openStore, type Store } from '../store/root.js';
 import type { InflaterChoice } from '../unpack/decompress/inflater.js';
 import type { Tuning } from '../tuning.js';
-import { sharedUnpackPool, UnpackPool } from '../unpack/pool.js';
+import { sharedUnpackPool, UnpackPool } from '../unpack/pool/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { applyCpuBudget, type CpuBudgetState } from '../util/cpu.js';
 import { loadSignatureVerifiers, type SignatureSettings } from '../signatures/settings.js';

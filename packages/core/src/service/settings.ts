@@ -8,7 +8,7 @@ import { DEFAULT_CHUNK_SIZE } from '../registry/fetch.js';
 import { parseGoDuration } from '../registry/hostsconfig.js';
 import { DEFAULT_MAX_REQUESTS } from '../registry/scheduler.js';
 import { DEFAULT_INFLATER, INFLATER_CHOICES, parseInflaterChoice, type InflaterChoice } from '../unpack/decompress/inflater.js';
-import { sharedUnpackPool } from '../unpack/pool.js';
+import { sharedUnpackPool } from '../unpack/pool/pool.js';
 
 export { defaultRoot } from '../store/root.js';
 export { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, INFLATER_CHOICES, parseInflaterChoice, type InflaterChoice };

@@ -150,7 +150,7 @@ describe.skipIf(lacks('addon', hasSink ? undefined : 'the native addon (writer t
     );
     const blob = path.join(sandbox, 'layer.tgz');
     fs.writeFileSync(blob, layer.blob);
-    const url = new URL('./pool.ts', import.meta.url).href.replace(/\/src\/unpack\/pool\.ts$/, '/dist/unpack/pool.js');
+    const url = new URL('./pool/pool.ts', import.meta.url).href.replace(/\/src\/unpack\/pool\/pool\.ts$/, '/dist/unpack/pool/pool.js');
     const script = `
       const { UnpackPool } = await import(${JSON.stringify(url)});
       const fs = await import('node:fs');

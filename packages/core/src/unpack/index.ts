@@ -2,7 +2,7 @@
 export { applyLayer, cleanEntryPath, DEFAULT_APPLY_LIMITS, MAX_WARNINGS, type ApplyLimits, type ApplyOptions, type ApplyStats } from './apply/apply.js';
 export { createDecompressor, detectCompression, GUNZIP_CHUNK_SIZE, MAGIC_BYTES, resolveCompression } from './decompress/decompress.js';
 export { BLOB_READ_CHUNK, unpackLayer, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './layer.js';
-export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './pool.js';
+export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './pool/pool.js';
 export {
   createExternalGunzip,
   findInflater,

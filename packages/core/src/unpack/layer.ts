@@ -1,5 +1,5 @@
 // Unpacks one layer blob in a single pass: digest of the blob, decompression, diffID and extraction together.
-import { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from './pass-codes.js';
+import { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from './pool/pass-codes.js';
 import fs from 'node:fs';
 import { Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -135,7 +135,7 @@ export interface UnpackedLayer {
   outputBuffers?: { allocated: number; recycled: number };
 }
 
-export { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from './pass-codes.js';
+export { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from './pool/pass-codes.js';
 
 
 /**

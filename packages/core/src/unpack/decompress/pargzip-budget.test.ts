@@ -11,7 +11,7 @@ import { Prng } from '../../testing/prng.js';
 import { DEFAULT_INFLATE_SLOT_BYTES, inflateBudgetWorkerData, InflateBudget, processInflateBudget } from './pargzip-budget.js';
 import { JobSlot, nativeInflate, St, Status, type JobInput, type JobResult } from './pargzip-job.js';
 import { createParallelGunzip, InflatePool } from './pargzip.js';
-import { compiledWorker } from '../pool.js';
+import { compiledWorker } from '../pool/pool.js';
 import { lacks } from '../../testing/needs.js';
 
 const available = InflatePool.available();

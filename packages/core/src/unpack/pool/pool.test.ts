@@ -4,15 +4,15 @@ import { cpus, tmpdir, uptime } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Watermark } from '../content/watermark.js';
-import { MediaTypes } from '../oci/mediatypes.js';
-import { buildLayer } from '../testing/builder.js';
+import { Watermark } from '../../content/watermark.js';
+import { MediaTypes } from '../../oci/mediatypes.js';
+import { buildLayer } from '../../testing/builder.js';
 import { CONSUMED_POLL_MS, idleCores, machineIdleMs, poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
 import { startWorkerAhead, workerAhead } from './spawn.js';
 import type { Worker } from 'node:worker_threads';
-import { processInflateBudget } from './decompress/pargzip-budget.js';
-import { InflatePool } from './decompress/pargzip.js';
-import { lacks } from '../testing/needs.js';
+import { processInflateBudget } from '../decompress/pargzip-budget.js';
+import { InflatePool } from '../decompress/pargzip.js';
+import { lacks } from '../../testing/needs.js';
 
 /** A machine with 64 idle cores, whatever else runs (the tests run side by side). */
 const idleMachine = () => performance.now() * 64;
@@ -228,7 +228,7 @@ describe('UnpackPool', () => {
   });
 
   it('lets the process exit while warm workers are idle', () => {
-    const url = new URL('./pool.ts', import.meta.url).href.replace(/\/src\/unpack\/pool\.ts$/, '/dist/unpack/pool.js');
+    const url = new URL('./pool.ts', import.meta.url).href.replace(/\/src\/unpack\/pool\/pool\.ts$/, '/dist/unpack/pool/pool.js');
     // A process that warms a pool and does nothing else ends on its own, at once.
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { UnpackPool } = await import(${JSON.stringify(url)}); const p = new UnpackPool({ size: 2 }); p.warm(2); console.log(p.workers);`], {
       encoding: 'utf8',

@@ -1,12 +1,12 @@
 // A process-wide pool of unpack workers: bounds how many layers unpack at once, runs the largest
 // waiting layer first (it bounds the pull), and keeps each layer's pipeline off the main thread.
 import { closeSync, openSync, readSync } from 'node:fs';
-import { availableCores } from '../util/cpu.js';
+import { availableCores } from '../../util/cpu.js';
 import type { Worker } from 'node:worker_threads';
-import { abortError, FastpullError, type ErrorCode } from '../errors.js';
-import type { UnpackedLayer } from './layer.js';
+import { abortError, FastpullError, type ErrorCode } from '../../errors.js';
+import type { UnpackedLayer } from '../layer.js';
 import { compiledWorker, startUnpackWorker, takeWorkerAhead } from './spawn.js';
-import { WatermarkView } from '../content/watermark.js';
+import { WatermarkView } from '../../content/watermark.js';
 import { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE } from './pass-codes.js';
 import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
 
@@ -196,7 +196,7 @@ export class UnpackPool {
     this.size = options.size ?? poolSizeFor();
     this.machineIdle = options.machineIdle ?? machineIdleMs;
     if (!Number.isInteger(this.size) || this.size < 1) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
-    this.script = options.threads === false ? undefined : compiledWorker('worker.js');
+    this.script = options.threads === false ? undefined : compiledWorker('pool/worker.js');
   }
 
   /** Whether layers run on worker threads (false when disabled or the worker script is missing). */
@@ -217,7 +217,7 @@ export class UnpackPool {
       if (!this.script) {
         options.onStart?.(0, borrowed);
         // Loaded here, not with the pool: a process whose passes run on workers never needs it.
-        const { unpackLayer } = await import('./layer.js');
+        const { unpackLayer } = await import('../layer.js');
         return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
       }
       return await this.onWorker(task, signal, options.onStart && ((thread) => options.onStart!(thread, borrowed)), options.onBytes);

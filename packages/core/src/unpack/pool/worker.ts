@@ -1,10 +1,10 @@
 // The unpack worker: runs one layer's single pass (blob digest, inflate, diffID, extraction) on its own
 // thread, so layers of an image use separate cores instead of taking turns on the main thread.
 import { parentPort } from 'node:worker_threads';
-import { isFastpullError } from '../errors.js';
-import { collectHeap, trimAllocator } from '../util/allocator.js';
+import { isFastpullError } from '../../errors.js';
+import { collectHeap, trimAllocator } from '../../util/allocator.js';
 import { IdleCollector } from './idle-collect.js';
-import { unpackLayer, type UnpackLayerOptions } from './layer.js';
+import { unpackLayer, type UnpackLayerOptions } from '../layer.js';
 import { STATE_CONSUMED, STATE_WAITED_MS, STATE_WAITING_SINCE } from './pass-codes.js';
 
 /**

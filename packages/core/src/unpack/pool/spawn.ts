@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { inflateBudgetWorkerData } from './decompress/pargzip-budget.js';
+import { inflateBudgetWorkerData } from '../decompress/pargzip-budget.js';
 
 /**
  * The young generation of each worker's heap, in MiB (1 MiB of semi-space; V8's default grows to
@@ -18,12 +18,12 @@ import { inflateBudgetWorkerData } from './decompress/pargzip-budget.js';
 export const WORKER_YOUNG_GENERATION_MB = 3;
 
 /**
- * The compiled worker script `name` of this folder (undefined when not built). Tests run the TypeScript sources, which a worker thread cannot load,
+ * The compiled worker script `name`, a path under unpack/ (undefined when not built). Tests run the TypeScript sources, which a worker thread cannot load,
  * so from src/ this points at the build output (`pnpm run build` makes it).
  */
 export function compiledWorker(name: string): string | undefined {
   const here = import.meta.url;
-  const url = here.endsWith('.ts') ? new URL(`../../dist/unpack/${name}`, here) : new URL(`./${name}`, here);
+  const url = here.endsWith('.ts') ? new URL(`../../../dist/unpack/${name}`, here) : new URL(`../${name}`, here);
   const path = fileURLToPath(url);
   return existsSync(path) ? path : undefined;
 }
@@ -55,7 +55,7 @@ let ahead: { readonly worker: Worker; readonly script: string; ready: boolean } 
  */
 export function startWorkerAhead(): boolean {
   if (ahead !== undefined) return true;
-  const script = compiledWorker('worker.js');
+  const script = compiledWorker('pool/worker.js');
   if (script === undefined) return false;
   const worker = startUnpackWorker(script);
   const started = { worker, script, ready: false };
