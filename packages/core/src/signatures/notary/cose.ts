@@ -4,7 +4,7 @@
 // ["Signature1", protected, external_aad (empty), payload].
 import { decode, encode, type TagDecoder } from 'cborg';
 import type { SignatureAlgorithm } from './chain.js';
-import type { ParsedEnvelope } from './envelope.js';
+import type { ParsedEnvelope } from './parsed.js';
 import { schemeTime } from './jws.js';
 
 const COSE_SIGN1_TAG = 18;

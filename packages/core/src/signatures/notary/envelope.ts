@@ -5,6 +5,7 @@
 import { constants, createHash, verify as cryptoVerify, type KeyObject } from 'node:crypto';
 import { checkCodeSigningChain, keyAlgorithm, MAX_CHAIN_CERTIFICATES, parseCertificate, type ChainCertificate, type SignatureAlgorithm } from './chain.js';
 import { parseCose } from './cose.js';
+import type { ParsedEnvelope } from './parsed.js';
 import { parseJws } from './jws.js';
 
 export const JWS_MEDIA_TYPE = 'application/jose+json';
@@ -14,30 +15,8 @@ export const PAYLOAD_CONTENT_TYPE = 'application/vnd.cncf.notary.payload.v1+json
 /** Largest envelope read: a few certificates and a descriptor are a few KiB. */
 export const MAX_ENVELOPE_BYTES = 256 * 1024;
 
-export type SigningScheme = 'notary.x509' | 'notary.x509.signingAuthority';
-
 /** Signed attributes this verifier understands; any other marked critical fails integrity. */
 export const KNOWN_ATTRIBUTES = new Set(['io.cncf.notary.signingScheme', 'io.cncf.notary.signingTime', 'io.cncf.notary.authenticSigningTime', 'io.cncf.notary.expiry']);
-
-/** What either envelope format yields once parsed (nothing here is trusted before `checkIntegrity`). */
-export interface ParsedEnvelope {
-  readonly algorithm: SignatureAlgorithm;
-  readonly contentType: string;
-  readonly scheme: SigningScheme;
-  readonly signingTime: Date;
-  readonly expiry?: Date;
-  /** Names of the protected attributes marked critical. */
-  readonly critical: readonly string[];
-  /** Names of every protected attribute present. */
-  readonly present: ReadonlySet<string>;
-  readonly payload: Uint8Array;
-  readonly certificates: readonly Uint8Array[];
-  /** Whether an RFC 3161 timestamp countersignature is attached. */
-  readonly timestamped: boolean;
-  /** The bytes the signature covers, and the signature in the JWS/COSE (IEEE P1363 for ECDSA) form. */
-  readonly signingInput: Uint8Array;
-  readonly signature: Uint8Array;
-}
 
 /** An envelope whose integrity checked out. */
 export interface VerifiedEnvelope extends ParsedEnvelope {

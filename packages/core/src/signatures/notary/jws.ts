@@ -2,7 +2,7 @@
 // signature-envelope-jws.md): protected header with the signed attributes, x5c chain and signing agent
 // in the unprotected header, ECDSA signatures as r||s.
 import type { SignatureAlgorithm } from './chain.js';
-import type { ParsedEnvelope, SigningScheme } from './envelope.js';
+import type { ParsedEnvelope, SigningScheme } from './parsed.js';
 
 const ALGORITHMS: readonly SignatureAlgorithm[] = ['PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512'];
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
