@@ -18,7 +18,7 @@ import { chainIDs, type Digest } from '@fastpull/core';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { cosignMissing, cosignSign, generateKeyPair } from './cosign.js';
 import { busyboxImage, containerdUnavailable, isProbeRecord, peersPrefix, release, run, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
-import { overlayUnavailable, repoRoot, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { overlayUnavailable, peerBinary, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { snapshotsClient, type SnapshotsClient } from './snapshotter-client.js';
 
 const CRI_NAMESPACE = 'k8s.io';
@@ -26,8 +26,7 @@ const crictlBin = join(peersPrefix, 'crictl', 'bin', 'crictl');
 const work = tempDir('cri-sig');
 const snapSocket = join(work.dir, 'snapshotter.sock');
 
-const peerList = spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8' }).stdout;
-const notationSigner = join(peerList.split('\n').find((l) => l.startsWith('notation-signer '))?.split(' ')[2] ?? '', 'notation-signer');
+const notationSigner = peerBinary('notation-signer', 'notation-signer') ?? 'notation-signer';
 
 const reason = containerdUnavailable() ?? overlayUnavailable();
 if (reason) console.warn(`skipping the CRI signature tests: ${reason}`);

@@ -9,6 +9,17 @@ import { join, resolve } from 'node:path';
 export const repoRoot = resolve(import.meta.dirname, '..');
 export const cliPath = join(repoRoot, 'packages', 'cli', 'dist', 'bin.js');
 
+/**
+ * Where scripts/peers.sh puts peer `name`'s executable `file` (as `--list` prints it: name, version,
+ * directory), or undefined when it lists no such peer. The file may still be missing: callers that
+ * need it fail naming the build command.
+ */
+export function peerBinary(name: string, file: string): string | undefined {
+  const listed = spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8' }).stdout;
+  const dir = listed.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ')[2];
+  return dir === undefined ? undefined : join(dir, file);
+}
+
 export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), `fastpull-${prefix}-`));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };

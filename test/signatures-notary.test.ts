@@ -13,11 +13,9 @@ import { parseReference, validateDigest } from '@fastpull/core';
 import { RegistryClient } from '@fastpull/core/registry';
 import { lacksRegistry, pushImage, sampleImage, startDistribution, type DistributionRegistry } from '@fastpull/core/testing';
 import { fetchNotarySignatures, loadNotaryConfig, verifyNotary, type NotaryVerdict } from '../packages/core/src/signatures/notary/index.js';
-import { repoRoot, runCliAsync, tempDir } from './helpers.js';
+import { peerBinary, runCliAsync, tempDir } from './helpers.js';
 
-const peers = spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8' });
-const signerDir = peers.stdout.split('\n').find((l) => l.startsWith('notation-signer '))?.split(' ')[2];
-const signer = signerDir && join(signerDir, 'notation-signer');
+const signer = peerBinary('notation-signer', 'notation-signer');
 const REPO = 'signed/app';
 const DAY = 24 * 3600 * 1000;
 
