@@ -3,83 +3,21 @@
 // A retry asks only for what its chunk still lacks, a chunk that straggles is re-issued, and
 // ranges already in the sink (`have`, a resumed download) are not fetched again.
 import { setMaxListeners } from 'node:events';
-import type { RegistryResponse } from './message.js';
 import { FastpullError, isFastpullError, throwIfAborted } from '../errors.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
 import { isRetryableStatus, parseRetryAfter, RETRY_AFTER_MAX_MS, retryDelayMs, sleep } from '../util/retry.js';
 import type { RegistryClient } from './client.js';
-import { consumeBody, discard, headerValue, responseError } from './response.js';
+import type { Chunk, ChunkContext, Cursor, FetchOptions, RandomAccessSink, Range } from './fetch-context.js';
+import type { RegistryResponse } from './message.js';
+import { checkContentRange, checkLength, isRetryable, writeBody } from './range-body.js';
+import { DEFAULT_ORDER_LEAD, RangeOrder } from './range-order.js';
 import type { RangeRequest } from './range-request.js';
-import type { ByteThrottle } from './ratelimit.js';
-import { FetchScheduler, sharedFetchScheduler, type Ranked } from './scheduler.js';
+import { MAX_STRAGGLER_REISSUES, Watchdog } from './range-watchdog.js';
+import { discard, headerValue, responseError } from './response.js';
+import { sharedFetchScheduler } from './scheduler.js';
 
 export type { RangeRequest } from './range-request.js';
-
-/** Where downloaded bytes go: positional writes into one file. */
-export interface RandomAccessSink {
-  /**
-   * Writes `data` at byte `position`; chunks arrive in any order, possibly concurrently. `data` is
-   * valid until the promise settles (it may be a view of a connection's read buffer, reused for
-   * the next read): copy what is to be kept longer.
-   */
-  write(data: Uint8Array, position: number): Promise<void>;
-  /**
-   * Writes `data` at `position` before returning, and returns true; or writes nothing and returns
-   * false when it cannot now (then {@link write} does). Optional: spares the download a promise per
-   * network read. `data` is valid until it returns.
-   */
-  writeNow?(data: Uint8Array, position: number): boolean;
-}
-
-/** Options of {@link fetchBlob}. */
-export interface FetchOptions {
-  /** Bytes per range request. 16 MiB ranges measured best on loopback (docs/architecture.md, figures). */
-  readonly chunkSize?: number;
-  /** The scheduler of requests in flight; default the process-wide one. */
-  readonly scheduler?: FetchScheduler;
-  /** Where this blob's requests queue among others waiting for the scheduler (a pull's priority); default a normal pull's. */
-  readonly rank?: Ranked;
-  /** Stops the download (ABORTED) once every request in flight has settled. */
-  readonly signal?: AbortSignal;
-  /** Called with the number of new bytes written, from any chunk. */
-  readonly onBytes?: (n: number) => void;
-  /** Attempts per chunk for transport errors and retryable statuses. */
-  readonly attempts?: number;
-  /** Ranges [start, end) already in the sink (a resumed download): only the rest is fetched. */
-  readonly have?: readonly (readonly [number, number])[];
-  /** Bytes per second under which a range is a straggler (see DEFAULT_STRAGGLER_FLOOR). */
-  readonly stragglerFloor?: number;
-  /** The window over which the straggler floor is measured, in milliseconds. */
-  readonly stragglerWindowMs?: number;
-  /**
-   * A range whose body stops, no byte for this long after bytes came, is a straggler at once,
-   * without waiting for the floor's window (default 3 s; 0: off). Slow first bytes do not count.
-   */
-  readonly stallTimeoutMs?: number;
-  /** Called when a straggling range is cancelled and re-issued. */
-  readonly onStraggler?: () => void;
-  /** Called when a range request failed in a way worth retrying and is about to be retried. */
-  readonly onRetry?: (error: unknown) => void;
-  /** Called when each HTTP request for a range has ended, whatever its outcome (for traces). */
-  readonly onRange?: (request: RangeRequest) => void;
-  /**
-   * Bytes a range may run ahead of the earliest range in flight before it yields to it (default
-   * DEFAULT_ORDER_LEAD; 0: ranges never yield). See {@link RangeOrder}.
-   */
-  readonly orderLead?: number;
-  /**
-   * Called with each range's first byte before the range asks for a connection (every range after
-   * the first): the range waits for the promise it returns, if any. Lets a caller hold the download
-   * back to a reader's pace.
-   */
-  readonly pace?: (start: number) => Promise<void> | undefined;
-  /**
-   * The network rate limit the body reads draw from: a read that must wait leaves the socket unread
-   * meanwhile (TCP then slows the sender), and the time held counts as no stall. Absent: no limit.
-   */
-  readonly throttle?: ByteThrottle;
-}
 
 /**
  * Bytes per range request. The rate is flat over 4 to 64 MiB on loopback (docs/architecture.md,
@@ -91,38 +29,9 @@ export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
 /** Attempts per chunk; a retry asks only for the bytes still missing. */
 const DEFAULT_ATTEMPTS = 4;
 
-/**
- * Default {@link FetchOptions.orderLead}: four chunks. A 1 GiB layer of fp16-like weights pulled
- * from a loopback registry, caches dropped, 2 cores: without it 13 of the first 16 ranges got 8 MiB/s
- * each while three others fetched far ahead, so the bytes from offset 0 (what the unpacker follows)
- * stalled (docs/architecture.md, "Figures behind the defaults").
- */
-export const DEFAULT_ORDER_LEAD = 64 * 1024 * 1024;
-
-/**
- * The longest a range waits for the earliest one before reading its next piece of body: a range
- * that yields still moves (a 64 KiB piece per wait is 1.3 MB/s), far above the straggler floor, so
- * yielding never makes a range look stalled, and a slow earliest range cannot stop the others.
- */
-const ORDER_MAX_WAIT_MS = 50;
-/** How often a yielding range looks again. */
-const ORDER_TICK_MS = 5;
-
 /** The scheduler's key for a reference: its registry (mirrors share the global limit). */
 function schedulerKey(ref: Reference): string {
   return ref.registry;
-}
-
-interface Range {
-  readonly start: number;
-  /** Exclusive. */
-  readonly end: number;
-}
-
-/** A range of the download's plan: its position among the chunks, and when it asked for a connection (for onRange). */
-interface Chunk extends Range {
-  readonly chunk: number;
-  readonly queuedAt: number;
 }
 
 /**
@@ -194,77 +103,14 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   if (failure !== undefined) throw failure as unknown;
 }
 
-interface ChunkContext {
-  readonly client: RegistryClient;
-  readonly ref: Reference;
-  readonly desc: Descriptor;
-  readonly sink: RandomAccessSink;
-  readonly options: FetchOptions;
-  readonly what: string;
-  /** Where the download's ranges yield to the earliest one; absent: they never do. */
-  readonly order?: RangeOrder;
-}
-
-/** Where a range's next byte lands, and whether a rate limit holds it back (its watchdog's view). */
-interface Cursor {
-  pos: number;
-  /** Waits on the rate limit so far: a window in which one began proves nothing about the registry. */
-  holds: number;
-  /** Waiting on the rate limit now. */
-  holding: boolean;
-}
-
-/** A request of a range under way, as {@link RangeOrder} sees it. */
-interface RunningRange {
-  /** Where this request's body starts. */
-  readonly from: number;
-  /** Where its next byte lands. */
-  readonly cursor: { readonly pos: number };
-}
-
-/**
- * In-order priority among one download's ranges. The unpacker follows the bytes landed from offset 0,
- * so a byte at the earliest range in flight is worth more than one far past it; yet ranges in
- * parallel share the reading thread and the path, and one that got ahead tends to stay ahead (its
- * connection's window grew while the others' did not). So a range that is more than `lead` bytes past
- * the earliest range's next byte, and has received more bytes than that range since their requests
- * went out, waits a little before reading each piece of its body (at most ORDER_MAX_WAIT_MS, less
- * once it is no longer ahead): what it leaves unread goes to the earliest range. Ranges that move at
- * the same pace never wait, so a download whose connections are each capped (the usual reason for
- * parallel ranges) keeps them all busy.
- */
-export class RangeOrder {
-  private readonly running = new Set<RunningRange>();
-
-  /** @param lead - bytes a range may run past the earliest one's next byte without yielding. */
-  constructor(readonly lead: number) {}
-
-  /** Counts a request from now until the returned function is called. */
-  enter(range: RunningRange): () => void {
-    this.running.add(range);
-    return () => void this.running.delete(range);
-  }
-
-  /** Whether `range` is to yield now: far past the earliest range in flight, and gaining on it. */
-  ahead(range: RunningRange): boolean {
-    let first: RunningRange | undefined;
-    for (const r of this.running) if (first === undefined || r.from < first.from) first = r;
-    if (first === undefined || first === range) return false;
-    if (range.cursor.pos - first.cursor.pos <= this.lead) return false;
-    return range.cursor.pos - range.from > first.cursor.pos - first.from;
-  }
-
-  /** Waits while `range` is {@link ahead}, at most ORDER_MAX_WAIT_MS; resolves at once otherwise. */
-  async yieldFor(range: RunningRange): Promise<number> {
-    if (!this.ahead(range)) return 0;
-    const started = performance.now();
-    let waited = 0;
-    do {
-      await new Promise<void>((resolve) => setTimeout(resolve, ORDER_TICK_MS));
-      waited = performance.now() - started;
-    } while (waited < ORDER_MAX_WAIT_MS && this.ahead(range));
-    return waited;
-  }
+/** What onRange reports of one request, gathered while it runs. */
+interface RangeRecord {
+  readonly sentAt: number;
+  readonly start: number;
+  readonly end: number;
+  offset: number;
+  status: number;
+  yieldedMs: number;
 }
 
 /**
@@ -289,7 +135,7 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
     retryAfter = undefined;
     const watchdog = new Watchdog(ctx, cursor);
     let origin: string | undefined;
-    const record = ctx.options.onRange ? { sentAt: performance.now(), start: cursor.pos, end: whole ? ctx.desc.size : range.end, offset: cursor.pos, status: 0, yieldedMs: 0 } : undefined;
+    const record: RangeRecord | undefined = ctx.options.onRange ? { sentAt: performance.now(), start: cursor.pos, end: whole ? ctx.desc.size : range.end, offset: cursor.pos, status: 0, yieldedMs: 0 } : undefined;
     let outcome: RangeRequest['outcome'] = 'error';
     let code: string | undefined;
     try {
@@ -306,16 +152,7 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
         return whole ? 'whole' : 'range';
       }
       if (res.statusCode === 200) {
-        // A server that ignores Range sends the whole blob. That is usable by the request that may
-        // stand for the whole blob: the blob's only request, the first one (the other ranges have
-        // not started; a resumed download then starts over), or a retry of a whole-blob read cut
-        // off mid-body, which starts over at 0 (the same bytes land at the same offsets again; the
-        // digest is checked as always). Any other range is running beside others: an error.
-        if (ranged && !probe && !whole) {
-          await discard(res);
-          throw new FastpullError('REGISTRY_ERROR', `${ctx.what}: server ignored the Range request for bytes ${pos}-${end - 1}`);
-        }
-        checkLength(ctx, res, ctx.desc.size);
+        await checkWhole(ctx, res, { pos, end, alone: !ranged || probe || whole });
         cursor.pos = 0;
         if (record) record.offset = 0;
         whole = true;
@@ -335,17 +172,9 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
       if (ctx.options.signal?.aborted) outcome = 'aborted';
       if (watchdog.fired && !ctx.options.signal?.aborted) {
         outcome = 'straggler';
-        // A straggler: its remainder goes out again at once, on a fresh connection (aborting the
-        // request closed its socket), without spending one of the attempts meant for errors.
-        ctx.options.onStraggler?.();
-        // A slow mirror goes behind the other hosts, so the remainder is asked of the next one.
-        if (origin !== undefined) ctx.client.demote(ctx.ref, origin);
+        // A straggler: its remainder goes out again at once, without spending one of the attempts meant for errors.
         if (++stragglers <= MAX_STRAGGLER_REISSUES) attempt--;
-        const why = watchdog.stalled ? `stalled at offset ${cursor.pos}: no byte for ${watchdog.stallMs} ms` : `from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`;
-        lastError = new FastpullError('NETWORK_ERROR', `${ctx.what}: the range ${why}`, {
-          cause: e,
-          details: { offset: cursor.pos, straggler: true },
-        });
+        lastError = straggled(ctx, watchdog, cursor, origin, e);
         continue;
       }
       if (!isRetryable(e)) throw e;
@@ -353,26 +182,7 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
       if (attempt + 1 < attempts) ctx.options.onRetry?.(e);
     } finally {
       watchdog.stop();
-      if (record) {
-        const { sentAt, start, end, offset, status, yieldedMs } = record;
-        const bytes = cursor.pos - offset;
-        ctx.options.onRange!({
-          chunk: range.chunk,
-          attempt: sent,
-          reason,
-          outcome,
-          start,
-          end,
-          offset,
-          bytes,
-          ...(status ? { status } : {}),
-          ...(code ? { code } : {}),
-          queuedAt: range.queuedAt,
-          sentAt,
-          endedAt: performance.now(),
-          ...(yieldedMs > 0 ? { yieldedMs } : {}),
-        });
-      }
+      if (record) reportRange(ctx, range, record, { attempt: sent, reason, outcome, bytes: cursor.pos - record.offset, ...(code ? { code } : {}) });
       sent++;
       reason = outcome === 'straggler' ? 'reissue' : 'retry';
     }
@@ -380,191 +190,56 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
   throw lastError instanceof Error ? lastError : new FastpullError('NETWORK_ERROR', `${ctx.what}: failed after ${attempts} attempts`);
 }
 
-/** Re-issues of one chunk's remainder for being too slow, on top of its error attempts. */
-const MAX_STRAGGLER_REISSUES = 8;
 /**
- * The straggler floor: a range that receives fewer than this many bytes per second over a whole
- * window is cancelled and its remainder asked for again. Low enough that a slow but moving link is
- * left alone (16 connections at this floor is 256 KiB/s), high enough to catch a stalled one.
+ * Checks a 200 answer to a request for bytes [pos, end): the whole blob, to be written from offset 0.
+ * A server that ignores Range sends the whole blob. That is usable by the request that may stand for
+ * the whole blob (`alone`): the blob's only request, the first one (the other ranges have not
+ * started; a resumed download then starts over), or a retry of a whole-blob read cut off mid-body,
+ * which starts over at 0 (the same bytes land at the same offsets again; the digest is checked as
+ * always). Any other range is running beside others: an error.
  */
-export const DEFAULT_STRAGGLER_FLOOR = 16 * 1024;
-/** The window over which the straggler floor is measured, in milliseconds. */
-export const DEFAULT_STRAGGLER_WINDOW_MS = 10_000;
-
-/**
- * A range whose body stops is re-issued after this long without a byte: a stalled connection
- * (a dead peer, a stuck proxy) is far likelier than a healthy one idle for seconds mid-body.
- */
-export const DEFAULT_STALL_TIMEOUT_MS = 3_000;
-
-/**
- * Watches one request: aborts it when its progress stays below the floor for a window, or when its
- * body stops for the stall timeout after bytes came.
- */
-class Watchdog {
-  readonly floor: number;
-  readonly windowMs: number;
-  readonly stallMs: number;
-  readonly signal: AbortSignal;
-  fired = false;
-  /** Fired by the stall timeout (else by the floor). */
-  stalled = false;
-  private readonly controller = new AbortController();
-  private readonly timers: NodeJS.Timeout[] = [];
-  private mark: number;
-
-  constructor(ctx: ChunkContext, cursor: Cursor) {
-    this.floor = ctx.options.stragglerFloor ?? DEFAULT_STRAGGLER_FLOOR;
-    this.windowMs = ctx.options.stragglerWindowMs ?? DEFAULT_STRAGGLER_WINDOW_MS;
-    this.stallMs = ctx.options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
-    this.signal = ctx.options.signal ? AbortSignal.any([ctx.options.signal, this.controller.signal]) : this.controller.signal;
-    this.mark = cursor.pos;
-    const fire = (stalled: boolean): void => {
-      if (this.fired) return;
-      this.fired = true;
-      this.stalled = stalled;
-      this.controller.abort(new Error(stalled ? 'stalled' : 'straggler'));
-    };
-    // The floor is judged over windows timed by finer ticks: a tick that comes late means this
-    // thread was busy (bytes may be waiting unread), so that window proves nothing and starts again.
-    const floorTickMs = Math.max(25, Math.min(1000, this.windowMs / 4));
-    let windowAt = performance.now();
-    let floorTickAt = windowAt;
-    // Time the rate limit held the range back counts as a late tick: the registry was not slow.
-    let floorHolds = cursor.holds;
-    const held = (seen: number): boolean => cursor.holding || cursor.holds !== seen;
-    this.timers.push(
-      setInterval(() => {
-        const now = performance.now();
-        const late = now - floorTickAt > 2 * floorTickMs || held(floorHolds);
-        floorHolds = cursor.holds;
-        floorTickAt = now;
-        if (!late && now - windowAt < this.windowMs) return;
-        if (!late && cursor.pos - this.mark < (this.floor * (now - windowAt)) / 1000) fire(false);
-        this.mark = cursor.pos;
-        windowAt = now;
-      }, floorTickMs),
-    );
-    if (this.stallMs > 0) {
-      const start = cursor.pos;
-      const tickMs = Math.max(25, Math.min(500, this.stallMs / 4));
-      let last = cursor.pos;
-      let movedAt = performance.now();
-      let tickAt = movedAt;
-      let stallHolds = cursor.holds;
-      this.timers.push(
-        setInterval(() => {
-          const now = performance.now();
-          // A tick that comes late means this thread was busy: bytes may be waiting unread, so
-          // the silence proves nothing; start counting again.
-          const late = now - tickAt > 2 * tickMs || held(stallHolds);
-          stallHolds = cursor.holds;
-          tickAt = now;
-          if (cursor.pos !== last || late) {
-            last = cursor.pos;
-            movedAt = now;
-          } else if (last > start && now - movedAt >= this.stallMs) {
-            fire(true);
-          }
-        }, tickMs),
-      );
-    }
-    for (const t of this.timers) t.unref();
+async function checkWhole(ctx: ChunkContext, res: RegistryResponse, asked: { pos: number; end: number; alone: boolean }): Promise<void> {
+  if (!asked.alone) {
+    await discard(res);
+    throw new FastpullError('REGISTRY_ERROR', `${ctx.what}: server ignored the Range request for bytes ${asked.pos}-${asked.end - 1}`);
   }
-
-  stop(): void {
-    for (const t of this.timers) clearInterval(t);
-  }
+  checkLength(ctx, res, ctx.desc.size);
 }
 
 /**
- * Registry errors worth another try (a Content-Range that disagrees, as a proxy's cache can send
- * once): known here, kept out of the error's public `details`.
+ * A request its watchdog cancelled: the error that stands for it until the remainder lands. Aborting
+ * the request closed its socket, so the remainder goes out on a fresh connection; a slow mirror goes
+ * behind the other hosts, so the remainder is asked of the next one.
  */
-const retryableErrors = new WeakSet<Error>();
-
-function isRetryable(e: unknown): boolean {
-  if (!isFastpullError(e)) return true;
-  return e.code === 'NETWORK_ERROR' || (e.code === 'REGISTRY_ERROR' && retryableErrors.has(e));
+function straggled(ctx: ChunkContext, watchdog: Watchdog, cursor: Cursor, origin: string | undefined, cause: unknown): FastpullError {
+  ctx.options.onStraggler?.();
+  if (origin !== undefined) ctx.client.demote(ctx.ref, origin);
+  const why = watchdog.stalled ? `stalled at offset ${cursor.pos}: no byte for ${watchdog.stallMs} ms` : `from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`;
+  return new FastpullError('NETWORK_ERROR', `${ctx.what}: the range ${why}`, {
+    cause,
+    details: { offset: cursor.pos, straggler: true },
+  });
 }
 
-function checkLength(ctx: ChunkContext, res: RegistryResponse, want: number): void {
-  const encoding = headerValue(res.headers['content-encoding']);
-  if (encoding !== undefined && encoding !== 'identity') {
-    void discard(res);
-    throw new FastpullError('REGISTRY_ERROR', `${ctx.what}: server applied Content-Encoding ${encoding}, which would change the bytes hashed`);
-  }
-  const length = headerValue(res.headers['content-length']);
-  if (length !== undefined && Number(length) !== want) {
-    void discard(res);
-    throw new FastpullError('SIZE_MISMATCH', `${ctx.what}: Content-Length ${length}, want ${want}`, { details: { want, got: Number(length) } });
-  }
-}
-
-function checkContentRange(ctx: ChunkContext, res: RegistryResponse, start: number, end: number): void {
-  const header = headerValue(res.headers['content-range']) ?? '';
-  const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header.trim());
-  if (!m || Number(m[1]) !== start || Number(m[2]) !== end - 1 || (m[3] !== '*' && Number(m[3]) !== ctx.desc.size)) {
-    void discard(res);
-    const e = new FastpullError('REGISTRY_ERROR', `${ctx.what}: Content-Range ${JSON.stringify(header)} does not match the request for bytes ${start}-${end - 1}/${ctx.desc.size}`);
-    retryableErrors.add(e);
-    throw e;
-  }
-  checkLength(ctx, res, end - start);
-}
-
-/**
- * Streams a body to the sink from `cursor.pos`, refusing bytes past `end`. The cursor advances as
- * bytes land, so a retry after a broken connection asks only for the remainder. Time spent yielding
- * to the earliest range (see RangeOrder) is added to `spent`.
- */
-async function writeBody(ctx: ChunkContext, res: RegistryResponse, cursor: Cursor, end: number, spent?: { yieldedMs: number }): Promise<void> {
-  let pos = cursor.pos;
-  const running: RunningRange = { from: pos, cursor };
-  const leave = ctx.order?.enter(running);
-  const order = ctx.order;
-  const throttle = ctx.options.throttle;
-  // Before the next piece is read: while this waits, the body is not read and its connection soon stops.
-  const yieldToOrder = (): Promise<void> | undefined => {
-    if (order === undefined || pos >= end || !order.ahead(running)) return undefined;
-    return order.yieldFor(running).then((ms) => {
-      if (spent !== undefined) spent.yieldedMs += ms;
-    });
-  };
-  const unheld = (): Promise<void> | undefined => {
-    cursor.holding = false;
-    return yieldToOrder();
-  };
-  const landed = (n: number): Promise<void> | undefined => {
-    pos += n;
-    cursor.pos = pos;
-    ctx.options.onBytes?.(n);
-    const hold = throttle?.take(n);
-    if (hold === undefined) return yieldToOrder();
-    cursor.holds++;
-    cursor.holding = true;
-    return hold.then(unheld);
-  };
-  const take = (chunk: Buffer): Promise<void> | undefined => {
-    if (pos + chunk.length > end) {
-      throw new FastpullError('SIZE_MISMATCH', `${ctx.what}: server sent more than the ${end - pos} bytes expected at offset ${pos}`);
-    }
-    if (ctx.sink.writeNow?.(chunk, pos) === true) return landed(chunk.length);
-    return ctx.sink.write(chunk, pos).then(() => landed(chunk.length));
-  };
-  try {
-    await (res.direct ? res.direct.consume(take) : consumeBody(res.body, take));
-  } catch (e) {
-    res.body.destroy();
-    if (isFastpullError(e)) throw e;
-    if (ctx.options.signal?.aborted) throw new FastpullError('ABORTED', `${ctx.what}: aborted`, { cause: e });
-    throw new FastpullError('NETWORK_ERROR', `${ctx.what}: connection failed at offset ${pos}: ${(e as Error).message}`, { cause: e, details: { offset: pos } });
-  } finally {
-    leave?.();
-  }
-  if (pos !== end) {
-    throw new FastpullError('NETWORK_ERROR', `${ctx.what}: response ended at offset ${pos}, want ${end}`, { details: { offset: pos } });
-  }
+/** Reports one ended request of `range` to onRange. */
+function reportRange(ctx: ChunkContext, range: Chunk, record: RangeRecord, ended: Pick<RangeRequest, 'attempt' | 'reason' | 'outcome' | 'bytes' | 'code'>): void {
+  const { sentAt, start, end, offset, status, yieldedMs } = record;
+  ctx.options.onRange!({
+    chunk: range.chunk,
+    attempt: ended.attempt,
+    reason: ended.reason,
+    outcome: ended.outcome,
+    start,
+    end,
+    offset,
+    bytes: ended.bytes,
+    ...(status ? { status } : {}),
+    ...(ended.code ? { code: ended.code } : {}),
+    queuedAt: range.queuedAt,
+    sentAt,
+    endedAt: performance.now(),
+    ...(yieldedMs > 0 ? { yieldedMs } : {}),
+  });
 }
 
 /** The parts of [0, size) not covered by `have`, in order. */

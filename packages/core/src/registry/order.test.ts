@@ -6,7 +6,8 @@ import { sha256Digest } from '../oci/digest.js';
 import { parseReference } from '../oci/reference.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import { RegistryClient } from './client.js';
-import { fetchBlob, RangeOrder, type RangeRequest } from './fetch.js';
+import { fetchBlob, type RangeRequest } from './fetch.js';
+import { RangeOrder } from './range-order.js';
 import { FetchScheduler } from './scheduler.js';
 
 describe('RangeOrder', () => {

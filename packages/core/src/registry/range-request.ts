@@ -1,7 +1,7 @@
 // What a blob download reports of each HTTP request it makes, for traces: which bytes, why, how it ended, when.
 
 /**
- * One HTTP request of a blob download, as `FetchOptions.onRange` (fetch.ts) reports it. A chunk of the
+ * One HTTP request of a blob download, as `FetchOptions.onRange` (fetch-context.ts) reports it. A chunk of the
  * blob is asked for once, then again for its remainder after an error (`retry`) or after it
  * straggled (`reissue`); the bytes of all requests of a download, `[offset, offset + bytes)`, cover
  * the blob once (a server that ignores Range makes the exception: a retry of its whole-blob answer

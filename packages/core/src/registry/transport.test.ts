@@ -8,7 +8,8 @@ import { buildImage, type BuiltImage } from '../testing/builder.js';
 import { Prng } from '../testing/prng.js';
 import { startLoopbackRegistry, type LoopbackRegistry } from '../testing/registry.js';
 import { RegistryClient } from './client.js';
-import { fetchBlob, type RandomAccessSink } from './fetch.js';
+import type { RandomAccessSink } from './fetch-context.js';
+import { fetchBlob } from './fetch.js';
 import { discard } from './response.js';
 
 let image: BuiltImage;
