@@ -1,14 +1,14 @@
 // A process-wide pool of unpack workers: bounds how many layers unpack at once, runs the largest
 // waiting layer first (it bounds the pull), and keeps each layer's pipeline off the main thread.
-import { closeSync, openSync, readSync } from 'node:fs';
-import { availableCores } from '../../util/cpu.js';
 import type { Worker } from 'node:worker_threads';
-import { abortError, FastpullError, type ErrorCode } from '../../errors.js';
-import type { UnpackedLayer } from '../layer.js';
-import { compiledWorker, startUnpackWorker, takeWorkerAhead } from './spawn.js';
 import { WatermarkView } from '../../content/watermark.js';
-import { STATE_CONSUMED, STATE_SLOTS, STATE_WAITED_MS, STATE_WAITING_SINCE } from './pass-codes.js';
-import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
+import { abortError, FastpullError } from '../../errors.js';
+import { availableCores } from '../../util/cpu.js';
+import type { UnpackedLayer } from '../layer.js';
+import { machineIdleMs, PassWatch } from './lending.js';
+import { compiledWorker, startUnpackWorker, takeWorkerAhead } from './spawn.js';
+import { runOnWorker } from './task-channel.js';
+import type { FromWorker, WorkerTask } from './worker.js';
 
 /** Options of an {@link UnpackPool}. */
 export interface UnpackPoolOptions {
@@ -44,66 +44,6 @@ export interface RunOptions {
    * otherwise.
    */
   readonly onBytes?: (consumed: number) => void;
-}
-
-/** How often the pool reads a worker's count of consumed bytes, and how long a pass waited for its download. */
-export const CONSUMED_POLL_MS = 100;
-
-/**
- * A pass on a worker that spent at least this share of the last {@link CONSUMED_POLL_MS} waiting for
- * its download, while at least one core was idle ({@link idleCores}), lends its slot to a waiting layer
- * whose blob has landed in full (the highest priority of those): that one runs meanwhile, and the
- * pass takes the slot back once it waits less (the pool then runs one over its size until the
- * borrower ends). A layer still downloading would only wait too. Where the cores are busy, a
- * download that falls behind is short of CPU, not of network, and another pass would only slow it
- * down. At most as many passes lend at once as the pool has slots, so that it never runs more than
- * twice its size: on a slow download every new pass waits too, and each would otherwise bring one
- * more worker, about 25 MiB each (docs/architecture.md, "Figures behind the defaults").
- */
-export const LEND_WAIT_SHARE = 0.5;
-
-/** The start of /proc/stat: its first line sums every CPU's times. */
-const procStat = Buffer.alloc(256);
-
-/**
- * The machine's idle CPU time since boot, in core-milliseconds: idle and iowait of the first line
- * of /proc/stat, in USER_HZ (100 a second on Linux); NaN where it cannot be read. Read every
- * {@link CONSUMED_POLL_MS} per pass that follows its download: 256 bytes (17 us on a 2-core VM,
- * where os.cpus(), which reads /proc/cpuinfo too, took 85 us).
- */
-export function machineIdleMs(): number {
-  let n = 0;
-  try {
-    const fd = openSync('/proc/stat', 'r');
-    try {
-      n = readSync(fd, procStat, 0, procStat.length, 0);
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return Number.NaN;
-  }
-  const line = procStat.toString('latin1', 0, n).split('\n', 1)[0]!;
-  const f = line.trim().split(/\s+/);
-  if (f[0] !== 'cpu' || f.length < 6) return Number.NaN;
-  return (Number(f[4]) + Number(f[5])) * 10;
-}
-
-/**
- * Cores that were idle over an interval of `intervalMs`: the fewer of those this process left
- * unused (`cores` less its own CPU time, `processCpuMs`) and those the machine left idle
- * (`machineIdleMs`, the growth of {@link machineIdleMs}; NaN: not known). The process's own count
- * alone misses the other programs on the machine: pulling the many-layers bench image from a
- * registry on the same 2 cores, a pass waiting for its download saw 1.45 cores idle by the
- * process's count while the machine had 0.10; in 1 of 4 pulls it lent its slot, and the worker
- * started for it (about 0.2 s of CPU) ran nothing. With the machine's count, 0 of 4; wall time
- * 0.98x (0.85-1.31, 8 alternating pairs: within the noise). `cores` stays the cap where this
- * process may use fewer cores than the machine has (its idle ones are then not all ours).
- * @example idleCores(2, 100, 50, 10) // 0.1: the process left 1.5 of 2 cores, another program took most
- */
-export function idleCores(cores: number, intervalMs: number, processCpuMs: number, machineIdleMs: number): number {
-  const left = cores - processCpuMs / intervalMs;
-  return Number.isFinite(machineIdleMs) ? Math.min(left, machineIdleMs / intervalMs) : left;
 }
 
 /**
@@ -415,97 +355,21 @@ export class UnpackPool {
     const id = this.nextId++;
     slot.busy = true;
     slot.worker.ref();
-    // The worker counts consumed bytes and its waits for the download into shared memory; polling
-    // them costs the worker nothing.
-    const follows = task.follow !== undefined;
-    const state = onBytes || follows ? new BigInt64Array(new SharedArrayBuffer(STATE_SLOTS * 8)) : undefined;
-    let reported = 0;
-    let lent = false;
-    let lastLook = Date.now();
-    let lastWaited = 0;
-    let lastCpu = process.cpuUsage();
-    let lastIdle = this.machineIdle();
-    const cores = availableCores();
-    const waitedUntil = (now: number) => {
-      const since = Number(Atomics.load(state!, STATE_WAITING_SINCE));
-      return Number(Atomics.load(state!, STATE_WAITED_MS)) + (since > 0 ? Math.max(0, now - since) : 0);
-    };
-    const report = () => {
-      const n = Number(Atomics.load(state!, STATE_CONSUMED));
-      if (n > reported) onBytes!((reported = n));
-    };
-    const poll = () => {
-      if (onBytes) report();
-      if (!follows) return;
-      const now = Date.now();
-      const waited = waitedUntil(now);
-      const interval = Math.max(1, now - lastLook);
-      const share = (waited - lastWaited) / interval;
-      const cpu = process.cpuUsage();
-      const machineIdle = this.machineIdle();
-      const idle = idleCores(cores, interval, (cpu.user - lastCpu.user + cpu.system - lastCpu.system) / 1000, machineIdle - lastIdle);
-      lastWaited = waited;
-      lastLook = now;
-      lastCpu = cpu;
-      lastIdle = machineIdle;
-      if (!lent && share >= LEND_WAIT_SHARE && idle >= 1 && this.lent < this.size && this.waiting.some((w) => w.landed())) {
-        lent = true;
-        this.lend();
-      } else if (lent && share < LEND_WAIT_SHARE) {
-        lent = false;
-        this.reclaim();
+    const watch = new PassWatch(task.follow !== undefined, onBytes, this.machineIdle, {
+      mayLend: () => this.lent < this.size && this.waiting.some((w) => w.landed()),
+      lend: () => this.lend(),
+      reclaim: () => this.reclaim(),
+    });
+    return runOnWorker(slot.worker, { id, task, state: watch.state }, signal, (ok) => {
+      watch.stop();
+      slot.busy = false;
+      if (ok) {
+        // Idle workers must not keep the process alive.
+        slot.worker.unref();
+        this.idle.push(slot);
+      } else {
+        void slot.worker.terminate();
       }
-    };
-    const timer = state ? setInterval(poll, CONSUMED_POLL_MS) : undefined;
-    timer?.unref();
-    return new Promise<UnpackedLayer>((resolve, reject) => {
-      const done = (ok: boolean) => {
-        if (timer) {
-          clearInterval(timer);
-          if (onBytes) report();
-        }
-        if (lent) {
-          lent = false;
-          this.reclaim(); // the task's end gives back the slot it holds again (run's release)
-        }
-        slot.worker.off('message', onMessage);
-        slot.worker.off('error', onError);
-        slot.worker.off('exit', onExit);
-        signal?.removeEventListener('abort', onAbort);
-        slot.busy = false;
-        if (ok) {
-          // Idle workers must not keep the process alive.
-          slot.worker.unref();
-          this.idle.push(slot);
-        } else {
-          void slot.worker.terminate();
-        }
-      };
-      const onMessage = (msg: FromWorker) => {
-        if (msg.type === 'ready' || msg.id !== id) return;
-        if (msg.type === 'done') {
-          done(true);
-          resolve(msg.result);
-        } else {
-          done(true);
-          reject(rebuildError(msg.error));
-        }
-      };
-      const onError = (e: Error) => {
-        done(false);
-        reject(new FastpullError('INTERNAL', `unpack worker failed: ${e.message}`, { cause: e }));
-      };
-      const onExit = (code: number) => {
-        done(false);
-        reject(new FastpullError('INTERNAL', `unpack worker exited with status ${code}`));
-      };
-      const onAbort = () => slot.worker.postMessage({ type: 'abort', id } satisfies ToWorker);
-      slot.worker.on('message', onMessage);
-      slot.worker.on('error', onError);
-      slot.worker.on('exit', onExit);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      slot.worker.postMessage({ type: 'run', id, task, ...(state ? { state: state.buffer } : {}) } satisfies ToWorker);
-      if (signal?.aborted) onAbort();
     });
   }
 
@@ -530,12 +394,6 @@ export class UnpackPool {
     this.closed = true;
     await Promise.all([...this.all].map((s) => s.worker.terminate()));
   }
-}
-
-function rebuildError(e: { code?: string; message: string; details?: Record<string, unknown>; stack?: string }): Error {
-  const err = e.code ? new FastpullError(e.code as ErrorCode, e.message, e.details ? { details: e.details } : {}) : new Error(e.message);
-  if (e.stack) err.stack = e.stack;
-  return err;
 }
 
 let shared: UnpackPool | undefined;
