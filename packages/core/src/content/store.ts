@@ -1,15 +1,17 @@
 // The content store: verified blobs under blobs/<alg>/<hex>; downloads land in ingests first and are
 // invisible until commit checks their size and digest and renames them into place.
 import { createHash } from 'node:crypto';
-import { closeSync, constants as fsc, createReadStream, fstatSync, openSync, promises as fsp, readFileSync, writeSync } from 'node:fs';
+import { createReadStream, promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
 import { parseDigest, verifyBytes, type Digest } from '../oci/digest.js';
 import type { Descriptor } from '../oci/manifest.js';
-import { downloadWritten } from '../util/allocator.js';
 import { randomId, syncDir, writeFileAtomic } from '../util/fs.js';
-import { Watermark } from './watermark.js';
 import { claimDir, sweepDeadDirs, tryClaimDir } from '../util/owner.js';
+import { closeIngest, openIngest, removeRecord, type Ingest, type OpenIngest } from './ingest.js';
+import { RANGES_FILE, readRanges } from './ranges-record.js';
+
+export type { Ingest } from './ingest.js';
 
 /** A committed blob. */
 export interface BlobInfo {
@@ -17,40 +19,6 @@ export interface BlobInfo {
   readonly digest: Digest;
   /** Its size in bytes. */
   readonly size: number;
-}
-
-/**
- * A download in progress. Lifecycle: `newIngest` creates it (invisible as content); the caller
- * writes bytes at any offsets; `commit` checks size and digest and makes it a blob, or `abort`
- * removes it. Both close the ingest.
- */
-export interface Ingest {
-  /** Its directory's name under `<root>/content/ingest`. */
-  readonly id: string;
-  /** The data file; readers may follow it while it is written. */
-  readonly path: string;
-  /** The blob being downloaded: commit checks against its size and digest. */
-  readonly expected: Descriptor;
-  /** Bytes from offset 0 on disk without a gap; readers may follow it while writes go on. */
-  readonly watermark: Watermark;
-  /**
-   * Ranges already on disk when the ingest was opened: a download that a killed process left
-   * behind, resumed. Only the rest needs fetching; the whole blob is still verified.
-   */
-  readonly resumed: readonly (readonly [number, number])[];
-  /** Writes `data` at byte `position` and advances the watermark over it. */
-  write(data: Uint8Array, position: number): Promise<void>;
-  /**
-   * Like write, before it returns, and true; false, with nothing written, while a reader frees a
-   * part of the file (the write would wait on its lock: then write()).
-   */
-  writeNow(data: Uint8Array, position: number): boolean;
-  /**
-   * Grants a reader's ask to free bytes it has read (see Watermark): the resume record is first
-   * saved without them. Nothing happens when no ask is pending or the ingest is closed; a record
-   * that cannot be saved (NO_SPACE, say) grants nothing. Synchronous, like the record's saves.
-   */
-  grantRelease(): void;
 }
 
 /** What pulling and collection need from a content store. */
@@ -94,16 +62,6 @@ export interface SweepIngestOptions {
   readonly unneeded?: (digest: Digest) => Promise<boolean>;
   /** Name what would be removed, remove nothing. */
   readonly dryRun?: boolean;
-}
-
-interface OpenIngest extends Ingest {
-  readonly dir: string;
-  readonly saveRanges: () => void;
-  readonly handle: fsp.FileHandle;
-  readonly release: () => void;
-  /** Closes the ranges record's descriptor (once). */
-  readonly closeRanges: () => void;
-  closed: boolean;
 }
 
 /**
@@ -236,7 +194,7 @@ export class FileContentStore implements ContentStore {
         });
       }
       await ing.handle.sync();
-      await close(ing);
+      await closeIngest(ing);
       await removeRecord(ing);
       const target = this.blobPath(ing.expected.digest);
       await fsp.mkdir(join(target, '..'), { recursive: true });
@@ -253,7 +211,7 @@ export class FileContentStore implements ContentStore {
   async abort(ingest: Ingest): Promise<void> {
     const ing = ingest as OpenIngest;
     ing.watermark.fail();
-    await close(ing);
+    await closeIngest(ing);
     await removeRecord(ing);
     await fsp.rm(ing.dir, { recursive: true, force: true });
     ing.release();
@@ -271,7 +229,7 @@ export class FileContentStore implements ContentStore {
     } catch {
       // Without a record the next pull starts this blob over; nothing is lost but time.
     }
-    await close(ing);
+    await closeIngest(ing);
     ing.release();
   }
 
@@ -323,26 +281,6 @@ export class FileContentStore implements ContentStore {
   }
 }
 
-async function close(ing: OpenIngest): Promise<void> {
-  if (ing.closed) return;
-  ing.closed = true;
-  try {
-    ing.closeRanges();
-  } catch {
-    // Closing a descriptor only fails for a bad one; nothing is left to do with it.
-  }
-  await ing.handle.close().catch(() => undefined);
-}
-
-/**
- * Removes an ingest's ranges record before its data leaves: a directory removed file by file (in
- * whatever order the filesystem lists it) and killed midway must not keep a record that lists bytes
- * no longer there, which a later pull would count on (`test/store-verify.ts` resumeBound).
- */
-async function removeRecord(ing: OpenIngest): Promise<void> {
-  await fsp.rm(join(ing.dir, RANGES_FILE), { force: true });
-}
-
 /**
  * Hashes a file with the algorithm of `like` (sha256 or sha512), streaming it.
  * @example
@@ -367,137 +305,3 @@ async function ingestDigest(dir: string): Promise<Digest | undefined> {
 
 /** A dead process's download is kept this long for a later pull to resume, then swept. */
 export const STALE_INGEST_MS = 24 * 60 * 60 * 1000;
-/** The ingest's record of ranges on disk. */
-const RANGES_FILE = 'ranges';
-/** The ranges record is updated after this many new bytes or this long, whichever comes first:
- * a kill loses at most that much work. */
-const RANGES_SAVE_BYTES = 8 * 1024 * 1024;
-const RANGES_SAVE_MS = 250;
-
-/**
- * The ranges record: JSON, rewritten in place (one write from offset 0, no truncate, no fsync) after
- * the bytes it lists were written, padded with spaces to the length it had. After a kill -9 both are
- * in the page cache; after a power loss it may claim more than the disk holds, or hold a write cut
- * short, which the digest check at commit catches or the parse refuses (the bytes are then fetched
- * again). A temporary file renamed over the record made ext4 start writing the new record back
- * at each save (its replace-by-rename rule), and a new inode each time: 392 ms of the main thread's
- * rename calls in a pull of the ML bench image (some 75 saves).
- */
-function readRanges(path: string, size: number): [number, number][] {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return [];
-  }
-  if (!Array.isArray(raw)) return [];
-  const out: [number, number][] = [];
-  for (const r of raw) {
-    if (!Array.isArray(r) || r.length !== 2) return [];
-    const [a, b] = r as unknown[];
-    if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b) || (a as number) < 0 || (b as number) > size || (a as number) >= (b as number)) return [];
-    out.push([a as number, b as number]);
-  }
-  return out;
-}
-
-function openIngest(o: {
-  id: string;
-  dir: string;
-  path: string;
-  expected: Descriptor;
-  handle: fsp.FileHandle;
-  release: () => void;
-  have: readonly [number, number][];
-}): OpenIngest {
-  const watermark = new Watermark(o.expected.size);
-  for (const [a, b] of o.have) watermark.add(a, b);
-  const rangesPath = join(o.dir, RANGES_FILE);
-  let unsaved = 0;
-  let savedAt = Date.now();
-  let rangesFd: number | undefined;
-  // Bytes of the record on disk: a shorter one is padded to it, so no old byte is left after it.
-  let rangesLength = 0;
-  // `from`: bytes before it are left out (the reader may free them, see Watermark.grantRelease).
-  const save = (from = watermark.releaseGranted): void => {
-    unsaved = 0;
-    savedAt = Date.now();
-    if (rangesFd === undefined) {
-      rangesFd = openSync(rangesPath, fsc.O_WRONLY | fsc.O_CREAT, 0o644);
-      rangesLength = fstatSync(rangesFd).size;
-    }
-    const json = JSON.stringify(watermark.ranges(from));
-    const bytes = Buffer.from(json.length < rangesLength ? json.padEnd(rangesLength) : json);
-    // A failed write (ENOSPC past the record's length) may leave a record that does not parse: the
-    // next pull then fetches the blob from its start.
-    let off = 0;
-    while (off < bytes.length) off += writeSync(rangesFd, bytes, off, bytes.length - off, off);
-    rangesLength = Math.max(rangesLength, bytes.length);
-  };
-  const closeRanges = (): void => {
-    if (rangesFd !== undefined) closeSync(rangesFd);
-    rangesFd = undefined;
-  };
-  // Published only once the bytes are in the file, so a follower never reads a hole.
-  const landed = (data: Uint8Array, position: number): void => {
-    watermark.add(position, position + data.byteLength);
-    unsaved += data.byteLength;
-    if (unsaved >= RANGES_SAVE_BYTES || Date.now() - savedAt >= RANGES_SAVE_MS || watermark.value === o.expected.size) save();
-    downloadWritten(data.byteLength);
-  };
-  // The write path: synchronous, as a 64 KiB write into the page cache takes microseconds, and
-  // skipping the thread-pool round trip per network chunk took a 512 MiB fetch from 423 to 571 MB/s
-  // (bench/src/fetch-blob.ts). A failed write is the disk's fault (ENOSPC -> NO_SPACE), never the
-  // network's: callers must not take it for a broken connection and retry it.
-  const writeAt = (data: Uint8Array, position: number): void => {
-    try {
-      let off = 0;
-      while (off < data.byteLength) off += writeSync(o.handle.fd, data, off, data.byteLength - off, position + off);
-      landed(data, position);
-    } catch (e) {
-      throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
-    }
-  };
-  return {
-    id: o.id,
-    dir: o.dir,
-    path: o.path,
-    expected: o.expected,
-    handle: o.handle,
-    watermark,
-    release: o.release,
-    saveRanges: () => save(),
-    closeRanges,
-    resumed: o.have,
-    closed: false,
-    grantRelease(): void {
-      if (this.closed) return;
-      try {
-        watermark.grantRelease(save);
-      } catch {
-        // Not granted: the reader keeps the bytes, the record stands as it was.
-      }
-    },
-    async write(data: Uint8Array, position: number): Promise<void> {
-      // Not while the reader punches a hole in the file: a synchronous write would wait for the
-      // punch on the file's lock (up to 0.1 s where the filesystem trims freed blocks), and this
-      // thread runs every download and the daemon's calls.
-      if (watermark.punching) {
-        try {
-          let off = 0;
-          while (off < data.byteLength) off += (await o.handle.write(data, off, data.byteLength - off, position + off)).bytesWritten;
-          landed(data, position);
-        } catch (e) {
-          throw fromFsError(e, `writing the download of ${o.expected.digest} at offset ${position}`);
-        }
-        return;
-      }
-      writeAt(data, position);
-    },
-    writeNow(data: Uint8Array, position: number): boolean {
-      if (watermark.punching) return false;
-      writeAt(data, position);
-      return true;
-    },
-  };
-}
