@@ -27,8 +27,9 @@ import {
   type SnapshotKind,
 } from './record-file.js';
 import { parseSnapshotFilters } from './filters.js';
-import { recordMounts, overlayIndexOff } from './mounts.js';
-import { MAX_MOUNT_OPTIONS, type Mount, type Snapshotter } from '../store.js';
+import { overlayIndexOff } from './mounts.js';
+import type { Mount, Snapshotter } from '../store.js';
+import { RecordTrees } from './trees.js';
 import { treeUsage, type SnapshotUsage } from '../usage.js';
 import { FlushHandles } from './flush.js';
 
@@ -79,21 +80,19 @@ export class SnapshotRecords {
   /** `<root>/snapshots/containerd`. */
   readonly dir: string;
   private readonly byName = new Map<string, RecordFile>();
-  /**
-   * Short links (`<root>/snapshots/l/<prefix>`) to borrowed trees, by chainID: the mounts of a stack
-   * whose full paths do not fit a page name its borrowed layers by these.
-   */
-  private readonly links = new Map<Digest, string>();
   private queue: Promise<unknown> = Promise.resolve();
   private lockFd: number | undefined;
   /** Active snapshots' directories, opened at Prepare for the flush at Commit. */
   private readonly flushes = new FlushHandles();
 
+  private readonly trees: RecordTrees;
+
   private constructor(
     private readonly store: RecordsStore,
-    private readonly indexOff: boolean,
+    indexOff: boolean,
   ) {
     this.dir = recordsDir(store.root);
+    this.trees = new RecordTrees(this.dir, store.snapshots, this.byName, indexOff);
   }
 
   /**
@@ -119,7 +118,7 @@ export class SnapshotRecords {
       // containerd asks again for the mounts of snapshots made before a restart (a task started
       // later). Links that cannot be made leave those mounts naming full paths: no reason to
       // refuse every other snapshot.
-      for (const rec of records) if (rec.kind !== 'committed') await r.linkParents(rec).catch(() => undefined);
+      for (const rec of records) if (rec.kind !== 'committed') await r.trees.linkParents(rec).catch(() => undefined);
     } catch (e) {
       r.close();
       throw e;
@@ -163,54 +162,6 @@ export class SnapshotRecords {
     const rec = this.byName.get(key);
     if (!rec) throw new FastpullError('NOT_FOUND', `snapshot ${JSON.stringify(key)} does not exist`);
     return rec;
-  }
-
-  /** The tree of a snapshot: its own fs, or the committed chainID snapshot it borrows. */
-  private fsOf(rec: RecordFile): string {
-    return rec.chainID !== undefined ? this.store.snapshots.fsPath(rec.chainID) : join(this.dir, rec.id, 'fs');
-  }
-
-  /** The trees of a snapshot's parents, immediate parent first; borrowed ones by their short links when `linked`. */
-  private parentTrees(parent: string | undefined, linked = false): string[] {
-    const out: string[] = [];
-    const seen = new Set<string>();
-    for (let name = parent; name !== undefined; ) {
-      if (seen.has(name)) throw new FastpullError('INTERNAL', `snapshot parents form a loop at ${JSON.stringify(name)}`);
-      seen.add(name);
-      const rec = this.byName.get(name);
-      if (!rec) throw new FastpullError('NOT_FOUND', `parent snapshot ${JSON.stringify(name)} does not exist`);
-      const link = linked && rec.chainID !== undefined ? this.links.get(rec.chainID) : undefined;
-      out.push(link ?? this.fsOf(rec));
-      name = rec.parent;
-    }
-    return out;
-  }
-
-  private mountsOf(rec: RecordFile, linked = false): Mount[] {
-    return recordMounts({ kind: rec.kind, fs: this.fsOf(rec), work: join(this.dir, rec.id, 'work'), parents: this.parentTrees(rec.parent, linked) }, { indexOff: this.indexOff });
-  }
-
-  /**
-   * The mounts containerd gets. mount(2) takes the options in one page, and containerd's mount code,
-   * past the length below, shortens the lowerdirs to their paths under their longest common
-   * directory and mounts from there. A borrowed tree's path ends in its 64-hex chainID, so past
-   * about fifty layers even that does not fit; a stack that long names each borrowed layer by its
-   * short link instead, which all sit in one directory under names of a dozen characters.
-   */
-  private mountsFor(rec: RecordFile): Mount[] {
-    const plain = this.mountsOf(rec);
-    return tooLong(plain) ? this.mountsOf(rec, true) : plain;
-  }
-
-  /** Makes the short links {@link mountsFor} names for `rec`'s borrowed parents, when its stack needs them. */
-  private async linkParents(rec: RecordFile): Promise<void> {
-    if (!tooLong(this.mountsOf(rec))) return;
-    for (let name = rec.parent; name !== undefined; ) {
-      const parent = this.byName.get(name);
-      if (!parent) return;
-      if (parent.chainID !== undefined) this.links.set(parent.chainID, await this.store.snapshots.shortLink(parent.chainID));
-      name = parent.parent;
-    }
   }
 
   /** The info of a snapshot by key or name; NOT_FOUND when there is none. */
@@ -269,7 +220,7 @@ export class SnapshotRecords {
       let owner: { uid: number; gid: number } | undefined;
       if (parentRec) {
         // As containerd: the new tree's root takes the owner of the parent's.
-        const st = await fsp.stat(this.fsOf(parentRec)).catch(() => undefined);
+        const st = await fsp.stat(this.trees.fsOf(parentRec)).catch(() => undefined);
         if (st) owner = { uid: st.uid, gid: st.gid };
       }
       const now = snapshotTime();
@@ -283,12 +234,12 @@ export class SnapshotRecords {
         created: now,
         updated: now,
       };
-      await this.linkParents(rec);
+      await this.trees.linkParents(rec);
       await createRecordDir(this.dir, rec, { ownDirs: true, ...(owner ? { owner } : {}) });
       // Before containerd is told where to write.
       if (kind === 'active' && this.store.snapshots.sync) this.flushes.open(rec.id, join(this.dir, rec.id));
       this.byName.set(key, rec);
-      return this.mountsFor(rec);
+      return this.trees.mountsFor(rec);
     });
   }
 
@@ -303,7 +254,7 @@ export class SnapshotRecords {
   mounts(key: string): Mount[] {
     const rec = this.get(key);
     if (rec.kind === 'committed') throw new FastpullError('FAILED_PRECONDITION', `snapshot ${JSON.stringify(key)} is committed: only active snapshots and views have mounts`);
-    return this.mountsFor(rec);
+    return this.trees.mountsFor(rec);
   }
 
   /**
@@ -415,9 +366,9 @@ export class SnapshotRecords {
   async usage(key: string): Promise<SnapshotUsage> {
     const rec = this.get(key);
     if (rec.kind === 'view') return { size: 0, inodes: 0 };
-    if (rec.kind === 'active') return measure(this.fsOf(rec));
+    if (rec.kind === 'active') return measure(this.trees.fsOf(rec));
     if (rec.usage) return rec.usage;
-    const usage = await measure(this.fsOf(rec));
+    const usage = await measure(this.trees.fsOf(rec));
     // Kept so that kubelet's polling (every snapshot, every few seconds) costs nothing next time.
     await this.exclusive(async () => {
       const now = this.byName.get(key);
@@ -449,7 +400,7 @@ export class SnapshotRecords {
 
   /** The directory that backs a snapshot's tree (its own fs, or the borrowed chainID snapshot's). */
   treeOf(key: string): string {
-    return this.fsOf(this.get(key));
+    return this.trees.fsOf(this.get(key));
   }
 
   /** The chainID snapshot a committed record borrows, if it borrows one. */
@@ -462,11 +413,6 @@ export class SnapshotRecords {
 const MATCHES_PER_TURN = 64;
 
 const byName = (a: SnapshotRecordInfo, b: SnapshotRecordInfo): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-
-/** Whether an overlay's options reach the length past which containerd's mount code shortens them. */
-function tooLong(mounts: readonly Mount[]): boolean {
-  return mounts.some((m) => m.type === 'overlay' && m.options.join(',').length >= MAX_MOUNT_OPTIONS);
-}
 
 function toInfo(r: RecordFile): SnapshotRecordInfo {
   return { name: r.name, ...(r.parent !== undefined ? { parent: r.parent } : {}), kind: r.kind, labels: labelSet(r.labels), created: r.created, updated: r.updated };
