@@ -57,8 +57,6 @@ export default tseslint.config(
     // (startLoopbackRegistry), the tar entries of a layer tree and the conformance suites.
     files: [
       'packages/core/src/unpack/layer.ts',
-      'packages/daemon/src/snapshotter/fastpath.ts',
-      'packages/daemon/src/snapshotter/service.ts',
       'packages/core/src/testing/registry.ts',
       'packages/core/src/testing/layer-tree.ts',
       'packages/core/src/testing/conformance/*.ts',

@@ -83,47 +83,6 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
   const recorded = (target: Digest, parent: string | undefined): boolean =>
     records.list([`kind==committed,labels."${TARGET_LABEL}"==${target}`]).some((i) => i.parent === parent);
 
-  /**
-   * Whether `parent` (containerd's backend name) stands for the layers below `target`: the chainID
-   * the parent record carries must be the parent chainID of fastpull's snapshot. A parent that
-   * containerd unpacked itself carries the target label of its own Prepare.
-   */
-  const parentMatches = async (target: Digest, parent: string | undefined): Promise<boolean> => {
-    const info = await snapshots.info(target);
-    if (!info) return false;
-    if (parent === undefined) return info.parent === undefined;
-    let stat;
-    try {
-      stat = records.stat(parent);
-    } catch {
-      return false;
-    }
-    const parentChain = records.chainOf(parent) ?? stat.labels[TARGET_LABEL];
-    return parentChain !== undefined && parentChain === info.parent;
-  };
-
-  /** Resolves when `target` is committed in the store, or rejects with the pull's failure. */
-  const layerCommitted = (target: Digest, pulling: Promise<PullResult>, signal: AbortSignal): Promise<void> =>
-    new Promise<void>((resolve, reject) => {
-      let done = false;
-      const finish = (e?: unknown): void => {
-        if (done) return;
-        done = true;
-        clearInterval(timer);
-        if (e === undefined) resolve();
-        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the pull's own failure, passed on as it came
-        else reject(e);
-      };
-      const timer = setInterval(() => {
-        if (signal.aborted) finish(new FastpullError('ABORTED', `waiting for layer ${target}: the Prepare call was cancelled`));
-        else void snapshots.isCommitted(target).then((yes) => yes && finish(), finish);
-      }, pollMs);
-      pulling.then(
-        async () => ((await snapshots.isCommitted(target)) ? finish() : finish(new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${target}`))),
-        (e: unknown) => finish(e),
-      );
-    });
-
   const record = async (key: string, target: Digest, parent: string | undefined, labels: Readonly<Record<string, string>>, how: 'held' | 'pulled' | 'verified'): Promise<'handled'> => {
     if (!recorded(target, parent)) {
       // Unique, never the bare chainID: the same layer may sit over different parents (pitfall of
@@ -162,7 +121,7 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     if (recorded(f.target, parent)) return 'handled';
     if (!(await snapshots.isCommitted(f.target))) throw new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${f.target}`);
     // containerd applies the layer itself from the manifest just accepted: what it fetches is checked against that.
-    if (!(await parentMatches(f.target, parent))) return 'normal';
+    if (!(await parentMatches(records, snapshots, f.target, parent))) return 'normal';
     return record(key, f.target, parent, labels, 'verified');
   };
 
@@ -172,7 +131,7 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
       return 'handled';
     }
     if (await snapshots.isCommitted(f.target)) {
-      if (!(await parentMatches(f.target, parent))) return 'normal';
+      if (!(await parentMatches(records, snapshots, f.target, parent))) return 'normal';
       return record(key, f.target, parent, labels, 'held');
     }
     const name = parseReference(f.ref);
@@ -182,8 +141,8 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     // containerd's unpack waits on this Prepare for as long as the pull takes: say so, or a slow
     // or stuck pull shows nowhere between its start and its end.
     log.debug({ event: 'snapshot', target: f.target, parent, image: f.ref }, 'waiting for the pull to bring the layer');
-    await layerCommitted(f.target, pulling, signal);
-    if (!(await parentMatches(f.target, parent))) return 'normal';
+    await layerCommitted(snapshots, f.target, pulling, signal, pollMs);
+    if (!(await parentMatches(records, snapshots, f.target, parent))) return 'normal';
     return record(key, f.target, parent, labels, 'pulled');
   };
 
@@ -196,23 +155,74 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     const id = `${policy ? f.manifest : ''}\0${f.target}\0${parent ?? ''}`;
     let running = inflight.get(id);
     if (!running) {
-      running = (policy ? handleGated(key, parent, labels, f, policy, signal) : handle(key, parent, labels, f, signal)).catch((e: unknown) => {
-        const code = isFastpullError(e) ? e.code : 'INTERNAL';
-        const what = { event: 'snapshot', target: f.target, image: f.ref, code, err: e instanceof Error ? e.message : String(e) };
-        if (!policy) {
-          log.warn(what, 'fast path failed; containerd unpacks the layer itself');
-          return 'normal' as const;
-        }
-        // containerd's own pull would apply layers of an image nobody verified: the Prepare fails,
-        // and containerd's pull with it, with this message (kubelet shows it in the pod's events).
-        log.warn(what, 'fast path failed under a signature policy; the Prepare fails');
-        throw gatedFailure(f.ref, e);
-      });
+      running = (policy ? handleGated(key, parent, labels, f, policy, signal) : handle(key, parent, labels, f, signal)).catch((e: unknown) => fallBack(log, f, policy !== undefined, e));
       inflight.set(id, running);
       void running.finally(() => inflight.delete(id)).catch(() => undefined);
     }
     return running;
   };
+}
+
+/**
+ * Whether `parent` (containerd's backend name) stands for the layers below `target`: the chainID
+ * the parent record carries must be the parent chainID of fastpull's snapshot. A parent that
+ * containerd unpacked itself carries the target label of its own Prepare.
+ */
+async function parentMatches(records: SnapshotRecords, snapshots: Snapshotter, target: Digest, parent: string | undefined): Promise<boolean> {
+  const info = await snapshots.info(target);
+  if (!info) return false;
+  if (parent === undefined) return info.parent === undefined;
+  let stat;
+  try {
+    stat = records.stat(parent);
+  } catch {
+    return false;
+  }
+  const parentChain = records.chainOf(parent) ?? stat.labels[TARGET_LABEL];
+  return parentChain !== undefined && parentChain === info.parent;
+}
+
+/**
+ * Resolves when `target` is committed in the store, or rejects with the pull's failure; looks every
+ * `pollMs` while the pull runs.
+ */
+function layerCommitted(snapshots: Snapshotter, target: Digest, pulling: Promise<PullResult>, signal: AbortSignal, pollMs: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let done = false;
+    const finish = (e?: unknown): void => {
+      if (done) return;
+      done = true;
+      clearInterval(timer);
+      if (e === undefined) resolve();
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the pull's own failure, passed on as it came
+      else reject(e);
+    };
+    const timer = setInterval(() => {
+      if (signal.aborted) finish(new FastpullError('ABORTED', `waiting for layer ${target}: the Prepare call was cancelled`));
+      else void snapshots.isCommitted(target).then((yes) => yes && finish(), finish);
+    }, pollMs);
+    pulling.then(
+      async () => ((await snapshots.isCommitted(target)) ? finish() : finish(new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${target}`))),
+      (e: unknown) => finish(e),
+    );
+  });
+}
+
+/**
+ * A fast path that failed: containerd unpacks the layer itself ('normal'), unless a signature policy
+ * covers the image (`gated`): containerd's own pull would then apply layers of an image nobody
+ * verified, so the Prepare fails, and containerd's pull with it, with this message (kubelet shows it
+ * in the pod's events).
+ */
+function fallBack(log: Logger, f: FastPathLabels, gated: boolean, e: unknown): 'normal' {
+  const code = isFastpullError(e) ? e.code : 'INTERNAL';
+  const what = { event: 'snapshot', target: f.target, image: f.ref, code, err: e instanceof Error ? e.message : String(e) };
+  if (!gated) {
+    log.warn(what, 'fast path failed; containerd unpacks the layer itself');
+    return 'normal';
+  }
+  log.warn(what, 'fast path failed under a signature policy; the Prepare fails');
+  throw gatedFailure(f.ref, e);
 }
 
 /** The failure a Prepare of a gated image answers with: the code kept, the message saying who refused what. */

@@ -83,6 +83,42 @@ function mountsToWire(mounts: readonly Mount[]): { mounts: WireMount[] } {
   return { mounts: mounts.map((m) => ({ type: m.type, source: m.source, target: '', options: [...m.options] })) };
 }
 
+/**
+ * The Prepare handler: the fast path (`hook`) looks at the request first; else a new active
+ * snapshot's mounts. containerd cancels a Prepare when its pull is cancelled: the fast path stops
+ * waiting then.
+ */
+function prepareHandler(records: SnapshotRecords, hook: PrepareHook | undefined, fail: (method: string, e: unknown) => void): grpc.handleUnaryCall<WirePrepareRequest, unknown> {
+  return (call: grpc.ServerUnaryCall<WirePrepareRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void => {
+    const req = call.request;
+    const parent = req.parent || undefined;
+    const labels = req.labels ?? {};
+    // grpc-js also says 'cancelled' once a finished call closes: only a call not yet answered counts.
+    const cancelled = new AbortController();
+    let answered = false;
+    call.on('cancelled', () => {
+      if (!answered) cancelled.abort();
+    });
+    (async () => {
+      if (hook && (await hook({ key: req.key, parent, labels, signal: cancelled.signal })) === 'handled') {
+        // The layer is recorded as a committed snapshot carrying the target label: containerd finds it.
+        throw new FastpullError('ALREADY_EXISTS', `snapshot ${labels['containerd.io/snapshot.ref'] ?? req.key} is already in the store`);
+      }
+      return mountsToWire(await records.prepare(req.key, parent, labels));
+    })().then(
+      (res) => {
+        answered = true;
+        callback(null, res);
+      },
+      (e: unknown) => {
+        answered = true;
+        fail('Prepare', e);
+        callback(toStatus(e));
+      },
+    );
+  };
+}
+
 /** The handler map for grpc.Server.addService. */
 export function snapshotsHandlers(options: SnapshotsServiceOptions): grpc.UntypedServiceImplementation {
   const { records, log, prepareHook } = options;
@@ -106,37 +142,8 @@ export function snapshotsHandlers(options: SnapshotsServiceOptions): grpc.Untype
           },
         );
     };
-  const prepare = (call: grpc.ServerUnaryCall<WirePrepareRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void => {
-    const req = call.request;
-    const parent = req.parent || undefined;
-    const labels = req.labels ?? {};
-    // containerd cancels a Prepare when its pull is cancelled: the fast path stops waiting then.
-    // grpc-js also says 'cancelled' once a finished call closes: only a call not yet answered counts.
-    const cancelled = new AbortController();
-    let answered = false;
-    call.on('cancelled', () => {
-      if (!answered) cancelled.abort();
-    });
-    (async () => {
-      if (prepareHook && (await prepareHook({ key: req.key, parent, labels, signal: cancelled.signal })) === 'handled') {
-        // The layer is recorded as a committed snapshot carrying the target label: containerd finds it.
-        throw new FastpullError('ALREADY_EXISTS', `snapshot ${labels['containerd.io/snapshot.ref'] ?? req.key} is already in the store`);
-      }
-      return mountsToWire(await records.prepare(req.key, parent, labels));
-    })().then(
-      (res) => {
-        answered = true;
-        callback(null, res);
-      },
-      (e: unknown) => {
-        answered = true;
-        fail('Prepare', e);
-        callback(toStatus(e));
-      },
-    );
-  };
   return {
-    Prepare: prepare,
+    Prepare: prepareHandler(records, prepareHook, fail),
     View: unary('View', async (req: WirePrepareRequest) => mountsToWire(await records.view(req.key, req.parent || undefined, req.labels ?? {}))),
     Mounts: unary('Mounts', (req: WireKeyRequest) => mountsToWire(records.mounts(req.key))),
     Commit: unary('Commit', async (req: WireCommitRequest) => {
