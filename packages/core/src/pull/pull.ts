@@ -156,7 +156,7 @@ async function pullLeased(
   run: PullRun,
   t0: number,
   resolveMs: number,
-  verdict: SignatureCheck | undefined,
+  verdict: RunningSignatureCheck | undefined,
 ): Promise<PullResult> {
   const leaseId = run.id;
   await storeMetadata(store, resolved);
@@ -193,7 +193,7 @@ async function pullLeased(
 }
 
 /** A signature check running beside a pull. */
-interface SignatureCheck {
+interface RunningSignatureCheck {
   /** The verdict (undefined: no policy covers the image), or the refusal. */
   readonly result: Promise<ImageSignatures | undefined>;
   /** The pull's signal, which also fires when the check refuses the image. */
@@ -209,7 +209,7 @@ interface SignatureCheck {
  * the name names one, as signers sign it), when the pull's gate covers the reference. A refusal
  * aborts the pull's downloads at once.
  */
-function startSignatureCheck(client: RegistryClient, ref: Reference, resolved: ResolvedImage, options: PullOptions): SignatureCheck | undefined {
+function startSignatureCheck(client: RegistryClient, ref: Reference, resolved: ResolvedImage, options: PullOptions): RunningSignatureCheck | undefined {
   const gate = options.signatures;
   if (!gate || !gateCovers(gate, { reference: ref })) return undefined;
   const controller = new AbortController();

@@ -26,7 +26,7 @@ export interface NodeHttpPoolOptions {
 }
 
 /** The error an aborted request fails with, as node's own (name AbortError), the signal's reason as its cause. */
-export function abortError(signal?: AbortSignal | null): Error {
+export function requestAbortError(signal?: AbortSignal | null): Error {
   const e = new Error('The operation was aborted', signal ? { cause: signal.reason } : {});
   e.name = 'AbortError';
   return e;

@@ -5,7 +5,7 @@
 // itself in absolute form with its Proxy-Authorization for plain HTTP.
 import { type Socket, connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
-import { abortError, type NodeHttpPoolOptions } from './connections.js';
+import { requestAbortError, type NodeHttpPoolOptions } from './connections.js';
 import { BufferedBody, DirectBodyImpl, StreamBody, replayBody, type BodyConnection, type FedBody } from './directbody.js';
 import { framingOf, HeadReader, type Framing, type Head, type HeaderFields } from './http1.js';
 import type { RegistryResponse, ResponseBody } from './message.js';
@@ -53,7 +53,7 @@ export class Connection implements BodyConnection {
   private connected = false;
   private dialTimer: NodeJS.Timeout | undefined;
   /** The request under way: how its head and body are read. */
-  private current: Exchange | undefined;
+  private current: IncomingResponse | undefined;
   /** Plain HTTP through a proxy: requests name their absolute URL and carry the proxy's credentials. */
   private readonly proxied: Proxy | undefined;
   /** The body's taker holds a piece (see wait()): the socket's silence is ours. */
@@ -128,10 +128,10 @@ export class Connection implements BodyConnection {
     this.socket.ref();
     this.socket.setTimeout(this.options.idleTimeoutMs);
     return new Promise<RegistryResponse>((resolve, reject) => {
-      const exchange = new Exchange(this, fresh, resolve, reject);
+      const exchange = new IncomingResponse(this, fresh, resolve, reject);
       this.current = exchange;
       if (signal) {
-        const onAbort = (): void => this.destroy(abortError(signal));
+        const onAbort = (): void => this.destroy(requestAbortError(signal));
         signal.addEventListener('abort', onAbort, { once: true });
         exchange.unlisten = () => signal.removeEventListener('abort', onAbort);
       }
@@ -241,7 +241,7 @@ export class Connection implements BodyConnection {
 }
 
 /** One request's answer, read as its bytes come. */
-class Exchange {
+class IncomingResponse {
   unlisten: (() => void) | undefined;
   private readonly heads = new HeadReader();
   private settled = false;

@@ -11,7 +11,7 @@
 // parts: http1.ts parses (head, Content-Length, chunks), directconn.ts is one connection,
 // directbody.ts the bodies it reads, and this file the pool of connections per origin. The request
 // logic (endpoints, tokens, redirects, retries) is the transport's.
-import { abortError, type NodeHttpPoolOptions } from './connections.js';
+import { requestAbortError, type NodeHttpPoolOptions } from './connections.js';
 import { Connection, StaleConnection, type Via } from './directconn.js';
 import type { RegistryResponse } from './message.js';
 import type { Proxy } from './proxy.js';
@@ -44,7 +44,7 @@ export class DirectConnections {
    */
   async request(url: URL, headers: Record<string, string>, signal: AbortSignal | null): Promise<RegistryResponse> {
     if (this.closed) throw new Error('the connection pool is closed');
-    if (signal?.aborted) throw abortError(signal);
+    if (signal?.aborted) throw requestAbortError(signal);
     const key = `${url.protocol}//${url.host}`;
     const proxy = this.options.proxy?.forUrl(url);
     try {
@@ -77,7 +77,7 @@ export class DirectConnections {
       const onAbort = (): void => {
         const i = list.indexOf(waiter);
         if (i >= 0) list.splice(i, 1);
-        reject(abortError(signal));
+        reject(requestAbortError(signal));
       };
       const waiter: Waiter = {
         give: (c) => {

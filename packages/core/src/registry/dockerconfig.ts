@@ -30,7 +30,7 @@ const HELPER_TIMEOUT_MS = 10_000;
 /** Helper output is a small JSON object; anything larger is not an answer. */
 const HELPER_OUTPUT_CAP = 64 * 1024;
 /** Real config files are kilobytes; this only keeps a wrong path from being read into memory. */
-const CONFIG_SIZE_LIMIT = 4 * 1024 * 1024;
+const DOCKER_CONFIG_SIZE_LIMIT = 4 * 1024 * 1024;
 /** What docker-credential-helpers prints when it has no entry ("credentials not found in native keychain"). */
 const NOT_FOUND_PATTERN = /credentials not found/i;
 const HELPER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -202,7 +202,7 @@ async function loadDockerConfig(path: string): Promise<DockerConfigFile | undefi
   try {
     const st = await stat(path);
     if (!st.isFile()) throw new FastpullError('INVALID_ARGUMENT', `reading docker config ${path}: not a regular file`, { details: { path } });
-    if (st.size > CONFIG_SIZE_LIMIT) throw new FastpullError('INVALID_ARGUMENT', `reading docker config ${path}: larger than ${CONFIG_SIZE_LIMIT} bytes`, { details: { path } });
+    if (st.size > DOCKER_CONFIG_SIZE_LIMIT) throw new FastpullError('INVALID_ARGUMENT', `reading docker config ${path}: larger than ${DOCKER_CONFIG_SIZE_LIMIT} bytes`, { details: { path } });
     text = await readFile(path, 'utf8');
   } catch (e) {
     const errno = (e as NodeJS.ErrnoException | undefined)?.code;

@@ -27,7 +27,7 @@ export type { RangeRequest } from './range-request.js';
 export const DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024;
 
 /** Attempts per chunk; a retry asks only for the bytes still missing. */
-const DEFAULT_ATTEMPTS = 4;
+const DEFAULT_RANGE_ATTEMPTS = 4;
 
 /** The scheduler's key for a reference: its registry (mirrors share the global limit). */
 function schedulerKey(ref: Reference): string {
@@ -118,7 +118,7 @@ interface RangeRecord {
  * the server answered a ranged request with the complete blob (and that was written).
  */
 async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, probe = false): Promise<'range' | 'whole'> {
-  const attempts = ctx.options.attempts ?? DEFAULT_ATTEMPTS;
+  const attempts = ctx.options.attempts ?? DEFAULT_RANGE_ATTEMPTS;
   const cursor: Cursor = { pos: range.start, holds: 0, holding: false };
   let lastError: unknown;
   let retryAfter: number | undefined;

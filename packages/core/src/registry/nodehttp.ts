@@ -14,7 +14,7 @@ import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
-import { abortError, type NodeHttpPoolOptions } from './connections.js';
+import { requestAbortError, type NodeHttpPoolOptions } from './connections.js';
 import { DirectConnections } from './directhttp.js';
 import { dumpBody, type HttpMethod, type RegistryResponse } from './message.js';
 import type { Proxy } from './proxy.js';
@@ -80,7 +80,7 @@ export class NodeHttpPool {
     const proxy = this.options.proxy?.forUrl(url);
     if (proxy) opts = this.throughProxy(opts, url, proxy);
     const signal = options.signal;
-    if (signal?.aborted) return Promise.reject(abortError(signal));
+    if (signal?.aborted) return Promise.reject(requestAbortError(signal));
     return new Promise((resolve, reject) => {
       let req: ClientRequest;
       try {
@@ -107,7 +107,7 @@ export class NodeHttpPool {
       // (an 'error' nobody listens to any more).
       let response: IncomingMessage | undefined;
       const onAbort = (): void => {
-        const e = abortError(signal);
+        const e = requestAbortError(signal);
         if (response === undefined) req.destroy(e);
         else if (!response.complete) response.destroy(e);
       };

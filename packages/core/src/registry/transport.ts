@@ -63,7 +63,7 @@ export class Transport implements Requester {
       options.onEndpoint?.(ep.origin);
       let res: RegistryResponse;
       try {
-        res = await new Exchange(this.auth, this.userAgent, ref, ep, path, options).run();
+        res = await new EndpointRequest(this.auth, this.userAgent, ref, ep, path, options).run();
       } catch (e) {
         if (last || (isFastpullError(e) && e.code === 'ABORTED')) throw e;
         continue;
@@ -152,7 +152,7 @@ class WholeRetry {
  * One request at one endpoint: sent with the Authorization known for the endpoint, answered once
  * when it draws a 401 challenge, and followed through redirects.
  */
-class Exchange {
+class EndpointRequest {
   /** Where the request starts, and where it starts again after a challenge. */
   private readonly first: URL;
   /** The scope tokens are asked for. */

@@ -247,7 +247,7 @@ export function policyScopes(ref: Reference): string[] {
 }
 
 /** The requirements for `ref`: the most specific docker scope naming it, else the transport's "" scope, else `default`. */
-export function applicablePolicy(policy: ContainersPolicy, ref: Reference): AppliedPolicy {
+export function containersPolicyFor(policy: ContainersPolicy, ref: Reference): AppliedPolicy {
   for (const scope of [...policyScopes(ref), '']) {
     const found = policy.docker.get(scope);
     if (found) return { scope, requirements: found };

@@ -5,7 +5,7 @@ import { isFastpullError } from '../../errors.js';
 import type { Descriptor } from '../../oci/manifest.js';
 import type { Reference } from '../../oci/reference.js';
 import { COSIGN_SIMPLESIGNING, SIGSTORE_BUNDLE_V03 } from '../discover.js';
-import { applicablePolicy, type ContainersPolicy, type PolicyRequirement, type SigstoreRequirement } from '../policy.js';
+import { containersPolicyFor, type ContainersPolicy, type PolicyRequirement, type SigstoreRequirement } from '../policy.js';
 import type { DiscoveredSignature, SignatureCheck, SignatureSubject, SignatureVerdict, SignatureVerifier, VerifyContext } from '../types.js';
 import { matchIdentity } from './identity.js';
 import { COSIGN_BUNDLE_ANNOTATION, COSIGN_CERTIFICATE_ANNOTATION, COSIGN_SIGNATURE_ANNOTATION, decodeBase64, parseSimpleSigning, verifiesWith } from './simplesigning.js';
@@ -35,12 +35,12 @@ export class SigstoreVerifier implements SignatureVerifier {
 
   /** Whether the policy's scope for `reference` requires more than insecureAcceptAnything. */
   covers(reference: Reference): boolean {
-    return applicablePolicy(this.policy, reference).requirements.some((r) => r.type !== 'insecureAcceptAnything');
+    return containersPolicyFor(this.policy, reference).requirements.some((r) => r.type !== 'insecureAcceptAnything');
   }
 
   /** The verdict of the scope's requirements over the signatures found. */
   async verify(subject: SignatureSubject, signatures: readonly DiscoveredSignature[], context: VerifyContext): Promise<SignatureVerdict> {
-    const { scope, requirements } = applicablePolicy(this.policy, subject.reference);
+    const { scope, requirements } = containersPolicyFor(this.policy, subject.reference);
     // Keys in the order SignatureVerdict declares them, as every kind writes them: a verdict read back
     // from fastpulld's wire prints exactly as the one the store keeps.
     const verdict = (outcome: SignatureVerdict['outcome'], checks: SignatureCheck[], signature?: Descriptor['digest']): SignatureVerdict => ({
