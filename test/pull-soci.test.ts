@@ -5,7 +5,8 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseZtoc, pull } from '@fastpull/core';
+import { pull } from '@fastpull/core';
+import { parseZtoc } from '@fastpull/core/unpack';
 import { FileSnapshotter } from '@fastpull/core/snapshots';
 import { buildGzipCheckpoints, buildImage, type BuiltImage, encodeZtoc, lacksRegistry, type LayerEntry, Prng, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
 import { tempDir } from './helpers.js';

@@ -4,14 +4,14 @@
 // argv: decoder (read, isal, isal-reuse, isal-reader, zlib; `@base` after a name loads the decoder from the
 // build named by BENCH_BASELINE_CORE instead), the .gz file, the bytes it must decode to.
 // The allocator is tuned as the CLI and fastpulld tune it at startup.
-import { createReadStream, readFileSync } from 'node:fs';
+import { createReadStream, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Writable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { tuneAllocator } from '@fastpull/core';
-import type { IsalGunzipOptions, IsalGunzipStream } from '@fastpull/core';
+import type { IsalGunzipOptions, IsalGunzipStream } from '@fastpull/core/unpack';
 
 export interface DecoderRun {
   readonly wall: number;
@@ -31,10 +31,13 @@ const ZLIB_CHUNK = 256 * 1024;
 type MakeIsal = (options?: IsalGunzipOptions) => Transform;
 
 async function isalFactory(base: boolean): Promise<MakeIsal> {
-  if (!base) return (await import('@fastpull/core')).createIsalGunzip;
+  if (!base) return (await import('@fastpull/core/unpack')).createIsalGunzip;
   const dir = process.env.BENCH_BASELINE_CORE;
   if (!dir) throw new Error('a decoder@base was asked for but BENCH_BASELINE_CORE (a built packages/core to compare against) is not set');
-  return ((await import(pathToFileURL(join(dir, 'dist', 'unpack', 'isal.js')).href)) as { createIsalGunzip: MakeIsal }).createIsalGunzip;
+  // Where the stage's module is in that build: unpack/decompress/ since the decoders have a folder of their own.
+  const module = ['unpack/decompress/isal.js', 'unpack/isal.js'].map((f) => join(dir, 'dist', f)).find((f) => existsSync(f));
+  if (module === undefined) throw new Error(`BENCH_BASELINE_CORE ${dir} has no dist/unpack/decompress/isal.js nor dist/unpack/isal.js: build it first`);
+  return ((await import(pathToFileURL(module).href)) as { createIsalGunzip: MakeIsal }).createIsalGunzip;
 }
 
 /** CPU seconds of one thread of this process from /proc (clock ticks of 10 ms). */

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { UnpackPool } from '@fastpull/core';
+import { UnpackPool } from '@fastpull/core/unpack';
 import { buildLayer, type BuiltLayer, type LayerEntry } from '@fastpull/core/testing';
 import { libraryFiles, median } from './lib.js';
 

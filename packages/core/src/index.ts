@@ -114,29 +114,40 @@ export { dockerConfigCredentials, type DockerConfigOptions } from './registry/do
 export type { Credentials, CredentialsProvider } from './registry/auth.js';
 export { proxyEnvironment, type ProxySettings } from './registry/proxy.js';
 
-// Unpacking: the worker pool and the gzip decoder choice.
-export { MAX_POOL_SIZE, UnpackPool, poolSizeFor, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './unpack/pool/pool.js';
-export { WRITER_THREADS, writerThreadsFor } from './unpack/filesink.js';
-export type { WorkerTask } from './unpack/pool/worker.js';
-export type { BlobReleaseOptions, UnpackedLayer, UnpackLayerOptions, UnpackTimings } from './unpack/layer.js';
-export { BLOB_DIGEST_DETAIL } from './unpack/pool/pass-codes.js';
-export { unpackLayer } from './unpack/unpack-layer.js';
-export type { HashMode } from './unpack/hash-tap.js';
-export { createParallelGunzip, DEFAULT_INFLATE_SLOT_BYTES, InflateBudget, type InflateBudgetLimits, InflatePool, sharedInflatePool, type ParallelGunzipOptions, type ParallelGunzipStats, type ParallelGunzipStream } from './unpack/decompress/pargzip.js';
-export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './unpack/decompress/isal.js';
+// The gzip decoder a user chooses (a setting: `--inflater`, `inflater`); what a choice runs on is
+// resolveGunzip's answer, in @fastpull/core/unpack.
+export { inflaterFromEnv, parseInflaterChoice, INFLATER_CHOICES, type InflaterChoice } from './unpack/decompress/inflater.js';
+
+// Unpacking lives in @fastpull/core/unpack. Deprecated here, kept for programs written against the
+// earlier root entry (docs/library.md showed these at the root): import them from
+// @fastpull/core/unpack instead.
+export {
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  MAX_POOL_SIZE,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  poolSizeFor,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  WRITER_THREADS,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  writerThreadsFor,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  unpackLayer,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  type UnpackTimings,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  createParallelGunzip,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  InflatePool,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  sharedInflatePool,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  createIsalGunzip,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  resolveGunzip,
+  /** @deprecated Import from `@fastpull/core/unpack`. */
+  parseZtoc,
+} from './unpack/index.js';
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { unixDatagramSender, type UnixDatagramSender } from './util/unix-datagram.js';
 export { allowedCpus, applyCpuBudget, availableCores, cgroupCpuQuota, parseCpuBudget, parseCpuList, processCpuQuota, type CgroupPaths, type CpuBudgetState, type CpuQuota } from './util/cpu.js';
 export { BACKGROUND_NICE, enterBackground, type BackgroundState } from './util/background.js';
-export { parseZtoc, type GzipCheckpoint, type Ztoc } from './unpack/decompress/ztoc.js';
-export {
-  findInflater,
-  inflaterFromEnv,
-  parseInflaterChoice,
-  resolveGunzip,
-  INFLATER_CHOICES,
-  type InflaterChoice,
-  type ExternalInflater,
-  type GunzipDecoder,
-  type GunzipLookup,
-} from './unpack/decompress/inflater.js';

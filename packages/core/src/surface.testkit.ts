@@ -17,6 +17,7 @@ export const ENTRY_POINTS = {
   './registry': 'registry/index.ts',
   './testing': 'testing/index.ts',
   './tuning': 'tuning.ts',
+  './unpack': 'unpack/index.ts',
   './worker-ahead': 'worker-ahead.ts',
 } as const;
 

@@ -3,7 +3,8 @@
 // containerd_socket: on by default only for a fastpulld that serves the node's containerd. And the
 // health keys' defaults, values and errors.
 import { describe, expect, it } from 'vitest';
-import { INFLATER_CHOICES, resolveGunzip, type InflaterChoice } from '@fastpull/core';
+import { INFLATER_CHOICES, type InflaterChoice } from '@fastpull/core';
+import { resolveGunzip } from '@fastpull/core/unpack';
 import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_SNAPSHOTTER_SOCKET, resolveConfig } from './config.js';
 import { notHere } from '@fastpull/core/testing';
 

@@ -13,7 +13,6 @@ import {
   parseChunkSize,
   parseCpuBudget,
   parseInflaterChoice,
-  resolveGunzip,
   parseDuration as parseDurationSetting,
   parsePositiveDuration,
   parsePositiveInt,
@@ -24,6 +23,7 @@ import {
   type LocalServiceOptions,
   type SignatureSettings,
 } from '@fastpull/core';
+import { resolveGunzip } from '@fastpull/core/unpack';
 
 export interface DaemonConfig {
   /** The one store every pull writes into. */

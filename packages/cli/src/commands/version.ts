@@ -2,7 +2,8 @@
 // how a pull sizes itself on this machine.
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { availableCores, inflaterFromEnv, isFastpullError, poolSizeFor, processCpuQuota, resolveGunzip, VERSION, WRITER_THREADS, writerThreadsFor } from '@fastpull/core';
+import { availableCores, inflaterFromEnv, isFastpullError, processCpuQuota, VERSION } from '@fastpull/core';
+import { poolSizeFor, resolveGunzip, WRITER_THREADS, writerThreadsFor } from '@fastpull/core/unpack';
 import { tuningFromEnv, type Tuning } from '@fastpull/core/tuning';
 import { writeJSON, writeLine, type CliIO } from '../io.js';
 import { jsonOption, withExample } from '../options.js';

@@ -1,21 +1,25 @@
-// Unpacking: one pass per layer from blob to overlay directory, on worker threads.
-export { applyLayer, cleanEntryPath, DEFAULT_APPLY_LIMITS, MAX_WARNINGS, type ApplyLimits, type ApplyOptions, type ApplyStats } from './apply/apply.js';
-export { createDecompressor, detectCompression, GUNZIP_CHUNK_SIZE, MAGIC_BYTES, resolveCompression } from './decompress/decompress.js';
-export { BLOB_READ_CHUNK, unpackLayer, type UnpackedLayer, type UnpackLayerOptions, type UnpackTimings } from './layer.js';
-export { UnpackPool, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './pool/pool.js';
+// @fastpull/core/unpack: one layer's unpack pass and what it runs on. The worker pool that bounds
+// how many layers unpack at once, the small-file writer threads, the gzip decoders (node:zlib, ISA-L
+// in process, the parallel decoder and its pool, external igzip or pigz) and how a choice resolves
+// on this machine, and SOCI zTOCs, whose checkpoints let the parallel decoder start mid-stream.
+export { MAX_POOL_SIZE, UnpackPool, poolSizeFor, sharedUnpackPool, type UnpackPoolOptions, type RunOptions } from './pool/pool.js';
+export type { WorkerTask } from './pool/worker.js';
+export { BLOB_DIGEST_DETAIL } from './pool/pass-codes.js';
+export { WRITER_THREADS, writerThreadsFor } from './filesink.js';
+export type { BlobReleaseOptions, UnpackedLayer, UnpackLayerOptions, UnpackTimings } from './layer.js';
+export { unpackLayer } from './unpack-layer.js';
+export type { HashMode } from './hash-tap.js';
 export {
-  createExternalGunzip,
-  findInflater,
-  inflaterFromEnv,
-  parseInflaterChoice,
-  resolveGunzip,
-  AUTO_GUNZIP,
-  DEFAULT_INFLATER,
-  INFLATER_CHOICES,
-  INFLATER_ENV,
-  type InflaterChoice,
-  type ExternalInflater,
-  type GunzipDecoder,
-  type GunzipLookup,
-} from './decompress/inflater.js';
-export { createIsalGunzip, isalAvailable, isalUnavailableReason, type IsalGunzipOptions, type IsalGunzipStream } from './decompress/isal.js';
+  createParallelGunzip,
+  DEFAULT_INFLATE_SLOT_BYTES,
+  InflateBudget,
+  type InflateBudgetLimits,
+  InflatePool,
+  sharedInflatePool,
+  type ParallelGunzipOptions,
+  type ParallelGunzipStats,
+  type ParallelGunzipStream,
+} from './decompress/pargzip.js';
+export { createIsalGunzip, type IsalGunzipOptions, type IsalGunzipStream } from './decompress/isal.js';
+export { findInflater, resolveGunzip, type ExternalInflater, type GunzipDecoder, type GunzipLookup } from './decompress/inflater.js';
+export { parseZtoc, type GzipCheckpoint, type Ztoc } from './decompress/ztoc.js';
