@@ -86,7 +86,7 @@ export interface SinkFile {
   mode: number;
   owner: { uid: number; gid: number } | undefined;
   times: Times;
-  /** What an error of this file is reported as: the entry's label and details (report.ts). */
+  /** What an error of this file is reported as: the entry's label and details (unpack/apply/report.ts). */
   label: string;
   details: Record<string, unknown>;
 }
@@ -121,7 +121,7 @@ export class FileSink {
    * Queues the file. The chunks are copied before this returns. Returns undefined while the sink
    * holds less than {@link SINK_MAX_PENDING} (no promise per file), else a promise that resolves
    * once it does again; the promise rejects with the error of a file that failed (as the writer's
-   * own calls would: see report.ts fsError).
+   * own calls would: see unpack/apply/report.ts fsError).
    */
   add(f: SinkFile): Promise<void> | undefined {
     const seq = this.seq++;

@@ -1,6 +1,6 @@
 // Applies one layer's tar stream to an empty directory, in the overlayfs lower-dir form of containerd's overlay snapshotter.
 //
-// The parts: tarreader.ts reads entries; writer.ts writes each into the layer's tree (layertree.ts,
+// The parts: unpack/tar/tarreader.ts reads entries; writer.ts writes each into the layer's tree (layertree.ts,
 // paths as raw bytes in rawpath.ts, times in times.ts, xattrs in xattrs.ts); whiteouts.ts turns OCI
 // deletions into overlay form. This file joins them and cleans up after a failure.
 import fs from 'node:fs';
@@ -44,7 +44,7 @@ export interface ApplyOptions {
   limits?: Partial<ApplyLimits>;
   /** Start files' write-back as they are written (snapshots/durable.ts flushes the rest). Default: none. */
   writeback?: WritebackMode;
-  /** Threads that make the small files (Tuning.writerThreads, for measuring); default one per core, 2 to 4 (filesink.ts). */
+  /** Threads that make the small files (Tuning.writerThreads, for measuring); default one per core, 2 to 4 (unpack/filesink.ts). */
   writerThreads?: number;
   /**
    * Called with an offset in `tar` before which the apply holds no byte of the stream and no view of

@@ -21,7 +21,7 @@ export interface ApplyStats {
   /** Milliseconds spent reading tar headers and writing the tree, waits for tar bytes excluded. */
   extractMs: number;
   /**
-   * CPU the addon's writer threads spent making this layer's small files (filesink.ts), each on its
+   * CPU the addon's writer threads spent making this layer's small files (unpack/filesink.ts), each on its
    * own thread clock: work done beside {@link extractMs}, not inside it. 0 when no file went to them;
    * absent where the addon has no writer threads or no clock for them (files are then written in line).
    */

@@ -37,7 +37,7 @@ export interface LayerWriterOptions {
   whiteouts: WhiteoutConverterFactory;
   /** Starts the write-back of files as they are written (apply.ts ApplyOptions.writeback); none when undefined. */
   writeback?: LayerWriteback | undefined;
-  /** Writer threads for small new files (filesink.ts); without it every file is written on this thread. */
+  /** Writer threads for small new files (unpack/filesink.ts); without it every file is written on this thread. */
   sink?: FileSink | undefined;
   /**
    * Called after each piece of a large file is written: nothing this writer holds refers to the

@@ -1,6 +1,6 @@
 // What a pass and its caller agree on without loading the unpacker: the error details a failed pass
 // carries, and the slots of the state a worker shares with the pool. The main thread imports these;
-// the unpacker itself (layer.ts and what it imports) loads only where a pass runs.
+// the unpacker itself (unpack/layer.ts and what it imports) loads only where a pass runs.
 
 /**
  * Errors of a pass that say all there is: a blob that fails to decompress or extract otherwise may

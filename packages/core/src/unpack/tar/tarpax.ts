@@ -28,7 +28,7 @@ export function parsePax(data: Buffer, invalid: (m: string) => FastpullError): P
     const key = record.toString('latin1', 0, eq);
     if (key.includes('\0')) throw invalid('NUL in a record key');
     // A copy: an entry's records are read after its data (xattrs), once the stream's buffer that
-    // held them may be filled again (isal.ts reuseOutput).
+    // held them may be filled again (unpack/decompress/isal.ts reuseOutput).
     const value = Buffer.from(record.subarray(eq + 1));
     if (key === 'GNU.sparse.offset' || key === 'GNU.sparse.numbytes') {
       const wanted = sparse00.length % 2 === 0 ? 'GNU.sparse.offset' : 'GNU.sparse.numbytes';
