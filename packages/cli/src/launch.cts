@@ -5,16 +5,8 @@
 // (node:zlib's inflate, both SHA-256s) and file calls need a few more; libuv's default of 4 would cap a
 // pull's inflating and hashing at four cores. A UV_THREADPOOL_SIZE already set wins.
 import os = require('node:os');
-import v8 = require('node:v8');
 
 if (!process.env.UV_THREADPOOL_SIZE) process.env.UV_THREADPOOL_SIZE = String(Math.min(1024, 3 * os.availableParallelism() + 4));
-// The HTTP client's parser is WebAssembly (undici's llhttp): V8 compiles it with its baseline
-// compiler, then again with its optimizing one once hot, on background threads. A command runs
-// seconds, not hours, and the parser only walks headers (bodies pass through as slices): keep the
-// baseline code: the second compile cost a pull of many small layers a share of its CPU and made
-// nothing faster (docs/architecture.md, "Figures behind the defaults"). Set before anything
-// compiles WebAssembly: the flag is read at compile time.
-v8.setFlagsFromString('--liftoff-only');
 void (async () => {
   // A background pull first moves to a session of its own where sessions split CPU time (session.ts).
   const session = await import('./session.js').catch(() => undefined);
