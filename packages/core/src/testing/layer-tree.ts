@@ -100,128 +100,153 @@ export function parentsOf(path: string): string[] {
 
 /** Resolves defaults and adds implicit parent directories, in tar order. */
 export function toTarEntries(entries: readonly LayerEntry[], lower: ReadonlyMap<string, ExpectedEntry> | undefined): TarEntry[] {
-  const out: TarEntry[] = [];
-  const dirsWritten = new Set<string>();
-  const filesWritten = new Map<string, Extract<TarEntry, { type: 'file' }>>();
-  // The first explicit dir entry of each path, so a child listed before its directory hoists that entry up.
-  const explicitDir = new Map<string, number>();
-  entries.forEach((e, i) => {
-    if (e.type === 'dir' && !explicitDir.has(e.path)) explicitDir.set(e.path, i);
-  });
-  const hoisted = new Set<number>();
+  const plan = new TarPlan(entries, lower);
+  entries.forEach((e, i) => plan.add(e, i));
+  return plan.out;
+}
 
-  const dirEntry = (e: Extract<LayerEntry, { type: 'dir' }>): TarEntry => ({
+/** The tar entries of one layer as they are planned, with what was written so far at each path. */
+class TarPlan {
+  readonly out: TarEntry[] = [];
+  private readonly dirsWritten = new Set<string>();
+  private readonly filesWritten = new Map<string, Extract<TarEntry, { type: 'file' }>>();
+  /** The first explicit dir entry of each path, so a child listed before its directory hoists that entry up. */
+  private readonly explicitDir = new Map<string, number>();
+  private readonly hoisted = new Set<number>();
+
+  constructor(
+    private readonly entries: readonly LayerEntry[],
+    private readonly lower: ReadonlyMap<string, ExpectedEntry> | undefined,
+  ) {
+    entries.forEach((e, i) => {
+      if (e.type === 'dir' && !this.explicitDir.has(e.path)) this.explicitDir.set(e.path, i);
+    });
+  }
+
+  /** Plans entry `i`, after the directories above it. */
+  add(e: LayerEntry, i: number): void {
+    const what = `layer entry ${i} (${e?.type})`;
+    checkPath(e.path, what);
+    switch (e.type) {
+      case 'dir': {
+        if (this.hoisted.has(i)) return;
+        this.ensureParents(e.path, i);
+        this.out.push(dirEntry(e));
+        this.dirsWritten.add(e.path);
+        this.filesWritten.delete(e.path);
+        return;
+      }
+      case 'file':
+        return this.addFile(e, i);
+      case 'symlink': {
+        if (typeof e.target !== 'string' || e.target.length === 0 || e.target.includes('\0')) throw invalid(`${what}: symlink ${e.path} needs a non-empty target`);
+        this.ensureParents(e.path, i);
+        this.wroteNonDir(e.path);
+        this.out.push({ type: 'symlink', path: e.path, target: e.target, uid: checkId(e.uid ?? 0, e.path), gid: checkId(e.gid ?? 0, e.path), mtime: e.mtime ?? DEFAULT_MTIME });
+        return;
+      }
+      case 'hardlink':
+        return this.addHardlink(e, i, what);
+      case 'whiteout':
+        this.ensureParents(e.path, i);
+        this.out.push({ type: 'whiteout', path: e.path });
+        return;
+      case 'opaque':
+        this.ensureParents(e.path, i);
+        this.ensureDir(e.path, i);
+        this.out.push({ type: 'opaque', path: e.path });
+        return;
+      case 'device':
+        return this.addDevice(e, i, what);
+      default:
+        throw invalid(`${what}: unknown entry type ${JSON.stringify((e as { type?: unknown }).type)}`);
+    }
+  }
+
+  private addFile(e: Extract<LayerEntry, { type: 'file' }>, i: number): void {
+    this.ensureParents(e.path, i);
+    this.wroteNonDir(e.path);
+    const content = typeof e.content === 'string' ? Buffer.from(e.content, 'utf8') : Buffer.from(e.content.buffer, e.content.byteOffset, e.content.byteLength);
+    const f = {
+      type: 'file' as const,
+      path: e.path,
+      content,
+      mode: checkMode(e.mode ?? DEFAULT_FILE_MODE, e.path),
+      uid: checkId(e.uid ?? 0, e.path),
+      gid: checkId(e.gid ?? 0, e.path),
+      mtime: e.mtime ?? DEFAULT_MTIME,
+    };
+    this.out.push(f);
+    this.filesWritten.set(e.path, f);
+  }
+
+  private addHardlink(e: Extract<LayerEntry, { type: 'hardlink' }>, i: number, what: string): void {
+    const target = this.filesWritten.get(e.target);
+    if (target === undefined) throw invalid(`${what}: hardlink ${e.path} -> ${e.target}: the target must be a file written earlier in the same layer`);
+    if (e.target === e.path) throw invalid(`${what}: hardlink ${e.path} links to itself`);
+    this.ensureParents(e.path, i);
+    this.wroteNonDir(e.path);
+    this.out.push({ type: 'hardlink', path: e.path, target: e.target, mode: target.mode, uid: target.uid, gid: target.gid, mtime: target.mtime });
+    // A link to the link is a link to the same inode.
+    this.filesWritten.set(e.path, target);
+  }
+
+  private addDevice(e: Extract<LayerEntry, { type: 'device' }>, i: number, what: string): void {
+    if (e.device !== 'char' && e.device !== 'block') throw invalid(`${what}: device ${e.path} must be 'char' or 'block'`);
+    this.ensureParents(e.path, i);
+    this.wroteNonDir(e.path);
+    this.out.push({
+      type: 'device',
+      path: e.path,
+      device: e.device,
+      major: checkDev(e.major, MAX_DEV_MAJOR, e.path),
+      minor: checkDev(e.minor, MAX_DEV_MINOR, e.path),
+      mode: checkMode(e.mode ?? DEFAULT_FILE_MODE, e.path),
+      uid: checkId(e.uid ?? 0, e.path),
+      gid: checkId(e.gid ?? 0, e.path),
+      mtime: e.mtime ?? DEFAULT_MTIME,
+    });
+  }
+
+  private ensureDir(dir: string, at: number): void {
+    if (this.dirsWritten.has(dir)) return;
+    const j = this.explicitDir.get(dir);
+    const given = j === undefined ? undefined : this.entries[j];
+    if (j !== undefined && j > at && given?.type === 'dir' && !this.hoisted.has(j)) {
+      this.hoisted.add(j);
+      this.out.push(dirEntry(given));
+    } else {
+      const below = this.lower?.get(dir);
+      this.out.push(
+        below?.type === 'dir'
+          ? { type: 'dir', path: dir, mode: below.mode, uid: below.uid, gid: below.gid, mtime: DEFAULT_MTIME }
+          : { type: 'dir', path: dir, mode: DEFAULT_DIR_MODE, uid: 0, gid: 0, mtime: DEFAULT_MTIME },
+      );
+    }
+    this.dirsWritten.add(dir);
+    this.filesWritten.delete(dir);
+  }
+
+  private ensureParents(path: string, at: number): void {
+    for (const p of parentsOf(path)) this.ensureDir(p, at);
+  }
+
+  private wroteNonDir(path: string): void {
+    this.dirsWritten.delete(path);
+    this.filesWritten.delete(path);
+  }
+}
+
+/** A dir entry with its defaults filled in. */
+function dirEntry(e: Extract<LayerEntry, { type: 'dir' }>): TarEntry {
+  return {
     type: 'dir',
     path: e.path,
     mode: checkMode(e.mode ?? DEFAULT_DIR_MODE, e.path),
     uid: checkId(e.uid ?? 0, e.path),
     gid: checkId(e.gid ?? 0, e.path),
     mtime: e.mtime ?? DEFAULT_MTIME,
-  });
-  const ensureDir = (dir: string, at: number): void => {
-    if (dirsWritten.has(dir)) return;
-    const j = explicitDir.get(dir);
-    const given = j === undefined ? undefined : entries[j];
-    if (j !== undefined && j > at && given?.type === 'dir' && !hoisted.has(j)) {
-      hoisted.add(j);
-      out.push(dirEntry(given));
-    } else {
-      const below = lower?.get(dir);
-      out.push(
-        below?.type === 'dir'
-          ? { type: 'dir', path: dir, mode: below.mode, uid: below.uid, gid: below.gid, mtime: DEFAULT_MTIME }
-          : { type: 'dir', path: dir, mode: DEFAULT_DIR_MODE, uid: 0, gid: 0, mtime: DEFAULT_MTIME },
-      );
-    }
-    dirsWritten.add(dir);
-    filesWritten.delete(dir);
   };
-  const ensureParents = (path: string, at: number): void => {
-    for (const p of parentsOf(path)) ensureDir(p, at);
-  };
-  const wroteNonDir = (path: string): void => {
-    dirsWritten.delete(path);
-    filesWritten.delete(path);
-  };
-
-  entries.forEach((e, i) => {
-    const what = `layer entry ${i} (${e?.type})`;
-    checkPath(e.path, what);
-    switch (e.type) {
-      case 'dir': {
-        if (hoisted.has(i)) return;
-        ensureParents(e.path, i);
-        out.push(dirEntry(e));
-        dirsWritten.add(e.path);
-        filesWritten.delete(e.path);
-        return;
-      }
-      case 'file': {
-        ensureParents(e.path, i);
-        wroteNonDir(e.path);
-        const content = typeof e.content === 'string' ? Buffer.from(e.content, 'utf8') : Buffer.from(e.content.buffer, e.content.byteOffset, e.content.byteLength);
-        const f = {
-          type: 'file' as const,
-          path: e.path,
-          content,
-          mode: checkMode(e.mode ?? DEFAULT_FILE_MODE, e.path),
-          uid: checkId(e.uid ?? 0, e.path),
-          gid: checkId(e.gid ?? 0, e.path),
-          mtime: e.mtime ?? DEFAULT_MTIME,
-        };
-        out.push(f);
-        filesWritten.set(e.path, f);
-        return;
-      }
-      case 'symlink': {
-        if (typeof e.target !== 'string' || e.target.length === 0 || e.target.includes('\0')) throw invalid(`${what}: symlink ${e.path} needs a non-empty target`);
-        ensureParents(e.path, i);
-        wroteNonDir(e.path);
-        out.push({ type: 'symlink', path: e.path, target: e.target, uid: checkId(e.uid ?? 0, e.path), gid: checkId(e.gid ?? 0, e.path), mtime: e.mtime ?? DEFAULT_MTIME });
-        return;
-      }
-      case 'hardlink': {
-        const target = filesWritten.get(e.target);
-        if (target === undefined) throw invalid(`${what}: hardlink ${e.path} -> ${e.target}: the target must be a file written earlier in the same layer`);
-        if (e.target === e.path) throw invalid(`${what}: hardlink ${e.path} links to itself`);
-        ensureParents(e.path, i);
-        wroteNonDir(e.path);
-        out.push({ type: 'hardlink', path: e.path, target: e.target, mode: target.mode, uid: target.uid, gid: target.gid, mtime: target.mtime });
-        // A link to the link is a link to the same inode.
-        filesWritten.set(e.path, target);
-        return;
-      }
-      case 'whiteout':
-        ensureParents(e.path, i);
-        out.push({ type: 'whiteout', path: e.path });
-        return;
-      case 'opaque':
-        ensureParents(e.path, i);
-        ensureDir(e.path, i);
-        out.push({ type: 'opaque', path: e.path });
-        return;
-      case 'device': {
-        if (e.device !== 'char' && e.device !== 'block') throw invalid(`${what}: device ${e.path} must be 'char' or 'block'`);
-        ensureParents(e.path, i);
-        wroteNonDir(e.path);
-        out.push({
-          type: 'device',
-          path: e.path,
-          device: e.device,
-          major: checkDev(e.major, MAX_DEV_MAJOR, e.path),
-          minor: checkDev(e.minor, MAX_DEV_MINOR, e.path),
-          mode: checkMode(e.mode ?? DEFAULT_FILE_MODE, e.path),
-          uid: checkId(e.uid ?? 0, e.path),
-          gid: checkId(e.gid ?? 0, e.path),
-          mtime: e.mtime ?? DEFAULT_MTIME,
-        });
-        return;
-      }
-      default:
-        throw invalid(`${what}: unknown entry type ${JSON.stringify((e as { type?: unknown }).type)}`);
-    }
-  });
-  return out;
 }
 
 export function markerPath(dir: string, name: string): string {
