@@ -1,38 +1,12 @@
 // A loopback OCI distribution registry (read side only) with basic/bearer auth and fault injection, for tests.
-import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { FastpullError } from '../errors.js';
-import { isDigest, sha256Digest, type Digest } from '../oci/digest.js';
-import { checkName, errorBody, parseRange, takeCounted } from './registry-http.js';
-import type { LoopbackRegistry, LoopbackRegistryOptions, RequestLog } from './registry-types.js';
+import { LoopbackServer } from './registry-server.js';
+import type { LoopbackRegistry, LoopbackRegistryOptions } from './registry-types.js';
 
+export { LOOPBACK_SERVICE } from './registry-server.js';
 export type { CountedFault, LoopbackAuth, LoopbackFaults, LoopbackRegistry, LoopbackRegistryOptions, LoopbackStats, RequestLog } from './registry-types.js';
-import { referrersAnswer } from './referrers.js';
-
-/** The `service` of the bearer challenge and token endpoint, and the Basic realm. */
-export const LOOPBACK_SERVICE = 'fastpull-test';
-const DEFAULT_MAX_LOG = 10_000;
-const DEFAULT_TOKEN_SECONDS = 300;
-const TAG_RE = /^[\w][\w.-]{0,127}$/;
-const ROUTE_RE = /^\/v2\/(.+)\/(manifests|blobs|referrers)\/([^/]+)$/;
-
-interface StoredManifest {
-  readonly bytes: Buffer;
-  readonly mediaType: string;
-  readonly digest: Digest;
-}
-
-interface Repository {
-  readonly manifests: Map<string, StoredManifest>;
-  readonly blobs: Map<Digest, Buffer>;
-}
-
-interface Token {
-  readonly repositories: ReadonlySet<string>;
-  readonly expiresAt: number;
-}
 
 /**
  * Starts a registry on 127.0.0.1 with a free port. It serves `/v2/`, manifests and blobs
@@ -46,45 +20,36 @@ interface Token {
  * try { ... } finally { await registry.close(); }
  */
 export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {}): Promise<LoopbackRegistry> {
-  const auth = options.auth;
-  const maxLog = options.maxLogEntries ?? DEFAULT_MAX_LOG;
-  const repos = new Map<string, Repository>();
-  const tokens = new Map<string, Token>();
-  let requests: RequestLog[] = [];
-  let blobBytes = new Map<Digest, number>();
-  let tokensIssued = 0;
-  let inFlight = 0;
-  let maxInFlight = 0;
-  let connections = 0;
-  let url = '';
+  const lb = new LoopbackServer(options);
+  const server = options.tls ? createHttpsServer({ key: options.tls.key, cert: options.tls.cert }, lb.listener) : createServer(lb.listener);
+  server.on('connection', () => lb.connections++);
+  const registry = registryObject(lb, async () => {
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  });
+  lb.registry = registry;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  lb.url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  return Object.assign(registry, { host: `127.0.0.1:${port}`, url: lb.url });
+}
 
-  const repo = (name: string): Repository => {
-    checkName(name);
-    let r = repos.get(name);
-    if (r === undefined) {
-      r = { manifests: new Map(), blobs: new Map() };
-      repos.set(name, r);
-    }
-    return r;
-  };
-
+/** The registry object a test holds, over the server's state. */
+function registryObject(lb: LoopbackServer, close: () => Promise<void>): LoopbackRegistry {
   const registry: LoopbackRegistry = {
     host: '',
     url: '',
-    faults: options.faults ?? {},
-    addBlob(repository, digest, bytes) {
-      if (!isDigest(digest)) throw new FastpullError('INVALID_DIGEST', `addBlob: invalid digest ${JSON.stringify(digest)}`);
-      repo(repository).blobs.set(digest, Buffer.from(bytes));
-    },
-    addManifest(repository, reference, bytes, mediaType) {
-      const stored: StoredManifest = { bytes: Buffer.from(bytes), mediaType, digest: sha256Digest(bytes) };
-      const r = repo(repository);
-      if (isDigest(reference)) r.manifests.set(reference, stored);
-      else if (TAG_RE.test(reference)) {
-        r.manifests.set(reference, stored);
-        r.manifests.set(stored.digest, stored);
-      } else throw new FastpullError('INVALID_ARGUMENT', `addManifest: ${JSON.stringify(reference)} is neither a tag nor a digest`);
-    },
+    faults: lb.options.faults ?? {},
+    addBlob: (repository, digest, bytes) => lb.addBlob(repository, digest, bytes),
+    addManifest: (repository, reference, bytes, mediaType) => lb.addManifest(repository, reference, bytes, mediaType),
     addImage(repository, tag, image) {
       for (const [digest, bytes] of image.blobs) registry.addBlob(repository, digest, bytes);
       registry.addManifest(repository, tag, image.manifest, image.manifestMediaType);
@@ -98,348 +63,30 @@ export async function startLoopbackRegistry(options: LoopbackRegistryOptions = {
     },
     stats: {
       get requests() {
-        return requests;
+        return lb.requests;
       },
-      blobBytesServed: (digest) => blobBytes.get(digest) ?? 0,
+      blobBytesServed: (digest) => lb.blobBytes.get(digest) ?? 0,
       get tokensIssued() {
-        return tokensIssued;
+        return lb.tokensIssued;
       },
       get inFlight() {
-        return inFlight;
+        return lb.inFlight;
       },
       get maxInFlight() {
-        return maxInFlight;
+        return lb.maxInFlight;
       },
       get connections() {
-        return connections;
+        return lb.connections;
       },
       reset() {
-        requests = [];
-        blobBytes = new Map();
-        tokensIssued = 0;
-        maxInFlight = inFlight;
-        connections = 0;
+        lb.requests = [];
+        lb.blobBytes = new Map();
+        lb.tokensIssued = 0;
+        lb.maxInFlight = lb.inFlight;
+        lb.connections = 0;
       },
     },
-    close: async () => {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-    },
+    close,
   };
-
-  /** Checks credentials; answers 401 itself and returns false when they do not pass. */
-  const authorize = (req: IncomingMessage, res: ServerResponse, log: RequestLog, name: string | undefined): boolean => {
-    if (auth === undefined) return true;
-    const header = req.headers.authorization ?? '';
-    if (auth.type === 'basic') {
-      const want = `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString('base64')}`;
-      if (header === want) return true;
-      send(res, log, 401, errorBody('UNAUTHORIZED', 'authentication required'), {
-        'Content-Type': 'application/json',
-        'WWW-Authenticate': `Basic realm="${LOOPBACK_SERVICE}"`,
-      });
-      return false;
-    }
-    const token = header.startsWith('Bearer ') ? tokens.get(header.slice('Bearer '.length)) : undefined;
-    const valid = token !== undefined && token.expiresAt > Date.now();
-    if (valid && (name === undefined || token.repositories.has(name))) return true;
-    let challenge = `Bearer realm="${url}/token",service="${LOOPBACK_SERVICE}"`;
-    if (name !== undefined) challenge += `,scope="repository:${name}:pull"`;
-    if (valid) challenge += ',error="insufficient_scope"';
-    send(res, log, 401, errorBody('UNAUTHORIZED', valid ? 'insufficient scope' : 'authentication required'), {
-      'Content-Type': 'application/json',
-      'WWW-Authenticate': challenge,
-    });
-    return false;
-  };
-
-  const issueToken = (req: IncomingMessage, res: ServerResponse, log: RequestLog, query: URLSearchParams, refreshed = false): void => {
-    if (auth?.type !== 'bearer') {
-      send(res, log, 404, errorBody('UNSUPPORTED', 'no token endpoint'), { 'Content-Type': 'application/json' });
-      return;
-    }
-    if (auth.username !== undefined && !refreshed) {
-      const want = `Basic ${Buffer.from(`${auth.username}:${auth.password ?? ''}`).toString('base64')}`;
-      if (req.headers.authorization !== want) {
-        send(res, log, 401, errorBody('UNAUTHORIZED', 'bad credentials'), { 'Content-Type': 'application/json', 'WWW-Authenticate': `Basic realm="${LOOPBACK_SERVICE}"` });
-        return;
-      }
-    }
-    const granted = new Set<string>();
-    for (const scope of query.getAll('scope')) {
-      // Several scopes may also come space-separated in one parameter.
-      for (const one of scope.split(' ')) {
-        const m = /^repository:(.+):([a-z,*]+)$/.exec(one);
-        if (!m || !m[2]?.split(',').some((a) => a === 'pull' || a === '*')) continue;
-        const name = m[1] as string;
-        if (auth.repositories === undefined || auth.repositories.includes(name)) granted.add(name);
-      }
-    }
-    const expiresIn = auth.expiresIn ?? DEFAULT_TOKEN_SECONDS;
-    const token = randomBytes(24).toString('hex');
-    tokens.set(token, { repositories: granted, expiresAt: Date.now() + expiresIn * 1000 });
-    tokensIssued++;
-    const body = Buffer.from(JSON.stringify({ token, access_token: token, expires_in: expiresIn, issued_at: new Date().toISOString() }));
-    send(res, log, 200, body, { 'Content-Type': 'application/json' });
-  };
-
-  const send = (res: ServerResponse, log: RequestLog, status: number, body: Buffer | undefined, headers: Record<string, string | number>): void => {
-    log.status = status;
-    res.writeHead(status, { 'Docker-Distribution-API-Version': 'registry/2.0', ...(body !== undefined ? { 'Content-Length': body.byteLength } : {}), ...headers });
-    if (body === undefined || body.byteLength === 0) {
-      res.end();
-      return;
-    }
-    const trickle = registry.faults.trickle;
-    if (trickle !== undefined && trickle.path.test(log.path)) {
-      res.flushHeaders();
-      sendPaced(res, body, trickle.bytesPerSecond, undefined, (n) => (log.bytesSent += n));
-      return;
-    }
-    log.bytesSent += body.byteLength;
-    res.end(body);
-  };
-
-  /** Sends a blob body, honouring the throttle, drop and stall faults. */
-  const sendBlobBody = (res: ServerResponse, log: RequestLog, pathname: string, digest: Digest, body: Buffer, rangeStart?: number): void => {
-    const f = registry.faults;
-    const drop = takeCounted(f.dropAfter, pathname);
-    const stall = drop === undefined ? takeCounted(f.stallAfter, pathname) : undefined;
-    const limit = drop?.bytes ?? stall?.bytes;
-    const trickled = f.trickle !== undefined && f.trickle.path.test(log.path) ? f.trickle.bytesPerSecond : undefined;
-    const rate = f.slowRange !== undefined && rangeStart === f.slowRange.start ? f.slowRange.bytesPerSecond : (trickled ?? f.bytesPerSecond);
-    const count = (n: number): void => {
-      log.bytesSent += n;
-      blobBytes.set(digest, (blobBytes.get(digest) ?? 0) + n);
-    };
-    if (limit === undefined && rate === undefined) {
-      count(body.byteLength);
-      res.end(body);
-      return;
-    }
-    sendPaced(res, body, rate, limit === undefined ? undefined : { bytes: limit, drop: drop !== undefined }, count);
-  };
-
-  const serveManifest = (req: IncomingMessage, res: ServerResponse, log: RequestLog, r: Repository, reference: string): void => {
-    const m = r.manifests.get(reference);
-    if (m === undefined) {
-      send(res, log, 404, errorBody('MANIFEST_UNKNOWN', 'manifest unknown', { reference }), { 'Content-Type': 'application/json' });
-      return;
-    }
-    const digest = registry.faults.wrongDockerContentDigest ? sha256Digest(Buffer.concat([m.bytes, Buffer.from('x')])) : m.digest;
-    const headers = { 'Content-Type': m.mediaType, 'Docker-Content-Digest': digest, ETag: `"${digest}"`, 'Content-Length': m.bytes.byteLength };
-    if (req.method === 'HEAD') send(res, log, 200, undefined, headers);
-    else send(res, log, 200, m.bytes, headers);
-  };
-
-  const serveBlob = (req: IncomingMessage, res: ServerResponse, log: RequestLog, r: Repository, reference: string, pathname: string): void => {
-    if (!isDigest(reference)) {
-      send(res, log, 400, errorBody('DIGEST_INVALID', 'invalid digest', { digest: reference }), { 'Content-Type': 'application/json' });
-      return;
-    }
-    const digest: Digest = reference;
-    const stored = r.blobs.get(digest);
-    if (stored === undefined) {
-      send(res, log, 404, errorBody('BLOB_UNKNOWN', 'blob unknown to registry', { digest }), { 'Content-Type': 'application/json' });
-      return;
-    }
-    const f = registry.faults;
-    if (req.method === 'GET' && f.redirectBlobsTo !== undefined) {
-      send(res, log, 307, Buffer.alloc(0), { Location: `${f.redirectBlobsTo.replace(/\/+$/, '')}${req.url ?? pathname}` });
-      return;
-    }
-    let blob = stored;
-    const ranged = req.headers.range !== undefined;
-    if ((f.corruptBlob?.has(digest) || (ranged && f.corruptRangedBlob?.has(digest))) && blob.byteLength > 0) {
-      blob = Buffer.from(blob);
-      const mid = blob.byteLength >> 1;
-      blob[mid] = (blob[mid] as number) ^ 0xff;
-    }
-    const total = blob.byteLength;
-    const base = { 'Docker-Content-Digest': digest, 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream', ETag: `"${digest}"` };
-    const range = f.ignoreRange ? undefined : parseRange(req.headers.range, total);
-    if (range === 'unsatisfiable') {
-      send(res, log, 416, errorBody('RANGE_INVALID', 'requested range not satisfiable', { range: req.headers.range }), {
-        'Content-Type': 'application/json',
-        'Content-Range': `bytes */${total}`,
-      });
-      return;
-    }
-    let status = 200;
-    let body = blob;
-    const headers: Record<string, string | number> = { ...base };
-    let rangeStart: number | undefined;
-    if (range !== undefined) {
-      let { start, end } = range;
-      if (f.wrongContentRange) {
-        const shift = start === 0 ? 1 : -1;
-        start += shift;
-        end = Math.min(end + shift, total - 1);
-        if (start > end) start = end;
-      }
-      status = 206;
-      rangeStart = start;
-      body = blob.subarray(start, end + 1);
-      headers['Content-Range'] = `bytes ${start}-${end}/${total}`;
-    }
-    headers['Content-Length'] = body.byteLength;
-    log.status = status;
-    res.writeHead(status, { 'Docker-Distribution-API-Version': 'registry/2.0', ...headers });
-    if (req.method === 'HEAD') {
-      res.end();
-      return;
-    }
-    sendBlobBody(res, log, pathname, digest, body, rangeStart);
-  };
-
-  const handle = (req: IncomingMessage, res: ServerResponse): void => {
-    const method = req.method ?? 'GET';
-    const rawUrl = req.url ?? '/';
-    const log: RequestLog = {
-      method,
-      path: rawUrl,
-      range: req.headers.range,
-      authorization: req.headers.authorization !== undefined,
-      userAgent: req.headers['user-agent'],
-      at: performance.now(),
-      status: 0,
-      bytesSent: 0,
-    };
-    requests.push(log);
-    if (requests.length > maxLog) requests.splice(0, requests.length - maxLog);
-    inFlight++;
-    maxInFlight = Math.max(maxInFlight, inFlight);
-    res.once('close', () => inFlight--);
-    req.resume(); // bodies are never needed
-
-    const parsed = new URL(rawUrl, 'http://loopback');
-    const pathname = parsed.pathname;
-    const forced = registry.faults.status;
-    if (forced !== undefined && forced.times > 0 && forced.path.test(pathname)) {
-      forced.times--;
-      send(res, log, forced.status, errorBody('UNKNOWN', `injected status ${forced.status}`), { 'Content-Type': 'application/json', ...forced.headers });
-      return;
-    }
-    if (pathname === '/token') {
-      if (method === 'POST') {
-        // OAuth2 form post (distribution's token spec, oauth.md): only the refresh_token grant.
-        const parts: Buffer[] = [];
-        let size = 0;
-        req.on('data', (d: Buffer) => {
-          size += d.length;
-          if (size <= 64 * 1024) parts.push(d);
-        });
-        req.on('end', () => {
-          const form = new URLSearchParams(Buffer.concat(parts).toString('utf8'));
-          const ok = auth?.type === 'bearer' && auth.refreshToken !== undefined && form.get('grant_type') === 'refresh_token' && form.get('refresh_token') === auth.refreshToken;
-          if (!ok) send(res, log, 401, errorBody('UNAUTHORIZED', 'invalid refresh token'), { 'Content-Type': 'application/json' });
-          else issueToken(req, res, log, form, true);
-        });
-        return;
-      }
-      if (method !== 'GET') send(res, log, 405, errorBody('UNSUPPORTED', 'use GET or POST'), { 'Content-Type': 'application/json', Allow: 'GET, POST' });
-      else issueToken(req, res, log, parsed.searchParams);
-      return;
-    }
-    if (method !== 'GET' && method !== 'HEAD') {
-      send(res, log, 405, errorBody('UNSUPPORTED', 'this registry is read-only'), { 'Content-Type': 'application/json', Allow: 'GET, HEAD' });
-      return;
-    }
-    if (pathname === '/v2/' || pathname === '/v2') {
-      if (authorize(req, res, log, undefined)) send(res, log, 200, Buffer.from('{}'), { 'Content-Type': 'application/json' });
-      return;
-    }
-    const m = ROUTE_RE.exec(pathname);
-    if (!m || (m[2] === 'referrers' && options.referrers !== true)) {
-      send(res, log, 404, errorBody('UNSUPPORTED', 'no such endpoint'), { 'Content-Type': 'application/json' });
-      return;
-    }
-    const name = m[1] as string;
-    const kind = m[2] as 'manifests' | 'blobs' | 'referrers';
-    let reference: string;
-    try {
-      reference = decodeURIComponent(m[3] as string);
-    } catch {
-      reference = m[3] as string;
-    }
-    if (!authorize(req, res, log, name)) return;
-    const r = repos.get(name);
-    if (r === undefined) {
-      send(res, log, 404, errorBody('NAME_UNKNOWN', 'repository name not known to registry', { name }), { 'Content-Type': 'application/json' });
-      return;
-    }
-    if (kind === 'manifests') serveManifest(req, res, log, r, reference);
-    else if (kind === 'referrers') {
-      const a = referrersAnswer(r.manifests.values(), reference, parsed.searchParams.get('artifactType') ?? undefined);
-      send(res, log, a.status, a.body, a.headers);
-    }
-    else serveBlob(req, res, log, r, reference, pathname);
-  };
-
-  const answer = (req: IncomingMessage, res: ServerResponse): void => {
-    try {
-      handle(req, res);
-    } catch (e) {
-      if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'text/plain' });
-      res.end(String(e));
-    }
-  };
-  const listener = (req: IncomingMessage, res: ServerResponse): void => {
-    const hold = registry.faults.hold;
-    if (hold !== undefined && hold.path.test(new URL(req.url ?? '/', 'http://loopback').pathname)) {
-      const go = (): void => {
-        if (!res.destroyed) answer(req, res);
-      };
-      void hold.until.then(go, go);
-      return;
-    }
-    answer(req, res);
-  };
-  const server = options.tls ? createHttpsServer({ key: options.tls.key, cert: options.tls.cert }, listener) : createServer(listener);
-  server.on('connection', () => connections++);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
-  url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
-  return Object.assign(registry, { host: `127.0.0.1:${port}`, url });
-}
-
-/**
- * Writes `body` to `res` in pieces, at about `rate` bytes a second (else as fast as it goes), and
- * after `stop.bytes` bytes sends no more: the connection is destroyed (`drop`) or left open (a stall).
- */
-function sendPaced(res: ServerResponse, body: Buffer, rate: number | undefined, stop: { bytes: number; drop: boolean } | undefined, count: (n: number) => void): void {
-  const tickMs = 50;
-  const chunk = rate !== undefined ? Math.max(1, Math.floor((rate * tickMs) / 1000)) : 64 * 1024;
-  let offset = 0;
-  const step = (): void => {
-    if (res.destroyed) return;
-    const end = Math.min(body.byteLength, offset + chunk, stop?.bytes ?? Infinity);
-    const piece = body.subarray(offset, end);
-    offset = end;
-    count(piece.byteLength);
-    if (offset >= body.byteLength) {
-      res.end(piece);
-      return;
-    }
-    const next = (): void => {
-      if (stop !== undefined && offset >= stop.bytes) {
-        if (stop.drop) res.socket?.destroy();
-        return; // a stall: leave the response open
-      }
-      if (rate !== undefined) setTimeout(step, tickMs).unref();
-      else setImmediate(step);
-    };
-    // Wait until the piece is handed to the kernel, so a drop delivers exactly `stop.bytes` bytes.
-    if (piece.byteLength > 0) res.write(piece, () => next());
-    else next();
-  };
-  step();
+  return registry;
 }
