@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, pull } from '@fastpull/core';
+import { RegistryConnections } from '@fastpull/core/registry';
 import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
 import { corruptBlobs, tempDir } from './helpers.js';
 
@@ -118,6 +119,28 @@ describe('mirrors from hosts.toml', () => {
       await pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only('skip_verify = true\n') });
       expect(image.layers.every((l) => secure.stats.blobBytesServed(l.digest) === 2 * l.size)).toBe(true);
     } finally {
+      await secure.close();
+    }
+  });
+
+  it('asks a host with its own CA for tokens through that CA, and a long-lived puller keeps its pool', async () => {
+    const tls = join(work.dir, 'tls-token');
+    mkdirSync(tls);
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(tls, 'key.pem'), '-out', join(tls, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    // The token realm is on the registry itself, so only the CA of hosts.toml can vouch for it.
+    const secure = await startLoopbackRegistry({ tls: { key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) }, auth: { type: 'bearer' } });
+    const connections = new RegistryConnections();
+    try {
+      secure.addImage('m/app', '1', image);
+      secure.addImage('m/app', '2', image);
+      const dir = hostsDir(`server = "${secure.url}"\nca = "${join(tls, 'cert.pem')}"\n`);
+      await pull(`${upstream.host}/m/app:1`, { root: join(work.dir, `root${n++}`), hostsDir: dir, engine: { connections } });
+      expect(secure.stats.tokensIssued).toBe(1);
+      await pull(`${upstream.host}/m/app:2`, { root: join(work.dir, `root${n++}`), hostsDir: dir, engine: { connections } });
+      // The second pull found the host's pool (same CA bytes), whose token it reused.
+      expect(secure.stats.tokensIssued).toBe(1);
+    } finally {
+      await connections.close();
       await secure.close();
     }
   });

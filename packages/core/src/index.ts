@@ -11,6 +11,7 @@ export {
   DEFAULT_NO_PROGRESS_TIMEOUT_MS,
   DEFAULT_METADATA_TIMEOUT_MS,
   type PullOptions,
+  type PullEngine,
   type PullResult,
   type PullEvent,
   type LayerState,

@@ -25,7 +25,7 @@ import { pullTimings } from './timings.js';
 import type { LayerTimings, PullEvent, PullOptions, PullResult } from './types.js';
 import { DEFAULT_NO_PROGRESS_TIMEOUT_MS, ProgressWatch } from './watchdog.js';
 
-export type { LayerState, LayerTimings, PhaseTotals, PullEvent, PullOptions, PullResult, PullTimings } from './types.js';
+export type { LayerState, LayerTimings, PhaseTotals, PullEngine, PullEvent, PullOptions, PullResult, PullTimings } from './types.js';
 export { DEFAULT_NO_PROGRESS_TIMEOUT_MS } from './watchdog.js';
 export { parsePullPriority, PriorityGate, PULL_PRIORITIES, PullTicket, sharedPriorityGate, type PullPriority } from './priority.js';
 export { DEFAULT_METADATA_TIMEOUT_MS } from '../registry/deadline.js';
@@ -46,14 +46,16 @@ export { RateLimiter, defaultBurst, type RateLimit, type RateLimiterOptions, typ
  * const { image } = await pull('127.0.0.1:5000/app:1', { root: '/var/lib/fastpull' });
  * console.log(image.chainID);
  */
-export async function pull(reference: string | Reference, options: PullOptions): Promise<PullResult> {
+export async function pull(reference: string | Reference, given: PullOptions): Promise<PullResult> {
   const t0 = performance.now();
+  const options = withEngine(given);
   const ref = typeof reference === 'string' ? parseReference(reference) : reference;
   const platform = typeof options.platform === 'string' ? parsePlatform(options.platform) : options.platform;
   const store = openStore(options.root, { sync: options.sync !== false, ...(options.tuning ? { tuning: options.tuning } : {}) });
   const ticket = options.priority instanceof PullTicket ? options.priority : new PullTicket(options.priority ?? 'normal');
   const throttle = throttleOf(rateLimits(options.rateLimit), ticket);
-  const client = options.client ?? clientFor({ ...options, ...(throttle ? { throttle } : {}) });
+  const connections = options.engine?.connections;
+  const client = options.client ?? clientFor({ ...options, ...(throttle ? { throttle } : {}), ...(connections ? { connections } : {}) });
   const signal = options.signal;
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.
   if (options.pool) options.pool.warm();
@@ -321,6 +323,16 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
 }
 
 /** Whether the pull makes a pool of its own (its options bound unpacking or ask for no threads). */
+/** The options with the engine's shared parts filled in where the options name none of their own. */
+function withEngine(options: PullOptions): PullOptions {
+  const e = options.engine;
+  if (!e) return options;
+  const scheduler = options.scheduler ?? e.scheduler;
+  const pool = options.pool ?? e.pool;
+  const priorityGate = options.priorityGate ?? e.priorityGate;
+  return { ...options, ...(scheduler ? { scheduler } : {}), ...(pool ? { pool } : {}), ...(priorityGate ? { priorityGate } : {}) };
+}
+
 function ownsPool(options: PullOptions): boolean {
   return options.pool === undefined && (options.unpackConcurrency !== undefined || options.threads === false);
 }

@@ -6,6 +6,7 @@ import type { ImageRecord } from '../images/store.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import type { RegistryClient } from '../registry/client.js';
 import type { ProxySettings } from '../registry/proxy.js';
+import type { RegistryConnections } from '../registry/shared.js';
 import type { RateLimit } from '../registry/ratelimit.js';
 import type { FetchScheduler } from '../registry/scheduler.js';
 import type { UnpackPool } from '../unpack/pool/pool.js';
@@ -145,6 +146,24 @@ export interface PullTimings {
   readonly phases: PhaseTotals;
 }
 
+/**
+ * What a long-lived puller (LocalService, so fastpulld) owns and every pull it runs shares: it is
+ * built once, while each pull's own options (credentials, limits, priority, ...) come per call.
+ */
+export interface PullEngine {
+  /**
+   * Registry connections and tokens kept across pulls (see RegistryConnections): the pull's
+   * client is built on them, reading hosts.toml itself. Ignored when `client` is given.
+   */
+  readonly connections?: RegistryConnections;
+  /** The scheduler of blob requests (as PullOptions.scheduler). */
+  readonly scheduler?: FetchScheduler;
+  /** The pool that unpacks layers (as PullOptions.pool). */
+  readonly pool?: UnpackPool;
+  /** The gate that orders pulls by priority (as PullOptions.priorityGate). */
+  readonly priorityGate?: PriorityGate;
+}
+
 /** Options of {@link pull} and {@link pullEvents}. Only `root` is required. */
 export interface PullOptions {
   /** Store root; see defaultRoot(). */
@@ -253,6 +272,11 @@ export interface PullOptions {
    * of higher priority goes first (see RateLimiter). Default: no limit.
    */
   readonly rateLimit?: RateLimit | readonly RateLimit[];
+  /**
+   * The shared parts a long-lived puller passes to each of its pulls (see {@link PullEngine}); a
+   * `scheduler`, `pool` or `priorityGate` given above wins over the engine's.
+   */
+  readonly engine?: PullEngine;
 }
 
 /** What a successful pull returns. */

@@ -92,6 +92,12 @@ const TOKEN_RESPONSE_CAP = 1024 * 1024;
 /** The user name under which Docker's config.json hands out an identity token. */
 const IDENTITY_TOKEN_USERNAME = '<token>';
 const MIN_TOKEN_LIFETIME_S = 60;
+/**
+ * Tokens and Basic origins one Authorizer keeps: a long-lived puller (fastpulld) meets many
+ * repositories, each scope its own token, so the cache is bounded like every other store a
+ * registry's answers can grow.
+ */
+export const MAX_CACHED_AUTHORIZATIONS = 256;
 
 /** Holds the Authorization state of one client: tokens per (origin, scope) and Basic per origin. */
 export class Authorizer {
@@ -117,27 +123,46 @@ export class Authorizer {
 
   /**
    * Answers a 401 challenge. Returns true when a new Authorization is available and the request
-   * should be retried, false when nothing more can be done.
+   * should be retried, false when nothing more can be done. `via`: the connections of the host that
+   * challenged, which the token request goes through, so that a host's TLS settings from hosts.toml
+   * (its CA, client certificate) apply to its token realm too, as containerd's host clients do.
    */
-  async challenge(registry: string, origin: string, scope: string, wwwAuthenticate: string | undefined, signal?: AbortSignal): Promise<boolean> {
+  async challenge(registry: string, origin: string, scope: string, wwwAuthenticate: string | undefined, signal?: AbortSignal, via?: HttpPool): Promise<boolean> {
     const challenges = parseChallenges(wwwAuthenticate ?? '');
     const bearer = challenges.find((c) => c.scheme === 'bearer');
     if (bearer) {
-      const header = await this.fetchToken(registry, origin, scope, bearer, signal);
-      this.tokens.set(`${origin} ${scope}`, header);
+      const header = await this.fetchToken(registry, origin, scope, bearer, signal, via ?? this.dispatcher);
+      this.keepToken(`${origin} ${scope}`, header);
       return true;
     }
     if (challenges.some((c) => c.scheme === 'basic') && !this.basic.has(origin)) {
       const c = await this.credentials?.(registry);
       if (!c) return false;
       assertSafeForCredentials(origin, registry);
+      if (this.basic.size >= MAX_CACHED_AUTHORIZATIONS) this.basic.delete(this.basic.values().next().value!);
       this.basic.add(origin);
       return true;
     }
     return false;
   }
 
-  private async fetchToken(registry: string, origin: string, scope: string, ch: Challenge, signal?: AbortSignal): Promise<CachedToken> {
+  /** Tokens held now (expired ones included until they are pruned); for tests and metrics. */
+  get cachedTokens(): number {
+    return this.tokens.size;
+  }
+
+  /** Keeps a token, first dropping expired ones and then the oldest when the cache is full. */
+  private keepToken(key: string, token: CachedToken): void {
+    this.tokens.delete(key);
+    if (this.tokens.size >= MAX_CACHED_AUTHORIZATIONS) {
+      const now = Date.now();
+      for (const [k, t] of this.tokens) if (t.expires <= now) this.tokens.delete(k);
+      if (this.tokens.size >= MAX_CACHED_AUTHORIZATIONS) this.tokens.delete(this.tokens.keys().next().value!);
+    }
+    this.tokens.set(key, token);
+  }
+
+  private async fetchToken(registry: string, origin: string, scope: string, ch: Challenge, signal: AbortSignal | undefined, dispatcher: HttpPool): Promise<CachedToken> {
     throwIfAborted(signal, `authenticating to ${registry}`);
     const realm = ch.params.realm;
     let url: URL;
@@ -173,7 +198,7 @@ export class Authorizer {
     }
     let res: RegistryResponse;
     try {
-      res = await sendRequest(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher: this.dispatcher, signal: signal ?? null });
+      res = await sendRequest(url, { method, headers, ...(formBody !== undefined ? { body: formBody } : {}), dispatcher, signal: signal ?? null });
     } catch (e) {
       if (isFastpullError(e)) throw e;
       const proxy = e instanceof ProxyRefused ? { details: { proxy: e.proxy, proxyStatus: e.status } } : {};

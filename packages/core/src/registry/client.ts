@@ -13,7 +13,9 @@ import { Authorizer, type CredentialsProvider } from './auth.js';
 import { DEFAULT_ATTEMPTS, DEFAULT_CONNECTIONS_PER_HOST, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_USER_AGENT, KEEP_ALIVE_TIMEOUT_MS } from './defaults.js';
 import { checkMetadataTimeout, DEFAULT_METADATA_TIMEOUT_MS } from './deadline.js';
 import { Endpoints } from './endpoints.js';
+import { FastpullError } from '../errors.js';
 import { ProxyRules, type ProxySettings } from './proxy.js';
+import type { RegistryConnections } from './shared.js';
 import type { ByteThrottle } from './ratelimit.js';
 import { DEFAULT_DIAL_TIMEOUT_MS } from './hostsconfig.js';
 import type { RegistryEndpoint } from './hosts.js';
@@ -71,10 +73,17 @@ export interface RegistryClientOptions {
    * draw from (a pull's; see throttleOf()); blob ranges take theirs from fetchBlob's options. Absent: none.
    */
   readonly throttle?: ByteThrottle;
+  /**
+   * Connections (and, for the same `credentials` provider, tokens) shared with other clients, kept
+   * by a process that pulls many times (see {@link RegistryConnections}). They bring their own
+   * `proxy`, `connectionsPerHost`, `idleTimeoutMs`, `userAgent` and `tuning`, so those options are
+   * not read; `dispatcher` cannot be given with them. close() leaves them open.
+   */
+  readonly connections?: RegistryConnections;
 }
 
 /** What an operation that runs once (a pull, a verification) says of the registry client it builds. */
-export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs' | 'tuning' | 'throttle'>;
+export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs' | 'tuning' | 'throttle' | 'connections'>;
 
 /**
  * The client an operation builds for itself when its caller gives none, from the registry options
@@ -90,6 +99,7 @@ export function clientFor(o: OwnClientOptions): RegistryClient {
     ...(o.metadataTimeoutMs !== undefined ? { metadataTimeoutMs: o.metadataTimeoutMs } : {}),
     ...(o.tuning ? { tuning: o.tuning } : {}),
     ...(o.throttle ? { throttle: o.throttle } : {}),
+    ...(o.connections ? { connections: o.connections } : {}),
   });
 }
 
@@ -113,32 +123,39 @@ export class RegistryClient {
   private readonly resolver: Resolver;
 
   constructor(options: RegistryClientOptions = {}) {
-    const idle = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-    const userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
-    this.ownsDispatcher = options.dispatcher === undefined;
+    const shared = options.connections;
+    if (shared && options.dispatcher) throw new FastpullError('INVALID_ARGUMENT', 'a registry client takes shared connections or a dispatcher, not both');
+    const idle = shared?.idleTimeoutMs ?? options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    const userAgent = shared?.userAgent ?? options.userAgent ?? DEFAULT_USER_AGENT;
+    const connectionsPerHost = shared?.connectionsPerHost ?? options.connectionsPerHost;
+    const directRanges = shared ? shared.directRanges : options.tuning?.directRanges;
+    this.ownsDispatcher = options.dispatcher === undefined && shared === undefined;
     // Settings that proxy nothing leave the pools as they are without them.
-    const rules = options.proxy ? new ProxyRules(options.proxy) : undefined;
-    const proxy = rules?.active ? rules : undefined;
+    const rules = !shared && options.proxy ? new ProxyRules(options.proxy) : undefined;
+    const proxy = shared ? shared.proxy : rules?.active ? rules : undefined;
     this.dispatcher =
       options.dispatcher ??
+      shared?.pool ??
       new NodeHttpPool({
-        connections: options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
+        connections: connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
         keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
         idleTimeoutMs: idle,
         dialTimeoutMs: DEFAULT_DIAL_TIMEOUT_MS,
         ...(proxy ? { proxy } : {}),
-        ...(options.tuning?.directRanges === false ? { directRanges: false } : {}),
+        ...(directRanges === false ? { directRanges: false } : {}),
       });
     this.endpoints = new Endpoints({
       dispatcher: this.dispatcher,
       plainHttp: options.plainHttp === true,
       hostsDir: options.hostsDir,
-      connectionsPerHost: options.connectionsPerHost,
-      idleTimeoutMs: options.idleTimeoutMs,
+      connectionsPerHost,
+      idleTimeoutMs: shared ? idle : options.idleTimeoutMs,
       proxy,
-      directRanges: options.tuning?.directRanges,
+      directRanges,
+      shared,
     });
-    this.transport = new Transport(this.endpoints, new Authorizer(this.dispatcher, options.credentials, userAgent), userAgent);
+    const auth = shared ? shared.authorizer(options.credentials) : new Authorizer(this.dispatcher, options.credentials, userAgent);
+    this.transport = new Transport(this.endpoints, auth, userAgent);
     this.resolver = new Resolver(this.transport, checkMetadataTimeout(options.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS), options.throttle);
   }
 
@@ -204,7 +221,7 @@ export class RegistryClient {
     return this.resolver.resolve(ref, options);
   }
 
-  /** Closes the client's connections (only those it owns). */
+  /** Closes the client's connections (only those it owns: not a dispatcher or shared connections it was given). */
   async close(): Promise<void> {
     await this.endpoints.close();
     if (this.ownsDispatcher) await this.dispatcher.close();

@@ -1,5 +1,6 @@
 // Which hosts a request for a reference goes to, in order: the mirrors of hosts.toml that have the
 // capability the request needs, then the upstream; a host that straggled recently goes last.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { NodeHttpPool } from './nodehttp.js';
 import type { HttpPool } from './undici.js';
@@ -45,6 +46,14 @@ export interface EndpointsOptions {
   readonly proxy?: ProxyRules | undefined;
   /** false: those pools read blob bodies through node:http (Tuning.directRanges). */
   readonly directRanges?: boolean | undefined;
+  /** Where pools for hosts with TLS settings are kept across clients (a long-lived puller's); absent: this object's own. */
+  readonly shared?: SharedPools | undefined;
+}
+
+/** Pools kept beyond one client, found by everything that made them (see RegistryConnections). */
+export interface SharedPools {
+  /** The pool made by `make` under `key`, made now if none is kept. */
+  tlsPool(key: string, make: () => NodeHttpPool): NodeHttpPool;
 }
 
 /**
@@ -138,17 +147,29 @@ export class Endpoints {
     if (!own) return this.options.dispatcher;
     const cert = h.client[0];
     const idle = this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-    const pool = new NodeHttpPool({
-      connections: this.options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
-      keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
-      idleTimeoutMs: idle,
-      dialTimeoutMs: h.dialTimeoutMs,
-      rejectUnauthorized: !h.skipVerify,
-      ...(this.options.proxy ? { proxy: this.options.proxy } : {}),
-      ...(this.options.directRanges === false ? { directRanges: false } : {}),
-      ...(h.ca.length > 0 ? { ca: h.ca.map((f) => readTlsFile(f, h)) } : {}),
-      ...(cert ? { cert: readTlsFile(cert[0], h), key: readTlsFile(cert[1] ?? cert[0], h) } : {}),
-    });
+    // The files are read for every client, so a pool kept across clients is found by their bytes:
+    // a CA or key replaced on disk makes a new pool at the next pull.
+    const ca = h.ca.map((f) => readTlsFile(f, h));
+    const pair = cert ? { cert: readTlsFile(cert[0], h), key: readTlsFile(cert[1] ?? cert[0], h) } : undefined;
+    const make = () =>
+      new NodeHttpPool({
+        connections: this.options.connectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
+        keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+        idleTimeoutMs: idle,
+        dialTimeoutMs: h.dialTimeoutMs,
+        rejectUnauthorized: !h.skipVerify,
+        ...(this.options.proxy ? { proxy: this.options.proxy } : {}),
+        ...(this.options.directRanges === false ? { directRanges: false } : {}),
+        ...(ca.length > 0 ? { ca } : {}),
+        ...(pair ?? {}),
+      });
+    const shared = this.options.shared;
+    if (shared) {
+      const hash = createHash('sha256');
+      for (const b of [...ca, pair?.cert, pair?.key]) hash.update(b ? createHash('sha256').update(b).digest() : Buffer.alloc(32));
+      return shared.tlsPool(`${h.url.origin} ${h.skipVerify} ${h.dialTimeoutMs} ${ca.length} ${hash.digest('hex')}`, make);
+    }
+    const pool = make();
     this.ownPools.push(pool);
     return pool;
   }

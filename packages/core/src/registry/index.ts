@@ -2,6 +2,7 @@
 // Docker credentials, manifest resolution, ranged blob fetch and the process-wide request scheduler,
 // and the manifest parsing and media types they work with.
 export { RegistryClient, type RegistryClientOptions } from './client.js';
+export { RegistryConnections, type RegistryConnectionsOptions } from './shared.js';
 export { MANIFEST_SIZE_LIMIT, CONFIG_SIZE_LIMIT, DEFAULT_CONNECTIONS_PER_HOST } from './defaults.js';
 export type { RequestOptions } from './transport.js';
 export type { RegistryResponse, ResponseBody, DirectBody } from './message.js';

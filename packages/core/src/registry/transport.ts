@@ -228,7 +228,7 @@ class EndpointRequest {
     await discard(res);
     this.challenged = true;
     const { credentialsFor, origin } = this.ep;
-    if (!(await this.auth.challenge(credentialsFor, origin, this.scope, challenge, this.options.signal ?? undefined))) {
+    if (!(await this.auth.challenge(credentialsFor, origin, this.scope, challenge, this.options.signal ?? undefined, this.ep.dispatcher))) {
       throw new FastpullError('UNAUTHORIZED', `${this.first.host}: authentication required for ${this.ref.repository} and no usable credentials`, {
         details: { status: 401, registry: this.ref.registry, host: this.first.host },
       });

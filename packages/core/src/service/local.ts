@@ -20,6 +20,7 @@ import type { CredentialsProvider } from '../registry/auth.js';
 import { proxyEnvironment, type ProxySettings } from '../registry/proxy.js';
 import { DEFAULT_METADATA_TIMEOUT_MS } from '../registry/deadline.js';
 import { RateLimiter } from '../registry/ratelimit.js';
+import { RegistryConnections } from '../registry/shared.js';
 import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { isMountTooLong, type Mount, type SnapshotInfo } from '../snapshots/store.js';
 import { snapshotChain, snapshotUsage, type SnapshotUsage } from '../snapshots/usage.js';
@@ -131,6 +132,8 @@ export class LocalService implements FastpullService {
   private readonly checked = new Map<DirectoryUse, Promise<string>>();
   private cpuBudget: number | undefined;
   private readonly proxy: ProxySettings;
+  /** Connections and tokens its pulls share, so a second pull of a registry needs no new handshake. */
+  private readonly connections: RegistryConnections;
   /** The budget all pulls share; undefined: none was ever set. */
   private limiter: RateLimiter | undefined;
 
@@ -144,6 +147,7 @@ export class LocalService implements FastpullService {
     if (options.cpuBudget !== undefined) this.setCpuBudget(options.cpuBudget);
     this.pool = options.unpackConcurrency !== undefined ? new UnpackPool({ size: options.unpackConcurrency }) : undefined;
     this.proxy = options.proxy ?? proxyEnvironment(options.env ?? process.env);
+    this.connections = new RegistryConnections({ proxy: this.proxy, ...(options.tuning ? { tuning: options.tuning } : {}) });
     this.limiter = options.rateLimit instanceof RateLimiter ? options.rateLimit : options.rateLimit !== undefined ? new RateLimiter(options.rateLimit) : undefined;
     this.credentials =
       options.credentials ??
@@ -271,12 +275,10 @@ export class LocalService implements FastpullService {
       ...(options.plainHttp ? { plainHttp: true } : {}),
       credentials,
       ...(this.hostsDir ? { hostsDir: this.hostsDir } : {}),
-      proxy: this.proxy,
       // What `settings` reports is what the pull gets.
       chunkSize: settings.chunkSize,
       metadataTimeoutMs: settings.metadataTimeoutMs,
-      scheduler: this.scheduler,
-      ...(this.pool ? { pool: this.pool } : {}),
+      engine: { connections: this.connections, scheduler: this.scheduler, ...(this.pool ? { pool: this.pool } : {}) },
       inflater: settings.inflater,
       ...(o.threads === false ? { threads: false } : {}),
       ...(options.keepBlobs || o.keepBlobs ? { keepBlobs: true } : {}),
@@ -412,7 +414,8 @@ export class LocalService implements FastpullService {
     return (this.pool ?? sharedUnpackPool()).retireIdle();
   }
 
+  /** Ends its unpack workers and its registry connections; pulls still running fail. */
   async close(): Promise<void> {
-    await this.pool?.close();
+    await Promise.all([this.pool?.close(), this.connections.close()]);
   }
 }
