@@ -2,6 +2,7 @@
 // referrers tag schema on registries that lack it.
 import { FastpullError, isFastpullError } from '../errors.js';
 import { parseDigest, type Digest } from '../oci/digest.js';
+import { MediaTypes } from '../oci/mediatypes.js';
 import { parseJSONDocument } from '../oci/json.js';
 import type { Descriptor } from '../oci/manifest.js';
 import type { Reference } from '../oci/reference.js';
@@ -15,8 +16,6 @@ export interface Referrer extends Descriptor {
   /** The referring manifest's artifact type (or its config's media type). */
   readonly artifactType?: string;
 }
-
-const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
 
 /**
  * The referrers of the manifest `digest`: the index that GET /v2/<name>/referrers/<digest>
@@ -35,7 +34,7 @@ export async function fetchReferrers(
 ): Promise<Referrer[]> {
   const what = `referrers of ${digest} in ${ref.registry}/${ref.repository}`;
   const query = artifactType ? `?artifactType=${encodeURIComponent(artifactType)}` : '';
-  const res = await transport.requestWithRetry(ref, `referrers/${digest}${query}`, { op: 'pull', headers: { accept: OCI_INDEX }, signal });
+  const res = await transport.requestWithRetry(ref, `referrers/${digest}${query}`, { op: 'pull', headers: { accept: MediaTypes.OCI_INDEX }, signal });
   let bytes: Buffer;
   if (res.statusCode === 200) {
     bytes = await readBody(res, MANIFEST_SIZE_LIMIT, what, 'MANIFEST_TOO_LARGE', signal, resolver.throttle);

@@ -1,6 +1,7 @@
 // The referrers API of the loopback registry (OCI distribution spec 1.1, "Listing Referrers"):
 // the manifests of a repository whose `subject` names a digest, as an image index.
 import { isDigest, type Digest } from '../oci/digest.js';
+import { MediaTypes } from '../oci/mediatypes.js';
 
 /** A manifest as the registry stores it. */
 export interface StoredManifestLike {
@@ -21,8 +22,6 @@ export interface ReferrersAnswer {
   /** Content-Type, and OCI-Filters-Applied when the list was filtered by artifactType. */
   readonly headers: Record<string, string>;
 }
-
-const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
 
 /**
  * The answer to `GET /v2/<name>/referrers/<subject>`: one descriptor per manifest whose
@@ -51,6 +50,6 @@ export function referrersAnswer(manifests: Iterable<StoredManifestLike>, subject
     const annotations = typeof doc.annotations === 'object' && doc.annotations !== null ? doc.annotations : undefined;
     entries.push({ mediaType: m.mediaType, digest: m.digest, size: m.bytes.byteLength, ...(type ? { artifactType: type } : {}), ...(annotations ? { annotations } : {}) });
   }
-  const body = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: OCI_INDEX, manifests: entries }));
-  return { status: 200, body, headers: { 'Content-Type': OCI_INDEX, ...(artifactType !== undefined ? { 'OCI-Filters-Applied': 'artifactType' } : {}) } };
+  const body = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaTypes.OCI_INDEX, manifests: entries }));
+  return { status: 200, body, headers: { 'Content-Type': MediaTypes.OCI_INDEX, ...(artifactType !== undefined ? { 'OCI-Filters-Applied': 'artifactType' } : {}) } };
 }

@@ -1,7 +1,7 @@
 // What one apply reports: its statistics and warnings, and errors that name the layer and the entry being applied.
 import { FastpullError, fromFsError } from '../../errors.js';
 import { display, errnoOf } from './rawpath.js';
-import type { TarEntry } from '../tar/tarreader.js';
+import type { ParsedTarEntry } from '../tar/tarreader.js';
 import type { LowerChecks } from '../../snapshots/lowers.js';
 
 /** What {@link applyLayer} did. */
@@ -48,7 +48,7 @@ export class ApplyReport {
   constructor(readonly what: string) {}
 
   /** Counts `e` and makes it the entry messages name. */
-  begin(e: TarEntry): void {
+  begin(e: ParsedTarEntry): void {
     this.stats.entries++;
     const name = display(e.name);
     this.label = `${this.what}: entry ${JSON.stringify(name)}`;

@@ -1,7 +1,7 @@
 // Entry times to the nanosecond, as utimensat(2) takes them, read from PAX text rather than the reader's doubles.
 import { nativeFs } from '../../native/addon.js';
 import type { RawRoot } from './rawpath.js';
-import type { TarEntry } from '../tar/tarreader.js';
+import type { ParsedTarEntry } from '../tar/tarreader.js';
 
 /** A time as utimensat(2) takes it: whole seconds since the epoch (negative before 1970) and 0-999999999 nanoseconds. */
 export interface Timespec {
@@ -24,7 +24,7 @@ export const MAX_ABS_TIME = 1e11;
  * later of atime and mtime, as containerd does. A time beyond {@link MAX_ABS_TIME} goes to
  * `outOfRange`, which throws.
  */
-export function entryTimes(e: Pick<TarEntry, 'mtime' | 'atime' | 'pax'>, outOfRange: (time: number) => never): Times {
+export function entryTimes(e: Pick<ParsedTarEntry, 'mtime' | 'atime' | 'pax'>, outOfRange: (time: number) => never): Times {
   const mtime = exactTime(e.mtime, e.pax.get('mtime'), outOfRange);
   const atime = e.atime === undefined ? undefined : exactTime(e.atime, e.pax.get('atime'), outOfRange);
   return { atime: atime !== undefined && isLater(atime, mtime) ? atime : mtime, mtime };

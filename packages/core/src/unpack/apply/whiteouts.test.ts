@@ -7,7 +7,7 @@ import { LayerTree } from './layertree.js';
 import { nativeFs } from '../../native/addon.js';
 import { ApplyReport } from './report.js';
 import { tarEntry } from '../tar/tar.testkit.js';
-import type { TarEntry } from '../tar/tarreader.js';
+import type { ParsedTarEntry } from '../tar/tarreader.js';
 import { OVERLAY_OPAQUE_XATTR, OverlayWhiteouts, ROOTLESS_OPAQUE_XATTR } from './whiteouts.js';
 import { lacksRoot } from '../../testing/needs.js';
 
@@ -26,7 +26,7 @@ function setUp(opaqueXattr: string): void {
 }
 
 /** Runs one entry through the converter as the writer does: begin, then convert. */
-function convert(e: TarEntry, rel = e.name): boolean {
+function convert(e: ParsedTarEntry, rel = e.name): boolean {
   report.begin(e);
   return converter.convert(rel, e);
 }

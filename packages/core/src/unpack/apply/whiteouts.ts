@@ -9,7 +9,7 @@ import { leaf, type LayerTree } from './layertree.js';
 import { nativeFs } from '../../native/addon.js';
 import { baseOf, display, errnoOf } from './rawpath.js';
 import type { ApplyReport } from './report.js';
-import type { TarEntry } from '../tar/tarreader.js';
+import type { ParsedTarEntry } from '../tar/tarreader.js';
 
 /** The rule that turns a layer's deletions into the snapshot's own form. */
 export interface WhiteoutConverter {
@@ -18,7 +18,7 @@ export interface WhiteoutConverter {
    * format, and returns true; false leaves it to the generic apply. Refuses an entry that would
    * forge the converter's own form of a deletion.
    */
-  convert(rel: string, e: TarEntry): boolean;
+  convert(rel: string, e: ParsedTarEntry): boolean;
   /**
    * A directory of this layer now stands at `rel`, new (`replaced`: where this layer had made
    * something else first). The layers below must not show through it if they were deleted there.
@@ -43,7 +43,7 @@ export interface OverlayWhiteoutOptions {
   /** Give whiteouts the owner the entry names (as containerd does). */
   sameOwner: boolean;
   /** The owner an entry names, checked (refuses ids that cannot be owners). */
-  owner: (e: TarEntry) => { uid: number; gid: number };
+  owner: (e: ParsedTarEntry) => { uid: number; gid: number };
 }
 
 /**
@@ -72,7 +72,7 @@ export class OverlayWhiteouts implements WhiteoutConverter {
     private readonly options: OverlayWhiteoutOptions,
   ) {}
 
-  convert(rel: string, e: TarEntry): boolean {
+  convert(rel: string, e: ParsedTarEntry): boolean {
     if (rel.startsWith(WHITEOUT_META_PREFIX) && rel !== WHITEOUT_OPAQUE) {
       // aufs bookkeeping at the top (.wh..wh.plnk/, .wh..wh.aufs): meaningless to overlay.
       this.report.stats.skipped++;
@@ -102,7 +102,7 @@ export class OverlayWhiteouts implements WhiteoutConverter {
     if (replaced || this.whitedOut.has(rel)) this.setOpaque(rel);
   }
 
-  private whiteout(dir: string, base: string, e: TarEntry): void {
+  private whiteout(dir: string, base: string, e: ParsedTarEntry): void {
     const { stats } = this.report;
     if (base !== WHITEOUT_OPAQUE && base.startsWith(WHITEOUT_META_PREFIX)) {
       stats.skipped++; // aufs bookkeeping (.wh..wh.plnk, .wh..wh.aufs): meaningless to overlay

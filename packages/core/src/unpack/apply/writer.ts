@@ -7,7 +7,7 @@ import { type ApplyLimits, limitCode } from './limits.js';
 import { nativeFs } from '../../native/addon.js';
 import { baseOf, cleanEntryPath, display, errnoOf, fsPath } from './rawpath.js';
 import { type ApplyReport, fsError } from './report.js';
-import type { TarEntry, TarReader } from '../tar/tarreader.js';
+import type { ParsedTarEntry, TarReader } from '../tar/tarreader.js';
 import { entryTimes, setTimesAt, setTimesFd, type Times } from './times.js';
 import type { WhiteoutConverter } from './whiteouts.js';
 import type { FileWriteback, LayerWriteback } from './writeback.js';
@@ -22,7 +22,7 @@ const MAX_DEV_MINOR = 0xfffff;
 const MAX_ID = 0xffff_fffe;
 
 /** Makes the whiteout converter of one apply, over its tree; `owner` checks the owner an entry names. */
-export type WhiteoutConverterFactory = (tree: LayerTree, report: ApplyReport, owner: (e: TarEntry) => { uid: number; gid: number }) => WhiteoutConverter;
+export type WhiteoutConverterFactory = (tree: LayerTree, report: ApplyReport, owner: (e: ParsedTarEntry) => { uid: number; gid: number }) => WhiteoutConverter;
 
 /** What a {@link LayerWriter} writes with. */
 export interface LayerWriterOptions {
@@ -76,7 +76,7 @@ export class LayerWriter {
    * to the writer threads, say), else a promise of it: most entries of a layer of small files take
    * no promise at all.
    */
-  entry(e: TarEntry): Promise<void> | undefined {
+  entry(e: ParsedTarEntry): Promise<void> | undefined {
     const report = this.report;
     report.begin(e);
     try {
@@ -100,7 +100,7 @@ export class LayerWriter {
     }
   }
 
-  private convertOrWrite(rel: string, e: TarEntry): Promise<void> | undefined {
+  private convertOrWrite(rel: string, e: ParsedTarEntry): Promise<void> | undefined {
     return this.whiteouts.convert(rel, e) ? undefined : this.write(rel, e);
   }
 
@@ -150,7 +150,7 @@ export class LayerWriter {
     return rel;
   }
 
-  private write(rel: string, e: TarEntry): Promise<void> | undefined {
+  private write(rel: string, e: ParsedTarEntry): Promise<void> | undefined {
     switch (e.type) {
       case 'file':
         return this.file(rel, e);
@@ -172,7 +172,7 @@ export class LayerWriter {
     }
   }
 
-  private file(rel: string, e: TarEntry): Promise<void> | undefined {
+  private file(rel: string, e: ParsedTarEntry): Promise<void> | undefined {
     this.fileBytes += e.size;
     if (this.fileBytes > this.limits.maxTotalBytes) this.overLimit('maxTotalBytes', `the layer's files reach ${this.fileBytes} bytes`);
     const mode = modeOf(e);
@@ -183,13 +183,13 @@ export class LayerWriter {
     return this.newFile(rel, e, mode, uid, gid, t);
   }
 
-  private newFile(rel: string, e: TarEntry, mode: number, uid: number, gid: number, t: Times): Promise<void> | undefined {
+  private newFile(rel: string, e: ParsedTarEntry, mode: number, uid: number, gid: number, t: Times): Promise<void> | undefined {
     if (this.sink !== undefined && e.sparse === undefined && e.size <= SINK_MAX_FILE && !hasXattrs(e)) return this.queueFile(this.sink, rel, mode, uid, gid, t);
     return this.writeFile(rel, e, mode, uid, gid, t);
   }
 
   /** A file written here, by this thread, as its data streams. */
-  private async writeFile(rel: string, e: TarEntry, mode: number, uid: number, gid: number, t: Times): Promise<void> {
+  private async writeFile(rel: string, e: ParsedTarEntry, mode: number, uid: number, gid: number, t: Times): Promise<void> {
     const parent = this.tree.prepare(rel, false);
     // O_EXCL: never through an existing name, a symlink above all.
     const fd = fs.openSync(this.tree.paths.fs(rel), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
@@ -290,7 +290,7 @@ export class LayerWriter {
     fs.ftruncateSync(fd, size); // the trailing hole, if any
   }
 
-  private async directory(rel: string, e: TarEntry): Promise<void> {
+  private async directory(rel: string, e: ParsedTarEntry): Promise<void> {
     const mode = modeOf(e);
     const { uid, gid } = this.owner(e);
     const times = this.timesOf(e);
@@ -310,7 +310,7 @@ export class LayerWriter {
     node.meta = { mode, times };
   }
 
-  private async symlink(rel: string, e: TarEntry): Promise<void> {
+  private async symlink(rel: string, e: ParsedTarEntry): Promise<void> {
     const target = e.linkname;
     if (!target) this.report.refuse('INVALID_LAYER', 'symlink without a target');
     if (target.includes('\0')) this.report.refuse('HOSTILE_LAYER', 'NUL in symlink target');
@@ -327,7 +327,7 @@ export class LayerWriter {
     setTimesAt(this.tree.paths, rel, t);
   }
 
-  private async hardlink(rel: string, e: TarEntry): Promise<void> {
+  private async hardlink(rel: string, e: ParsedTarEntry): Promise<void> {
     if (!e.linkname) this.report.refuse('INVALID_LAYER', 'hardlink without a target');
     // The target may still be queued, and this name may replace something queued.
     await this.settle();
@@ -355,7 +355,7 @@ export class LayerWriter {
     parent.set(baseOf(rel), leaf(kind));
   }
 
-  private async special(rel: string, e: TarEntry): Promise<void> {
+  private async special(rel: string, e: ParsedTarEntry): Promise<void> {
     const type = e.type === 'character-device' ? S_IFCHR : e.type === 'block-device' ? S_IFBLK : S_IFIFO;
     const { devmajor: major, devminor: minor } = e;
     if (type !== S_IFIFO && !(Number.isInteger(major) && major >= 0 && major <= MAX_DEV_MAJOR && Number.isInteger(minor) && minor >= 0 && minor <= MAX_DEV_MINOR)) {
@@ -383,7 +383,7 @@ export class LayerWriter {
     setTimesAt(this.tree.paths, rel, t);
   }
 
-  private owner(e: TarEntry): { uid: number; gid: number } {
+  private owner(e: ParsedTarEntry): { uid: number; gid: number } {
     this.checkId('uid', e.uid);
     this.checkId('gid', e.gid);
     return { uid: e.uid, gid: e.gid };
@@ -395,7 +395,7 @@ export class LayerWriter {
     }
   }
 
-  private timesOf(e: TarEntry): Times {
+  private timesOf(e: ParsedTarEntry): Times {
     return entryTimes(e, this.timeOutOfRange);
   }
 
@@ -407,6 +407,6 @@ function writeAll(fd: number, chunk: Buffer, position: number): void {
   while (off < chunk.length) off += fs.writeSync(fd, chunk, off, chunk.length - off, position + off);
 }
 
-function modeOf(e: TarEntry): number {
+function modeOf(e: ParsedTarEntry): number {
   return e.mode & 0o7777;
 }

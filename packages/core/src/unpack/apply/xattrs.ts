@@ -4,12 +4,12 @@ import { FastpullError } from '../../errors.js';
 import { nativeFs } from '../../native/addon.js';
 import { display, errnoOf, type RawRoot } from './rawpath.js';
 import type { ApplyReport } from './report.js';
-import type { TarEntry } from '../tar/tarreader.js';
+import type { ParsedTarEntry } from '../tar/tarreader.js';
 
 const XATTR_PAX_PREFIX = 'SCHILY.xattr.';
 
 /** How many extended attributes the entry carries, and their names' and values' bytes together. */
-export function xattrFootprint(e: TarEntry): { count: number; bytes: number } {
+export function xattrFootprint(e: ParsedTarEntry): { count: number; bytes: number } {
   let count = 0;
   let bytes = 0;
   for (const [key, value] of e.pax) {
@@ -21,7 +21,7 @@ export function xattrFootprint(e: TarEntry): { count: number; bytes: number } {
 }
 
 /** Whether the entry carries extended attributes (setXattrs has something to set). */
-export function hasXattrs(e: TarEntry): boolean {
+export function hasXattrs(e: ParsedTarEntry): boolean {
   for (const key of e.pax.keys()) if (key.startsWith(XATTR_PAX_PREFIX)) return true;
   return false;
 }
@@ -32,7 +32,7 @@ export function hasXattrs(e: TarEntry): boolean {
  * refuses (ENOTSUP, EPERM), are dropped with a warning; a name that is not UTF-8 or a value the
  * kernel calls invalid is INVALID_LAYER.
  */
-export function setXattrs(paths: RawRoot, report: ApplyReport, rel: string, e: TarEntry): void {
+export function setXattrs(paths: RawRoot, report: ApplyReport, rel: string, e: ParsedTarEntry): void {
   for (const [key, value] of e.pax) {
     if (!key.startsWith(XATTR_PAX_PREFIX)) continue;
     const rawName = key.slice(XATTR_PAX_PREFIX.length);

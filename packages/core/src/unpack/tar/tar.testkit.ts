@@ -2,7 +2,7 @@
 // chunked streams, the error code a promise fails with, and entries as the tar reader gives them.
 import { pack, type Header } from 'tar-stream';
 import { isFastpullError } from '../../errors.js';
-import type { TarEntry } from './tarreader.js';
+import type { ParsedTarEntry } from './tarreader.js';
 
 export type Entry = Partial<Header> & { name: string; body?: string | Buffer };
 
@@ -51,7 +51,7 @@ export async function code(p: Promise<unknown>): Promise<string> {
 }
 
 /** A tar entry as the reader gives it, for tests of the parts that take one: a 0644 file of root's at `name`, fields overridden. */
-export function tarEntry(fields: Partial<TarEntry> & { name: string }): TarEntry {
+export function tarEntry(fields: Partial<ParsedTarEntry> & { name: string }): ParsedTarEntry {
   return {
     type: 'file',
     flag: '0',

@@ -10,7 +10,7 @@ export function padToBlock(size: number): number {
   return Math.ceil(size / BLOCK) * BLOCK;
 }
 
-/** What an entry is; 'unknown' for a type flag that is none of these (see {@link TarEntry.flag}). */
+/** What an entry is; 'unknown' for a type flag that is none of these (see {@link ParsedTarEntry.flag}). */
 export type TarEntryType = 'file' | 'link' | 'symlink' | 'character-device' | 'block-device' | 'directory' | 'fifo' | 'unknown';
 
 /** A header block's fields, before PAX records or GNU long names apply. */

@@ -2,12 +2,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isFastpullError } from '../../errors.js';
 import { chunksOf, makeTar, type Entry } from './tar.testkit.js';
-import { type TarEntry, TarReader } from './tarreader.js';
+import { type ParsedTarEntry, TarReader } from './tarreader.js';
 
 const options = { what: 'test', maxHeaderBytes: 64 * 1024, maxTarBytes: 1 << 26 };
 
 interface Read {
-  entries: Array<Pick<TarEntry, 'type' | 'flag' | 'name' | 'linkname' | 'mode' | 'uid' | 'gid' | 'size' | 'mtime' | 'offset'> & { pax: string[]; data: string | undefined }>;
+  entries: Array<Pick<ParsedTarEntry, 'type' | 'flag' | 'name' | 'linkname' | 'mode' | 'uid' | 'gid' | 'size' | 'mtime' | 'offset'> & { pax: string[]; data: string | undefined }>;
   /** Entries nextSync gave, and data takeData gave. */
   sync: number;
   syncData: number;

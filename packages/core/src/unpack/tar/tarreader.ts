@@ -27,7 +27,7 @@ const NO_RECORDS: ReadonlyMap<string, Buffer> = new Map();
 export type { SparseRegion } from './tarsparse.js';
 
 /** One entry as the tar describes it, PAX records, GNU long names and sparse maps applied. */
-export interface TarEntry {
+export interface ParsedTarEntry {
   type: TarEntryType;
   /** The type flag byte as it was in the header ('0', 'S', 'V', ...). */
   flag: string;
@@ -113,7 +113,7 @@ export class TarReader {
   }
 
   /** The next entry, or null at the end of the archive. */
-  async next(): Promise<TarEntry | null> {
+  async next(): Promise<ParsedTarEntry | null> {
     if (this.ended) return null;
     await this.skip(this.remaining + this.padding);
     this.remaining = this.padding = 0;
@@ -162,7 +162,7 @@ export class TarReader {
    * map or the end of the archive is left to {@link next}. A layer of small files reads most of its
    * entries this way, without a promise each.
    */
-  nextSync(): TarEntry | null | undefined {
+  nextSync(): ParsedTarEntry | null | undefined {
     if (this.ended) return null;
     const skip = this.remaining + this.padding;
     if (this.buffered < skip + BLOCK) return undefined;
@@ -216,7 +216,7 @@ export class TarReader {
     while (await this.pull()) this.dropBuffered();
   }
 
-  private entry(h: Header, pax: PaxRecords | undefined, longName: string | undefined, longLink: string | undefined, offset: number): TarEntry | Promise<TarEntry> {
+  private entry(h: Header, pax: PaxRecords | undefined, longName: string | undefined, longLink: string | undefined, offset: number): ParsedTarEntry | Promise<ParsedTarEntry> {
     const records = pax?.records ?? NO_RECORDS;
     const text = (key: string): string | undefined => records.get(key)?.toString('latin1');
     // As Go: an empty GNU long name or link name is no override.
@@ -245,7 +245,7 @@ export class TarReader {
     const dataStart = this.position;
     if (dataStart + padToBlock(dataSize) > this.options.maxTarBytes) throw this.tooLarge(`entry ${shown} at byte ${offset} declares ${dataSize} bytes`, 'maxTotalBytes', details);
 
-    const made = (sparse: SparseRegion[] | undefined, size: number, dataSize: number, name: string): TarEntry => {
+    const made = (sparse: SparseRegion[] | undefined, size: number, dataSize: number, name: string): ParsedTarEntry => {
       if (sparse !== undefined) checkSparse(sparse, size, dataSize, invalid);
       this.remaining = dataSize;
       this.padding = padToBlock(dataSize) - dataSize; // a sparse map before the data fills whole blocks
