@@ -65,7 +65,7 @@ export async function pull(reference: string | Reference, given: PullOptions): P
   const leaveGate = gate.enter(ticket);
   const releaseMemory = holdPullMemory();
   try {
-    const resolved = await client.resolve(ref, { ...(platform ? { platform } : {}), ...(signal ? { signal } : {}) });
+    const resolved = await resolveBesideGate(client, ref, platform, options);
     const resolveMs = performance.now() - t0;
     const name = formatReference(ref);
     const layers = imageLayers(name, resolved);
@@ -212,14 +212,15 @@ interface RunningSignatureCheck {
  * aborts the pull's downloads at once.
  */
 function startSignatureCheck(client: RegistryClient, ref: Reference, resolved: ResolvedImage, options: PullOptions): RunningSignatureCheck | undefined {
-  const gate = options.signatures;
-  if (!gate || !gateCovers(gate, { reference: ref })) return undefined;
+  const given = options.signatures;
+  if (!given || (!(given instanceof Promise) && !gateCovers(given, { reference: ref }))) return undefined;
   const controller = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   const subject = { reference: ref, digest: resolved.target.digest, mediaType: resolved.target.mediaType, size: resolved.target.size };
   let refused: unknown;
   let settled = false;
-  const result = checkSignatures(client, subject, gate, signal);
+  // Policies still loading decide coverage once loaded; until then the layers download.
+  const result = Promise.resolve(given).then((gate) => (gate && gateCovers(gate, { reference: ref }) ? checkSignatures(client, subject, gate, signal) : undefined));
   const done = result.then(
     () => void (settled = true),
     (e: unknown) => {
@@ -238,6 +239,27 @@ function startSignatureCheck(client: RegistryClient, ref: Reference, resolved: R
     },
     stop: () => controller.abort(new FastpullError('ABORTED', 'the pull ended')),
   };
+}
+
+/**
+ * Resolves the reference while the signature policies (when PullOptions.signatures is a promise)
+ * still load. A policy that fails to load fails the pull with its own error, also when the resolve
+ * failed or has not finished: it stops the resolve at once.
+ */
+async function resolveBesideGate(client: RegistryClient, ref: Reference, platform: Platform | undefined, options: PullOptions): Promise<ResolvedImage> {
+  const loading = options.signatures instanceof Promise ? options.signatures : undefined;
+  let signal = options.signal;
+  if (loading) {
+    const unusable = new AbortController();
+    loading.catch((e: unknown) => unusable.abort(e));
+    signal = signal ? AbortSignal.any([signal, unusable.signal]) : unusable.signal;
+  }
+  try {
+    return await client.resolve(ref, { ...(platform ? { platform } : {}), ...(signal ? { signal } : {}) });
+  } catch (e) {
+    if (loading) await loading;
+    throw e;
+  }
 }
 
 /** Keeps the verified manifest(s) and config, so the image can be inspected without the registry. */

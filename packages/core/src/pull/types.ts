@@ -249,9 +249,11 @@ export interface PullOptions {
   /**
    * Signature verification: started as soon as the manifest digest is known, beside the layers; the
    * image is recorded only once every verifier whose policy covers it accepts it (SIGNATURE_MISSING,
-   * SIGNATURE_INVALID otherwise, and nothing of the image is recorded). Default: none.
+   * SIGNATURE_INVALID otherwise, and nothing of the image is recorded). Default: none. A promise
+   * (policies still loading) lets the reference resolve and the layers start meanwhile; undefined
+   * from it means no gate, and its rejection fails the pull with that error.
    */
-  readonly signatures?: SignatureGate;
+  readonly signatures?: SignatureGate | Promise<SignatureGate | undefined>;
   /**
    * How urgent the pull is among the pulls of this process (default `normal`): waiting range
    * requests and unpack passes of a higher priority go first, and a `low` pull starts no layer while

@@ -30,7 +30,8 @@ import type { Tuning } from '../tuning.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool/pool.js';
 import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { applyCpuBudget, type CpuBudgetState } from '../util/cpu.js';
-import { loadSignatureVerifiers, type SignatureSettings } from '../signatures/settings.js';
+import type { SignatureGate } from '../signatures/gate.js';
+import { loadSignatureVerifiers, signaturesEnabled, type SignatureSettings } from '../signatures/settings.js';
 import type { SignatureVerifier } from '../signatures/types.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, type ServiceSettings } from './settings.js';
@@ -246,11 +247,14 @@ export class LocalService implements FastpullService {
     const credentials = options.credentials ? scopedCredentials(options.credentials, [registry], this.credentials) : this.credentials;
     const trace = options.onTrace ? new TraceRecorder() : undefined;
     const onProgress = trace ? (e: PullEvent) => (trace.event(e), options.onProgress?.(e)) : options.onProgress;
-    const verifiers = await this.signatureVerifiers();
+    // The policies load while the name resolves and the layers start; the verdict still comes before the record.
+    const signatures = signaturesEnabled(this.signatureSettings) ? this.signatureVerifiers().then((verifiers) => (verifiers.length > 0 ? { verifiers } : undefined)) : undefined;
+    // The pull reports a policy that fails to load; one that fails before it looks is not an unhandled rejection.
+    signatures?.catch(() => undefined);
     let result: PullResult | undefined;
     trace?.start();
     try {
-      result = await this.runPull(reference, options, credentials, onProgress, trace?.observer, verifiers);
+      result = await this.runPull(reference, options, credentials, onProgress, trace?.observer, signatures);
     } finally {
       if (trace) options.onTrace!(trace.finish(result?.timings));
     }
@@ -263,7 +267,7 @@ export class LocalService implements FastpullService {
     credentials: CredentialsProvider,
     onProgress: ((e: PullEvent) => void) | undefined,
     observer: PullObserver | undefined,
-    verifiers: readonly SignatureVerifier[],
+    signatures: Promise<SignatureGate | undefined> | undefined,
   ): Promise<PullResult> {
     const o = this.options;
     const settings = this.settings;
@@ -291,7 +295,7 @@ export class LocalService implements FastpullService {
       ...(options.signal ? { signal: options.signal } : {}),
       ...(onProgress ? { onProgress } : {}),
       ...(observer ? { observer } : {}),
-      ...(verifiers.length > 0 ? { signatures: { verifiers } } : {}),
+      ...(signatures ? { signatures } : {}),
       ...(o.tuning ? { tuning: o.tuning } : {}),
     });
   }
