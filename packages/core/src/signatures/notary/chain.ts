@@ -3,23 +3,8 @@
 // first, each certificate issued by the next, a self-signed root last, key usage and basic constraints
 // per position, code signing and no other purpose in the leaf's extended key usage, supported keys.
 import { X509Certificate, type KeyObject } from 'node:crypto';
-import { AsnConvert } from '@peculiar/asn1-schema';
-import {
-  BasicConstraints,
-  Certificate,
-  ExtendedKeyUsage,
-  KeyUsage,
-  KeyUsageFlags,
-  id_ce_basicConstraints,
-  id_ce_extKeyUsage,
-  id_ce_keyUsage,
-  id_kp_clientAuth,
-  id_kp_emailProtection,
-  id_kp_OCSPSigning,
-  id_kp_serverAuth,
-  id_kp_timeStamping,
-} from '@peculiar/asn1-x509';
-import { formatName } from './dn.js';
+import { formatName, readSubject, type SubjectRDNs } from './dn.js';
+import { basicConstraints as readBasicConstraints, certificateExtensions, extendedKeyUsages, findExtension, KEY_USAGE, keyUsageFlags, OID, subjectAttributeTypes, type CertificateExtension } from './x509.js';
 
 /** Most certificates one envelope may carry: real chains are 2-4 long; each costs a signature check. */
 export const MAX_CHAIN_CERTIFICATES = 10;
@@ -31,22 +16,22 @@ export type SignatureAlgorithm = 'PS256' | 'PS384' | 'PS512' | 'ES256' | 'ES384'
 export interface ChainCertificate {
   readonly der: Uint8Array;
   readonly x509: X509Certificate;
-  readonly asn: Certificate;
+  /** The subject's RDNs, for trusted identities. */
+  readonly subjectRDNs: SubjectRDNs;
+  /** The subject in RFC 4514 text, for messages. */
   readonly subject: string;
+  readonly extensions: readonly CertificateExtension[];
   readonly notBefore: Date;
   readonly notAfter: Date;
 }
 
 export function parseCertificate(der: Uint8Array): ChainCertificate {
   const x509 = new X509Certificate(der);
-  const asn = AsnConvert.parse(der, Certificate);
-  const v = asn.tbsCertificate.validity;
-  return { der, x509, asn, subject: formatName(asn.tbsCertificate.subject), notBefore: v.notBefore.getTime(), notAfter: v.notAfter.getTime() };
-}
-
-function extension(cert: ChainCertificate, oid: string): { critical: boolean; value: ArrayBuffer } | undefined {
-  const ext = cert.asn.tbsCertificate.extensions?.find((e) => e.extnID === oid);
-  return ext && { critical: ext.critical, value: ext.extnValue.buffer };
+  const notBefore = new Date(x509.validFrom);
+  const notAfter = new Date(x509.validTo);
+  if (Number.isNaN(notBefore.getTime()) || Number.isNaN(notAfter.getTime())) throw new Error(`the certificate's validity (${x509.validFrom} to ${x509.validTo}) cannot be read`);
+  const subjectRDNs = readSubject(x509.subject, subjectAttributeTypes(der));
+  return { der, x509, subjectRDNs, subject: formatName(subjectRDNs), notBefore, notAfter, extensions: certificateExtensions(der) };
 }
 
 /** The signature algorithm the specification pairs with a certificate's key; undefined for a key it does not allow. */
@@ -58,35 +43,35 @@ export function keyAlgorithm(key: KeyObject): SignatureAlgorithm | undefined {
 }
 
 function keyUsage(cert: ChainCertificate): number | string {
-  const ext = extension(cert, id_ce_keyUsage);
+  const ext = findExtension(cert.extensions, OID.keyUsage);
   if (!ext) return `certificate ${cert.subject}: key usage extension must be present`;
   if (!ext.critical) return `certificate ${cert.subject}: key usage extension must be marked critical`;
-  return AsnConvert.parse(ext.value, KeyUsage).toNumber();
+  return keyUsageFlags(ext.value);
 }
 
-function basicConstraints(cert: ChainCertificate): BasicConstraints | undefined {
-  const ext = extension(cert, id_ce_basicConstraints);
-  return ext && AsnConvert.parse(ext.value, BasicConstraints);
+function basicConstraints(cert: ChainCertificate): { cA: boolean; pathLen?: number } | undefined {
+  const ext = findExtension(cert.extensions, OID.basicConstraints);
+  return ext && readBasicConstraints(ext.value);
 }
 
 const EXCLUDED_EKUS: Readonly<Record<string, string>> = {
-  [id_kp_serverAuth]: 'server authentication',
-  [id_kp_clientAuth]: 'client authentication',
-  [id_kp_emailProtection]: 'email protection',
-  [id_kp_timeStamping]: 'time stamping',
-  [id_kp_OCSPSigning]: 'OCSP signing',
+  [OID.serverAuth]: 'server authentication',
+  [OID.clientAuth]: 'client authentication',
+  [OID.emailProtection]: 'email protection',
+  [OID.timeStamping]: 'time stamping',
+  [OID.ocspSigning]: 'OCSP signing',
 };
 
 function checkLeaf(cert: ChainCertificate): string | undefined {
   if (basicConstraints(cert)?.cA) return `leaf certificate ${cert.subject}: basic constraints must not say CA`;
   const ku = keyUsage(cert);
   if (typeof ku === 'string') return ku;
-  if ((ku & KeyUsageFlags.digitalSignature) === 0) return `leaf certificate ${cert.subject}: key usage must include digital signature`;
-  const forbidden = KeyUsageFlags.keyEncipherment | KeyUsageFlags.dataEncipherment | KeyUsageFlags.keyAgreement | KeyUsageFlags.keyCertSign | KeyUsageFlags.cRLSign | KeyUsageFlags.encipherOnly | KeyUsageFlags.decipherOnly;
+  if ((ku & KEY_USAGE.digitalSignature) === 0) return `leaf certificate ${cert.subject}: key usage must include digital signature`;
+  const forbidden = KEY_USAGE.keyEncipherment | KEY_USAGE.dataEncipherment | KEY_USAGE.keyAgreement | KEY_USAGE.keyCertSign | KEY_USAGE.cRLSign | KEY_USAGE.encipherOnly | KEY_USAGE.decipherOnly;
   if ((ku & forbidden) !== 0) return `leaf certificate ${cert.subject}: key usage must be digital signature only`;
-  const eku = extension(cert, id_ce_extKeyUsage);
+  const eku = findExtension(cert.extensions, OID.extKeyUsage);
   if (eku) {
-    for (const oid of AsnConvert.parse(eku.value, ExtendedKeyUsage)) {
+    for (const oid of extendedKeyUsages(eku.value)) {
       const purpose = EXCLUDED_EKUS[oid];
       if (purpose) return `leaf certificate ${cert.subject}: extended key usage must not include ${purpose} (code signing certificates only)`;
     }
@@ -98,10 +83,10 @@ function checkLeaf(cert: ChainCertificate): string | undefined {
 function checkCA(cert: ChainCertificate, expectedPathLen: number): string | undefined {
   const bc = basicConstraints(cert);
   if (!bc?.cA) return `certificate ${cert.subject}: basic constraints must be present and say CA`;
-  if (bc.pathLenConstraint !== undefined && bc.pathLenConstraint < expectedPathLen) return `certificate ${cert.subject}: path length ${bc.pathLenConstraint} is less than the ${expectedPathLen} below it`;
+  if (bc.pathLen !== undefined && bc.pathLen < expectedPathLen) return `certificate ${cert.subject}: path length ${bc.pathLen} is less than the ${expectedPathLen} below it`;
   const ku = keyUsage(cert);
   if (typeof ku === 'string') return ku;
-  if ((ku & KeyUsageFlags.keyCertSign) === 0) return `certificate ${cert.subject}: key usage must include certificate signing`;
+  if ((ku & KEY_USAGE.keyCertSign) === 0) return `certificate ${cert.subject}: key usage must include certificate signing`;
   return undefined;
 }
 
@@ -131,7 +116,12 @@ export function checkCodeSigningChain(chain: readonly ChainCertificate[], signin
       if (selfSigned) return `certificate ${cert.subject} is self-signed but is not the chain's root`;
       if (!issuedBy(cert, chain[i + 1]!)) return `certificate ${cert.subject} is not issued by ${chain[i + 1]!.subject}`;
     }
-    const problem = i === 0 ? checkLeaf(cert) : checkCA(cert, i - 1);
+    let problem: string | undefined;
+    try {
+      problem = i === 0 ? checkLeaf(cert) : checkCA(cert, i - 1);
+    } catch (e) {
+      problem = `certificate ${cert.subject}: an extension cannot be read: ${(e as Error).message}`;
+    }
     if (problem) return problem;
   }
   return undefined;

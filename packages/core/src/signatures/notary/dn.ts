@@ -1,8 +1,8 @@
 // X.509 distinguished names as the trust policy's `x509.subject:` identities compare them: RFC 4514
 // strings parsed into attribute -> value maps, one value per attribute, C, ST and O required; an
-// identity matches a certificate when each of its attributes has the same value in the subject.
-import { AsnConvert } from '@peculiar/asn1-schema';
-import { Name } from '@peculiar/asn1-x509';
+// identity matches a certificate when each of its attributes has the same value in the subject. A
+// certificate's subject values come from node:crypto's X509Certificate, its attribute types from the
+// DER, so that no ASN.1 schema library is loaded for it.
 
 /** Attribute type names of the subject attributes trust policies name, by OID. */
 const SHORT_NAMES: Readonly<Record<string, string>> = {
@@ -19,6 +19,9 @@ const SHORT_NAMES: Readonly<Record<string, string>> = {
 const REQUIRED = ['C', 'ST', 'O'] as const;
 
 export type DistinguishedName = ReadonlyMap<string, string>;
+
+/** A certificate's subject: its RDNs in order, each a list of [type, value]. */
+export type SubjectRDNs = readonly (readonly (readonly [string, string])[])[];
 
 /** Splits on separators that no backslash escapes. */
 function splitUnescaped(s: string, separator: string): string[] {
@@ -85,15 +88,35 @@ export function parseDN(text: string): DistinguishedName {
   return dn;
 }
 
-/** The subject of a DER certificate as a DN map; throws when it lacks C, ST or O or repeats one. */
-export function subjectDN(subject: Name): DistinguishedName {
+/**
+ * The subject's RDNs from X509Certificate's `subject` (the values, one RDN a line, RFC 2253 escaped,
+ * a multi-valued RDN's values joined by " + ") and the attribute types read from the DER
+ * (`subjectAttributeTypes`): types by the names trust policies use, else as dotted identifiers.
+ */
+export function readSubject(printed: string, types: readonly (readonly string[])[]): SubjectRDNs {
+  const lines = printed === '' ? [] : printed.split('\n');
+  if (lines.length !== types.length) throw new Error(`the subject has ${types.length} RDNs but ${lines.length} were printed`);
+  return lines.map((line, i) => {
+    // A "+" inside a value is escaped; an unescaped one joins the values of a multi-valued RDN.
+    const parts = splitUnescaped(line, '+');
+    if (parts.length !== types[i]!.length) throw new Error('a multi-valued RDN of the subject was printed with another number of values');
+    return parts.map((part, j): [string, string] => {
+      const eq = part.indexOf('=');
+      if (eq <= 0) throw new Error(`the subject has an attribute without a type: ${JSON.stringify(part)}`);
+      const oid = types[i]![j]!;
+      return [SHORT_NAMES[oid] ?? oid, unescapeValue(part.slice(eq + 1))];
+    });
+  });
+}
+
+/** The subject as a DN map; throws when it lacks C, ST or O, repeats one, or has a multi-valued RDN. */
+export function subjectDN(subject: SubjectRDNs): DistinguishedName {
   const dn = new Map<string, string>();
   for (const rdn of subject) {
     if (rdn.length > 1) throw new Error('the certificate subject has a multi-valued RDN');
-    for (const attr of rdn) {
-      const type = SHORT_NAMES[attr.type] ?? attr.type;
+    for (const [type, value] of rdn) {
       if (dn.has(type)) throw new Error(`the certificate subject names ${type} twice`);
-      dn.set(type, attr.value.toString());
+      dn.set(type, value);
     }
   }
   checkRequired(dn, 'the certificate subject');
@@ -106,15 +129,10 @@ export function isSubsetDN(identity: DistinguishedName, subject: DistinguishedNa
   return true;
 }
 
-/** RFC 4514 text of a subject, for messages. */
-export function formatName(name: Name): string {
-  return [...name]
+/** The subject in RFC 4514 order (most significant RDN last), for messages. */
+export function formatName(subject: SubjectRDNs): string {
+  return [...subject]
     .reverse()
-    .map((rdn) => rdn.map((a) => `${SHORT_NAMES[a.type] ?? a.type}=${a.value.toString()}`).join('+'))
+    .map((rdn) => rdn.map(([type, value]) => `${type}=${value}`).join('+'))
     .join(',');
-}
-
-/** Parses a DER Name (used by tests and by chain checks on raw issuer/subject bytes). */
-export function parseName(der: Uint8Array): Name {
-  return AsnConvert.parse(der, Name);
 }

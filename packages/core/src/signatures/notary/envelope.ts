@@ -4,7 +4,6 @@
 // marked critical, and no critical attribute is one this verifier does not understand.
 import { constants, createHash, verify as cryptoVerify, type KeyObject } from 'node:crypto';
 import { checkCodeSigningChain, keyAlgorithm, MAX_CHAIN_CERTIFICATES, parseCertificate, type ChainCertificate, type SignatureAlgorithm } from './chain.js';
-import { parseCose } from './cose.js';
 import type { ParsedEnvelope } from './parsed.js';
 import { parseJws } from './jws.js';
 
@@ -24,10 +23,13 @@ export interface VerifiedEnvelope extends ParsedEnvelope {
   readonly target: { mediaType?: unknown; digest?: unknown; size?: unknown };
 }
 
-export function parseEnvelope(mediaType: string, bytes: Uint8Array): ParsedEnvelope {
+/** The COSE parser and its CBOR library, loaded at the first COSE envelope (notation signs JWS by default). */
+let cose: Promise<typeof import('./cose.js')> | undefined;
+
+export async function parseEnvelope(mediaType: string, bytes: Uint8Array): Promise<ParsedEnvelope> {
   if (bytes.length > MAX_ENVELOPE_BYTES) throw new Error(`the envelope is ${bytes.length} bytes, more than ${MAX_ENVELOPE_BYTES}`);
   if (mediaType === JWS_MEDIA_TYPE) return parseJws(bytes);
-  if (mediaType === COSE_MEDIA_TYPE) return parseCose(bytes);
+  if (mediaType === COSE_MEDIA_TYPE) return (await (cose ??= import('./cose.js'))).parseCose(bytes);
   throw new Error(`envelope media type ${JSON.stringify(mediaType)} is neither ${JWS_MEDIA_TYPE} nor ${COSE_MEDIA_TYPE}`);
 }
 
@@ -63,11 +65,11 @@ function checkAttributes(env: ParsedEnvelope): string | undefined {
  * The integrity validation: parses, checks the signature with the leaf key and the attributes, and
  * that the chain meets the certificate requirements. Returns the envelope, or the reason it fails.
  */
-export function checkIntegrity(mediaType: string, bytes: Uint8Array): VerifiedEnvelope | string {
+export async function checkIntegrity(mediaType: string, bytes: Uint8Array): Promise<VerifiedEnvelope | string> {
   let env: ParsedEnvelope;
   let chain: ChainCertificate[];
   try {
-    env = parseEnvelope(mediaType, bytes);
+    env = await parseEnvelope(mediaType, bytes);
     if (env.certificates.length === 0) return 'the envelope carries no certificate chain';
     if (env.certificates.length > MAX_CHAIN_CERTIFICATES) return `the envelope carries ${env.certificates.length} certificates, more than ${MAX_CHAIN_CERTIFICATES}`;
     chain = env.certificates.map(parseCertificate);

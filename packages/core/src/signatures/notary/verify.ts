@@ -8,7 +8,8 @@ import { checkIntegrity, type VerifiedEnvelope } from './envelope.js';
 import { trustedAnchor, validityProblem } from './chain.js';
 import { isSubsetDN, subjectDN } from './dn.js';
 import { applicablePolicy } from './policy.js';
-import { sharedRevocationChecker, type RevocationChecker } from './revocation/index.js';
+import type { RevocationChecker } from './revocation/index.js';
+import { findExtension, OID } from './x509.js';
 import type { CheckResult, NotaryConfig, NotarySignature, NotaryVerdict, SignatureResult, TargetDescriptor, TrustPolicy, Validation } from './types.js';
 
 /** Signatures evaluated per image at most (as notation's verify evaluates at most 50 by default). */
@@ -38,7 +39,7 @@ interface Context {
   readonly config: NotaryConfig;
   readonly target: TargetDescriptor;
   readonly now: Date;
-  readonly revocation: RevocationChecker;
+  readonly revocation: RevocationChecker | undefined;
   readonly signal: AbortSignal | undefined;
 }
 
@@ -59,7 +60,7 @@ function authenticity(policy: TrustPolicy, config: NotaryConfig): Check {
     if (policy.trustedIdentities === '*') return undefined;
     let subject;
     try {
-      subject = subjectDN(env.chain[0]!.asn.tbsCertificate.subject);
+      subject = subjectDN(env.chain[0]!.subjectRDNs);
     } catch (e) {
       return `the signing certificate's subject cannot be matched: ${(e as Error).message}`;
     }
@@ -82,16 +83,25 @@ function authenticTimestamp(policy: TrustPolicy, now: Date): Check {
   };
 }
 
+/** Whether a certificate the revocation check asks about (all but the root) names an OCSP responder or a CRL. */
+function namesRevocationService(chain: VerifiedEnvelope['chain']): boolean {
+  return chain.slice(0, -1).some((c) => findExtension(c.extensions, OID.authorityInfoAccess) || findExtension(c.extensions, OID.crlDistributionPoints));
+}
+
 /**
  * The revocation validation. A chain that failed authenticity (only logged, as under audit) is not
  * queried: the URLs in it are anyone's, and fastpull does not send requests where an untrusted
  * certificate points.
  */
 function revocation(ctx: Context, checks: readonly CheckResult[]): Check {
-  return (env) => {
+  return async (env) => {
     if (checks.some((c) => c.validation === 'authenticity' && !c.ok)) return 'not checked: the chain is not trusted (authenticity failed), and fastpull does not query the OCSP responders or CRLs an untrusted certificate names';
+    // Where no certificate names where to ask, each is taken as not revoked, and the OCSP and CRL
+    // code (with the ASN.1 schemas it parses answers with) is not loaded at all.
+    if (!namesRevocationService(env.chain)) return undefined;
+    const checker = ctx.revocation ?? (await import('./revocation/index.js')).sharedRevocationChecker;
     const signingTime = env.scheme === 'notary.x509.signingAuthority' ? env.signingTime : undefined;
-    return ctx.revocation.checkChain(env.chain, { now: ctx.now, ...(signingTime && { signingTime }), ...(ctx.signal && { signal: ctx.signal }) });
+    return checker.checkChain(env.chain, { now: ctx.now, ...(signingTime && { signingTime }), ...(ctx.signal && { signal: ctx.signal }) });
   };
 }
 
@@ -108,7 +118,7 @@ function checksOf(ctx: Context, checks: readonly CheckResult[]): [Validation, Ch
 async function verifyOne(sig: NotarySignature, ctx: Context): Promise<SignatureResult> {
   const actions = ctx.policy.level.actions;
   const checks: CheckResult[] = [];
-  const integrity = checkIntegrity(sig.mediaType, sig.envelope);
+  const integrity = await checkIntegrity(sig.mediaType, sig.envelope);
   const integrityProblem = typeof integrity === 'string' ? integrity : sameTarget(integrity, ctx.target);
   checks.push({ validation: 'integrity', action: 'enforce', ok: integrityProblem === undefined, ...(integrityProblem && { reason: integrityProblem }) });
   if (integrityProblem || typeof integrity === 'string') return { digest: sig.digest, accepted: false, checks };
@@ -153,7 +163,7 @@ export async function verifyNotary(config: NotaryConfig, options: VerifyNotaryOp
     config,
     target: options.target,
     now: options.now ?? new Date(),
-    revocation: options.revocation ?? sharedRevocationChecker,
+    revocation: options.revocation,
     signal: options.signal,
   };
   const results: SignatureResult[] = [...unreadable];

@@ -20,10 +20,10 @@ import {
   TBSCertList,
 } from '@peculiar/asn1-x509';
 import type { ChainCertificate } from '../chain.js';
-import { BIT_STRING, children, elementAt, GENERALIZED_TIME, INTEGER, SEQUENCE, sequenceOf, UTC_TIME } from './der.js';
+import { BIT_STRING, children, elementAt, GENERALIZED_TIME, INTEGER, SEQUENCE, sequenceOf, UTC_TIME } from '../der.js';
 import { fetchBounded, httpURL } from './http.js';
 import { checkSigned } from './signed.js';
-import { describeEntry, entryFacts, findExtension, revokedFor, serialOf, type CertificateStatus, type RevokedEntry } from './status.js';
+import { certificateAsn, describeEntry, entryFacts, findExtension, revokedFor, serialOf, type CertificateStatus, type RevokedEntry } from './status.js';
 
 /** Largest CRL read: a CA's code signing CRL is kilobytes; public web CAs' largest are a few MiB. */
 export const MAX_CRL_BYTES = 10 * 1024 * 1024;
@@ -84,8 +84,8 @@ function partsOf(der: Uint8Array): CrlParts {
 
 function issuedUnder(crl: CrlParts, issuer: ChainCertificate): string | undefined {
   const name = Buffer.from(AsnConvert.serialize(crl.tbs.issuer));
-  if (!name.equals(Buffer.from(AsnConvert.serialize(issuer.asn.tbsCertificate.subject)))) return `the CRL's issuer is not ${issuer.subject}`;
-  const ku = findExtension(issuer.asn.tbsCertificate.extensions, id_ce_keyUsage);
+  if (!name.equals(Buffer.from(AsnConvert.serialize(certificateAsn(issuer).tbsCertificate.subject)))) return `the CRL's issuer is not ${issuer.subject}`;
+  const ku = findExtension(certificateAsn(issuer).tbsCertificate.extensions, id_ce_keyUsage);
   if (ku && (AsnConvert.parse(ku.extnValue.buffer, KeyUsage).toNumber() & KeyUsageFlags.cRLSign) === 0) return `${issuer.subject} may not sign CRLs (its key usage lacks CRL signing)`;
   const ok = checkSigned(crl.signed, crl.algorithm, crl.signature, issuer.x509.publicKey);
   if (typeof ok === 'string') return ok;
@@ -238,7 +238,7 @@ export class CrlCache {
  * Never throws: what went wrong with each distribution point is in the message of an unknown status.
  */
 export async function checkCrlStatus(cache: CrlCache, urls: readonly string[], cert: ChainCertificate, issuer: ChainCertificate, options: CrlOptions): Promise<CertificateStatus> {
-  if (findExtension(cert.asn.tbsCertificate.extensions, id_ce_freshestCRL)) return { status: 'unknown', message: 'the certificate names a delta CRL, and delta CRLs are not supported' };
+  if (findExtension(certificateAsn(cert).tbsCertificate.extensions, id_ce_freshestCRL)) return { status: 'unknown', message: 'the certificate names a delta CRL, and delta CRLs are not supported' };
   const problems: string[] = [];
   for (const url of urls) {
     const crl = await cache.get(url, issuer, options);

@@ -7,7 +7,7 @@
 import type { ChainCertificate } from '../chain.js';
 import { CRL_TIMEOUT_MS, CrlCache, checkCrlStatus } from './crl.js';
 import { OCSP_TIMEOUT_MS, checkOcsp } from './ocsp.js';
-import { MAX_URLS_PER_CERTIFICATE, crlURLs, ocspURLs, type CertificateStatus } from './status.js';
+import { MAX_URLS_PER_CERTIFICATE, certificateAsn, crlURLs, ocspURLs, type CertificateStatus } from './status.js';
 
 export { MAX_CRL_BYTES, MAX_CACHED_CRLS, MAX_CACHED_CRL_BYTES, CrlCache } from './crl.js';
 export { MAX_OCSP_RESPONSE_BYTES } from './ocsp.js';
@@ -47,10 +47,11 @@ export class RevocationChecker {
     let ocsp: string[];
     let crl: string[];
     try {
+      certificateAsn(issuer);
       ocsp = ocspURLs(cert).slice(0, MAX_URLS_PER_CERTIFICATE);
       crl = crlURLs(cert).slice(0, MAX_URLS_PER_CERTIFICATE);
     } catch (e) {
-      return { status: 'unknown', message: `its OCSP or CRL extension cannot be read: ${(e as Error).message}` };
+      return { status: 'unknown', message: `it or its issuer's OCSP or CRL extension cannot be read: ${(e as Error).message}` };
     }
     if (ocsp.length === 0 && crl.length === 0) return { status: 'good', message: 'names no OCSP responder or CRL' };
     const common = { now: options.now, ...(options.signingTime && { signingTime: options.signingTime }), ...(options.signal && { signal: options.signal }) };

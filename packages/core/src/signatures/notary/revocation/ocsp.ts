@@ -10,7 +10,7 @@ import { AlgorithmIdentifier, ExtendedKeyUsage, id_ce_extKeyUsage, id_kp_OCSPSig
 import { parseCertificate, type ChainCertificate } from '../chain.js';
 import { fetchBounded, httpURL } from './http.js';
 import { CERT_ID_HASHES, checkSigned } from './signed.js';
-import { describeEntry, entryFacts, findExtension, revokedFor, serialOf, type CertificateStatus, type RevokedEntry } from './status.js';
+import { certificateAsn, describeEntry, entryFacts, findExtension, revokedFor, serialOf, type CertificateStatus, type RevokedEntry } from './status.js';
 
 /** Largest OCSP answer read (as notation): real ones are one or two KiB. */
 export const MAX_OCSP_RESPONSE_BYTES = 20 * 1024;
@@ -37,8 +37,8 @@ function hash(name: string, data: ArrayBuffer | Uint8Array): Buffer {
 
 /** The CertID of `cert` with `hashName` (node:crypto's name), from its issuer's name and key. */
 function certId(cert: ChainCertificate, issuer: ChainCertificate, hashName: string): { name: Buffer; key: Buffer; serial: Buffer } {
-  const name = hash(hashName, AsnConvert.serialize(issuer.asn.tbsCertificate.subject));
-  const key = hash(hashName, issuer.asn.tbsCertificate.subjectPublicKeyInfo.subjectPublicKey);
+  const name = hash(hashName, AsnConvert.serialize(certificateAsn(issuer).tbsCertificate.subject));
+  const key = hash(hashName, certificateAsn(issuer).tbsCertificate.subjectPublicKeyInfo.subjectPublicKey);
   return { name, key, serial: serialOf(cert) };
 }
 
@@ -57,7 +57,7 @@ export function ocspRequest(cert: ChainCertificate, issuer: ChainCertificate): U
 
 function delegatedFor(issuer: ChainCertificate, candidate: ChainCertificate, now: Date): string | undefined {
   if (!candidate.x509.checkIssued(issuer.x509) || !candidate.x509.verify(issuer.x509.publicKey)) return `responder certificate ${candidate.subject} is not issued by ${issuer.subject}`;
-  const eku = findExtension(candidate.asn.tbsCertificate.extensions, id_ce_extKeyUsage);
+  const eku = findExtension(certificateAsn(candidate).tbsCertificate.extensions, id_ce_extKeyUsage);
   if (!eku || !AsnConvert.parse(eku.extnValue.buffer, ExtendedKeyUsage).includes(id_kp_OCSPSigning)) return `responder certificate ${candidate.subject} lacks the OCSP signing extended key usage`;
   if (now < candidate.notBefore || now > candidate.notAfter) return `responder certificate ${candidate.subject} is not valid now`;
   return undefined;

@@ -7,6 +7,7 @@ import {
   CRLDistributionPoints,
   CRLReason,
   CRLReasons,
+  Certificate,
   InvalidityDate,
   id_ad_ocsp,
   id_ce_cRLDistributionPoints,
@@ -16,6 +17,21 @@ import {
   type Extension,
 } from '@peculiar/asn1-x509';
 import type { ChainCertificate } from '../chain.js';
+
+const parsed = new WeakMap<ChainCertificate, Certificate>();
+
+/**
+ * The certificate as the ASN.1 library reads it, parsed once: the revocation checks need more of it
+ * (issuer name and key, serial, access extensions) than the chain checks read without the library.
+ */
+export function certificateAsn(cert: ChainCertificate): Certificate {
+  let asn = parsed.get(cert);
+  if (!asn) {
+    asn = AsnConvert.parse(cert.der, Certificate);
+    parsed.set(cert, asn);
+  }
+  return asn;
+}
 
 /** The URLs of each kind read per certificate at most: real certificates name one or two. */
 export const MAX_URLS_PER_CERTIFICATE = 3;
@@ -51,7 +67,7 @@ function uris(names: readonly { uniformResourceIdentifier?: string }[] | undefin
 
 /** The OCSP responder URLs of the certificate's authority information access. */
 export function ocspURLs(cert: ChainCertificate): string[] {
-  const ext = findExtension(cert.asn.tbsCertificate.extensions, id_pe_authorityInfoAccess);
+  const ext = findExtension(certificateAsn(cert).tbsCertificate.extensions, id_pe_authorityInfoAccess);
   if (!ext) return [];
   const aia = AsnConvert.parse(ext.extnValue.buffer, AuthorityInfoAccessSyntax);
   return uris(aia.filter((ad) => ad.accessMethod === id_ad_ocsp).map((ad) => ad.accessLocation));
@@ -59,7 +75,7 @@ export function ocspURLs(cert: ChainCertificate): string[] {
 
 /** The full-name URIs of the certificate's CRL distribution points. */
 export function crlURLs(cert: ChainCertificate): string[] {
-  const ext = findExtension(cert.asn.tbsCertificate.extensions, id_ce_cRLDistributionPoints);
+  const ext = findExtension(certificateAsn(cert).tbsCertificate.extensions, id_ce_cRLDistributionPoints);
   if (!ext) return [];
   const points = AsnConvert.parse(ext.extnValue.buffer, CRLDistributionPoints);
   return points.flatMap((p) => uris(p.distributionPoint?.fullName));
@@ -67,7 +83,7 @@ export function crlURLs(cert: ChainCertificate): string[] {
 
 /** The serial number as DER content bytes, as both answers carry it. */
 export function serialOf(cert: ChainCertificate): Buffer {
-  return Buffer.from(cert.asn.tbsCertificate.serialNumber);
+  return Buffer.from(certificateAsn(cert).tbsCertificate.serialNumber);
 }
 
 /** Reads the reason code and invalidity date extensions of an entry. */

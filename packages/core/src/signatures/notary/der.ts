@@ -1,8 +1,10 @@
 // The outline of a DER encoding: tag, length and where each element starts and ends, nothing decoded.
-// A CRL is walked with it because the ASN.1 parser the verifier uses builds an object tree for every
-// node, and a CRL of 200,000 entries (7 MiB) took it over 40 seconds and more than a GiB of heap
-// (docs/notation.md): so the CRL's list of entries is only outlined, and the parser gets the small
-// pieces (the header without the list, the one entry that names the certificate).
+// Two readers use it instead of the ASN.1 schema library. A CRL's list of entries is only outlined,
+// because that library builds an object tree for every node, and a CRL of 200,000 entries (7 MiB)
+// took it over 40 seconds and more than a GiB of heap (docs/notation.md): the library gets the small
+// pieces (the header without the list, the one entry that names the certificate). And a
+// certificate's extensions are read with it (x509.ts), because loading the library's X.509 schemas
+// costs more CPU than the rest of a verification, and most chains need nothing else from them.
 
 /** One element: its tag byte and where its header, content and end lie in the buffer. */
 export interface Element {
@@ -17,6 +19,9 @@ export const INTEGER = 0x02;
 export const BIT_STRING = 0x03;
 export const UTC_TIME = 0x17;
 export const GENERALIZED_TIME = 0x18;
+export const BOOLEAN = 0x01;
+export const OCTET_STRING = 0x04;
+export const OBJECT_IDENTIFIER = 0x06;
 
 /** The element at `at`, which must end by `limit`. Throws on a truncated or indefinite-length one. */
 export function elementAt(buf: Uint8Array, at: number, limit = buf.length): Element {
