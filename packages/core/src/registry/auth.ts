@@ -89,8 +89,11 @@ interface CachedToken {
 }
 
 const TOKEN_RESPONSE_CAP = 1024 * 1024;
-/** The user name under which Docker's config.json hands out an identity token. */
-const IDENTITY_TOKEN_USERNAME = '<token>';
+/**
+ * The user name that says "the password is an identity token" (a refresh token for the token
+ * endpoint), as Docker's config.json and credential helpers hand one out.
+ */
+export const IDENTITY_TOKEN_USERNAME = '<token>';
 const MIN_TOKEN_LIFETIME_S = 60;
 /**
  * Tokens and Basic origins one Authorizer keeps: a long-lived puller (fastpulld) meets many

@@ -15,7 +15,7 @@ import { access, readFile, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { FastpullError, fromFsError } from '../errors.js';
-import type { Credentials, CredentialsProvider } from './auth.js';
+import { IDENTITY_TOKEN_USERNAME, type Credentials, type CredentialsProvider } from './auth.js';
 
 /** Docker Hub's name in references. */
 const DOCKER_HUB = 'docker.io';
@@ -23,8 +23,6 @@ const DOCKER_HUB = 'docker.io';
 export const DOCKER_HUB_AUTH_KEY = 'https://index.docker.io/v1/';
 /** Host names that all mean Docker Hub, in references and in `auths` keys of other tools. */
 const DOCKER_HUB_ALIASES = new Set(['docker.io', 'index.docker.io', 'registry-1.docker.io']);
-/** The user name credential helpers and Docker use to say "the secret is an identity token". */
-export const IDENTITY_TOKEN_USERNAME = '<token>';
 /** A helper that has not answered by then is killed: helpers that prompt or hang must not stall a pull. */
 const HELPER_TIMEOUT_MS = 10_000;
 /** Helper output is a small JSON object; anything larger is not an answer. */
