@@ -135,18 +135,18 @@ describe.skipIf(lacksRegistry())('--cpu-budget', () => {
     expect([...lists]).toEqual([cpus.join(',')]);
   });
 
-  it('refuses a budget that is not a whole number of cores, and one given with --address', () => {
+  it('refuses a budget that is not a whole number of cores', () => {
     for (const [value, message] of [
       ['0', '--cpu-budget "0": want a whole number of cores, at least 1'],
       ['1.5', '--cpu-budget "1.5": want a whole number of cores, at least 1'],
     ]) {
-      const r = spawnSync(process.execPath, [cliPath, 'pull', '--root', join(work.dir, 'bad'), '--cpu-budget', value!, ref], { encoding: 'utf8' });
-      expect(r.status).toBe(2);
-      expect(r.stderr).toContain(message);
+      // In-process, and before anything is sent to a daemon (the socket need not exist).
+      for (const where of [['--root', join(work.dir, 'bad')], ['--address', join(work.dir, 'none.sock')]]) {
+        const r = spawnSync(process.execPath, [cliPath, 'pull', ...where, '--cpu-budget', value!, ref], { encoding: 'utf8' });
+        expect(r.status).toBe(2);
+        expect(r.stderr).toContain(message);
+      }
     }
-    const r = spawnSync(process.execPath, [cliPath, 'pull', '--address', join(work.dir, 'none.sock'), '--cpu-budget', '1', ref], { encoding: 'utf8' });
-    expect(r.status).toBe(2);
-    expect(r.stderr).toContain("--cpu-budget is fastpulld's configuration; it does not go with --address");
   });
 });
 

@@ -21,7 +21,10 @@ export interface LocalTuning {
   readonly chunkSize?: number;
   readonly unpackConcurrency?: number;
   readonly inflater?: InflaterChoice;
-  /** Whole cores the process is held to (--cpu-budget). */
+  /**
+   * Whole cores the process is held to (--cpu-budget). Not fastpulld's configuration: a pull sent to
+   * it carries the budget as its own (ServicePullOptions.cpuBudget).
+   */
   readonly cpuBudget?: number;
   /** false: commit snapshots without flushing them (unsafe; --no-sync). */
   readonly sync?: false;
@@ -52,7 +55,7 @@ const TUNING_FLAGS: Readonly<Record<keyof LocalTuning, string>> = {
  * command was not pointed at a store of its own; leave it out to use a daemon only when one is named.
  */
 export async function openService(io: CliIO, flags: ServiceFlags, command?: Command, tuning: LocalTuning = {}): Promise<FastpullService> {
-  const tuned = (Object.keys(tuning) as Array<keyof LocalTuning>).filter((k) => tuning[k] !== undefined);
+  const tuned = (Object.keys(tuning) as Array<keyof LocalTuning>).filter((k) => tuning[k] !== undefined && k !== 'cpuBudget');
   // The default socket is used only when nothing asks for work of this process's own.
   const address = daemonAddress(io, flags, tuned.length > 0 ? undefined : command);
   if (address) {

@@ -10,6 +10,8 @@
 // is one layer's queue; its files are independent, so its jobs may end in any order. The data is
 // copied into the job, so the caller's buffers are free once add returns.
 #define _GNU_SOURCE
+// Threads keep their CPUs between changes this addon makes (fastpull_job_cpus.h).
+#define FASTPULL_CPUS_KEPT
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +44,7 @@ typedef struct fs_job {
   uid_t uid;
   gid_t gid;
   struct timespec times[2];
+  fastpull_job_cpus cpus;  // the CPUs of the unpack thread that queued it
   char* path;     // NUL-terminated, in the same allocation
   uint8_t* data;  // len bytes, in the same allocation
 } fs_job;
@@ -162,9 +165,18 @@ static void* writer_main(void* arg) {
   // sleeping thread's clock stands still, so waiting for work adds nothing, and one clock call per
   // file is enough (it is a system call).
   uint64_t mark = thread_cpu_ns();
+  // On the CPUs of the last job's unpack thread rather than the process's: a job moves the thread
+  // only when its CPUs differ (a move there and back per small file would cost two calls each), and
+  // the thread goes back once the queue is empty. That is under the lock the job's end is counted
+  // under, so a pass that has drained its sink finds no writer on its pull's CPUs any more.
+  bool away = false;
   pthread_mutex_lock(&mu);
   for (;;) {
-    while (head == NULL) pthread_cond_wait(&work_cv, &mu);
+    while (head == NULL) {
+      if (away) fastpull_cpus_leave(true);
+      away = false;
+      pthread_cond_wait(&work_cv, &mu);
+    }
     fs_job* j = head;
     head = j->next;
     if (head == NULL) tail = NULL;
@@ -176,7 +188,10 @@ static void* writer_main(void* arg) {
 
     int err = 0;
     const char* syscall = NULL;
-    if (!skip) err = write_file(j, &syscall);
+    if (!skip) {
+      if (fastpull_cpus_enter(&j->cpus)) away = true;
+      err = write_file(j, &syscall);
+    }
     uint64_t now = thread_cpu_ns();
     uint64_t cpu = !skip && mark != 0 && now > mark ? now - mark : 0;
     mark = now;
@@ -323,6 +338,7 @@ static napi_value js_add(napi_env env, napi_callback_info info) {
   j->times[0].tv_nsec = (long)ans;
   j->times[1].tv_sec = (time_t)ms;
   j->times[1].tv_nsec = (long)mns;
+  fastpull_cpus_capture(&j->cpus);
   j->path = (char*)(j + 1);
   memcpy(j->path, path_data, path_len);
   j->path[path_len] = '\0';

@@ -26,6 +26,7 @@ typedef struct dr_job {
   int nrefs;
   double cpu_ns;  // -1 without a thread clock
   bool failed;    // out of memory
+  fastpull_job_cpus cpus;  // the CPUs of the thread that queued it
 } dr_job;
 
 struct dr_runner {
@@ -67,9 +68,11 @@ static void* decode_main(void* arg) {
     if (dhead == NULL) dtail = NULL;
     pthread_mutex_unlock(&dmu);
 
+    bool moved = fastpull_cpus_enter(&j->cpus);
     double t0 = thread_cpu_ns();
     j->failed = decode_job(&j->A, j->res) != 0;
     double t1 = thread_cpu_ns();
+    fastpull_cpus_leave(moved);
     j->cpu_ns = t0 >= 0 && t1 >= t0 ? t1 - t0 : -1;
     dr_runner* r = j->r;
     // The callback stays open while the job counts as in flight: a close releases it only with
@@ -248,6 +251,7 @@ static napi_value js_submit(napi_env env, napi_callback_info info) {
   }
   j->r = r;
   j->id = get_num(env, a[1]);
+  fastpull_cpus_capture(&j->cpus);
   static const int kept[7] = {0, 8, 11, 12, 14, 15, 16};
   for (int i = 0; i < 7; i++) {
     napi_valuetype t;

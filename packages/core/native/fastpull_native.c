@@ -10,6 +10,8 @@
 // datagram to a unix socket, for a service manager's notify socket, which node:dgram cannot reach.
 // And a thread's CPU affinity and I/O priority, which a CPU budget and a background pull set.
 #define _GNU_SOURCE
+// Threads keep their CPUs between changes this addon makes (fastpull_job_cpus.h).
+#define FASTPULL_CPUS_KEPT
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +36,10 @@
 #include <unistd.h>
 
 #include "fastpull_files.h"
+#include "fastpull_job_cpus.h"
+
+// Changes of a thread's CPUs this addon made (fastpull_job_cpus.h).
+unsigned fastpull_affinity_changes = 0;
 
 #define PATH_CAP 4096
 #define NAME_CAP 256
@@ -618,6 +624,7 @@ typedef struct {
   size_t* lens;
   bool ok;
   double cpu_ns;
+  fastpull_job_cpus cpus;  // the CPUs of the thread that queued it (a pass held to its pull's budget)
 } Sha256Batch;
 
 static void sha256_finalize(napi_env env, void* data, void* hint) {
@@ -659,12 +666,15 @@ static Sha256* get_hash(napi_env env, napi_value v) {
 static void sha256_execute(napi_env env, void* data) {
   (void)env;
   Sha256Batch* b = data;
+  // Node's pool serves every pull and node itself: the thread goes back to the process's CPUs after.
+  bool moved = fastpull_cpus_enter(&b->cpus);
   double t0 = thread_cpu_ns();
   b->ok = true;
   for (size_t i = 0; i < b->count && b->ok; i++) {
     if (evp.update(b->hash->ctx, b->data[i], b->lens[i]) != 1) b->ok = false;
   }
   b->cpu_ns = thread_cpu_ns() - t0;
+  fastpull_cpus_leave(moved);
 }
 
 static void sha256_complete(napi_env env, napi_status status, void* data) {
@@ -746,6 +756,7 @@ static napi_value js_sha256_update(napi_env env, napi_callback_info info) {
   }
   b->count = count;
   b->hash = h;
+  fastpull_cpus_capture(&b->cpus);
   napi_value name;
   napi_create_string_utf8(env, "fastpull:sha256", NAPI_AUTO_LENGTH, &name);
   napi_create_reference(env, argv[0], 1, &b->self);
@@ -873,7 +884,11 @@ static napi_value js_set_affinity(napi_env env, napi_callback_info info) {
     }
     CPU_SET(cpu, &set);
   }
-  if (sched_setaffinity((pid_t)tid, sizeof set, &set) != 0) return throw_errno(env, errno, "sched_setaffinity", "(thread)");
+  int r = sched_setaffinity((pid_t)tid, sizeof set, &set);
+  int err = errno;
+  // Every thread's kept set is read again: this may be any of them, or all of them in turn.
+  fastpull_cpus_changed();
+  if (r != 0) return throw_errno(env, err, "sched_setaffinity", "(thread)");
   return NULL;
 }
 

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fastpull_job_cpus.h"
+
 // Node.js unloads an addon when the last isolate that loaded it ends, which would pull the threads'
 // code from under them: a second reference to the addon (the one holding `symbol`) that is never
 // dropped, and RTLD_NODELETE, keep it mapped. Call under the caller's lock.
@@ -30,6 +32,7 @@ static int fastpull_start_threads(int* count, int want, int max, void* (*main)(v
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, stack);
+    fastpull_cpus_process_attr(&attr);
     int r = pthread_create(&t, &attr, main, NULL);
     pthread_attr_destroy(&attr);
     if (r != 0) return *count > 0 ? 0 : r;

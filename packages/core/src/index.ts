@@ -151,4 +151,5 @@ export {
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { unixDatagramSender, type UnixDatagramSender } from './util/unix-datagram.js';
 export { allowedCpus, applyCpuBudget, availableCores, cgroupCpuQuota, parseCpuBudget, parseCpuList, processCpuQuota, type CgroupPaths, type CpuBudgetState, type CpuQuota } from './util/cpu.js';
+export { PullCpuBudget } from './util/pull-cpu.js';
 export { BACKGROUND_NICE, enterBackground, type BackgroundState } from './util/background.js';

@@ -34,7 +34,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
       'type Mount', 'type MountRecord', 'mountsFor', 'type MountTarget', 'nestedDeeperThan', 'normalizePlatform', 'openStore',
       'parseChunkSize', 'parseCpuBudget', 'parseCpuList', 'parseDigest', 'parseDuration',
       'parseInflaterChoice', 'parsePlatform', 'parsePositiveDuration', 'parsePositiveInt', 'parsePullPriority', 'parseRateLimit', 'parseReference', 'parseSize', 'parseZtoc', 'type PhaseTotals', 'type Placement',
-      'type Platform', 'platformMatches', 'poolSizeFor', 'PriorityGate', 'processCpuQuota', 'proxyEnvironment', 'type ProxySettings', 'pull', 'PULL_PRIORITIES', 'type PulledImage', 'type PullEngine', 'type PullEvent', 'pullEvents',
+      'type Platform', 'platformMatches', 'poolSizeFor', 'PriorityGate', 'processCpuQuota', 'proxyEnvironment', 'type ProxySettings', 'pull', 'PULL_PRIORITIES', 'PullCpuBudget', 'type PulledImage', 'type PullEngine', 'type PullEvent', 'pullEvents',
       'type PullObserver', 'type PullOptions', 'type PullPriority', 'type PullResult', 'PullTicket', 'type PullTimings', 'type RangeRequest', 'type RateClock', 'type RateLimit', 'RateLimiter', 'type RateLimiterOptions', 'type Reference', 'referenceName',
       'removeWritableMount', 'resolveGunzip', 'resolveImage', 'scopedCredentials', 'selectPlatform', 'type ServicePullOptions',
       'type ServiceSettings', 'sha256Digest', 'sharedInflatePool', 'sharedPriorityGate', 'SIGNATURE_ENV', 'type SignatureCheck', 'type SignatureGate',

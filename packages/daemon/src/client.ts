@@ -66,6 +66,11 @@ export interface RemotePullOptions {
   readonly priority?: PullPriority;
   /** Bytes per second this pull may read (0 or unset: none of its own); the daemon's rate_limit holds as well. */
   readonly rateLimit?: number;
+  /**
+   * Whole cores this pull's unpack work may keep busy at once (unset: none of its own); the daemon's
+   * cpu_budget holds as well. Callers sharing a pull loosen it to the largest (one without lifts it).
+   */
+  readonly cpuBudget?: number;
 }
 
 /** A finished pull: the library's result, and where the image lies in the daemon's store. */
@@ -159,6 +164,7 @@ export class FastpullClient implements FastpullService {
       trace: options.onTrace !== undefined,
       priority: priorityToWire(options.priority),
       rateLimitBytesPerSecond: options.rateLimit ?? 0,
+      cpuBudget: options.cpuBudget ?? 0,
     };
     const call = this.client('fastpull.v1.Images').Pull(req);
     const abort = (): void => call.cancel();

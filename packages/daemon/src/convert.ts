@@ -1,7 +1,7 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import { FastpullError, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type ImageSignatures, type LayerState, type Mount, type Platform, type PullEvent, type PullPriority, type PullTimings, type SignatureVerdict, type TraceDocument } from '@fastpull/core';
+import { FastpullError, parseCpuBudget, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type ImageSignatures, type LayerState, type Mount, type Platform, type PullEvent, type PullPriority, type PullTimings, type SignatureVerdict, type TraceDocument } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireBlobInfo,
@@ -50,6 +50,11 @@ export function rateLimitFromWire(w: number | string | null | undefined): number
   const n = typeof w === 'string' ? Number(w) : (w ?? 0);
   if (!Number.isSafeInteger(n) || n < 0) throw new FastpullError('INVALID_ARGUMENT', `pull rate_limit_bytes_per_second ${String(w)}: want a whole number of bytes per second (0: no limit)`);
   return n;
+}
+
+/** A request's CPU budget in whole cores; 0 or absent: none of its own (uint32: always a whole number). */
+export function cpuBudgetFromWire(w: number | null | undefined): number | undefined {
+  return w ? parseCpuBudget(w, 'pull cpu_budget') : undefined;
 }
 
 export function platformToWire(p: Platform): WirePlatform {

@@ -14,10 +14,10 @@ import {
   type LocalService,
   type MountTarget,
   type PulledImage,
-  type PullPriority,
 } from '@fastpull/core';
-import { blobToWire, eventToWire, gcToWire, imageToWire, mountToWire, priorityFromWire, rateLimitFromWire, snapshotToWire, traceToWire } from './convert.js';
+import { blobToWire, cpuBudgetFromWire, eventToWire, gcToWire, imageToWire, mountToWire, priorityFromWire, rateLimitFromWire, snapshotToWire, traceToWire } from './convert.js';
 import { toStatus } from './errors.js';
+import { passLog } from './pull-log.js';
 import type {
   ContentHandlers,
   ImagesHandlers,
@@ -45,7 +45,7 @@ import type {
   WireUsageRequest,
   WireUsageResponse,
 } from './proto.js';
-import { pullKey, type PullManager } from './pulls.js';
+import { pullKey, type PullManager, type PullShares, type PullSubscriber } from './pulls.js';
 import { logFailure, unary } from './unary.js';
 import { writableMountHandlers } from './writable.js';
 
@@ -119,6 +119,27 @@ export function contentHandlers(ctx: HandlerContext): ContentHandlers {
   };
 }
 
+/** What a Pull request asks for, checked: the pull's identity and the caller's shares. */
+interface PullAsk {
+  readonly name: string;
+  readonly key: string;
+  readonly platform: string | undefined;
+  readonly credentials: { username: string; password: string } | undefined;
+  readonly shares: PullShares;
+}
+
+/** A Pull request checked; INVALID_REFERENCE or INVALID_ARGUMENT for what does not parse. */
+function pullAsk(ctx: HandlerContext, req: WirePullRequest): PullAsk {
+  const credentials = req.credentials && req.credentials.username ? { username: req.credentials.username, password: req.credentials.password } : undefined;
+  if (!req.reference) throw new FastpullError('INVALID_REFERENCE', 'pull: the request names no image reference');
+  const name = formatReference(parseReference(req.reference));
+  const platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
+  const key = pullKey({ name, platform, plainHttp: req.plainHttp, keepBlobs: req.keepBlobs || ctx.keepBlobs, credentials, trace: req.trace });
+  const cpuBudget = cpuBudgetFromWire(req.cpuBudget);
+  const shares: PullShares = { priority: priorityFromWire(req.priority), rateLimit: rateLimitFromWire(req.rateLimitBytesPerSecond), ...(cpuBudget !== undefined ? { cpuBudget } : {}) };
+  return { name, key, platform, credentials, shares };
+}
+
 /**
  * Images.Pull: joins the running pull of the same image, options and credentials, or starts one;
  * streams its progress from there. The caller going away only stops its stream.
@@ -126,82 +147,82 @@ export function contentHandlers(ctx: HandlerContext): ContentHandlers {
 function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullRequest, WirePullResponse>): void {
   const { service, log } = ctx;
   const req = call.request;
-  let name: string;
-  let key: string;
-  let platform: string | undefined;
-  let priority: PullPriority;
-  let rateLimit: number;
-  const given = req.credentials && req.credentials.username ? { username: req.credentials.username, password: req.credentials.password } : undefined;
+  let ask: PullAsk;
   try {
-    if (!req.reference) throw new FastpullError('INVALID_REFERENCE', 'pull: the request names no image reference');
-    name = formatReference(parseReference(req.reference));
-    platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
-    key = pullKey({ name, platform, plainHttp: req.plainHttp, keepBlobs: req.keepBlobs || ctx.keepBlobs, credentials: given, trace: req.trace });
-    priority = priorityFromWire(req.priority);
-    rateLimit = rateLimitFromWire(req.rateLimitBytesPerSecond);
+    ask = pullAsk(ctx, req);
   } catch (e) {
     logFailure(log, 'Images.Pull', e);
     call.emit('error', toStatus(e));
     return;
   }
-  let open = true;
+  const { name, platform, credentials } = ask;
+  const stream = streamPull(ctx, call);
   const { leave, joined } = ctx.pulls.join(
-    key,
+    ask.key,
     name,
-    (signal, onProgress, onTrace, ticket, limiter) =>
+    (signal, onProgress, onTrace, ticket, limiter, budget) =>
       service.pull(name, {
         ticket,
         ...(limiter ? { limiter } : {}),
+        ...(budget ? { budget } : {}),
+        ...(log.isLevelEnabled('debug') ? { observer: passLog(log, name, budget) } : {}),
         ...(platform ? { platform } : {}),
         ...(req.plainHttp ? { plainHttp: true } : {}),
         ...(req.keepBlobs ? { keepBlobs: true } : {}),
-        ...(given ? { credentials: given } : {}),
+        ...(credentials ? { credentials } : {}),
         ...(req.trace ? { onTrace } : {}),
         signal,
         onProgress,
       }),
-    {
-      progress: (e) => {
-        if (open) call.write(eventToWire(e));
-      },
-      trace: (t) => {
-        if (open) call.write(traceToWire(t));
-      },
-      finish: (r) => {
-        if (!open) return;
-        // A pull the snapshotter started for containerd, joined by this caller: the image is a
-        // user's now, and gc must not let it go when containerd forgets it.
-        const claimed = r.image.heldFor === undefined ? Promise.resolve(r) : service.claimImage(r.image).then((image) => ({ ...r, image }));
-        claimed.then(
-          (done) => {
-            if (!open) return;
-            open = false;
-            call.write(eventToWire({ type: 'done', image: done.image, timings: done.timings }, done));
-            call.end();
-          },
-          (e: unknown) => {
-            if (!open) return;
-            open = false;
-            logFailure(log, 'Images.Pull', e);
-            call.emit('error', toStatus(e));
-          },
-        );
-      },
-      fail: (e) => {
-        if (!open) return;
-        open = false;
-        call.emit('error', toStatus(e));
-      },
-    },
-    priority,
-    rateLimit,
+    stream.subscriber,
+    ask.shares,
   );
   ctx.pullRequested?.(joined);
   if (joined) log.debug({ image: name }, 'joined a running pull');
   call.on('cancelled', () => {
-    open = false;
+    stream.close();
     leave();
   });
+}
+
+/** One caller's stream of a shared pull: its progress, trace and answer, until the stream closes. */
+function streamPull(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullRequest, WirePullResponse>): { subscriber: PullSubscriber<PulledImage>; close: () => void } {
+  const { service, log } = ctx;
+  let open = true;
+  const subscriber: PullSubscriber<PulledImage> = {
+    progress: (e) => {
+      if (open) call.write(eventToWire(e));
+    },
+    trace: (t) => {
+      if (open) call.write(traceToWire(t));
+    },
+    finish: (r) => {
+      if (!open) return;
+      // A pull the snapshotter started for containerd, joined by this caller: the image is a
+      // user's now, and gc must not let it go when containerd forgets it.
+      const claimed = r.image.heldFor === undefined ? Promise.resolve(r) : service.claimImage(r.image).then((image) => ({ ...r, image }));
+      claimed.then(
+        (done) => {
+          if (!open) return;
+          open = false;
+          call.write(eventToWire({ type: 'done', image: done.image, timings: done.timings }, done));
+          call.end();
+        },
+        (e: unknown) => {
+          if (!open) return;
+          open = false;
+          logFailure(log, 'Images.Pull', e);
+          call.emit('error', toStatus(e));
+        },
+      );
+    },
+    fail: (e) => {
+      if (!open) return;
+      open = false;
+      call.emit('error', toStatus(e));
+    },
+  };
+  return { subscriber, close: () => void (open = false) };
 }
 
 /** A reference that parses, returned as given (resolveImage canonicalises it). */

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatReference, LocalService, parseReference, type PulledImage, type PullEvent, type PullResult } from '@fastpull/core';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacksRegistry, pushImage, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { PullManager, pullKey, type PullOutcome, type PullSubscriber, type StartPull } from './pulls.js';
-import type { RateLimiter } from '@fastpull/core';
+import type { PullCpuBudget, RateLimiter } from '@fastpull/core';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
 
 const binary = findDistributionBinary();
@@ -93,33 +93,41 @@ describe.skipIf(lacksRegistry())('shared pulls from docker-registry', () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  it('callers that join loosen the rate limit the first gave, to the loosest of theirs; none lifts it', async () => {
+  it('callers that join loosen the rate limit and CPU budget the first gave, to the loosest of theirs; none lifts them', async () => {
     const manager = new PullManager();
     const limiters: (RateLimiter | undefined)[] = [];
+    const budgets: (PullCpuBudget | undefined)[] = [];
     const ends: (() => void)[] = [];
     // The pull itself is not needed here: a start that hands back what it was given and ends when told.
-    const start: StartPull = (signal, _progress, _trace, _ticket, limiter) => {
+    const start: StartPull = (signal, _progress, _trace, _ticket, limiter, budget) => {
       limiters.push(limiter);
+      budgets.push(budget);
       return new Promise<PullResult>((_resolve, reject) => {
         ends.push(() => reject(new Error('ended by the test')));
         signal.addEventListener('abort', () => reject(signal.reason as Error));
       });
     };
     const limited = [caller(), caller(), caller(), caller()];
-    manager.join('limited', ref, start, limited[0]!, 'low', 1024 * 1024);
+    manager.join('limited', ref, start, limited[0]!, { priority: 'low', rateLimit: 1024 * 1024, cpuBudget: 1 });
     const limiter = limiters[0]!;
+    const budget = budgets[0]!;
     expect(limiter.bytesPerSecond).toBe(1024 * 1024);
-    manager.join('limited', ref, start, limited[1]!, 'low', 2 * 1024 * 1024);
+    expect(budget.cores).toBe(1);
+    manager.join('limited', ref, start, limited[1]!, { priority: 'low', rateLimit: 2 * 1024 * 1024, cpuBudget: 3 });
     expect(limiter.bytesPerSecond).toBe(2 * 1024 * 1024);
-    manager.join('limited', ref, start, limited[2]!, 'low', 512 * 1024);
+    expect(budget.cores).toBe(3);
+    manager.join('limited', ref, start, limited[2]!, { priority: 'low', rateLimit: 512 * 1024, cpuBudget: 2 });
     expect(limiter.bytesPerSecond).toBe(2 * 1024 * 1024);
+    expect(budget.cores).toBe(3);
     manager.join('limited', ref, start, limited[3]!);
     expect(limiter.bytesPerSecond).toBe(0);
+    expect(budget.cores).toBeUndefined();
     // A first caller without a limit gives the pull none, and a joiner's does not add one.
     const open = [caller(), caller()];
     manager.join('open', ref, start, open[0]!);
-    manager.join('open', ref, start, open[1]!, 'normal', 1024);
+    manager.join('open', ref, start, open[1]!, { rateLimit: 1024, cpuBudget: 1 });
     expect(limiters).toEqual([limiter, undefined]);
+    expect(budgets).toEqual([budget, undefined]);
     for (const end of ends) end();
     await manager.settled();
     for (const c of [...limited, ...open]) await expect(c.answer).rejects.toThrow('ended by the test');

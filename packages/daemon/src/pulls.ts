@@ -2,7 +2,7 @@
 // its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
 // a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
 // keeps what it downloaded for the next pull to resume).
-import { credentialsIdentity, FastpullError, PullTicket, RateLimiter, type Credentials, type PullEvent, type PullPriority, type PullResult, type TraceDocument } from '@fastpull/core';
+import { credentialsIdentity, FastpullError, PullCpuBudget, PullTicket, RateLimiter, type Credentials, type PullEvent, type PullPriority, type PullResult, type TraceDocument } from '@fastpull/core';
 
 /** What makes two pull requests the same pull. */
 export interface PullIdentity {
@@ -49,7 +49,18 @@ export type StartPull<R extends PullResult = PullResult> = (
   ticket: PullTicket,
   /** The pull's own rate limit, which callers that join later may loosen; absent: none. */
   limiter: RateLimiter | undefined,
+  /** The pull's own CPU budget, which callers that join later may loosen; absent: none. */
+  budget: PullCpuBudget | undefined,
 ) => Promise<R>;
+
+/** What one caller asks of the pull's shares; each unset is the loosest (normal priority, no limit). */
+export interface PullShares {
+  readonly priority?: PullPriority;
+  /** Bytes per second; 0 or unset: no limit. */
+  readonly rateLimit?: number;
+  /** Whole cores; unset: no budget. */
+  readonly cpuBudget?: number;
+}
 
 /** What a shared pull reports when it settles. */
 export interface PullOutcome<R extends PullResult = PullResult> {
@@ -108,14 +119,18 @@ class SharedPull<R extends PullResult> {
     readonly ticket: PullTicket,
     /** The pull's own rate limit: the loosest of its callers' (none once a caller without one joined). */
     readonly limiter: RateLimiter | undefined,
+    /** The pull's own CPU budget: the loosest of its callers', as the rate limit. */
+    readonly budget: PullCpuBudget | undefined,
   ) {}
 
   /**
-   * A caller asking for `bytesPerSecond` (0: no limit) joined: the pull reads as fast as the
-   * loosest of its callers allows, as it runs at the highest of their priorities. A caller that
-   * leaves does not tighten it again.
+   * A caller asking for `bytesPerSecond` (0: no limit) and `cpuBudget` cores (undefined: none)
+   * joined: the pull reads as fast and unpacks on as many cores as the loosest of its callers
+   * allows, as it runs at the highest of their priorities. A caller that leaves does not tighten
+   * them again.
    */
-  loosen(bytesPerSecond: number): void {
+  loosen(bytesPerSecond: number, cpuBudget: number | undefined): void {
+    this.budget?.loosen(cpuBudget);
     const now = this.limiter?.bytesPerSecond ?? 0;
     if (now === 0) return;
     if (bytesPerSecond === 0 || bytesPerSecond > now) this.limiter!.setRate(bytesPerSecond);
@@ -180,20 +195,21 @@ export class PullManager<R extends PullResult = PullResult> {
   }
 
   /**
-   * Joins the running pull of `key`, or starts one with `start`, at `priority` (default normal) and
-   * `rateLimit` bytes per second (default 0: none): a caller that joins raises the pull's priority to
-   * its own when that is higher, and loosens its rate limit to its own (none: lifted). Returns leave():
-   * the subscriber gets nothing more; when it was the last caller of an unfinished pull, the pull is
-   * aborted.
+   * Joins the running pull of `key`, or starts one with `start`, with the caller's `shares`: a
+   * caller that joins raises the pull's priority to its own when that is higher, and loosens its rate
+   * limit and CPU budget to its own (none: lifted). Returns leave(): the subscriber gets nothing
+   * more; when it was the last caller of an unfinished pull, the pull is aborted.
    */
-  join(key: string, name: string, start: StartPull<R>, subscriber: PullSubscriber<R>, priority: PullPriority = 'normal', rateLimit = 0): { leave: () => void; joined: boolean } {
+  join(key: string, name: string, start: StartPull<R>, subscriber: PullSubscriber<R>, shares: PullShares = {}): { leave: () => void; joined: boolean } {
+    const { priority = 'normal', rateLimit = 0, cpuBudget } = shares;
     let shared = this.running.get(key);
     const joined = shared !== undefined;
     if (!shared) {
-      shared = this.start(key, name, start, new PullTicket(priority), rateLimit > 0 ? new RateLimiter(rateLimit) : undefined);
+      const limiter = rateLimit > 0 ? new RateLimiter(rateLimit) : undefined;
+      shared = this.start(key, name, start, new PullTicket(priority), limiter, cpuBudget !== undefined ? new PullCpuBudget(cpuBudget) : undefined);
     } else {
       shared.ticket.raise(priority);
-      shared.loosen(rateLimit);
+      shared.loosen(rateLimit, cpuBudget);
       // A late caller: what it missed, as the latest state of everything.
       if (shared.resolved) subscriber.progress(shared.resolved);
       for (const index of [...shared.layers.keys()].sort((a, b) => a - b)) subscriber.progress(shared.layers.get(index)!);
@@ -214,8 +230,8 @@ export class PullManager<R extends PullResult = PullResult> {
     };
   }
 
-  private start(key: string, name: string, start: StartPull<R>, ticket: PullTicket, limiter: RateLimiter | undefined): SharedPull<R> {
-    const shared = new SharedPull<R>(key, name, ticket, limiter);
+  private start(key: string, name: string, start: StartPull<R>, ticket: PullTicket, limiter: RateLimiter | undefined, budget: PullCpuBudget | undefined): SharedPull<R> {
+    const shared = new SharedPull<R>(key, name, ticket, limiter, budget);
     this.running.set(key, shared);
     this.unsettled.add(shared);
     this.hooks.started?.(key, name);
@@ -256,6 +272,7 @@ export class PullManager<R extends PullResult = PullResult> {
         (trace) => (shared.trace = trace),
         ticket,
         limiter,
+        budget,
       );
     } catch (e) {
       running = Promise.reject(e);

@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
-import { asFastpullError, checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
+import { checkDirectory, FastpullError, LocalService, type PulledImage, type Store } from '@fastpull/core';
 import type { Tuning } from '@fastpull/core/tuning';
 import { readConfigFile, resolveConfig, serviceOptions, signatureSettingsOf, type DaemonConfig, type RawConfig } from './config.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
@@ -18,8 +18,9 @@ export { prepareSocket } from './socket.js';
 import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
 import { grpcServerOptions, type ConnectionLimits, type UnixListener } from './connections.js';
 import { footprint, IdleMemory } from './idle.js';
-import { logVerdict, signatureLog } from './verdicts.js';
-import { PullManager, type PullOutcome } from './pulls.js';
+import { signatureLog } from './verdicts.js';
+import { logPullOutcome } from './pull-log.js';
+import { PullManager } from './pulls.js';
 import { servicePolicy, sharedSnapshotPuller } from './snapshotter/pull.js';
 import { SnapshotterServer } from './snapshotter/server.js';
 import { announceAndLog, type AnnounceOutcome } from './snapshotter/announce.js';
@@ -106,7 +107,7 @@ export class Daemon {
         this.log.debug({ image: name }, 'pull started');
       },
       fetched: (n) => this.metrics.bytesFetched.inc(n),
-      settled: (o) => this.pullSettled(o),
+      settled: (o) => logPullOutcome(this.log, this.metrics, o),
       idle: () => this.idleMemory.idle(),
     });
     this.metrics = new DaemonMetrics({
@@ -322,33 +323,7 @@ export class Daemon {
     new ReflectionService(packageDefinition()).addToServer(this.server);
   }
 
-  // ---- Logs, reload, shutdown ----
-
-  private pullSettled(o: PullOutcome<PulledImage>): void {
-    this.metrics.settled(o.durationMs, o.result?.timings, o.error, o.bytesFetched, o.priority, o.queueWaitMs);
-    const verdict = logVerdict(this.log, this.metrics, o);
-    const base = { event: 'pull', image: o.name, callers: o.callers, bytesFetched: o.bytesFetched, durationMs: Math.round(o.durationMs) };
-    if (o.result) {
-      const t = o.result.timings;
-      const round = (n: number): number => Math.round(n * 10) / 10;
-      this.log.info(
-        {
-          ...base,
-          result: 'ok',
-          manifest: o.result.image.manifest.digest,
-          ...(verdict ? { signatures: verdict.outcome } : {}),
-          layers: t.layers.length,
-          layersFetched: t.layers.filter((l) => l.state === 'committed').length,
-          totalMs: round(t.totalMs),
-          phases: Object.fromEntries(Object.entries({ resolveMs: t.resolveMs, ...t.phases }).map(([k, v]) => [k, round(v)])),
-        },
-        'pull finished',
-      );
-    } else {
-      const { code, message } = asFastpullError(o.error).toJSON();
-      this.log[code === 'ABORTED' ? 'info' : 'warn']({ ...base, result: code === 'ABORTED' ? 'aborted' : 'error', code, err: message }, 'pull failed');
-    }
-  }
+  // ---- Reload, shutdown ----
 
   /** The hosts directory new pulls use (SIGHUP changes it). */
   get currentHostsDir(): string | undefined {

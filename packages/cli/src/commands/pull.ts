@@ -151,6 +151,8 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
   const rateLimit = flags.rateLimit !== undefined ? asUsageError(() => parseRateLimit(flags.rateLimit, '--rate-limit')) : 0;
   const options: ServicePullOptions = {
     ...(priority ? { priority } : {}),
+    // Here the whole process is held to it (tuning); fastpulld holds this pull's unpack work to it.
+    ...(tuning.cpuBudget !== undefined ? { cpuBudget: tuning.cpuBudget } : {}),
     ...(rateLimit > 0 ? { rateLimit } : {}),
     ...(flags.platform ? { platform: flags.platform } : {}),
     ...(flags.plainHttp ? { plainHttp: true } : {}),

@@ -12,6 +12,7 @@ import { LayerDownload, type DownloadContext } from './download.js';
 import { lockSnapshot } from '../snapshots/lock.js';
 import { isUnpacked } from './plan.js';
 import type { PriorityGate } from './priority.js';
+import type { PullCpuBudget } from '../util/pull-cpu.js';
 import { LayerProgress } from './progress.js';
 import { committedTimings, existsTimings } from './timings.js';
 import type { LayerTimings, PullOptions } from './types.js';
@@ -24,6 +25,8 @@ export interface LayerContext extends DownloadContext, CommitContext {
   readonly pool: UnpackPool;
   /** Where a low-priority pull waits for pulls above it before each layer. */
   readonly gate: PriorityGate;
+  /** The pull's CPU budget, which its passes follow; absent: none. */
+  readonly cpuBudget?: PullCpuBudget;
   /** The image's SOCI index, when looked for and found. */
   readonly soci: Promise<SociZtocs | undefined>;
 }
@@ -106,10 +109,11 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         signal,
         priority: layer.size,
         rank: ctx.ticket,
-        onStart: (t, borrowed) => {
+        ...(ctx.cpuBudget ? { cpuBudget: ctx.cpuBudget } : {}),
+        onStart: (t, borrowed, where) => {
           thread = t;
           progress.unpackStarted();
-          observer?.unpackStarted?.(index, { thread, read: () => consumed, ...(borrowed ? { borrowed } : {}) });
+          observer?.unpackStarted?.(index, { thread, read: () => consumed, ...(borrowed ? { borrowed } : {}), ...(where ? { tid: where.tid, cpus: where.cpus } : {}) });
         },
         onBytes: (n) => {
           consumed = n;

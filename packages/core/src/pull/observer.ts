@@ -11,6 +11,10 @@ export interface UnpackPassStart {
   readonly read: () => number;
   /** Whether it runs on a slot another pass lent while that one waits for its download (over the unpack concurrency). */
   readonly borrowed?: boolean;
+  /** The kernel's id of that worker thread (its directory in /proc/PID/task); absent without workers. */
+  readonly tid?: number;
+  /** The CPUs that thread may run on as the pass starts (its pull's, under PullOptions.cpuBudget); absent without workers. */
+  readonly cpus?: readonly number[];
 }
 
 /** A layer's unpack pass ended. */
@@ -41,4 +45,18 @@ export interface PullObserver {
   readonly unpackStarted?: (index: number, pass: UnpackPassStart) => void;
   /** Layer `index`'s unpack pass ended (succeeded or failed). */
   readonly unpackEnded?: (index: number, pass: UnpackPassEnd) => void;
+}
+
+/**
+ * One observer that tells both, `a` first; whichever is given when only one is.
+ * @example const observer = observeBoth(trace?.observer, { unpackStarted: (i, p) => log(i, p.tid) });
+ */
+export function observeBoth(a: PullObserver | undefined, b: PullObserver | undefined): PullObserver | undefined {
+  if (!a || !b) return a ?? b;
+  return {
+    bytes: (index, n, resumed) => (a.bytes?.(index, n, resumed), b.bytes?.(index, n, resumed)),
+    range: (index, request) => (a.range?.(index, request), b.range?.(index, request)),
+    unpackStarted: (index, pass) => (a.unpackStarted?.(index, pass), b.unpackStarted?.(index, pass)),
+    unpackEnded: (index, pass) => (a.unpackEnded?.(index, pass), b.unpackEnded?.(index, pass)),
+  };
 }

@@ -14,6 +14,7 @@ import { FetchScheduler, sharedFetchScheduler } from '../registry/scheduler.js';
 import { openStore, type Store } from '../store/root.js';
 import { sharedUnpackPool, UnpackPool } from '../unpack/pool/pool.js';
 import { holdPullMemory } from '../util/allocator.js';
+import { affinitySetter, PullCpuBudget } from '../util/pull-cpu.js';
 import { acquireLease } from '../store/lease.js';
 import { checkSignatures, gateCovers } from '../signatures/gate.js';
 import type { ImageSignatures } from '../signatures/types.js';
@@ -55,6 +56,7 @@ export async function pull(reference: string | Reference, given: PullOptions): P
   const ticket = options.priority instanceof PullTicket ? options.priority : new PullTicket(options.priority ?? 'normal');
   const throttle = throttleOf(rateLimits(options.rateLimit), ticket);
   const connections = options.engine?.connections;
+  const cpuBudget = pullCpuBudget(options.cpuBudget);
   const client = options.client ?? clientFor({ ...options, ...(throttle ? { throttle } : {}), ...(connections ? { connections } : {}) });
   const signal = options.signal;
   // A worker thread starts while the image resolves, so the first layer's pass need not wait for one.
@@ -85,7 +87,7 @@ export async function pull(reference: string | Reference, given: PullOptions): P
         verdict?.signal ?? signal,
       );
       try {
-        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, { id: lease.id, ticket, gate, throttle }, t0, resolveMs, verdict);
+        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, { id: lease.id, ticket, gate, throttle, cpuBudget }, t0, resolveMs, verdict);
       } finally {
         await lease.release();
       }
@@ -276,6 +278,19 @@ interface PullRun {
   readonly gate: PriorityGate;
   /** The pull's network rate limit; undefined: none. */
   readonly throttle: ByteThrottle | undefined;
+  /** The pull's CPU budget; undefined: none. */
+  readonly cpuBudget: PullCpuBudget | undefined;
+}
+
+/**
+ * PullOptions.cpuBudget as the object its passes follow, checked before any work: INVALID_ARGUMENT
+ * for a budget that is not a whole number of at least 1, FAILED_PRECONDITION without the addon.
+ */
+function pullCpuBudget(given: PullOptions['cpuBudget']): PullCpuBudget | undefined {
+  if (given === undefined) return undefined;
+  const budget = given instanceof PullCpuBudget ? given : new PullCpuBudget(given);
+  if (budget.cores !== undefined) affinitySetter(`a CPU budget of ${budget.cores} for a pull`);
+  return budget;
 }
 
 /** PullOptions.rateLimit as a list. */
@@ -320,6 +335,7 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
     ticket: run.ticket,
     gate: run.gate,
     ...(throttle ? { throttle } : {}),
+    ...(run.cpuBudget ? { cpuBudget: run.cpuBudget } : {}),
     keepBlobs: options.keepBlobs === true,
     rootless: options.rootless ?? process.getuid?.() !== 0,
     // Only the parallel inflater uses zTOCs; the lookup runs while the downloads start.

@@ -14,6 +14,7 @@ import type { InflaterChoice } from '../unpack/decompress/inflater.js';
 import type { Tuning } from '../tuning.js';
 import type { PullObserver } from './observer.js';
 import type { PriorityGate, PullPriority, PullTicket } from './priority.js';
+import type { PullCpuBudget } from '../util/pull-cpu.js';
 
 /**
  * Where a layer of a pull is, in the order a layer goes through them; a layer's states only move
@@ -279,6 +280,17 @@ export interface PullOptions {
    * `scheduler`, `pool` or `priorityGate` given above wins over the engine's.
    */
   readonly engine?: PullEngine;
+  /**
+   * Whole cores the pull's unpack work may keep busy at once, while the process's other pulls keep
+   * theirs: each of its unpack passes runs on a worker thread confined to the last N of the process's
+   * CPUs, the hashing, decoding and small-file writing a pass hands to shared threads run on those
+   * CPUs too, and the pull runs at most poolSizeFor(N) passes at once. A {@link PullCpuBudget} lets
+   * the caller loosen it while the pull runs. Needs the native addon (FAILED_PRECONDITION without
+   * it) and unpacking on worker threads (with `threads: false` the passes run unconfined); node:zlib's
+   * decoding, where the addon has no ISA-L, runs on node's own pool, outside it. Default: none (the
+   * process's CPUs; see LocalServiceOptions.cpuBudget for a budget of the whole process).
+   */
+  readonly cpuBudget?: number | PullCpuBudget;
 }
 
 /** What a successful pull returns. */

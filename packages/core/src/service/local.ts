@@ -14,7 +14,7 @@ import type { ImageRecord } from '../images/store.js';
 import { parseReference } from '../oci/reference.js';
 import type { Digest } from '../oci/digest.js';
 import { pull, type PullEvent, type PullResult, type PullTicket } from '../pull/pull.js';
-import type { PullObserver } from '../pull/observer.js';
+import { observeBoth, type PullObserver } from '../pull/observer.js';
 import { TraceRecorder } from '../pull/trace.js';
 import type { CredentialsProvider } from '../registry/auth.js';
 import { proxyEnvironment, type ProxySettings } from '../registry/proxy.js';
@@ -32,6 +32,7 @@ import { checkDirectory, type DirectoryUse } from '../util/paths.js';
 import { applyCpuBudget, type CpuBudgetState } from '../util/cpu.js';
 import type { SignatureGate } from '../signatures/gate.js';
 import { loadSignatureVerifiers, signaturesEnabled, type SignatureSettings } from '../signatures/settings.js';
+import { processCpusChanged, type PullCpuBudget } from '../util/pull-cpu.js';
 import type { SignatureVerifier } from '../signatures/types.js';
 import { dockerCredentialsWithWarning, scopedCredentials } from './credentials.js';
 import { DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, type ServiceSettings } from './settings.js';
@@ -45,6 +46,10 @@ export interface LocalPullOptions extends ServicePullOptions {
   readonly ticket?: PullTicket;
   /** The pull's own rate limit as a limiter the caller may change while it runs (over `rateLimit`): pulls that callers share. */
   readonly limiter?: RateLimiter;
+  /** The pull's CPU budget as one the caller may loosen while it runs (over `cpuBudget`): pulls that callers share. */
+  readonly budget?: PullCpuBudget;
+  /** Watches the pull from inside (PullOptions.observer), beside the trace's observer when one is asked for. */
+  readonly observer?: PullObserver;
 }
 
 /** How a local service is built; every setting applies to all of its pulls. */
@@ -189,6 +194,7 @@ export class LocalService implements FastpullService {
   setCpuBudget(cores: number | undefined): CpuBudgetState {
     const state = applyCpuBudget(cores);
     this.cpuBudget = cores;
+    processCpusChanged();
     return state;
   }
 
@@ -254,7 +260,7 @@ export class LocalService implements FastpullService {
     let result: PullResult | undefined;
     trace?.start();
     try {
-      result = await this.runPull(reference, options, credentials, onProgress, trace?.observer, signatures);
+      result = await this.runPull(reference, options, credentials, onProgress, observeBoth(trace?.observer, options.observer), signatures);
     } finally {
       if (trace) options.onTrace!(trace.finish(result?.timings));
     }
@@ -290,6 +296,7 @@ export class LocalService implements FastpullService {
       ...(options.heldFor ? { heldFor: options.heldFor } : {}),
       ...(options.ticket ? { priority: options.ticket } : options.priority ? { priority: options.priority } : {}),
       ...(limits.length > 0 ? { rateLimit: limits } : {}),
+      ...(options.budget ? { cpuBudget: options.budget } : options.cpuBudget !== undefined ? { cpuBudget: options.cpuBudget } : {}),
       ...(o.onRetry ? { onRetry: o.onRetry } : {}),
       ...(o.onStraggler ? { onStraggler: o.onStraggler } : {}),
       ...(options.signal ? { signal: options.signal } : {}),

@@ -51,6 +51,12 @@ export interface ServicePullOptions {
    * by all its pulls, holds as well.
    */
   readonly rateLimit?: number;
+  /**
+   * Whole cores this pull's unpack work may keep busy at once (see PullOptions.cpuBudget), while the
+   * service's other pulls keep theirs; unset: none of its own. A budget of the whole service (its
+   * process) holds as well.
+   */
+  readonly cpuBudget?: number;
 }
 
 /** Where a pulled image lies. */

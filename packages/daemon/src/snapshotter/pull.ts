@@ -17,7 +17,7 @@ export function sharedSnapshotPuller(pulls: PullManager<PulledImage>, service: L
       // share one pull, and the record is marked as whichever of the two started it asked.
       const key = pullKey({ name, plainHttp: false, keepBlobs, trace: false });
       // A container start waits on this pull: it goes first (and raises a background pull it joins,
-      // lifting the rate limit that pull's caller gave it).
+      // lifting the rate limit and the CPU budget that pull's caller gave it).
       const { leave } = pulls.join(
         key,
         name,
@@ -27,7 +27,7 @@ export function sharedSnapshotPuller(pulls: PullManager<PulledImage>, service: L
           finish: resolve,
           fail: reject,
         },
-        'high',
+        { priority: 'high' },
       );
       // Leaving stops this caller's share only: the pull goes on while another caller waits for it.
       const cancel = (): void => {

@@ -8,12 +8,14 @@ import { Watermark } from '../../content/watermark.js';
 import { MediaTypes } from '../../oci/mediatypes.js';
 import { buildLayer } from '../../testing/builder.js';
 import { CONSUMED_POLL_MS, idleCores, machineIdleMs } from './lending.js';
-import { poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB } from './pool.js';
+import { poolSizeFor, UnpackPool, WORKER_YOUNG_GENERATION_MB, type PassThread } from './pool.js';
+import { allowedCpus } from '../../util/cpu.js';
+import { PullCpuBudget } from '../../util/pull-cpu.js';
 import { startWorkerAhead, workerAhead } from './spawn.js';
 import type { Worker } from 'node:worker_threads';
 import { processInflateBudget } from '../decompress/pargzip-budget.js';
 import { InflatePool } from '../decompress/pargzip.js';
-import { lacks } from '../../testing/needs.js';
+import { lacks, notHere } from '../../testing/needs.js';
 
 /** A machine with 64 idle cores, whatever else runs (the tests run side by side). */
 const idleMachine = () => performance.now() * 64;
@@ -283,6 +285,53 @@ describe('UnpackPool', () => {
       // worker started for the lent slot is gone.
       expect(await overlapped(pool, 'after-lend')).toBe(false);
       expect(pool.workers).toBe(1);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it.skipIf(notHere(allowedCpus().length < 2 ? 'one CPU only: a budget of 1 is all of it' : undefined))('confines a pass of a pull with a CPU budget to its CPUs, one pass of that pull at a time, until the budget is lifted', async () => {
+    const all = allowedCpus();
+    const last = all.slice(-1);
+    const pool = new UnpackPool({ size: 2, machineIdle: busyMachine });
+    const budget = new PullCpuBudget(1);
+    try {
+      const order: string[] = [];
+      const where = new Map<string, PassThread | undefined>();
+      let aRuns!: () => void;
+      const aStarted = new Promise<void>((r) => (aRuns = r));
+      const started = (name: string) => (_t: number, _lent: boolean, w?: PassThread) => {
+        order.push(name);
+        where.set(name, w);
+        if (name === 'a') aRuns();
+      };
+      const a = await blob('budget-a', 5);
+      const held = new Watermark(a.size);
+      const first = pool.run(
+        { blobPath: a.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-a'), follow: { watermark: held.buffer, size: a.size } },
+        { cpuBudget: budget, onStart: started('a') },
+      );
+      await aStarted;
+      const b = await blob('budget-b', 2);
+      const c = await blob('budget-c', 2);
+      // The budget's second pass waits, though a slot is free; a pass without a budget takes it.
+      const second = pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-b') }, { cpuBudget: budget, onStart: started('b') });
+      const other = await pool.run({ blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-c') }, { onStart: started('c') });
+      expect(other.diffID).toBe(c.diffID);
+      expect(order).toEqual(['a', 'c']);
+      // Read from /proc, not only from what the worker says.
+      const tidA = where.get('a')!.tid;
+      expect(where.get('a')!.cpus).toEqual(last);
+      expect(allowedCpus(tidA)).toEqual(last);
+      expect(where.get('c')!.cpus).toEqual(all);
+      budget.lift();
+      expect((await second).diffID).toBe(b.diffID);
+      expect(order).toEqual(['a', 'c', 'b']);
+      expect(where.get('b')!.cpus).toEqual(all);
+      held.add(0, a.size);
+      expect((await first).diffID).toBe(a.diffID);
+      // Its worker is back on every CPU once the pass is done.
+      expect(allowedCpus(tidA)).toEqual(all);
     } finally {
       await pool.close();
     }

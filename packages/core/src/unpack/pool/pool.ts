@@ -4,11 +4,13 @@ import type { Worker } from 'node:worker_threads';
 import { WatermarkView } from '../../content/watermark.js';
 import { abortError, FastpullError } from '../../errors.js';
 import { availableCores } from '../../util/cpu.js';
+import type { PullCpuBudget } from '../../util/pull-cpu.js';
 import type { UnpackedLayer } from '../layer.js';
 import { machineIdleMs, PassWatch } from './lending.js';
 import { compiledWorker, startUnpackWorker, takeWorkerAhead } from './spawn.js';
 import { runOnWorker } from './task-channel.js';
-import type { FromWorker, WorkerTask } from './worker.js';
+import { BudgetedPasses } from './budgeted.js';
+import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
 
 /** Options of an {@link UnpackPool}. */
 export interface UnpackPoolOptions {
@@ -24,6 +26,14 @@ export interface UnpackPoolOptions {
   readonly machineIdle?: () => number;
 }
 
+/** Where a pass on a worker runs, as the worker says once it has started it. */
+export interface PassThread {
+  /** The kernel's id of the worker's thread (its directory in /proc/PID/task). */
+  readonly tid: number;
+  /** The CPUs it may run on (its pull's, under a CPU budget). */
+  readonly cpus: readonly number[];
+}
+
 /** Options of one {@link UnpackPool.run}. */
 export interface RunOptions {
   /** Withdraws a waiting task or stops a running one (ABORTED). */
@@ -33,11 +43,17 @@ export interface RunOptions {
   /** Higher runs first among waiting tasks, before `priority` (pull gives its pull's priority); read again at each grant. */
   readonly rank?: { readonly rank: number };
   /**
-   * Called when the task gets its slot and starts, with the `threadId` of the thread that runs it
+   * The CPU budget of the task's pull: the pass runs on a worker confined to its CPUs (and follows
+   * it when it loosens), and the pull's passes take at most {@link poolSizeFor} its cores of the
+   * pool's slots at once. Without worker threads the pass runs unconfined on the calling thread.
+   */
+  readonly cpuBudget?: PullCpuBudget;
+  /**
+   * Called when the task has its slot and runs (on a worker, once it is on its CPUs), with the `threadId` of the thread that runs it
    * (0: the calling thread, when the pool runs no workers), and whether it runs on a slot that a pass
    * waiting for its download lent ({@link LEND_WAIT_SHARE}), over the pool's size.
    */
-  readonly onStart?: (thread: number, borrowed: boolean) => void;
+  readonly onStart?: (thread: number, borrowed: boolean, where?: PassThread) => void;
   /**
    * Called with the compressed bytes the pass has consumed so far, as they grow: at most every
    * CONSUMED_POLL_MS from a worker thread (read from shared memory, no messages), at each read
@@ -81,6 +97,7 @@ function landedCheck(task: WorkerTask): () => boolean {
 
 interface Waiting {
   readonly rank: { readonly rank: number } | undefined;
+  readonly budget: PullCpuBudget | undefined;
   readonly priority: number;
   readonly seq: number;
   /** Whether the task's blob has landed in full (a pass on it will not wait for its download). */
@@ -131,6 +148,8 @@ export class UnpackPool {
   private broken = false;
   private closed = false;
   private readonly machineIdle: () => number;
+  /** Passes running now of each pull with a CPU budget: poolSizeFor(its cores) at most. */
+  private readonly budgeted = new BudgetedPasses(poolSizeFor);
 
   constructor(options: UnpackPoolOptions = {}) {
     this.size = options.size ?? poolSizeFor();
@@ -150,7 +169,8 @@ export class UnpackPool {
    */
   async run(task: WorkerTask, options: RunOptions = {}): Promise<UnpackedLayer> {
     const { signal } = options;
-    const borrowed = await this.acquire(options.rank, options.priority ?? 0, landedCheck(task), signal);
+    const budget = options.cpuBudget;
+    const borrowed = await this.acquire(options.rank, options.priority ?? 0, landedCheck(task), signal, budget);
     this.granted--;
     try {
       if (signal?.aborted) throw abortError(signal, `unpacking ${task.blobPath}`);
@@ -160,9 +180,9 @@ export class UnpackPool {
         const { unpackLayer } = await import('../layer.js');
         return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
       }
-      return await this.onWorker(task, signal, options.onStart && ((thread) => options.onStart!(thread, borrowed)), options.onBytes);
+      return await this.onWorker(task, signal, options.onStart && ((thread, where) => options.onStart!(thread, borrowed, where)), options.onBytes, budget);
     } finally {
-      this.release(borrowed);
+      this.release(borrowed, budget);
     }
   }
 
@@ -174,21 +194,27 @@ export class UnpackPool {
    * A worker that is ready already (one the CLI started ahead, or a warm one) goes to the first task
    * that asks: holding it for a larger layer still on its way made no pull faster (bench/README.md).
    */
-  private acquire(rank: { readonly rank: number } | undefined, priority: number, landed: () => boolean, signal?: AbortSignal): Promise<boolean> {
+  private acquire(rank: { readonly rank: number } | undefined, priority: number, landed: () => boolean, signal: AbortSignal | undefined, budget: PullCpuBudget | undefined): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
       const entry: Waiting = {
         rank,
+        budget,
         priority,
         seq: this.seq++,
         landed,
         start: (borrowed) => {
           signal?.removeEventListener('abort', onAbort);
+          unwatch?.();
           if (borrowed) this.borrowed++;
           else this.active++;
+          this.budgeted.started(budget);
           resolve(borrowed);
         },
       };
+      // A budget that loosens may let the task start now.
+      const unwatch = budget?.onChange(() => this.grant());
       const onAbort = () => {
+        unwatch?.();
         const i = this.waiting.indexOf(entry);
         if (i >= 0) this.waiting.splice(i, 1);
         reject(abortError(signal, 'waiting to unpack'));
@@ -199,9 +225,10 @@ export class UnpackPool {
     });
   }
 
-  private release(borrowed: boolean): void {
+  private release(borrowed: boolean, budget: PullCpuBudget | undefined): void {
     if (borrowed) this.borrowed--;
     else this.active--;
+    this.budgeted.ended(budget);
     this.grant();
     this.retireSpare();
   }
@@ -238,11 +265,14 @@ export class UnpackPool {
   /** The next task to start and whether on a borrowed slot; undefined when none may. */
   private next(): { index: number; borrowed: boolean } | undefined {
     if (this.waiting.length === 0) return undefined;
-    // Ranks are read now, not when the task came: a waiting pull's priority may have risen since.
+    // Ranks and budgets are read now, not when the task came: a waiting pull's priority may have risen since.
     if (this.waiting.length > 1) this.waiting.sort((a, b) => (b.rank?.rank ?? 1) - (a.rank?.rank ?? 1) || b.priority - a.priority || a.seq - b.seq);
-    if (this.active < this.size) return { index: 0, borrowed: false };
+    if (this.active < this.size) {
+      const index = this.waiting.findIndex((w) => this.budgeted.allows(w.budget));
+      return index < 0 ? undefined : { index, borrowed: false };
+    }
     if (this.borrowed >= this.lent) return undefined;
-    const index = this.waiting.findIndex((w) => w.landed());
+    const index = this.waiting.findIndex((w) => w.landed() && this.budgeted.allows(w.budget));
     return index < 0 ? undefined : { index, borrowed: true };
   }
 
@@ -349,10 +379,12 @@ export class UnpackPool {
     return slot;
   }
 
-  private onWorker(task: WorkerTask, signal?: AbortSignal, onStart?: (thread: number) => void, onBytes?: (consumed: number) => void): Promise<UnpackedLayer> {
+  private onWorker(task: WorkerTask, signal?: AbortSignal, onStart?: (thread: number, where: PassThread) => void, onBytes?: (consumed: number) => void, budget?: PullCpuBudget): Promise<UnpackedLayer> {
     const slot = this.slot();
-    onStart?.(slot.worker.threadId);
     const id = this.nextId++;
+    const cpus = budget?.cpus();
+    // A budget that loosens while the pass runs moves its worker at once.
+    const unconfine = budget?.onChange(() => slot.worker.postMessage({ type: 'confine', id, cpus: budget.cpus() ?? null } satisfies ToWorker));
     slot.busy = true;
     slot.worker.ref();
     const watch = new PassWatch(task.follow !== undefined, onBytes, this.machineIdle, {
@@ -360,8 +392,10 @@ export class UnpackPool {
       lend: () => this.lend(),
       reclaim: () => this.reclaim(),
     });
-    return runOnWorker(slot.worker, { id, task, state: watch.state }, signal, (ok) => {
+    const started = onStart && ((tid: number, on: readonly number[]) => onStart(slot.worker.threadId, { tid, cpus: on }));
+    return runOnWorker(slot.worker, { id, task, state: watch.state, ...(cpus ? { cpus } : {}), ...(started ? { started } : {}) }, signal, (ok) => {
       watch.stop();
+      unconfine?.();
       slot.busy = false;
       if (ok) {
         // Idle workers must not keep the process alive.

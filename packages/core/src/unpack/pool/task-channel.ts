@@ -5,13 +5,25 @@ import { FastpullError, type ErrorCode } from '../../errors.js';
 import type { UnpackedLayer } from '../layer.js';
 import type { FromWorker, ToWorker, WorkerTask } from './worker.js';
 
+/** One task for {@link runOnWorker}. */
+export interface WorkerRun {
+  readonly id: number;
+  readonly task: WorkerTask;
+  /** The memory the worker writes its progress into. */
+  readonly state: BigInt64Array<SharedArrayBuffer> | undefined;
+  /** The CPUs the task runs on (its pull's CPU budget); absent: the process's. */
+  readonly cpus?: readonly number[];
+  /** The task runs, on its CPUs already: the kernel's id of the worker's thread, and those CPUs. */
+  readonly started?: (tid: number, cpus: readonly number[]) => void;
+}
+
 /**
- * Runs `run.task` on `worker` as task `run.id`, with `run.state` as the memory the worker writes its
- * progress into. `ended` is called once, before the promise settles: with true when the worker
- * answered (it can take the next task), false when it failed or exited (it is done for). An abort of
- * `signal` asks the worker to stop the task; the worker's answer then ends it (ABORTED).
+ * Runs `run.task` on `worker` as task `run.id`. `ended` is called once, before the promise settles:
+ * with true when the worker answered (it can take the next task), false when it failed or exited
+ * (it is done for). An abort of `signal` asks the worker to stop the task; the worker's answer then
+ * ends it (ABORTED).
  */
-export function runOnWorker(worker: Worker, run: { readonly id: number; readonly task: WorkerTask; readonly state: BigInt64Array<SharedArrayBuffer> | undefined }, signal: AbortSignal | undefined, ended: (ok: boolean) => void): Promise<UnpackedLayer> {
+export function runOnWorker(worker: Worker, run: WorkerRun, signal: AbortSignal | undefined, ended: (ok: boolean) => void): Promise<UnpackedLayer> {
   const { id, task, state } = run;
   return new Promise<UnpackedLayer>((resolve, reject) => {
     const done = (ok: boolean) => {
@@ -23,6 +35,10 @@ export function runOnWorker(worker: Worker, run: { readonly id: number; readonly
     };
     const onMessage = (msg: FromWorker) => {
       if (msg.type === 'ready' || msg.id !== id) return;
+      if (msg.type === 'started') {
+        run.started?.(msg.tid, msg.cpus);
+        return;
+      }
       if (msg.type === 'done') {
         done(true);
         resolve(msg.result);
@@ -44,7 +60,7 @@ export function runOnWorker(worker: Worker, run: { readonly id: number; readonly
     worker.on('error', onError);
     worker.on('exit', onExit);
     signal?.addEventListener('abort', onAbort, { once: true });
-    worker.postMessage({ type: 'run', id, task, ...(state ? { state: state.buffer } : {}) } satisfies ToWorker);
+    worker.postMessage({ type: 'run', id, task, ...(state ? { state: state.buffer } : {}), ...(run.cpus ? { cpus: run.cpus } : {}) } satisfies ToWorker);
     if (signal?.aborted) onAbort();
   });
 }

@@ -42,9 +42,18 @@ export interface PullRequest {
   /**
    * Bytes per second this pull may read from registries; 0: no limit of its own. It only lowers
    * what the daemon allows: the daemon's rate_limit, shared by all its pulls, holds as well. A
-   * caller that joins a running pull of the same image leaves that pull's limit as it is.
+   * caller that joins a running pull of the same image loosens it to its own limit when that is
+   * higher, and lifts it when it gives none.
    */
   'rateLimitBytesPerSecond'?: (number | string | Long);
+  /**
+   * Whole cores this pull's unpack work may keep busy at once: its unpack passes, their decoder
+   * threads and their hashing run on that many of the daemon's CPUs, while its other pulls keep
+   * every one; 0: no budget of its own. The daemon's cpu_budget, over all its pulls, holds as well.
+   * A caller that joins a running pull of the same image loosens it to its own budget when that is
+   * larger, and lifts it when it gives none (as the containerd fast path's pulls do).
+   */
+  'cpuBudget'?: (number);
 }
 
 /**
@@ -85,7 +94,16 @@ export interface PullRequest__Output {
   /**
    * Bytes per second this pull may read from registries; 0: no limit of its own. It only lowers
    * what the daemon allows: the daemon's rate_limit, shared by all its pulls, holds as well. A
-   * caller that joins a running pull of the same image leaves that pull's limit as it is.
+   * caller that joins a running pull of the same image loosens it to its own limit when that is
+   * higher, and lifts it when it gives none.
    */
   'rateLimitBytesPerSecond': (number);
+  /**
+   * Whole cores this pull's unpack work may keep busy at once: its unpack passes, their decoder
+   * threads and their hashing run on that many of the daemon's CPUs, while its other pulls keep
+   * every one; 0: no budget of its own. The daemon's cpu_budget, over all its pulls, holds as well.
+   * A caller that joins a running pull of the same image loosens it to its own budget when that is
+   * larger, and lifts it when it gives none (as the containerd fast path's pulls do).
+   */
+  'cpuBudget': (number);
 }
