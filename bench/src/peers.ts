@@ -11,7 +11,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { arch, availableParallelism, loadavg, release, totalmem } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { basename, join, relative, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
 import { criContender } from './peers/cri.js';
@@ -197,6 +197,11 @@ const allContenders: Record<string, Contender> = {
 const contenders = CONTENDERS.map((n) => {
   // `fastpull:<inflater>`: the CLI with --inflater <inflater>, to compare the gzip decoders end to end.
   if (n.startsWith('fastpull:')) return fastpullCli(repo, n.slice('fastpull:'.length));
+  // `fastpull@<checkout>`: the CLI of another built checkout, to compare two builds run for run.
+  if (n.startsWith('fastpull@')) {
+    const other = resolve(n.slice('fastpull@'.length));
+    return { ...fastpullCli(other), name: `fastpull (CLI) of ${basename(other)}` };
+  }
   const c = allContenders[n];
   if (!c) throw new Error(`BENCH_CONTENDERS: unknown contender ${n} (known: ${Object.keys(allContenders).join(', ')})`);
   return c;
