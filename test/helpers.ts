@@ -1,6 +1,7 @@
 // Shared helpers of the cross-package tests: temp dirs, store inspection, the built CLI.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { isFastpullError, type FastpullError } from '@fastpull/core';
+import { isFastpullError, sha256Digest, type FastpullError } from '@fastpull/core';
+import type { BuiltImage } from '@fastpull/core/testing';
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -185,4 +186,18 @@ export function fingerprint(dir: string): string[] {
   };
   walk('');
   return out;
+}
+
+/** `image` with its config and manifest rewritten by `config` and `manifest` (each given the parsed document). */
+export function rewriteImage(image: BuiltImage, edit: { config?: (c: Record<string, unknown>) => Buffer; manifest?: (m: Record<string, unknown>) => Buffer }): BuiltImage {
+  const config = edit.config ? edit.config(JSON.parse(image.config.toString('utf8')) as Record<string, unknown>) : image.config;
+  const configDigest = sha256Digest(config);
+  const doc = JSON.parse(image.manifest.toString('utf8')) as Record<string, unknown>;
+  const next = { ...doc, config: { ...(doc.config as object), digest: configDigest, size: config.length } };
+  const manifest = edit.manifest ? edit.manifest(next) : Buffer.from(JSON.stringify(next));
+  const manifestDigest = sha256Digest(manifest);
+  const blobs = new Map(image.blobs);
+  blobs.delete(image.configDigest);
+  blobs.set(configDigest, config);
+  return { ...image, config, configDigest, manifest, manifestDigest, manifestDescriptor: { ...image.manifestDescriptor, digest: manifestDigest, size: manifest.length }, blobs };
 }

@@ -3,12 +3,12 @@ import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chainIDs, openStore, pull, pullEvents, type PullEvent } from '@fastpull/core';
+import { chainIDs, openStore, pull, pullEvents, sha256Digest, type PullEvent } from '@fastpull/core';
 import { findInflater } from '@fastpull/core/unpack';
 import { hashFile } from '@fastpull/core/content';
 import { FileSnapshotter } from '@fastpull/core/snapshots';
-import { blobDataPath, buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, pushImage, pushIndex, sampleImage, startDistribution } from '@fastpull/core/testing';
-import { corruptBlobs, ls, tempDir } from './helpers.js';
+import { blobDataPath, buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, Prng, pushImage, pushIndex, sampleImage, startDistribution } from '@fastpull/core/testing';
+import { corruptBlobs, failure, ls, rewriteImage, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
 if (!binary) console.warn('skipping distribution tests: docker-registry is not installed (scripts/bootstrap.sh installs it)');
@@ -184,6 +184,43 @@ describe.skipIf(lacksRegistry())('pull from the CNCF distribution registry', () 
     const p = await pull(`${registry.host}/formats/plain:1`, { root });
     expect(p.image.layers.map((l) => l.diffID)).toEqual(plain.layers.map((l) => l.digest));
     expect(corruptBlobs(root)).toEqual([]);
+  });
+
+  it('hashes an uncompressed layer once, and refuses a config naming another diffID for it, committing nothing', async () => {
+    const weights = new Prng(34).bytes(4 * 1024 * 1024 + 321);
+    const plain = await buildImage({ layers: [[{ type: 'file', path: 'model/weights.bin', content: weights }], [{ type: 'file', path: 'model/config.json', content: '{}' }]], compression: 'none' });
+    expect(plain.layers.map((l) => l.mediaType)).toEqual(['application/vnd.oci.image.layer.v1.tar', 'application/vnd.oci.image.layer.v1.tar']);
+    await pushImage(registry.url, 'model/plain', '1', plain);
+    const root = join(work.dir, 'store-model');
+    const { image: rec, timings } = await pull(`${registry.host}/model/plain:1`, { root });
+    expect(rec.layers.map((l) => l.diffID)).toEqual(plain.layers.map((l) => l.digest));
+    for (const l of timings.layers) {
+      // The blob's hash ran; the tar's, over the same bytes, did not.
+      expect(l.blobHashCpuMs, l.digest).toBeGreaterThan(0);
+      expect(l.tarHashCpuMs, l.digest).toBe(0);
+    }
+    const store = openStore(root);
+    expect(readFileSync(join(store.snapshots.fsPath(rec.layers[0]!.chainID), 'model/weights.bin')).equals(weights)).toBe(true);
+
+    // The same blobs under a config whose first diffID is not the first blob's digest.
+    const wrong = sha256Digest(Buffer.from('not this layer'));
+    const lying = rewriteImage(plain, {
+      config: (c) => Buffer.from(JSON.stringify({ ...c, rootfs: { type: 'layers', diff_ids: [wrong, plain.layers[1]!.diffID] } })),
+    });
+    await pushImage(registry.url, 'model/lying', '1', lying);
+    const badRoot = join(work.dir, 'store-model-lying');
+    const err = await failure(pull(`${registry.host}/model/lying:1`, { root: badRoot, keepBlobs: true }));
+    expect(err).toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: wrong, got: plain.layers[0]!.digest } });
+    expect(err.message).toContain('diffID mismatch');
+    const bad = openStore(badRoot);
+    expect(await bad.images.list()).toEqual([]);
+    // Not even kept as a blob: nothing of the refused layer is committed.
+    expect(await bad.content.info(plain.layers[0]!.digest)).toBeUndefined();
+    const [chain] = chainIDs([wrong]);
+    expect((await bad.snapshots.list()).map((s) => s.chainID)).not.toContain(chain);
+    expect(ls(join(badRoot, 'content', 'ingest')).filter((id) => id.startsWith(plain.layers[0]!.digest.slice(7, 23)))).toEqual([]);
+    expect(ls(join(badRoot, 'snapshots', 'active'))).toEqual([]);
+    expect(corruptBlobs(badRoot)).toEqual([]);
   });
 
   it.skipIf(lacks('zstd', existsSync('/usr/bin/zstd') ? undefined : 'zstd is not installed'))('pulls zstd layers, with the zstd program and with the built-in decoder', async () => {

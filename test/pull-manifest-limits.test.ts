@@ -11,27 +11,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, LocalService, MAX_JSON_DEPTH, MAX_OVERLAY_LAYERS, mountsFor, openStore, pull, sha256Digest, type ImageRecord } from '@fastpull/core';
 import { buildImage, buildIndex, type BuiltImage, diffTrees, findDistributionBinary, lacks, lacksRegistry, pushImage, pushIndex, readTree, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
-import { failure, ls, overlayUnavailable, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
+import { failure, ls, overlayUnavailable, rewriteImage, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 if (!findDistributionBinary()) console.warn('skipping the manifest limit pulls: docker-registry is not installed (scripts/bootstrap.sh installs it)');
 
 /** `doc` as JSON with `"deep"` set to `depth` nested arrays, spliced in as text (no recursion builds it). */
 function withDeepField(doc: Record<string, unknown>, depth: number): Buffer {
   return Buffer.from(JSON.stringify({ ...doc, deep: 0 }).replace('"deep":0', `"deep":${'['.repeat(depth)}${']'.repeat(depth)}`));
-}
-
-/** `image` with its config and manifest rewritten by `config` and `manifest` (each given the parsed document). */
-function rewrite(image: BuiltImage, edit: { config?: (c: Record<string, unknown>) => Buffer; manifest?: (m: Record<string, unknown>) => Buffer }): BuiltImage {
-  const config = edit.config ? edit.config(JSON.parse(image.config.toString('utf8')) as Record<string, unknown>) : image.config;
-  const configDigest = sha256Digest(config);
-  const doc = JSON.parse(image.manifest.toString('utf8')) as Record<string, unknown>;
-  const next = { ...doc, config: { ...(doc.config as object), digest: configDigest, size: config.length } };
-  const manifest = edit.manifest ? edit.manifest(next) : Buffer.from(JSON.stringify(next));
-  const manifestDigest = sha256Digest(manifest);
-  const blobs = new Map(image.blobs);
-  blobs.delete(image.configDigest);
-  blobs.set(configDigest, config);
-  return { ...image, config, configDigest, manifest, manifestDigest, manifestDescriptor: { ...image.manifestDescriptor, digest: manifestDigest, size: manifest.length }, blobs };
 }
 
 describe.skipIf(lacksRegistry())('documents nested past the depth bound', () => {
@@ -44,13 +30,13 @@ describe.skipIf(lacksRegistry())('documents nested past the depth bound', () => 
     registry = await startDistribution({ dir: join(work.dir, 'registry') });
     image = await buildImage({ layers: [[{ type: 'file', path: 'etc/hostname', content: 'deep\n' }]] });
     await pushImage(registry.url, 'deep/ok', '1', image);
-    await pushImage(registry.url, 'deep/manifest', '1', rewrite(image, { manifest: (m) => withDeepField(m, deep) }));
-    await pushImage(registry.url, 'deep/config', '1', rewrite(image, { config: (c) => withDeepField(c, deep) }));
+    await pushImage(registry.url, 'deep/manifest', '1', rewriteImage(image, { manifest: (m) => withDeepField(m, deep) }));
+    await pushImage(registry.url, 'deep/config', '1', rewriteImage(image, { config: (c) => withDeepField(c, deep) }));
     const index = buildIndex([image]);
     const deepIndex = withDeepField(JSON.parse(index.index.toString('utf8')) as Record<string, unknown>, deep);
     await pushIndex(registry.url, 'deep/index', '1', { ...index, index: deepIndex, digest: sha256Digest(deepIndex) });
     // At the bound exactly, a document is an ordinary one.
-    await pushImage(registry.url, 'deep/at-bound', '1', rewrite(image, { manifest: (m) => withDeepField(m, MAX_JSON_DEPTH - 1) }));
+    await pushImage(registry.url, 'deep/at-bound', '1', rewriteImage(image, { manifest: (m) => withDeepField(m, MAX_JSON_DEPTH - 1) }));
   });
   afterAll(async () => {
     await registry?.stop();
@@ -81,7 +67,7 @@ describe.skipIf(lacksRegistry())('documents nested past the depth bound', () => 
   it('refuses a manifest 1.5 million levels deep (which the CNCF registry will not store) without running out of stack', async () => {
     const loopback = await startLoopbackRegistry();
     try {
-      const huge = rewrite(image, { manifest: (m) => withDeepField(m, 1_500_000) });
+      const huge = rewriteImage(image, { manifest: (m) => withDeepField(m, 1_500_000) });
       loopback.addImage('deep/huge', '1', huge);
       const root = join(work.dir, 'store-huge');
       const err = await failure(pull(`${loopback.host}/deep/huge:1`, { root }));
@@ -154,7 +140,7 @@ describe.skipIf(lacksRegistry())('a too-deep manifest an older release stored', 
 
 /** `image` (of one layer) with that layer listed `times` times in its manifest and config. */
 function repeatLayer(image: BuiltImage, times: number): BuiltImage {
-  return rewrite(image, {
+  return rewriteImage(image, {
     config: (c) => Buffer.from(JSON.stringify({ ...c, rootfs: { type: 'layers', diff_ids: Array.from({ length: times }, () => image.layers[0]!.diffID) }, history: [] })),
     manifest: (m) => Buffer.from(JSON.stringify({ ...m, layers: Array.from({ length: times }, () => (m.layers as unknown[])[0]) })),
   });

@@ -102,7 +102,7 @@ export interface LayerTimings {
   readonly blobHashCpuMs?: number;
   /** CPU of decompressing: in-process ISA-L or the parallel gunzip only. */
   readonly inflateCpuMs?: number;
-  /** CPU of hashing the tar. */
+  /** CPU of hashing the tar: 0 for an uncompressed layer, whose diffID is its blob digest. */
   readonly tarHashCpuMs?: number;
   /** CPU of the writer threads making the layer's small files (0: none went to them). */
   readonly writerCpuMs?: number;

@@ -59,6 +59,22 @@ export function defaultHashMode(): HashMode {
   return nativeHash() ? 'pool' : 'inline';
 }
 
+/** Bytes all taps of this thread were given to hash. */
+let given = 0;
+
+/**
+ * Bytes every {@link HashTap} of this thread was given to hash so far, all taps together: how a test
+ * tells how many times a pass hashed its bytes (an uncompressed layer's once, a compressed one's
+ * blob and tar).
+ * @example
+ * const before = hashedBytes();
+ * await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER, dest });
+ * console.log(hashedBytes() - before); // the blob's size
+ */
+export function hashedBytes(): number {
+  return given;
+}
+
 /**
  * A pass-through Transform that hashes what flows through it. On the pool each chunk goes
  * downstream at once and joins a queue that one batch at a time hashes, in order, off this thread;
@@ -99,6 +115,7 @@ export class HashTap extends Transform {
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     this.bytes += chunk.length;
+    given += chunk.length;
     this.options.onBytes?.(this.bytes);
     if (this.inline) {
       const t = performance.now();
@@ -153,6 +170,7 @@ export class HashTap extends Transform {
       if (this.stopped || this.failed) break;
       const b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
       this.bytes += b.length;
+      given += b.length;
       if (this.inline) {
         this.inline.update(b);
         continue;

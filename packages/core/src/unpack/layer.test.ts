@@ -10,6 +10,7 @@ import { MediaTypes } from '../oci/mediatypes.js';
 import { FileSink, SINK_MAX_FILE } from './filesink.js';
 import { ISAL_CHUNK_SIZE, isalAvailable, isalUnavailableReason } from './decompress/isal.js';
 import { unpackLayer } from './layer.js';
+import { hashedBytes, type HashMode } from './hash-tap.js';
 import { nativeFs, nativeHash } from '../native/addon.js';
 import { InflatePool, sharedInflatePool } from './decompress/pargzip.js';
 import { Prng } from '../testing/prng.js';
@@ -51,6 +52,9 @@ const clockedInflaters: ['isal' | 'parallel', number][] = [
 if (!isalAvailable()) console.log(`unpackLayer: the isal inflater's CPU is not checked: ${isalUnavailableReason()}`);
 if (!InflatePool.available()) console.log("unpackLayer: the parallel inflater's CPU is not checked: its native decoder is not built");
 if (!FileSink.clocked()) console.log("unpackLayer: the writer threads' CPU is not checked: the addon has no counting writer threads here");
+
+/** Where a pass can hash here: on the pool only with the addon's SHA-256. */
+const hashModes: HashMode[] = lacks('addon', nativeHash() === undefined ? 'the native addon (SHA-256) is not built: hashing on the pool is not counted' : undefined) ? ['inline'] : ['pool', 'inline'];
 
 describe('unpackLayer', () => {
   it('returns the blob digest, the diffID and both sizes, reading the blob once', async () => {
@@ -152,6 +156,34 @@ describe('unpackLayer', () => {
     const r = await unpackLayer({ blobPath: writeBlob('blob', blob), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir('snap') });
     expect(r.diffID).toBe(sha256(tar));
     expect(r.uncompressedSize).toBe(tar.length);
+  });
+
+  it.each(hashModes)('hashes an uncompressed layer once (%s): its diffID is its blob digest, read or followed', async (hashMode) => {
+    const body = new Prng(21).bytes(3 * 1024 * 1024 + 77);
+    const tar = await makeTar([{ name: 'weights.bin', body }, { name: 'config.json', body: '{}' }]);
+    const blobPath = writeBlob('weights.tar', tar);
+    const { Watermark } = await import('../content/watermark.js');
+    for (const follow of [undefined, { watermark: Watermark.complete(tar.length).buffer, size: tar.length }]) {
+      const before = hashedBytes();
+      const dest = snapshotDir(follow ? `${hashMode}-followed` : hashMode);
+      const r = await unpackLayer({ blobPath, mediaType: MediaTypes.OCI_LAYER, dest, hashMode, ...(follow ? { follow } : {}) });
+      // Every byte went through SHA-256 once: a second hash of the same bytes would double this.
+      expect(hashedBytes() - before).toBe(tar.length);
+      expect(r.blobDigest).toBe(sha256(tar));
+      expect(r.diffID).toBe(r.blobDigest);
+      expect(r.uncompressedSize).toBe(tar.length);
+      expect(r.compressedSize).toBe(tar.length);
+      expect(r.timings.blobHashCpuMs).toBeGreaterThan(0);
+      expect(r.timings.tarHashCpuMs).toBe(0);
+      expect(fs.readFileSync(path.join(dest, 'weights.bin')).equals(body)).toBe(true);
+    }
+    // A compressed layer is hashed as its blob and as its tar: the count sees both.
+    const gz = zlib.gzipSync(tar, { level: 1 });
+    const before = hashedBytes();
+    const r = await unpackLayer({ blobPath: writeBlob('weights.tgz', gz), mediaType: MediaTypes.OCI_LAYER_GZIP, dest: snapshotDir(`${hashMode}-gz`), hashMode, inflater: 'zlib' });
+    expect(hashedBytes() - before).toBe(gz.length + tar.length);
+    expect(r.diffID).toBe(sha256(tar));
+    expect(r.timings.tarHashCpuMs).toBeGreaterThan(0);
   });
 
   it('maps failures onto codes', async () => {
