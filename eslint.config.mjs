@@ -44,20 +44,6 @@ export default tseslint.config(
     },
   },
   {
-    // Over the file limit still, each to be split along its seams.
-    files: [
-      'packages/core/src/unpack/layer.ts',
-    ],
-    rules: { 'max-lines': 'off' },
-  },
-  {
-    // Functions over the limit still, each to be split: unpackLayer.
-    files: [
-      'packages/core/src/unpack/layer.ts',
-    ],
-    rules: { 'max-lines-per-function': 'off' },
-  },
-  {
     // The gRPC types are generated from the .proto (scripts/gen-proto.mjs): empty messages are empty interfaces.
     files: ['packages/daemon/src/generated/**'],
     rules: { '@typescript-eslint/no-empty-object-type': 'off', '@typescript-eslint/no-explicit-any': 'off' },
