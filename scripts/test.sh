@@ -14,7 +14,8 @@ done
 bash scripts/peers.sh
 # Test files are outside the build: type-check them too, so they cannot rot unnoticed.
 pnpm run typecheck
-# Lint (eslint.config.mjs): ESLint's and typescript-eslint's type-checked rules, product and tests.
+# Lint: the formatting (Prettier, .prettierrc.json; `pnpm run format` applies it), then ESLint's and
+# typescript-eslint's type-checked rules (eslint.config.mjs), product and tests.
 pnpm run lint
 # The import graph keeps the floors of docs/architecture.md and has no cycle (.dependency-cruiser.cjs).
 pnpm run depcheck

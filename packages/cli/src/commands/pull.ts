@@ -94,26 +94,29 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
   return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
-    async (refs: string[], flags: PullFlags) => {
-      if (flags.trace !== undefined && refs.length > 1) throw new UsageError('--trace: one reference at a time (the file holds one pull)');
-      const { tuning, options } = pullSettings(io, flags);
-      await withService(
-        io,
-        flags,
-        command,
-        async (service) => {
-          // Pulled here, the whole process steps back; fastpulld orders its pulls by the priority sent.
-          if (options.priority === 'low' && service instanceof LocalService) enterBackground();
-          for (const ref of refs) {
-            await doing(`pulling ${canonicalName(ref)}`, async () => {
-              const r = await pullOne(io, ref, flags, service, { ...options, signal });
-              report(io, ref, r, flags);
-            });
-          }
-        },
-        tuning,
-      );
+    (refs: string[], flags: PullFlags) => pullAll(io, signal, command, refs, flags),
+  );
+}
+
+/** `fastpull pull REF...`: each reference in turn, through one service. */
+async function pullAll(io: CliIO, signal: AbortSignal, command: Command, refs: string[], flags: PullFlags): Promise<void> {
+  if (flags.trace !== undefined && refs.length > 1) throw new UsageError('--trace: one reference at a time (the file holds one pull)');
+  const { tuning, options } = pullSettings(io, flags);
+  await withService(
+    io,
+    flags,
+    command,
+    async (service) => {
+      // Pulled here, the whole process steps back; fastpulld orders its pulls by the priority sent.
+      if (options.priority === 'low' && service instanceof LocalService) enterBackground();
+      for (const ref of refs) {
+        await doing(`pulling ${canonicalName(ref)}`, async () => {
+          const r = await pullOne(io, ref, flags, service, { ...options, signal });
+          report(io, ref, r, flags);
+        });
+      }
     },
+    tuning,
   );
 }
 

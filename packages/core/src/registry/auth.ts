@@ -215,28 +215,33 @@ export class Authorizer {
       // A connection cut mid-body is the network's failure (and retried as one), not a raw error.
       throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token response from ${url.origin} failed: ${(e as Error).message}`, { cause: e });
     }
-    if (res.statusCode === 401 || res.statusCode === 403) {
-      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${url.origin} refused ${creds ? 'the credentials' : 'anonymous access'} (HTTP ${res.statusCode})`, {
-        details: { status: res.statusCode },
-      });
-    }
-    if (res.statusCode !== 200) {
-      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${url.origin} answered HTTP ${res.statusCode}`, { details: { status: res.statusCode } });
-    }
-    let parsed: { token?: unknown; access_token?: unknown; expires_in?: unknown };
-    try {
-      parsed = JSON.parse(body.toString('utf8')) as typeof parsed;
-    } catch (e) {
-      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token response is not JSON`, { cause: e });
-    }
-    const token = typeof parsed.token === 'string' && parsed.token ? parsed.token : parsed.access_token;
-    if (typeof token !== 'string' || token === '' || /[\r\n]/.test(token)) {
-      throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token response without a token`);
-    }
-    const lifetime = typeof parsed.expires_in === 'number' && parsed.expires_in > MIN_TOKEN_LIFETIME_S ? parsed.expires_in : MIN_TOKEN_LIFETIME_S;
-    // Renew ten seconds early so a token never expires mid-request.
-    return { header: `Bearer ${token}`, expires: Date.now() + (lifetime - 10) * 1000 };
+    return tokenFromAnswer(registry, url.origin, res.statusCode, body, creds !== undefined);
   }
+}
+
+/** The token a token endpoint's answer holds, renewed early; UNAUTHORIZED when it holds none. */
+function tokenFromAnswer(registry: string, origin: string, status: number, body: Buffer, withCredentials: boolean): CachedToken {
+  if (status === 401 || status === 403) {
+    throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${origin} refused ${withCredentials ? 'the credentials' : 'anonymous access'} (HTTP ${status})`, {
+      details: { status },
+    });
+  }
+  if (status !== 200) {
+    throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${origin} answered HTTP ${status}`, { details: { status } });
+  }
+  let parsed: { token?: unknown; access_token?: unknown; expires_in?: unknown };
+  try {
+    parsed = JSON.parse(body.toString('utf8')) as typeof parsed;
+  } catch (e) {
+    throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token response is not JSON`, { cause: e });
+  }
+  const token = typeof parsed.token === 'string' && parsed.token ? parsed.token : parsed.access_token;
+  if (typeof token !== 'string' || token === '' || /[\r\n]/.test(token)) {
+    throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token response without a token`);
+  }
+  const lifetime = typeof parsed.expires_in === 'number' && parsed.expires_in > MIN_TOKEN_LIFETIME_S ? parsed.expires_in : MIN_TOKEN_LIFETIME_S;
+  // Renew ten seconds early so a token never expires mid-request.
+  return { header: `Bearer ${token}`, expires: Date.now() + (lifetime - 10) * 1000 };
 }
 
 function basicHeader(c: Credentials): string {

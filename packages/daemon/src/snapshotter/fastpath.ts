@@ -70,6 +70,29 @@ function fastPathLabels(labels: Readonly<Record<string, string>>): FastPathLabel
 }
 
 /**
+ * Pulls the image as containerd's CRI named it (a tag resolves to the index a signer signs) and
+ * resolves once the policy accepted it and the manifest is the one containerd unpacks; rejects
+ * with the refusal, or with the failure that kept it from being checked. An image accepted under a
+ * policy (by its token) is not pulled again for the next layer.
+ */
+function acceptedImages(pull: FastPathOptions['pull']): (policy: object, f: FastPathLabels, signal: AbortSignal) => Promise<void> {
+  /** Per policy token: `ref\0manifest` of the images accepted under it, oldest first. */
+  const accepted = new WeakMap<object, Set<string>>();
+  return async (policy, f, signal) => {
+    const id = `${f.ref}\0${f.manifest}`;
+    let seen = accepted.get(policy);
+    if (seen?.has(id)) return;
+    const { image } = await pull(f.ref, f.manifest, signal);
+    if (image.manifest.digest !== f.manifest) {
+      throw new FastpullError('FAILED_PRECONDITION', `${f.ref} now names manifest ${image.manifest.digest}, not ${f.manifest} that containerd is unpacking: its signatures were not checked; pull it again`);
+    }
+    if (!seen) accepted.set(policy, (seen = new Set()));
+    seen.add(id);
+    if (seen.size > ACCEPTED_KEPT) seen.delete(seen.values().next().value!);
+  };
+}
+
+/**
  * The Prepare hook of the fast path: 'handled' when the layer is recorded (containerd is then told
  * ALREADY_EXISTS), 'normal' when containerd should unpack it itself.
  */
@@ -94,26 +117,7 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     return 'handled';
   };
 
-  /** Per policy token: `ref\0manifest` of the images accepted under it, oldest first. */
-  const accepted = new WeakMap<object, Set<string>>();
-
-  /**
-   * Pulls the image as containerd's CRI named it (a tag resolves to the index a signer signs) and
-   * resolves once the policy accepted it and the manifest is the one containerd unpacks; rejects
-   * with the refusal, or with the failure that kept it from being checked.
-   */
-  const verify = async (policy: object, f: FastPathLabels, signal: AbortSignal): Promise<void> => {
-    const id = `${f.ref}\0${f.manifest}`;
-    let seen = accepted.get(policy);
-    if (seen?.has(id)) return;
-    const { image } = await pull(f.ref, f.manifest, signal);
-    if (image.manifest.digest !== f.manifest) {
-      throw new FastpullError('FAILED_PRECONDITION', `${f.ref} now names manifest ${image.manifest.digest}, not ${f.manifest} that containerd is unpacking: its signatures were not checked; pull it again`);
-    }
-    if (!seen) accepted.set(policy, (seen = new Set()));
-    seen.add(id);
-    if (seen.size > ACCEPTED_KEPT) seen.delete(seen.values().next().value!);
-  };
+  const verify = acceptedImages(pull);
 
   /** The Prepare of a layer of an image a policy covers: no layer is handed over before the verdict. */
   const handleGated = async (key: string, parent: string | undefined, labels: Readonly<Record<string, string>>, f: FastPathLabels, policy: object, signal: AbortSignal): Promise<'handled' | 'normal'> => {
