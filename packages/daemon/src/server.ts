@@ -11,11 +11,11 @@ import type { Tuning } from '@fastpull/core/tuning';
 import { readConfigFile, resolveConfig, serviceOptions, signatureSettingsOf, type DaemonConfig, type RawConfig } from './config.js';
 import { contentHandlers, imagesHandlers, snapshotsHandlers, type HandlerContext } from './handlers.js';
 import { DaemonMetrics, serveMetrics } from './metrics.js';
-import { packageDefinition, serviceDefinition, SERVICE_NAMES } from './proto.js';
-import { diskFree, HEALTH_REASON_KEY, HealthMonitor, storeWritable, type CheckName, type HealthReport, type ServingStatus } from './health.js';
-import { SNAPSHOTS_SERVICE } from './snapshotter/proto.js';
+import { packageDefinition, serviceDefinition } from './proto.js';
+import { HEALTH_REASON_KEY, HealthMonitor, type HealthReport, type ServingStatus } from './health.js';
+import { daemonChecks } from './health-checks.js';
 export { prepareSocket } from './socket.js';
-import { connectError, groupId, listenUnix, missingDirectories } from './socket.js';
+import { groupId, listenUnix, missingDirectories } from './socket.js';
 import { grpcServerOptions, type ConnectionLimits, type UnixListener } from './connections.js';
 import { footprint, IdleMemory } from './idle.js';
 import { signatureLog } from './verdicts.js';
@@ -39,13 +39,8 @@ export interface DaemonOptions {
   readonly tuning?: Tuning;
 }
 
-/** A socket of its own process that takes no connection in this long is as good as gone to a prober. */
-const PROBE_CONNECT_TIMEOUT_MS = 2000;
 /** How long /readyz waits for the checks it asks for: under the 3 s timeout of deploy/'s readiness probe. */
 const READY_WAIT_MS = 2500;
-/** What fastpull's own services need; containerd's snapshotter API needs its records as well. */
-const API_CHECKS: readonly CheckName[] = ['api_socket', 'store_writable', 'disk_free'];
-const SNAPSHOTTER_CHECKS: readonly CheckName[] = ['snapshotter_socket', 'store_writable', 'disk_free', 'snapshot_records'];
 
 /** A running fastpulld. */
 export class Daemon {
@@ -219,26 +214,9 @@ export class Daemon {
    * its socket's check: nobody could reach it.
    */
   private async startHealth(): Promise<void> {
-    const { config } = this;
-    const socketCheck = (what: string, path: string) => async (): Promise<string | undefined> => {
-      const why = await connectError(path, PROBE_CONNECT_TIMEOUT_MS);
-      return why === undefined ? undefined : `${what} ${path} takes no connection: ${why}`;
-    };
-    const snapshotter = this.snapshotter;
     this.monitor = new HealthMonitor({
-      checks: {
-        api_socket: socketCheck('API socket', config.socket),
-        store_writable: storeWritable(config.root),
-        disk_free: diskFree(config.root, config.minFreeSpace, (space) => this.metrics.diskSpace(space)),
-        ...(snapshotter && config.snapshotterSocket
-          ? {
-              snapshotter_socket: socketCheck('snapshotter socket', config.snapshotterSocket),
-              snapshot_records: () => snapshotter.records.check().then(() => undefined, (e: unknown) => `containerd's snapshots cannot be answered: ${e instanceof Error ? e.message : String(e)}`),
-            }
-          : {}),
-      },
-      services: { ...Object.fromEntries(SERVICE_NAMES.map((s) => [s, API_CHECKS])), ...(snapshotter ? { [SNAPSHOTS_SERVICE]: SNAPSHOTTER_CHECKS } : {}) },
-      intervalMs: config.healthIntervalMs,
+      ...daemonChecks(this.config, this.snapshotter, (space) => this.metrics.diskSpace(space)),
+      intervalMs: this.config.healthIntervalMs,
       changed: (report, previous) => this.healthChanged(report, previous),
     });
     await this.monitor.check();

@@ -3,7 +3,7 @@
 import type { Worker } from 'node:worker_threads';
 import { WatermarkView } from '../../content/watermark.js';
 import { abortError, FastpullError } from '../../errors.js';
-import { availableCores } from '../../util/cpu.js';
+import { MAX_POOL_SIZE, poolSizeFor } from './size.js';
 import type { PullCpuBudget } from '../../util/pull-cpu.js';
 import type { UnpackedLayer } from '../layer.js';
 import { machineIdleMs, PassWatch } from './lending.js';
@@ -62,28 +62,7 @@ export interface RunOptions {
   readonly onBytes?: (consumed: number) => void;
 }
 
-/**
- * Layers a pool unpacks at once by default on `cores` cores: one per two cores, at most
- * {@link MAX_POOL_SIZE}. A pass keeps about
- * two cores busy by itself: its unpack thread parses the tar and writes the large files, ISA-L's
- * decode thread inflates, libuv's pool hashes both streams, and the addon's writer threads make the
- * small files. A slower download is what a pass then waits for, and a pass that waits lends its
- * slot to a layer that has landed ({@link LEND_WAIT_SHARE}): without lending, small layers queued
- * behind a large one's pass while it waited for bytes (docs/architecture.md, "Figures behind the
- * defaults").
- * @example poolSizeFor(2) // 1; poolSizeFor(16) // 4 (MAX_POOL_SIZE)
- */
-export function poolSizeFor(cores = availableCores()): number {
-  return Math.min(MAX_POOL_SIZE, Math.max(1, Math.ceil(cores / 2)));
-}
-
-/**
- * The most layers a pool unpacks at once by default, however many cores (`--unpack-concurrency`
- * sets any). Each slot's worker holds its own heap and allocator arena, about 16-40 MiB, and every
- * pass's small files compete for the same filesystem: more slots than four bought little time for
- * much memory (docs/architecture.md, "Figures behind the defaults").
- */
-export const MAX_POOL_SIZE = 4;
+export { MAX_POOL_SIZE, poolSizeFor };
 
 export { compiledWorker, WORKER_YOUNG_GENERATION_MB } from './spawn.js';
 
