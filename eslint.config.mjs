@@ -13,14 +13,23 @@ export default tseslint.config(
     languageOptions: {
       parserOptions: {
         // The test configurations include what the build's leave out (*.test.ts beside the sources).
-        project: ['packages/core/tsconfig.tests.json', 'packages/daemon/tsconfig.tests.json', 'packages/cli/tsconfig.tests.json', 'bench/tsconfig.json', 'test/tsconfig.json'],
+        project: [
+          'packages/core/tsconfig.tests.json',
+          'packages/daemon/tsconfig.tests.json',
+          'packages/cli/tsconfig.tests.json',
+          'bench/tsconfig.json',
+          'test/tsconfig.json',
+        ],
         tsconfigRootDir: import.meta.dirname,
       },
     },
     rules: {
       // Destructuring a field away (`const { secret: _secret, ...rest } = o`) and a parameter an
       // interface requires but an implementation does not read are named with a leading _.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       // An async function that does not await still promises its errors as rejections, which is the
       // contract of the interfaces it implements (close(), an async generator over a buffer).
       '@typescript-eslint/require-await': 'off',

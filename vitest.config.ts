@@ -25,7 +25,13 @@ export const CONTAINERD_SUITES = [
 const releases = (process.env.FASTPULL_CONTAINERD_RELEASES ?? '1.7,2.2').split(',').filter(Boolean);
 // 2.1 and later have two CRI pull paths: the transfer service (as deploy/containerd/config-2.1.toml
 // ships) and use_local_image_pull; the suites that pull through CRI run on the second too.
-const CRI_PULL_SUITES = ['test/containerd-cri.test.ts', 'test/containerd-cri-registry.test.ts', 'test/containerd-cri-pod.test.ts', 'test/containerd-cri-faults.test.ts', 'test/containerd-cri-signatures.test.ts'];
+const CRI_PULL_SUITES = [
+  'test/containerd-cri.test.ts',
+  'test/containerd-cri-registry.test.ts',
+  'test/containerd-cri-pod.test.ts',
+  'test/containerd-cri-faults.test.ts',
+  'test/containerd-cri-signatures.test.ts',
+];
 
 export default defineConfig({
   resolve: { conditions },

@@ -34,7 +34,8 @@ const client = new FastpullClient(values.socket, { ownConnection: true });
 try {
   const { status, reason } = await client.healthCheck('', AbortSignal.timeout(timeoutMs));
   if (status !== 'SERVING') throw new Error(`${values.socket}: health is ${status}${reason ? `: ${reason}` : ''}`);
-  if (values['snapshotter-socket']) await accepts(values['snapshotter-socket']).catch((e) => Promise.reject(new Error(`${values['snapshotter-socket']}: ${e.message}`)));
+  if (values['snapshotter-socket'])
+    await accepts(values['snapshotter-socket']).catch((e) => Promise.reject(new Error(`${values['snapshotter-socket']}: ${e.message}`)));
 } catch (e) {
   process.stderr.write(`fastpulld is not healthy: ${e instanceof Error ? e.message : String(e)}\n`);
   process.exitCode = 1;

@@ -21,7 +21,9 @@ try {
   const image = await sampleImage(1);
   const ref = `${registry.host}/sample/app:1.0`;
   await pushImage(registry.url, 'sample/app', '1.0', image);
-  console.log(`demo: pushed ${ref} (${image.layers.length} layers, ${image.layers.reduce((s, l) => s + l.size, 0)} bytes) to the distribution registry on ${registry.url}\n`);
+  console.log(
+    `demo: pushed ${ref} (${image.layers.length} layers, ${image.layers.reduce((s, l) => s + l.size, 0)} bytes) to the distribution registry on ${registry.url}\n`,
+  );
 
   console.log(`$ fastpull pull --root ${root} --plain-http ${ref}`);
   fastpull('pull', '--root', root, '--plain-http', ref);

@@ -62,7 +62,10 @@ describe.skipIf(lacksRegistry())('fastpull commands against a real registry', ()
     const r = runCli(['pull', '--root', fresh, '--json', '--concurrency', '2', '--chunk-size', '64KiB', ref]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toBe('');
-    const events = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const events = r.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(events[0]).toMatchObject({ type: 'resolved', ref, name: ref, manifest: image.manifestDigest });
     const layerEvents = events.filter((e) => e.type === 'layer');
     for (let i = 0; i < image.layers.length; i++) {
@@ -77,7 +80,15 @@ describe.skipIf(lacksRegistry())('fastpull commands against a real registry', ()
       expect(ranks, `layer ${i}: ${states.join(' -> ')}`).not.toContain(-1);
       expect(ranks, `layer ${i}: ${states.join(' -> ')}`).toEqual([...ranks].sort((a, b) => a - b));
     }
-    const done = events.at(-1) as { type: string; ref: string; image: { name: string; layers: { chainID: string }[] }; root: string; snapshots: string[]; mounts: { type: string; options: string[] }[]; timings: { totalMs: number; layers: unknown[] } };
+    const done = events.at(-1) as {
+      type: string;
+      ref: string;
+      image: { name: string; layers: { chainID: string }[] };
+      root: string;
+      snapshots: string[];
+      mounts: { type: string; options: string[] }[];
+      timings: { totalMs: number; layers: unknown[] };
+    };
     expect(done.type).toBe('done');
     expect(done.ref).toBe(ref);
     expect(done.image.name).toBe(ref);
@@ -95,7 +106,10 @@ describe.skipIf(lacksRegistry())('fastpull commands against a real registry', ()
     expect(Object.keys(t.phases).sort()).toEqual(['commitMs', 'decompressMs', 'extractMs', 'fetchMs', 'resolveMs', 'verifyMs']);
     expect(t.phases.resolveMs).toBe(t.resolveMs);
     for (const phase of ['fetchMs', 'verifyMs', 'decompressMs', 'extractMs', 'commitMs']) {
-      expect(t.phases[phase], phase).toBeCloseTo(t.layers.reduce((n, l) => n + l[phase]!, 0), 6);
+      expect(t.phases[phase], phase).toBeCloseTo(
+        t.layers.reduce((n, l) => n + l[phase]!, 0),
+        6,
+      );
     }
   });
 
@@ -152,17 +166,43 @@ describe.skipIf(lacksRegistry())('fastpull commands against a real registry', ()
     runCli(['pull', '--root', root, '--quiet', singleRef]);
     const table = runCli(['images', '--root', root]);
     expect(table.status).toBe(0);
-    const rows = table.stdout.trimEnd().split('\n').map((l) => l.split(/\s{2,}/));
+    const rows = table.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.split(/\s{2,}/));
     expect(rows[0]).toEqual(['NAME', 'DIGEST', 'PLATFORM', 'LAYERS', 'SIZE', 'UNPACKED', 'CREATED']);
     const unpacked = (i: BuiltImage) => i.layers.reduce((s, l) => s + l.tar.length, 0);
     const compressed = (i: BuiltImage) => i.layers.reduce((s, l) => s + l.size, 0);
     expect(rows.slice(1)).toEqual([
-      [ref, image.manifestDigest.slice(7, 19), 'linux/amd64', '3', formatBytes(compressed(image)), formatBytes(unpacked(image)), expect.stringMatching(/ago$|^just now$/)],
-      [singleRef, single.manifestDigest.slice(7, 19), 'linux/amd64', '1', formatBytes(compressed(single)), formatBytes(unpacked(single)), expect.stringMatching(/ago$|^just now$/)],
+      [
+        ref,
+        image.manifestDigest.slice(7, 19),
+        'linux/amd64',
+        '3',
+        formatBytes(compressed(image)),
+        formatBytes(unpacked(image)),
+        expect.stringMatching(/ago$|^just now$/),
+      ],
+      [
+        singleRef,
+        single.manifestDigest.slice(7, 19),
+        'linux/amd64',
+        '1',
+        formatBytes(compressed(single)),
+        formatBytes(unpacked(single)),
+        expect.stringMatching(/ago$|^just now$/),
+      ],
     ]);
 
     const json = runCli(['images', '--root', root, '--json']);
-    const list = JSON.parse(json.stdout) as { name: string; size: number; unpackedSize: number; platformName: string; layers: unknown[]; manifest: { digest: string } }[];
+    const list = JSON.parse(json.stdout) as {
+      name: string;
+      size: number;
+      unpackedSize: number;
+      platformName: string;
+      layers: unknown[];
+      manifest: { digest: string };
+    }[];
     expect(list.map((i) => [i.name, i.manifest.digest, i.size, i.unpackedSize, i.platformName, i.layers.length])).toEqual([
       [ref, image.manifestDigest, compressed(image), unpacked(image), 'linux/amd64', 3],
       [singleRef, single.manifestDigest, compressed(single), unpacked(single), 'linux/amd64', 1],
@@ -172,7 +212,13 @@ describe.skipIf(lacksRegistry())('fastpull commands against a real registry', ()
   it('inspect: the record with its manifest and config from the content store', () => {
     const r = runCli(['inspect', '--root', root, ref]);
     expect(r.status, r.stderr).toBe(0);
-    const got = JSON.parse(r.stdout) as { image: { name: string; manifest: { digest: string } }; manifest: unknown; config: unknown; unpackedSize: number; snapshots: string[] };
+    const got = JSON.parse(r.stdout) as {
+      image: { name: string; manifest: { digest: string } };
+      manifest: unknown;
+      config: unknown;
+      unpackedSize: number;
+      snapshots: string[];
+    };
     expect(got.image.name).toBe(ref);
     expect(got.image.manifest.digest).toBe(image.manifestDigest);
     expect(got.manifest).toEqual(JSON.parse(image.manifest.toString('utf8')));
@@ -224,7 +270,6 @@ describe('fastpull output to a reader that goes away', () => {
     expect(status).toBe(0);
   });
 });
-
 
 function escape(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -7,7 +7,6 @@ import { openStore } from '@fastpull/core';
 import { buildImage, type BuiltImage, lacksRegistry, type LayerEntry, pushImage, startDistribution } from '@fastpull/core/testing';
 import { corruptBlobs, ls, runCliAsync as cli, tempDir } from './helpers.js';
 
-
 describe.skipIf(lacksRegistry())('concurrent fastpull processes on one store', () => {
   let registry: Awaited<ReturnType<typeof startDistribution>>;
   const images: BuiltImage[] = [];
@@ -17,7 +16,9 @@ describe.skipIf(lacksRegistry())('concurrent fastpull processes on one store', (
     registry = await startDistribution({ dir: join(work.dir, 'registry') });
     const base: LayerEntry[] = [{ type: 'file', path: 'etc/base', content: 'base\n'.repeat(20_000) }];
     for (let i = 0; i < 4; i++) {
-      const image = await buildImage({ layers: [base, [{ type: 'file', path: `app${i}/bin`, content: `${i}\n`.repeat(50_000) }], [{ type: 'file', path: `top${i}`, content: 'top' }]] });
+      const image = await buildImage({
+        layers: [base, [{ type: 'file', path: `app${i}/bin`, content: `${i}\n`.repeat(50_000) }], [{ type: 'file', path: `top${i}`, content: 'top' }]],
+      });
       images.push(image);
       await pushImage(registry.url, 'conc/app', String(i), image);
     }

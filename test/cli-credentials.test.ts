@@ -15,7 +15,10 @@ describe('fastpull pull with Docker config credentials', () => {
       reg.addImage('idt/app', '1', await sampleImage(4, { layers: 1 }));
       const cfg = join(work.dir, 'docker-idt');
       mkdirSync(cfg);
-      writeFileSync(join(cfg, 'config.json'), JSON.stringify({ auths: { [reg.host]: { auth: Buffer.from('erin:').toString('base64'), identitytoken: 'refresh-xyz-secret' } } }));
+      writeFileSync(
+        join(cfg, 'config.json'),
+        JSON.stringify({ auths: { [reg.host]: { auth: Buffer.from('erin:').toString('base64'), identitytoken: 'refresh-xyz-secret' } } }),
+      );
       const ok = await runCliAsync(['pull', '--root', join(work.dir, 'r-idt'), `${reg.host}/idt/app:1`], { DOCKER_CONFIG: cfg });
       expect(ok.status, ok.stderr).toBe(0);
       const posts = reg.stats.requests.filter((r) => r.method === 'POST' && r.path.startsWith('/token'));
@@ -67,7 +70,9 @@ describe('fastpull pull with Docker config credentials', () => {
       const ok = await runCliAsync(['pull', '--root', join(work.dir, 'r-flag'), '--creds', 'flag:flag-secret-1', ref], { DOCKER_CONFIG: cfg });
       expect(ok.status, ok.stderr).toBe(0);
       expect(reg.stats.tokensIssued).toBeGreaterThan(0);
-      const json = await runCliAsync(['pull', '--root', join(work.dir, 'r-flag2'), '--json', '--debug', '--creds', 'flag:flag-secret-1', ref], { DOCKER_CONFIG: cfg });
+      const json = await runCliAsync(['pull', '--root', join(work.dir, 'r-flag2'), '--json', '--debug', '--creds', 'flag:flag-secret-1', ref], {
+        DOCKER_CONFIG: cfg,
+      });
       expect(json.status, json.stderr).toBe(0);
       const wrong = await runCliAsync(['pull', '--root', join(work.dir, 'r-flag3'), '--debug', '--creds', 'flag:nope-secret-3', ref], { DOCKER_CONFIG: cfg });
       expect(wrong.status).toBe(1);
@@ -92,7 +97,9 @@ describe('fastpull pull with Docker config credentials', () => {
       writeFileSync(join(hosts, upstream.host, 'hosts.toml'), `server = "${upstream.url}"\n[host."${mirror.url}"]\n  capabilities = ["pull", "resolve"]\n`);
       const empty = join(work.dir, 'docker-empty');
       mkdirSync(empty);
-      const r = await runCliAsync(['pull', '--root', join(work.dir, 'r-mirror'), '--hosts-dir', hosts, '--creds', 'up:up-pass', `${upstream.host}/m/app:1`], { DOCKER_CONFIG: empty });
+      const r = await runCliAsync(['pull', '--root', join(work.dir, 'r-mirror'), '--hosts-dir', hosts, '--creds', 'up:up-pass', `${upstream.host}/m/app:1`], {
+        DOCKER_CONFIG: empty,
+      });
       expect(r.status, r.stderr).toBe(0);
       // The mirror was tried and refused (no credentials for it); the upstream served with them.
       expect(mirror.stats.requests.length).toBeGreaterThan(0);

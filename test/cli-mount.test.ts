@@ -4,7 +4,19 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type BuiltImage, diffTrees, findDistributionBinary, lacks, lacksRegistry, lacksRoot, pushImage, readTree, sampleImage, startDistribution, type TreeEntry } from '@fastpull/core/testing';
+import {
+  type BuiltImage,
+  diffTrees,
+  findDistributionBinary,
+  lacks,
+  lacksRegistry,
+  lacksRoot,
+  pushImage,
+  readTree,
+  sampleImage,
+  startDistribution,
+  type TreeEntry,
+} from '@fastpull/core/testing';
 import { cliPath, overlayUnavailable, runCli, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -66,7 +78,9 @@ describe.skipIf(lacksRegistry())('fastpull mount and unmount', () => {
     expect(m.status, m.stderr).toBe(0);
     const id = readdirSync(join(root, 'mounts'))[0]!;
     // The hint names the store the mount was made in: without --root it would look in the default one.
-    expect(m.stdout).toBe(`mounted ${ref} at ${target} (changes go to ${root}/mounts/${id}/upper; \`fastpull unmount --root ${root} ${target}\` discards them)\n`);
+    expect(m.stdout).toBe(
+      `mounted ${ref} at ${target} (changes go to ${root}/mounts/${id}/upper; \`fastpull unmount --root ${root} ${target}\` discards them)\n`,
+    );
     expect(mounted(target)).toBe(true);
     expect(diffTrees(image.expectedTree(), await readTree(target))).toEqual([]);
 
@@ -112,51 +126,65 @@ describe.skipIf(lacksRegistry())('fastpull mount and unmount', () => {
     expect((await snapshotTrees(singleRef)).map((t, i) => diffTrees(before[i]!, t))).toEqual([[]]);
   });
 
-  it.skipIf(lacks('overlay', noOverlay))('mounts and unmounts through fastpulld (--address): the record is the daemon\'s, the mount this process\'s', async () => {
-    // A socket path with a space: the hint must quote it for a shell.
-    const socket = join(work.dir, 'fast pulld.sock');
-    const other = join(work.dir, 'other-root');
-    mkdirSync(other);
-    let daemon: RunningDaemon | undefined;
-    try {
-      daemon = await serveDaemon(['--socket', socket, '--root', root]);
-      const target = join(work.dir, 'm4');
-      mkdirSync(target);
-      const m = runCli(['mount', '--address', socket, '--root', other, ref, target]);
-      expect(m.status, m.stderr).toBe(0);
-      const [id] = readdirSync(join(root, 'mounts'));
-      // Recorded in the daemon's store, not in the --root given beside --address.
-      expect(existsSync(join(other, 'mounts'))).toBe(false);
-      expect(m.stdout).toBe(`mounted ${ref} at ${target} (changes go to ${root}/mounts/${id}/upper; \`fastpull unmount --address '${socket}' ${target}\` discards them)\n`);
-      expect(mounted(target)).toBe(true);
-      expect(diffTrees(image.expectedTree(), await readTree(target))).toEqual([]);
-      writeFileSync(join(target, 'through-daemon'), 'x');
-      expect(readFileSync(join(root, 'mounts', id!, 'upper', 'through-daemon'), 'utf8')).toBe('x');
+  it.skipIf(lacks('overlay', noOverlay))(
+    "mounts and unmounts through fastpulld (--address): the record is the daemon's, the mount this process's",
+    async () => {
+      // A socket path with a space: the hint must quote it for a shell.
+      const socket = join(work.dir, 'fast pulld.sock');
+      const other = join(work.dir, 'other-root');
+      mkdirSync(other);
+      let daemon: RunningDaemon | undefined;
+      try {
+        daemon = await serveDaemon(['--socket', socket, '--root', root]);
+        const target = join(work.dir, 'm4');
+        mkdirSync(target);
+        const m = runCli(['mount', '--address', socket, '--root', other, ref, target]);
+        expect(m.status, m.stderr).toBe(0);
+        const [id] = readdirSync(join(root, 'mounts'));
+        // Recorded in the daemon's store, not in the --root given beside --address.
+        expect(existsSync(join(other, 'mounts'))).toBe(false);
+        expect(m.stdout).toBe(
+          `mounted ${ref} at ${target} (changes go to ${root}/mounts/${id}/upper; \`fastpull unmount --address '${socket}' ${target}\` discards them)\n`,
+        );
+        expect(mounted(target)).toBe(true);
+        expect(diffTrees(image.expectedTree(), await readTree(target))).toEqual([]);
+        writeFileSync(join(target, 'through-daemon'), 'x');
+        expect(readFileSync(join(root, 'mounts', id!, 'upper', 'through-daemon'), 'utf8')).toBe('x');
 
-      // Another store has no record of it, and says which store has.
-      const elsewhere = runCli(['unmount', '--root', other, target]);
-      expect(elsewhere.status).toBe(1);
-      expect(elsewhere.stderr).toBe(`fastpull: unmounting ${target}: no fastpull mount at ${target} in the store at ${other}; the overlay there keeps its changes in the store at ${root}: name that store (NOT_FOUND)\n`);
-      expect(mounted(target)).toBe(true);
+        // Another store has no record of it, and says which store has.
+        const elsewhere = runCli(['unmount', '--root', other, target]);
+        expect(elsewhere.status).toBe(1);
+        expect(elsewhere.stderr).toBe(
+          `fastpull: unmounting ${target}: no fastpull mount at ${target} in the store at ${other}; the overlay there keeps its changes in the store at ${root}: name that store (NOT_FOUND)\n`,
+        );
+        expect(mounted(target)).toBe(true);
 
-      const u = runHint(m.stdout);
-      expect(u.status, u.stderr).toBe(0);
-      expect(u.stdout).toBe(`unmounted ${ref} from ${target}\n`);
-      expect(mounted(target)).toBe(false);
-      expect(readdirSync(join(root, 'mounts'))).toEqual([]);
-    } finally {
-      if (mounted(join(work.dir, 'm4'))) spawnSync('umount', [join(work.dir, 'm4')]);
-      await stopDaemon(daemon);
-    }
-  });
+        const u = runHint(m.stdout);
+        expect(u.status, u.stderr).toBe(0);
+        expect(u.stdout).toBe(`unmounted ${ref} from ${target}\n`);
+        expect(mounted(target)).toBe(false);
+        expect(readdirSync(join(root, 'mounts'))).toEqual([]);
+      } finally {
+        if (mounted(join(work.dir, 'm4'))) spawnSync('umount', [join(work.dir, 'm4')]);
+        await stopDaemon(daemon);
+      }
+    },
+  );
 
   it.skipIf(lacksRoot())('refuses without root, with one line and a code', () => {
     const target = join(work.dir, 'm3');
     mkdirSync(target);
     // The same CLI as an unprivileged user.
-    const r = spawnSync(process.execPath, [cliPath, 'mount', '--root', root, ref, target], { encoding: 'utf8', uid: 65534, gid: 65534, env: { PATH: process.env.PATH } });
+    const r = spawnSync(process.execPath, [cliPath, 'mount', '--root', root, ref, target], {
+      encoding: 'utf8',
+      uid: 65534,
+      gid: 65534,
+      env: { PATH: process.env.PATH },
+    });
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe(`fastpull: mounting ${ref} at ${target}: mounting needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\` (PERMISSION_DENIED)\n`);
+    expect(r.stderr).toBe(
+      `fastpull: mounting ${ref} at ${target}: mounting needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\` (PERMISSION_DENIED)\n`,
+    );
     expect(mounted(target)).toBe(false);
   });
 });

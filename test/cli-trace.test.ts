@@ -6,7 +6,18 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PullTimings, TraceDocument, TraceEvent } from '@fastpull/core';
-import { buildImage, type BuiltImage, findDistributionBinary, lacksRegistry, Prng, pushImage, sampleImage, sampleLayerEntries, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  buildImage,
+  type BuiltImage,
+  findDistributionBinary,
+  lacksRegistry,
+  Prng,
+  pushImage,
+  sampleImage,
+  sampleLayerEntries,
+  startDistribution,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { runCli, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { checkCounters, checkCpuArgs, checkNesting, checkRanges, checkWorkers, FLOAT_US, passTid, spans, WORKERS_PID } from './trace-checks.js';

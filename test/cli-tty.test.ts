@@ -68,7 +68,11 @@ describe.skipIf(lacksRegistry() || lacks('script', noScript))('fastpull pull on 
     expect(r.output).toContain('\x1b[4A');
     // Each frame starts by moving the cursor up over the previous one; the text before the first
     // such move holds the resolved line and the first frame.
-    const frames = r.output.split('\x1b[4A').map((f) => strip(f).split('\r\n').map((l) => l.replace(/^\r+/, '')));
+    const frames = r.output.split('\x1b[4A').map((f) =>
+      strip(f)
+        .split('\r\n')
+        .map((l) => l.replace(/^\r+/, '')),
+    );
     expect(frames.length).toBeGreaterThan(2);
     // The first frame: every layer waiting.
     expect(frames[0]!.slice(1, 4)).toEqual(shorts.map((s) => `${s}: Waiting`));
@@ -93,7 +97,9 @@ describe.skipIf(lacksRegistry() || lacks('script', noScript))('fastpull pull on 
     // A second pull finds every layer there.
     const again = await underTerminal(['pull', '--root', root, ref], { NO_COLOR: '1' });
     expect(again.status, again.output).toBe(0);
-    const final = strip(again.output).split('\r\n').map((l) => l.replace(/^\r+/, ''));
+    const final = strip(again.output)
+      .split('\r\n')
+      .map((l) => l.replace(/^\r+/, ''));
     for (const s of shorts) expect(final).toContain(`${s}: Already exists`);
     // NO_COLOR: escapes move the cursor, but never colour.
     expect(again.output).not.toMatch(/\x1b\[\d+m/);

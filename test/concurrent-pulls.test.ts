@@ -26,7 +26,7 @@ describe('concurrent pulls into one store', () => {
       const leases = () => ls(join(root, 'leases')).filter((id) => existsSync(join(root, 'leases', id, 'refs.json'))).length;
       const pulls = Promise.all([cli(['pull', '--root', root, ref]), cli(['pull', '--root', root, ref])]);
       let held = 0;
-      for (const deadline = Date.now() + 60_000; held < 2 && Date.now() < deadline; ) {
+      for (const deadline = Date.now() + 60_000; held < 2 && Date.now() < deadline;) {
         await new Promise((r) => setTimeout(r, 20));
         held = leases();
       }

@@ -8,13 +8,28 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { datagramListenerUnavailable, listenDatagrams } from '../packages/core/src/util/unix-datagram.testkit.js';
-import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, release, startContainerd, waitForSnapshotter, type CriOptions, type PrivateContainerd } from './containerd.js';
+import {
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  criImages,
+  release,
+  startContainerd,
+  waitForSnapshotter,
+  type CriOptions,
+  type PrivateContainerd,
+} from './containerd.js';
 import { overlayUnavailable, repoRoot, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
 const CRI: CriOptions = { snapshotter: 'fastpull', disableSnapshotAnnotations: false };
 const launcher = join(repoRoot, 'packages', 'daemon', 'dist', 'launch.cjs');
 const work = tempDir('boot-order');
-const reason = containerdUnavailable() ?? overlayUnavailable() ?? datagramListenerUnavailable() ?? (findDistributionBinary() ? undefined : 'docker-registry is not installed');
+const reason =
+  containerdUnavailable() ??
+  overlayUnavailable() ??
+  datagramListenerUnavailable() ??
+  (findDistributionBinary() ? undefined : 'docker-registry is not installed');
 if (reason) console.warn(`skipping the boot-order tests: ${reason}`);
 
 describe.skipIf(lacks('containerd', reason))(`fastpulld and containerd started together, in the units' order (containerd ${release.name})`, () => {
@@ -76,12 +91,22 @@ describe.skipIf(lacks('containerd', reason))(`fastpulld and containerd started t
       const cri = criImages(containerd.address);
       try {
         const status = await cri.imageStatus(ref);
-        expect(status?.id, `CRI lists the image; containerd log:\n${containerd.log().split('\n').filter((l) => /unpacked|snapshotter/i.test(l)).slice(-10).join('\n')}`).toBe(image.configDigest);
+        expect(
+          status?.id,
+          `CRI lists the image; containerd log:\n${containerd
+            .log()
+            .split('\n')
+            .filter((l) => /unpacked|snapshotter/i.test(l))
+            .slice(-10)
+            .join('\n')}`,
+        ).toBe(image.configDigest);
       } finally {
         cri.close();
       }
       expect(containerd.log()).not.toMatch(/Failed to check whether image is unpacked/);
-      const run = await containerd.ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, `fastpull-boot-${process.pid}-${Date.now()}`, ...BUSYBOX_PROBE], { namespace: 'k8s.io' });
+      const run = await containerd.ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, `fastpull-boot-${process.pid}-${Date.now()}`, ...BUSYBOX_PROBE], {
+        namespace: 'k8s.io',
+      });
       expect(run.status, run.stderr).toBe(0);
       expect(run.stdout).toBe(BUSYBOX_PROBE_OUTPUT);
     } finally {

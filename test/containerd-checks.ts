@@ -24,7 +24,12 @@ export async function fingerprint(dir: string): Promise<string> {
       const st = await lstat(p, { bigint: true });
       h.update(`${key}\0${st.mode}\0${st.uid}:${st.gid}\0${st.size}\0${st.nlink}\0${st.mtimeNs}\0${st.ctimeNs}\0${st.rdev}\0`);
       if (st.isDirectory()) await walk(p, key);
-      else if (st.isFile()) h.update(createHash('sha256').update(await readFile(p)).digest('hex'));
+      else if (st.isFile())
+        h.update(
+          createHash('sha256')
+            .update(await readFile(p))
+            .digest('hex'),
+        );
       else if (st.isSymbolicLink()) h.update(await readlink(p));
       h.update('\n');
     }
@@ -59,7 +64,12 @@ export function rootOverlay(mountinfo: string): { lowerdirs: string[]; upperdir:
 
 /** ctr prints mounts with Go's field names. */
 export function ctrMounts(json: string): SnapshotMount[] {
-  return (JSON.parse(json) as Array<{ Type: string; Source: string; Options?: string[] }>).map((m) => ({ type: m.Type, source: m.Source, target: '', options: m.Options ?? [] }));
+  return (JSON.parse(json) as Array<{ Type: string; Source: string; Options?: string[] }>).map((m) => ({
+    type: m.Type,
+    source: m.Source,
+    target: '',
+    options: m.Options ?? [],
+  }));
 }
 
 let viewSeq = 0;
@@ -68,7 +78,13 @@ let viewSeq = 0;
  * The merged tree a snapshotter gives the committed snapshot `name` in `namespace`, read through a
  * view containerd makes (`ctr snapshots view --mounts`), mounted under `workDir` and removed after.
  */
-export async function mergedTree(containerd: PrivateContainerd, namespace: string, snapshotter: string, name: string, workDir: string): Promise<Map<string, TreeEntry>> {
+export async function mergedTree(
+  containerd: PrivateContainerd,
+  namespace: string,
+  snapshotter: string,
+  name: string,
+  workDir: string,
+): Promise<Map<string, TreeEntry>> {
   const key = `view-${process.pid}-${viewSeq++}`;
   const r = await containerd.ctr(['snapshots', '--snapshotter', snapshotter, 'view', '--mounts', key, name], { namespace });
   if (r.status !== 0) throw new Error(`ctr snapshots view ${name} (${snapshotter}, ${namespace}): ${r.stderr}`);

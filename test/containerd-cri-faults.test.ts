@@ -11,9 +11,31 @@ import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, hostPlatform, openStore, type Digest, type Platform } from '@fastpull/core';
-import { buildImage, buildIndex, type BuiltImage, lacks, type LayerEntry, type LoopbackRegistry, type RequestLog, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  buildImage,
+  buildIndex,
+  type BuiltImage,
+  lacks,
+  type LayerEntry,
+  type LoopbackRegistry,
+  type RequestLog,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { rootOverlay, waitUntil } from './containerd-checks.js';
-import { release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriAuth, type CriImages, type PrivateContainerd } from './containerd.js';
+import {
+  release,
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  criImages,
+  isProbeRecord,
+  startContainerd,
+  waitForSnapshotter,
+  type CriAuth,
+  type CriImages,
+  type PrivateContainerd,
+} from './containerd.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { snapshotsClient, type SnapshotInfo } from './snapshotter-client.js';
 import { layerTree, verifyStore } from './store-verify.js';
@@ -30,7 +52,8 @@ const reason = containerdUnavailable() ?? overlayUnavailable();
 let containerd: PrivateContainerd | undefined;
 // A release that is not installed or does not start fails the file: only a machine where no
 // private containerd can run at all (not root, no overlayfs) skips.
-if (reason === undefined) containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
+if (reason === undefined)
+  containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
 if (reason) console.warn(`skipping the CRI fault tests: ${reason}`);
 
 const isFastpull = (q: RequestLog): boolean => q.userAgent?.startsWith('fastpull/') === true;
@@ -132,7 +155,12 @@ describe.skipIf(lacks('containerd', reason))(`faults on kubelet's pull path (con
       await killed.waitLog((l) => l.msg === WAITING && l.target === chains[2]);
       expect(await waitUntil(() => registry.stats.blobBytesServed(top.digest) > 0)).toBe(true);
       // Both lower layers were answered from the pull before: containerd holds them as committed snapshots of its pull.
-      expect(killed.logs.slice(from).filter((l) => l.msg === RECORDED).map((l) => l.target)).toEqual(chains.slice(0, 2));
+      expect(
+        killed.logs
+          .slice(from)
+          .filter((l) => l.msg === RECORDED)
+          .map((l) => l.target),
+      ).toEqual(chains.slice(0, 2));
       killed.proc.kill('SIGKILL');
       await killed.exited;
     } finally {
@@ -146,7 +174,9 @@ describe.skipIf(lacks('containerd', reason))(`faults on kubelet's pull path (con
     expect(err.details).toContain(`failed to pull and unpack image "${ref}"`);
     expect(err.details).toMatch(new RegExp(`failed to prepare extraction snapshot "extract-[^"]* ${chains[2]}": `));
     // gRPC's words for the broken connection (1.6's older gRPC says it its way), and 1.x's errdefs suffix.
-    expect(err.details).toMatch(release.name === '1.6' ? /: transport is closing: unavailable$/ : /: error reading from server: (EOF|.*connection reset by peer)(: unavailable)?$/);
+    expect(err.details).toMatch(
+      release.name === '1.6' ? /: transport is closing: unavailable$/ : /: error reading from server: (EOF|.*connection reset by peer)(: unavailable)?$/,
+    );
     expect(err.details.endsWith(': unavailable')).toBe(release.major === 1);
     expect(await cri.imageStatus(ref)).toBeUndefined();
     expect(await ctr(['images', 'ls', '-q'])).not.toContain(ref);
@@ -248,18 +278,25 @@ describe.skipIf(lacks('containerd', reason))(`faults on kubelet's pull path (con
       const gets = layerGets(authRegistry, plain);
       expect(gets.filter(isFastpull)).toEqual([]);
       const whole = gets.filter((q) => q.status === 200);
-      expect(whole.map((q) => [q.path.split('/').at(-1), q.authorization, q.range]).sort()).toEqual(plain.layers.map((l) => [l.digest, true, undefined]).sort());
+      expect(whole.map((q) => [q.path.split('/').at(-1), q.authorization, q.range]).sort()).toEqual(
+        plain.layers.map((l) => [l.digest, true, undefined]).sort(),
+      );
       // Each layer is containerd's own snapshot in fastpull's records; fastpull's store took none.
       const store = openStore(root);
       for (const c of chains) expect(await store.snapshots.isCommitted(c)).toBe(false);
       const own = (await records()).filter((r) => chains.includes(r.labels['containerd.io/snapshot.ref'] as Digest));
       expect(own.map((r) => r.name.startsWith(`${CRI_NAMESPACE}/`))).toEqual([true, true, true]);
-      expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', plainRef, `fastpull-faults-auth-${process.pid}`, ...BUSYBOX_PROBE])).toBe(BUSYBOX_PROBE_OUTPUT);
+      expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', plainRef, `fastpull-faults-auth-${process.pid}`, ...BUSYBOX_PROBE])).toBe(
+        BUSYBOX_PROBE_OUTPUT,
+      );
 
       // fastpulld with credentials for the registry in its Docker config.
       const withCredentials = join(work.dir, 'docker-creds');
       mkdirSync(withCredentials, { recursive: true });
-      writeFileSync(join(withCredentials, 'config.json'), JSON.stringify({ auths: { [authRegistry.host]: { auth: Buffer.from(`${secret.username}:${secret.password}`).toString('base64') } } }));
+      writeFileSync(
+        join(withCredentials, 'config.json'),
+        JSON.stringify({ auths: { [authRegistry.host]: { auth: Buffer.from(`${secret.username}:${secret.password}`).toString('base64') } } }),
+      );
       await startFastpulld(withCredentials);
       const image = await busyboxImage({ padding: 3000, seed: 14 });
       authRegistry.addImage('faults/private2', 'v1', image);
@@ -309,7 +346,11 @@ describe.skipIf(lacks('containerd', reason))(`faults on kubelet's pull path (con
     expect(await cri.pullImage(ref)).toBe(mine.configDigest);
     await fastPathTaken(mine, from);
     await daemon!.waitLog((l) => l.event === 'pull' && l.result === 'ok' && l.image === `${registry.host}/faults/multi@${mine.manifestDigest}`);
-    expect(await cri.imageStatus(ref)).toMatchObject({ id: mine.configDigest, repoTags: [ref], repoDigests: [`${registry.host}/faults/multi@${index.digest}`] });
+    expect(await cri.imageStatus(ref)).toMatchObject({
+      id: mine.configDigest,
+      repoTags: [ref],
+      repoDigests: [`${registry.host}/faults/multi@${index.digest}`],
+    });
     // Nobody asked for the other platform's manifest or blobs.
     const asked = registry.stats.requests.map((q) => q.path);
     for (const d of [theirs.manifestDigest, ...theirs.blobs.keys()]) expect(asked.filter((p) => p.endsWith(d))).toEqual([]);

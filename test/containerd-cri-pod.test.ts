@@ -24,7 +24,16 @@ import { Pod } from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { chainIDs } from '@fastpull/core';
-import { buildImage, type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, Prng, pushImage, startDistribution } from '@fastpull/core/testing';
+import {
+  buildImage,
+  type BuiltImage,
+  type DistributionRegistry,
+  findDistributionBinary,
+  lacks,
+  Prng,
+  pushImage,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
 import {
   BUSYBOX_PROBE,
@@ -112,7 +121,10 @@ function overlayAt(mountinfo: string, point: string): { options: string[]; lower
     if (!right || fields[4] !== point) continue;
     const [fstype, , superOptions = ''] = right.split(' ');
     if (fstype !== 'overlay') continue;
-    const lower = superOptions.split(',').find((o) => o.startsWith('lowerdir='))?.slice('lowerdir='.length);
+    const lower = superOptions
+      .split(',')
+      .find((o) => o.startsWith('lowerdir='))
+      ?.slice('lowerdir='.length);
     return { options: (fields[5] ?? '').split(','), lowerdirs: lower ? lower.split(':') : [] };
   }
   throw new Error(`no overlay mounted at ${point} in:\n${mountinfo}`);
@@ -193,7 +205,12 @@ describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (con
     sandboxRef = `${registry.host}/pod/sandbox:v1`;
     daemon = startDaemon(['--socket', join(work.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', root, '--log-level', 'debug']);
     await daemon.waitLog((l) => l.msg === 'fastpulld serving');
-    containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false, sandboxImage: sandboxRef, restrictOomScoreAdj });
+    containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, {
+      snapshotter: 'fastpull',
+      disableSnapshotAnnotations: false,
+      sandboxImage: sandboxRef,
+      restrictOomScoreAdj,
+    });
     await waitForSnapshotter(containerd);
     const endpoint = `unix://${containerd.address}`;
     writeFileSync(crictlConfig, `runtime-endpoint: ${endpoint}\nimage-endpoint: ${endpoint}\ntimeout: 120\n`);
@@ -211,7 +228,7 @@ describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (con
     work.cleanup();
   });
 
-  it("runs a pod (its sandbox image pulled by containerd through the fast path) and a container of a fast-path image, reads its log, and removes them all", async () => {
+  it('runs a pod (its sandbox image pulled by containerd through the fast path) and a container of a fast-path image, reads its log, and removes them all', async () => {
     const pulled = (await crictl(['pull', busyboxRef])).trim();
     expect(pulled).toBe(`Image is up to date for ${busybox.configDigest}`);
     // The first layer's Prepare started the pull; the others may find their layer pulled already.
@@ -224,7 +241,9 @@ describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (con
     expect(pod).toMatch(/^[0-9a-f]{64}$/);
     expect(await recordedFor(sandbox)).toEqual(['pulled']);
     await contentHasNoLayerOf(sandbox);
-    const podStatus = JSON.parse(await crictl(['inspectp', '-o', 'json', pod])) as { status: { state: string; linux: { namespaces: { options: { network: string } } } } };
+    const podStatus = JSON.parse(await crictl(['inspectp', '-o', 'json', pod])) as {
+      status: { state: string; linux: { namespaces: { options: { network: string } } } };
+    };
     expect(podStatus.status.state).toBe('SANDBOX_READY');
     expect(podStatus.status.linux.namespaces.options.network).toBe('NODE');
 
@@ -246,10 +265,18 @@ describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (con
     const [probe, mountinfo] = (await crictl(['logs', id])).split('---\n');
     expect(probe).toBe(BUSYBOX_PROBE_OUTPUT);
     const logLines = readFileSync(status.logPath, 'utf8').split('\n').filter(Boolean);
-    expect(logLines.slice(0, 7).map((l) => l.replace(/^\S+ /, ''))).toEqual(BUSYBOX_PROBE_OUTPUT.split('\n').filter(Boolean).map((l) => `stdout F ${l}`));
+    expect(logLines.slice(0, 7).map((l) => l.replace(/^\S+ /, ''))).toEqual(
+      BUSYBOX_PROBE_OUTPUT.split('\n')
+        .filter(Boolean)
+        .map((l) => `stdout F ${l}`),
+    );
     // The container's root is an overlay over fastpull's committed layer directories, top first.
     const rootfs = overlayAt(mountinfo!, '/');
-    expect(rootfs.lowerdirs).toEqual(chainIDs(busybox.layers.map((l) => l.diffID)).reverse().map(committedFs));
+    expect(rootfs.lowerdirs).toEqual(
+      chainIDs(busybox.layers.map((l) => l.diffID))
+        .reverse()
+        .map(committedFs),
+    );
 
     await crictl(['rm', id]);
     await crictl(['stopp', pod]);
@@ -283,7 +310,10 @@ describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (con
           return { ...w, image, ref: `${registry.host}/models/${w.name}:v1`, sha256: createHash('sha256').update(w.bytes).digest('hex') };
         }),
       );
-      expect(images.map((i) => i.image.layers[0]!.mediaType)).toEqual(['application/vnd.oci.image.layer.v1.tar', 'application/vnd.oci.image.layer.v1.tar+zstd']);
+      expect(images.map((i) => i.image.layers[0]!.mediaType)).toEqual([
+        'application/vnd.oci.image.layer.v1.tar',
+        'application/vnd.oci.image.layer.v1.tar+zstd',
+      ]);
 
       // kubelet pulls an image volume's image through CRI like any other: the fast path, no layer blob in containerd.
       await crictl(['pull', busyboxRef]);
@@ -295,7 +325,8 @@ describe.skipIf(lacks('containerd', reason))(`a pod through CRI with crictl (con
 
       const podFile = podConfig('weights');
       const pod = (await crictl(['runp', podFile])).trim();
-      const script = 'sha256sum /weights/raw/model/weights.bin /weights/zstd/model/weights.bin; touch /weights/raw/x 2>/dev/null && echo writable || echo read-only; echo ---; cat /proc/self/mountinfo';
+      const script =
+        'sha256sum /weights/raw/model/weights.bin /weights/zstd/model/weights.bin; touch /weights/raw/x 2>/dev/null && echo writable || echo read-only; echo ---; cat /proc/self/mountinfo';
       const container = configFile('container', {
         metadata: { name: 'reader' },
         image: { image: busyboxRef },

@@ -12,7 +12,19 @@ import { chainIDs, type Digest } from '@fastpull/core';
 import { type BuiltImage, diffTrees, lacks, type LoopbackRegistry, type RequestLog, startLoopbackRegistry } from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { mergedTree } from './containerd-checks.js';
-import { ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, startContainerd, waitForSnapshotter, type CriImages, type PrivateContainerd } from './containerd.js';
+import {
+  ctrLocalPull,
+  release,
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  criImages,
+  startContainerd,
+  waitForSnapshotter,
+  type CriImages,
+  type PrivateContainerd,
+} from './containerd.js';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { logsSettled, snapshotsClient } from './snapshotter-client.js';
 
@@ -28,11 +40,13 @@ const reason = containerdUnavailable() ?? overlayUnavailable();
 let containerd: PrivateContainerd | undefined;
 // A release that is not installed or does not start fails the file: only a machine where no
 // private containerd can run at all (not root, no overlayfs) skips.
-if (reason === undefined) containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
+if (reason === undefined)
+  containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
 if (reason) console.warn(`skipping the CRI fast-path registry tests: ${reason}`);
 
 const isFastpull = (q: RequestLog): boolean => q.userAgent?.startsWith('fastpull/') === true;
-const blobGets = (registry: LoopbackRegistry, digest: Digest): RequestLog[] => registry.stats.requests.filter((q) => q.method === 'GET' && q.path.endsWith(`/blobs/${digest}`));
+const blobGets = (registry: LoopbackRegistry, digest: Digest): RequestLog[] =>
+  registry.stats.requests.filter((q) => q.method === 'GET' && q.path.endsWith(`/blobs/${digest}`));
 
 /** The byte ranges of `gets`, sorted; throws on a GET without a Range header. */
 function ranges(gets: readonly RequestLog[]): Array<[number, number]> {
@@ -53,7 +67,18 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
 
   beforeAll(async () => {
     registry = await startLoopbackRegistry();
-    daemon = startDaemon(['--socket', join(work.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', join(work.dir, 'fastpull-root'), '--chunk-size', '64KiB', '--log-level', 'debug']);
+    daemon = startDaemon([
+      '--socket',
+      join(work.dir, 'fastpulld.sock'),
+      '--snapshotter-socket',
+      snapSocket,
+      '--root',
+      join(work.dir, 'fastpull-root'),
+      '--chunk-size',
+      '64KiB',
+      '--log-level',
+      'debug',
+    ]);
     await daemon.waitLog((l) => l.msg === 'fastpulld serving');
     api = new FastpullClient(join(work.dir, 'fastpulld.sock'));
     await waitForSnapshotter(containerd!);
@@ -103,7 +128,10 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
 
     for (const layer of image.layers) {
       const gets = blobGets(registry, layer.digest);
-      expect(gets.filter((q) => !isFastpull(q)), `containerd's GETs of ${layer.digest}`).toEqual([]);
+      expect(
+        gets.filter((q) => !isFastpull(q)),
+        `containerd's GETs of ${layer.digest}`,
+      ).toEqual([]);
       expect(gets.every((q) => q.status === 206)).toBe(true);
       expect(ranges(gets)).toEqual(chunks(layer.size));
       expect(registry.stats.blobBytesServed(layer.digest)).toBe(layer.size);

@@ -7,7 +7,20 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
-import { release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriImages, type CriOptions, type PrivateContainerd } from './containerd.js';
+import {
+  release,
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  criImages,
+  isProbeRecord,
+  startContainerd,
+  waitForSnapshotter,
+  type CriImages,
+  type CriOptions,
+  type PrivateContainerd,
+} from './containerd.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { logsSettled, snapshotsClient, type SnapshotInfo } from './snapshotter-client.js';
 
@@ -48,7 +61,11 @@ describe.skipIf(lacks('containerd', reason))(`restarts of fastpulld and of conta
     // The container outlives containerd and fastpulld by design: end it through containerd.
     if (containerd) {
       await containerd.ctr(['task', 'kill', '-s', 'KILL', id], { namespace: CRI_NAMESPACE });
-      await waitUntil(async () => !/ RUNNING/.test((await containerd!.ctr(['task', 'ls'], { namespace: CRI_NAMESPACE })).stdout.split('\n').find((l) => l.startsWith(`${id} `)) ?? ''), 10_000);
+      await waitUntil(
+        async () =>
+          !/ RUNNING/.test((await containerd!.ctr(['task', 'ls'], { namespace: CRI_NAMESPACE })).stdout.split('\n').find((l) => l.startsWith(`${id} `)) ?? ''),
+        10_000,
+      );
       await containerd.ctr(['task', 'rm', '-f', id], { namespace: CRI_NAMESPACE });
       await containerd.ctr(['containers', 'rm', id], { namespace: CRI_NAMESPACE });
       await containerd.stop();
@@ -118,7 +135,12 @@ describe.skipIf(lacks('containerd', reason))(`restarts of fastpulld and of conta
     await ctr(['run', '-d', '--snapshotter', 'fastpull', ref, id, '/bin/busybox', 'sh', '-c', 'echo up > /up; exec sleep 3600']);
     expect(await waitUntil(async () => (await task())?.status === 'RUNNING')).toBe(true);
     pid = (await task())!.pid;
-    expect(await waitUntil(async () => (await containerd!.ctr(['task', 'exec', '--exec-id', 'ready', id, '/bin/busybox', 'test', '-e', '/up'], { namespace: CRI_NAMESPACE })).status === 0)).toBe(true);
+    expect(
+      await waitUntil(
+        async () =>
+          (await containerd!.ctr(['task', 'exec', '--exec-id', 'ready', id, '/bin/busybox', 'test', '-e', '/up'], { namespace: CRI_NAMESPACE })).status === 0,
+      ),
+    ).toBe(true);
     expect(await exec(0)).toBe('one v3\ntwo\nup\n');
     before = await snapshots();
     expect(before.records.filter((r) => r.kind === 'COMMITTED')).toHaveLength(image.layers.length);

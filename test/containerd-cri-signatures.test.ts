@@ -17,7 +17,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, type Digest } from '@fastpull/core';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { cosignMissing, cosignSign, generateKeyPair } from './cosign.js';
-import { busyboxImage, containerdUnavailable, isProbeRecord, peersPrefix, release, run, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
+import {
+  busyboxImage,
+  containerdUnavailable,
+  isProbeRecord,
+  peersPrefix,
+  release,
+  run,
+  startContainerd,
+  waitForSnapshotter,
+  type PrivateContainerd,
+} from './containerd.js';
 import { overlayUnavailable, peerBinary, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { snapshotsClient, type SnapshotsClient } from './snapshotter-client.js';
 
@@ -109,10 +119,25 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
       policy,
       JSON.stringify({
         default: [{ type: 'insecureAcceptAnything' }],
-        transports: { docker: { [`${registry.host}/sig`]: [{ type: 'sigstoreSigned', keyPath: join(work.dir, 'good.pub'), signedIdentity: { type: 'matchRepository' } }] } },
+        transports: {
+          docker: { [`${registry.host}/sig`]: [{ type: 'sigstoreSigned', keyPath: join(work.dir, 'good.pub'), signedIdentity: { type: 'matchRepository' } }] },
+        },
       }),
     );
-    daemon = startDaemon(['--socket', join(work.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', join(work.dir, 'fastpull-root'), '--signature-policy', policy, '--notation-config', notationDir, '--log-level', 'debug']);
+    daemon = startDaemon([
+      '--socket',
+      join(work.dir, 'fastpulld.sock'),
+      '--snapshotter-socket',
+      snapSocket,
+      '--root',
+      join(work.dir, 'fastpull-root'),
+      '--signature-policy',
+      policy,
+      '--notation-config',
+      notationDir,
+      '--log-level',
+      'debug',
+    ]);
     await daemon.waitLog((l) => l.msg === 'fastpulld serving');
     containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
     await waitForSnapshotter(containerd);
@@ -161,7 +186,9 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
     expect(pulled.manifest).toBe(signedDigest);
     // One pull (and one verification, logged once) answered every layer's Prepare.
     expect(daemon.logs.filter((l) => l.event === 'pull' && l.image === ref)).toHaveLength(1);
-    expect(daemon.logs.filter((l) => l.event === 'signature' && l.image === ref)).toEqual([expect.objectContaining({ outcome: 'verified', manifest: signedDigest })]);
+    expect(daemon.logs.filter((l) => l.event === 'signature' && l.image === ref)).toEqual([
+      expect.objectContaining({ outcome: 'verified', manifest: signedDigest }),
+    ]);
     const content = await ctr(['content', 'ls', '-q']);
     expect(content).toContain(signed.configDigest);
     for (const l of signed.layers) expect(content).not.toContain(l.digest);
@@ -189,7 +216,9 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
     const ref = `${registry.host}/open/unsigned:v1`;
     const r = await crictl(['pull', ref]);
     expect(r.status, r.stderr).toBe(0);
-    const pulled = await daemon.waitLog((l) => l.event === 'pull' && l.result === 'ok' && typeof l.image === 'string' && l.image.startsWith(`${registry.host}/open/unsigned@`));
+    const pulled = await daemon.waitLog(
+      (l) => l.event === 'pull' && l.result === 'ok' && typeof l.image === 'string' && l.image.startsWith(`${registry.host}/open/unsigned@`),
+    );
     expect(pulled.image).toContain('@sha256:');
   });
   it('Notary Project: an image signed by notation pulls on the fast path, verified, containerd fetching no layer itself', async () => {
@@ -198,13 +227,15 @@ describe.skipIf(lacks('containerd', reason))(`a signature policy through CRI (co
     expect(r.status, r.stderr).toBe(0);
     const pulled = await daemon.waitLog((l) => l.event === 'pull' && l.result === 'ok' && l.image === ref);
     expect(pulled.manifest).toBe(notaryDigest);
-    expect(daemon.logs.filter((l) => l.event === 'signature' && l.image === ref)).toEqual([expect.objectContaining({ outcome: 'verified', manifest: notaryDigest })]);
+    expect(daemon.logs.filter((l) => l.event === 'signature' && l.image === ref)).toEqual([
+      expect.objectContaining({ outcome: 'verified', manifest: notaryDigest }),
+    ]);
     const content = await ctr(['content', 'ls', '-q']);
     for (const l of notarySigned.layers) expect(content).not.toContain(l.digest);
     expect(layerGets(notarySigned, containerdBlobGets())).toEqual([]);
   });
 
-  it('Notary Project: an unsigned image under the trust policy\'s scope is refused, and containerd does not pull it itself', async () => {
+  it("Notary Project: an unsigned image under the trust policy's scope is refused, and containerd does not pull it itself", async () => {
     // Pushed under the signed one's repository with another tag: in scope, with no signature.
     const digest = await pushImage(registry.url, 'notary/signed', 'unsigned', notaryUnsigned);
     expect(digest).not.toBe(notaryDigest);

@@ -11,10 +11,33 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '@fastpull/core';
-import { type BuiltImage, diffTrees, type DistributionRegistry, findDistributionBinary, lacks, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
+import {
+  type BuiltImage,
+  diffTrees,
+  type DistributionRegistry,
+  findDistributionBinary,
+  lacks,
+  pushImage,
+  readTree,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { fingerprints, mergedTree, rootOverlay, waitUntil } from './containerd-checks.js';
-import { criPull, ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, isProbeRecord, startContainerd, waitForSnapshotter, type CriImages, type PrivateContainerd } from './containerd.js';
+import {
+  criPull,
+  ctrLocalPull,
+  release,
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  criImages,
+  isProbeRecord,
+  startContainerd,
+  waitForSnapshotter,
+  type CriImages,
+  type PrivateContainerd,
+} from './containerd.js';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { snapshotsClient, type SnapshotsClient } from './snapshotter-client.js';
 
@@ -26,7 +49,8 @@ const reason = containerdUnavailable() ?? overlayUnavailable() ?? (findDistribut
 let containerd: PrivateContainerd | undefined;
 // A release that is not installed or does not start fails the file: only a machine where no
 // private containerd can run at all (not root, no overlayfs) skips.
-if (reason === undefined) containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
+if (reason === undefined)
+  containerd = await startContainerd(join(work.dir, 'containerd'), snapSocket, { snapshotter: 'fastpull', disableSnapshotAnnotations: false });
 if (reason) console.warn(`skipping the CRI fast-path tests: ${reason}`);
 
 /** Record name -> its directory under `<root>/snapshots/containerd` (from each record.json). */
@@ -103,7 +127,9 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
     const recorded = daemon.logs.filter((l) => l.msg === 'layer recorded for containerd');
     expect(recorded.map((l) => l.target)).toEqual(chains);
     expect(recorded[0]!.how).toBe('pulled');
-    await expect.poll(() => daemon.logs.filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 120_000 }).toBe(image.layers.length);
+    await expect
+      .poll(() => daemon.logs.filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 120_000 })
+      .toBe(image.layers.length);
     expect(daemon.logs.filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself')).toEqual([]);
     const pulls = daemon.logs.filter((l) => l.event === 'pull');
     expect(pulls).toHaveLength(1);
@@ -185,24 +211,27 @@ describe.skipIf(lacks('containerd', reason))(`CRI PullImage through the fast pat
   // 2.x: `ctr image pull` goes through the transfer service, which labels each Prepare for a
   // snapshotter exporting enable_remote_snapshot_annotations (the shipped 2.1 file's proxy does):
   // the fast path answers it as it answers CRI.
-  if (release.major === 2) it('2.x: ctr image pull --snapshotter fastpull (transfer service) takes the fast path: no layer blob in containerd', async () => {
-    const ns = 'transfer';
-    const recordsBefore = (await client.list(['kind==committed'])).length;
-    const logsBefore = daemon.logs.length;
-    await ctr(['images', 'pull', '--plain-http', '--snapshotter', 'fastpull', ref], ns);
-    const since = () => daemon.logs.slice(logsBefore);
-    // Each layer's Prepare is answered ALREADY_EXISTS: from the records CRI's pull made (the same
-    // target under the same parent), so no new record.
-    await expect.poll(() => since().filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 120_000 }).toBe(image.layers.length);
-    expect((await client.list(['kind==committed'])).length).toBe(recordsBefore);
-    expect(since().filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself')).toEqual([]);
-    const content = await ctr(['content', 'ls', '-q'], ns);
-    expect(content).toContain(image.manifestDigest);
-    for (const l of image.layers) expect(content).not.toContain(l.digest);
-    expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, `fastpull-transfer-${process.pid}`, ...BUSYBOX_PROBE], ns)).toBe(BUSYBOX_PROBE_OUTPUT);
-    await ctr(['images', 'rm', '--sync', ref], ns);
-    expect(await waitUntil(async () => (await client.list(['kind==committed'])).length === recordsBefore)).toBe(true);
-  });
+  if (release.major === 2)
+    it('2.x: ctr image pull --snapshotter fastpull (transfer service) takes the fast path: no layer blob in containerd', async () => {
+      const ns = 'transfer';
+      const recordsBefore = (await client.list(['kind==committed'])).length;
+      const logsBefore = daemon.logs.length;
+      await ctr(['images', 'pull', '--plain-http', '--snapshotter', 'fastpull', ref], ns);
+      const since = () => daemon.logs.slice(logsBefore);
+      // Each layer's Prepare is answered ALREADY_EXISTS: from the records CRI's pull made (the same
+      // target under the same parent), so no new record.
+      await expect
+        .poll(() => since().filter((l) => l.method === 'Snapshots.Prepare' && l.code === 'ALREADY_EXISTS').length, { timeout: 120_000 })
+        .toBe(image.layers.length);
+      expect((await client.list(['kind==committed'])).length).toBe(recordsBefore);
+      expect(since().filter((l) => l.msg === 'fast path failed; containerd unpacks the layer itself')).toEqual([]);
+      const content = await ctr(['content', 'ls', '-q'], ns);
+      expect(content).toContain(image.manifestDigest);
+      for (const l of image.layers) expect(content).not.toContain(l.digest);
+      expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', ref, `fastpull-transfer-${process.pid}`, ...BUSYBOX_PROBE], ns)).toBe(BUSYBOX_PROBE_OUTPUT);
+      await ctr(['images', 'rm', '--sync', ref], ns);
+      expect(await waitUntil(async () => (await client.list(['kind==committed'])).length === recordsBefore)).toBe(true);
+    });
 
   it("removing one of two images that share layers: containerd's collection takes its records only; fastpull's gc frees its layers and nothing a record borrows", async () => {
     // A second image over the same two lower layers, its own top.

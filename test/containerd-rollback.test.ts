@@ -12,7 +12,20 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { parse, stringify, type TomlTable } from 'smol-toml';
-import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, launchContainerd, peersPrefix, release, startContainerd, waitForSnapshotter, type CriImages, type PrivateContainerd } from './containerd.js';
+import {
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  criImages,
+  launchContainerd,
+  peersPrefix,
+  release,
+  startContainerd,
+  waitForSnapshotter,
+  type CriImages,
+  type PrivateContainerd,
+} from './containerd.js';
 import { guideLine, guideQuote, lastLine, shell, withoutNotices } from './guide.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
@@ -68,7 +81,8 @@ describe.skipIf(lacks('containerd', reason))(`going back from fastpull to overla
     return r.stdout;
   };
   /** `ctr run` of an image with overlayfs (containerd's default snapshotter), as a new container of CRI's would. */
-  const runProbe = (ref: string, n: string) => containerd!.ctr(['run', '--rm', ref, `rollback-${process.pid}-${n}`, ...BUSYBOX_PROBE], { namespace: CRI_NAMESPACE });
+  const runProbe = (ref: string, n: string) =>
+    containerd!.ctr(['run', '--rm', ref, `rollback-${process.pid}-${n}`, ...BUSYBOX_PROBE], { namespace: CRI_NAMESPACE });
   /** CRI's image id for each image. */
   const ids = async (cri: CriImages): Promise<Array<string | undefined>> => [(await cri.imageStatus(refs.app))?.id, (await cri.imageStatus(refs.pause))?.id];
 
@@ -94,9 +108,13 @@ describe.skipIf(lacks('containerd', reason))(`going back from fastpull to overla
     cri = criImages(containerd.address);
     try {
       // 2.x says which image before the guide's words.
-      const broken = /^ctr: (?:apply layer error for "[^"]+": )?failed to extract layer (sha256:[0-9a-f]{64}): failed to get reader from content store: content digest (sha256:[0-9a-f]{64}): not found$/;
+      const broken =
+        /^ctr: (?:apply layer error for "[^"]+": )?failed to extract layer (sha256:[0-9a-f]{64}): failed to get reader from content store: content digest (sha256:[0-9a-f]{64}): not found$/;
       expect(`ctr: ${guideQuote('failed to extract layer ').replaceAll('sha256:...', `sha256:${'0'.repeat(64)}`)}`).toMatch(broken);
-      for (const [ref, image] of [[refs.app, app], [refs.pause, pause]] as const) {
+      for (const [ref, image] of [
+        [refs.app, app],
+        [refs.pause, pause],
+      ] as const) {
         const r = await runProbe(ref, 'broken');
         expect(r.status).not.toBe(0);
         const m = broken.exec(lastLine(r.stderr));
@@ -107,11 +125,16 @@ describe.skipIf(lacks('containerd', reason))(`going back from fastpull to overla
       expect(await ids(cri)).toEqual([app.configDigest, pause.configDigest]);
 
       // Step 2: the guide's commands, crictl configured for containerd's socket.
-      const env = { PATH: `${crictlDir}:${release.binDir ? `${release.binDir}:` : ''}${process.env.PATH}`, CRI_CONFIG_FILE: crictlConfig(work.dir, containerd) };
+      const env = {
+        PATH: `${crictlDir}:${release.binDir ? `${release.binDir}:` : ''}${process.env.PATH}`,
+        CRI_CONFIG_FILE: crictlConfig(work.dir, containerd),
+      };
       const repull = await shell(guideLine(`grep '@sha256:' | xargs -r -n1 crictl pull`), containerd, env);
       expect(withoutNotices(repull.stderr)).toBe('');
       expect(repull.status).toBe(0);
-      expect(repull.stdout.trim().split('\n').sort()).toEqual([`Image is up to date for ${app.configDigest}`, `Image is up to date for ${pause.configDigest}`].sort());
+      expect(repull.stdout.trim().split('\n').sort()).toEqual(
+        [`Image is up to date for ${app.configDigest}`, `Image is up to date for ${pause.configDigest}`].sort(),
+      );
       const check = await shell(guideLine('ctr -n k8s.io images check'), containerd);
       expect(check.status).toBe(0);
       const rows = check.stdout.trim().split('\n').slice(1);

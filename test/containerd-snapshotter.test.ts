@@ -8,8 +8,27 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs } from '@fastpull/core';
-import { type BuiltImage, diffTrees, type DistributionRegistry, findDistributionBinary, lacks, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
-import { ctrLocalPull, release, BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, startContainerd, waitForSnapshotter, type PrivateContainerd } from './containerd.js';
+import {
+  type BuiltImage,
+  diffTrees,
+  type DistributionRegistry,
+  findDistributionBinary,
+  lacks,
+  pushImage,
+  readTree,
+  startDistribution,
+} from '@fastpull/core/testing';
+import {
+  ctrLocalPull,
+  release,
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  startContainerd,
+  waitForSnapshotter,
+  type PrivateContainerd,
+} from './containerd.js';
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { fingerprints, waitUntil } from './containerd-checks.js';
@@ -71,7 +90,11 @@ describe.skipIf(lacks('containerd', reason))(`containerd with fastpulld as its s
     const top = chainIDs(image.layers.map((l) => l.diffID)).at(-1)!;
     const key = `view-${snapshotter}-${mountSeq}`;
     // ctr prints Go's field names.
-    const printed = JSON.parse(await ctr(['snapshots', '--snapshotter', snapshotter, 'view', '--mounts', key, top])) as Array<{ Type: string; Source: string; Options?: string[] }>;
+    const printed = JSON.parse(await ctr(['snapshots', '--snapshotter', snapshotter, 'view', '--mounts', key, top])) as Array<{
+      Type: string;
+      Source: string;
+      Options?: string[];
+    }>;
     const mounts: SnapshotMount[] = printed.map((m) => ({ type: m.Type, source: m.Source, target: '', options: m.Options ?? [] }));
     const dir = join(work.dir, `mnt-${mountSeq++}`);
     mkdirSync(dir);
@@ -131,7 +154,9 @@ describe.skipIf(lacks('containerd', reason))(`containerd with fastpulld as its s
     for (const c of otherChains) expect(left.get(c)).toBe(both.get(c));
     // One directory per record left: the removed top's directory went with its record.
     expect(readdirSync(recordsDir).filter((n) => n !== '.lock')).toHaveLength(otherChains.length);
-    expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', otherRef, `fastpull-b-${process.pid}-${Date.now()}`, ...BUSYBOX_PROBE])).toBe(BUSYBOX_PROBE_OUTPUT);
+    expect(await ctr(['run', '--rm', '--snapshotter', 'fastpull', otherRef, `fastpull-b-${process.pid}-${Date.now()}`, ...BUSYBOX_PROBE])).toBe(
+      BUSYBOX_PROBE_OUTPUT,
+    );
 
     // fastpull's own collection: containerd's records hold directories of their own, none of its to
     // take. (First the container's snapshot leaves, at containerd's next collection.)

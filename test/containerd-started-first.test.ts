@@ -10,7 +10,20 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
 import { waitUntil } from './containerd-checks.js';
-import { BUSYBOX_PROBE, BUSYBOX_PROBE_OUTPUT, busyboxImage, containerdUnavailable, criImages, release, startContainerd, waitForSnapshotter, type CriImage, type CriImages, type CriOptions, type PrivateContainerd } from './containerd.js';
+import {
+  BUSYBOX_PROBE,
+  BUSYBOX_PROBE_OUTPUT,
+  busyboxImage,
+  containerdUnavailable,
+  criImages,
+  release,
+  startContainerd,
+  waitForSnapshotter,
+  type CriImage,
+  type CriImages,
+  type CriOptions,
+  type PrivateContainerd,
+} from './containerd.js';
 import { guideLine, shell, withoutNotices } from './guide.js';
 import { overlayUnavailable, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
@@ -39,7 +52,18 @@ describe.skipIf(lacks('containerd', reason))(`containerd started before fastpull
   let image: BuiltImage;
   let ref = '';
   const root = join(work.dir, 'fastpull-root');
-  const daemonArgs = (containerdSocketFlag: string): string[] => ['--socket', join(work.dir, 'fastpulld.sock'), '--snapshotter-socket', snapSocket, '--root', root, '--containerd-socket', containerdSocketFlag, '--log-level', 'debug'];
+  const daemonArgs = (containerdSocketFlag: string): string[] => [
+    '--socket',
+    join(work.dir, 'fastpulld.sock'),
+    '--snapshotter-socket',
+    snapSocket,
+    '--root',
+    root,
+    '--containerd-socket',
+    containerdSocketFlag,
+    '--log-level',
+    'debug',
+  ];
 
   beforeAll(async () => {
     registry = await startDistribution({ dir: join(work.dir, 'registry') });
@@ -107,8 +131,16 @@ describe.skipIf(lacks('containerd', reason))(`containerd started before fastpull
     expect(await waitUntil(async () => (await status()) !== undefined)).toBe(true);
     expect(await status()).toMatchObject({ id: image.configDigest, repoTags: [ref], repoDigests: [`${registry.host}/boot/busybox@${image.manifestDigest}`] });
     // CRI took an update event for each name (logged as it handles one).
-    const handled = containerd.log().slice(logFrom).split('\n').filter((l) => l.includes('ImageUpdate event'));
-    for (const name of names) expect(handled.some((l) => l.includes(name)), name).toBe(true);
+    const handled = containerd
+      .log()
+      .slice(logFrom)
+      .split('\n')
+      .filter((l) => l.includes('ImageUpdate event'));
+    for (const name of names)
+      expect(
+        handled.some((l) => l.includes(name)),
+        name,
+      ).toBe(true);
 
     // The announcement changed no image: the same names, targets and labels as before.
     const listing = async (): Promise<string> => (await containerd!.ctr(['images', 'ls'], { namespace: CRI_NAMESPACE })).stdout;

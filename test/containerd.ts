@@ -166,7 +166,12 @@ export interface PrivatePaths {
  * the file's own CRI settings kept with `'shipped'`, or the CRI plugins off when it is undefined.
  * Nothing else of the file is changed.
  */
-export function containerdConfig(r: ContainerdRelease, paths: PrivatePaths, cri?: CriOptions | 'shipped', source?: string): { config: string; address: string } {
+export function containerdConfig(
+  r: ContainerdRelease,
+  paths: PrivatePaths,
+  cri?: CriOptions | 'shipped',
+  source?: string,
+): { config: string; address: string } {
   const t = parse(source ?? readFileSync(join(repoRoot, 'deploy', 'containerd', r.configFile), 'utf8'));
   const address = join(paths.dir, 'containerd.sock');
   t.root = join(paths.dir, 'root');
@@ -175,7 +180,12 @@ export function containerdConfig(r: ContainerdRelease, paths: PrivatePaths, cri?
   t.ttrpc = { address: `${address}.ttrpc` };
   t.debug = { level: 'debug' };
   t.required_plugins = ['io.containerd.snapshotter.v1.fastpull'];
-  const disabled = ['io.containerd.snapshotter.v1.aufs', 'io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.devmapper'];
+  const disabled = [
+    'io.containerd.snapshotter.v1.aufs',
+    'io.containerd.snapshotter.v1.btrfs',
+    'io.containerd.snapshotter.v1.zfs',
+    'io.containerd.snapshotter.v1.devmapper',
+  ];
   if (r.major === 2) disabled.push('io.containerd.nri.v1.nri', 'io.containerd.snapshotter.v1.erofs');
   const proxy = sub(sub(t, 'proxy_plugins'), 'fastpull');
   proxy.address = paths.snapshotterSocket;
@@ -185,14 +195,26 @@ export function containerdConfig(r: ContainerdRelease, paths: PrivatePaths, cri?
   if (r.major === 1) {
     if (!cri) disabled.push('io.containerd.grpc.v1.cri');
     const plugin = sub(plugins, 'io.containerd.grpc.v1.cri');
-    Object.assign(plugin, { disable_tcp_service: true, stream_server_address: '127.0.0.1', stream_server_port: '0', cni: { bin_dir: cniDirs.bin, conf_dir: cniDirs.conf } });
+    Object.assign(plugin, {
+      disable_tcp_service: true,
+      stream_server_address: '127.0.0.1',
+      stream_server_port: '0',
+      cni: { bin_dir: cniDirs.bin, conf_dir: cniDirs.conf },
+    });
     if (cri && cri !== 'shipped') {
       Object.assign(sub(plugin, 'containerd'), { snapshotter: cri.snapshotter, disable_snapshot_annotations: cri.disableSnapshotAnnotations });
       if (cri.sandboxImage) plugin.sandbox_image = cri.sandboxImage;
       if (cri.restrictOomScoreAdj) plugin.restrict_oom_score_adj = true;
     }
   } else {
-    if (!cri) disabled.push('io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.podsandbox.controller.v1.podsandbox', 'io.containerd.sandbox.controller.v1.shim');
+    if (!cri)
+      disabled.push(
+        'io.containerd.grpc.v1.cri',
+        'io.containerd.cri.v1.runtime',
+        'io.containerd.cri.v1.images',
+        'io.containerd.podsandbox.controller.v1.podsandbox',
+        'io.containerd.sandbox.controller.v1.shim',
+      );
     Object.assign(sub(plugins, 'io.containerd.grpc.v1.cri'), { disable_tcp_service: true, stream_server_address: '127.0.0.1', stream_server_port: '0' });
     Object.assign(sub(plugins, 'io.containerd.cri.v1.runtime'), { cni: { bin_dirs: [cniDirs.bin], conf_dir: cniDirs.conf } });
     if (cri && cri !== 'shipped') {
@@ -224,7 +246,12 @@ export function containerdConfig(r: ContainerdRelease, paths: PrivatePaths, cri?
  * `snapshotterSocket` as `fastpull`. Resolves once it answers; rejects with its log when it exits or
  * does not answer in time, or with what is missing when the release is not installed or built.
  */
-export async function startContainerd(dir: string, snapshotterSocket: string, cri?: CriOptions | 'shipped', options: { release?: ContainerdRelease; fastpullRoot?: string } = {}): Promise<PrivateContainerd> {
+export async function startContainerd(
+  dir: string,
+  snapshotterSocket: string,
+  cri?: CriOptions | 'shipped',
+  options: { release?: ContainerdRelease; fastpullRoot?: string } = {},
+): Promise<PrivateContainerd> {
   const r = options.release ?? release;
   const { config, address } = containerdConfig(r, { dir, snapshotterSocket, fastpullRoot: options.fastpullRoot }, cri);
   return launchContainerd(dir, address, config, r);
@@ -253,7 +280,8 @@ export async function launchContainerd(dir: string, address: string, config: str
   );
   const log = (): string => (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '');
   const namespace = `fastpull-test-${process.pid}`;
-  const ctr: PrivateContainerd['ctr'] = (args, options = {}) => run(releaseBin(r, 'ctr'), ['--address', address, '--namespace', options.namespace ?? namespace, ...args], options.timeoutMs);
+  const ctr: PrivateContainerd['ctr'] = (args, options = {}) =>
+    run(releaseBin(r, 'ctr'), ['--address', address, '--namespace', options.namespace ?? namespace, ...args], options.timeoutMs);
   const stop = async (): Promise<void> => {
     if (exited !== undefined) return;
     proc.kill('SIGTERM');
@@ -352,7 +380,12 @@ export async function busyboxImage(options: BusyboxImageOptions = {}): Promise<B
 /** The output `ctr run` of {@link busyboxImage} gives for {@link BUSYBOX_PROBE}. */
 export const BUSYBOX_PROBE_OUTPUT = 'one v3\ntwo\nthree\nthree\nkept\nb\ngone-absent\n';
 /** A command that prints a file of every layer of {@link busyboxImage}, and what was deleted. */
-export const BUSYBOX_PROBE = ['/bin/busybox', 'sh', '-c', 'cat /etc/one /etc/two /etc/three /etc/three-link; ls /del; ls /opq; test -e /del/gone && echo gone-present || echo gone-absent'];
+export const BUSYBOX_PROBE = [
+  '/bin/busybox',
+  'sh',
+  '-c',
+  'cat /etc/one /etc/two /etc/three /etc/three-link; ls /del; ls /opq; test -e /del/gone && echo gone-present || echo gone-absent',
+];
 
 /** What CRI's ImageStatus says of an image (the fields the tests read). */
 export interface CriImage {
@@ -379,12 +412,24 @@ export interface CriImages {
 }
 
 export function criImages(address: string): CriImages {
-  const def = protoLoader.loadSync(['runtime/v1/api.proto'], { keepCase: false, longs: Number, enums: String, defaults: true, includeDirs: [join(import.meta.dirname, 'proto')] });
+  const def = protoLoader.loadSync(['runtime/v1/api.proto'], {
+    keepCase: false,
+    longs: Number,
+    enums: String,
+    defaults: true,
+    includeDirs: [join(import.meta.dirname, 'proto')],
+  });
   const Ctor = grpc.makeGenericClientConstructor(def['runtime.v1.ImageService'] as grpc.ServiceDefinition, 'ImageService');
-  const raw = new Ctor(`unix:${address}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void> & { close(): void };
-  const call = <T>(method: string, req: unknown): Promise<T> => new Promise((resolve, reject) => raw[method]!.call(raw, req, (e, res) => (e ? reject(e) : resolve(res as T))));
+  const raw = new Ctor(`unix:${address}`, grpc.credentials.createInsecure()) as unknown as Record<
+    string,
+    (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void
+  > & { close(): void };
+  const call = <T>(method: string, req: unknown): Promise<T> =>
+    new Promise((resolve, reject) => raw[method]!.call(raw, req, (e, res) => (e ? reject(e) : resolve(res as T))));
   return {
-    pullImage: async (image, auth) => (await call<{ imageRef: string }>('PullImage', { image: { image }, ...(auth ? { auth: { username: auth.username, password: auth.password } } : {}) })).imageRef,
+    pullImage: async (image, auth) =>
+      (await call<{ imageRef: string }>('PullImage', { image: { image }, ...(auth ? { auth: { username: auth.username, password: auth.password } } : {}) }))
+        .imageRef,
     imageStatus: async (image) => (await call<{ image: CriImage | null }>('ImageStatus', { image: { image } })).image ?? undefined,
     removeImage: async (image) => void (await call('RemoveImage', { image: { image } })),
     close: () => raw.close(),

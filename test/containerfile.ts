@@ -67,7 +67,17 @@ export class StageNamespace {
     mkdirSync(base, { recursive: true });
     for (const d of [dirname(base), base]) chmodSync(d, 0o755); // the stage's users read the machine's npmrc here
     const machineEnv: Record<string, string> = {};
-    for (const k of ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy']) {
+    for (const k of [
+      'NODE_EXTRA_CA_CERTS',
+      'SSL_CERT_FILE',
+      'SSL_CERT_DIR',
+      'HTTP_PROXY',
+      'HTTPS_PROXY',
+      'NO_PROXY',
+      'http_proxy',
+      'https_proxy',
+      'no_proxy',
+    ]) {
       if (process.env[k]) machineEnv[k] = process.env[k]!;
     }
     const npmrc = join(homedir(), '.npmrc');
@@ -81,7 +91,11 @@ export class StageNamespace {
     spawnSync('chown', ['1000:1000', join(dirs['/home']!, 'node')]);
     spawnSync('chmod', ['1777', dirs['/tmp']!]);
     const binds = STAGE_DIRS.map((d) => `mount --bind '${dirs[d]}' '${d}'`).join(' && ');
-    const holder = spawn('unshare', ['--mount', '--propagation', 'private', 'setpriv', '--pdeathsig', 'KILL', 'sh', '-c', `${binds} && echo ready && exec sleep 100000`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const holder = spawn(
+      'unshare',
+      ['--mount', '--propagation', 'private', 'setpriv', '--pdeathsig', 'KILL', 'sh', '-c', `${binds} && echo ready && exec sleep 100000`],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     await new Promise<void>((resolve, reject) => {
       let err = '';
       holder.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -95,10 +109,29 @@ export class StageNamespace {
   argv(script: string, user: string | StageUser = 'root', cwd = '/', env: Record<string, string> = {}): string[] {
     const u = typeof user === 'string' ? USERS[user] : user;
     if (!u) throw new Error(`unknown user ${String(user)}`);
-    const vars = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: u.home, NPM_CONFIG_PREFIX: '/usr/local', NPM_CONFIG_UPDATE_NOTIFIER: 'false', ...this.machineEnv, ...env };
+    const vars = {
+      PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      HOME: u.home,
+      NPM_CONFIG_PREFIX: '/usr/local',
+      NPM_CONFIG_UPDATE_NOTIFIER: 'false',
+      ...this.machineEnv,
+      ...env,
+    };
     const groups = u.groups?.length ? [`--groups=${u.groups.join(',')}`] : ['--clear-groups'];
     const setpriv = ['setpriv', `--reuid=${u.uid}`, `--regid=${u.gid}`, ...groups];
-    return ['nsenter', `--target=${this.holder.pid}`, '--mount', '--', 'env', '-i', ...Object.entries(vars).map(([k, v]) => `${k}=${v}`), ...setpriv, 'bash', '-c', `cd '${cwd}' && ${script}`];
+    return [
+      'nsenter',
+      `--target=${this.holder.pid}`,
+      '--mount',
+      '--',
+      'env',
+      '-i',
+      ...Object.entries(vars).map(([k, v]) => `${k}=${v}`),
+      ...setpriv,
+      'bash',
+      '-c',
+      `cd '${cwd}' && ${script}`,
+    ];
   }
 
   /** Runs `script` in the namespace; never throws on a non-zero exit. */
@@ -131,7 +164,12 @@ export interface Step {
  * Replays `containerfile`: `context` is the build context (a clean tree), `stages` gets each
  * stage's namespace by name (the last is kept open for the caller and returned; the others closed).
  */
-export async function replay(containerfile: string, context: string, work: string, log: (s: Step) => void): Promise<{ final: StageNamespace; stages: Map<string, StageNamespace> }> {
+export async function replay(
+  containerfile: string,
+  context: string,
+  work: string,
+  log: (s: Step) => void,
+): Promise<{ final: StageNamespace; stages: Map<string, StageNamespace> }> {
   const stages = new Map<string, StageNamespace>();
   try {
     return await replayStages(containerfile, context, work, log, stages);
@@ -141,7 +179,13 @@ export async function replay(containerfile: string, context: string, work: strin
   }
 }
 
-async function replayStages(containerfile: string, context: string, work: string, log: (s: Step) => void, stages: Map<string, StageNamespace>): Promise<{ final: StageNamespace; stages: Map<string, StageNamespace> }> {
+async function replayStages(
+  containerfile: string,
+  context: string,
+  work: string,
+  log: (s: Step) => void,
+  stages: Map<string, StageNamespace>,
+): Promise<{ final: StageNamespace; stages: Map<string, StageNamespace> }> {
   let ns: StageNamespace | undefined;
   let stage = '';
   let user = 'root';
@@ -173,7 +217,15 @@ async function replayStages(containerfile: string, context: string, work: string
       const target = hostPath(ns, dest);
       mkdirSync(dirname(target), { recursive: true });
       cpSync(source, target, { recursive: true });
-      if (flags.chown) spawnSync('chown', ['-R', flags.chown.split(':').map((n) => String(n === 'node' ? 1000 : n === 'root' ? 0 : n)).join(':'), target]);
+      if (flags.chown)
+        spawnSync('chown', [
+          '-R',
+          flags.chown
+            .split(':')
+            .map((n) => String(n === 'node' ? 1000 : n === 'root' ? 0 : n))
+            .join(':'),
+          target,
+        ]);
     } else if (op === 'RUN') {
       for (const command of args.split(/\s+&&\s+/)) {
         if (command.startsWith('apt-get ')) {
@@ -184,14 +236,24 @@ async function replayStages(containerfile: string, context: string, work: string
             const known = spawnSync('apt-cache', ['show', '--no-all-versions', p], { encoding: 'utf8' });
             if (known.status !== 0) throw new Error(`${stage}: ${command}: apt knows no package ${p}`);
           }
-          log({ stage, command, how: 'checked', note: packages.length ? `apt knows ${packages.join(', ')}` : 'not run: it changes the machine, not the stage' });
+          log({
+            stage,
+            command,
+            how: 'checked',
+            note: packages.length ? `apt knows ${packages.join(', ')}` : 'not run: it changes the machine, not the stage',
+          });
         } else if (command.startsWith('rm ')) {
           const words = command.split(/\s+/).slice(1);
           const own = words.filter((w) => w.startsWith('-') || STAGE_DIRS.some((d) => w === d || w.startsWith(`${d}/`)));
           const r = await ns.run(`rm ${own.join(' ')}`, user, cwd);
           if (r.status !== 0) fail(command, r);
           const left = words.filter((w) => !own.includes(w));
-          log({ stage, command, how: left.length ? 'partly' : 'ran', ...(left.length ? { note: `not removed here (outside the stage): ${left.join(' ')}` } : {}) });
+          log({
+            stage,
+            command,
+            how: left.length ? 'partly' : 'ran',
+            ...(left.length ? { note: `not removed here (outside the stage): ${left.join(' ')}` } : {}),
+          });
         } else {
           const r = await ns.run(command, user, cwd);
           if (r.status !== 0) fail(command, r);

@@ -23,7 +23,12 @@ export const COSIGN_PASSWORD = 'fastpull-test';
 /** Runs cosign in `dir` with the key password and no network beyond loopback; never throws, returns its status and output. */
 export async function cosign(dir: string, args: string[]): Promise<{ status: number; out: string }> {
   try {
-    const r = await run(cosignBin, args, { cwd: dir, env: { ...process.env, COSIGN_PASSWORD, COSIGN_EXPERIMENTAL: '0', TUF_ROOT: join(dir, '.sigstore') }, timeout: 120_000, maxBuffer: 8 << 20 });
+    const r = await run(cosignBin, args, {
+      cwd: dir,
+      env: { ...process.env, COSIGN_PASSWORD, COSIGN_EXPERIMENTAL: '0', TUF_ROOT: join(dir, '.sigstore') },
+      timeout: 120_000,
+      maxBuffer: 8 << 20,
+    });
     return { status: 0, out: r.stdout + r.stderr };
   } catch (e) {
     const x = e as { code?: number; stdout?: string; stderr?: string; message: string };
@@ -47,7 +52,15 @@ export async function cosignSign(dir: string, key: string, image: string, format
 
 /** `cosign verify` with a key and no transparency log: status 0 when cosign accepts the image. */
 export async function cosignVerify(dir: string, pub: string, image: string, format: 'tag' | 'bundle' = 'tag'): Promise<{ status: number; out: string }> {
-  return cosign(dir, ['verify', '--key', pub, '--insecure-ignore-tlog=true', '--allow-http-registry', ...(format === 'bundle' ? ['--new-bundle-format=true'] : ['--new-bundle-format=false']), image]);
+  return cosign(dir, [
+    'verify',
+    '--key',
+    pub,
+    '--insecure-ignore-tlog=true',
+    '--allow-http-registry',
+    ...(format === 'bundle' ? ['--new-bundle-format=true'] : ['--new-bundle-format=false']),
+    image,
+  ]);
 }
 
 function sha256(b: Buffer): string {
@@ -67,7 +80,13 @@ export async function putBlob(url: string, repo: string, bytes: Buffer): Promise
 }
 
 /** Pushes a manifest under `reference` (a tag or its digest); returns its digest. */
-export async function putManifest(url: string, repo: string, reference: string, doc: unknown, mediaType = 'application/vnd.oci.image.manifest.v1+json'): Promise<string> {
+export async function putManifest(
+  url: string,
+  repo: string,
+  reference: string,
+  doc: unknown,
+  mediaType = 'application/vnd.oci.image.manifest.v1+json',
+): Promise<string> {
   const bytes = Buffer.from(JSON.stringify(doc));
   const res = await fetch(`${url}/v2/${repo}/manifests/${reference}`, { method: 'PUT', headers: { 'content-type': mediaType }, body: bytes });
   if (res.status !== 201) throw new Error(`push manifest ${repo}:${reference}: HTTP ${res.status} ${await res.text()}`);
@@ -76,7 +95,9 @@ export async function putManifest(url: string, repo: string, reference: string, 
 
 /** Reads a manifest (as JSON) and a blob of the registry. */
 export async function getManifest(url: string, repo: string, reference: string): Promise<Record<string, unknown>> {
-  const res = await fetch(`${url}/v2/${repo}/manifests/${reference}`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json' } });
+  const res = await fetch(`${url}/v2/${repo}/manifests/${reference}`, {
+    headers: { accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json' },
+  });
   if (res.status !== 200) throw new Error(`manifest ${repo}:${reference}: HTTP ${res.status}`);
   return (await res.json()) as Record<string, unknown>;
 }
@@ -91,7 +112,11 @@ export async function getBlob(url: string, repo: string, digest: string): Promis
 export const BUNDLE_TYPE = 'application/vnd.dev.sigstore.bundle.v0.3+json';
 
 /** The Sigstore bundle referrers of `digest` as the referrers tag schema lists them (the loopback registry lacks the referrers API). */
-export async function bundleReferrers(url: string, repo: string, digest: string): Promise<{ manifestDigest: string; manifest: Record<string, unknown>; bundle: Record<string, unknown> }[]> {
+export async function bundleReferrers(
+  url: string,
+  repo: string,
+  digest: string,
+): Promise<{ manifestDigest: string; manifest: Record<string, unknown>; bundle: Record<string, unknown> }[]> {
   const index = await getManifest(url, repo, digest.replace(':', '-'));
   const out = [];
   for (const d of index.manifests as { digest: string; artifactType?: string }[]) {
@@ -108,7 +133,13 @@ export async function bundleReferrers(url: string, repo: string, digest: string)
  * config, one bundle layer), and lists it in the subject's referrers tag (`only`: as its one
  * referrer, the others unlisted); returns its manifest digest.
  */
-export async function putBundleReferrer(url: string, repo: string, subject: { digest: string; size: number; mediaType: string }, bundle: unknown, only = false): Promise<string> {
+export async function putBundleReferrer(
+  url: string,
+  repo: string,
+  subject: { digest: string; size: number; mediaType: string },
+  bundle: unknown,
+  only = false,
+): Promise<string> {
   const empty = await putBlob(url, repo, Buffer.from('{}'));
   const layer = await putBlob(url, repo, Buffer.from(JSON.stringify(bundle)));
   const manifest = {
@@ -124,6 +155,12 @@ export async function putBundleReferrer(url: string, repo: string, subject: { di
   const listed = only ? undefined : await getManifest(url, repo, tag).catch(() => undefined); // none yet: the tag is made here
   const manifests = (listed?.manifests as object[] | undefined) ?? [];
   const entry = { mediaType: manifest.mediaType, digest, size: Buffer.byteLength(JSON.stringify(manifest)), artifactType: BUNDLE_TYPE };
-  await putManifest(url, repo, tag, { schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: [...manifests, entry] }, 'application/vnd.oci.image.index.v1+json');
+  await putManifest(
+    url,
+    repo,
+    tag,
+    { schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: [...manifests, entry] },
+    'application/vnd.oci.image.index.v1+json',
+  );
   return digest;
 }

@@ -119,8 +119,13 @@ describe.skipIf(lacksRegistry())('--cpu-budget', () => {
     const wall = last.at - confined[0]!.at;
     const cpu = last.cpu - confined[0]!.cpu;
     // Each thread's count only grows, and they add up to no more than the process's.
-    const perThread = [...seen].reduce((sum, tid) => sum + Math.max(0, ...confined.map((s) => s.threads.get(tid)?.cpu ?? 0)) - (confined[0]!.threads.get(tid)?.cpu ?? 0), 0);
-    console.log(`--cpu-budget 1: ${cpu.toFixed(2)} s of CPU (${perThread.toFixed(2)} s in threads still alive at a look) over ${wall.toFixed(2)} s, ${seen.size} threads on CPU ${want}`);
+    const perThread = [...seen].reduce(
+      (sum, tid) => sum + Math.max(0, ...confined.map((s) => s.threads.get(tid)?.cpu ?? 0)) - (confined[0]!.threads.get(tid)?.cpu ?? 0),
+      0,
+    );
+    console.log(
+      `--cpu-budget 1: ${cpu.toFixed(2)} s of CPU (${perThread.toFixed(2)} s in threads still alive at a look) over ${wall.toFixed(2)} s, ${seen.size} threads on CPU ${want}`,
+    );
     expect(wall).toBeGreaterThan(0.2);
     // One CPU gives at most one second a second; a tick of slack either end for the kernel's accounting.
     expect(cpu).toBeLessThanOrEqual(wall + 2 / HZ);
@@ -141,7 +146,10 @@ describe.skipIf(lacksRegistry())('--cpu-budget', () => {
       ['1.5', '--cpu-budget "1.5": want a whole number of cores, at least 1'],
     ]) {
       // In-process, and before anything is sent to a daemon (the socket need not exist).
-      for (const where of [['--root', join(work.dir, 'bad')], ['--address', join(work.dir, 'none.sock')]]) {
+      for (const where of [
+        ['--root', join(work.dir, 'bad')],
+        ['--address', join(work.dir, 'none.sock')],
+      ]) {
         const r = spawnSync(process.execPath, [cliPath, 'pull', ...where, '--cpu-budget', value!, ref], { encoding: 'utf8' });
         expect(r.status).toBe(2);
         expect(r.stderr).toContain(message);
@@ -201,36 +209,41 @@ function cpuCgroupRoot(): { dir: string; version: 1 | 2 } | undefined {
 const cgroupRoot = cpuCgroupRoot();
 const noController = cgroupRoot ? undefined : 'no cgroup v1 cpu controller at /sys/fs/cgroup/cpu and no cpu controller in cgroup v2 at /sys/fs/cgroup';
 
-describe.skipIf(lacks('root', process.getuid?.() === 0 ? undefined : 'not running as root: cannot make a cgroup') || notHere(noController))('a cgroup CPU quota', () => {
-  const root = cgroupRoot!;
-  const made: string[] = [];
-  afterAll(() => {
-    for (const dir of made) if (existsSync(dir)) rmdirSync(dir);
-  });
+describe.skipIf(lacks('root', process.getuid?.() === 0 ? undefined : 'not running as root: cannot make a cgroup') || notHere(noController))(
+  'a cgroup CPU quota',
+  () => {
+    const root = cgroupRoot!;
+    const made: string[] = [];
+    afterAll(() => {
+      for (const dir of made) if (existsSync(dir)) rmdirSync(dir);
+    });
 
-  /** `fastpull version --json` run inside a new cgroup whose quota is `quota` microseconds a 100 ms period. */
-  function versionIn(quota: number): { cores: number; cpuQuota?: number; unpackSlots: number } {
-    const dir = join(root.dir, `fastpull-quota-${process.pid}-${made.length}`);
-    mkdirSync(dir);
-    made.push(dir);
-    if (root.version === 1) {
-      writeFileSync(join(dir, 'cpu.cfs_period_us'), '100000');
-      writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quota));
-    } else {
-      if (!read(join(root.dir, 'cgroup.subtree_control'))?.includes('cpu')) writeFileSync(join(root.dir, 'cgroup.subtree_control'), '+cpu');
-      writeFileSync(join(dir, 'cpu.max'), `${quota} 100000`);
+    /** `fastpull version --json` run inside a new cgroup whose quota is `quota` microseconds a 100 ms period. */
+    function versionIn(quota: number): { cores: number; cpuQuota?: number; unpackSlots: number } {
+      const dir = join(root.dir, `fastpull-quota-${process.pid}-${made.length}`);
+      mkdirSync(dir);
+      made.push(dir);
+      if (root.version === 1) {
+        writeFileSync(join(dir, 'cpu.cfs_period_us'), '100000');
+        writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quota));
+      } else {
+        if (!read(join(root.dir, 'cgroup.subtree_control'))?.includes('cpu')) writeFileSync(join(root.dir, 'cgroup.subtree_control'), '+cpu');
+        writeFileSync(join(dir, 'cpu.max'), `${quota} 100000`);
+      }
+      // The shell joins the cgroup, then becomes the CLI: every thread it starts is in the cgroup.
+      const r = spawnSync('sh', ['-c', `echo $$ > ${dir}/cgroup.procs && exec "$0" "$@"`, process.execPath, launcher, 'version', '--json'], {
+        encoding: 'utf8',
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as { cores: number; cpuQuota?: number; unpackSlots: number };
     }
-    // The shell joins the cgroup, then becomes the CLI: every thread it starts is in the cgroup.
-    const r = spawnSync('sh', ['-c', `echo $$ > ${dir}/cgroup.procs && exec "$0" "$@"`, process.execPath, launcher, 'version', '--json'], { encoding: 'utf8' });
-    expect(r.status, r.stderr).toBe(0);
-    return JSON.parse(r.stdout) as { cores: number; cpuQuota?: number; unpackSlots: number };
-  }
 
-  it('sizes the CLI by the quota: one core, and a core and a half rounded up within the CPUs it has', () => {
-    expect(versionIn(100_000)).toMatchObject({ cores: 1, cpuQuota: 1, unpackSlots: 1 });
-    const cpus = allowedCpus().length;
-    expect(versionIn(150_000)).toMatchObject({ cores: Math.min(2, cpus), cpuQuota: 1.5 });
-    // A quota above the CPUs it may use leaves the CPU count.
-    expect(versionIn(100_000 * (cpus + 1))).toMatchObject({ cores: cpus, cpuQuota: cpus + 1 });
-  });
-});
+    it('sizes the CLI by the quota: one core, and a core and a half rounded up within the CPUs it has', () => {
+      expect(versionIn(100_000)).toMatchObject({ cores: 1, cpuQuota: 1, unpackSlots: 1 });
+      const cpus = allowedCpus().length;
+      expect(versionIn(150_000)).toMatchObject({ cores: Math.min(2, cpus), cpuQuota: 1.5 });
+      // A quota above the CPUs it may use leaves the CPU count.
+      expect(versionIn(100_000 * (cpus + 1))).toMatchObject({ cores: cpus, cpuQuota: cpus + 1 });
+    });
+  },
+);

@@ -145,7 +145,12 @@ describe('fastpulld connection limits', () => {
   });
 
   it('refuses limits that are not positive integers and timeouts that are not durations (exit 2)', async () => {
-    for (const args of [['--max-connections', '0'], ['--snapshotter-max-connections', 'many'], ['--connection-idle-timeout', 'soon'], ['--handshake-timeout', '-1s']]) {
+    for (const args of [
+      ['--max-connections', '0'],
+      ['--snapshotter-max-connections', 'many'],
+      ['--connection-idle-timeout', 'soon'],
+      ['--handshake-timeout', '-1s'],
+    ]) {
       const e = await start('bad', args).then(
         () => undefined,
         (err: Error) => err,

@@ -123,7 +123,10 @@ describe('fastpulld footprint', () => {
     const socket = join(work.dir, 'fastpulld.sock');
     // The launcher's own cap is what is measured, not one this process's environment would set
     // (spawn leaves out a variable whose value is undefined).
-    daemon = await serveDaemon(['--socket', socket, '--root', join(work.dir, 'root'), '--log-level', 'debug'], { bin: launcher, env: { MALLOC_ARENA_MAX: undefined } });
+    daemon = await serveDaemon(['--socket', socket, '--root', join(work.dir, 'root'), '--log-level', 'debug'], {
+      bin: launcher,
+      env: { MALLOC_ARENA_MAX: undefined },
+    });
     const d = daemon;
     const pid = d.proc.pid!;
     client = new FastpullClient(socket);
@@ -140,7 +143,9 @@ describe('fastpulld footprint', () => {
         if (next.anon >= m.anon) break;
         m = next;
       }
-      figures.push(`${what}: ${show(m)}; the daemon said ${JSON.stringify({ workers: line.workers, steps: line.steps, youngGeneration: line.youngGeneration })}`);
+      figures.push(
+        `${what}: ${show(m)}; the daemon said ${JSON.stringify({ workers: line.workers, steps: line.steps, youngGeneration: line.youngGeneration })}`,
+      );
       return m;
     };
 
@@ -166,7 +171,11 @@ describe('fastpulld footprint', () => {
     const { hwm } = memory(pid);
     figures.push(`peak during the pulls (VmHWM): ${mib(hwm)} MiB`);
     const arenasAfter = arenas(pid);
-    figures.push(arenasAfter === undefined ? 'allocator arenas not counted: the C library is not glibc' : `allocator arenas besides the main one: ${arenasAtStart} after start, ${arenasAfter} after the pulls`);
+    figures.push(
+      arenasAfter === undefined
+        ? 'allocator arenas not counted: the C library is not glibc'
+        : `allocator arenas besides the main one: ${arenasAtStart} after start, ${arenasAfter} after the pulls`,
+    );
     // The launcher capped the arenas before the daemon's code loaded: the threads the pulls started
     // (unpack workers, file writers, libuv's pool at work) share those there were.
     if (arenasAfter !== undefined) expect(arenasAfter).toBeLessThanOrEqual(arenasAtStart!);

@@ -73,7 +73,20 @@ describe.skipIf(lacks('tmpfs', missing))('fastpulld health per service', () => {
   beforeAll(async () => {
     mkdirSync(root);
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${32 * MiB},mode=0755`, 'fastpull-health', root], { stdio: 'pipe' });
-    d = await serveDaemon(['--socket', socket, '--snapshotter-socket', snapshotterSocket, '--root', root, '--metrics-address', '127.0.0.1:0', '--min-free-space', '8MiB', '--health-interval', '0']);
+    d = await serveDaemon([
+      '--socket',
+      socket,
+      '--snapshotter-socket',
+      snapshotterSocket,
+      '--root',
+      root,
+      '--metrics-address',
+      '127.0.0.1:0',
+      '--min-free-space',
+      '8MiB',
+      '--health-interval',
+      '0',
+    ]);
     base = String(d.logs.find((l) => l.msg === 'fastpulld serving')!.metrics).replace(/\/metrics$/, '');
     const def = protoLoader.loadSync(HEALTH_PROTO, { includeDirs: [PROTO_DIR], keepCase: false, defaults: true, enums: String });
     const Ctor = grpc.makeClientConstructor(def['grpc.health.v1.Health'] as grpc.ServiceDefinition, 'Health');
@@ -176,7 +189,8 @@ describe.skipIf(lacks('tmpfs', missing))('fastpulld health per service', () => {
     expect(unknown.body).toContain('containerd.services.snapshots.v1.Snapshots');
     const text = await metrics();
     for (const s of SERVICES) expect(text).toMatch(new RegExp(`^fastpull_health_serving\\{service="${s}"\\} 1$`, 'm'));
-    for (const c of ['api_socket', 'snapshotter_socket', 'store_writable', 'disk_free', 'snapshot_records']) expect(text).toMatch(new RegExp(`^fastpull_health_check_failing\\{check="${c}"\\} 0$`, 'm'));
+    for (const c of ['api_socket', 'snapshotter_socket', 'store_writable', 'disk_free', 'snapshot_records'])
+      expect(text).toMatch(new RegExp(`^fastpull_health_check_failing\\{check="${c}"\\} 0$`, 'm'));
     expect(text).toMatch(/^fastpull_store_free_bytes [1-9]\d*$/m);
   });
 

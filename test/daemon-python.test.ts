@@ -10,7 +10,10 @@ import { repoRoot, tempDir } from './helpers.js';
 
 /** Debian's python3-grpcio lives in the system Python, whatever other python3 is first on PATH. */
 const python = ['/usr/bin/python3', 'python3'].find((p) => spawnSync(p, ['-c', 'import grpc, grpc_tools.protoc'], { stdio: 'ignore' }).status === 0);
-if (!python) console.warn('skipping the Python client test: python3 with grpcio and grpc_tools is not installed (Debian: apt-get install python3-grpcio python3-grpc-tools)');
+if (!python)
+  console.warn(
+    'skipping the Python client test: python3 with grpcio and grpc_tools is not installed (Debian: apt-get install python3-grpcio python3-grpc-tools)',
+  );
 
 const daemonBin = join(repoRoot, 'packages', 'daemon', 'dist', 'bin.js');
 
@@ -25,50 +28,68 @@ function run(cmd: string, args: string[]): Promise<{ status: number | null; stdo
   });
 }
 
-describe.skipIf(lacks('python-grpc', python ? undefined : 'python3 with grpcio and grpc_tools is not installed (Debian python3-grpcio python3-grpc-tools)'))('fastpulld from a Python grpcio client', () => {
-  const work = tempDir('daemon-python');
-  const socket = join(work.dir, 'fastpulld.sock');
-  const stubs = join(work.dir, 'stubs');
-  let registry: LoopbackRegistry;
-  let image: BuiltImage;
-  let daemon: ReturnType<typeof spawn> | undefined;
+describe.skipIf(lacks('python-grpc', python ? undefined : 'python3 with grpcio and grpc_tools is not installed (Debian python3-grpcio python3-grpc-tools)'))(
+  'fastpulld from a Python grpcio client',
+  () => {
+    const work = tempDir('daemon-python');
+    const socket = join(work.dir, 'fastpulld.sock');
+    const stubs = join(work.dir, 'stubs');
+    let registry: LoopbackRegistry;
+    let image: BuiltImage;
+    let daemon: ReturnType<typeof spawn> | undefined;
 
-  beforeAll(async () => {
-    registry = await startLoopbackRegistry();
-    image = await sampleImage(71, { layers: 2 });
-    registry.addImage('py/app', 'v1', image);
-    mkdirSync(stubs);
-    const gen = spawnSync(python!, ['-m', 'grpc_tools.protoc', `-I${PROTO_DIR}`, `--python_out=${stubs}`, `--grpc_python_out=${stubs}`, FASTPULL_PROTO], { encoding: 'utf8' });
-    if (gen.status !== 0) throw new Error(`protoc failed: ${gen.stderr}`);
-    daemon = spawn(process.execPath, [daemonBin, '--socket', socket, '--root', join(work.dir, 'root')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FASTPULLD_CONFIG: '' } });
-    await new Promise<void>((resolve, reject) => {
-      let out = '';
-      daemon!.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        if (out.includes('fastpulld serving')) resolve();
+    beforeAll(async () => {
+      registry = await startLoopbackRegistry();
+      image = await sampleImage(71, { layers: 2 });
+      registry.addImage('py/app', 'v1', image);
+      mkdirSync(stubs);
+      const gen = spawnSync(python!, ['-m', 'grpc_tools.protoc', `-I${PROTO_DIR}`, `--python_out=${stubs}`, `--grpc_python_out=${stubs}`, FASTPULL_PROTO], {
+        encoding: 'utf8',
       });
-      daemon!.on('exit', (code) => reject(new Error(`fastpulld exited with ${code}`)));
+      if (gen.status !== 0) throw new Error(`protoc failed: ${gen.stderr}`);
+      daemon = spawn(process.execPath, [daemonBin, '--socket', socket, '--root', join(work.dir, 'root')], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, FASTPULLD_CONFIG: '' },
+      });
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        daemon!.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('fastpulld serving')) resolve();
+        });
+        daemon!.on('exit', (code) => reject(new Error(`fastpulld exited with ${code}`)));
+      });
     });
-  });
-  afterAll(async () => {
-    if (daemon && daemon.exitCode === null) {
-      daemon.kill('SIGTERM');
-      await new Promise((r) => daemon!.on('exit', r));
-    }
-    await registry?.close();
-    work.cleanup();
-  });
+    afterAll(async () => {
+      if (daemon && daemon.exitCode === null) {
+        daemon.kill('SIGTERM');
+        await new Promise((r) => daemon!.on('exit', r));
+      }
+      await registry?.close();
+      work.cleanup();
+    });
 
-  it('pulls, lists and removes an image', async () => {
-    const ref = `${registry.host}/py/app:v1`;
-    const r = await run(python!, [join(repoRoot, 'test', 'daemon-python', 'client.py'), stubs, socket, ref]);
-    expect(r.status, r.stderr).toBe(0);
-    const steps = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(steps[0]).toMatchObject({ step: 'pull', name: ref, manifest: image.manifestDigest, layers: 2, states: ['LAYER_STATE_COMMITTED'], root: join(work.dir, 'root') });
-    expect(steps[1]).toEqual({ step: 'list', names: [ref] });
-    expect(steps[2]).toEqual({ step: 'remove', name: ref });
-    expect(steps[3]).toEqual({ step: 'list', names: [] });
-    expect(steps[4]).toMatchObject({ step: 'get', code: 'NOT_FOUND', fastpull_code: 'NOT_FOUND' });
-    expect(String(steps[4]!.message)).toContain('py/app:v1');
-  });
-});
+    it('pulls, lists and removes an image', async () => {
+      const ref = `${registry.host}/py/app:v1`;
+      const r = await run(python!, [join(repoRoot, 'test', 'daemon-python', 'client.py'), stubs, socket, ref]);
+      expect(r.status, r.stderr).toBe(0);
+      const steps = r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(steps[0]).toMatchObject({
+        step: 'pull',
+        name: ref,
+        manifest: image.manifestDigest,
+        layers: 2,
+        states: ['LAYER_STATE_COMMITTED'],
+        root: join(work.dir, 'root'),
+      });
+      expect(steps[1]).toEqual({ step: 'list', names: [ref] });
+      expect(steps[2]).toEqual({ step: 'remove', name: ref });
+      expect(steps[3]).toEqual({ step: 'list', names: [] });
+      expect(steps[4]).toMatchObject({ step: 'get', code: 'NOT_FOUND', fastpull_code: 'NOT_FOUND' });
+      expect(String(steps[4]!.message)).toContain('py/app:v1');
+    });
+  },
+);

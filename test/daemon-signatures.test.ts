@@ -27,7 +27,9 @@ describe('fastpulld signature policies', () => {
       file,
       JSON.stringify({
         default: [{ type: 'insecureAcceptAnything' }],
-        transports: { docker: { [`${reg.host}/signed`]: [{ type: 'sigstoreSigned', keyPath: join(work.dir, key), signedIdentity: { type: 'matchRepository' } }] } },
+        transports: {
+          docker: { [`${reg.host}/signed`]: [{ type: 'sigstoreSigned', keyPath: join(work.dir, key), signedIdentity: { type: 'matchRepository' } }] },
+        },
       }),
     );
 

@@ -9,7 +9,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ErrorCodes, type FastpullError, type PullEvent } from '@fastpull/core';
-import { type BuiltImage, findDistributionBinary, lacksRegistry, lacksRoot, type LoopbackRegistry, notHere, pushImage, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  type BuiltImage,
+  findDistributionBinary,
+  lacksRegistry,
+  lacksRoot,
+  type LoopbackRegistry,
+  notHere,
+  pushImage,
+  sampleImage,
+  startDistribution,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { EXIT_CONFIG, FastpullClient, HEALTH_PROTO, PROTO_DIR } from '@fastpull/daemon';
 import { SUGGESTED_METRICS_PORT } from '@fastpull/daemon/paths';
 import { failure, repoRoot, runCliAsync, serveDaemon, startDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -19,7 +30,6 @@ if (!binary) console.warn('skipping the fastpulld tests that use docker-registry
 
 const serve = serveDaemon;
 const stop = stopDaemon;
-
 
 /** The gRPC status code a rebuilt error came from. */
 function grpcCode(e: FastpullError): number | undefined {
@@ -37,7 +47,13 @@ function sample(text: string, series: string): number {
  * at the registry until the first caller's pull is fetching and the second has joined it (its first
  * event has come), so the second cannot arrive after the pull has ended. Events land in `seen`.
  */
-async function sharedPull(loop: LoopbackRegistry, image: BuiltImage, ref: string, clients: [FastpullClient, FastpullClient], seen: PullEvent[][]): Promise<[Awaited<ReturnType<FastpullClient['pull']>>, Awaited<ReturnType<FastpullClient['pull']>>]> {
+async function sharedPull(
+  loop: LoopbackRegistry,
+  image: BuiltImage,
+  ref: string,
+  clients: [FastpullClient, FastpullClient],
+  seen: PullEvent[][],
+): Promise<[Awaited<ReturnType<FastpullClient['pull']>>, Awaited<ReturnType<FastpullClient['pull']>>]> {
   let open!: () => void;
   loop.faults.hold = { path: new RegExp(image.layers.map((l) => l.digest).join('|')), until: new Promise<void>((r) => (open = r)) };
   try {
@@ -63,7 +79,13 @@ async function sharedPull(loop: LoopbackRegistry, image: BuiltImage, ref: string
         joined();
       },
     });
-    await Promise.race([secondJoined, b.then(() => undefined, () => undefined)]);
+    await Promise.race([
+      secondJoined,
+      b.then(
+        () => undefined,
+        () => undefined,
+      ),
+    ]);
     open();
     return await Promise.all([a, b]);
   } finally {
@@ -110,18 +132,25 @@ describe('fastpulld', () => {
     const reflectionDir = join(dirname(createRequire(join(repoRoot, 'packages', 'daemon', 'package.json')).resolve('@grpc/reflection')), '..', 'proto');
     const def = protoLoader.loadSync('grpc/reflection/v1/reflection.proto', { includeDirs: [reflectionDir], keepCase: false, defaults: true, oneofs: true });
     const Ctor = grpc.makeClientConstructor(def['grpc.reflection.v1.ServerReflection'] as grpc.ServiceDefinition, 'ServerReflection');
-    const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { ServerReflectionInfo: () => grpc.ClientDuplexStream<unknown, { listServicesResponse?: { service: { name: string }[] }; fileDescriptorResponse?: { fileDescriptorProto: Buffer[] } }> };
+    const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+      ServerReflectionInfo: () => grpc.ClientDuplexStream<
+        unknown,
+        { listServicesResponse?: { service: { name: string }[] }; fileDescriptorResponse?: { fileDescriptorProto: Buffer[] } }
+      >;
+    };
     try {
       const ask = (req: unknown) =>
-        new Promise<{ listServicesResponse?: { service: { name: string }[] }; fileDescriptorResponse?: { fileDescriptorProto: Buffer[] } }>((resolve, reject) => {
-          const call = raw.ServerReflectionInfo();
-          call.on('data', (r) => {
-            resolve(r);
-            call.end();
-          });
-          call.on('error', reject);
-          call.write(req);
-        });
+        new Promise<{ listServicesResponse?: { service: { name: string }[] }; fileDescriptorResponse?: { fileDescriptorProto: Buffer[] } }>(
+          (resolve, reject) => {
+            const call = raw.ServerReflectionInfo();
+            call.on('data', (r) => {
+              resolve(r);
+              call.end();
+            });
+            call.on('error', reject);
+            call.write(req);
+          },
+        );
       const list = await ask({ listServices: '' });
       const names = list.listServicesResponse!.service.map((s) => s.name);
       for (const s of ['fastpull.v1.Images', 'fastpull.v1.Snapshots', 'fastpull.v1.Content', 'grpc.health.v1.Health']) expect(names).toContain(s);
@@ -187,7 +216,12 @@ describe('fastpulld', () => {
       }
       const line = await daemon!.waitLog((l) => l.event === 'pull' && l.image === loopRef && l.result === 'ok');
       expect(line.callers).toBe(2);
-      expect(line.phases).toMatchObject({ resolveMs: expect.any(Number), fetchMs: expect.any(Number), extractMs: expect.any(Number), commitMs: expect.any(Number) });
+      expect(line.phases).toMatchObject({
+        resolveMs: expect.any(Number),
+        fetchMs: expect.any(Number),
+        extractMs: expect.any(Number),
+        commitMs: expect.any(Number),
+      });
       expect(JSON.stringify(daemon!.logs)).not.toMatch(/password|authorization/i);
       expect(a.root).toBe(root);
       expect(a.snapshots).toHaveLength(image.layers.length);
@@ -247,7 +281,9 @@ describe('fastpulld', () => {
     loop.faults.hold = { path: new RegExp(img.layers.map((l) => l.digest).join('|')), until: new Promise<void>(() => undefined) };
     try {
       const controller = new AbortController();
-      const e = await failure(client.pull(ref, { signal: controller.signal, onProgress: (ev) => ev.type === 'layer' && ev.state === 'fetching' && controller.abort() }));
+      const e = await failure(
+        client.pull(ref, { signal: controller.signal, onProgress: (ev) => ev.type === 'layer' && ev.state === 'fetching' && controller.abort() }),
+      );
       expect(e.code).toBe('ABORTED');
       const line = await daemon!.waitLog((l) => l.event === 'pull' && l.image === ref);
       expect(line).toMatchObject({ result: 'aborted', code: 'ABORTED' });
@@ -266,7 +302,12 @@ describe('fastpulld', () => {
     const byImage = await client.mounts({ image: loopRef });
     const byChain = await client.mounts({ chainID: rec.chainID });
     expect(byChain).toEqual(byImage);
-    expect(byImage[0]!.options.at(-1)!.split(':')).toEqual(got.snapshots.slice().reverse().map((s, i) => (i === 0 ? `lowerdir=${s}` : s)));
+    expect(byImage[0]!.options.at(-1)!.split(':')).toEqual(
+      got.snapshots
+        .slice()
+        .reverse()
+        .map((s, i) => (i === 0 ? `lowerdir=${s}` : s)),
+    );
     const snaps = await client.listSnapshots();
     for (const l of rec.layers) expect(snaps.map((s) => s.chainID)).toContain(l.chainID);
     const usage = await client.snapshotUsage(rec.layers[0]!.chainID);
@@ -307,7 +348,13 @@ describe('fastpulld', () => {
     const leftRef = `${loop.host}/daemon/metrics-left:v1`;
     const controller = new AbortController();
     loop.faults.hold = { path: new RegExp(left.layers[0]!.digest), until: new Promise<void>(() => undefined) };
-    expect((await failure(client.pull(leftRef, { signal: controller.signal, onProgress: (ev) => ev.type === 'layer' && ev.state === 'fetching' && controller.abort() }))).code).toBe('ABORTED');
+    expect(
+      (
+        await failure(
+          client.pull(leftRef, { signal: controller.signal, onProgress: (ev) => ev.type === 'layer' && ev.state === 'fetching' && controller.abort() }),
+        )
+      ).code,
+    ).toBe('ABORTED');
     await daemon!.waitLog((l) => l.event === 'pull' && l.image === leftRef && l.result === 'aborted');
     loop.faults = {};
     const shared = await sampleImage(25, { layers: 1 });
@@ -324,7 +371,8 @@ describe('fastpulld', () => {
     expect(grown(text, 'fastpull_pulls_total{result="aborted",code="ABORTED"}')).toBe(1);
     expect(grown(text, 'fastpull_pulls_total{result="error",code="NOT_FOUND"}')).toBe(1);
     // Every stable code is there from the start, at 0 until it happens.
-    for (const code of ErrorCodes.filter((c) => c !== 'ABORTED')) expect(text).toMatch(new RegExp(`^fastpull_pulls_total\\{result="error",code="${code}"\\} \\d+$`, 'm'));
+    for (const code of ErrorCodes.filter((c) => c !== 'ABORTED'))
+      expect(text).toMatch(new RegExp(`^fastpull_pulls_total\\{result="error",code="${code}"\\} \\d+$`, 'm'));
     expect(text).toMatch(/^fastpull_pulls_total\{result="error",code="DIGEST_MISMATCH"\} 0$/m);
     expect(grown(text, 'fastpull_pull_fetched_bytes_total{result="ok"}')).toBeGreaterThanOrEqual(retried.layers[0]!.size + shared.layers[0]!.size);
     expect(text).toMatch(/^fastpull_pull_fetched_bytes_total\{result="aborted"\} \d+$/m);
@@ -354,19 +402,30 @@ describe('fastpulld', () => {
       expect((await get('/healthz?verbose')).status).toBe(200);
       expect(await get('/nothing')).toEqual({ status: 404, body: 'not found: fastpulld answers GET /metrics, /livez, /healthz, /readyz\n' });
       // docs/daemon.md's command, at this daemon's port.
-      const docLine = readFileSync(join(repoRoot, 'docs', 'daemon.md'), 'utf8').split('\n').find((l) => l.startsWith('curl -fsS '))!;
-      const curl = (): ReturnType<typeof spawnSync> => spawnSync('sh', ['-c', docLine.replaceAll(`127.0.0.1:${SUGGESTED_METRICS_PORT}`, new URL(base).host)], { encoding: 'utf8' });
+      const docLine = readFileSync(join(repoRoot, 'docs', 'daemon.md'), 'utf8')
+        .split('\n')
+        .find((l) => l.startsWith('curl -fsS '))!;
+      const curl = (): ReturnType<typeof spawnSync> =>
+        spawnSync('sh', ['-c', docLine.replaceAll(`127.0.0.1:${SUGGESTED_METRICS_PORT}`, new URL(base).host)], { encoding: 'utf8' });
       expect(curl()).toMatchObject({ status: 0, stdout: 'ok\n' });
 
       // Each thing /readyz looks at, taken away and given back; /livez stays 200 throughout.
       const away = (p: string): string => `${p}.away`;
-      for (const [what, path] of [['API socket', paths.socket], ['snapshotter socket', paths.snapshotter], ['store root', paths.root]] as const) {
+      for (const [what, path] of [
+        ['API socket', paths.socket],
+        ['snapshotter socket', paths.snapshotter],
+        ['store root', paths.root],
+      ] as const) {
         renameSync(path, away(path));
         try {
           const r = await get('/readyz');
           expect(r.status, what).toBe(503);
           expect(r.body).toMatch(/^not ready: .*\n$/);
-          expect(r.body).toContain(what === 'store root' ? `store root ${path} is not writable: ENOENT: no such file or directory, open '${path}/.fastpulld-health'` : `${what} ${path} takes no connection: connect ENOENT ${path}`);
+          expect(r.body).toContain(
+            what === 'store root'
+              ? `store root ${path} is not writable: ENOENT: no such file or directory, open '${path}/.fastpulld-health'`
+              : `${what} ${path} takes no connection: connect ENOENT ${path}`,
+          );
           expect(await get('/livez')).toEqual({ status: 200, body: 'ok\n' });
           expect(curl().status).toBe(22); // curl -f: an HTTP error status
         } finally {
@@ -431,7 +490,13 @@ describe('fastpulld', () => {
     const z = await serve(['--socket', zSocket, '--root', join(work.dir, 'zlib-root'), '--inflater', 'zlib']);
     const c = new FastpullClient(zSocket);
     try {
-      expect(z.logs.find((l) => l.msg === 'fastpulld serving')).toMatchObject({ inflater: 'zlib', concurrency: 16, chunkSize: 16 * 1024 * 1024, keepBlobs: false, sync: true });
+      expect(z.logs.find((l) => l.msg === 'fastpulld serving')).toMatchObject({
+        inflater: 'zlib',
+        concurrency: 16,
+        chunkSize: 16 * 1024 * 1024,
+        keepBlobs: false,
+        sync: true,
+      });
       const pulled = await c.pull(loopRef);
       expect(pulled.image.manifest.digest).toBe(image.manifestDigest);
     } finally {
@@ -464,7 +529,9 @@ describe('fastpulld', () => {
     const d = await serve(['--socket', wSocket, '--root', join(work.dir, 'watch-root'), '--shutdown-timeout', '30s']);
     const def = protoLoader.loadSync(HEALTH_PROTO, { includeDirs: [PROTO_DIR], keepCase: false, defaults: true, enums: String });
     const Ctor = grpc.makeClientConstructor(def['grpc.health.v1.Health'] as grpc.ServiceDefinition, 'Health');
-    const raw = new Ctor(`unix:${wSocket}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Watch: (req: { service: string }) => grpc.ClientReadableStream<{ status: string }> };
+    const raw = new Ctor(`unix:${wSocket}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+      Watch: (req: { service: string }) => grpc.ClientReadableStream<{ status: string }>;
+    };
     try {
       const seen: string[] = [];
       const stream = raw.Watch({ service: 'fastpull.v1.Images' });
@@ -584,57 +651,65 @@ describe('fastpulld', () => {
       const d = await serve(['--socket', socket, '--root', root]);
       const viaDaemon = ['--address', socket];
       try {
-      const norm = (s: string) => s.replace(/in \d+\.\d\ds/g, 'in Xs').replaceAll(root, 'ROOT').replaceAll(local, 'ROOT');
-      const p1 = await runCliAsync(['pull', '--root', local, ref]);
-      const p2 = await runCliAsync(['pull', ...viaDaemon, ref]);
-      expect(p1.status, p1.stderr).toBe(0);
-      expect(p2.status, p2.stderr).toBe(0);
-      expect(norm(p2.stdout)).toBe(norm(p1.stdout));
-      expect(p2.stdout).toContain(`top snapshot ${root}`);
-      // Progress lines: the same lines, whatever order layers finished in. "download complete" shows
-      // only when a download ends before its unpacker starts: a race in-process as well.
-      const lines = (s: string) => s.split('\n').filter((l) => !l.endsWith(': download complete')).sort();
-      expect(lines(p2.stderr)).toEqual(lines(p1.stderr));
-      expect(lines(p2.stderr).filter((l) => l.includes(': pull complete ('))).toHaveLength(img.layers.length);
+        const norm = (s: string) =>
+          s
+            .replace(/in \d+\.\d\ds/g, 'in Xs')
+            .replaceAll(root, 'ROOT')
+            .replaceAll(local, 'ROOT');
+        const p1 = await runCliAsync(['pull', '--root', local, ref]);
+        const p2 = await runCliAsync(['pull', ...viaDaemon, ref]);
+        expect(p1.status, p1.stderr).toBe(0);
+        expect(p2.status, p2.stderr).toBe(0);
+        expect(norm(p2.stdout)).toBe(norm(p1.stdout));
+        expect(p2.stdout).toContain(`top snapshot ${root}`);
+        // Progress lines: the same lines, whatever order layers finished in. "download complete" shows
+        // only when a download ends before its unpacker starts: a race in-process as well.
+        const lines = (s: string) =>
+          s
+            .split('\n')
+            .filter((l) => !l.endsWith(': download complete'))
+            .sort();
+        expect(lines(p2.stderr)).toEqual(lines(p1.stderr));
+        expect(lines(p2.stderr).filter((l) => l.includes(': pull complete ('))).toHaveLength(img.layers.length);
 
-      const q1 = await runCliAsync(['pull', '--quiet', '--root', local, ref]);
-      const q2 = await runCliAsync(['pull', '--quiet', ...viaDaemon, ref]);
-      expect(q2.stdout).toBe(q1.stdout);
+        const q1 = await runCliAsync(['pull', '--quiet', '--root', local, ref]);
+        const q2 = await runCliAsync(['pull', '--quiet', ...viaDaemon, ref]);
+        expect(q2.stdout).toBe(q1.stdout);
 
-      const j1 = await runCliAsync(['images', '--json', '--root', local]);
-      const j2 = await runCliAsync(['images', '--json'], { FASTPULL_ADDRESS: socket });
-      expect(j2.status, j2.stderr).toBe(0);
-      const strip = (s: string) => (JSON.parse(s) as Array<Record<string, unknown>>).map(({ created: _c, ...rest }) => rest);
-      expect(strip(j2.stdout)).toEqual(strip(j1.stdout));
-      const t1 = await runCliAsync(['images', '--root', local]);
-      const t2 = await runCliAsync(['images', ...viaDaemon]);
-      // The images were pulled moments apart: their age column may differ.
-      const table = (s: string) => s.split('\n').map((l) => l.replace(/(just now|\d+ \w+ ago) *$/, 'AGE'));
-      expect(table(t2.stdout)).toEqual(table(t1.stdout));
-      expect(t2.stdout.split('\n')[1]).toContain(ref);
+        const j1 = await runCliAsync(['images', '--json', '--root', local]);
+        const j2 = await runCliAsync(['images', '--json'], { FASTPULL_ADDRESS: socket });
+        expect(j2.status, j2.stderr).toBe(0);
+        const strip = (s: string) => (JSON.parse(s) as Array<Record<string, unknown>>).map(({ created: _c, ...rest }) => rest);
+        expect(strip(j2.stdout)).toEqual(strip(j1.stdout));
+        const t1 = await runCliAsync(['images', '--root', local]);
+        const t2 = await runCliAsync(['images', ...viaDaemon]);
+        // The images were pulled moments apart: their age column may differ.
+        const table = (s: string) => s.split('\n').map((l) => l.replace(/(just now|\d+ \w+ ago) *$/, 'AGE'));
+        expect(table(t2.stdout)).toEqual(table(t1.stdout));
+        expect(t2.stdout.split('\n')[1]).toContain(ref);
 
-      const m1 = await runCliAsync(['mounts', '--json', '--root', local, ref]);
-      const m2 = await runCliAsync(['mounts', '--json', ...viaDaemon, ref]);
-      expect(m2.status, m2.stderr).toBe(0);
-      expect(m2.stdout.replaceAll(root, 'ROOT')).toBe(m1.stdout.replaceAll(local, 'ROOT'));
+        const m1 = await runCliAsync(['mounts', '--json', '--root', local, ref]);
+        const m2 = await runCliAsync(['mounts', '--json', ...viaDaemon, ref]);
+        expect(m2.status, m2.stderr).toBe(0);
+        expect(m2.stdout.replaceAll(root, 'ROOT')).toBe(m1.stdout.replaceAll(local, 'ROOT'));
 
-      const r1 = await runCliAsync(['rm', '--root', local, ref]);
-      const r2 = await runCliAsync(['rm', ...viaDaemon, ref]);
-      expect(r2.status, r2.stderr).toBe(0);
-      expect(r2.stdout).toBe(r1.stdout);
-      const g1 = await runCliAsync(['gc', '--json', '--root', local]);
-      const g2 = await runCliAsync(['gc', '--json', ...viaDaemon]);
-      expect(g2.status, g2.stderr).toBe(0);
-      const gc1 = JSON.parse(g1.stdout) as { snapshots: unknown[]; blobs: unknown[] };
-      const gc2 = JSON.parse(g2.stdout) as { snapshots: unknown[]; blobs: unknown[] };
-      expect(gc2.snapshots.length).toBe(gc1.snapshots.length);
-      expect(gc2.snapshots.length).toBe(img.layers.length);
-      expect(Object.keys(gc2)).toEqual(Object.keys(gc1));
+        const r1 = await runCliAsync(['rm', '--root', local, ref]);
+        const r2 = await runCliAsync(['rm', ...viaDaemon, ref]);
+        expect(r2.status, r2.stderr).toBe(0);
+        expect(r2.stdout).toBe(r1.stdout);
+        const g1 = await runCliAsync(['gc', '--json', '--root', local]);
+        const g2 = await runCliAsync(['gc', '--json', ...viaDaemon]);
+        expect(g2.status, g2.stderr).toBe(0);
+        const gc1 = JSON.parse(g1.stdout) as { snapshots: unknown[]; blobs: unknown[] };
+        const gc2 = JSON.parse(g2.stdout) as { snapshots: unknown[]; blobs: unknown[] };
+        expect(gc2.snapshots.length).toBe(gc1.snapshots.length);
+        expect(gc2.snapshots.length).toBe(img.layers.length);
+        expect(Object.keys(gc2)).toEqual(Object.keys(gc1));
 
-      const e1 = await runCliAsync(['rm', '--root', local, ref]);
-      const e2 = await runCliAsync(['rm', ...viaDaemon, ref]);
-      expect(e2.status).toBe(1);
-      expect(e2.stderr.replaceAll(root, 'ROOT')).toBe(e1.stderr.replaceAll(local, 'ROOT'));
+        const e1 = await runCliAsync(['rm', '--root', local, ref]);
+        const e2 = await runCliAsync(['rm', ...viaDaemon, ref]);
+        expect(e2.status).toBe(1);
+        expect(e2.stderr.replaceAll(root, 'ROOT')).toBe(e1.stderr.replaceAll(local, 'ROOT'));
       } finally {
         await stop(d);
       }
@@ -643,27 +718,30 @@ describe('fastpulld', () => {
     // As root the default socket is /run/fastpull/fastpulld.sock: used only when no daemon of the
     // machine's own is there.
     const defaultSocket = '/run/fastpull/fastpulld.sock';
-    it.skipIf(lacksRoot() || notHere(existsSync(defaultSocket) ? `a fastpulld socket is already at ${defaultSocket}` : undefined))('the CLI finds fastpulld at its default socket, unless told of a store of its own', async () => {
-      const root = join(work.dir, 'default-socket-root');
-      const d = await serve(['--socket', defaultSocket, '--root', root]);
-      try {
-        const env = { FASTPULL_ROOT: '', FASTPULL_ADDRESS: '' };
-        const pulled = await runCliAsync(['pull', '--quiet', ref], env);
-        expect(pulled.status, pulled.stderr).toBe(0);
-        // It went to the daemon's store.
-        const listed = JSON.parse((await runCliAsync(['images', '--json'], env)).stdout) as Array<{ name: string }>;
-        expect(listed.map((i) => i.name)).toEqual([ref]);
-        await d.waitLog((l) => l.event === 'pull' && l.image === ref);
-        // --root means this store, in-process.
-        const own = join(work.dir, 'default-socket-own');
-        // An empty store of its own (a missing one would be NOT_FOUND: reading never creates a store).
-        mkdirSync(own);
-        const mine = await runCliAsync(['images', '--json', '--root', own], env);
-        expect(JSON.parse(mine.stdout)).toEqual([]);
-      } finally {
-        await stop(d);
-      }
-      expect(existsSync(defaultSocket)).toBe(false);
-    });
+    it.skipIf(lacksRoot() || notHere(existsSync(defaultSocket) ? `a fastpulld socket is already at ${defaultSocket}` : undefined))(
+      'the CLI finds fastpulld at its default socket, unless told of a store of its own',
+      async () => {
+        const root = join(work.dir, 'default-socket-root');
+        const d = await serve(['--socket', defaultSocket, '--root', root]);
+        try {
+          const env = { FASTPULL_ROOT: '', FASTPULL_ADDRESS: '' };
+          const pulled = await runCliAsync(['pull', '--quiet', ref], env);
+          expect(pulled.status, pulled.stderr).toBe(0);
+          // It went to the daemon's store.
+          const listed = JSON.parse((await runCliAsync(['images', '--json'], env)).stdout) as Array<{ name: string }>;
+          expect(listed.map((i) => i.name)).toEqual([ref]);
+          await d.waitLog((l) => l.event === 'pull' && l.image === ref);
+          // --root means this store, in-process.
+          const own = join(work.dir, 'default-socket-own');
+          // An empty store of its own (a missing one would be NOT_FOUND: reading never creates a store).
+          mkdirSync(own);
+          const mine = await runCliAsync(['images', '--json', '--root', own], env);
+          expect(JSON.parse(mine.stdout)).toEqual([]);
+        } finally {
+          await stop(d);
+        }
+        expect(existsSync(defaultSocket)).toBe(false);
+      },
+    );
   });
 });

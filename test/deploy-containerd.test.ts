@@ -17,7 +17,17 @@ import { parse, stringify, type TomlTable } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SNAPSHOTTER_SOCKET } from '@fastpull/daemon/paths';
 import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacks, pushImage, startDistribution } from '@fastpull/core/testing';
-import { busyboxImage, containerdConfig, containerdRelease, containerdUnavailable, criImages, launchContainerd, waitForSnapshotter, type ContainerdRelease, type PrivateContainerd } from './containerd.js';
+import {
+  busyboxImage,
+  containerdConfig,
+  containerdRelease,
+  containerdUnavailable,
+  criImages,
+  launchContainerd,
+  waitForSnapshotter,
+  type ContainerdRelease,
+  type PrivateContainerd,
+} from './containerd.js';
 import { escapeRegExp, guide, guideLine, guideQuote, lastLine, shell } from './guide.js';
 import { overlayUnavailable, repoRoot, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
@@ -34,7 +44,12 @@ const table = (v: unknown): TomlTable => (v !== null && typeof v === 'object' &&
  */
 const PROXY = ['proxy_plugins.*.type', 'proxy_plugins.*.address', 'proxy_plugins.*.platform'];
 const KEYS: Record<string, string[]> = {
-  '1.6': ['version', ...PROXY, 'plugins.io.containerd.grpc.v1.cri.containerd.snapshotter', 'plugins.io.containerd.grpc.v1.cri.containerd.disable_snapshot_annotations'],
+  '1.6': [
+    'version',
+    ...PROXY,
+    'plugins.io.containerd.grpc.v1.cri.containerd.snapshotter',
+    'plugins.io.containerd.grpc.v1.cri.containerd.disable_snapshot_annotations',
+  ],
   '1.7': [
     'version',
     ...PROXY,
@@ -106,15 +121,18 @@ const FILES: Array<[string, string, number]> = [
 ];
 
 describe('deploy/containerd: the keys each containerd version reads', () => {
-  it.each(FILES)('%s (containerd %s) parses and every key, in it and in its commented alternatives, is one that version reads', (file, version, configVersion) => {
-    const variants = [text(file), ...alternatives(text(file))];
-    expect(variants.length, 'the commented alternatives found').toBe({ '1.6': 1, '1.7': 2, '2.0': 2, '2.1': 2 }[version]);
-    for (const v of variants) {
-      const t = parse(v);
-      expect(unknownKeys(t, version)).toEqual([]);
-      expect(t.version).toBe(configVersion);
-    }
-  });
+  it.each(FILES)(
+    '%s (containerd %s) parses and every key, in it and in its commented alternatives, is one that version reads',
+    (file, version, configVersion) => {
+      const variants = [text(file), ...alternatives(text(file))];
+      expect(variants.length, 'the commented alternatives found').toBe({ '1.6': 1, '1.7': 2, '2.0': 2, '2.1': 2 }[version]);
+      for (const v of variants) {
+        const t = parse(v);
+        expect(unknownKeys(t, version)).toEqual([]);
+        expect(t.version).toBe(configVersion);
+      }
+    },
+  );
 
   it.each(FILES)('%s names fastpulld’s snapshotter socket and root, and declares no capability', (file, version) => {
     const t = parse(text(file));
@@ -200,7 +218,13 @@ const RUNS: Run[] = [
   { file: 'config-2.1.toml', release: '2.2', variant: { kind: 'shipped' }, label: 'shipped; transfer service', transfer: true },
   { file: 'config-2.1.toml', release: '2.2', variant: { kind: 'alternative', index: 0 }, label: 'with use_local_image_pull', transfer: false },
   // What the file warns against: the CRI key set false makes 2.1+ leave the transfer service.
-  { file: 'config-2.1.toml', release: '2.2', variant: { kind: 'with', plugin: IMAGES_PLUGIN, key: 'disable_snapshot_annotations', value: false }, label: 'annotations key false', transfer: false },
+  {
+    file: 'config-2.1.toml',
+    release: '2.2',
+    variant: { kind: 'with', plugin: IMAGES_PLUGIN, key: 'disable_snapshot_annotations', value: false },
+    label: 'annotations key false',
+    transfer: false,
+  },
 ];
 
 function variantSource(run: Run): string {
@@ -256,11 +280,16 @@ describe.skipIf(lacks('containerd', reason))('deploy/containerd files started on
       expect(await cri.pullImage(ref)).toBe(image.configDigest);
       if (run.transfer !== undefined) {
         // containerd says at debug level which path a CRI pull took (its log is written before it answers).
-        const viaTransfer = containerd.log().split('\n').filter((l) => l.includes('PullImage') && l.includes('using transfer service'));
+        const viaTransfer = containerd
+          .log()
+          .split('\n')
+          .filter((l) => l.includes('PullImage') && l.includes('using transfer service'));
         expect(viaTransfer.length, 'CRI pulls through the transfer service').toBe(run.transfer ? 1 : 0);
         expect(/Falling back to local image pull mode/.test(containerd.log())).toBe(run.variant.kind === 'with');
       }
-      await expect.poll(() => daemon.logs.filter((l) => l.msg === 'layer recorded for containerd').length - before, { timeout: 120_000 }).toBe(image.layers.length);
+      await expect
+        .poll(() => daemon.logs.filter((l) => l.msg === 'layer recorded for containerd').length - before, { timeout: 120_000 })
+        .toBe(image.layers.length);
       expect((await cri.imageStatus(ref))?.id).toBe(image.configDigest);
       const content = await containerd.ctr(['content', 'ls', '-q'], { namespace: 'k8s.io' });
       expect(content.stdout).toContain(image.manifestDigest);
@@ -285,7 +314,9 @@ describe('docs/containerd.md, step 4: the link for kubelet’s image-filesystem 
 
   it('the deploy files’ comments give the same two commands', () => {
     for (const file of ['config-1.6.toml', 'config-1.7.toml']) {
-      const commented = text(file).split('\n').map((l) => l.replace(/^\s*#\s+/, ''));
+      const commented = text(file)
+        .split('\n')
+        .map((l) => l.replace(/^\s*#\s+/, ''));
       for (const line of [mkdir, link]) expect(commented, file).toContain(line.replace(/\s+#.*$/, ''));
     }
   });
@@ -339,7 +370,11 @@ describe.skipIf(lacks('containerd', reason))('docs/containerd.md, step 5’s che
   const notServing = new RegExp(
     `^ctr: connection (?:error: desc = "(?:transport: Error while dialing:? dial unix(?::\\/\\/| )${escapeRegExp(snapSocket)}: (?:timeout|connect: connection refused)|transport is closing|transport: failed to write client preface: write unix @->${escapeRegExp(snapSocket)}: write: broken pipe)"|closed)(?:: unavailable)?$`,
   );
-  const columns = (t: string): string[][] => t.trim().split('\n').map((l) => l.trim().split(/\s+/));
+  const columns = (t: string): string[][] =>
+    t
+      .trim()
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/));
   let seq = 0;
 
   beforeAll(async () => {
@@ -353,70 +388,83 @@ describe.skipIf(lacks('containerd', reason))('docs/containerd.md, step 5’s che
   });
 
   /** The release's shipped file on a private containerd (`edit` changes its text first). */
-  const start = async (name: string, edit: (source: string) => string = (t) => t, snapshotterSocket?: (d: RunningDaemon) => string): Promise<PrivateContainerd> => {
+  const start = async (
+    name: string,
+    edit: (source: string) => string = (t) => t,
+    snapshotterSocket?: (d: RunningDaemon) => string,
+  ): Promise<PrivateContainerd> => {
     await freshDaemon();
     const r = containerdRelease(name);
     const ctrDir = join(guideWork.dir, `containerd-${seq++}`);
-    const { config, address } = containerdConfig(r, { dir: ctrDir, snapshotterSocket: snapshotterSocket?.(daemon) ?? snapSocket, fastpullRoot: root }, 'shipped', edit(text(r.configFile)));
+    const { config, address } = containerdConfig(
+      r,
+      { dir: ctrDir, snapshotterSocket: snapshotterSocket?.(daemon) ?? snapSocket, fastpullRoot: root },
+      'shipped',
+      edit(text(r.configFile)),
+    );
     return launchContainerd(ctrDir, address, config, r);
   };
 
-  it.each(GUIDE_RELEASES)('containerd %s: the plugins say ok with fastpulld up or down, as the guide shows them; the probe snapshot answers only while fastpulld serves', async (name) => {
-    const containerd = await start(name);
-    try {
-      const listed = await shell(plugins, containerd);
-      expect(listed.status).toBe(0);
-      if (name === '1.6') {
-        // The lines the guide shows, column for column.
-        expect(columns(listed.stdout)).toEqual(columns(/```\n(io\.containerd\.snapshotter\.v1 [^`]*)```/.exec(guide)![1]!));
-      } else {
-        // From 1.7.16 the fastpull line names the node's platform; 2.x shows none for cri.
-        expect(columns(listed.stdout)).toEqual([
-          ['io.containerd.snapshotter.v1', 'fastpull', platform, 'ok'],
-          ['io.containerd.grpc.v1', 'cri', name.startsWith('2.') ? '-' : platform, 'ok'],
-        ]);
+  it.each(GUIDE_RELEASES)(
+    'containerd %s: the plugins say ok with fastpulld up or down, as the guide shows them; the probe snapshot answers only while fastpulld serves',
+    async (name) => {
+      const containerd = await start(name);
+      try {
+        const listed = await shell(plugins, containerd);
+        expect(listed.status).toBe(0);
+        if (name === '1.6') {
+          // The lines the guide shows, column for column.
+          expect(columns(listed.stdout)).toEqual(columns(/```\n(io\.containerd\.snapshotter\.v1 [^`]*)```/.exec(guide)![1]!));
+        } else {
+          // From 1.7.16 the fastpull line names the node's platform; 2.x shows none for cri.
+          expect(columns(listed.stdout)).toEqual([
+            ['io.containerd.snapshotter.v1', 'fastpull', platform, 'ok'],
+            ['io.containerd.grpc.v1', 'cri', name.startsWith('2.') ? '-' : platform, 'ok'],
+          ]);
+        }
+        await waitForSnapshotter(containerd);
+        expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
+
+        // Stopped: fastpulld removes its socket. containerd says ok all the same, and lists.
+        await stopDaemon(daemon);
+        expect(columns((await shell(plugins, containerd)).stdout)).toEqual(columns(listed.stdout));
+        expect((await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'ls'])).status).toBe(0);
+        const down = await shell(check, containerd);
+        expect(down.status).not.toBe(0);
+        expect(down.stdout).toBe('');
+        expect(lastLine(down.stderr), down.stderr).toMatch(notServing);
+        // The dial error the guide quotes; right after the stop, a loaded machine may still see the old
+        // connection go ("transport is closing"), which the guide names too.
+        if (name === '1.6' && lastLine(down.stderr).includes('Error while dialing'))
+          expect(lastLine(down.stderr)).toBe(mine(guideQuote('ctr: connection error: ')));
+
+        // Killed: its socket file stays, and nobody answers on it. containerd says its connection
+        // closed, or, once it has dialed again, that the dial was refused.
+        daemon = await serveDaemon(daemonArgs());
+        await waitForSnapshotter(containerd);
+        daemon.proc.kill('SIGKILL');
+        await daemon.exited;
+        const killed = await shell(check, containerd);
+        expect(killed.status).not.toBe(0);
+        expect(lastLine(killed.stderr), killed.stderr).toMatch(notServing);
+        if (name === '1.6' && lastLine(killed.stderr).includes('connection refused')) {
+          expect(lastLine(killed.stderr)).toBe(`ctr: connection error: desc = "transport: Error while dialing ${mine(guideQuote('... dial unix ').slice(4))}`);
+        }
+
+        // Back: the check passes again once containerd has reconnected (it backs off between tries).
+        daemon = await serveDaemon(daemonArgs());
+        await waitForSnapshotter(containerd);
+        expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
+        // What a check that failed half-way leaves, as the guide words it, and how it goes.
+        expect((await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', 'fastpull-check'], { namespace: 'default' })).status).toBe(0);
+        expect(lastLine((await shell(check, containerd)).stderr)).toBe(guideQuote('ctr: snapshot "fastpull-check": already exists'));
+        expect(await shell(check.split(' && ')[1]!, containerd)).toMatchObject({ status: 0 });
+        expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
+      } finally {
+        await containerd.stop();
       }
-      await waitForSnapshotter(containerd);
-      expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
-
-      // Stopped: fastpulld removes its socket. containerd says ok all the same, and lists.
-      await stopDaemon(daemon);
-      expect(columns((await shell(plugins, containerd)).stdout)).toEqual(columns(listed.stdout));
-      expect((await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'ls'])).status).toBe(0);
-      const down = await shell(check, containerd);
-      expect(down.status).not.toBe(0);
-      expect(down.stdout).toBe('');
-      expect(lastLine(down.stderr), down.stderr).toMatch(notServing);
-      // The dial error the guide quotes; right after the stop, a loaded machine may still see the old
-      // connection go ("transport is closing"), which the guide names too.
-      if (name === '1.6' && lastLine(down.stderr).includes('Error while dialing')) expect(lastLine(down.stderr)).toBe(mine(guideQuote('ctr: connection error: ')));
-
-      // Killed: its socket file stays, and nobody answers on it. containerd says its connection
-      // closed, or, once it has dialed again, that the dial was refused.
-      daemon = await serveDaemon(daemonArgs());
-      await waitForSnapshotter(containerd);
-      daemon.proc.kill('SIGKILL');
-      await daemon.exited;
-      const killed = await shell(check, containerd);
-      expect(killed.status).not.toBe(0);
-      expect(lastLine(killed.stderr), killed.stderr).toMatch(notServing);
-      if (name === '1.6' && lastLine(killed.stderr).includes('connection refused')) {
-        expect(lastLine(killed.stderr)).toBe(`ctr: connection error: desc = "transport: Error while dialing ${mine(guideQuote('... dial unix ').slice(4))}`);
-      }
-
-      // Back: the check passes again once containerd has reconnected (it backs off between tries).
-      daemon = await serveDaemon(daemonArgs());
-      await waitForSnapshotter(containerd);
-      expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
-      // What a check that failed half-way leaves, as the guide words it, and how it goes.
-      expect((await containerd.ctr(['snapshots', '--snapshotter', 'fastpull', 'prepare', 'fastpull-check'], { namespace: 'default' })).status).toBe(0);
-      expect(lastLine((await shell(check, containerd)).stderr)).toBe(guideQuote('ctr: snapshot "fastpull-check": already exists'));
-      expect(await shell(check.split(' && ')[1]!, containerd)).toMatchObject({ status: 0 });
-      expect(await shell(check, containerd)).toMatchObject({ status: 0, stdout: 'fastpulld answers\n' });
-    } finally {
-      await containerd.stop();
-    }
-  });
+    },
+  );
 
   it.each(['1.6', '2.2'])('containerd %s: a CRI snapshotter that names no snapshotter stops the CRI plugin, with the error the guide quotes', async (name) => {
     const containerd = await start(name, (t) => t.replace(/^(\s*snapshotter = )"fastpull"$/m, '$1"fastpul"'));
@@ -425,7 +473,9 @@ describe.skipIf(lacks('containerd', reason))('docs/containerd.md, step 5’s che
       const listed = columns((await shell(plugins, containerd)).stdout);
       expect(listed.find((c) => c[1] === 'cri')?.at(-1)).toBe('error');
       const detail = await containerd.ctr(['plugins', 'ls', '-d']);
-      expect(detail.stdout).toContain(`Message:     ${name === '1.6' ? guideQuote('failed to create CRI service: ') : guideQuote('failed to find snapshotter ')}`);
+      expect(detail.stdout).toContain(
+        `Message:     ${name === '1.6' ? guideQuote('failed to create CRI service: ') : guideQuote('failed to find snapshotter ')}`,
+      );
       await expect(cri.pullImage(`${registry.host}/guide/busybox:v1`)).rejects.toThrow(guideQuote('unknown service runtime.v1.ImageService'));
     } finally {
       cri.close();
@@ -434,9 +484,14 @@ describe.skipIf(lacks('containerd', reason))('docs/containerd.md, step 5’s che
   });
 
   it('containerd 1.6: the API socket given as the snapshotter’s address fails as the guide quotes', async () => {
-    const containerd = await start('1.6', (t) => t, (d) => d.socket);
+    const containerd = await start(
+      '1.6',
+      (t) => t,
+      (d) => d.socket,
+    );
     const cri = criImages(containerd.address);
-    const unimplemented = (method: string): string => guideQuote('The server does not implement the method ').replace(/\/Stat: not implemented$/, `/${method}: not implemented`);
+    const unimplemented = (method: string): string =>
+      guideQuote('The server does not implement the method ').replace(/\/Stat: not implemented$/, `/${method}: not implemented`);
     try {
       expect(lastLine((await shell(check, containerd)).stderr)).toBe(`ctr: ${unimplemented('Prepare')}`);
       const e = await cri.pullImage(`${registry.host}/guide/busybox:v1`).then(

@@ -40,7 +40,8 @@ function unit(path: string): Map<string, Array<[string, string]>> {
   }
   return sections;
 }
-const values = (u: Map<string, Array<[string, string]>>, section: string, key: string): string[] => (u.get(section) ?? []).filter(([k]) => k === key).map(([, v]) => v);
+const values = (u: Map<string, Array<[string, string]>>, section: string, key: string): string[] =>
+  (u.get(section) ?? []).filter(([k]) => k === key).map(([, v]) => v);
 
 const analyze = spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' });
 const noAnalyze = analyze.error ? 'systemd-analyze is not installed' : undefined;
@@ -88,7 +89,11 @@ describe('deploy/systemd', () => {
     for (const key of CONFIG_KEYS) expect(text, key).toMatch(new RegExp(`^(# )?${key} = `, 'm'));
     const file = join(work.dir, 'example.toml');
     writeFileSync(file, text);
-    expect(resolveConfig(readConfigFile(file, true), {}, {})).toMatchObject({ root: '/var/lib/fastpull', snapshotterSocket: '/run/fastpull/snapshotter.sock', containerdSocket: DEFAULT_CONTAINERD_SOCKET });
+    expect(resolveConfig(readConfigFile(file, true), {}, {})).toMatchObject({
+      root: '/var/lib/fastpull',
+      snapshotterSocket: '/run/fastpull/snapshotter.sock',
+      containerdSocket: DEFAULT_CONTAINERD_SOCKET,
+    });
   });
 
   it('has a timer that runs fastpull gc', () => {
@@ -132,7 +137,9 @@ describe('deploy/kubernetes', () => {
     const models = { Namespace, PriorityClass, ConfigMap, DaemonSet } as const;
     for (const m of manifests) expect(() => new models[m.kind as keyof typeof models](m as never).validate(), m.kind).not.toThrow();
     // The validators do catch what the API server would refuse.
-    const broken = structuredClone(byKind('DaemonSet')) as unknown as { spec: { template: { spec: { containers: Array<{ volumeMounts: Array<{ mountPropagation: string }> }> } } } };
+    const broken = structuredClone(byKind('DaemonSet')) as unknown as {
+      spec: { template: { spec: { containers: Array<{ volumeMounts: Array<{ mountPropagation: string }> }> } } };
+    };
     broken.spec.template.spec.containers[0]!.volumeMounts[0]!.mountPropagation = 'Sideways';
     expect(() => new DaemonSet(broken as never).validate()).toThrow(/mountPropagation/);
   });
@@ -164,7 +171,8 @@ describe('deploy/kubernetes', () => {
     expect(config.snapshotter_socket).toBe(containerd.proxy_plugins.fastpull.address);
     expect(hostPath(volumes.get(mountOf(fastpulld, sockets)!.name))?.path).toBe(sockets);
     // The 1.7.16+/2.x configs' exports.root is this root.
-    const exportsRoot = (parseToml(read('containerd/config-2.1.toml')) as { proxy_plugins: { fastpull: { exports: { root: string } } } }).proxy_plugins.fastpull.exports.root;
+    const exportsRoot = (parseToml(read('containerd/config-2.1.toml')) as { proxy_plugins: { fastpull: { exports: { root: string } } } }).proxy_plugins.fastpull
+      .exports.root;
     expect(exportsRoot).toBe(root);
   });
 
@@ -190,7 +198,10 @@ describe('deploy/kubernetes', () => {
   it('probes over HTTP on the node’s loopback, where fastpulld’s metrics_address listens; the health-check script stays in the image', () => {
     const address = String(config.metrics_address);
     expect(address).toBe(`127.0.0.1:${SUGGESTED_METRICS_PORT}`);
-    const probes = { startup: fastpulld.startupProbe, readiness: fastpulld.readinessProbe, liveness: fastpulld.livenessProbe } as Record<string, IProbe | undefined>;
+    const probes = { startup: fastpulld.startupProbe, readiness: fastpulld.readinessProbe, liveness: fastpulld.livenessProbe } as Record<
+      string,
+      IProbe | undefined
+    >;
     for (const [kind, probe] of Object.entries(probes)) {
       expect(probe?.exec, kind).toBeUndefined();
       // Without `host` kubelet dials the pod's IP: with hostNetwork, the node's address, not its loopback.
@@ -234,7 +245,13 @@ describe('deploy/kubernetes', () => {
     const file = join(work.dir, 'fastpulld.toml');
     writeFileSync(file, configMap.data['fastpulld.toml']!);
     const resolved = resolveConfig(readConfigFile(file, true), {}, {});
-    expect(resolved).toMatchObject({ root: '/var/lib/fastpull', socket: '/run/fastpull/fastpulld.sock', snapshotterSocket: '/run/fastpull/snapshotter.sock', containerdSocket: DEFAULT_CONTAINERD_SOCKET, group: '7077' });
+    expect(resolved).toMatchObject({
+      root: '/var/lib/fastpull',
+      socket: '/run/fastpull/fastpulld.sock',
+      snapshotterSocket: '/run/fastpull/snapshotter.sock',
+      containerdSocket: DEFAULT_CONTAINERD_SOCKET,
+      group: '7077',
+    });
   });
 });
 
@@ -248,7 +265,14 @@ describe('deploy/Containerfile', () => {
     else if (line.startsWith('RUN ')) current.push(line.slice(4).split(/\s+&&\s+/));
   }
   const packages = (steps: string[], verb: 'install' | 'purge'): string[] =>
-    steps.filter((s) => s.startsWith('apt-get ') && s.split(/\s+/).includes(verb)).flatMap((s) => s.split(/\s+/).slice(s.split(/\s+/).indexOf(verb) + 1).filter((w) => !w.startsWith('-')));
+    steps
+      .filter((s) => s.startsWith('apt-get ') && s.split(/\s+/).includes(verb))
+      .flatMap((s) =>
+        s
+          .split(/\s+/)
+          .slice(s.split(/\s+/).indexOf(verb) + 1)
+          .filter((w) => !w.startsWith('-')),
+      );
 
   it('builds the in-process ISA-L gunzip in both stages, and keeps its library in the image', () => {
     const build = stages.get('build')!.flat();

@@ -54,9 +54,29 @@ describe.skipIf(lacks('root', skip))('deploy/Containerfile, replayed', () => {
   const steps: Step[] = [];
   let final: StageNamespace;
   let stages: Map<string, StageNamespace>;
-  const manifests = parseAllDocuments(readFileSync(join(repoRoot, 'deploy', 'kubernetes', 'fastpulld-daemonset.yaml'), 'utf8')).map((d) => d.toJS() as Record<string, unknown>);
+  const manifests = parseAllDocuments(readFileSync(join(repoRoot, 'deploy', 'kubernetes', 'fastpulld-daemonset.yaml'), 'utf8')).map(
+    (d) => d.toJS() as Record<string, unknown>,
+  );
   const configMap = manifests.find((m) => m.kind === 'ConfigMap') as { data: Record<string, string> };
-  const pod = (manifests.find((m) => m.kind === 'DaemonSet') as { spec: { template: { spec: { containers: Array<{ name: string; command: string[]; startupProbe?: Probe; readinessProbe?: Probe; livenessProbe?: Probe; securityContext?: { runAsUser: number; runAsGroup: number } }>; securityContext: { supplementalGroups: number[] } } } } }).spec.template.spec;
+  const pod = (
+    manifests.find((m) => m.kind === 'DaemonSet') as {
+      spec: {
+        template: {
+          spec: {
+            containers: Array<{
+              name: string;
+              command: string[];
+              startupProbe?: Probe;
+              readinessProbe?: Probe;
+              livenessProbe?: Probe;
+              securityContext?: { runAsUser: number; runAsGroup: number };
+            }>;
+            securityContext: { supplementalGroups: number[] };
+          };
+        };
+      };
+    }
+  ).spec.template.spec;
 
   beforeAll(async () => {
     const context = join(work, 'context');
@@ -64,7 +84,9 @@ describe.skipIf(lacks('root', skip))('deploy/Containerfile, replayed', () => {
     if (archive.status !== 0) throw new Error(`git archive: ${archive.stderr}`);
     const started = Date.now();
     ({ final, stages } = await replay(join(repoRoot, 'deploy', 'Containerfile'), context, work, (s) => steps.push(s)));
-    console.log(`Containerfile replayed in ${((Date.now() - started) / 1000).toFixed(0)} s:\n${steps.map((s) => `  [${s.stage}] ${s.how}: ${s.command}${s.note ? ` (${s.note})` : ''}`).join('\n')}`);
+    console.log(
+      `Containerfile replayed in ${((Date.now() - started) / 1000).toFixed(0)} s:\n${steps.map((s) => `  [${s.stage}] ${s.how}: ${s.command}${s.note ? ` (${s.note})` : ''}`).join('\n')}`,
+    );
   }, BUILD_TIMEOUT_MS);
   afterAll(() => {
     final?.close();
@@ -93,10 +115,13 @@ describe.skipIf(lacks('root', skip))('deploy/Containerfile, replayed', () => {
     expect(await ok('fastpulld --version')).toBe(`fastpulld ${VERSION}\n`);
     expect(await ok('fastpull version', 'node')).toContain(`fastpull ${VERSION}`);
     expect(await ok('command -v fastpull fastpulld')).toBe('/usr/local/bin/fastpull\n/usr/local/bin/fastpulld\n');
-    for (const addon of ['fastpull_native', 'fastpull_isal']) expect(existsSync(hostPath(final, `/usr/local/lib/node_modules/@fastpull/core/native/build/Release/${addon}.node`)), addon).toBe(true);
+    for (const addon of ['fastpull_native', 'fastpull_isal'])
+      expect(existsSync(hostPath(final, `/usr/local/lib/node_modules/@fastpull/core/native/build/Release/${addon}.node`)), addon).toBe(true);
     // auto: ISA-L in process, the addon linked against libisal.
     expect(await ok('fastpull version', 'node')).toContain('\ninflater isal (built in)\n');
-    expect(readFileSync(hostPath(final, '/usr/local/lib/fastpull/health.mjs'), 'utf8')).toBe(readFileSync(join(repoRoot, 'deploy', 'fastpulld-health.mjs'), 'utf8'));
+    expect(readFileSync(hostPath(final, '/usr/local/lib/fastpull/health.mjs'), 'utf8')).toBe(
+      readFileSync(join(repoRoot, 'deploy', 'fastpulld-health.mjs'), 'utf8'),
+    );
   });
 
   it('the systemd unit’s ExecStart finds fastpulld on systemd’s PATH after npm install -g', async () => {

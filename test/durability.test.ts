@@ -23,19 +23,92 @@ if (!binary) console.warn('skipping the durability test: docker-registry is not 
 if (noStrace) console.warn(`skipping the durability test: ${noStrace}`);
 
 const TRACED = [
-  'openat', 'open', 'creat', 'write', 'pwrite64', 'pwritev', 'writev', 'ftruncate', 'truncate', 'fallocate',
-  'fchmod', 'chmod', 'fchmodat', 'fchown', 'chown', 'lchown', 'fchownat', 'utimensat', 'setxattr', 'lsetxattr',
-  'fsetxattr', 'removexattr', 'lremovexattr', 'fremovexattr', 'mkdir', 'mkdirat', 'mknod', 'mknodat', 'symlink',
-  'symlinkat', 'link', 'linkat', 'unlink', 'unlinkat', 'rmdir', 'rename', 'renameat', 'renameat2',
-  'fsync', 'fdatasync', 'syncfs', 'sync_file_range', 'fcntl',
+  'openat',
+  'open',
+  'creat',
+  'write',
+  'pwrite64',
+  'pwritev',
+  'writev',
+  'ftruncate',
+  'truncate',
+  'fallocate',
+  'fchmod',
+  'chmod',
+  'fchmodat',
+  'fchown',
+  'chown',
+  'lchown',
+  'fchownat',
+  'utimensat',
+  'setxattr',
+  'lsetxattr',
+  'fsetxattr',
+  'removexattr',
+  'lremovexattr',
+  'fremovexattr',
+  'mkdir',
+  'mkdirat',
+  'mknod',
+  'mknodat',
+  'symlink',
+  'symlinkat',
+  'link',
+  'linkat',
+  'unlink',
+  'unlinkat',
+  'rmdir',
+  'rename',
+  'renameat',
+  'renameat2',
+  'fsync',
+  'fdatasync',
+  'syncfs',
+  'sync_file_range',
+  'fcntl',
 ];
 /** Calls that add, remove or rename a name: they change the directory holding it, and the entry. */
-const NAMING = new Set(['mkdir', 'mkdirat', 'mknod', 'mknodat', 'symlink', 'symlinkat', 'link', 'linkat', 'unlink', 'unlinkat', 'rmdir', 'rename', 'renameat', 'renameat2', 'creat']);
+const NAMING = new Set([
+  'mkdir',
+  'mkdirat',
+  'mknod',
+  'mknodat',
+  'symlink',
+  'symlinkat',
+  'link',
+  'linkat',
+  'unlink',
+  'unlinkat',
+  'rmdir',
+  'rename',
+  'renameat',
+  'renameat2',
+  'creat',
+]);
 /** Calls that change an entry's data or metadata. */
 const CHANGING = new Set([
-  'write', 'pwrite64', 'pwritev', 'writev', 'ftruncate', 'truncate', 'fallocate', 'fchmod', 'chmod', 'fchmodat',
-  'fchown', 'chown', 'lchown', 'fchownat', 'utimensat', 'setxattr', 'lsetxattr', 'fsetxattr', 'removexattr',
-  'lremovexattr', 'fremovexattr', ...NAMING,
+  'write',
+  'pwrite64',
+  'pwritev',
+  'writev',
+  'ftruncate',
+  'truncate',
+  'fallocate',
+  'fchmod',
+  'chmod',
+  'fchmodat',
+  'fchown',
+  'chown',
+  'lchown',
+  'fchownat',
+  'utimensat',
+  'setxattr',
+  'lsetxattr',
+  'fsetxattr',
+  'removexattr',
+  'lremovexattr',
+  'fremovexattr',
+  ...NAMING,
 ]);
 const isRename = (c: Syscall) => c.name === 'rename' || c.name === 'renameat' || c.name === 'renameat2';
 const creates = (c: Syscall) => NAMING.has(c.name) || ((c.name === 'openat' || c.name === 'open') && c.args.includes('O_CREAT'));
@@ -52,11 +125,15 @@ function tracedPull(dir: string, ref: string, args: string[], env: NodeJS.Proces
   const root = join(dir, 'root');
   const trace = join(dir, 'trace');
   mkdirSync(dir, { recursive: true });
-  const r = spawnSync('strace', ['-f', '-y', '-qq', '-s', '64', '-o', trace, '-e', `trace=${TRACED.join(',')}`, process.execPath, cliPath, 'pull', '--json', '--root', root, ...args, ref], {
-    encoding: 'utf8',
-    env: { ...process.env, ...env },
-    timeout: 300_000,
-  });
+  const r = spawnSync(
+    'strace',
+    ['-f', '-y', '-qq', '-s', '64', '-o', trace, '-e', `trace=${TRACED.join(',')}`, process.execPath, cliPath, 'pull', '--json', '--root', root, ...args, ref],
+    {
+      encoding: 'utf8',
+      env: { ...process.env, ...env },
+      timeout: 300_000,
+    },
+  );
   return { calls: parseTrace(readFileSync(trace, 'latin1')), root, status: r.status, output: `${r.stdout}${r.stderr}` };
 }
 
@@ -82,9 +159,17 @@ function checkDurability(t: Traced, metadata: readonly string[]): { problems: st
   const ok = calls.filter((c) => c.ret >= 0);
   const problems: string[] = [];
   const sameFs = statSync(root).dev === statSync(join(root, 'snapshots')).dev;
-  const flushes = ok.filter((c) => c.name === 'fsync' || c.name === 'fdatasync' || (c.name === 'syncfs' && sameFs && c.paths.some((p) => p.startsWith(`${root}/`))));
+  const flushes = ok.filter(
+    (c) => c.name === 'fsync' || c.name === 'fdatasync' || (c.name === 'syncfs' && sameFs && c.paths.some((p) => p.startsWith(`${root}/`))),
+  );
   const syncDirAfter = (dir: string, at: number) => flushes.find((f) => f.name !== 'syncfs' && f.paths.includes(dir) && f.start > at);
-  const commits = ok.filter((c) => isRename(c) && c.paths.length === 2 && dirname(c.paths[0]!) === join(root, 'snapshots', 'active') && dirname(c.paths[1]!) === join(root, 'snapshots', 'committed'));
+  const commits = ok.filter(
+    (c) =>
+      isRename(c) &&
+      c.paths.length === 2 &&
+      dirname(c.paths[0]!) === join(root, 'snapshots', 'active') &&
+      dirname(c.paths[1]!) === join(root, 'snapshots', 'committed'),
+  );
   let checked = 0;
   let unflushedFiles = 0;
   const durableAt: number[] = [];
@@ -118,7 +203,8 @@ function checkDurability(t: Traced, metadata: readonly string[]): { problems: st
   const reported = ok.find((c) => c.name === 'write' && /^1</.test(c.args) && c.args.includes('\\"type\\":\\"done\\"'));
   if (!record) problems.push('no image record was renamed into images/');
   else {
-    for (const at of durableAt) if (at > record.start) problems.push(`the image record (line ${record.start + 1}) was written before a snapshot's commit was durable (line ${at + 1})`);
+    for (const at of durableAt)
+      if (at > record.start) problems.push(`the image record (line ${record.start + 1}) was written before a snapshot's commit was durable (line ${at + 1})`);
     for (const digest of metadata) {
       const target = join(root, 'content', 'blobs', 'sha256', digest.slice('sha256:'.length));
       const stored = ok.find((c) => isRename(c) && c.paths.length === 2 && c.paths[1] === target);
@@ -127,16 +213,20 @@ function checkDurability(t: Traced, metadata: readonly string[]): { problems: st
         continue;
       }
       const written = Math.max(...ok.filter((c) => c.paths.includes(stored.paths[0]!) && CHANGING.has(c.name) && c.start < stored.start).map((c) => c.end));
-      if (!flushes.some((f) => f.paths.includes(stored.paths[0]!) && f.start > written && f.end < stored.start)) problems.push(`${digest} was renamed into content/blobs before it was fsynced`);
+      if (!flushes.some((f) => f.paths.includes(stored.paths[0]!) && f.start > written && f.end < stored.start))
+        problems.push(`${digest} was renamed into content/blobs before it was fsynced`);
       const dirSync = syncDirAfter(dirname(target), stored.end);
-      if (!dirSync || dirSync.end > record.start) problems.push(`${digest}'s rename into content/blobs was not durable before the image record was written (line ${record.start + 1})`);
+      if (!dirSync || dirSync.end > record.start)
+        problems.push(`${digest}'s rename into content/blobs was not durable before the image record was written (line ${record.start + 1})`);
     }
     const tmp = record.paths[0]!;
     const lastWrite = Math.max(...ok.filter((c) => c.paths.includes(tmp) && CHANGING.has(c.name) && c.start < record.start).map((c) => c.end));
-    if (!flushes.some((f) => f.paths.includes(tmp) && f.start > lastWrite && f.end < record.start)) problems.push('the image record was renamed into place before it was fsynced');
+    if (!flushes.some((f) => f.paths.includes(tmp) && f.start > lastWrite && f.end < record.start))
+      problems.push('the image record was renamed into place before it was fsynced');
     const dirSync = syncDirAfter(join(root, 'images'), record.end);
-    if (!dirSync) problems.push('the image record\'s rename was never made durable: no fsync of images/ after it');
-    else if (!reported || reported.start < dirSync.end) problems.push(`the pull was reported (line ${(reported?.start ?? -1) + 1}) before its image record was durable (line ${dirSync.end + 1})`);
+    if (!dirSync) problems.push("the image record's rename was never made durable: no fsync of images/ after it");
+    else if (!reported || reported.start < dirSync.end)
+      problems.push(`the pull was reported (line ${(reported?.start ?? -1) + 1}) before its image record was durable (line ${dirSync.end + 1})`);
   }
   return { problems, snapshots: commits.length, entries: checked, unflushedFiles };
 }
@@ -162,7 +252,8 @@ function finalFlushes(t: Traced): string[] {
       const opened = ok.filter((c) => (c.name === 'openat' || c.name === 'open') && c.ret === fd && c.paths.includes(active) && c.end < flush.start).at(-1);
       const firstWrite = ok.find((c) => creates(c) && c.paths.some((p) => p.startsWith(`${active}/fs/`)));
       if (!opened) return `no open of ${active} gave the fd ${fd} it was flushed through`;
-      if (!firstWrite || opened.end > firstWrite.start) return `the fd of ${active} was opened after the first write into it (line ${(firstWrite?.start ?? -1) + 1})`;
+      if (!firstWrite || opened.end > firstWrite.start)
+        return `the fd of ${active} was opened after the first write into it (line ${(firstWrite?.start ?? -1) + 1})`;
       return 'through an fd opened before the writes';
     });
 }
@@ -184,7 +275,8 @@ function blobsGoneBeforeFlush(t: Traced, layers: ReadonlyMap<string, string>): s
       const unlink = ok.find((c) => (c.name === 'unlink' || c.name === 'unlinkat') && c.paths.some((p) => p.startsWith(prefix) && p.endsWith('/data')));
       const flush = ok.filter((c) => c.name === 'syncfs' && c.paths.includes(activeOf(rename)) && c.end < rename.start).at(-1);
       if (!unlink) return `the ingest of ${digest} was never unlinked`;
-      if (!flush || unlink.end > flush.start) return `the ingest of ${digest} was unlinked (line ${unlink.start + 1}) after its snapshot's final flush (line ${(flush?.start ?? -1) + 1})`;
+      if (!flush || unlink.end > flush.start)
+        return `the ingest of ${digest} was unlinked (line ${unlink.start + 1}) after its snapshot's final flush (line ${(flush?.start ?? -1) + 1})`;
       return 'gone before the flush';
     });
 }

@@ -4,7 +4,17 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type BuiltImage, diffTrees, findDistributionBinary, lacks, lacksRegistry, pushImage, readTree, sampleImage, startDistribution } from '@fastpull/core/testing';
+import {
+  type BuiltImage,
+  diffTrees,
+  findDistributionBinary,
+  lacks,
+  lacksRegistry,
+  pushImage,
+  readTree,
+  sampleImage,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { overlayUnavailable, runCli, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -77,7 +87,9 @@ describe.skipIf(lacksRegistry())('fastpull CLI end to end', () => {
 
     const notPulled = runCli(['mounts', '--root', root, 'never/pulled:1']);
     expect(notPulled.status).toBe(1);
-    expect(notPulled.stderr).toMatch(/^fastpull: finding the mounts of docker\.io\/never\/pulled:1: image docker\.io\/never\/pulled:1 is not in the store .* \(NOT_FOUND\)\n$/);
+    expect(notPulled.stderr).toMatch(
+      /^fastpull: finding the mounts of docker\.io\/never\/pulled:1: image docker\.io\/never\/pulled:1 is not in the store .* \(NOT_FOUND\)\n$/,
+    );
 
     const usage = runCli(['pull']);
     expect(usage.status).toBe(2);

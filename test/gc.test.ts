@@ -4,9 +4,18 @@ import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'n
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireLease, collectGarbage, openStore, pull, type Digest, type GcLeftover, type ImageRecord, type Store } from '@fastpull/core';
-import { buildImage, type BuiltImage, lacksRegistry, lacksRoot, type LayerEntry, Prng, pushImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  buildImage,
+  type BuiltImage,
+  lacksRegistry,
+  lacksRoot,
+  type LayerEntry,
+  Prng,
+  pushImage,
+  startDistribution,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { cliPath, corruptBlobs, ls, runCliAsync, tempDir } from './helpers.js';
-
 
 const base: LayerEntry[] = [
   { type: 'dir', path: 'etc' },
@@ -14,7 +23,10 @@ const base: LayerEntry[] = [
 ];
 const layerOf = (name: string): LayerEntry[] => [{ type: 'file', path: `${name}.txt`, content: `${name}\n`.repeat(1000) }];
 
-const blobsOf = (root: string): string[] => ls(join(root, 'content', 'blobs', 'sha256')).map((hex) => `sha256:${hex}`).sort();
+const blobsOf = (root: string): string[] =>
+  ls(join(root, 'content', 'blobs', 'sha256'))
+    .map((hex) => `sha256:${hex}`)
+    .sort();
 const snapshotsOf = async (store: Store): Promise<Digest[]> => (await store.snapshots.list()).map((s) => s.chainID).sort();
 const metadataBlobs = (r: ImageRecord): Digest[] => [r.manifest.digest, r.config.digest];
 
@@ -183,7 +195,9 @@ describe.skipIf(lacksRegistry())('garbage collection', () => {
       const pulledAt = performance.now();
       collecting = false;
       await collector;
-      expect(runs.filter((r) => r.start < pulledAt && r.end > layersFrom).length, `round ${round}: collections while the layers were pulled`).toBeGreaterThan(0);
+      expect(runs.filter((r) => r.start < pulledAt && r.end > layersFrom).length, `round ${round}: collections while the layers were pulled`).toBeGreaterThan(
+        0,
+      );
       for (const l of image.layers) expect(await store.snapshots.isCommitted(l.chainID), `round ${round}`).toBe(true);
       for (const d of metadataBlobs(image)) expect(blobsOf(root)).toContain(d);
       await store.images.delete(image.name);
@@ -260,8 +274,14 @@ describe.skipIf(lacksRegistry())('garbage collection', () => {
 
     // -v names the same leftovers, a line each.
     const verbose = await cli(['gc', '--dry-run', '-v']);
-    for (const l of dry.leftovers) expect(verbose.split('\n').filter((line) => line.startsWith('would remove ') && line.endsWith(` ${l.path}`)), l.path).toHaveLength(1);
-    expect(verbose).toMatch(new RegExp(`^would remove ${dry.snapshots.length} snapshots and ${dry.blobs.length} blobs, ${dry.litter} leftovers of interrupted pulls: `, 'm'));
+    for (const l of dry.leftovers)
+      expect(
+        verbose.split('\n').filter((line) => line.startsWith('would remove ') && line.endsWith(` ${l.path}`)),
+        l.path,
+      ).toHaveLength(1);
+    expect(verbose).toMatch(
+      new RegExp(`^would remove ${dry.snapshots.length} snapshots and ${dry.blobs.length} blobs, ${dry.litter} leftovers of interrupted pulls: `, 'm'),
+    );
 
     const real = JSON.parse(await cli(['gc', '--json'])) as GcJson;
     const byPath = (a: GcLeftover, b: GcLeftover): number => a.path.localeCompare(b.path);
@@ -289,4 +309,3 @@ describe.skipIf(lacksRegistry())('garbage collection', () => {
     expect(JSON.parse(await cli(['gc', '--dry-run', '--json']))).toMatchObject({ snapshots: [], blobs: [], litter: 0, leftovers: [] });
   });
 });
-

@@ -30,7 +30,11 @@ export const escapeRegExp = (t: string): string => t.replace(/[.*+?^${}()|[\]\\]
  * `containerd` (ctr reads CONTAINERD_ADDRESS) in the namespace the line names or ctr's default, so
  * that the line runs exactly as written. `env` adds to the environment.
  */
-export function shell(line: string, containerd: PrivateContainerd, env: NodeJS.ProcessEnv = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+export function shell(
+  line: string,
+  containerd: PrivateContainerd,
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const childEnv: NodeJS.ProcessEnv = { ...process.env, PATH: releasePath(containerd.release), CONTAINERD_ADDRESS: containerd.address, ...env };
     delete childEnv.CONTAINERD_NAMESPACE;

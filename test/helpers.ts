@@ -17,7 +17,10 @@ export const cliPath = join(repoRoot, 'packages', 'cli', 'dist', 'bin.js');
  */
 export function peerBinary(name: string, file: string): string | undefined {
   const listed = spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8' }).stdout;
-  const dir = listed.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ')[2];
+  const dir = listed
+    .split('\n')
+    .find((l) => l.startsWith(`${name} `))
+    ?.split(' ')[2];
   return dir === undefined ? undefined : join(dir, file);
 }
 
@@ -34,7 +37,12 @@ export function ls(dir: string): string[] {
 /** Every committed blob re-hashed: returns the names whose content does not match. */
 export function corruptBlobs(root: string): string[] {
   const dir = join(root, 'content', 'blobs', 'sha256');
-  return ls(dir).filter((hex) => createHash('sha256').update(readFileSync(join(dir, hex))).digest('hex') !== hex);
+  return ls(dir).filter(
+    (hex) =>
+      createHash('sha256')
+        .update(readFileSync(join(dir, hex)))
+        .digest('hex') !== hex,
+  );
 }
 
 /** Runs the built CLI; returns status and output. */
@@ -189,7 +197,10 @@ export function fingerprint(dir: string): string[] {
 }
 
 /** `image` with its config and manifest rewritten by `config` and `manifest` (each given the parsed document). */
-export function rewriteImage(image: BuiltImage, edit: { config?: (c: Record<string, unknown>) => Buffer; manifest?: (m: Record<string, unknown>) => Buffer }): BuiltImage {
+export function rewriteImage(
+  image: BuiltImage,
+  edit: { config?: (c: Record<string, unknown>) => Buffer; manifest?: (m: Record<string, unknown>) => Buffer },
+): BuiltImage {
   const config = edit.config ? edit.config(JSON.parse(image.config.toString('utf8')) as Record<string, unknown>) : image.config;
   const configDigest = sha256Digest(config);
   const doc = JSON.parse(image.manifest.toString('utf8')) as Record<string, unknown>;
@@ -199,5 +210,13 @@ export function rewriteImage(image: BuiltImage, edit: { config?: (c: Record<stri
   const blobs = new Map(image.blobs);
   blobs.delete(image.configDigest);
   blobs.set(configDigest, config);
-  return { ...image, config, configDigest, manifest, manifestDigest, manifestDescriptor: { ...image.manifestDescriptor, digest: manifestDigest, size: manifest.length }, blobs };
+  return {
+    ...image,
+    config,
+    configDigest,
+    manifest,
+    manifestDigest,
+    manifestDescriptor: { ...image.manifestDescriptor, digest: manifestDigest, size: manifest.length },
+    blobs,
+  };
 }

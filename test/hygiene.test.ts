@@ -34,7 +34,8 @@ const READS_ENV: Readonly<Record<string, string>> = {
   'packages/cli/src/bin.ts': "the CLI's entry point",
   'packages/cli/src/launch.cts': "the CLI's launcher: libuv's pool size, before anything loads",
   'packages/daemon/src/bin.ts': "fastpulld's entry point",
-  'packages/daemon/src/launch.cts': "fastpulld's launcher: libuv's pool size and the allocator's arenas (unless MALLOC_ARENA_MAX is set), before anything loads",
+  'packages/daemon/src/launch.cts':
+    "fastpulld's launcher: libuv's pool size and the allocator's arenas (unless MALLOC_ARENA_MAX is set), before anything loads",
   'packages/daemon/src/config.ts': "fastpulld's configuration: the FASTPULL_* settings under its file and flags",
   'packages/daemon/src/server.ts': 'a reload resolves the configuration again, environment and all',
   'packages/daemon/src/paths.ts': "the default socket (XDG_RUNTIME_DIR, the store root's)",
@@ -58,7 +59,9 @@ const COMMENT = /^\s*(?:\/\/|\/?\*)/;
  * docs/architecture.md ("Figures behind the defaults") or bench/README.md; a comment keeps the reason.
  */
 const MONTH = '(?:January|February|March|April|May|June|July|August|September|October|November|December)';
-const BENCH_LOG = new RegExp(`\\b\\d{1,2} ${MONTH}\\b|\\b${MONTH} \\d{1,2}\\b|\\b\\d{4}-\\d{2}-\\d{2}\\b|\\b\\d{1,2}:\\d{2} UTC\\b|\\b\\d+ (?:pairs|runs|rounds|alternations)\\b|\\bmedians? of \\d`);
+const BENCH_LOG = new RegExp(
+  `\\b\\d{1,2} ${MONTH}\\b|\\b${MONTH} \\d{1,2}\\b|\\b\\d{4}-\\d{2}-\\d{2}\\b|\\b\\d{1,2}:\\d{2} UTC\\b|\\b\\d+ (?:pairs|runs|rounds|alternations)\\b|\\bmedians? of \\d`,
+);
 
 /** The comment a line of TypeScript or C holds (a whole-line comment, or what follows `//` after code). */
 function commentOf(line: string): string | undefined {
@@ -121,7 +124,15 @@ describe('repository hygiene', () => {
       expect(hits(line), line).not.toEqual([]);
     }
     // Words that are the product's own.
-    for (const line of ['docs/containerd.md', 'a retry and a re-issue say so', 'plan.ts plans the layers', 'node agents in the group', 'test helpers', 'the design of the store', 'sessionless']) {
+    for (const line of [
+      'docs/containerd.md',
+      'a retry and a re-issue say so',
+      'plan.ts plans the layers',
+      'node agents in the group',
+      'test helpers',
+      'the design of the store',
+      'sessionless',
+    ]) {
       expect(hits(line), line).toEqual([]);
     }
   });
@@ -146,7 +157,7 @@ describe('repository hygiene', () => {
     expect(found).toEqual([]);
     expect(Object.keys(READS_ENV).filter((p) => !reading.has(p))).toEqual([]);
     // The patterns: code is caught, comments are not.
-    expect(ENV_READ.test("const lead = process.env.FASTPULL_DOWNLOAD_LEAD_MIB;") && !COMMENT.test('  const x = process.env.X;')).toBe(true);
+    expect(ENV_READ.test('const lead = process.env.FASTPULL_DOWNLOAD_LEAD_MIB;') && !COMMENT.test('  const x = process.env.X;')).toBe(true);
     expect(COMMENT.test(' * @example tuningFromEnv(process.env)') && COMMENT.test('  // FASTPULL_X=0 (process.env)')).toBe(true);
     expect(C_GETENV.test('  const char* v = getenv("FASTPULL_X");')).toBe(true);
   });
@@ -163,10 +174,23 @@ describe('repository hygiene', () => {
     }
     expect(found).toEqual([]);
     // What it catches, and the product's own words it leaves alone.
-    for (const line of [' * (before 6 December, set when)', ' * on 2026-12-07, 3 runs each', '// without it (0.99-1.12x, 4 pairs)', ' * medians of 5): 64 KiB', ' * scale 0.5, 5 rounds: zlib', '  x = 1; // since December 6']) {
+    for (const line of [
+      ' * (before 6 December, set when)',
+      ' * on 2026-12-07, 3 runs each',
+      '// without it (0.99-1.12x, 4 pairs)',
+      ' * medians of 5): 64 KiB',
+      ' * scale 0.5, 5 rounds: zlib',
+      '  x = 1; // since December 6',
+    ]) {
       expect(BENCH_LOG.test(commentOf(line) ?? ''), line).toBe(true);
     }
-    for (const line of [' * runs each layer on a worker thread', ' * pairs of offsets, 3 ranges', ' * a user may set it', '// the 16 MiB default', 'const runs = 3; // the bench']) {
+    for (const line of [
+      ' * runs each layer on a worker thread',
+      ' * pairs of offsets, 3 ranges',
+      ' * a user may set it',
+      '// the 16 MiB default',
+      'const runs = 3; // the bench',
+    ]) {
       expect(BENCH_LOG.test(commentOf(line) ?? ''), line).toBe(false);
     }
   });

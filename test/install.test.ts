@@ -5,7 +5,15 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type DistributionRegistry, findDistributionBinary, lacks, pushImage, sampleImage, sampleLayerEntries, startDistribution } from '@fastpull/core/testing';
+import {
+  type DistributionRegistry,
+  findDistributionBinary,
+  lacks,
+  pushImage,
+  sampleImage,
+  sampleLayerEntries,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { repoRoot, tempDir } from './helpers.js';
 
 const NPM_TIMEOUT_MS = 300_000;
@@ -62,7 +70,9 @@ describe.skipIf(lacks('npm', skip))('the packed packages installed with npm', ()
   let plainRef = '';
 
   beforeAll(async () => {
-    tarballs = ok(await run(process.execPath, [join(repoRoot, 'scripts', 'pack.mjs'), join(work.dir, 'tarballs')], repoRoot), 'scripts/pack.mjs').stdout.trim().split('\n');
+    tarballs = ok(await run(process.execPath, [join(repoRoot, 'scripts', 'pack.mjs'), join(work.dir, 'tarballs')], repoRoot), 'scripts/pack.mjs')
+      .stdout.trim()
+      .split('\n');
     mkdirSync(project);
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'fastpull-install-check', private: true }));
     const install = ok(await run('npm', ['install', '--no-audit', '--no-fund', ...tarballs], project, {}, NPM_TIMEOUT_MS), 'npm install');
@@ -85,13 +95,34 @@ describe.skipIf(lacks('npm', skip))('the packed packages installed with npm', ()
   it('ships dist, the native sources and the proto files, with real versions for workspace dependencies', () => {
     const files = new Map(tarballs.map((t) => [t, spawnSync('tar', ['-tzf', t], { encoding: 'utf8' }).stdout.trim().split('\n')]));
     for (const [tarball, list] of files) {
-      const manifest = JSON.parse(spawnSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }).stdout) as { dependencies?: Record<string, string> };
-      expect(Object.values(manifest.dependencies ?? {}).filter((v) => v.startsWith('workspace:')), tarball).toEqual([]);
-      expect(list.filter((f) => /^package\/src\/|\.test\.|\.testkit\.|\.map$|tsbuildinfo|^package\/tsconfig/.test(f)), tarball).toEqual([]);
-      expect(list.filter((f) => !/^package\/(dist\/|native\/|proto\/|package\.json$)/.test(f)), tarball).toEqual([]);
+      const manifest = JSON.parse(spawnSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }).stdout) as {
+        dependencies?: Record<string, string>;
+      };
+      expect(
+        Object.values(manifest.dependencies ?? {}).filter((v) => v.startsWith('workspace:')),
+        tarball,
+      ).toEqual([]);
+      expect(
+        list.filter((f) => /^package\/src\/|\.test\.|\.testkit\.|\.map$|tsbuildinfo|^package\/tsconfig/.test(f)),
+        tarball,
+      ).toEqual([]);
+      expect(
+        list.filter((f) => !/^package\/(dist\/|native\/|proto\/|package\.json$)/.test(f)),
+        tarball,
+      ).toEqual([]);
     }
     const core = files.get(tarballs.find((t) => t.includes('fastpull-core-'))!)!;
-    for (const f of ['fastpull_native.c', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp', 'build.mjs']) expect(core).toContain(`package/native/${f}`);
+    for (const f of [
+      'fastpull_native.c',
+      'fastpull_inflate.c',
+      'fastpull_inflate_core.h',
+      'fastpull_inflate_loop.h',
+      'fastpull_isal.c',
+      'isal-probe.sh',
+      'binding.gyp',
+      'build.mjs',
+    ])
+      expect(core).toContain(`package/native/${f}`);
     expect(core.filter((f) => f.endsWith('.node'))).toEqual([]); // built at install, for the machine installing
     expect(files.get(tarballs.find((t) => t.includes('fastpull-daemon-'))!)).toContain('package/proto/fastpull/v1/fastpull.proto');
     const cli = JSON.parse(readFileSync(join(project, 'node_modules', '@fastpull', 'cli', 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
@@ -120,14 +151,18 @@ describe.skipIf(lacks('npm', skip))('the packed packages installed with npm', ()
     expect(lines[5]).toBe('function function function');
   });
 
-  it('asks for tar-stream where the /testing entry is used, and works once it is installed', async () => {
-    const probe = `const t = await import('@fastpull/core/testing'); console.log((await t.sampleImage(1, { layers: 1 })).layers.length);`;
-    const without = await run(process.execPath, ['--input-type=module', '-e', probe], project);
-    expect(without.status).not.toBe(0);
-    expect(without.stderr).toMatch(/Cannot find package 'tar-stream'/);
-    ok(await run('npm', ['install', '--no-audit', '--no-fund', 'tar-stream@^3.1.7'], project, {}, NPM_TIMEOUT_MS), 'npm install tar-stream');
-    expect(ok(await run(process.execPath, ['--input-type=module', '-e', probe], project), 'the /testing entry').stdout).toBe('1\n');
-  }, NPM_TIMEOUT_MS + 30_000);
+  it(
+    'asks for tar-stream where the /testing entry is used, and works once it is installed',
+    async () => {
+      const probe = `const t = await import('@fastpull/core/testing'); console.log((await t.sampleImage(1, { layers: 1 })).layers.length);`;
+      const without = await run(process.execPath, ['--input-type=module', '-e', probe], project);
+      expect(without.status).not.toBe(0);
+      expect(without.stderr).toMatch(/Cannot find package 'tar-stream'/);
+      ok(await run('npm', ['install', '--no-audit', '--no-fund', 'tar-stream@^3.1.7'], project, {}, NPM_TIMEOUT_MS), 'npm install tar-stream');
+      expect(ok(await run(process.execPath, ['--input-type=module', '-e', probe], project), 'the /testing entry').stdout).toBe('1\n');
+    },
+    NPM_TIMEOUT_MS + 30_000,
+  );
 
   it('builds the native addon at install and pulls with the installed CLI', async () => {
     expect(existsSync(addon)).toBe(true);
@@ -141,46 +176,53 @@ describe.skipIf(lacks('npm', skip))('the packed packages installed with npm', ()
     expect((JSON.parse(images.stdout) as Array<{ name: string; layers: unknown[] }>).map((i) => [i.name, i.layers.length])).toEqual([[fullRef, 4]]);
   });
 
-  it('installs without the addon when its build is off, says once what is off, still pulls, and npm rebuild brings it back', async () => {
-    const skipped = ok(await run('npm', ['rebuild', '--foreground-scripts', '@fastpull/core'], project, { FASTPULL_SKIP_NATIVE_BUILD: '1' }, NPM_TIMEOUT_MS), 'npm rebuild without the addon');
-    expect(skipped.stdout + skipped.stderr).toContain('native addon not built: FASTPULL_SKIP_NATIVE_BUILD=1');
-    expect(skipped.stdout + skipped.stderr).toContain('gzip layers decode with node:zlib');
-    expect(existsSync(addon)).toBe(false);
-    expect(existsSync(isalAddon)).toBe(false);
-    // auto falls back to node:zlib, and the pull below decodes its gzip layers with it.
-    expect(ok(await npx(['fastpull', 'version']), 'fastpull version without the addons').stdout).toContain('\ninflater zlib (built in)\n');
+  it(
+    'installs without the addon when its build is off, says once what is off, still pulls, and npm rebuild brings it back',
+    async () => {
+      const skipped = ok(
+        await run('npm', ['rebuild', '--foreground-scripts', '@fastpull/core'], project, { FASTPULL_SKIP_NATIVE_BUILD: '1' }, NPM_TIMEOUT_MS),
+        'npm rebuild without the addon',
+      );
+      expect(skipped.stdout + skipped.stderr).toContain('native addon not built: FASTPULL_SKIP_NATIVE_BUILD=1');
+      expect(skipped.stdout + skipped.stderr).toContain('gzip layers decode with node:zlib');
+      expect(existsSync(addon)).toBe(false);
+      expect(existsSync(isalAddon)).toBe(false);
+      // auto falls back to node:zlib, and the pull below decodes its gzip layers with it.
+      expect(ok(await npx(['fastpull', 'version']), 'fastpull version without the addons').stdout).toContain('\ninflater zlib (built in)\n');
 
-    const r = ok(await pull('root-plain', plainRef), 'fastpull pull without the addon');
-    expect(r.stdout).toMatch(/^pulled .*install\/plain:v1 \(sha256:[0-9a-f]{64}\)/m);
-    const warnings = r.stderr.split('\n').filter((l) => l.includes('[FASTPULL_NATIVE_ADDON]'));
-    expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toContain(`${addon} does not exist`);
-    expect(warnings[0]).toContain('extended attributes are dropped');
-    expect(warnings[0]).toContain('npm rebuild @fastpull/core');
-    if (process.getuid?.() === 0) {
-      // The second layer's whiteouts, made by mknod(1): character devices 0:0 in its snapshot.
-      const mounts = ok(await npx(['fastpull', 'mounts', '--root', join(work.dir, 'root-plain'), '--json', plainRef]), 'fastpull mounts');
-      const lower = (JSON.parse(mounts.stdout) as Array<{ options: string[] }>)[0]!.options.find((o) => o.startsWith('lowerdir='))!;
-      const top = lower.slice('lowerdir='.length).split(':')[0]!;
-      const whiteouts = sampleLayerEntries(22, 2)[1]!.filter((e) => e.type === 'whiteout');
-      expect(whiteouts.length).toBeGreaterThan(0);
-      for (const w of whiteouts) {
-        const st = lstatSync(join(top, w.path));
-        expect([st.isCharacterDevice(), st.rdev], w.path).toEqual([true, 0]);
+      const r = ok(await pull('root-plain', plainRef), 'fastpull pull without the addon');
+      expect(r.stdout).toMatch(/^pulled .*install\/plain:v1 \(sha256:[0-9a-f]{64}\)/m);
+      const warnings = r.stderr.split('\n').filter((l) => l.includes('[FASTPULL_NATIVE_ADDON]'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(`${addon} does not exist`);
+      expect(warnings[0]).toContain('extended attributes are dropped');
+      expect(warnings[0]).toContain('npm rebuild @fastpull/core');
+      if (process.getuid?.() === 0) {
+        // The second layer's whiteouts, made by mknod(1): character devices 0:0 in its snapshot.
+        const mounts = ok(await npx(['fastpull', 'mounts', '--root', join(work.dir, 'root-plain'), '--json', plainRef]), 'fastpull mounts');
+        const lower = (JSON.parse(mounts.stdout) as Array<{ options: string[] }>)[0]!.options.find((o) => o.startsWith('lowerdir='))!;
+        const top = lower.slice('lowerdir='.length).split(':')[0]!;
+        const whiteouts = sampleLayerEntries(22, 2)[1]!.filter((e) => e.type === 'whiteout');
+        expect(whiteouts.length).toBeGreaterThan(0);
+        for (const w of whiteouts) {
+          const st = lstatSync(join(top, w.path));
+          expect([st.isCharacterDevice(), st.rdev], w.path).toEqual([true, 0]);
+        }
+      } else {
+        console.log('not checking the whiteouts of the pull without the addon: device nodes need root');
       }
-    } else {
-      console.log('not checking the whiteouts of the pull without the addon: device nodes need root');
-    }
 
-    // An opaque directory needs an extended attribute: that pull fails, and says why.
-    const opaque = await pull('root-opaque', fullRef);
-    expect(opaque.status).toBe(1);
-    expect(opaque.stderr).toMatch(/\.wh\.\.wh\.\.opq.*extended attributes need fastpull's native addon/);
+      // An opaque directory needs an extended attribute: that pull fails, and says why.
+      const opaque = await pull('root-opaque', fullRef);
+      expect(opaque.status).toBe(1);
+      expect(opaque.stderr).toMatch(/\.wh\.\.wh\.\.opq.*extended attributes need fastpull's native addon/);
 
-    ok(await run('npm', ['rebuild', '@fastpull/core'], project, {}, NPM_TIMEOUT_MS), 'npm rebuild');
-    expect(existsSync(addon)).toBe(true);
-    expect(existsSync(isalAddon)).toBe(libisal);
-    const again = ok(await pull('root-opaque', fullRef), 'fastpull pull after npm rebuild');
-    expect(again.stderr).not.toContain('FASTPULL_NATIVE_ADDON');
-  }, NPM_TIMEOUT_MS * 2);
+      ok(await run('npm', ['rebuild', '@fastpull/core'], project, {}, NPM_TIMEOUT_MS), 'npm rebuild');
+      expect(existsSync(addon)).toBe(true);
+      expect(existsSync(isalAddon)).toBe(libisal);
+      const again = ok(await pull('root-opaque', fullRef), 'fastpull pull after npm rebuild');
+      expect(again.stderr).not.toContain('FASTPULL_NATIVE_ADDON');
+    },
+    NPM_TIMEOUT_MS * 2,
+  );
 });

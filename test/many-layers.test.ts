@@ -20,7 +20,9 @@ describe.skipIf(lacksRegistry())(`an image of ${LAYERS} layers`, () => {
 
   beforeAll(async () => {
     registry = await startDistribution({ dir: join(work.dir, 'registry') });
-    image = await buildImage({ layers: Array.from({ length: LAYERS }, (_, i) => [{ type: 'file' as const, path: `layer-${String(i).padStart(3, '0')}`, content: `${i}\n` }]) });
+    image = await buildImage({
+      layers: Array.from({ length: LAYERS }, (_, i) => [{ type: 'file' as const, path: `layer-${String(i).padStart(3, '0')}`, content: `${i}\n` }]),
+    });
     await pushImage(registry.url, 'many/app', '1', image);
   });
   afterAll(async () => {
@@ -32,7 +34,10 @@ describe.skipIf(lacksRegistry())(`an image of ${LAYERS} layers`, () => {
   it('refuses, with a clear error, a stack whose options would not fit even so', async () => {
     const deep = join(work.dir, 'a-store-root-with-a-rather-long-path-on-this-node');
     const { image: rec } = await pull(`${registry.host}/many/app:1`, { root: deep });
-    await expect(mountsFor(openStore(deep), rec.name)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/70 layers needs \d+ bytes of mount options/) });
+    await expect(mountsFor(openStore(deep), rec.name)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/70 layers needs \d+ bytes of mount options/),
+    });
   });
 
   it('succeeds through the service all the same: the image is recorded, the pull gives no mounts, and mounts says why', async () => {
@@ -43,7 +48,10 @@ describe.skipIf(lacksRegistry())(`an image of ${LAYERS} layers`, () => {
     expect(pulled.snapshots).toHaveLength(LAYERS);
     expect(pulled.mounts).toEqual([]);
     expect((await service.listImages()).map((i) => i.name)).toEqual([pulled.image.name]);
-    await expect(service.mounts({ image: pulled.image.name })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/70 layers needs \d+ bytes of mount options/) });
+    await expect(service.mounts({ image: pulled.image.name })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/70 layers needs \d+ bytes of mount options/),
+    });
   });
 
   it('gives overlay options that fit a page, through short links to every snapshot, top first', async () => {
@@ -58,7 +66,9 @@ describe.skipIf(lacksRegistry())(`an image of ${LAYERS} layers`, () => {
     const lowers = option.slice('lowerdir='.length).split(':');
     expect(lowers).toHaveLength(LAYERS);
     // Top layer first, each link resolving to its snapshot's tree.
-    expect(lowers.map((l) => execFileSync('readlink', ['-f', l], { encoding: 'utf8' }).trim())).toEqual(rec.layers.map((l) => store.snapshots.fsPath(l.chainID)).reverse());
+    expect(lowers.map((l) => execFileSync('readlink', ['-f', l], { encoding: 'utf8' }).trim())).toEqual(
+      rec.layers.map((l) => store.snapshots.fsPath(l.chainID)).reverse(),
+    );
     // Asking again reuses the links.
     expect(await mountsFor(store, rec.name)).toEqual([m]);
     expect(readdirSync(join(root, 'snapshots', 'l'))).toHaveLength(LAYERS);

@@ -7,7 +7,19 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MediaTypes, mountsFor, openStore, pull, sha256Digest, type Digest } from '@fastpull/core';
-import { type BuiltImage, type BuiltLayer, diffTrees, lacks, type LoopbackRegistry, Prng, readTree, sampleImage, startLoopbackRegistry, type TreeEntry, writeOciLayout } from '@fastpull/core/testing';
+import {
+  type BuiltImage,
+  type BuiltLayer,
+  diffTrees,
+  lacks,
+  type LoopbackRegistry,
+  Prng,
+  readTree,
+  sampleImage,
+  startLoopbackRegistry,
+  type TreeEntry,
+  writeOciLayout,
+} from '@fastpull/core/testing';
 import { nativeFs } from '../packages/core/src/native/addon.js';
 import { overlayUnavailable, tempDir } from './helpers.js';
 
@@ -58,7 +70,17 @@ function pad512(b: Buffer): Buffer {
   return rest === 0 ? b : Buffer.concat([b, Buffer.alloc(512 - rest)]);
 }
 
-function ustarHeader(h: { name: string; mode: number; uid: number; gid: number; size: number; mtime: number; typeflag: string; linkname: string; dev: readonly [number, number] }): Buffer {
+function ustarHeader(h: {
+  name: string;
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+  mtime: number;
+  typeflag: string;
+  linkname: string;
+  dev: readonly [number, number];
+}): Buffer {
   const b = Buffer.alloc(512);
   const put = (off: number, len: number, v: string): void => {
     const bytes = Buffer.from(v, 'utf8');
@@ -129,7 +151,10 @@ function tarOf(entries: readonly RawEntry[]): Buffer {
     for (const [k, v] of Object.entries(e.pax ?? {})) pax.push(paxRecord(k, Buffer.from(v)));
     if (pax.length > 0) {
       const body = Buffer.concat(pax);
-      out.push(ustarHeader({ name: 'PaxHeader', mode: 0o644, uid: 0, gid: 0, size: body.length, mtime, typeflag: 'x', linkname: '', dev: [0, 0] }), pad512(body));
+      out.push(
+        ustarHeader({ name: 'PaxHeader', mode: 0o644, uid: 0, gid: 0, size: body.length, mtime, typeflag: 'x', linkname: '', dev: [0, 0] }),
+        pad512(body),
+      );
     }
     const mode = e.mode ?? (e.type === 'dir' ? 0o755 : e.type === 'symlink' ? 0o777 : 0o644);
     out.push(ustarHeader({ name, mode, uid, gid, size: content.length, mtime, typeflag: TYPEFLAG[e.type], linkname, dev: e.dev ?? [0, 0] }));
@@ -145,7 +170,18 @@ function rawLayer(entries: readonly RawEntry[], compression: 'gzip' | 'none'): B
   const blob = compression === 'gzip' ? gzipSync(tar) : tar;
   const mediaType = compression === 'gzip' ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER;
   const digest = sha256Digest(blob);
-  return { tar, blob, digest, diffID: sha256Digest(tar), size: blob.length, mediaType, compression, entries: [], tarEntries: [], descriptor: { mediaType, digest, size: blob.length } };
+  return {
+    tar,
+    blob,
+    digest,
+    diffID: sha256Digest(tar),
+    size: blob.length,
+    mediaType,
+    compression,
+    entries: [],
+    tarEntries: [],
+    descriptor: { mediaType, digest, size: blob.length },
+  };
 }
 
 /** An OCI image over hand-written layers, shaped as the builder's images are. */
@@ -265,7 +301,12 @@ function kitchenSink(): BuiltImage {
     { name: './run/fifo', type: 'fifo', mode: 0o640, uid: 1000, gid: 1000 },
     { name: './run/pipe', type: 'fifo', mode: 0o600 },
     { name: './var/', type: 'dir' },
-    { name: './var/xattr-file', type: 'file', content: 'with xattrs\n', xattrs: { 'user.comment': 'hello', 'user.cap': Buffer.from([0x01, 0x00, 0x00, 0x02, 0xff, 0x20, 0x00, 0x00, 0x0a]) } },
+    {
+      name: './var/xattr-file',
+      type: 'file',
+      content: 'with xattrs\n',
+      xattrs: { 'user.comment': 'hello', 'user.cap': Buffer.from([0x01, 0x00, 0x00, 0x02, 0xff, 0x20, 0x00, 0x00, 0x0a]) },
+    },
     { name: './var/xattr-dir/', type: 'dir', mode: 0o751, uid: 1000, xattrs: { 'user.dirattr': 'yes' } },
     { name: './var/xattr-dir/child', type: 'file', content: 'c\n' },
     { name: './var/mtime-frac', type: 'file', content: 'fraction\n', mtime: '1600000000.123456' },
@@ -406,7 +447,16 @@ function readMeta(root: string): Map<string, Meta> {
       if (v !== null) xattrs.set(name, v.toString('hex'));
     }
     const mode = Number(st.mode & 0o7777n);
-    out.set(rel, { dir: st.isDirectory(), ino: `${st.dev}:${st.ino}`, nlink: st.nlink, mtimeNs: st.mtimeNs, mode, uid: Number(st.uid), gid: Number(st.gid), xattrs });
+    out.set(rel, {
+      dir: st.isDirectory(),
+      ino: `${st.dev}:${st.ino}`,
+      nlink: st.nlink,
+      mtimeNs: st.mtimeNs,
+      mode,
+      uid: Number(st.uid),
+      gid: Number(st.gid),
+      xattrs,
+    });
     if (st.isDirectory()) for (const name of readdirSync(abs).sort()) visit(join(abs, name), rel === '.' ? name : `${rel}/${name}`);
   };
   visit(root, '.');
@@ -418,7 +468,15 @@ function linkGroups(meta: ReadonlyMap<string, Meta>): Map<string, string> {
   const byIno = new Map<string, string[]>();
   for (const [path, m] of meta) if (!m.dir) byIno.set(m.ino, [...(byIno.get(m.ino) ?? []), path]);
   const out = new Map<string, string>();
-  for (const paths of byIno.values()) for (const p of paths) out.set(p, paths.filter((q) => q !== p).sort().join(', '));
+  for (const paths of byIno.values())
+    for (const p of paths)
+      out.set(
+        p,
+        paths
+          .filter((q) => q !== p)
+          .sort()
+          .join(', '),
+      );
   return out;
 }
 
@@ -441,7 +499,8 @@ function diffMeta(want: ReadonlyMap<string, Meta>, got: ReadonlyMap<string, Meta
       // The root's mtime is nobody's: fastpull, as containerd, ignores a layer's root entry, so the
       // merged root is the top snapshot's directory, made at pull time; umoci leaves the time of its
       // last change there (0 when no layer touched it). Mode and owner are compared.
-      if (w.mode !== g.mode || w.uid !== g.uid || w.gid !== g.gid) out.push(`.: root: want ${w.mode.toString(8)} ${w.uid}:${w.gid}, got ${g.mode.toString(8)} ${g.uid}:${g.gid}`);
+      if (w.mode !== g.mode || w.uid !== g.uid || w.gid !== g.gid)
+        out.push(`.: root: want ${w.mode.toString(8)} ${w.uid}:${w.gid}, got ${g.mode.toString(8)} ${g.uid}:${g.gid}`);
     } else if (w.mtimeNs !== g.mtimeNs && !(w.dir && ex.undatedDirs?.includes(path))) {
       out.push(`${path}: mtime: want ${w.mtimeNs}ns, got ${g.mtimeNs}ns`);
     }
@@ -451,7 +510,8 @@ function diffMeta(want: ReadonlyMap<string, Meta>, got: ReadonlyMap<string, Meta
       if (w.nlink + hidden !== g.nlink) out.push(`${path}: nlink: want ${w.nlink}${hidden > 0n ? ` + ${hidden} hidden` : ''}, got ${g.nlink}`);
     }
     for (const name of XATTR_NAMES) {
-      if (w.xattrs.get(name) !== g.xattrs.get(name)) out.push(`${path}: xattr ${name}: want ${w.xattrs.get(name) ?? 'none'}, got ${g.xattrs.get(name) ?? 'none'}`);
+      if (w.xattrs.get(name) !== g.xattrs.get(name))
+        out.push(`${path}: xattr ${name}: want ${w.xattrs.get(name) ?? 'none'}, got ${g.xattrs.get(name) ?? 'none'}`);
     }
   }
   return out.sort();
@@ -510,7 +570,11 @@ describe.skipIf(lacks('umoci', skipReason))(`unpack parity with ${umociVersion ?
   }
 
   /** Differences of fastpull's tree from umoci's: readTree's view (owners on) and everything else. */
-  function compare(name: string, image: BuiltImage, ex: Exclusions = {}): Promise<{ tree: string[]; meta: string[]; want: Map<string, TreeEntry>; wantMeta: Map<string, Meta> }> {
+  function compare(
+    name: string,
+    image: BuiltImage,
+    ex: Exclusions = {},
+  ): Promise<{ tree: string[]; meta: string[]; want: Map<string, TreeEntry>; wantMeta: Map<string, Meta> }> {
     return withBoth(name, image, async (rootfs, merged) => {
       const want = await readTree(rootfs);
       const wantMeta = readMeta(rootfs);
@@ -531,7 +595,18 @@ describe.skipIf(lacks('umoci', skipReason))(`unpack parity with ${umociVersion ?
     // The reference really has what the image means to exercise.
     const kinds = new Set([...r.want.values()].map((e) => (e.type === 'special' ? e.kind : e.type)));
     expect([...kinds].sort()).toEqual(['block-device', 'char-device', 'dir', 'fifo', 'file', 'symlink']);
-    for (const gone of ['etc/empty', 'usr/lib/dangling', 'srv/private/bigid', 'dev/loop0', 'run/fifo', 'opt/three/b', 'home/alice/old', 'var/opq-first/old', 'var/opq-after/old', 'lib']) {
+    for (const gone of [
+      'etc/empty',
+      'usr/lib/dangling',
+      'srv/private/bigid',
+      'dev/loop0',
+      'run/fifo',
+      'opt/three/b',
+      'home/alice/old',
+      'var/opq-first/old',
+      'var/opq-after/old',
+      'lib',
+    ]) {
       expect(r.want.has(gone), gone).toBe(false);
     }
     expect(r.want.get('var/opq-after/new')?.type).toBe('file');
@@ -641,7 +716,13 @@ describe.skipIf(lacks('umoci', skipReason))(`unpack parity with ${umociVersion ?
     // snapshot has, and overlayfs would list `ghost` there with a lookup that fails.
     await withBoth(
       'whiteout-of-nothing',
-      twoLayers([{ name: 'a', type: 'file', content: 'a' }, { name: 'keep/', type: 'dir' }], [wh('nothing/ghost'), wh('keep/ghost'), wh('gone'), { name: 'b', type: 'file', content: 'b' }]),
+      twoLayers(
+        [
+          { name: 'a', type: 'file', content: 'a' },
+          { name: 'keep/', type: 'dir' },
+        ],
+        [wh('nothing/ghost'), wh('keep/ghost'), wh('gone'), { name: 'b', type: 'file', content: 'b' }],
+      ),
       async (rootfs, merged) => {
         expect(readdirSync(rootfs).sort()).toEqual(['a', 'b', 'keep']);
         expect(readdirSync(merged).sort()).toEqual(['a', 'b', 'keep']);
@@ -702,7 +783,13 @@ describe.skipIf(lacks('umoci', skipReason))(`unpack parity with ${umociVersion ?
 
     it("by design, as containerd: a layer's root entry is ignored", async () => {
       // The merged root is the top snapshot's directory; umoci applies `./`'s mode and owner to the rootfs.
-      const r = await compare('root-entry', twoLayers([{ name: './', type: 'dir', mode: 0o750, uid: 1000, gid: 1000 }, { name: 'a', type: 'file', content: 'a' }]));
+      const r = await compare(
+        'root-entry',
+        twoLayers([
+          { name: './', type: 'dir', mode: 0o750, uid: 1000, gid: 1000 },
+          { name: 'a', type: 'file', content: 'a' },
+        ]),
+      );
       expect(r.tree).toEqual([]);
       expect(r.meta).toEqual(['.: root: want 750 1000:1000, got 755 0:0']);
     });

@@ -90,7 +90,10 @@ describe('paths a user gets wrong', () => {
   it.skipIf(lacksRoot())('a store root on a read-only filesystem is PERMISSION_DENIED', async (ctx) => {
     const ro = join(work.dir, 'ro');
     mkdirSync(ro);
-    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', ro]).status !== 0) { lacks('tmpfs', 'cannot mount a read-only tmpfs here'); ctx.skip(); }
+    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', ro]).status !== 0) {
+      lacks('tmpfs', 'cannot mount a read-only tmpfs here');
+      ctx.skip();
+    }
     try {
       expectRefused(await cli(['pull', '--root', join(ro, 'store'), NOWHERE]), 'PERMISSION_DENIED', join(ro, 'store'), 'read-only');
     } finally {
@@ -98,13 +101,16 @@ describe('paths a user gets wrong', () => {
     }
   });
 
-  it.skipIf(lacksRoot() || lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))('a store root another user may not write is PERMISSION_DENIED', async () => {
-    const owned = join(work.dir, 'root-only');
-    mkdirSync(owned, { mode: 0o755 });
-    chmodSync(work.dir, 0o755);
-    const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
-    expectRefused(await cli(['pull', '--root', join(owned, 'store'), NOWHERE], asNobody), 'PERMISSION_DENIED', join(owned, 'store'), 'permission denied');
-  });
+  it.skipIf(lacksRoot() || lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))(
+    'a store root another user may not write is PERMISSION_DENIED',
+    async () => {
+      const owned = join(work.dir, 'root-only');
+      mkdirSync(owned, { mode: 0o755 });
+      chmodSync(work.dir, 0o755);
+      const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
+      expectRefused(await cli(['pull', '--root', join(owned, 'store'), NOWHERE], asNobody), 'PERMISSION_DENIED', join(owned, 'store'), 'permission denied');
+    },
+  );
 
   it('fastpulld refuses a bad store root or socket path at once, naming it, with exit 2', async () => {
     const socket = join(work.dir, 'd.sock');
@@ -120,6 +126,6 @@ describe('paths a user gets wrong', () => {
       expect(r.status, r.stderr).toBe(EXIT_CONFIG);
       expect(r.stderr).toContain(path);
       expect(r.stderr).toMatch(/^fastpulld: .*\(INVALID_ARGUMENT\)\n$/);
-        }
+    }
   });
 });

@@ -31,13 +31,20 @@ const VERSION_ARGS: Record<string, string[]> = { cosign: ['version'], 'container
 
 const peers = (args: string[] = []) => spawnSync('bash', [join(repoRoot, 'scripts', 'peers.sh'), ...args], { encoding: 'utf8' });
 const list = peers(['--list']);
-const binDirs = new Map(list.stdout.trim().split('\n').map((l) => [l.split(' ')[0]!, l.split(' ')[2]!]));
+const binDirs = new Map(
+  list.stdout
+    .trim()
+    .split('\n')
+    .map((l) => [l.split(' ')[0]!, l.split(' ')[2]!]),
+);
 
 describe('peers built from their pinned Go modules', () => {
   it('lists every pin with the directory it builds into', () => {
     expect(list.status, list.stderr).toBe(0);
     expect([...binDirs.keys()]).toEqual(pins.map((p) => p.name));
-    expect(pins.map((p) => p.name)).toEqual(expect.arrayContaining(['containerd-1.7', 'containerd-2.2', 'crictl', 'soci-snapshotter-grpc', 'cosign', 'notation-signer']));
+    expect(pins.map((p) => p.name)).toEqual(
+      expect.arrayContaining(['containerd-1.7', 'containerd-2.2', 'crictl', 'soci-snapshotter-grpc', 'cosign', 'notation-signer']),
+    );
     for (const p of pins) expect(p.version, p.name).toMatch(/^v\d+\.\d+\.\d+$/);
   });
 

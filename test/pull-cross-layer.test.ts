@@ -31,15 +31,35 @@ describe.skipIf(lacksRegistry())('escapes across layers: a lower symlink `d` to 
     ['a file d/x', [{ type: 'file', path: 'd/x', content: 'from the image\n' }]],
     ['a new file d/new', [{ type: 'file', path: 'd/new', content: 'from the image\n' }]],
     ['a whiteout d/.wh.x', [{ type: 'whiteout', path: 'd/x' }]],
-    ['an opaque marker d/.wh..wh..opq', [{ type: 'opaque', path: 'd' }, { type: 'file', path: 'd/kept', content: 'k\n' }]],
+    [
+      'an opaque marker d/.wh..wh..opq',
+      [
+        { type: 'opaque', path: 'd' },
+        { type: 'file', path: 'd/kept', content: 'k\n' },
+      ],
+    ],
     ['a nested directory d/sub/z', [{ type: 'file', path: 'd/sub/z', content: 'z\n' }]],
     ['a whiteout of the nested d/sub/.wh.y', [{ type: 'whiteout', path: 'd/sub/y' }]],
-    ['a hard link d/h to a file of its own', [{ type: 'file', path: 'f', content: 'f\n' }, { type: 'hardlink', path: 'd/h', target: 'f' }]],
+    [
+      'a hard link d/h to a file of its own',
+      [
+        { type: 'file', path: 'f', content: 'f\n' },
+        { type: 'hardlink', path: 'd/h', target: 'f' },
+      ],
+    ],
   ];
 
   it.each(uppers)('%s: refused or unpacked as a directory of its own; nothing outside changes', async (name, upper) => {
     const before = fingerprint(outside);
-    const image = await buildImage({ layers: [[{ type: 'symlink', path: 'd', target: outside }, { type: 'file', path: 'keep', content: 'k\n' }], upper] });
+    const image = await buildImage({
+      layers: [
+        [
+          { type: 'symlink', path: 'd', target: outside },
+          { type: 'file', path: 'keep', content: 'k\n' },
+        ],
+        upper,
+      ],
+    });
     const repo = `cross/${name.replace(/[^a-z]+/g, '-').replace(/^-|-$/g, '')}`;
     await pushImage(registry.url, repo, '1', image);
     const root = join(work.dir, `root-${repo.replace('/', '-')}`);
@@ -59,7 +79,10 @@ describe.skipIf(lacksRegistry())('escapes across layers: a lower symlink `d` to 
       expect(readlinkSync(join(lowerFs, 'd'))).toBe(outside);
       expect(lstatSync(join(topFs, 'd')).isDirectory(), `${name}: d in the upper snapshot`).toBe(true);
       const tree = await readTree(topFs);
-      expect([...tree.keys()].every((p) => !p.startsWith('/') && !p.includes('..')), `${name}: ${[...tree.keys()].join(', ')}`).toBe(true);
+      expect(
+        [...tree.keys()].every((p) => !p.startsWith('/') && !p.includes('..')),
+        `${name}: ${[...tree.keys()].join(', ')}`,
+      ).toBe(true);
     } else {
       expect(await store.snapshots.isCommitted(top!)).toBe(false);
       expect(await store.images.list()).toEqual([]);

@@ -7,7 +7,20 @@ import { chainIDs, openStore, pull, pullEvents, sha256Digest, type PullEvent } f
 import { findInflater } from '@fastpull/core/unpack';
 import { hashFile } from '@fastpull/core/content';
 import { FileSnapshotter } from '@fastpull/core/snapshots';
-import { blobDataPath, buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, Prng, pushImage, pushIndex, sampleImage, startDistribution } from '@fastpull/core/testing';
+import {
+  blobDataPath,
+  buildImage,
+  buildIndex,
+  type BuiltImage,
+  findDistributionBinary,
+  lacks,
+  lacksRegistry,
+  Prng,
+  pushImage,
+  pushIndex,
+  sampleImage,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { corruptBlobs, failure, ls, rewriteImage, tempDir } from './helpers.js';
 
 const binary = findDistributionBinary();
@@ -102,7 +115,13 @@ describe.skipIf(lacksRegistry())('pull from the CNCF distribution registry', () 
     }
     const sum = (k: 'fetchMs' | 'verifyMs' | 'decompressMs' | 'extractMs' | 'commitMs'): number => timings.layers.reduce((n, l) => n + l[k], 0);
     // Only per-layer phases are summed: resolving is once per pull, in timings.resolveMs alone.
-    expect(timings.phases).toEqual({ fetchMs: sum('fetchMs'), verifyMs: sum('verifyMs'), decompressMs: sum('decompressMs'), extractMs: sum('extractMs'), commitMs: sum('commitMs') });
+    expect(timings.phases).toEqual({
+      fetchMs: sum('fetchMs'),
+      verifyMs: sum('verifyMs'),
+      decompressMs: sum('decompressMs'),
+      extractMs: sum('extractMs'),
+      commitMs: sum('commitMs'),
+    });
   });
 
   it('fetches nothing again for committed layers, and finds the same image by digest', async () => {
@@ -188,7 +207,10 @@ describe.skipIf(lacksRegistry())('pull from the CNCF distribution registry', () 
 
   it('hashes an uncompressed layer once, and refuses a config naming another diffID for it, committing nothing', async () => {
     const weights = new Prng(34).bytes(4 * 1024 * 1024 + 321);
-    const plain = await buildImage({ layers: [[{ type: 'file', path: 'model/weights.bin', content: weights }], [{ type: 'file', path: 'model/config.json', content: '{}' }]], compression: 'none' });
+    const plain = await buildImage({
+      layers: [[{ type: 'file', path: 'model/weights.bin', content: weights }], [{ type: 'file', path: 'model/config.json', content: '{}' }]],
+      compression: 'none',
+    });
     expect(plain.layers.map((l) => l.mediaType)).toEqual(['application/vnd.oci.image.layer.v1.tar', 'application/vnd.oci.image.layer.v1.tar']);
     await pushImage(registry.url, 'model/plain', '1', plain);
     const root = join(work.dir, 'store-model');
@@ -223,17 +245,20 @@ describe.skipIf(lacksRegistry())('pull from the CNCF distribution registry', () 
     expect(corruptBlobs(badRoot)).toEqual([]);
   });
 
-  it.skipIf(lacks('zstd', existsSync('/usr/bin/zstd') ? undefined : 'zstd is not installed'))('pulls zstd layers, with the zstd program and with the built-in decoder', async () => {
-    const zstd = await sampleImage(33, { layers: 3, compression: 'zstd' });
-    expect(zstd.layers.some((l) => l.mediaType === 'application/vnd.oci.image.layer.v1.tar+zstd')).toBe(true);
-    await pushImage(registry.url, 'formats/zstd', '1', zstd);
-    for (const inflater of ['auto', 'zlib'] as const) {
-      const root = join(work.dir, `store-zstd-${inflater}`);
-      const { image: rec } = await pull(`${registry.host}/formats/zstd:1`, { root, inflater });
-      expect(rec.layers.map((l) => l.diffID)).toEqual(zstd.layers.map((l) => l.diffID));
-      expect(corruptBlobs(root)).toEqual([]);
-    }
-  });
+  it.skipIf(lacks('zstd', existsSync('/usr/bin/zstd') ? undefined : 'zstd is not installed'))(
+    'pulls zstd layers, with the zstd program and with the built-in decoder',
+    async () => {
+      const zstd = await sampleImage(33, { layers: 3, compression: 'zstd' });
+      expect(zstd.layers.some((l) => l.mediaType === 'application/vnd.oci.image.layer.v1.tar+zstd')).toBe(true);
+      await pushImage(registry.url, 'formats/zstd', '1', zstd);
+      for (const inflater of ['auto', 'zlib'] as const) {
+        const root = join(work.dir, `store-zstd-${inflater}`);
+        const { image: rec } = await pull(`${registry.host}/formats/zstd:1`, { root, inflater });
+        expect(rec.layers.map((l) => l.diffID)).toEqual(zstd.layers.map((l) => l.diffID));
+        expect(corruptBlobs(root)).toEqual([]);
+      }
+    },
+  );
 
   it(`pulls with the parallel gunzip${isal ? ' and in-process ISA-L' : ''} into the same snapshots as node:zlib`, async () => {
     const trees: string[][] = [];

@@ -178,7 +178,7 @@ describe('ranged fetch', () => {
     expectCleanStore(root);
   });
 
-  it('re-issues a range whose body stops at once, without waiting for the floor\'s window', async () => {
+  it("re-issues a range whose body stops at once, without waiting for the floor's window", async () => {
     const layer = big.layers[0]!;
     reg.faults.stallAfter = { bytes: 100_000, times: 1, path: new RegExp(layer.digest) };
     const root = freshRoot();
@@ -198,7 +198,9 @@ describe('ranged fetch', () => {
   it('fails a pull that receives nothing at all, counting bytes across all its ranges', async () => {
     reg.faults.stallAfter = { bytes: 0, times: 1000, path: new RegExp(big.layers[0]!.digest) };
     const root = freshRoot();
-    const err = await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerWindowMs: 60_000, noProgressTimeoutMs: 400 }).catch((e: unknown) => e);
+    const err = await pull(`${reg.host}/big/app:1`, { root, chunkSize: 1024 * 1024, stragglerWindowMs: 60_000, noProgressTimeoutMs: 400 }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toMatchObject({ code: 'NETWORK_ERROR', details: { timeoutMs: 400 } });
     expect(await openStore(root).images.list()).toEqual([]);
     expect(ls(join(root, 'snapshots', 'active'))).toEqual([]);
@@ -226,14 +228,20 @@ describe('ranged fetch', () => {
       try {
         const root = freshRoot();
         await pull(`${reg.host}/big/app:1`, { root, client });
-        expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)), fault).toHaveLength(3);
+        expect(
+          reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)),
+          fault,
+        ).toHaveLength(3);
         expectCleanStore(root);
         // Every attempt cut: NETWORK_ERROR, after 4 of them.
         reg.stats.reset();
         reg.faults = { [fault]: { bytes: 10, times: 100, path } };
         const err = await pull(`${reg.host}/big/app:1`, { root: freshRoot(), client }).catch((e: unknown) => e);
         expect(err, fault).toMatchObject({ code: 'NETWORK_ERROR', details: { body: true } });
-        expect(reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)), fault).toHaveLength(4);
+        expect(
+          reg.stats.requests.filter((r) => r.path.endsWith(big.configDigest)),
+          fault,
+        ).toHaveLength(4);
       } finally {
         await client.close();
       }
@@ -405,7 +413,9 @@ describe('authentication', () => {
       reg.addImage('private/app', '1', image);
       const ref = `${reg.host}/private/app:1`;
       await expect(pull(ref, { root: freshRoot() })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
-      await expect(pull(ref, { root: freshRoot(), credentials: () => ({ username: 'alice', password: 'wrong' }) })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      await expect(pull(ref, { root: freshRoot(), credentials: () => ({ username: 'alice', password: 'wrong' }) })).rejects.toMatchObject({
+        code: 'UNAUTHORIZED',
+      });
       const root = freshRoot();
       const { image: rec } = await pull(ref, { root, credentials: (r) => (r === reg.host ? { username: 'alice', password: 's3cret' } : undefined) });
       expect(rec.manifest.digest).toBe(image.manifestDigest);

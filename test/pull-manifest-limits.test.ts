@@ -9,7 +9,20 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, LocalService, MAX_JSON_DEPTH, MAX_OVERLAY_LAYERS, mountsFor, openStore, pull, sha256Digest, type ImageRecord } from '@fastpull/core';
-import { buildImage, buildIndex, type BuiltImage, diffTrees, findDistributionBinary, lacks, lacksRegistry, pushImage, pushIndex, readTree, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  buildImage,
+  buildIndex,
+  type BuiltImage,
+  diffTrees,
+  findDistributionBinary,
+  lacks,
+  lacksRegistry,
+  pushImage,
+  pushIndex,
+  readTree,
+  startDistribution,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { failure, ls, overlayUnavailable, rewriteImage, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
 
@@ -122,7 +135,10 @@ describe.skipIf(lacksRegistry())('a too-deep manifest an older release stored', 
         expect((await s.inspectImage(good.name)).image.chainID).toBe(good.chainID);
         expect(await s.mounts({ image: good.name })).toHaveLength(1);
       }
-      for (const where of [['--root', root], ['--address', socket]]) {
+      for (const where of [
+        ['--root', root],
+        ['--address', socket],
+      ]) {
         const r = await runCliAsync(['inspect', ...where, bad]);
         expect(r.status).toBe(1);
         expect(r.stderr).toContain('INVALID_MANIFEST');
@@ -141,7 +157,8 @@ describe.skipIf(lacksRegistry())('a too-deep manifest an older release stored', 
 /** `image` (of one layer) with that layer listed `times` times in its manifest and config. */
 function repeatLayer(image: BuiltImage, times: number): BuiltImage {
   return rewriteImage(image, {
-    config: (c) => Buffer.from(JSON.stringify({ ...c, rootfs: { type: 'layers', diff_ids: Array.from({ length: times }, () => image.layers[0]!.diffID) }, history: [] })),
+    config: (c) =>
+      Buffer.from(JSON.stringify({ ...c, rootfs: { type: 'layers', diff_ids: Array.from({ length: times }, () => image.layers[0]!.diffID) }, history: [] })),
     manifest: (m) => Buffer.from(JSON.stringify({ ...m, layers: Array.from({ length: times }, () => (m.layers as unknown[])[0]) })),
   });
 }
@@ -175,7 +192,9 @@ describe.skipIf(lacksRegistry())('layer counts', () => {
     const err = await failure(pull(ref, { root }));
     expect(err.code).toBe('TOO_MANY_LAYERS');
     expect(err.details).toEqual({ layers: 3000, limit: MAX_OVERLAY_LAYERS });
-    expect(err.message).toBe(`${ref} has 3000 layers; overlayfs stacks at most 500 in one mount (for containerd and runc as for fastpull), so no runtime could mount it: rebuild it with fewer layers (squash some)`);
+    expect(err.message).toBe(
+      `${ref} has 3000 layers; overlayfs stacks at most 500 in one mount (for containerd and runc as for fastpull), so no runtime could mount it: rebuild it with fewer layers (squash some)`,
+    );
     const store = openStore(root);
     expect(await store.images.list()).toEqual([]);
     expect(await store.snapshots.list()).toEqual([]);

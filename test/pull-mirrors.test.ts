@@ -42,7 +42,9 @@ describe('mirrors from hosts.toml', () => {
   it('fetches from the mirror with its headers and ?ns=, leaving the upstream untouched', async () => {
     upstream.stats.reset();
     mirror.stats.reset();
-    const dir = hostsDir(`server = "${upstream.url}"\n\n[host."${mirror.url}"]\n  capabilities = ["pull", "resolve"]\n  [host."${mirror.url}".header]\n    X-Mirror-Test = "yes"\n`);
+    const dir = hostsDir(
+      `server = "${upstream.url}"\n\n[host."${mirror.url}"]\n  capabilities = ["pull", "resolve"]\n  [host."${mirror.url}".header]\n    X-Mirror-Test = "yes"\n`,
+    );
     const root = join(work.dir, `root${n++}`);
     await pull(`${upstream.host}/m/app:1`, { root, hostsDir: dir });
     expect(upstream.stats.requests).toHaveLength(0);
@@ -107,7 +109,27 @@ describe('mirrors from hosts.toml', () => {
   it('talks TLS to a host with the CA or skip_verify that hosts.toml gives', async () => {
     const tls = join(work.dir, 'tls');
     mkdirSync(tls);
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(tls, 'key.pem'), '-out', join(tls, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(tls, 'key.pem'),
+        '-out',
+        join(tls, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     const secure = await startLoopbackRegistry({ tls: { key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) } });
     try {
       secure.addImage('m/app', '1', image);
@@ -126,9 +148,32 @@ describe('mirrors from hosts.toml', () => {
   it('asks a host with its own CA for tokens through that CA, and a long-lived puller keeps its pool', async () => {
     const tls = join(work.dir, 'tls-token');
     mkdirSync(tls);
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(tls, 'key.pem'), '-out', join(tls, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(tls, 'key.pem'),
+        '-out',
+        join(tls, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     // The token realm is on the registry itself, so only the CA of hosts.toml can vouch for it.
-    const secure = await startLoopbackRegistry({ tls: { key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) }, auth: { type: 'bearer' } });
+    const secure = await startLoopbackRegistry({
+      tls: { key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) },
+      auth: { type: 'bearer' },
+    });
     const connections = new RegistryConnections();
     try {
       secure.addImage('m/app', '1', image);

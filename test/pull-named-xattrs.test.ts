@@ -10,7 +10,17 @@ import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, pull } from '@fastpull/core';
-import { buildImage, type BuiltImage, findDistributionBinary, lacks, lacksRegistry, lacksRoot, notHere, pushImage, startDistribution } from '@fastpull/core/testing';
+import {
+  buildImage,
+  type BuiltImage,
+  findDistributionBinary,
+  lacks,
+  lacksRegistry,
+  lacksRoot,
+  notHere,
+  pushImage,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { paxRecord, rawHeader } from '../packages/core/src/unpack/apply/apply.testkit.js';
 import { nativeFs } from '../packages/core/src/native/addon.js';
 import { cliPath, tempDir } from './helpers.js';
@@ -29,7 +39,11 @@ const selinux = existsSync('/sys/fs/selinux/enforce') ? 'an SELinux policy is lo
 /** One tar entry with PAX records (owner and xattrs) before it, written raw: the values are binary. */
 function entry(name: string, type: '0' | '5', mode: number, uid: number, xattrs: Record<string, Buffer>): Buffer[] {
   const body = type === '0' ? Buffer.from(`${name}\n`) : Buffer.alloc(0);
-  const records = [paxRecord('uid', Buffer.from(String(uid))), paxRecord('gid', Buffer.from(String(uid))), ...Object.entries(xattrs).map(([k, v]) => paxRecord(`SCHILY.xattr.${k}`, v))];
+  const records = [
+    paxRecord('uid', Buffer.from(String(uid))),
+    paxRecord('gid', Buffer.from(String(uid))),
+    ...Object.entries(xattrs).map(([k, v]) => paxRecord(`SCHILY.xattr.${k}`, v)),
+  ];
   const pax = Buffer.concat(records);
   const pad = (b: Buffer): Buffer => Buffer.concat([b, Buffer.alloc((512 - (b.length % 512)) % 512)]);
   return [rawHeader(`PaxHeaders/${name}`, 'x', pax.length), pad(pax), rawHeader(name, type, body.length, mode), pad(body)];
@@ -102,30 +116,29 @@ describe.skipIf(lacksRegistry())('pulling files with privileged xattrs and mode 
   });
 
   // Root is needed only to become the unprivileged user; the pull itself runs as that user.
-  it.skipIf(lacksRoot() || notHere(selinux) || lacks('setpriv', spawnSync('setpriv', ['--version']).status === 0 ? undefined : 'setpriv (util-linux) is not installed'))(
-    'as an unprivileged user drops the capabilities and keeps the rest, setuid and setgid on files the user owns',
-    () => {
-      const home = join(work.dir, 'nobody');
-      mkdirSync(home);
-      chmodSync(work.dir, 0o755);
-      chownSync(home, NOBODY, NOBODY);
-      const root = join(home, 'store');
-      const r = spawnSync('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, cliPath, 'pull', '--root', root, ref], {
-        encoding: 'utf8',
-        env: { ...process.env, HOME: home, XDG_CONFIG_HOME: home, XDG_RUNTIME_DIR: home },
-      });
-      expect(r.status, r.stderr).toBe(0);
-      const chain = image.layers[0]!.diffID;
-      const seen = look(openStore(root).snapshots.fsPath(chain), PATHS);
-      expect(seen).toEqual({
-        'bin/cap': { mode: '755', uid: NOBODY, xattrs: {} },
-        'bin/cap-owned': { mode: '750', uid: NOBODY, xattrs: {} },
-        'bin/suid': { mode: '4755', uid: NOBODY, xattrs: {} },
-        'bin/sgid-owned': { mode: '2755', uid: NOBODY, xattrs: {} },
-        'bin/labelled': { mode: '644', uid: NOBODY, xattrs: { 'security.selinux': hex(SELINUX) } },
-        'bin/acl': { mode: '644', uid: NOBODY, xattrs: { 'system.posix_acl_access': hex(ACL) } },
-        shared: { mode: '755', uid: NOBODY, xattrs: { 'system.posix_acl_default': hex(ACL) } },
-      });
-    },
-  );
+  it.skipIf(
+    lacksRoot() || notHere(selinux) || lacks('setpriv', spawnSync('setpriv', ['--version']).status === 0 ? undefined : 'setpriv (util-linux) is not installed'),
+  )('as an unprivileged user drops the capabilities and keeps the rest, setuid and setgid on files the user owns', () => {
+    const home = join(work.dir, 'nobody');
+    mkdirSync(home);
+    chmodSync(work.dir, 0o755);
+    chownSync(home, NOBODY, NOBODY);
+    const root = join(home, 'store');
+    const r = spawnSync('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, cliPath, 'pull', '--root', root, ref], {
+      encoding: 'utf8',
+      env: { ...process.env, HOME: home, XDG_CONFIG_HOME: home, XDG_RUNTIME_DIR: home },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const chain = image.layers[0]!.diffID;
+    const seen = look(openStore(root).snapshots.fsPath(chain), PATHS);
+    expect(seen).toEqual({
+      'bin/cap': { mode: '755', uid: NOBODY, xattrs: {} },
+      'bin/cap-owned': { mode: '750', uid: NOBODY, xattrs: {} },
+      'bin/suid': { mode: '4755', uid: NOBODY, xattrs: {} },
+      'bin/sgid-owned': { mode: '2755', uid: NOBODY, xattrs: {} },
+      'bin/labelled': { mode: '644', uid: NOBODY, xattrs: { 'security.selinux': hex(SELINUX) } },
+      'bin/acl': { mode: '644', uid: NOBODY, xattrs: { 'system.posix_acl_access': hex(ACL) } },
+      shared: { mode: '755', uid: NOBODY, xattrs: { 'system.posix_acl_default': hex(ACL) } },
+    });
+  });
 });

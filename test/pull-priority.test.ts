@@ -14,7 +14,14 @@ const work = tempDir('priority');
 afterAll(() => work.cleanup());
 
 /** `fastpull ARGS --json` with its events as they come; `until(fn)` resolves at the first event matching fn. */
-function cliEvents(args: string[], bin = cliPath): { child: ChildProcess; until: (fn: (e: Record<string, unknown>) => boolean) => Promise<void>; done: Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }> } {
+function cliEvents(
+  args: string[],
+  bin = cliPath,
+): {
+  child: ChildProcess;
+  until: (fn: (e: Record<string, unknown>) => boolean) => Promise<void>;
+  done: Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }>;
+} {
   const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const events: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
@@ -29,7 +36,9 @@ function cliEvents(args: string[], bin = cliPath): { child: ChildProcess; until:
     }
   });
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const done = new Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }>((resolve) => child.on('close', (status) => resolve({ status, events, stderr })));
+  const done = new Promise<{ status: number | null; events: Array<Record<string, unknown>>; stderr: string }>((resolve) =>
+    child.on('close', (status) => resolve({ status, events, stderr })),
+  );
   const until = (fn: (e: Record<string, unknown>) => boolean): Promise<void> =>
     new Promise((resolve, reject) => {
       const check = (): void => {
@@ -281,7 +290,8 @@ describe('pull priorities through fastpulld', () => {
       await bWaiting;
       release();
       await Promise.all([pullA, pullB]);
-      const delta = async (n: string, p: string, part: 'sum' | 'count') => (await metric(`fastpull_pull_${n}_${part}{priority="${p}"}`)) - before[`${n}_${part} ${p}`]!;
+      const delta = async (n: string, p: string, part: 'sum' | 'count') =>
+        (await metric(`fastpull_pull_${n}_${part}{priority="${p}"}`)) - before[`${n}_${part} ${p}`]!;
       expect(await delta('queue_wait_seconds', 'low', 'count')).toBe(1);
       expect(await delta('queue_wait_seconds', 'low', 'sum')).toBeGreaterThan(0);
       expect(await delta('queue_wait_seconds', 'high', 'count')).toBe(1);

@@ -11,7 +11,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isFastpullError, openStore, parseReference, pull, type ProxySettings } from '@fastpull/core';
 import { RegistryClient } from '@fastpull/core/registry';
-import { lacksRegistry, lacksTinyproxy, pushImage, sampleImage, startDistribution, startTinyproxy, type BuiltImage, type Tinyproxy } from '@fastpull/core/testing';
+import {
+  lacksRegistry,
+  lacksTinyproxy,
+  pushImage,
+  sampleImage,
+  startDistribution,
+  startTinyproxy,
+  type BuiltImage,
+  type Tinyproxy,
+} from '@fastpull/core/testing';
 import { corruptBlobs, failure, runCli, runCliAsync, serveDaemon, stopDaemon, tempDir } from './helpers.js';
 
 const CHUNK = 64 * 1024;
@@ -29,7 +38,27 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
   beforeAll(async () => {
     const tls = join(work.dir, 'tls');
     mkdirSync(tls);
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(tls, 'key.pem'), '-out', join(tls, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(tls, 'key.pem'),
+        '-out',
+        join(tls, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     image = await sampleImage(45, { layers: 2 });
     [plain, secure, proxy] = await Promise.all([
       startDistribution({ dir: join(work.dir, 'plain') }),
@@ -54,7 +83,6 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
     return by.requests().slice(before);
   }
 
-
   it('pulls over plain HTTP through the proxy, each range an absolute-form GET', async () => {
     const root = join(work.dir, `root${n++}`);
     const settings: ProxySettings = { httpProxy: proxy.url, proxyLoopback: true };
@@ -72,7 +100,9 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
 
   it('pulls over HTTPS through CONNECT tunnels, the TLS inside them checked against the registry', async () => {
     const root = join(work.dir, `root${n++}`);
-    const lines = await logged(() => pull(`${secure.host}/p/app:1`, { root, hostsDir, proxy: { httpsProxy: proxy.url, proxyLoopback: true }, chunkSize: CHUNK }));
+    const lines = await logged(() =>
+      pull(`${secure.host}/p/app:1`, { root, hostsDir, proxy: { httpsProxy: proxy.url, proxyLoopback: true }, chunkSize: CHUNK }),
+    );
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.every((l) => l === `CONNECT ${secure.host} HTTP/1.1`)).toBe(true);
     expect(await openStore(root).images.list()).toHaveLength(1);
@@ -82,7 +112,10 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
   /** Reads the first range of a layer through `client`'s range client: whether its body came off the socket in place, and its bytes. */
   async function readRange(client: RegistryClient, registry: string): Promise<{ direct: boolean; received: number }> {
     const layer = image.layers[0]!;
-    const res = await client.request(parseReference(`${registry}/p/app:1`), `blobs/${layer.digest}`, { headers: { range: `bytes=0-${CHUNK - 1}` }, blob: true });
+    const res = await client.request(parseReference(`${registry}/p/app:1`), `blobs/${layer.digest}`, {
+      headers: { range: `bytes=0-${CHUNK - 1}` },
+      blob: true,
+    });
     expect(res.statusCode).toBe(206);
     let received = 0;
     await res.direct?.consume((chunk) => {
@@ -129,7 +162,12 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
 
   it('goes direct to a host NO_PROXY names', async () => {
     const root = join(work.dir, `root${n++}`);
-    const settings: ProxySettings = { httpsProxy: proxy.url, httpProxy: proxy.url, noProxy: `other.example,127.0.0.1:${secure.host.split(':')[1]}`, proxyLoopback: true };
+    const settings: ProxySettings = {
+      httpsProxy: proxy.url,
+      httpProxy: proxy.url,
+      noProxy: `other.example,127.0.0.1:${secure.host.split(':')[1]}`,
+      proxyLoopback: true,
+    };
     const lines = await logged(() => pull(`${secure.host}/p/app:1`, { root, hostsDir, proxy: settings }));
     expect(lines).toEqual([]);
     expect(await openStore(root).images.list()).toHaveLength(1);
@@ -152,7 +190,10 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
       const ref = `${secure.host}/p/app:1`;
       const via = (url: string): ProxySettings => ({ httpsProxy: url, proxyLoopback: true });
       const root = join(work.dir, `root${n++}`);
-      const lines = await logged(() => pull(ref, { root, hostsDir, proxy: via(`http://puller:s3cret-word@127.0.0.1:${guarded.port}`), chunkSize: CHUNK }), guarded);
+      const lines = await logged(
+        () => pull(ref, { root, hostsDir, proxy: via(`http://puller:s3cret-word@127.0.0.1:${guarded.port}`), chunkSize: CHUNK }),
+        guarded,
+      );
       expect(lines.length).toBeGreaterThan(0);
       expect(await openStore(root).images.list()).toHaveLength(1);
 
@@ -209,7 +250,9 @@ describe.skipIf(lacksRegistry() || lacksTinyproxy())('pulls through an HTTP prox
       const viaDaemon = await runCliAsync(['pull', ref], { FASTPULL_ADDRESS: socket, HTTPS_PROXY: '' });
       expect(viaDaemon.status).toBe(1);
       expect(viaDaemon.stderr).toContain(`the proxy ${strict.url} refused CONNECT registry.example:5000: 403`);
-      expect(strict.requests().filter((l) => l === 'CONNECT registry.example:5000 HTTP/1.1').length).toBeGreaterThan(lines.filter((l) => l.startsWith('CONNECT')).length);
+      expect(strict.requests().filter((l) => l === 'CONNECT registry.example:5000 HTTP/1.1').length).toBeGreaterThan(
+        lines.filter((l) => l.startsWith('CONNECT')).length,
+      );
       await stopDaemon(daemon);
       expect(JSON.stringify(daemon.logs) + daemon.stderr() + viaDaemon.stdout + viaDaemon.stderr).not.toContain('s3cret');
     } finally {

@@ -71,7 +71,9 @@ describe.skipIf(lacksRegistry())('network rate limit', () => {
     const { image } = await pull(`${registry.host}/rate/a:1`, { root, rateLimit: rate, chunkSize: 256 * 1024 });
     const seconds = (performance.now() - started) / 1000;
     const bound = (layerBytes(a.image) - defaultBurst(rate)) / rate;
-    console.log(`rate limit ${rate / MiB} MiB/s: ${(layerBytes(a.image) / MiB).toFixed(2)} MiB of layers in ${seconds.toFixed(2)} s (at least ${bound.toFixed(2)} s)`);
+    console.log(
+      `rate limit ${rate / MiB} MiB/s: ${(layerBytes(a.image) / MiB).toFixed(2)} MiB of layers in ${seconds.toFixed(2)} s (at least ${bound.toFixed(2)} s)`,
+    );
     expect(seconds).toBeGreaterThanOrEqual(bound);
     expect(image.manifest.digest).toBe(a.image.manifestDigest);
     expectFiles(root, image, a.files);

@@ -8,7 +8,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pull } from '@fastpull/core';
 import { parseZtoc } from '@fastpull/core/unpack';
 import { FileSnapshotter } from '@fastpull/core/snapshots';
-import { buildGzipCheckpoints, buildImage, type BuiltImage, encodeZtoc, lacksRegistry, type LayerEntry, Prng, pushImage, readTree, startDistribution } from '@fastpull/core/testing';
+import {
+  buildGzipCheckpoints,
+  buildImage,
+  type BuiltImage,
+  encodeZtoc,
+  lacksRegistry,
+  type LayerEntry,
+  Prng,
+  pushImage,
+  readTree,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { tempDir } from './helpers.js';
 
 const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
@@ -47,7 +58,9 @@ function sociIndex(image: BuiltImage, ztocs: Map<string, Buffer>, version: 1 | 2
   const doc = {
     schemaVersion: 2,
     mediaType: OCI_MANIFEST,
-    ...(version === 1 ? { artifactType: type, subject: { mediaType: image.manifestMediaType, digest: image.manifestDigest, size: image.manifest.length } } : {}),
+    ...(version === 1
+      ? { artifactType: type, subject: { mediaType: image.manifestMediaType, digest: image.manifestDigest, size: image.manifest.length } }
+      : {}),
     config: { mediaType: type, digest: sha256(config), size: config.length },
     layers,
     annotations: { 'com.amazon.soci.build-tool-identifier': 'fastpull test' },
@@ -109,7 +122,13 @@ describe.skipIf(lacksRegistry())('SOCI zTOCs from the distribution registry', ()
     const soci = sociIndex(plain, ztocs, 1);
     await pushImage(registry.url, 'soci/app', soci.digest, soci.built);
     const list = artifact(
-      { schemaVersion: 2, mediaType: OCI_INDEX, manifests: [{ mediaType: OCI_MANIFEST, digest: soci.digest, size: soci.built.manifest.length, artifactType: 'application/vnd.amazon.soci.index.v1+json' }] },
+      {
+        schemaVersion: 2,
+        mediaType: OCI_INDEX,
+        manifests: [
+          { mediaType: OCI_MANIFEST, digest: soci.digest, size: soci.built.manifest.length, artifactType: 'application/vnd.amazon.soci.index.v1+json' },
+        ],
+      },
       OCI_INDEX,
       [],
     );

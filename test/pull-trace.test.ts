@@ -32,11 +32,20 @@ afterAll(async () => {
 async function tracedPull(options: Partial<PullOptions>): Promise<TraceEvent[]> {
   const trace = new TraceRecorder({ sampleIntervalMs: 20 });
   trace.start();
-  const r = await pull(`${reg.host}/trace/app:1`, { root: join(work.dir, `root${n++}`), chunkSize: MIB, ...options, onProgress: (e) => trace.event(e), observer: trace.observer });
+  const r = await pull(`${reg.host}/trace/app:1`, {
+    root: join(work.dir, `root${n++}`),
+    chunkSize: MIB,
+    ...options,
+    onProgress: (e) => trace.event(e),
+    observer: trace.observer,
+  });
   const events = [...trace.finish(r.timings).traceEvents];
   checkNesting(events);
   checkWorkers(events, big, r.timings);
-  checkCounters(events, big.layers.reduce((s, l) => s + l.size, 0));
+  checkCounters(
+    events,
+    big.layers.reduce((s, l) => s + l.size, 0),
+  );
   return events;
 }
 
@@ -57,7 +66,13 @@ describe('a pull trace of failing ranges', () => {
     expect(failed!.args).toMatchObject({ attempt: 0, outcome: 'error', code: 'NETWORK_ERROR', offset: 0 });
     expect(retry!.name).toBe('range retry');
     // The retry asks for what the cut request had not landed, and lands it.
-    expect(retry!.args).toMatchObject({ attempt: 1, outcome: 'done', status: 206, offset: failed!.args!.bytes, asked: `${failed!.args!.bytes as number}-${MIB - 1}` });
+    expect(retry!.args).toMatchObject({
+      attempt: 1,
+      outcome: 'done',
+      status: 206,
+      offset: failed!.args!.bytes,
+      asked: `${failed!.args!.bytes as number}-${MIB - 1}`,
+    });
     expect(retry!.ts).toBeGreaterThanOrEqual(failed!.ts + failed!.dur!);
     expect(ranges.filter((r) => r.name !== 'range')).toHaveLength(1);
   });

@@ -115,39 +115,45 @@ describe.skipIf(lacksRoot())('access: the daemon socket', () => {
     expect(st.gid).toBe(SOCKET_GID);
   });
 
-  it.skipIf(lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))('refuses another user (EACCES) and admits a member of the group', () => {
-    expect(connectAs(socket, OTHER_UID, OTHER_UID, [])).toBe('EACCES');
-    // Same uid, now in the socket's group: admitted.
-    expect(connectAs(socket, OTHER_UID, OTHER_UID, [SOCKET_GID])).toBe('connected');
-    // The group as primary group is enough too.
-    expect(connectAs(socket, OTHER_UID, SOCKET_GID, [])).toBe('connected');
-    // Root's group (gid 0) is not the socket's group: no way in through it either.
-    expect(connectAs(socket, OTHER_UID, 0, [])).toBe('EACCES');
-  });
+  it.skipIf(lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))(
+    'refuses another user (EACCES) and admits a member of the group',
+    () => {
+      expect(connectAs(socket, OTHER_UID, OTHER_UID, [])).toBe('EACCES');
+      // Same uid, now in the socket's group: admitted.
+      expect(connectAs(socket, OTHER_UID, OTHER_UID, [SOCKET_GID])).toBe('connected');
+      // The group as primary group is enough too.
+      expect(connectAs(socket, OTHER_UID, SOCKET_GID, [])).toBe('connected');
+      // Root's group (gid 0) is not the socket's group: no way in through it either.
+      expect(connectAs(socket, OTHER_UID, 0, [])).toBe('EACCES');
+    },
+  );
 
-  it.skipIf(lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))('tells a user refused by the socket that it may not connect, not that nothing listens', (ctx) => {
-    const asOther = (args: string[]) =>
-      spawnSync('setpriv', [`--reuid=${OTHER_UID}`, `--regid=${OTHER_UID}`, '--clear-groups', process.execPath, cliPath, ...args], {
-        encoding: 'utf8',
-        timeout: 120_000,
-        env: { PATH: process.env.PATH, HOME: '/nonexistent' },
-      });
-    const probe = asOther(['--version']);
-    if (probe.status !== 0) {
-      notHere(`the CLI cannot run as uid ${OTHER_UID} from this checkout (its files are closed to that user): ${probe.stderr.trim().split('\n')[0]}`);
-      ctx.skip();
-      return;
-    }
-    const refused = asOther(['images', '--address', `unix:${socket}`]);
-    expect(refused.status, refused.stderr).toBe(1);
-    expect(refused.stderr).toContain('PERMISSION_DENIED');
-    expect(refused.stderr).toContain(`may not connect to fastpulld at ${socket}`);
-    expect(refused.stderr).toContain(`gid ${SOCKET_GID}, mode 0660`);
-    // Where no socket is, it still says that nothing listens.
-    const none = asOther(['images', '--address', `unix:${join(work.dir, 'run', 'none.sock')}`]);
-    expect(none.status, none.stderr).toBe(1);
-    expect(none.stderr).toContain('no fastpulld listens at');
-  });
+  it.skipIf(lacks('setpriv', hasSetpriv ? undefined : 'setpriv (util-linux) is not installed'))(
+    'tells a user refused by the socket that it may not connect, not that nothing listens',
+    (ctx) => {
+      const asOther = (args: string[]) =>
+        spawnSync('setpriv', [`--reuid=${OTHER_UID}`, `--regid=${OTHER_UID}`, '--clear-groups', process.execPath, cliPath, ...args], {
+          encoding: 'utf8',
+          timeout: 120_000,
+          env: { PATH: process.env.PATH, HOME: '/nonexistent' },
+        });
+      const probe = asOther(['--version']);
+      if (probe.status !== 0) {
+        notHere(`the CLI cannot run as uid ${OTHER_UID} from this checkout (its files are closed to that user): ${probe.stderr.trim().split('\n')[0]}`);
+        ctx.skip();
+        return;
+      }
+      const refused = asOther(['images', '--address', `unix:${socket}`]);
+      expect(refused.status, refused.stderr).toBe(1);
+      expect(refused.stderr).toContain('PERMISSION_DENIED');
+      expect(refused.stderr).toContain(`may not connect to fastpulld at ${socket}`);
+      expect(refused.stderr).toContain(`gid ${SOCKET_GID}, mode 0660`);
+      // Where no socket is, it still says that nothing listens.
+      const none = asOther(['images', '--address', `unix:${join(work.dir, 'run', 'none.sock')}`]);
+      expect(none.status, none.stderr).toBe(1);
+      expect(none.stderr).toContain('no fastpulld listens at');
+    },
+  );
 });
 
 // ---- requests that name paths ----
@@ -255,7 +261,10 @@ describe('access: requests cannot name paths outside the store', () => {
       for (const [service, method, req] of calls) {
         const r = await call(service, method, req(v));
         tried++;
-        expect([grpc.status.INVALID_ARGUMENT, grpc.status.NOT_FOUND], `${service}.${method}(${JSON.stringify(v.slice(0, 80))}): ${r.code} ${r.details}`).toContain(r.code);
+        expect(
+          [grpc.status.INVALID_ARGUMENT, grpc.status.NOT_FOUND],
+          `${service}.${method}(${JSON.stringify(v.slice(0, 80))}): ${r.code} ${r.details}`,
+        ).toContain(r.code);
         expect(['INVALID_ARGUMENT', 'INVALID_REFERENCE', 'INVALID_DIGEST', 'NOT_FOUND']).toContain(r.fastpullCode);
       }
       // Pulls of hostile references and platforms are refused before any request goes out. (A value
@@ -326,45 +335,69 @@ describe('access: credentials never appear in logs, errors or metrics', () => {
     expect(r.status, `${label}: ${r.stderr}`).toBe(want);
   }
 
-  it('pulls with right and wrong credentials through the CLI and the daemon, with a redirect to another origin, and no secret leaks', { timeout: LONG ? 400_000 : 150_000 }, async () => {
-    let n = 0;
-    const cases: Array<[string, LoopbackRegistry, string, number]> = [
-      ['basic', basic, PASSWORD, 0],
-      ['basic wrong', basic, 'wrong-password', 1],
-      ['bearer', bearer, PASSWORD, 0],
-      ['bearer wrong', bearer, 'wrong-password', 1],
-    ];
-    for (const [label, reg, pw, want] of cases) {
-      const ref = `${reg.host}/sec/app:1`;
-      for (const form of LONG ? [['--debug'], ['--json'], []] : label.endsWith('wrong') ? [['--debug'], ['--json']] : [['--json']]) {
-        await cli(`CLI ${label} ${form.join(' ')}`, [...form.filter((f) => f === '--debug'), 'pull', '--root', join(work.dir, `root-${n++}`), '--creds', `${USER}:${pw}`, ...form.filter((f) => f === '--json'), ref], want);
-        await cli(`daemon ${label} ${form.join(' ')}`, [...form.filter((f) => f === '--debug'), 'pull', '--address', socket, '--creds', `${USER}:${pw}`, ...form.filter((f) => f === '--json'), ref], want);
+  it(
+    'pulls with right and wrong credentials through the CLI and the daemon, with a redirect to another origin, and no secret leaks',
+    { timeout: LONG ? 400_000 : 150_000 },
+    async () => {
+      let n = 0;
+      const cases: Array<[string, LoopbackRegistry, string, number]> = [
+        ['basic', basic, PASSWORD, 0],
+        ['basic wrong', basic, 'wrong-password', 1],
+        ['bearer', bearer, PASSWORD, 0],
+        ['bearer wrong', bearer, 'wrong-password', 1],
+      ];
+      for (const [label, reg, pw, want] of cases) {
+        const ref = `${reg.host}/sec/app:1`;
+        for (const form of LONG ? [['--debug'], ['--json'], []] : label.endsWith('wrong') ? [['--debug'], ['--json']] : [['--json']]) {
+          await cli(
+            `CLI ${label} ${form.join(' ')}`,
+            [
+              ...form.filter((f) => f === '--debug'),
+              'pull',
+              '--root',
+              join(work.dir, `root-${n++}`),
+              '--creds',
+              `${USER}:${pw}`,
+              ...form.filter((f) => f === '--json'),
+              ref,
+            ],
+            want,
+          );
+          await cli(
+            `daemon ${label} ${form.join(' ')}`,
+            [...form.filter((f) => f === '--debug'), 'pull', '--address', socket, '--creds', `${USER}:${pw}`, ...form.filter((f) => f === '--json'), ref],
+            want,
+          );
+        }
       }
-    }
-    // A redirect of every blob to another origin: the credentials stay with the registry.
-    basic.faults.redirectBlobsTo = storage.url;
-    storage.stats.reset();
-    await cli('CLI redirect', ['--debug', 'pull', '--root', join(work.dir, 'root-redirect'), '--creds', `${USER}:${PASSWORD}`, `${basic.host}/sec/app:1`], 0);
-    await cli('daemon redirect', ['--debug', 'pull', '--address', socket, '--creds', `${USER}:${PASSWORD}`, `${basic.host}/sec/app:1`], 0);
-    const blobGets = storage.stats.requests.filter((r) => r.path.includes('/blobs/'));
-    expect(blobGets.length).toBeGreaterThan(0);
-    expect(blobGets.every((r) => !r.authorization), 'credentials went to the redirect target').toBe(true);
-    expect(basic.stats.requests.some((r) => r.authorization)).toBe(true);
-    expect(bearer.stats.tokensIssued).toBeGreaterThan(0);
+      // A redirect of every blob to another origin: the credentials stay with the registry.
+      basic.faults.redirectBlobsTo = storage.url;
+      storage.stats.reset();
+      await cli('CLI redirect', ['--debug', 'pull', '--root', join(work.dir, 'root-redirect'), '--creds', `${USER}:${PASSWORD}`, `${basic.host}/sec/app:1`], 0);
+      await cli('daemon redirect', ['--debug', 'pull', '--address', socket, '--creds', `${USER}:${PASSWORD}`, `${basic.host}/sec/app:1`], 0);
+      const blobGets = storage.stats.requests.filter((r) => r.path.includes('/blobs/'));
+      expect(blobGets.length).toBeGreaterThan(0);
+      expect(
+        blobGets.every((r) => !r.authorization),
+        'credentials went to the redirect target',
+      ).toBe(true);
+      expect(basic.stats.requests.some((r) => r.authorization)).toBe(true);
+      expect(bearer.stats.tokensIssued).toBeGreaterThan(0);
 
-    const metrics = await (await fetch(`${daemon!.metrics.replace(/\/metrics$/, '')}/metrics`)).text();
-    expect(metrics).toContain('fastpulld_');
-    texts.push(['daemon stdout (pino)', daemon!.out()], ['daemon stderr', daemon!.err()], ['metrics', metrics]);
-    // The daemon logged the failures it saw.
-    expect(daemon!.out()).toMatch(/UNAUTHORIZED/);
-    let bytes = 0;
-    for (const [where, text] of texts) {
-      bytes += text.length;
-      expect(text.includes(PASSWORD), `the password appears in ${where}`).toBe(false);
-      expect(text.includes(B64), `user:password in base64 appears in ${where}`).toBe(false);
-      expect(TOKEN_SHAPE.test(text), `a token appears in ${where}: ${TOKEN_SHAPE.exec(text)?.[0]}`).toBe(false);
-      expect(/Basic [A-Za-z0-9+/=]{8,}|Bearer [A-Za-z0-9._~+/-]{8,}/.test(text), `an Authorization value appears in ${where}`).toBe(false);
-    }
-    console.log(`access: ${texts.length} outputs (${bytes} bytes) of ${pulls} pulls searched; no password, base64 or token in any`);
-  });
+      const metrics = await (await fetch(`${daemon!.metrics.replace(/\/metrics$/, '')}/metrics`)).text();
+      expect(metrics).toContain('fastpulld_');
+      texts.push(['daemon stdout (pino)', daemon!.out()], ['daemon stderr', daemon!.err()], ['metrics', metrics]);
+      // The daemon logged the failures it saw.
+      expect(daemon!.out()).toMatch(/UNAUTHORIZED/);
+      let bytes = 0;
+      for (const [where, text] of texts) {
+        bytes += text.length;
+        expect(text.includes(PASSWORD), `the password appears in ${where}`).toBe(false);
+        expect(text.includes(B64), `user:password in base64 appears in ${where}`).toBe(false);
+        expect(TOKEN_SHAPE.test(text), `a token appears in ${where}: ${TOKEN_SHAPE.exec(text)?.[0]}`).toBe(false);
+        expect(/Basic [A-Za-z0-9+/=]{8,}|Bearer [A-Za-z0-9._~+/-]{8,}/.test(text), `an Authorization value appears in ${where}`).toBe(false);
+      }
+      console.log(`access: ${texts.length} outputs (${bytes} bytes) of ${pulls} pulls searched; no password, base64 or token in any`);
+    },
+  );
 });

@@ -19,7 +19,19 @@ import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, collectGarbage, formatReference, mountsFor, openStore, parseReference, pull, type Digest, type PullEvent } from '@fastpull/core';
-import { buildImage, type BuiltImage, diffTrees, lacks, notHere, type LayerEntry, type LoopbackRegistry, Prng, readTree, startLoopbackRegistry, type TreeEntry } from '@fastpull/core/testing';
+import {
+  buildImage,
+  type BuiltImage,
+  diffTrees,
+  lacks,
+  notHere,
+  type LayerEntry,
+  type LoopbackRegistry,
+  Prng,
+  readTree,
+  startLoopbackRegistry,
+  type TreeEntry,
+} from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { cliPath, overlayUnavailable, repoRoot, runCliAsync, tempDir } from './helpers.js';
 import { resumeBound, snapshotTreesOf, verifyStore, type StoreReport } from './store-verify.js';
@@ -101,7 +113,11 @@ interface Victim {
 }
 
 function startVictim(script: string, args: string[]): Victim {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, FASTPULLD_CONFIG: '' } });
+  const child = spawn(process.execPath, [script, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+    env: { ...process.env, FASTPULLD_CONFIG: '' },
+  });
   const events: PullEvent[] = [];
   const t0 = performance.now();
   let out = '';
@@ -124,7 +140,9 @@ function startVictim(script: string, args: string[]): Victim {
     }
   });
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   return { child, pid: child.pid!, events, output: () => out, exited };
 }
 
@@ -333,7 +351,9 @@ function planKillPoints(prng: Prng, imgs: Images): KillPoint[] {
     };
   };
   const commit = (kind: 'cli' | 'daemon'): KillPoint => {
-    const how = prng.pick(kind === 'cli' ? (['metadata', 'snapshots', 'info', 'event', 'record'] as const) : (['metadata', 'snapshots', 'info', 'record'] as const));
+    const how = prng.pick(
+      kind === 'cli' ? (['metadata', 'snapshots', 'info', 'event', 'record'] as const) : (['metadata', 'snapshots', 'info', 'record'] as const),
+    );
     const k = prng.int(1, 3);
     const delayMs = prng.pick([0, 0, 1, 2, 5, 10]);
     const rate = prng.chance(0.5) ? FETCH_RATE : undefined;
@@ -342,9 +362,19 @@ function planKillPoints(prng: Prng, imgs: Images): KillPoint[] {
       case 'snapshots':
         return { ...base, what: `${k} snapshot(s) renamed into committed/; +${delayMs} ms`, when: (root) => committedCount(root) >= k, delayMs };
       case 'info':
-        return { ...base, what: `an active snapshot's info.json written (about to be renamed), or ${k} committed`, when: (root) => infoWritten(root) || committedCount(root) >= k, delayMs: 0 };
+        return {
+          ...base,
+          what: `an active snapshot's info.json written (about to be renamed), or ${k} committed`,
+          when: (root) => infoWritten(root) || committedCount(root) >= k,
+          delayMs: 0,
+        };
       case 'event':
-        return { ...base, what: `the CLI reported ${k} layer(s) committed; +${delayMs} ms`, when: (_r, v) => v.events.filter((e) => e.type === 'layer' && e.state === 'committed').length >= k, delayMs };
+        return {
+          ...base,
+          what: `the CLI reported ${k} layer(s) committed; +${delayMs} ms`,
+          when: (_r, v) => v.events.filter((e) => e.type === 'layer' && e.state === 'committed').length >= k,
+          delayMs,
+        };
       case 'record':
         return { ...base, what: 'the image record written (lease not yet released)', when: (root) => imageRecords(root) >= 1, delayMs: 0 };
       case 'metadata':
@@ -580,7 +610,6 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
       expect(figures.killed).toBeGreaterThanOrEqual(MIN_KILLS);
       for (const p of ['fetch', 'extract', 'commit', 'gc'] as const) expect(figures.byPhase[p], p).toBeGreaterThan(0);
       for (const k of ['cli', 'daemon', 'gc', 'race'] as const) expect(figures.byKind[k], k).toBeGreaterThan(0);
-
     },
     LONG ? 3_600_000 : 600_000,
   );
@@ -589,7 +618,11 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
   // the builder says image A is.
   it.skipIf(lacks('overlay', noOverlay))('mounts a store left by a kill point as exactly image A', async (ctx) => {
     // Left out on purpose is a skip; left out because the campaign failed is that campaign's failure, reported there.
-    if (keptRoot === '' && notHere(process.env.FASTPULL_CRASH_ONLY?.split(',').map(Number).includes(0) === false ? 'FASTPULL_CRASH_ONLY leaves kill point #0 out' : undefined)) ctx.skip();
+    if (
+      keptRoot === '' &&
+      notHere(process.env.FASTPULL_CRASH_ONLY?.split(',').map(Number).includes(0) === false ? 'FASTPULL_CRASH_ONLY leaves kill point #0 out' : undefined)
+    )
+      ctx.skip();
     expect(keptRoot, 'kill point #0 kept no store: the campaign above failed').not.toBe('');
     const [m] = await mountsFor(openStore(keptRoot), formatReference(parseReference(lanes[0]!.refA)));
     const merged = mkdtempSync(join(work.dir, 'merged-'));
@@ -761,7 +794,10 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
     for (const l of image.layers) {
       const got = served.get(l.digest)!;
       const max = bound.get(l.digest)!;
-      expect(got, `${context}: the next pull fetched ${got} bytes of ${l.digest} (${l.size} bytes); at most ${max} were missing (after the kill: ${why.get(l.digest)})`).toBeLessThanOrEqual(max);
+      expect(
+        got,
+        `${context}: the next pull fetched ${got} bytes of ${l.digest} (${l.size} bytes); at most ${max} were missing (after the kill: ${why.get(l.digest)})`,
+      ).toBeLessThanOrEqual(max);
       resumeTotal += got;
       boundTotal += max;
     }
@@ -775,12 +811,22 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
     // Every snapshot of the image is committed, and its tree was compared with the builder's.
     for (const l of rec!.layers) expect(compared.has(l.chainID), `${context}: snapshot ${l.chainID} not compared`).toBe(true);
     const activeDir = join(root, 'snapshots', 'active');
-    expect(names(activeDir).filter((id) => existsSync(join(activeDir, id, 'owner'))), `${context}: active snapshots with an owner after the pull`).toEqual([]);
+    expect(
+      names(activeDir).filter((id) => existsSync(join(activeDir, id, 'owner'))),
+      `${context}: active snapshots with an owner after the pull`,
+    ).toEqual([]);
     for (const k of ['ingests', 'active', 'trash', 'leases', 'tmp'] as const) figures.litterAfterResume[k] += after.litter[k];
     // The next pull reclaimed what the killed process left (its lease, its downloads of layers now
     // unpacked, blobs nothing keeps): a collection now would remove nothing.
     const dry = await collectGarbage(openStore(root), { dryRun: true });
-    expect(dry, `${context}: what a collection would remove after the next pull`).toEqual({ blobs: [], snapshots: [], litter: 0, leftovers: [], bytes: 0, images: [] });
+    expect(dry, `${context}: what a collection would remove after the next pull`).toEqual({
+      blobs: [],
+      snapshots: [],
+      litter: 0,
+      leftovers: [],
+      bytes: 0,
+      images: [],
+    });
 
     // A collection a minute later leaves nothing of the crash behind. (What a dead process left
     // without an owner lock, killed between making a file or directory and claiming or renaming
@@ -795,7 +841,9 @@ describe('crash consistency: kill -9 at many points (campaign 1)', () => {
     }
     const swept = await verifyStore(root);
     expectClean(swept, `${context}: after a collection`);
-    const left = ['content/ingest', 'snapshots/active', 'snapshots/trash', 'leases'].flatMap((d) => names(join(root, d)).map((id) => `${d}/${id}: [${names(join(root, d, id)).join(', ')}]`));
+    const left = ['content/ingest', 'snapshots/active', 'snapshots/trash', 'leases'].flatMap((d) =>
+      names(join(root, d)).map((id) => `${d}/${id}: [${names(join(root, d, id)).join(', ')}]`),
+    );
     expect(swept.litter, `${context}: litter after a collection: ${left.join('; ')}`).toEqual({ ingests: 0, active: 0, trash: 0, leases: 0, tmp: 0 });
     if (kp.kind !== 'daemon' && kp.id !== 0) await fsp.rm(root, { recursive: true, force: true });
     lap('done');

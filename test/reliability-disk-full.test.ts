@@ -72,7 +72,6 @@ function fill(dir: string): string {
   return path;
 }
 
-
 /** Temp files of atomic writes (`.tmp-*`) anywhere under `dir`: a failed write must remove its own. */
 function tempFiles(dir: string): string[] {
   const out: string[] = [];
@@ -143,7 +142,9 @@ describe.skipIf(lacks('tmpfs', skip))('disk full (campaign 3)', () => {
       }
     }
     work.cleanup();
-    console.log(`disk-full campaign (seed ${seed}): image ${(compressedSize / MiB).toFixed(1)} MiB compressed, ${(unpackedSize / MiB).toFixed(1)} MiB unpacked\n  ${figures.join('\n  ')}`);
+    console.log(
+      `disk-full campaign (seed ${seed}): image ${(compressedSize / MiB).toFixed(1)} MiB compressed, ${(unpackedSize / MiB).toFixed(1)} MiB unpacked\n  ${figures.join('\n  ')}`,
+    );
   });
 
   it('runs out during the fetch (content/ on a 3 MiB tmpfs): NO_SPACE, the failed download gone, then resumes once remounted bigger', async () => {

@@ -199,105 +199,109 @@ describe('network faults (campaign 2)', () => {
     return n;
   }
 
-  it('every pull completes verified or fails with its fault\'s code in bounded time; nothing leaks', async () => {
-    const prng = new Prng(seed);
-    // Warm up: worker threads, inflaters and lazily opened files exist before the baseline.
-    const warm = join(work.dir, 'warm');
-    await pull(`${regs.plain.host}/faults/img0:v1`, { root: warm, ...PULL_TUNING });
-    rmSync(warm, { recursive: true, force: true });
-    await settle(() => tcpConnections(Number(regs.plain.host.split(':')[1])).server === 0, 5000);
-    const fdsBefore = openFds();
+  it(
+    "every pull completes verified or fails with its fault's code in bounded time; nothing leaks",
+    async () => {
+      const prng = new Prng(seed);
+      // Warm up: worker threads, inflaters and lazily opened files exist before the baseline.
+      const warm = join(work.dir, 'warm');
+      await pull(`${regs.plain.host}/faults/img0:v1`, { root: warm, ...PULL_TUNING });
+      rmSync(warm, { recursive: true, force: true });
+      await settle(() => tcpConnections(Number(regs.plain.host.split(':')[1])).server === 0, 5000);
+      const fdsBefore = openFds();
 
-    const outcomes: Record<string, number> = {};
-    let faultSettings = 0;
-    let firings = 0;
-    let failedThenResumed = 0;
-    let gcAfterFailure = 0;
-    let slowest = 0;
-    const t0 = performance.now();
-    for (let i = 0; i < pulls; i++) {
-      const p = plan(prng);
-      const label = `seed ${seed} pull ${i}: ${p.describe.join('; ') || 'no faults'} (want ${p.want})`;
-      const img = images[p.image]!;
-      const reg = regs[p.kind];
-      const ref = `${reg.host}/faults/img${p.image}${p.byDigest ? `@${img.manifestDigest}` : ':v1'}`;
-      const root = join(work.dir, `r${i}`);
-      apply(p);
-      faultSettings += p.describe.length;
-      const counts = new Map<object, number>();
-      for (const f of [p.front.status, p.blob.dropAfter, p.blob.stallAfter]) if (f) counts.set(f, f.times);
-      const client = new RegistryClient({
-        idleTimeoutMs: 2000,
-        credentials: (host) => (host === regs.basic.host ? (p.badCreds ? { ...CREDS, password: 'wrong' } : CREDS) : undefined),
-      });
-      const t = performance.now();
-      let outcome: string;
-      let name = '';
-      try {
-        name = (await pull(ref, { root, client, ...PULL_TUNING })).image.name;
-        outcome = 'ok';
-      } catch (e) {
-        outcome = isFastpullError(e) ? e.code : `not a FastpullError: ${(e as Error)?.stack ?? String(e)}`;
-        if (outcome !== p.want) console.error(label, e);
-      } finally {
-        await client.close();
-      }
-      const ms = performance.now() - t;
-      slowest = Math.max(slowest, ms);
-      firings += fired(p, counts);
-      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
-      expect(outcome, label).toBe(p.want);
-      if (outcome === 'ok') {
-        // A pull that succeeded went past every status fault it was given: each answered as many
-        // requests as it was told to (its target is a blob or manifest the pull cannot do without).
-        if (p.front.status) expect(p.front.status.times, `${label}: the status fault fired every time`).toBe(0);
-        expect(await snapshotDiffs(root, name, img), label).toEqual([]);
-        expect(litter(root), label).toEqual({ ingests: [], actives: [] });
-      } else {
-        // Nothing visible, nothing half-unpacked; downloads kept only for the image's layers.
-        expect(await openStore(root).images.list(), label).toEqual([]);
-        const left = litter(root);
-        expect(left.actives, label).toEqual([]);
-        const layers = new Set<string>(img.layers.map((l) => l.digest));
-        for (const id of left.ingests) expect(layers.has(ingestDigest(root, id) ?? ''), `${label}: ingest ${id}`).toBe(true);
-        apply({ ...p, front: {}, blob: {}, redirect: false, badCreds: false });
-        if (i % 2 === 0) {
-          // gc removes every download the failed pull kept (none is held by a live process).
-          await collectGarbage(openStore(root));
-          expect(litter(root), label).toEqual({ ingests: [], actives: [] });
-          gcAfterFailure++;
+      const outcomes: Record<string, number> = {};
+      let faultSettings = 0;
+      let firings = 0;
+      let failedThenResumed = 0;
+      let gcAfterFailure = 0;
+      let slowest = 0;
+      const t0 = performance.now();
+      for (let i = 0; i < pulls; i++) {
+        const p = plan(prng);
+        const label = `seed ${seed} pull ${i}: ${p.describe.join('; ') || 'no faults'} (want ${p.want})`;
+        const img = images[p.image]!;
+        const reg = regs[p.kind];
+        const ref = `${reg.host}/faults/img${p.image}${p.byDigest ? `@${img.manifestDigest}` : ':v1'}`;
+        const root = join(work.dir, `r${i}`);
+        apply(p);
+        faultSettings += p.describe.length;
+        const counts = new Map<object, number>();
+        for (const f of [p.front.status, p.blob.dropAfter, p.blob.stallAfter]) if (f) counts.set(f, f.times);
+        const client = new RegistryClient({
+          idleTimeoutMs: 2000,
+          credentials: (host) => (host === regs.basic.host ? (p.badCreds ? { ...CREDS, password: 'wrong' } : CREDS) : undefined),
+        });
+        const t = performance.now();
+        let outcome: string;
+        let name = '';
+        try {
+          name = (await pull(ref, { root, client, ...PULL_TUNING })).image.name;
+          outcome = 'ok';
+        } catch (e) {
+          outcome = isFastpullError(e) ? e.code : `not a FastpullError: ${(e as Error)?.stack ?? String(e)}`;
+          if (outcome !== p.want) console.error(label, e);
+        } finally {
+          await client.close();
         }
-        // A fault-free pull into the same store completes (resuming what was kept).
-        const again = await pull(ref, { root, ...PULL_TUNING, credentials: () => CREDS });
-        expect(await snapshotDiffs(root, again.image.name, img), label).toEqual([]);
-        expect(litter(root), label).toEqual({ ingests: [], actives: [] });
-        failedThenResumed++;
+        const ms = performance.now() - t;
+        slowest = Math.max(slowest, ms);
+        firings += fired(p, counts);
+        outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+        expect(outcome, label).toBe(p.want);
+        if (outcome === 'ok') {
+          // A pull that succeeded went past every status fault it was given: each answered as many
+          // requests as it was told to (its target is a blob or manifest the pull cannot do without).
+          if (p.front.status) expect(p.front.status.times, `${label}: the status fault fired every time`).toBe(0);
+          expect(await snapshotDiffs(root, name, img), label).toEqual([]);
+          expect(litter(root), label).toEqual({ ingests: [], actives: [] });
+        } else {
+          // Nothing visible, nothing half-unpacked; downloads kept only for the image's layers.
+          expect(await openStore(root).images.list(), label).toEqual([]);
+          const left = litter(root);
+          expect(left.actives, label).toEqual([]);
+          const layers = new Set<string>(img.layers.map((l) => l.digest));
+          for (const id of left.ingests) expect(layers.has(ingestDigest(root, id) ?? ''), `${label}: ingest ${id}`).toBe(true);
+          apply({ ...p, front: {}, blob: {}, redirect: false, badCreds: false });
+          if (i % 2 === 0) {
+            // gc removes every download the failed pull kept (none is held by a live process).
+            await collectGarbage(openStore(root));
+            expect(litter(root), label).toEqual({ ingests: [], actives: [] });
+            gcAfterFailure++;
+          }
+          // A fault-free pull into the same store completes (resuming what was kept).
+          const again = await pull(ref, { root, ...PULL_TUNING, credentials: () => CREDS });
+          expect(await snapshotDiffs(root, again.image.name, img), label).toEqual([]);
+          expect(litter(root), label).toEqual({ ingests: [], actives: [] });
+          failedThenResumed++;
+        }
+        rmSync(root, { recursive: true, force: true });
       }
-      rmSync(root, { recursive: true, force: true });
-    }
-    const totalMs = performance.now() - t0;
+      const totalMs = performance.now() - t0;
 
-    // Leaks: every connection on both ends closed, the same descriptors open as before, no
-    // request slot held.
-    for (const r of [...Object.values(regs), storage]) r.faults = {};
-    const ports = [...Object.values(regs), storage].map((r) => Number(r.host.split(':')[1]));
-    const closed = await settle(() => ports.every((port) => tcpConnections(port).server === 0 && tcpConnections(port).client === 0), 10_000);
-    const open = ports.map((port) => ({ port, ...tcpConnections(port) }));
-    expect(closed, `open connections: ${JSON.stringify(open)}`).toBe(true);
-    let fdsAfter = openFds();
-    await settle(() => (fdsAfter = openFds()).size <= fdsBefore.size, 5000);
-    const extra = [...fdsAfter].filter(([fd, target]) => fdsBefore.get(fd) !== target);
-    expect(extra, 'file descriptors opened by the campaign and still open').toEqual([]);
-    expect(sharedFetchScheduler().inFlight).toEqual({ requests: 0, bytes: 0 });
+      // Leaks: every connection on both ends closed, the same descriptors open as before, no
+      // request slot held.
+      for (const r of [...Object.values(regs), storage]) r.faults = {};
+      const ports = [...Object.values(regs), storage].map((r) => Number(r.host.split(':')[1]));
+      const closed = await settle(() => ports.every((port) => tcpConnections(port).server === 0 && tcpConnections(port).client === 0), 10_000);
+      const open = ports.map((port) => ({ port, ...tcpConnections(port) }));
+      expect(closed, `open connections: ${JSON.stringify(open)}`).toBe(true);
+      let fdsAfter = openFds();
+      await settle(() => (fdsAfter = openFds()).size <= fdsBefore.size, 5000);
+      const extra = [...fdsAfter].filter(([fd, target]) => fdsBefore.get(fd) !== target);
+      expect(extra, 'file descriptors opened by the campaign and still open').toEqual([]);
+      expect(sharedFetchScheduler().inFlight).toEqual({ requests: 0, bytes: 0 });
 
-    figures.push(
-      `${pulls} pulls in ${(totalMs / 1000).toFixed(1)} s (slowest ${(slowest / 1000).toFixed(1)} s): outcomes ${JSON.stringify(outcomes)}`,
-      `${faultSettings} fault settings injected, counted faults fired ${firings} times; ${failedThenResumed} failed pulls completed by a fault-free pull after (${gcAfterFailure} after a gc)`,
-      `after: ${fdsBefore.size} fds before / ${fdsAfter.size} after, 0 connections open, 0 ingests, 0 active snapshots`,
-    );
-    expect(outcomes.ok ?? 0).toBeGreaterThan(pulls / 3);
-    // The faults were there: the counted ones fired, and the failures are the fatal ones'.
-    expect(firings).toBeGreaterThan(0);
-    expect(Object.keys(outcomes).filter((o) => o !== 'ok').length).toBeGreaterThan(0);
-  }, LONG ? 1_800_000 : 240_000);
+      figures.push(
+        `${pulls} pulls in ${(totalMs / 1000).toFixed(1)} s (slowest ${(slowest / 1000).toFixed(1)} s): outcomes ${JSON.stringify(outcomes)}`,
+        `${faultSettings} fault settings injected, counted faults fired ${firings} times; ${failedThenResumed} failed pulls completed by a fault-free pull after (${gcAfterFailure} after a gc)`,
+        `after: ${fdsBefore.size} fds before / ${fdsAfter.size} after, 0 connections open, 0 ingests, 0 active snapshots`,
+      );
+      expect(outcomes.ok ?? 0).toBeGreaterThan(pulls / 3);
+      // The faults were there: the counted ones fired, and the failures are the fatal ones'.
+      expect(firings).toBeGreaterThan(0);
+      expect(Object.keys(outcomes).filter((o) => o !== 'ok').length).toBeGreaterThan(0);
+    },
+    LONG ? 1_800_000 : 240_000,
+  );
 });

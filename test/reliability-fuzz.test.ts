@@ -30,7 +30,16 @@ import {
   validateDigest,
   type Platform,
 } from '@fastpull/core';
-import { dockerConfigCredentials, fetchBlob, FetchScheduler, parseChallenges, parseHostsConfig, parseImageConfig, parseManifest, RegistryClient } from '@fastpull/core/registry';
+import {
+  dockerConfigCredentials,
+  fetchBlob,
+  FetchScheduler,
+  parseChallenges,
+  parseHostsConfig,
+  parseImageConfig,
+  parseManifest,
+  RegistryClient,
+} from '@fastpull/core/registry';
 import { readConfigFile, resolveConfig } from '@fastpull/daemon';
 import { anyString, check, LONG, params, parseAsync, parseSync, show, tallyReport } from './fuzz/harness.js';
 import {
@@ -99,16 +108,36 @@ function checkDigest(input: string): void {
 
 describe('references', () => {
   it('parse to a reference that round-trips through its canonical form, or fail INVALID_REFERENCE', { timeout: BUDGET(30_000) }, async () => {
-    await check('near-valid references', fc.property(referenceArb, (s) => void checkReference(s)), params(1, 8000));
-    await check('random strings as references', fc.property(anyString(300), (s) => void checkReference(s)), params(2, 4000));
-    await check('long references', fc.property(fc.string({ minLength: 200, maxLength: 5000 }), (s) => void checkReference(s)), params(3, 100));
+    await check(
+      'near-valid references',
+      fc.property(referenceArb, (s) => void checkReference(s)),
+      params(1, 8000),
+    );
+    await check(
+      'random strings as references',
+      fc.property(anyString(300), (s) => void checkReference(s)),
+      params(2, 4000),
+    );
+    await check(
+      'long references',
+      fc.property(fc.string({ minLength: 200, maxLength: 5000 }), (s) => void checkReference(s)),
+      params(3, 100),
+    );
   });
 });
 
 describe('digests', () => {
   it('validate exactly when parseDigest accepts, or fail INVALID_DIGEST', { timeout: BUDGET(20_000) }, async () => {
-    await check('digest-shaped strings', fc.property(digestStringArb, (s) => void checkDigest(s)), params(10, 6000));
-    await check('random strings as digests', fc.property(anyString(200), (s) => void checkDigest(s)), params(11, 1000));
+    await check(
+      'digest-shaped strings',
+      fc.property(digestStringArb, (s) => void checkDigest(s)),
+      params(10, 6000),
+    );
+    await check(
+      'random strings as digests',
+      fc.property(anyString(200), (s) => void checkDigest(s)),
+      params(11, 1000),
+    );
     await check(
       'computed digests validate',
       fc.property(fc.uint8Array({ maxLength: 200 }), (b) => {
@@ -150,7 +179,9 @@ function checkManifest(bytes: Buffer, contentType: string | undefined): void {
   }
   if (r.value.kind === 'index') {
     for (const want of platforms) {
-      const picked = parseSync('platform selection', [], PURE_CEILING_MS, input, () => selectPlatform(want, r.value.kind === 'index' ? r.value.index.manifests : []));
+      const picked = parseSync('platform selection', [], PURE_CEILING_MS, input, () =>
+        selectPlatform(want, r.value.kind === 'index' ? r.value.index.manifests : []),
+      );
       if (picked.ok && picked.value) expect(r.value.index.manifests).toContain(picked.value);
     }
   }
@@ -175,13 +206,31 @@ function checkPlatform(spec: string): void {
 
 describe('manifests and indexes', () => {
   it('parse to descriptors with valid digests and sizes, or fail INVALID_MANIFEST / UNSUPPORTED_MEDIA_TYPE', { timeout: BUDGET(30_000) }, async () => {
-    await check('manifest and index documents', fc.property(manifestBytesArb, contentTypeArb, (b, ct) => void checkManifest(b, ct)), params(20, 6000));
-    await check('image configs', fc.property(configBytesArb, (b) => void checkConfig(b)), params(21, 3000));
+    await check(
+      'manifest and index documents',
+      fc.property(manifestBytesArb, contentTypeArb, (b, ct) => void checkManifest(b, ct)),
+      params(20, 6000),
+    );
+    await check(
+      'image configs',
+      fc.property(configBytesArb, (b) => void checkConfig(b)),
+      params(21, 3000),
+    );
     const platformArb = fc.oneof(
-      fc.tuple(fc.constantFrom('linux', 'Linux', 'windows', ''), fc.constantFrom('amd64', 'x86_64', 'aarch64', 'arm', 'armhf', 'arm64', 'AMD64', ''), fc.option(fc.constantFrom('v7', '8', 'V8', 'v1', '5', '', 'v8/x'))).map(([o, a, v]) => [o, a, ...(v === null ? [] : [v])].join('/')),
+      fc
+        .tuple(
+          fc.constantFrom('linux', 'Linux', 'windows', ''),
+          fc.constantFrom('amd64', 'x86_64', 'aarch64', 'arm', 'armhf', 'arm64', 'AMD64', ''),
+          fc.option(fc.constantFrom('v7', '8', 'V8', 'v1', '5', '', 'v8/x')),
+        )
+        .map(([o, a, v]) => [o, a, ...(v === null ? [] : [v])].join('/')),
       anyString(40),
     );
-    await check('platform specs', fc.property(platformArb, (s) => void checkPlatform(s)), params(22, 3000));
+    await check(
+      'platform specs',
+      fc.property(platformArb, (s) => void checkPlatform(s)),
+      params(22, 3000),
+    );
   });
 });
 
@@ -207,7 +256,10 @@ describe('WWW-Authenticate headers', () => {
         const header = formatChallenges(chs);
         const r = parseSync('WWW-Authenticate', [], PURE_CEILING_MS, header, () => parseChallenges(header));
         if (!r.ok) return;
-        expect(r.value.map((c) => c.scheme), header).toEqual(chs.map((c) => c.scheme.toLowerCase()));
+        expect(
+          r.value.map((c) => c.scheme),
+          header,
+        ).toEqual(chs.map((c) => c.scheme.toLowerCase()));
         chs.forEach((c, i) => {
           const want: Record<string, string> = {};
           for (const p of c.params) Object.defineProperty(want, p.key.toLowerCase(), { value: p.value, enumerable: true, configurable: true, writable: true });
@@ -251,7 +303,10 @@ function checkHostsToml(text: string): void {
     for (const c of h.capabilities) expect(['pull', 'resolve', 'push']).toContain(c);
     for (const p of [...h.ca, ...h.client.flat()]) expect(p!.startsWith('/'), show(text)).toBe(true);
     // A dial timeout is a whole number of milliseconds a timer can hold (Node clamps longer ones to 1 ms).
-    expect(Number.isSafeInteger(h.dialTimeoutMs) && h.dialTimeoutMs >= 1 && h.dialTimeoutMs <= 2 ** 31 - 1, `dialTimeoutMs ${h.dialTimeoutMs} from ${show(text)}`).toBe(true);
+    expect(
+      Number.isSafeInteger(h.dialTimeoutMs) && h.dialTimeoutMs >= 1 && h.dialTimeoutMs <= 2 ** 31 - 1,
+      `dialTimeoutMs ${h.dialTimeoutMs} from ${show(text)}`,
+    ).toBe(true);
     expect(Object.getPrototypeOf(h.headers) === Object.prototype || Object.getPrototypeOf(h.headers) === null, show(text)).toBe(true);
     for (const [name, values] of Object.entries(h.headers)) {
       expect(name).toMatch(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/);
@@ -262,8 +317,16 @@ function checkHostsToml(text: string): void {
 
 describe('hosts.toml', () => {
   it('parses to usable hosts, or fails INVALID_ARGUMENT naming file and line or key', { timeout: BUDGET(30_000) }, async () => {
-    await check('near-valid hosts.toml', fc.property(hostsTomlArb, (t) => void checkHostsToml(t)), params(40, 6000));
-    await check('random text as hosts.toml', fc.property(anyString(300), (t) => void checkHostsToml(t)), params(41, 3000));
+    await check(
+      'near-valid hosts.toml',
+      fc.property(hostsTomlArb, (t) => void checkHostsToml(t)),
+      params(40, 6000),
+    );
+    await check(
+      'random text as hosts.toml',
+      fc.property(anyString(300), (t) => void checkHostsToml(t)),
+      params(41, 3000),
+    );
     await check(
       'deep and long hosts.toml',
       fc.property(
@@ -292,7 +355,9 @@ describe('docker config.json', () => {
           writeFileSync(path, text);
           // No helper can be found: PATH is empty and no helper directory is given.
           const provider = dockerConfigCredentials({ configPath: path, env: { PATH: '' }, helperTimeoutMs: 2000 });
-          const r = await parseAsync('docker config.json', ['INVALID_ARGUMENT', 'UNAUTHORIZED'], IO_CEILING_MS, { text, registry }, async () => provider(registry));
+          const r = await parseAsync('docker config.json', ['INVALID_ARGUMENT', 'UNAUTHORIZED'], IO_CEILING_MS, { text, registry }, async () =>
+            provider(registry),
+          );
           rmSync(path, { force: true });
           if (r.ok) {
             if (r.value !== undefined) {
@@ -327,7 +392,9 @@ describe("fastpulld's TOML config", () => {
       fc.property(daemonTomlArb, (text) => {
         const path = join(tmp, `fastpulld-${n++}.toml`);
         writeFileSync(path, text);
-        const r = parseSync('fastpulld.toml', ['INVALID_ARGUMENT'], PURE_CEILING_MS, text, () => resolveConfig(readConfigFile(path, true), {}, { HOME: tmp }, tmp));
+        const r = parseSync('fastpulld.toml', ['INVALID_ARGUMENT'], PURE_CEILING_MS, text, () =>
+          resolveConfig(readConfigFile(path, true), {}, { HOME: tmp }, tmp),
+        );
         rmSync(path, { force: true });
         if (!r.ok) return;
         const c = r.value;
@@ -335,9 +402,13 @@ describe("fastpulld's TOML config", () => {
         if (c.snapshotterSocket !== undefined) expect(c.snapshotterSocket.startsWith('/'), show(text)).toBe(true);
         if (c.concurrency !== undefined) expect(Number.isSafeInteger(c.concurrency) && c.concurrency >= 1, show(text)).toBe(true);
         if (c.unpackConcurrency !== undefined) expect(Number.isSafeInteger(c.unpackConcurrency) && c.unpackConcurrency >= 1, show(text)).toBe(true);
-        if (c.chunkSize !== undefined) expect(Number.isSafeInteger(c.chunkSize) && c.chunkSize >= 64 * 1024, `chunkSize ${c.chunkSize} from ${show(text)}`).toBe(true);
+        if (c.chunkSize !== undefined)
+          expect(Number.isSafeInteger(c.chunkSize) && c.chunkSize >= 64 * 1024, `chunkSize ${c.chunkSize} from ${show(text)}`).toBe(true);
         // A timer can hold it (Node clamps longer ones to 1 ms: a huge timeout would mean none).
-        expect(Number.isFinite(c.shutdownTimeoutMs) && c.shutdownTimeoutMs >= 0 && c.shutdownTimeoutMs <= 2 ** 31 - 1, `shutdownTimeoutMs ${c.shutdownTimeoutMs} from ${show(text)}`).toBe(true);
+        expect(
+          Number.isFinite(c.shutdownTimeoutMs) && c.shutdownTimeoutMs >= 0 && c.shutdownTimeoutMs <= 2 ** 31 - 1,
+          `shutdownTimeoutMs ${c.shutdownTimeoutMs} from ${show(text)}`,
+        ).toBe(true);
         expect(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).toContain(c.logLevel);
         expect(typeof c.keepBlobs).toBe('boolean');
         expect(typeof c.sync).toBe('boolean');
@@ -359,65 +430,99 @@ function contentRangeMatches(header: string | null, start: number, end: number, 
 }
 
 describe('Content-Range', () => {
-  it('a ranged download completes with the right bytes exactly when every Content-Range matches its request, else fails REGISTRY_ERROR', { timeout: BUDGET(60_000) }, async () => {
-    const CHUNK = 64 * 1024;
-    const blob = Buffer.alloc(CHUNK * 2 + 1000, 7);
-    for (let i = 0; i < blob.length; i++) blob[i] = (i * 31 + 7) & 0xff;
-    const digest = sha256Digest(blob);
-    // Per range (by its first byte), what the server says: the true header, or this exchange's fuzzed one.
-    let fuzzed: { at: number; header: string | null } = { at: -1, header: null };
-    const server = createServer((req, res) => {
-      const m = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '');
-      if (!m) {
-        res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(blob);
-        return;
-      }
-      const start = Number(m[1]);
-      const end = Math.min(Number(m[2]) + 1, blob.length);
-      const header = start === fuzzed.at * CHUNK ? fuzzed.header : `bytes ${start}-${end - 1}/${blob.length}`;
-      if (header !== null) res.setHeader('content-range', header);
-      res.writeHead(206, { 'content-type': 'application/octet-stream' }).end(blob.subarray(start, end));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
-    const client = new RegistryClient({ plainHttp: true });
-    const ref = parseReference(`127.0.0.1:${port}/fuzz/app:1`);
-    const desc = { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest, size: blob.length };
-    const scheduler = new FetchScheduler();
-    // Header text as a server can send it (HTTP field values: tab, printable ASCII, obs-text).
-    const fieldChar = fc.oneof(fc.constantFrom(...'bytes 0123456789-/*,+.eE \t'), fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), fc.integer({ min: 0x80, max: 0xff }).map((c) => String.fromCharCode(c)));
-    const num = (n: number) => fc.oneof(fc.constant(String(n)), fc.constantFrom(`0${n}`, `${n + 1}`, `${n - 1}`, `-${n}`, `${n}.0`, `+${n}`, '', '18446744073709551616', `${n}0`, String(n).padStart(30, '0')));
-    const ranges = [[0, CHUNK], [CHUNK, 2 * CHUNK], [2 * CHUNK, blob.length]] as const;
-    const headerArb = fc.integer({ min: 0, max: 2 }).chain((at) => {
-      const [s, e] = ranges[at]!;
-      return fc.record({
-        at: fc.constant(at),
-        header: fc.oneof(
-          { weight: 4, arbitrary: fc.tuple(fc.constantFrom('bytes ', 'bytes  ', 'Bytes ', 'bytes=', ' bytes ', 'items ', ''), num(s), fc.constantFrom('-', ' - ', '--'), num(e - 1), fc.constantFrom('/', ' /'), fc.oneof(num(blob.length), fc.constantFrom('*', ' *', '**')), fc.constantFrom('', ' ', '\t', ',', ' junk')).map((p) => p.join('')) },
-          { weight: 2, arbitrary: fc.string({ unit: fieldChar, maxLength: 60 }) },
-          { weight: 1, arbitrary: fc.constantFrom(null, `bytes ${s}-${e - 1}/${blob.length}`, `bytes ${s}-${e - 1}/*`, `  bytes ${s}-${e - 1}/${blob.length}  `) },
-        ),
+  it(
+    'a ranged download completes with the right bytes exactly when every Content-Range matches its request, else fails REGISTRY_ERROR',
+    { timeout: BUDGET(60_000) },
+    async () => {
+      const CHUNK = 64 * 1024;
+      const blob = Buffer.alloc(CHUNK * 2 + 1000, 7);
+      for (let i = 0; i < blob.length; i++) blob[i] = (i * 31 + 7) & 0xff;
+      const digest = sha256Digest(blob);
+      // Per range (by its first byte), what the server says: the true header, or this exchange's fuzzed one.
+      let fuzzed: { at: number; header: string | null } = { at: -1, header: null };
+      const server = createServer((req, res) => {
+        const m = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '');
+        if (!m) {
+          res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(blob);
+          return;
+        }
+        const start = Number(m[1]);
+        const end = Math.min(Number(m[2]) + 1, blob.length);
+        const header = start === fuzzed.at * CHUNK ? fuzzed.header : `bytes ${start}-${end - 1}/${blob.length}`;
+        if (header !== null) res.setHeader('content-range', header);
+        res.writeHead(206, { 'content-type': 'application/octet-stream' }).end(blob.subarray(start, end));
       });
-    });
-    try {
-      await check(
-        'Content-Range',
-        fc.asyncProperty(headerArb, async (f) => {
-          fuzzed = f;
-          const got = Buffer.alloc(blob.length);
-          const sink = { write: async (data: Uint8Array, position: number) => void got.set(data, position) };
-          const r = await parseAsync('Content-Range (ranged download)', ['REGISTRY_ERROR'], IO_CEILING_MS, f, () => fetchBlob(client, ref, desc, sink, { chunkSize: CHUNK, attempts: 1, scheduler }));
-          const [s, e] = ranges[f.at]!;
-          expect(r.ok, `header ${show(f.header)} for bytes ${s}-${e - 1}`).toBe(contentRangeMatches(f.header, s, e, blob.length));
-          if (r.ok) expect(got.equals(blob)).toBe(true);
-        }),
-        params(80, 800),
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const port = (server.address() as AddressInfo).port;
+      const client = new RegistryClient({ plainHttp: true });
+      const ref = parseReference(`127.0.0.1:${port}/fuzz/app:1`);
+      const desc = { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest, size: blob.length };
+      const scheduler = new FetchScheduler();
+      // Header text as a server can send it (HTTP field values: tab, printable ASCII, obs-text).
+      const fieldChar = fc.oneof(
+        fc.constantFrom(...'bytes 0123456789-/*,+.eE \t'),
+        fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)),
+        fc.integer({ min: 0x80, max: 0xff }).map((c) => String.fromCharCode(c)),
       );
-    } finally {
-      await client.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
-  });
+      const num = (n: number) =>
+        fc.oneof(
+          fc.constant(String(n)),
+          fc.constantFrom(`0${n}`, `${n + 1}`, `${n - 1}`, `-${n}`, `${n}.0`, `+${n}`, '', '18446744073709551616', `${n}0`, String(n).padStart(30, '0')),
+        );
+      const ranges = [
+        [0, CHUNK],
+        [CHUNK, 2 * CHUNK],
+        [2 * CHUNK, blob.length],
+      ] as const;
+      const headerArb = fc.integer({ min: 0, max: 2 }).chain((at) => {
+        const [s, e] = ranges[at]!;
+        return fc.record({
+          at: fc.constant(at),
+          header: fc.oneof(
+            {
+              weight: 4,
+              arbitrary: fc
+                .tuple(
+                  fc.constantFrom('bytes ', 'bytes  ', 'Bytes ', 'bytes=', ' bytes ', 'items ', ''),
+                  num(s),
+                  fc.constantFrom('-', ' - ', '--'),
+                  num(e - 1),
+                  fc.constantFrom('/', ' /'),
+                  fc.oneof(num(blob.length), fc.constantFrom('*', ' *', '**')),
+                  fc.constantFrom('', ' ', '\t', ',', ' junk'),
+                )
+                .map((p) => p.join('')),
+            },
+            { weight: 2, arbitrary: fc.string({ unit: fieldChar, maxLength: 60 }) },
+            {
+              weight: 1,
+              arbitrary: fc.constantFrom(null, `bytes ${s}-${e - 1}/${blob.length}`, `bytes ${s}-${e - 1}/*`, `  bytes ${s}-${e - 1}/${blob.length}  `),
+            },
+          ),
+        });
+      });
+      try {
+        await check(
+          'Content-Range',
+          fc.asyncProperty(headerArb, async (f) => {
+            fuzzed = f;
+            const got = Buffer.alloc(blob.length);
+            const sink = { write: async (data: Uint8Array, position: number) => void got.set(data, position) };
+            const r = await parseAsync('Content-Range (ranged download)', ['REGISTRY_ERROR'], IO_CEILING_MS, f, () =>
+              fetchBlob(client, ref, desc, sink, { chunkSize: CHUNK, attempts: 1, scheduler }),
+            );
+            const [s, e] = ranges[f.at]!;
+            expect(r.ok, `header ${show(f.header)} for bytes ${s}-${e - 1}`).toBe(contentRangeMatches(f.header, s, e, blob.length));
+            if (r.ok) expect(got.equals(blob)).toBe(true);
+          }),
+          params(80, 800),
+        );
+      } finally {
+        await client.close();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+    },
+  );
 });
 
 // --- tar: the reader alone, then the real unpacker into a snapshot inside a sentinel tree ---
@@ -542,11 +647,12 @@ describe('regressions', () => {
         const hosts = parseHostsConfig(r.input, { registry: 'registry.example:5000', baseDir: '/etc/containerd/certs.d/registry.example:5000' });
         expect(Object.keys(hosts[0]!.headers)).toEqual(r.expect);
       }
-    }
-    else if (r.parser === 'fastpulld.toml') {
+    } else if (r.parser === 'fastpulld.toml') {
       const path = join(tmp, 'regression.toml');
       writeFileSync(path, r.input);
-      const out = parseSync('fastpulld.toml', ['INVALID_ARGUMENT'], PURE_CEILING_MS, r.input, () => resolveConfig(readConfigFile(path, true), {}, { HOME: tmp }, tmp));
+      const out = parseSync('fastpulld.toml', ['INVALID_ARGUMENT'], PURE_CEILING_MS, r.input, () =>
+        resolveConfig(readConfigFile(path, true), {}, { HOME: tmp }, tmp),
+      );
       if (r.expect !== undefined) expect(out.ok ? 'ok' : out.code).toBe(r.expect);
     } else throw new Error(`no runner for ${r.parser}`);
   });
@@ -558,12 +664,17 @@ describe('regressions', () => {
       const out = await parseAsync('tar reader', TAR_CODES, PURE_CEILING_MS, { tar, chunk }, () => readTar(tar, chunk, true));
       expect(out.ok ? 'ok' : out.code, `chunks of ${chunk}`).toBe(r.expect);
     }
-    for (const [form, bytes] of [['gzip', gz], ['tar', tar]] as const) {
+    for (const [form, bytes] of [
+      ['gzip', gz],
+      ['tar', tar],
+    ] as const) {
       const blobPath = join(blobDir, `regression-${form}`);
       writeFileSync(blobPath, bytes);
       const mediaType = form === 'gzip' ? 'application/vnd.oci.image.layer.v1.tar+gzip' : 'application/vnd.oci.image.layer.v1.tar';
       try {
-        const out = await parseAsync('unpacker (tar -> snapshot)', UNPACK_CODES, IO_CEILING_MS, { tar, form }, () => unpackLayer({ blobPath, mediaType, dest, inflater: 'zlib' }));
+        const out = await parseAsync('unpacker (tar -> snapshot)', UNPACK_CODES, IO_CEILING_MS, { tar, form }, () =>
+          unpackLayer({ blobPath, mediaType, dest, inflater: 'zlib' }),
+        );
         expect(out.ok ? 'ok' : out.code).toBe(r.expect);
         assertNothingOutside({ tar, form });
       } finally {

@@ -36,7 +36,12 @@ export function layerEntries(prng: Prng, spec: LayerSpec): LayerEntry[] {
   for (let i = 0; i < spec.files; i++) {
     const size = Math.max(1, spec.fileSize + prng.int(-Math.floor(spec.fileSize / 4), Math.floor(spec.fileSize / 4)));
     const sub = i % 3 === 2 ? `${spec.dir}/sub` : spec.dir;
-    out.push({ type: 'file', path: `${sub}/${prng.word()}-${i}.bin`, content: spec.noise ? prng.bytes(size) : prng.binary(size), mode: prng.pick([0o644, 0o755, 0o600]) });
+    out.push({
+      type: 'file',
+      path: `${sub}/${prng.word()}-${i}.bin`,
+      content: spec.noise ? prng.bytes(size) : prng.binary(size),
+      mode: prng.pick([0o644, 0o755, 0o600]),
+    });
   }
   out.push({ type: 'symlink', path: `${spec.dir}/link`, target: `../${spec.dir}` });
   return out;

@@ -17,7 +17,9 @@ function userNamespaceUnavailable(): string | undefined {
   const dir = join(work.dir, 'probe');
   for (const d of ['l', 'u', 'm']) mkdirSync(join(dir, d), { recursive: true });
   try {
-    execFileSync('unshare', ['-Urm', 'mount', '-t', 'overlay', 'overlay', '-o', `userxattr,lowerdir=${join(dir, 'u')}:${join(dir, 'l')}`, join(dir, 'm')], { stdio: 'pipe' });
+    execFileSync('unshare', ['-Urm', 'mount', '-t', 'overlay', 'overlay', '-o', `userxattr,lowerdir=${join(dir, 'u')}:${join(dir, 'l')}`, join(dir, 'm')], {
+      stdio: 'pipe',
+    });
     return undefined;
   } catch (e) {
     return `no overlay with userxattr in a user namespace: ${String((e as { stderr?: Buffer }).stderr ?? e).trim()}`;
@@ -73,9 +75,13 @@ describe('rootless layout', () => {
     const [m] = await mountsFor(openStore(root), rec.name);
     const merged = join(work.dir, 'merged');
     mkdirSync(merged);
-    const listing = execFileSync('unshare', ['-Urm', 'sh', '-c', 'mount -t "$1" "$2" -o "$3" "$4" && ls -A "$4" && echo -- && ls -A "$4/d"', 'sh', m!.type, m!.source, m!.options.join(','), merged], {
-      encoding: 'utf8',
-    });
+    const listing = execFileSync(
+      'unshare',
+      ['-Urm', 'sh', '-c', 'mount -t "$1" "$2" -o "$3" "$4" && ls -A "$4" && echo -- && ls -A "$4/d"', 'sh', m!.type, m!.source, m!.options.join(','), merged],
+      {
+        encoding: 'utf8',
+      },
+    );
     const [top, d] = listing.split('--\n').map((part) => part.trim().split('\n').filter(Boolean));
     expect(top).toEqual(['d', 'keep']);
     expect(d).toEqual(['y']);

@@ -23,7 +23,19 @@ import {
   parseSize,
   type FastpullService,
 } from '@fastpull/core';
-import { buildImage, buildIndex, type BuiltImage, findDistributionBinary, lacksRegistry, type LoopbackRegistry, pushImage, pushIndex, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  buildImage,
+  buildIndex,
+  type BuiltImage,
+  findDistributionBinary,
+  lacksRegistry,
+  type LoopbackRegistry,
+  pushImage,
+  pushIndex,
+  sampleImage,
+  startDistribution,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { openService, pullSettings, type PullFlags } from '@fastpull/cli';
 import { Daemon, FastpullClient, resolveConfig, type RawConfig } from '@fastpull/daemon';
 import { failure, runCliAsync, serveDaemon, stopDaemon, tempDir, type RunningDaemon } from './helpers.js';
@@ -70,7 +82,11 @@ describe.skipIf(lacksRegistry())('one service, local or remote, over one store',
     expect(pulled.image.manifest.digest).toBe(image.manifestDigest);
     const again = await local.pull(ref);
     expect(again.image.layers).toEqual(pulled.image.layers);
-    expect({ root: again.root, snapshots: again.snapshots, mounts: again.mounts }).toEqual({ root: pulled.root, snapshots: pulled.snapshots, mounts: pulled.mounts });
+    expect({ root: again.root, snapshots: again.snapshots, mounts: again.mounts }).toEqual({
+      root: pulled.root,
+      snapshots: pulled.snapshots,
+      mounts: pulled.mounts,
+    });
 
     const services: FastpullService[] = [local, remote];
     const answers = await Promise.all(
@@ -174,7 +190,24 @@ describe.skipIf(lacksRegistry())('one service, local or remote, over one store',
 
   it('writable mount targets: system trees, odd forms and the store refused alike; of calls for one target at once, one succeeds', async () => {
     await remote.pull(ref);
-    const refused = ['/', '/etc', '/etc/app', '/proc/self/root', '/sys/fs', '/dev/shm', '/usr', `${work.dir}/a/../mnt-c`, `${work.dir}//mnt-c`, `${work.dir}/mnt-c/`, `${work.dir}/mnt-c/.`, `${work.dir}/mnt\0c`, `/${'a'.repeat(100 * 1024)}`, root, join(root, 'mnt'), work.dir];
+    const refused = [
+      '/',
+      '/etc',
+      '/etc/app',
+      '/proc/self/root',
+      '/sys/fs',
+      '/dev/shm',
+      '/usr',
+      `${work.dir}/a/../mnt-c`,
+      `${work.dir}//mnt-c`,
+      `${work.dir}/mnt-c/`,
+      `${work.dir}/mnt-c/.`,
+      `${work.dir}/mnt\0c`,
+      `/${'a'.repeat(100 * 1024)}`,
+      root,
+      join(root, 'mnt'),
+      work.dir,
+    ];
     for (const s of [local, remote] as FastpullService[]) {
       for (const target of refused) {
         const e = await failure(s.createWritableMount({ image: ref }, target));
@@ -228,7 +261,11 @@ describe('shared pulls and credentials in fastpulld', () => {
   });
 
   /** Two callers pull `tag` at once with the credentials given; returns the callers of each shared pull. */
-  async function pullTogether(tag: string, a: { username: string; password: string } | undefined, b: { username: string; password: string } | undefined): Promise<number[]> {
+  async function pullTogether(
+    tag: string,
+    a: { username: string; password: string } | undefined,
+    b: { username: string; password: string } | undefined,
+  ): Promise<number[]> {
     const clients = [new FastpullClient(socket, { ownConnection: true }), new FastpullClient(socket, { ownConnection: true })];
     // Slow enough that the second request arrives while the first is downloading.
     loop.faults.bytesPerSecond = 1024 * 1024;
@@ -236,7 +273,10 @@ describe('shared pulls and credentials in fastpulld', () => {
       // The second caller asks once the first one's pull is downloading.
       let downloading!: () => void;
       const started = new Promise<void>((resolve) => (downloading = resolve));
-      const first = clients[0]!.pull(`${ref}:${tag}`, { ...(a ? { credentials: a } : {}), onProgress: (e) => e.type === 'layer' && e.state === 'fetching' && downloading() });
+      const first = clients[0]!.pull(`${ref}:${tag}`, {
+        ...(a ? { credentials: a } : {}),
+        onProgress: (e) => e.type === 'layer' && e.state === 'fetching' && downloading(),
+      });
       await started;
       await Promise.all([first, clients[1]!.pull(`${ref}:${tag}`, b ? { credentials: b } : {})]);
     } finally {
@@ -279,7 +319,11 @@ describe('the CLI and fastpulld agree on every default', () => {
       { env: { FASTPULL_INFLATER: 'zlib' }, cli: {}, daemon: {} },
       { env: { FASTPULL_KEEP_BLOBS: '1', FASTPULL_NO_SYNC: '1' }, cli: {}, daemon: {} },
       // The same values as flags of the CLI and keys of fastpulld's file.
-      { env: {}, cli: { concurrency: '3', chunkSize: '1MiB', unpackConcurrency: '2', inflater: 'parallel', metadataTimeout: '30s' }, daemon: { concurrency: 3, chunk_size: '1MiB', unpack_concurrency: '2', inflater: 'parallel', metadata_timeout: '30s' } },
+      {
+        env: {},
+        cli: { concurrency: '3', chunkSize: '1MiB', unpackConcurrency: '2', inflater: 'parallel', metadataTimeout: '30s' },
+        daemon: { concurrency: 3, chunk_size: '1MiB', unpack_concurrency: '2', inflater: 'parallel', metadata_timeout: '30s' },
+      },
     ];
     for (const c of cases) {
       const work = tempDir('defaults');
@@ -288,7 +332,10 @@ describe('the CLI and fastpulld agree on every default', () => {
       // The CLI's pull: its flags checked, then the service it opens.
       const { tuning, options } = pullSettings(io, { root: defaultRoot(env), ...c.cli });
       const cli = await openService(io, { root: defaultRoot(env) }, undefined, tuning);
-      const daemon = await Daemon.start({ config: resolveConfig({ ...c.daemon, socket: join(work.dir, 'fastpulld.sock'), log_level: 'silent' }, {}, env, work.dir), env });
+      const daemon = await Daemon.start({
+        config: resolveConfig({ ...c.daemon, socket: join(work.dir, 'fastpulld.sock'), log_level: 'silent' }, {}, env, work.dir),
+        env,
+      });
       try {
         expect(cli).toBeInstanceOf(LocalService);
         const local = (cli as LocalService).settings;
@@ -318,7 +365,12 @@ describe('the CLI and fastpulld agree on every default', () => {
       }
     }
     // The numbers the docs give.
-    expect({ DEFAULT_CONCURRENCY, DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, DEFAULT_METADATA_TIMEOUT_MS }).toEqual({ DEFAULT_CONCURRENCY: 16, DEFAULT_CHUNK_SIZE: 16 * 1024 * 1024, DEFAULT_INFLATER: 'auto', DEFAULT_METADATA_TIMEOUT_MS: 120_000 });
+    expect({ DEFAULT_CONCURRENCY, DEFAULT_CHUNK_SIZE, DEFAULT_INFLATER, DEFAULT_METADATA_TIMEOUT_MS }).toEqual({
+      DEFAULT_CONCURRENCY: 16,
+      DEFAULT_CHUNK_SIZE: 16 * 1024 * 1024,
+      DEFAULT_INFLATER: 'auto',
+      DEFAULT_METADATA_TIMEOUT_MS: 120_000,
+    });
   });
 
   it('sizes and durations read the same in a flag and in the config file', () => {
@@ -353,7 +405,9 @@ describe('the CLI and fastpulld agree on every default', () => {
     expect(resolveConfig({ sync: 'false' }, {}, env, '/').sync).toBe(false);
     // fastpulld's --no-sync is sync: false among the flags, which override the file.
     expect(resolveConfig({ sync: true }, { sync: false }, env, '/').sync).toBe(false);
-    expect(() => resolveConfig({ sync: 'sometimes' }, {}, env, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('sync') }));
+    expect(() => resolveConfig({ sync: 'sometimes' }, {}, env, '/')).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('sync') }),
+    );
   });
 });
 
@@ -390,7 +444,10 @@ describe.skipIf(lacksRegistry())('a name pulled for several platforms', () => {
     ]);
     const gc = JSON.parse((await runCliAsync(['gc', '--root', root, '--json'])).stdout) as { snapshots: unknown[] };
     expect(gc.snapshots).toEqual([]);
-    for (const [p, image] of [['linux/arm64', arm], ['linux/s390x', s390]] as const) {
+    for (const [p, image] of [
+      ['linux/arm64', arm],
+      ['linux/s390x', s390],
+    ] as const) {
       const r = await runCliAsync(['inspect', '--root', root, '--platform', p, ref]);
       expect(r.status, r.stderr).toBe(0);
       expect((JSON.parse(r.stdout) as { image: { manifest: { digest: string } } }).image.manifest.digest).toBe(image.manifestDigest);

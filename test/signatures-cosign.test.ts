@@ -99,7 +99,8 @@ describe('cosign signatures (tag scheme) under a policy.json', () => {
     // The real signature of signed/app, served as the signature of another image.
     const sig = await getManifest(reg.url, 'signed/app', `${signed.replace(':', '-')}.sig`);
     const layers = sig.layers as { digest: string }[];
-    for (const d of [(sig.config as { digest: string }).digest, ...layers.map((l) => l.digest)]) await putBlob(reg.url, 'signed/app-copy', await getBlob(reg.url, 'signed/app', d));
+    for (const d of [(sig.config as { digest: string }).digest, ...layers.map((l) => l.digest)])
+      await putBlob(reg.url, 'signed/app-copy', await getBlob(reg.url, 'signed/app', d));
     await putManifest(reg.url, 'signed/app-copy', `${target.replace(':', '-')}.sig`, sig);
     const e = await failure(gatedPull(join(work.dir, 'otherdigest'), `${reg.host}/signed/app-copy:1`, policyFor(keyed('good.pub'))));
     expect(e.code).toBe('SIGNATURE_INVALID');
@@ -133,7 +134,13 @@ describe('cosign signatures (tag scheme) under a policy.json', () => {
     const { image } = await gatedPull(join(work.dir, 'ident-digest'), `${reg.host}/signed/app@${digest}`, policy);
     expect(image.signatures?.outcome).toBe('verified');
     // exactRepository of another repository refuses; cosign's own check prints the identity it saw.
-    const other = await failure(gatedPull(join(work.dir, 'ident-other'), `${reg.host}/signed/app:1`, policyFor(keyed('good.pub', { type: 'exactRepository', dockerRepository: `${reg.host}/signed/else` }))));
+    const other = await failure(
+      gatedPull(
+        join(work.dir, 'ident-other'),
+        `${reg.host}/signed/app:1`,
+        policyFor(keyed('good.pub', { type: 'exactRepository', dockerRepository: `${reg.host}/signed/else` })),
+      ),
+    );
     expect(verdicts(other)[0]!.checks[0]).toMatchObject({ check: 'identity', ok: false });
     const seen = await cosignVerify(work.dir, 'good.pub', `${reg.host}/signed/app:1`);
     expect(seen.out).toContain(`"docker-reference":"${reg.host}/signed/app"`);
@@ -161,12 +168,20 @@ describe('cosign signatures (tag scheme) under a policy.json', () => {
     expect(ok.stdout).toMatch(/ok {3}authenticity sha256:[0-9a-f]{64}: /);
     const json = await runCliAsync(['verify', '--json', `${reg.host}/signed/otherkey:1`], { FASTPULL_SIGNATURE_POLICY: policy });
     expect(json.status).toBe(1);
-    expect(JSON.parse(json.stdout)).toMatchObject({ outcome: 'refused', verdicts: [{ kind: 'sigstore', outcome: 'invalid' }], error: { code: 'SIGNATURE_INVALID' } });
-    expect(json.stderr.trim()).toMatch(/^fastpull: verifying .*signed\/otherkey:1: signature check of .* refused it: sigstore: sha256:[0-9a-f]{12}: authenticity: .* \(SIGNATURE_INVALID\)$/);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      outcome: 'refused',
+      verdicts: [{ kind: 'sigstore', outcome: 'invalid' }],
+      error: { code: 'SIGNATURE_INVALID' },
+    });
+    expect(json.stderr.trim()).toMatch(
+      /^fastpull: verifying .*signed\/otherkey:1: signature check of .* refused it: sigstore: sha256:[0-9a-f]{12}: authenticity: .* \(SIGNATURE_INVALID\)$/,
+    );
     const root = join(work.dir, 'cli');
     const refused = await runCliAsync(['pull', '--root', root, '--signature-policy', policy, `${reg.host}/signed/bare:1`]);
     expect(refused.status).toBe(1);
-    expect(refused.stderr.trim().split('\n').at(-1)).toMatch(/^fastpull: pulling .*signed\/bare:1: signature check of .* refused it: sigstore: no cosign signature .* \(SIGNATURE_MISSING\)$/);
+    expect(refused.stderr.trim().split('\n').at(-1)).toMatch(
+      /^fastpull: pulling .*signed\/bare:1: signature check of .* refused it: sigstore: no cosign signature .* \(SIGNATURE_MISSING\)$/,
+    );
     const pulled = await runCliAsync(['pull', '--root', root, `${reg.host}/signed/app:1`], { FASTPULL_SIGNATURE_POLICY: policy });
     expect(pulled.status, pulled.stderr).toBe(0);
     expect(pulled.stdout).toMatch(/signature: sigstore verified by sha256:[0-9a-f]{64}/);

@@ -30,7 +30,10 @@ describe('signature policies that load while the pull starts', () => {
     writeFileSync(join(work.dir, 'key.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
     requireKey = join(work.dir, 'policy.json');
     const requirement = { type: 'sigstoreSigned', keyPath: join(work.dir, 'key.pub'), signedIdentity: { type: 'matchRepository' } };
-    writeFileSync(requireKey, JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }], transports: { docker: { [`${reg.host}/gated`]: [requirement] } } }));
+    writeFileSync(
+      requireKey,
+      JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }], transports: { docker: { [`${reg.host}/gated`]: [requirement] } } }),
+    );
     broken = join(work.dir, 'broken.json');
     writeFileSync(broken, '{"default": [{"type": "sigstoreSigned"}');
   });
@@ -63,7 +66,10 @@ describe('signature policies that load while the pull starts', () => {
 
   it('policies that cover the image and accept it, or none at all, pull as a pull without a gate does', async () => {
     const ref = await image('open/app');
-    const covered = await pull(ref, { root: join(work.dir, 'open'), signatures: loadSignatureVerifiers({ signaturePolicy: requireKey }).then((verifiers) => ({ verifiers })) });
+    const covered = await pull(ref, {
+      root: join(work.dir, 'open'),
+      signatures: loadSignatureVerifiers({ signaturePolicy: requireKey }).then((verifiers) => ({ verifiers })),
+    });
     // The policy's default accepts anything outside gated/: no verdict is recorded, as with a loaded gate.
     expect(covered.image.signatures).toBeUndefined();
     const none = await pull(ref, { root: join(work.dir, 'none'), signatures: Promise.resolve(undefined) });

@@ -8,7 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseReference, sha256Digest, type Digest } from '@fastpull/core';
 import { RegistryClient } from '@fastpull/core/registry';
 import { sampleImage, startLoopbackRegistry, type BuiltImage, type LoopbackRegistry } from '@fastpull/core/testing';
-import { checkSignatures, DEFAULT_MAX_SIGNATURES, loadSignatureVerifiers, NOTARY_SIGNATURE, type SignatureGate, type SignatureSubject } from '../packages/core/src/signatures/index.js';
+import {
+  checkSignatures,
+  DEFAULT_MAX_SIGNATURES,
+  loadSignatureVerifiers,
+  NOTARY_SIGNATURE,
+  type SignatureGate,
+  type SignatureSubject,
+} from '../packages/core/src/signatures/index.js';
 import { failure, runCliAsync, tempDir } from './helpers.js';
 
 const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
@@ -55,7 +62,27 @@ describe('a registry hostile to signature verification', () => {
     // A strict policy for every image, trusting a root that signed none of what the registry serves.
     const store = join(config, 'truststore', 'x509', 'ca', 'test');
     mkdirSync(store, { recursive: true });
-    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(work.dir, 'root.key'), '-out', join(store, 'root.crt'), '-days', '30', '-subj', '/CN=root/O=fastpull'], { encoding: 'utf8' });
+    const made = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        join(work.dir, 'root.key'),
+        '-out',
+        join(store, 'root.crt'),
+        '-days',
+        '30',
+        '-subj',
+        '/CN=root/O=fastpull',
+      ],
+      { encoding: 'utf8' },
+    );
     expect(made.status, made.stderr).toBe(0);
     const policy = { name: 'all', registryScopes: ['*'], signatureVerification: { level: 'strict' }, trustStores: ['ca:test'], trustedIdentities: ['*'] };
     writeFileSync(join(config, 'trustpolicy.json'), JSON.stringify({ version: '1.0', trustPolicies: [policy] }));
@@ -117,7 +144,13 @@ describe('a registry hostile to signature verification', () => {
     const repository = `${REPO}-self`;
     reg.addImage(repository, '1', image);
     // The referrers tag schema lets a registry list anything: here, the image as its own signature.
-    const list = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: [{ mediaType: image.manifestMediaType, digest: image.manifestDigest, size: image.manifest.length, artifactType: NOTARY_SIGNATURE }] }));
+    const list = Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: 'application/vnd.oci.image.index.v1+json',
+        manifests: [{ mediaType: image.manifestMediaType, digest: image.manifestDigest, size: image.manifest.length, artifactType: NOTARY_SIGNATURE }],
+      }),
+    );
     const own = new Set([`/v2/${repository}/manifests/${image.manifestDigest}`]);
     const loop = await startLoopbackRegistry({ referrers: false });
     try {

@@ -55,7 +55,19 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
     must(['cert', '-out', p('root'), '-is-ca', '-subject', 'CN=root,O=fastpull,ST=WA,C=US', ...since(30)]);
     must(['cert', '-out', p('leaf'), '-ca', p('root'), '-subject', 'CN=signer,O=fastpull,ST=WA,C=US', ...since(2)]);
     must(['cert', '-out', p('rsa'), '-ca', p('root'), '-key', 'rsa2048', '-subject', 'CN=rsa,O=fastpull,ST=WA,C=US']);
-    must(['cert', '-out', p('expired'), '-ca', p('root'), '-subject', 'CN=expired,O=fastpull,ST=WA,C=US', '-not-before', new Date(now - 10 * DAY).toISOString(), '-not-after', new Date(now - DAY).toISOString()]);
+    must([
+      'cert',
+      '-out',
+      p('expired'),
+      '-ca',
+      p('root'),
+      '-subject',
+      'CN=expired,O=fastpull,ST=WA,C=US',
+      '-not-before',
+      new Date(now - 10 * DAY).toISOString(),
+      '-not-after',
+      new Date(now - DAY).toISOString(),
+    ]);
     must(['cert', '-out', p('server'), '-ca', p('root'), '-eku', 'serverAuth', '-subject', 'CN=server,O=fastpull,ST=WA,C=US']);
     // A certificate naming an OCSP responder and a CRL that nobody serves (a port just closed).
     const closed = await new Promise<number>((resolve) => {
@@ -64,7 +76,19 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
         server.close(() => resolve(port));
       });
     });
-    must(['cert', '-out', p('revocable'), '-ca', p('root'), '-subject', 'CN=revocable,O=fastpull,ST=WA,C=US', '-ocsp', `http://127.0.0.1:${closed}/ocsp`, '-crl', `http://127.0.0.1:${closed}/root.crl`]);
+    must([
+      'cert',
+      '-out',
+      p('revocable'),
+      '-ca',
+      p('root'),
+      '-subject',
+      'CN=revocable,O=fastpull,ST=WA,C=US',
+      '-ocsp',
+      `http://127.0.0.1:${closed}/ocsp`,
+      '-crl',
+      `http://127.0.0.1:${closed}/root.crl`,
+    ]);
     must(['cert', '-out', p('other-root'), '-is-ca', '-subject', 'CN=other,O=elsewhere,ST=WA,C=US']);
     must(['cert', '-out', p('stranger'), '-ca', p('other-root'), '-subject', 'CN=stranger,O=elsewhere,ST=WA,C=US']);
     // A chain longer than fastpull accepts: root, ten intermediates, leaf.
@@ -86,7 +110,8 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
     const dir = join(work.dir, `config-${name}`);
     mkdirSync(join(dir, 'truststore', 'x509', 'ca', 'test'), { recursive: true });
     mkdirSync(join(dir, 'truststore', 'x509', 'signingAuthority', 'test'), { recursive: true });
-    for (const type of ['ca', 'signingAuthority']) writeFileSync(join(dir, 'truststore', 'x509', type, 'test', 'root.crt'), readFileSync(join(pki, 'root.crt')));
+    for (const type of ['ca', 'signingAuthority'])
+      writeFileSync(join(dir, 'truststore', 'x509', type, 'test', 'root.crt'), readFileSync(join(pki, 'root.crt')));
     const policy = { name: 'p', registryScopes: ['*'], trustStores: ['ca:test'], trustedIdentities: ['*'], ...statement };
     writeFileSync(join(dir, 'trustpolicy.json'), JSON.stringify({ version: '1.0', trustPolicies: [policy] }));
     return dir;
@@ -121,7 +146,8 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
     return { ours, theirs };
   }
 
-  const sign = (ref: string, cert: string, ...extra: string[]) => must(['sign', '-ref', ref, '-key', join(pki, `${cert}.key`), '-cert', join(pki, `${cert}.crt`), ...extra]);
+  const sign = (ref: string, cert: string, ...extra: string[]) =>
+    must(['sign', '-ref', ref, '-key', join(pki, `${cert}.key`), '-cert', join(pki, `${cert}.crt`), ...extra]);
   const failed = (v: NotaryVerdict) => v.signatures.flatMap((s) => s.checks.filter((c) => !c.ok).map((c) => c.validation));
 
   it('through the CLI: pull --notation-config refuses an unsigned image (SIGNATURE_MISSING) and pulls a signed one, verify --json says why, FASTPULL_NOTATION_CONFIG turns it on', async () => {
@@ -141,7 +167,11 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
     expect(JSON.stringify(listed)).toContain('"outcome":"verified"');
     const json = await runCliAsync(['verify', '--json', '--notation-config', dir, bare]);
     expect(json.status).toBe(1);
-    expect(JSON.parse(json.stdout)).toMatchObject({ outcome: 'refused', verdicts: [{ kind: 'notation', outcome: 'missing', level: 'strict' }], error: { code: 'SIGNATURE_MISSING' } });
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      outcome: 'refused',
+      verdicts: [{ kind: 'notation', outcome: 'missing', level: 'strict' }],
+      error: { code: 'SIGNATURE_MISSING' },
+    });
     const broken = join(work.dir, 'config-broken');
     mkdirSync(broken);
     writeFileSync(join(broken, 'trustpolicy.json'), '{"version": "2.0"}');
@@ -160,7 +190,10 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
   it('an RSA (PS256) signature is verified; the trusted identity by subject matches it', async () => {
     const ref = await image();
     sign(ref, 'rsa', '-envelope', 'cose');
-    const { ours } = await both(ref, config('identity', { signatureVerification: { level: 'strict' }, trustedIdentities: ['x509.subject: C=US, ST=WA, O=fastpull'] }));
+    const { ours } = await both(
+      ref,
+      config('identity', { signatureVerification: { level: 'strict' }, trustedIdentities: ['x509.subject: C=US, ST=WA, O=fastpull'] }),
+    );
     expect(ours.outcome).toBe('verified');
   });
 
@@ -221,7 +254,7 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
     expect(skipped.ours.outcome).toBe('verified');
   });
 
-  it("a signature of another manifest, attached to this one, is refused at every level but skip", async () => {
+  it('a signature of another manifest, attached to this one, is refused at every level but skip', async () => {
     const signed = await image();
     sign(signed, 'leaf');
     const parsed = parseReference(signed);
@@ -269,7 +302,9 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
   describe('envelopes notation would not sign, made here', () => {
     const key = (name: string) => readFileSync(join(pki, `${name}.key`), 'utf8');
     const ders = (name: string) =>
-      [...readFileSync(join(pki, `${name}.crt`), 'utf8').matchAll(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g)].map((m) => new X509Certificate(m[0]).raw);
+      [...readFileSync(join(pki, `${name}.crt`), 'utf8').matchAll(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g)].map(
+        (m) => new X509Certificate(m[0]).raw,
+      );
 
     /** A JWS as notation writes it, with the protected header and signing key open to change. */
     function jws(target: object, cert: string, header: Record<string, unknown> = {}, options: { hash?: string } = {}): Buffer {
@@ -284,7 +319,14 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
       const p = Buffer.from(JSON.stringify(protectedHeader)).toString('base64url');
       const payload = Buffer.from(JSON.stringify({ targetArtifact: target })).toString('base64url');
       const signature = cryptoSign(options.hash ?? 'sha256', Buffer.from(`${p}.${payload}`), { key: key(cert), dsaEncoding: 'ieee-p1363' });
-      return Buffer.from(JSON.stringify({ payload, protected: p, header: { x5c: ders(cert).map((d) => d.toString('base64')), 'io.cncf.notary.signingAgent': 'fastpull-test' }, signature: signature.toString('base64url') }));
+      return Buffer.from(
+        JSON.stringify({
+          payload,
+          protected: p,
+          header: { x5c: ders(cert).map((d) => d.toString('base64')), 'io.cncf.notary.signingAgent': 'fastpull-test' },
+          signature: signature.toString('base64url'),
+        }),
+      );
     }
 
     /** A COSE_Sign1 as notation writes it, with extra protected attributes. */
@@ -298,7 +340,9 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
         ...extra,
       ]);
       // Times are CBOR tag 1 (epoch seconds), as notation writes them.
-      const protectedBytes = encode(protectedMap, { typeEncoders: { Date: (d: Date) => [new Token(Type.tag, 1), new Token(Type.uint, Math.floor(d.getTime() / 1000))] } });
+      const protectedBytes = encode(protectedMap, {
+        typeEncoders: { Date: (d: Date) => [new Token(Type.tag, 1), new Token(Type.uint, Math.floor(d.getTime() / 1000))] },
+      });
       const payload = Buffer.from(JSON.stringify({ targetArtifact: target }));
       const toSign = encode(['Signature1', protectedBytes, new Uint8Array(0), payload]);
       const signature = cryptoSign('sha256', toSign, { key: key(cert), dsaEncoding: 'ieee-p1363' });
@@ -382,7 +426,12 @@ describe.skipIf(lacksRegistry())('Notary Project signatures: fastpull and notati
 
   it('a skip statement skips: both accept an unsigned image', async () => {
     const ref = await image();
-    const dir = config('skip', { registryScopes: [`${registry.host}/${REPO}`], signatureVerification: { level: 'skip' }, trustStores: [], trustedIdentities: [] });
+    const dir = config('skip', {
+      registryScopes: [`${registry.host}/${REPO}`],
+      signatureVerification: { level: 'skip' },
+      trustStores: [],
+      trustedIdentities: [],
+    });
     const { ours } = await both(ref, dir);
     expect(ours.outcome).toBe('skipped');
   });

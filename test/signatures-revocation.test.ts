@@ -83,7 +83,23 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     for await (const c of req) chunks.push(c as Buffer);
     const id = `${name}-${hits.get(counted)}`;
     writeFileSync(p(`${id}.req`), Buffer.concat(chunks));
-    await openssl('ocsp', '-index', 'index.txt', '-CA', 'root.crt', '-rsigner', `${signerName}.crt`, '-rkey', `${signerName}.key`, '-reqin', `${id}.req`, '-respout', `${id}.resp`, '-nmin', '60');
+    await openssl(
+      'ocsp',
+      '-index',
+      'index.txt',
+      '-CA',
+      'root.crt',
+      '-rsigner',
+      `${signerName}.crt`,
+      '-rkey',
+      `${signerName}.key`,
+      '-reqin',
+      `${id}.req`,
+      '-respout',
+      `${id}.resp`,
+      '-nmin',
+      '60',
+    );
     res.writeHead(200, { 'content-type': 'application/ocsp-response' }).end(readFileSync(p(`${id}.resp`)));
   }
 
@@ -122,8 +138,16 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
       'crl-long': { serial: '1012', crl: `${base}/crl/long`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'cessationOfOperation' } },
       'crl-copy': { serial: '100F', crl: `${base}/crl/copy` },
       // Compromised an hour after the signatures below are made: the invalidity date is later.
-      'ocsp-later': { serial: '1010', ocsp: `${base}/ocsp/root`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'keyCompromise', invalidity: new Date(now.getTime() + 3600_000) } },
-      'crl-later': { serial: '1011', crl: `${base}/crl/main`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'keyCompromise', invalidity: new Date(now.getTime() + 3600_000) } },
+      'ocsp-later': {
+        serial: '1010',
+        ocsp: `${base}/ocsp/root`,
+        revoked: { at: new Date(now.getTime() - 60_000), reason: 'keyCompromise', invalidity: new Date(now.getTime() + 3600_000) },
+      },
+      'crl-later': {
+        serial: '1011',
+        crl: `${base}/crl/main`,
+        revoked: { at: new Date(now.getTime() - 60_000), reason: 'keyCompromise', invalidity: new Date(now.getTime() + 3600_000) },
+      },
       'crl-hold': { serial: '100C', crl: `${base}/crl/main`, revoked: { at: new Date(now.getTime() - 60_000), reason: 'certificateHold' } },
     } satisfies Record<string, Leaf>);
     const sections = Object.entries(leaves).map(([name, l]) =>
@@ -149,11 +173,62 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     writeFileSync(p('ca.cnf'), '[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\ndefault_md = sha256\ndefault_crl_days = 1\n');
     const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
     const subject = (cn: string) => `/C=US/ST=WA/O=fastpull/CN=${cn}`;
-    await openssl('req', '-x509', '-config', 'x509.cnf', '-extensions', 'root', ...ec, '-keyout', 'root.key', '-out', 'root.crt', '-days', '30', '-subj', subject('revocation root'));
-    await openssl('req', '-x509', '-config', 'x509.cnf', '-extensions', 'root', ...ec, '-keyout', 'stranger.key', '-out', 'stranger.crt', '-days', '30', '-subj', subject('stranger'));
+    await openssl(
+      'req',
+      '-x509',
+      '-config',
+      'x509.cnf',
+      '-extensions',
+      'root',
+      ...ec,
+      '-keyout',
+      'root.key',
+      '-out',
+      'root.crt',
+      '-days',
+      '30',
+      '-subj',
+      subject('revocation root'),
+    );
+    await openssl(
+      'req',
+      '-x509',
+      '-config',
+      'x509.cnf',
+      '-extensions',
+      'root',
+      ...ec,
+      '-keyout',
+      'stranger.key',
+      '-out',
+      'stranger.crt',
+      '-days',
+      '30',
+      '-subj',
+      subject('stranger'),
+    );
     const issue = async (name: string, serial: string) => {
       await openssl('req', '-new', '-config', 'x509.cnf', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject(name));
-      await openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'root.crt', '-CAkey', 'root.key', '-set_serial', `0x${serial}`, '-days', '10', '-extfile', 'x509.cnf', '-extensions', name, '-out', `${name}.pem`);
+      await openssl(
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        'root.crt',
+        '-CAkey',
+        'root.key',
+        '-set_serial',
+        `0x${serial}`,
+        '-days',
+        '10',
+        '-extfile',
+        'x509.cnf',
+        '-extensions',
+        name,
+        '-out',
+        `${name}.pem`,
+      );
       writeFileSync(p(`${name}.crt`), Buffer.concat([readFileSync(p(`${name}.pem`)), readFileSync(p('root.crt'))]));
     };
     await issue('responder', '2001');
@@ -176,7 +251,9 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     crls.set('main', await gencrl('main.crl'));
     crls.set('copy', crls.get('main')!);
     // A CRL of 20,000 more entries, the certificate's last: more than the ASN.1 parser takes whole by default.
-    const filler = Array.from({ length: 20_000 }, (_, i) => ['R', expiry, `${shortTime(now)},superseded`, (0x100000 + i).toString(16).toUpperCase(), 'unknown', subject(`filler${i}`)].join('\t'));
+    const filler = Array.from({ length: 20_000 }, (_, i) =>
+      ['R', expiry, `${shortTime(now)},superseded`, (0x100000 + i).toString(16).toUpperCase(), 'unknown', subject(`filler${i}`)].join('\t'),
+    );
     writeFileSync(p('long.txt'), `${[...filler, ...index].join('\n')}\n`);
     writeFileSync(p('long.cnf'), readFileSync(p('ca.cnf'), 'utf8').replace('index.txt', 'long.txt'));
     await openssl('ca', '-config', 'long.cnf', '-gencrl', '-keyfile', 'root.key', '-cert', 'root.crt', '-out', 'long.crl');
@@ -185,7 +262,10 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     const tampered = Buffer.from(crls.get('main')!);
     tampered[tampered.length - 1]! ^= 0x01;
     crls.set('tampered', tampered);
-    crls.set('stale', await gencrl('stale.crl', '-crl_lastupdate', longTime(new Date(now.getTime() - 3 * DAY)), '-crl_nextupdate', longTime(new Date(now.getTime() - DAY))));
+    crls.set(
+      'stale',
+      await gencrl('stale.crl', '-crl_lastupdate', longTime(new Date(now.getTime() - 3 * DAY)), '-crl_nextupdate', longTime(new Date(now.getTime() - DAY))),
+    );
   });
   afterAll(async () => {
     await client?.close();
@@ -198,7 +278,13 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     const dir = join(work.dir, `config-${name}-${level}`);
     mkdirSync(join(dir, 'truststore', 'x509', store, 'test'), { recursive: true });
     writeFileSync(join(dir, 'truststore', 'x509', store, 'test', 'root.crt'), readFileSync(p('root.crt')));
-    const policy = { name: 'p', registryScopes: ['*'], signatureVerification: { level, ...(override && { override }) }, trustStores: [`${store}:test`], trustedIdentities: ['*'] };
+    const policy = {
+      name: 'p',
+      registryScopes: ['*'],
+      signatureVerification: { level, ...(override && { override }) },
+      trustStores: [`${store}:test`],
+      trustedIdentities: ['*'],
+    };
     writeFileSync(join(dir, 'trustpolicy.json'), JSON.stringify({ version: '1.0', trustPolicies: [policy] }));
     return dir;
   }
@@ -219,7 +305,14 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     const { signatures, unreadable } = await fetchNotarySignatures(client, parsed, digest);
     // A checker of its own per call unless given: no CRL cached by an earlier case decides this one.
     const revocation = options.revocation ?? new RevocationChecker();
-    return verifyNotary(await loadNotaryConfig(dir), { repository: `${registry.host}/${REPO}`, target, signatures, unreadable, revocation, ...(options.now && { now: options.now }) });
+    return verifyNotary(await loadNotaryConfig(dir), {
+      repository: `${registry.host}/${REPO}`,
+      target,
+      signatures,
+      unreadable,
+      revocation,
+      ...(options.now && { now: options.now }),
+    });
   }
 
   /** notation's verdict; run without blocking, since the responder and the CRLs are served from this process. */
@@ -288,9 +381,16 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     const revoked = await signed('ocsp-revoked');
     const refused = await runCliAsync(['verify', '--json', '--notation-config', config('cli-revoked', 'strict'), revoked]);
     expect(refused.status, refused.stderr).toBe(1);
-    const json = JSON.parse(refused.stdout) as { outcome: string; error: { code: string }; verdicts: { checks: { check: string; ok: boolean; message: string }[] }[] };
+    const json = JSON.parse(refused.stdout) as {
+      outcome: string;
+      error: { code: string };
+      verdicts: { checks: { check: string; ok: boolean; message: string }[] }[];
+    };
     expect(json).toMatchObject({ outcome: 'refused', error: { code: 'SIGNATURE_INVALID' } });
-    expect(json.verdicts[0]!.checks.find((c) => !c.ok)).toMatchObject({ check: 'revocation', message: expect.stringMatching(/CN=ocsp-revoked,.* is revoked: OCSP .*\(keyCompromise\)/) as unknown });
+    expect(json.verdicts[0]!.checks.find((c) => !c.ok)).toMatchObject({
+      check: 'revocation',
+      message: expect.stringMatching(/CN=ocsp-revoked,.* is revoked: OCSP .*\(keyCompromise\)/) as unknown,
+    });
     const good = await signed('crl-good');
     const pulled = await runCliAsync(['pull', '--root', join(work.dir, 'cli-root'), '--notation-config', config('cli-good', 'strict'), good]);
     expect(pulled.status, pulled.stderr).toBe(0);
@@ -346,14 +446,17 @@ describe.skipIf(lacksRegistry())('Notary Project revocation by OCSP and CRL on l
     expect(later.reason).toMatch(/CRL .*: it is stale/);
   });
 
-  it.each(['ocsp-later', 'crl-later'])('%s: a key compromised after the authentic signing time (signing authority scheme) does not revoke the signature; without an authentic time it does', async (name) => {
-    const authentic = await signed(name, '-scheme', 'notary.x509.signingAuthority');
-    const sa = await both(authentic, config(`${name}-sa`, 'strict', undefined, 'signingAuthority'));
-    expect(sa.ours.outcome, sa.ours.reason).toBe('verified');
-    const plain = await both(await signed(name), config(name, 'strict'));
-    expect(plain.ours.outcome).toBe('invalid');
-    expect(plain.ours.reason).toMatch(/is revoked: .*\(keyCompromise\)/);
-  });
+  it.each(['ocsp-later', 'crl-later'])(
+    '%s: a key compromised after the authentic signing time (signing authority scheme) does not revoke the signature; without an authentic time it does',
+    async (name) => {
+      const authentic = await signed(name, '-scheme', 'notary.x509.signingAuthority');
+      const sa = await both(authentic, config(`${name}-sa`, 'strict', undefined, 'signingAuthority'));
+      expect(sa.ours.outcome, sa.ours.reason).toBe('verified');
+      const plain = await both(await signed(name), config(name, 'strict'));
+      expect(plain.ours.outcome).toBe('invalid');
+      expect(plain.ours.reason).toMatch(/is revoked: .*\(keyCompromise\)/);
+    },
+  );
 
   it('the CRL cache is bounded in entries: with room for one, a second distribution point pushes the first out', async () => {
     const checker = new RevocationChecker({ crls: new CrlCache(1) });

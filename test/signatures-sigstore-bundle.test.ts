@@ -54,7 +54,10 @@ describe('Sigstore bundles signed with a key under a policy.json', () => {
     const [written] = await bundleReferrers(reg.url, 'signed/app', digest);
     // What cosign wrote: a DSSE envelope signed by the key (named by its hint), no certificate, no Rekor entry.
     expect(written!.manifest).toMatchObject({ artifactType: 'application/vnd.dev.sigstore.bundle.v0.3+json', subject: { digest } });
-    expect(written!.bundle).toMatchObject({ verificationMaterial: { publicKey: { hint: expect.any(String) } }, dsseEnvelope: { payloadType: 'application/vnd.in-toto+json' } });
+    expect(written!.bundle).toMatchObject({
+      verificationMaterial: { publicKey: { hint: expect.any(String) } },
+      dsseEnvelope: { payloadType: 'application/vnd.in-toto+json' },
+    });
     expect((written!.bundle.verificationMaterial as { tlogEntries?: unknown[] }).tlogEntries ?? []).toEqual([]);
     const { image } = await gatedPull('ok', `${reg.host}/signed/app:1`, policyFor(keyed()));
     expect(image.signatures?.outcome).toBe('verified');
@@ -76,12 +79,28 @@ describe('Sigstore bundles signed with a key under a policy.json', () => {
     expect((await bundleVerify('good.pub', `${reg.host}/signed/otherkey:1`)).status).not.toBe(0);
     // Either of two policy keys will do.
     const file = join(work.dir, 'two-keys.json');
-    writeFileSync(file, JSON.stringify({ default: [{ type: 'reject' }], transports: { docker: { [`${reg.host}/signed`]: [{ type: 'sigstoreSigned', keyPaths: ['good.pub', 'other.pub'], signedIdentity: { type: 'matchRepository' } }] } } }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        default: [{ type: 'reject' }],
+        transports: {
+          docker: { [`${reg.host}/signed`]: [{ type: 'sigstoreSigned', keyPaths: ['good.pub', 'other.pub'], signedIdentity: { type: 'matchRepository' } }] },
+        },
+      }),
+    );
     expect((await gatedPull('twokeys', `${reg.host}/signed/otherkey:1`, file)).image.signatures?.outcome).toBe('verified');
   });
 
   it("another image's bundle made a referrer of this one: SIGNATURE_INVALID (integrity); cosign verify refuses too", async () => {
-    const signed = (await bundleReferrers(reg.url, 'signed/app', (await fetch(`${reg.url}/v2/signed/app/manifests/1`, { method: 'HEAD', headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })).headers.get('docker-content-digest')!))[0]!;
+    const signed = (
+      await bundleReferrers(
+        reg.url,
+        'signed/app',
+        (
+          await fetch(`${reg.url}/v2/signed/app/manifests/1`, { method: 'HEAD', headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })
+        ).headers.get('docker-content-digest')!,
+      )
+    )[0]!;
     const target = await push('signed/copy');
     await putBundleReferrer(reg.url, 'signed/copy', target, signed.bundle);
     const e = await failure(gatedPull('copy', `${reg.host}/signed/copy:1`, policyFor(keyed())));
@@ -114,17 +133,37 @@ describe('Sigstore bundles signed with a key under a policy.json', () => {
   });
 
   it('a bundle names no reference: exactRepository cannot be met by it; an attestation bundle is not a signature (cosign takes it); a Rekor key wants a log entry', async () => {
-    const exact = await failure(gatedPull('exact', `${reg.host}/signed/app:1`, policyFor(keyed('good.pub', { type: 'exactRepository', dockerRepository: `${reg.host}/signed/app` }))));
+    const exact = await failure(
+      gatedPull('exact', `${reg.host}/signed/app:1`, policyFor(keyed('good.pub', { type: 'exactRepository', dockerRepository: `${reg.host}/signed/app` }))),
+    );
     expect(exact.code).toBe('SIGNATURE_INVALID');
     expect(first(exact).checks[0]).toMatchObject({ check: 'identity', ok: false });
     // cosign attest writes a bundle referrer of the same type whose statement is an attestation.
     const { digest } = await push('signed/attested');
     writeFileSync(join(work.dir, 'predicate.json'), JSON.stringify({ built: 'by a test' }));
-    const attest = await cosign(work.dir, ['attest', '--key', 'good.key', '--predicate', 'predicate.json', '--type', 'https://example.com/test/v1', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=true', '-y', `${reg.host}/signed/attested@${digest}`]);
+    const attest = await cosign(work.dir, [
+      'attest',
+      '--key',
+      'good.key',
+      '--predicate',
+      'predicate.json',
+      '--type',
+      'https://example.com/test/v1',
+      '--use-signing-config=false',
+      '--tlog-upload=false',
+      '--allow-http-registry',
+      '--new-bundle-format=true',
+      '-y',
+      `${reg.host}/signed/attested@${digest}`,
+    ]);
     expect(attest.status, attest.out).toBe(0);
     const e = await failure(gatedPull('attested', `${reg.host}/signed/attested:1`, policyFor(keyed())));
     expect(e.code).toBe('SIGNATURE_INVALID');
-    expect(first(e).checks[0]).toMatchObject({ check: 'integrity', ok: false, message: 'the statement is an attestation (predicate "https://example.com/test/v1"), not a cosign signature' });
+    expect(first(e).checks[0]).toMatchObject({
+      check: 'integrity',
+      ok: false,
+      message: 'the statement is an attestation (predicate "https://example.com/test/v1"), not a cosign signature',
+    });
     // The one place fastpull is stricter than cosign 3, whose verify takes any statement naming the
     // digest: an attestation (an SBOM, a scan result) signed by the same key does not approve the image.
     expect((await bundleVerify('good.pub', `${reg.host}/signed/attested:1`)).status).toBe(0);
@@ -132,7 +171,15 @@ describe('Sigstore bundles signed with a key under a policy.json', () => {
     const rekor = await failure(gatedPull('rekor', `${reg.host}/signed/app:1`, policyFor({ ...keyed(), rekorPublicKeyPath: 'other.pub' })));
     expect(rekor.code).toBe('SIGNATURE_INVALID');
     expect(first(rekor).checks[0]).toMatchObject({ check: 'transparency', ok: false });
-    const strict = await cosign(work.dir, ['verify', '--key', 'good.pub', '--allow-http-registry', '--new-bundle-format=true', '--offline=true', `${reg.host}/signed/app:1`]);
+    const strict = await cosign(work.dir, [
+      'verify',
+      '--key',
+      'good.pub',
+      '--allow-http-registry',
+      '--new-bundle-format=true',
+      '--offline=true',
+      `${reg.host}/signed/app:1`,
+    ]);
     expect(strict.status).not.toBe(0);
   });
 });

@@ -61,7 +61,19 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
   const first = (e: { details: Readonly<Record<string, unknown>> }) => (e.details.verdicts as SignatureVerdict[])[0]!;
   /** cosign verify, keyless, offline, against a trusted root file (its ctlog list is empty: no SCT is asked for). */
   const cosignKeyless = (image: string, root = 'trusted_root.json', identity = EMAIL, issuer = ISSUER, bundle = true) =>
-    cosign(work.dir, ['verify', '--trusted-root', root, '--certificate-identity', identity, '--certificate-oidc-issuer', issuer, '--insecure-ignore-sct', '--allow-http-registry', `--new-bundle-format=${bundle}`, image]);
+    cosign(work.dir, [
+      'verify',
+      '--trusted-root',
+      root,
+      '--certificate-identity',
+      identity,
+      '--certificate-oidc-issuer',
+      issuer,
+      '--insecure-ignore-sct',
+      '--allow-http-registry',
+      `--new-bundle-format=${bundle}`,
+      image,
+    ]);
   /** Makes `bundle` the image's one Sigstore referrer. */
   const attach = (bundle: Record<string, unknown>, subject = app, repo = 'signed/app') => putBundleReferrer(reg.url, repo, subject, bundle, true);
 
@@ -83,7 +95,19 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     if (imported.status !== 0) throw new Error(`cosign import-key-pair: ${imported.out}`);
     await generateKeyPair(work.dir, 'plain');
     app = await push('signed/app');
-    const sign = await cosign(work.dir, ['sign', '--key', 'leaf-cosign.key', '--certificate', 'leaf.pem', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=true', '-y', `${reg.host}/signed/app@${app.digest}`]);
+    const sign = await cosign(work.dir, [
+      'sign',
+      '--key',
+      'leaf-cosign.key',
+      '--certificate',
+      'leaf.pem',
+      '--use-signing-config=false',
+      '--tlog-upload=false',
+      '--allow-http-registry',
+      '--new-bundle-format=true',
+      '-y',
+      `${reg.host}/signed/app@${app.digest}`,
+    ]);
     if (sign.status !== 0) throw new Error(`cosign sign: ${sign.out}`);
     signed = (await bundleReferrers(reg.url, 'signed/app', app.digest))[0]!.bundle;
   });
@@ -94,11 +118,20 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
 
   it('a bundle whose certificate chains to the CA, names the issuer and email, and was logged while valid: verified; cosign verify agrees', async () => {
     // What cosign wrote: the certificate alone (bundle v0.3), no log entry.
-    expect(signed).toMatchObject({ mediaType: 'application/vnd.dev.sigstore.bundle.v0.3+json', verificationMaterial: { certificate: { rawBytes: expect.any(String) } } });
+    expect(signed).toMatchObject({
+      mediaType: 'application/vnd.dev.sigstore.bundle.v0.3+json',
+      verificationMaterial: { certificate: { rawBytes: expect.any(String) } },
+    });
     await attach(rekor.logged(signed, now));
     const { image } = await gatedPull('ok', `${reg.host}/signed/app:1`, policyFor(keyless()));
     expect(image.signatures?.outcome).toBe('verified');
-    expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual(['authenticity:true', 'transparency:true', 'identity:true', 'integrity:true', 'identity:true']);
+    expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual([
+      'authenticity:true',
+      'transparency:true',
+      'identity:true',
+      'integrity:true',
+      'identity:true',
+    ]);
     expect(image.signatures!.verdicts[0]!.checks[2]!.message).toBe(`certificate of ${EMAIL} issued on ${ISSUER}`);
     expect((await cosignKeyless(`${reg.host}/signed/app:1`)).status).toBe(0);
     const cli = await runCliAsync(['verify', '--signature-policy', policyFor(keyless()), `${reg.host}/signed/app:1`]);
@@ -127,10 +160,28 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     expect((await cosignKeyless(`${reg.host}/signed/app:1`, 'other_ca_root.json')).status).not.toBe(0);
     // cosign sign --certificate-chain writes a v0.3 bundle with a chain, which that format does not allow.
     const chained = await push('signed/chained');
-    const sign = await cosign(work.dir, ['sign', '--key', 'leaf-cosign.key', '--certificate', 'leaf.pem', '--certificate-chain', 'ca.pem', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=true', '-y', `${reg.host}/signed/chained@${chained.digest}`]);
+    const sign = await cosign(work.dir, [
+      'sign',
+      '--key',
+      'leaf-cosign.key',
+      '--certificate',
+      'leaf.pem',
+      '--certificate-chain',
+      'ca.pem',
+      '--use-signing-config=false',
+      '--tlog-upload=false',
+      '--allow-http-registry',
+      '--new-bundle-format=true',
+      '-y',
+      `${reg.host}/signed/chained@${chained.digest}`,
+    ]);
     expect(sign.status, sign.out).toBe(0);
     const bad = await failure(gatedPull('chained', `${reg.host}/signed/chained:1`, policyFor(keyless())));
-    expect(first(bad).checks[0]).toMatchObject({ check: 'authenticity', ok: false, message: 'not a Sigstore bundle: invalid bundle (verificationMaterial.content.$case)' });
+    expect(first(bad).checks[0]).toMatchObject({
+      check: 'authenticity',
+      ok: false,
+      message: 'not a Sigstore bundle: invalid bundle (verificationMaterial.content.$case)',
+    });
   });
 
   it('logged after the certificate expired, or before it was valid: SIGNATURE_INVALID (authenticity); cosign verify refuses too', async () => {
@@ -172,7 +223,19 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
 
     // A real entry of another signature (another image's bundle) spliced into this bundle.
     const copy = await push('signed/copy');
-    const sign = await cosign(work.dir, ['sign', '--key', 'leaf-cosign.key', '--certificate', 'leaf.pem', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=true', '-y', `${reg.host}/signed/copy@${copy.digest}`]);
+    const sign = await cosign(work.dir, [
+      'sign',
+      '--key',
+      'leaf-cosign.key',
+      '--certificate',
+      'leaf.pem',
+      '--use-signing-config=false',
+      '--tlog-upload=false',
+      '--allow-http-registry',
+      '--new-bundle-format=true',
+      '-y',
+      `${reg.host}/signed/copy@${copy.digest}`,
+    ]);
     expect(sign.status, sign.out).toBe(0);
     const theirs = rekor.logged((await bundleReferrers(reg.url, 'signed/copy', copy.digest))[0]!.bundle, now);
     await attach({ ...signed, verificationMaterial: theirs.verificationMaterial });
@@ -193,13 +256,36 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     await attach(rekor.logged(bundle, now), img, 'signed/keyed');
     const policy = policyFor({ type: 'sigstoreSigned', keyPath: 'plain.pub', rekorPublicKeyPath: 'rekor.pub', signedIdentity: { type: 'matchRepository' } });
     const { image } = await gatedPull('keyed', `${reg.host}/signed/keyed:1`, policy);
-    expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual(['authenticity:true', 'transparency:true', 'integrity:true', 'identity:true']);
-    const wrong = await failure(gatedPull('keyed-other', `${reg.host}/signed/keyed:1`, policyFor({ type: 'sigstoreSigned', keyPath: 'plain.pub', rekorPublicKeyPath: 'other-rekor.pub' })));
+    expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual([
+      'authenticity:true',
+      'transparency:true',
+      'integrity:true',
+      'identity:true',
+    ]);
+    const wrong = await failure(
+      gatedPull(
+        'keyed-other',
+        `${reg.host}/signed/keyed:1`,
+        policyFor({ type: 'sigstoreSigned', keyPath: 'plain.pub', rekorPublicKeyPath: 'other-rekor.pub' }),
+      ),
+    );
     expect(first(wrong).checks[0]).toMatchObject({ check: 'transparency', ok: false });
   });
   it("cosign's .sig tag: keyless and key signatures with a Rekor entry in the layer annotation verify; another log's entry or one after expiry is refused; cosign verify agrees", async () => {
     const img = await push('signed/tagged');
-    const sign = await cosign(work.dir, ['sign', '--key', 'leaf-cosign.key', '--certificate', 'leaf.pem', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '--new-bundle-format=false', '-y', `${reg.host}/signed/tagged@${img.digest}`]);
+    const sign = await cosign(work.dir, [
+      'sign',
+      '--key',
+      'leaf-cosign.key',
+      '--certificate',
+      'leaf.pem',
+      '--use-signing-config=false',
+      '--tlog-upload=false',
+      '--allow-http-registry',
+      '--new-bundle-format=false',
+      '-y',
+      `${reg.host}/signed/tagged@${img.digest}`,
+    ]);
     expect(sign.status, sign.out).toBe(0);
     const tag = `${img.digest.replace(':', '-')}.sig`;
     const sig = await getManifest(reg.url, 'signed/tagged', tag);
@@ -208,15 +294,29 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     const cert = layer.annotations['dev.sigstore.cosign/certificate']!;
     const ref = `${reg.host}/signed/tagged:1`;
     /** The tag's signature with `annotation` as its Rekor entry (none: as cosign wrote it). */
-    const logged = (annotation?: string) => putManifest(reg.url, 'signed/tagged', tag, { ...sig, layers: [{ ...layer, annotations: { ...layer.annotations, ...(annotation ? { 'dev.sigstore.cosign/bundle': annotation } : {}) } }] });
+    const logged = (annotation?: string) =>
+      putManifest(reg.url, 'signed/tagged', tag, {
+        ...sig,
+        layers: [{ ...layer, annotations: { ...layer.annotations, ...(annotation ? { 'dev.sigstore.cosign/bundle': annotation } : {}) } }],
+      });
 
     const none = await failure(gatedPull('tag-none', ref, policyFor(keyless())));
-    expect(first(none).checks[0]).toMatchObject({ check: 'transparency', ok: false, message: 'the policy names a Rekor key and the signature carries no dev.sigstore.cosign/bundle annotation' });
+    expect(first(none).checks[0]).toMatchObject({
+      check: 'transparency',
+      ok: false,
+      message: 'the policy names a Rekor key and the signature carries no dev.sigstore.cosign/bundle annotation',
+    });
     expect((await cosignKeyless(ref, 'trusted_root.json', EMAIL, ISSUER, false)).status).not.toBe(0);
 
     await logged(rekor.annotation(payload, layer.annotations['dev.cosignproject.cosign/signature']!, cert, now));
     const { image } = await gatedPull('tag-ok', ref, policyFor(keyless()));
-    expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual(['authenticity:true', 'transparency:true', 'identity:true', 'integrity:true', 'identity:true']);
+    expect(image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual([
+      'authenticity:true',
+      'transparency:true',
+      'identity:true',
+      'integrity:true',
+      'identity:true',
+    ]);
     expect((await cosignKeyless(ref, 'trusted_root.json', EMAIL, ISSUER, false)).status).toBe(0);
     const who = await failure(gatedPull('tag-email', ref, policyFor(keyless({ subjectEmail: 'someone@example.com' }))));
     expect(first(who).checks[0]).toMatchObject({ check: 'identity', ok: false });
@@ -237,11 +337,34 @@ describe('keyless Sigstore bundles (a private Fulcio CA and a test Rekor) under 
     const ktag = `${keyed.digest.replace(':', '-')}.sig`;
     const ksig = await getManifest(reg.url, 'signed/tagkey', ktag);
     const klayer = (ksig.layers as { digest: string; annotations: Record<string, string> }[])[0]!;
-    const note = rekor.annotation(await getBlob(reg.url, 'signed/tagkey', klayer.digest), klayer.annotations['dev.cosignproject.cosign/signature']!, readFileSync(join(work.dir, 'plain.pub'), 'utf8'), now);
-    await putManifest(reg.url, 'signed/tagkey', ktag, { ...ksig, layers: [{ ...klayer, annotations: { ...klayer.annotations, 'dev.sigstore.cosign/bundle': note } }] });
-    const k = await gatedPull('tag-key', `${reg.host}/signed/tagkey:1`, policyFor({ type: 'sigstoreSigned', keyPath: 'plain.pub', rekorPublicKeyPath: 'rekor.pub', signedIdentity: { type: 'matchRepository' } }));
-    expect(k.image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual(['authenticity:true', 'transparency:true', 'integrity:true', 'identity:true']);
-    const kwrong = await failure(gatedPull('tag-key-other', `${reg.host}/signed/tagkey:1`, policyFor({ type: 'sigstoreSigned', keyPath: 'other-rekor.pub', rekorPublicKeyPath: 'rekor.pub', signedIdentity: { type: 'matchRepository' } })));
+    const note = rekor.annotation(
+      await getBlob(reg.url, 'signed/tagkey', klayer.digest),
+      klayer.annotations['dev.cosignproject.cosign/signature']!,
+      readFileSync(join(work.dir, 'plain.pub'), 'utf8'),
+      now,
+    );
+    await putManifest(reg.url, 'signed/tagkey', ktag, {
+      ...ksig,
+      layers: [{ ...klayer, annotations: { ...klayer.annotations, 'dev.sigstore.cosign/bundle': note } }],
+    });
+    const k = await gatedPull(
+      'tag-key',
+      `${reg.host}/signed/tagkey:1`,
+      policyFor({ type: 'sigstoreSigned', keyPath: 'plain.pub', rekorPublicKeyPath: 'rekor.pub', signedIdentity: { type: 'matchRepository' } }),
+    );
+    expect(k.image.signatures!.verdicts[0]!.checks.map((c) => `${c.check}:${c.ok}`)).toEqual([
+      'authenticity:true',
+      'transparency:true',
+      'integrity:true',
+      'identity:true',
+    ]);
+    const kwrong = await failure(
+      gatedPull(
+        'tag-key-other',
+        `${reg.host}/signed/tagkey:1`,
+        policyFor({ type: 'sigstoreSigned', keyPath: 'other-rekor.pub', rekorPublicKeyPath: 'rekor.pub', signedIdentity: { type: 'matchRepository' } }),
+      ),
+    );
     expect(first(kwrong).checks[0]).toMatchObject({ check: 'authenticity', ok: false });
   });
 });

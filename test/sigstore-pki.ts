@@ -20,7 +20,23 @@ function openssl(dir: string, args: string[]): void {
 /** A CA in `dir`: `<name>.pem` and `<name>.key`. */
 export function makeCA(dir: string, name: string): string {
   openssl(dir, ['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', `${name}.key`]);
-  openssl(dir, ['req', '-x509', '-new', '-key', `${name}.key`, '-out', `${name}.pem`, '-days', '30', '-subj', `/O=fastpull test/CN=${name}`, '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  openssl(dir, [
+    'req',
+    '-x509',
+    '-new',
+    '-key',
+    `${name}.key`,
+    '-out',
+    `${name}.pem`,
+    '-days',
+    '30',
+    '-subj',
+    `/O=fastpull test/CN=${name}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
   return join(dir, `${name}.pem`);
 }
 
@@ -41,7 +57,23 @@ export function issueSigningCert(dir: string, ca: string, name: string, email: s
     `${ISSUER_V2}=ASN1:UTF8String:${issuer}`,
   ];
   writeFileSync(join(dir, `${name}.ext`), `${ext.join('\n')}\n`);
-  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`]);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    `${ca}.pem`,
+    '-CAkey',
+    `${ca}.key`,
+    '-CAcreateserial',
+    '-out',
+    `${name}.pem`,
+    '-days',
+    '1',
+    '-extfile',
+    `${name}.ext`,
+  ]);
   return join(dir, `${name}.pem`);
 }
 
@@ -87,7 +119,9 @@ export class TestRekor {
   logged(bundle: Record<string, unknown>, integratedTime: number): Record<string, unknown> {
     const env = bundle.dsseEnvelope as { payload: string; payloadType: string; signatures: { sig: string }[] };
     const material = bundle.verificationMaterial as { certificate?: { rawBytes: string }; publicKey?: unknown };
-    const verifier = material.certificate ? Buffer.from(new X509Certificate(Buffer.from(material.certificate.rawBytes, 'base64')).toString()).toString('base64') : '';
+    const verifier = material.certificate
+      ? Buffer.from(new X509Certificate(Buffer.from(material.certificate.rawBytes, 'base64')).toString()).toString('base64')
+      : '';
     const body = {
       apiVersion: '0.0.1',
       kind: 'dsse',
@@ -99,7 +133,11 @@ export class TestRekor {
     };
     const bodyBytes = Buffer.from(canonical(body));
     const logIndex = this.index++;
-    const set = sign('sha256', Buffer.from(canonical({ body: bodyBytes.toString('base64'), integratedTime, logID: this.logID.toString('hex'), logIndex })), this.privateKey);
+    const set = sign(
+      'sha256',
+      Buffer.from(canonical({ body: bodyBytes.toString('base64'), integratedTime, logID: this.logID.toString('hex'), logIndex })),
+      this.privateKey,
+    );
     // A tree of this entry alone: the root is the leaf hash, the proof has no hashes.
     const root = sha256(Buffer.concat([Buffer.from([0]), bodyBytes]));
     const note = `${this.origin} - 1\n1\n${root.toString('base64')}\n`;
@@ -110,7 +148,13 @@ export class TestRekor {
       kindVersion: { kind: 'dsse', version: '0.0.1' },
       integratedTime: String(integratedTime),
       inclusionPromise: { signedEntryTimestamp: set.toString('base64') },
-      inclusionProof: { logIndex: '0', rootHash: root.toString('base64'), treeSize: '1', hashes: [], checkpoint: { envelope: `${note}\n\u2014 ${this.origin} ${noteSig.toString('base64')}\n` } },
+      inclusionProof: {
+        logIndex: '0',
+        rootHash: root.toString('base64'),
+        treeSize: '1',
+        hashes: [],
+        checkpoint: { envelope: `${note}\n\u2014 ${this.origin} ${noteSig.toString('base64')}\n` },
+      },
       canonicalizedBody: bodyBytes.toString('base64'),
     };
     return { ...bundle, verificationMaterial: { ...material, tlogEntries: [entry] } };
@@ -125,7 +169,10 @@ export class TestRekor {
     const body = {
       apiVersion: '0.0.1',
       kind: 'hashedrekord',
-      spec: { data: { hash: { algorithm: 'sha256', value: sha256(payload).toString('hex') } }, signature: { content: sig, publicKey: { content: Buffer.from(verifier).toString('base64') } } },
+      spec: {
+        data: { hash: { algorithm: 'sha256', value: sha256(payload).toString('hex') } },
+        signature: { content: sig, publicKey: { content: Buffer.from(verifier).toString('base64') } },
+      },
     };
     const b64 = Buffer.from(canonical(body)).toString('base64');
     const logIndex = this.index++;
@@ -140,8 +187,26 @@ export class TestRekor {
     const start = '2020-01-01T00:00:00Z';
     return JSON.stringify({
       mediaType: 'application/vnd.dev.sigstore.trustedroot+json;version=0.1',
-      tlogs: [{ baseUrl: `https://${this.origin}`, hashAlgorithm: 'SHA2_256', publicKey: { rawBytes: this.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), keyDetails: 'PKIX_ECDSA_P256_SHA_256', validFor: { start } }, logId: { keyId: this.logID.toString('base64') } }],
-      certificateAuthorities: [{ subject: { organization: 'fastpull test', commonName: 'ca' }, uri: 'https://fulcio.fastpull.test', certChain: { certificates: [{ rawBytes: root.raw.toString('base64') }] }, validFor: { start } }],
+      tlogs: [
+        {
+          baseUrl: `https://${this.origin}`,
+          hashAlgorithm: 'SHA2_256',
+          publicKey: {
+            rawBytes: this.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+            keyDetails: 'PKIX_ECDSA_P256_SHA_256',
+            validFor: { start },
+          },
+          logId: { keyId: this.logID.toString('base64') },
+        },
+      ],
+      certificateAuthorities: [
+        {
+          subject: { organization: 'fastpull test', commonName: 'ca' },
+          uri: 'https://fulcio.fastpull.test',
+          certChain: { certificates: [{ rawBytes: root.raw.toString('base64') }] },
+          validFor: { start },
+        },
+      ],
       ctlogs: [],
       timestampAuthorities: [],
     });

@@ -53,7 +53,10 @@ export function snapshotsClient(socket: string): SnapshotsClient {
   });
   const Ctor = grpc.makeGenericClientConstructor(def['containerd.services.snapshots.v1.Snapshots'] as grpc.ServiceDefinition, 'Snapshots');
   // containerd's clients take messages of up to 16 MiB (grpc-js's default is 4 MiB).
-  const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 16 * 1024 * 1024 }) as unknown as Record<string, (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void> & {
+  const raw = new Ctor(`unix:${socket}`, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 16 * 1024 * 1024 }) as unknown as Record<
+    string,
+    (req: unknown, cb: (e: grpc.ServiceError | null, res: unknown) => void) => void
+  > & {
     List(req: unknown): grpc.ClientReadableStream<{ info: SnapshotInfo[] }>;
     close(): void;
   };

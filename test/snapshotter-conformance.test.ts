@@ -4,7 +4,22 @@
 // (overlayfs and bind mounts): files written in an active snapshot, committed, seen through a
 // child; deletions hide lower files through whiteouts; views are read-only. Records survive a
 // restart of fastpulld, and shutting down leaves mounted snapshot directories alone.
-import { chmodSync, chownSync, existsSync, lchownSync, linkSync, lutimesSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lchownSync,
+  linkSync,
+  lutimesSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -127,7 +142,9 @@ describe('containerd snapshotter API (conformance)', () => {
     expect(listed.find((i) => i.name === si2.name)).toEqual(si2);
 
     const view = await client.view('basic/nextnext', 'basic/committed-next');
-    expect(view).toEqual([{ type: 'overlay', source: 'overlay', target: '', options: expect.arrayContaining([expect.stringMatching(/^lowerdir=[^:]+:[^:]+$/)]) }]);
+    expect(view).toEqual([
+      { type: 'overlay', source: 'overlay', target: '', options: expect.arrayContaining([expect.stringMatching(/^lowerdir=[^:]+:[^:]+$/)]) },
+    ]);
     expect(view[0]!.options.some((o) => o.startsWith('upperdir='))).toBe(false);
     await mounted(view, (dir) => {
       expect(tree(dir)).toEqual({ foo: 'bar\n', bar: 'bar\n', a: 'dir' });
@@ -248,7 +265,11 @@ describe('containerd snapshotter API (conformance)', () => {
         const st = lstatSync(join(d, p));
         return [st.uid, st.gid];
       };
-      expect([owner('dir'), owner('dir/file'), owner('dir/link')]).toEqual([[1001, 1002], [2001, 2002], [3001, 3002]]);
+      expect([owner('dir'), owner('dir/file'), owner('dir/link')]).toEqual([
+        [1001, 1002],
+        [2001, 2002],
+        [3001, 3002],
+      ]);
       expect(readlinkSync(join(d, 'dir/link'))).toBe('file');
       expect(readFileSync(join(d, 'dir/file'), 'utf8')).toBe('x\n');
     });
@@ -413,7 +434,15 @@ describe('containerd snapshotter API (conformance)', () => {
   });
 
   it('answers NOT_FOUND, INVALID_ARGUMENT and FAILED_PRECONDITION where containerd does', async () => {
-    for (const p of [client.stat('nf/x'), client.mounts('nf/x'), client.usage('nf/x'), client.remove('nf/x'), client.update({ name: 'nf/x', labels: {} }), client.commit('nf/y', 'nf/x'), client.prepare('nf/a', 'nf/missing-parent')]) {
+    for (const p of [
+      client.stat('nf/x'),
+      client.mounts('nf/x'),
+      client.usage('nf/x'),
+      client.remove('nf/x'),
+      client.update({ name: 'nf/x', labels: {} }),
+      client.commit('nf/y', 'nf/x'),
+      client.prepare('nf/a', 'nf/missing-parent'),
+    ]) {
       expect(await statusOf(p)).toBe('NOT_FOUND');
     }
     await client.prepare('nf/active');

@@ -9,7 +9,20 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainIDs, HELD_FOR_CONTAINERD_GRACE_MS, openStore, type Digest } from '@fastpull/core';
-import { buildImage, type BuiltImage, diffTrees, type DistributionRegistry, findDistributionBinary, lacks, lacksRegistry, pushImage, readTree, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  buildImage,
+  type BuiltImage,
+  diffTrees,
+  type DistributionRegistry,
+  findDistributionBinary,
+  lacks,
+  lacksRegistry,
+  pushImage,
+  readTree,
+  sampleImage,
+  startDistribution,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { FastpullClient } from '@fastpull/daemon';
 import { overlayUnavailable, startDaemon, tempDir, type RunningDaemon } from './helpers.js';
 import { logsSettled, mountAll, snapshotsClient, statusOf, unmount, type SnapshotsClient } from './snapshotter-client.js';
@@ -56,7 +69,10 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
     'containerd.io/snapshot/cri.image-ref': imageRef,
     'containerd.io/snapshot/cri.manifest-digest': img.manifestDigest,
     'containerd.io/snapshot/cri.layer-digest': img.layers[i]!.digest,
-    'containerd.io/snapshot/cri.image-layers': img.layers.slice(i).map((l) => l.digest).join(','),
+    'containerd.io/snapshot/cri.image-layers': img.layers
+      .slice(i)
+      .map((l) => l.digest)
+      .join(','),
   });
 
   /**
@@ -72,7 +88,9 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
       const target = labels['containerd.io/snapshot.ref']!;
       const status = await statusOf(client.prepare(`${ns}/${i + 10}/extract-${i} ${target}`, parent, labels));
       expect(status, `layer ${i}`).toBe('ALREADY_EXISTS');
-      const found = (await client.list([`labels."containerd.io/snapshot.ref"==${target},parent==${JSON.stringify(parent)}`])).filter((s) => s.kind === 'COMMITTED');
+      const found = (await client.list([`labels."containerd.io/snapshot.ref"==${target},parent==${JSON.stringify(parent)}`])).filter(
+        (s) => s.kind === 'COMMITTED',
+      );
       expect(found, `layer ${i}`).toHaveLength(1);
       expect(found[0]!.name).not.toBe(target); // never the bare chainID
       expect(found[0]!.labels['containerd.io/snapshot.ref']).toBe(target);
@@ -99,7 +117,10 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
 
     // A container over the top record sees the image's tree.
     const mounts = await client.prepare('k8s.io/20/container', names.at(-1));
-    const lower = mounts[0]!.options.find((o) => o.startsWith('lowerdir='))!.slice('lowerdir='.length).split(':');
+    const lower = mounts[0]!.options
+      .find((o) => o.startsWith('lowerdir='))!
+      .slice('lowerdir='.length)
+      .split(':');
     const chains = chainIDs(image.layers.map((l) => l.diffID));
     expect(lower).toEqual([...chains].reverse().map((c) => join(root, 'snapshots', 'committed', c.slice('sha256:'.length), 'fs')));
     if (!lacks('overlay', noMounts)) {
@@ -159,7 +180,11 @@ describe.skipIf(lacksRegistry())('the fast path: CRI-labelled Prepares answered 
   });
 
   it('falls back to normal mounts when the pull fails or the parent is not the layers below', async () => {
-    const labels = { ...labelsFor(image, ref, 0), 'containerd.io/snapshot/cri.manifest-digest': `sha256:${'0'.repeat(64)}`, 'containerd.io/snapshot.ref': `sha256:${'1'.repeat(64)}` };
+    const labels = {
+      ...labelsFor(image, ref, 0),
+      'containerd.io/snapshot/cri.manifest-digest': `sha256:${'0'.repeat(64)}`,
+      'containerd.io/snapshot.ref': `sha256:${'1'.repeat(64)}`,
+    };
     const mounts = await client.prepare('k8s.io/30/extract-bogus', '', labels);
     expect(mounts[0]).toMatchObject({ type: 'bind', options: ['rw', 'rbind'] });
     await daemon.waitLog((l) => l.msg === 'fast path failed; containerd unpacks the layer itself' && l.target === labels['containerd.io/snapshot.ref']);

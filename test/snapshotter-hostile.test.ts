@@ -41,7 +41,8 @@ describe('snapshotter API: hostile List filters', () => {
 });
 
 describe('snapshotter API: sizes of keys, labels and List messages', () => {
-  const labelsOf = (n: number, size: number): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`l${String(i).padStart(3, '0')}`, 'v'.repeat(size - 4)]));
+  const labelsOf = (n: number, size: number): Record<string, string> =>
+    Object.fromEntries(Array.from({ length: n }, (_, i) => [`l${String(i).padStart(3, '0')}`, 'v'.repeat(size - 4)]));
 
   it('refuses keys and names over 32 KiB, as containerd stores none longer (INVALID_ARGUMENT)', async () => {
     const longest = `key/${'k'.repeat(32 * 1024 - 4)}`;
@@ -86,9 +87,14 @@ describe('snapshotter API: labels named as Object.prototype members', () => {
     expect((await client.stat('proto/a')).labels).toEqual(odd);
     await client.commit('proto/c', 'proto/a', odd);
     // Masks that name a label the update leaves out delete that label; those it carries set it.
-    const info = await client.update({ name: 'proto/c', labels: JSON.parse('{"__proto__":"p2"}') as Record<string, string> }, ['labels.__proto__', 'labels.constructor']);
+    const info = await client.update({ name: 'proto/c', labels: JSON.parse('{"__proto__":"p2"}') as Record<string, string> }, [
+      'labels.__proto__',
+      'labels.constructor',
+    ]);
     expect(info.labels).toEqual(JSON.parse('{"__proto__":"p2","toString":"t"}'));
-    expect((await client.update({ name: 'proto/c', labels: {} }, ['labels.toString', 'labels.hasOwnProperty'])).labels).toEqual(JSON.parse('{"__proto__":"p2"}'));
+    expect((await client.update({ name: 'proto/c', labels: {} }, ['labels.toString', 'labels.hasOwnProperty'])).labels).toEqual(
+      JSON.parse('{"__proto__":"p2"}'),
+    );
     expect((await client.list(['labels.__proto__==p2'])).map((i) => i.name)).toEqual(['proto/c']);
     expect(await client.list(['labels.constructor'])).toEqual([]);
   });

@@ -55,7 +55,8 @@ export function snapshotTreesOf(...images: BuiltImage[]): Map<Digest, ExpectedTr
   for (const image of images) {
     const ids = chainIDs(image.layers.map((l) => l.diffID));
     image.layers.forEach((l, i) => {
-      if (l.tarEntries.some((e) => e.type === 'whiteout' || e.type === 'opaque')) throw new Error('snapshotTreesOf: layers with whiteouts need the lower layers to predict their snapshot');
+      if (l.tarEntries.some((e) => e.type === 'whiteout' || e.type === 'opaque'))
+        throw new Error('snapshotTreesOf: layers with whiteouts need the lower layers to predict their snapshot');
       out.set(ids[i]!, layerTree(l));
     });
   }
@@ -145,7 +146,8 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
     }
     const chainID = `sha256:${name}` as Digest;
     if (info.chainID !== chainID) problems.push(`snapshots/committed/${name}/info.json: chainID ${String(info.chainID)}`);
-    if (typeof info.diffID !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(info.diffID)) problems.push(`snapshots/committed/${name}/info.json: diffID ${String(info.diffID)}`);
+    if (typeof info.diffID !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(info.diffID))
+      problems.push(`snapshots/committed/${name}/info.json: diffID ${String(info.diffID)}`);
     if (!Number.isSafeInteger(info.size)) problems.push(`snapshots/committed/${name}/info.json: size ${String(info.size)}`);
     if (!lstatSync(join(dir, 'fs')).isDirectory()) problems.push(`snapshots/committed/${name}/fs: not a directory`);
     committed.add(chainID);
@@ -169,7 +171,12 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
     try {
       const rec = JSON.parse(readFileSync(join(root, 'images', name), 'utf8')) as ImageRecord;
       // Named by the SHA-256 of "name platform".
-      if (`${createHash('sha256').update(`${rec.name} ${formatPlatform(rec.platform)}`).digest('hex')}.json` !== name) problems.push(`images/${name}: holds the record of ${rec.name}`);
+      if (
+        `${createHash('sha256')
+          .update(`${rec.name} ${formatPlatform(rec.platform)}`)
+          .digest('hex')}.json` !== name
+      )
+        problems.push(`images/${name}: holds the record of ${rec.name}`);
       records.push(rec);
     } catch (e) {
       problems.push(`images/${name}: unreadable (${(e as Error).message})`);
@@ -181,10 +188,14 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
       if (!blobDigests.has(d)) problems.push(`${what}: blob ${d} is not in the store`);
     }
     try {
-      const manifest = JSON.parse(readFileSync(join(blobsDir, 'sha256', rec.manifest.digest.slice(7)), 'utf8')) as { config: { digest: string }; layers: { digest: string }[] };
+      const manifest = JSON.parse(readFileSync(join(blobsDir, 'sha256', rec.manifest.digest.slice(7)), 'utf8')) as {
+        config: { digest: string };
+        layers: { digest: string }[];
+      };
       const config = JSON.parse(readFileSync(join(blobsDir, 'sha256', rec.config.digest.slice(7)), 'utf8')) as { rootfs: { diff_ids: string[] } };
       if (manifest.config.digest !== rec.config.digest) problems.push(`${what}: manifest names config ${manifest.config.digest}`);
-      if (manifest.layers.map((l) => l.digest).join() !== rec.layers.map((l) => l.digest).join()) problems.push(`${what}: manifest layers differ from the record`);
+      if (manifest.layers.map((l) => l.digest).join() !== rec.layers.map((l) => l.digest).join())
+        problems.push(`${what}: manifest layers differ from the record`);
       if (config.rootfs.diff_ids.join() !== rec.layers.map((l) => l.diffID).join()) problems.push(`${what}: config diffIDs differ from the record`);
       if (chainIDs(config.rootfs.diff_ids).join() !== rec.layers.map((l) => l.chainID).join()) problems.push(`${what}: chainIDs differ from the config`);
     } catch (e) {
@@ -202,8 +213,15 @@ export async function verifyStore(root: string, options: VerifyOptions = {}): Pr
   const [libImages, libSnaps, libBlobs] = await Promise.all([store.images.list(), store.snapshots.list(), store.content.list()]);
   if (libImages.length !== records.length) problems.push(`library lists ${libImages.length} images, the disk holds ${records.length}`);
   const libChains = libSnaps.map((s) => s.chainID).sort();
-  if (libChains.join() !== [...committed].sort().join()) problems.push(`library lists snapshots [${libChains.join(', ')}], the disk [${[...committed].join(', ')}]`);
-  if (libBlobs.map((b) => b.digest).sort().join() !== [...blobDigests].sort().join()) problems.push('library lists other blobs than the disk holds');
+  if (libChains.join() !== [...committed].sort().join())
+    problems.push(`library lists snapshots [${libChains.join(', ')}], the disk [${[...committed].join(', ')}]`);
+  if (
+    libBlobs
+      .map((b) => b.digest)
+      .sort()
+      .join() !== [...blobDigests].sort().join()
+  )
+    problems.push('library lists other blobs than the disk holds');
   for (const img of libImages) {
     for (const l of img.layers) {
       if (!(await store.snapshots.isCommitted(l.chainID))) problems.push(`library: image ${img.name}: snapshot ${l.chainID} not committed`);

@@ -39,7 +39,7 @@ async function daemonThreads(name: string, env: NodeJS.ProcessEnv): Promise<numb
 }
 
 describe('thread pool size', () => {
-  it('is what `fastpull version` reports through the launcher, and the environment\'s value when set', () => {
+  it("is what `fastpull version` reports through the launcher, and the environment's value when set", () => {
     const version = (env: NodeJS.ProcessEnv) => {
       const r = spawnSync(process.execPath, [launcher, 'version', '--json'], { env, encoding: 'utf8' });
       expect(r.status, r.stderr).toBe(0);
@@ -61,9 +61,12 @@ describe('thread pool size', () => {
     expect(writers({ ...plain, FASTPULL_WRITER_THREADS: '17' })).toBe(Math.min(4, Math.max(2, availableParallelism())));
   });
 
-  it.skipIf(lacks('python', datagramListenerUnavailable()))('takes effect in fastpulld started through its launcher: its threads grow by the pool\'s size over 4', async () => {
-    const sized = await daemonThreads('sized', baseEnv);
-    const four = await daemonThreads('four', { ...baseEnv, UV_THREADPOOL_SIZE: '4' });
-    expect(sized - four).toBe(expected - 4);
-  });
+  it.skipIf(lacks('python', datagramListenerUnavailable()))(
+    "takes effect in fastpulld started through its launcher: its threads grow by the pool's size over 4",
+    async () => {
+      const sized = await daemonThreads('sized', baseEnv);
+      const four = await daemonThreads('four', { ...baseEnv, UV_THREADPOOL_SIZE: '4' });
+      expect(sized - four).toBe(expected - 4);
+    },
+  );
 });

@@ -29,7 +29,11 @@ export const FLOAT_US = 1e-6;
  */
 export function checkRanges(events: readonly TraceEvent[], image: BuiltImage, i: number): TraceEvent[] {
   const layer = image.layers[i]!;
-  const laneNames = new Map(events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === PULL_PID && String(e.args?.name).startsWith(`layer ${i} ranges `)).map((e) => [e.tid!, e.args!.name]));
+  const laneNames = new Map(
+    events
+      .filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === PULL_PID && String(e.args?.name).startsWith(`layer ${i} ranges `))
+      .map((e) => [e.tid!, e.args!.name]),
+  );
   const ranges = events.filter((e) => e.ph === 'X' && e.cat === 'range' && e.args?.digest === layer.digest);
   expect(ranges.length).toBeGreaterThan(0);
   const fetch = spans(events, i + 1).get('fetch')!;
@@ -46,7 +50,10 @@ export function checkRanges(events: readonly TraceEvent[], image: BuiltImage, i:
     for (let k = 1; k < lane.length; k++) expect(lane[k]!.ts).toBeGreaterThanOrEqual(end(lane[k - 1]!) - FLOAT_US);
   }
   // What landed, [offset, offset + bytes), tiles the blob: no gap, no byte twice.
-  const pieces = ranges.map((r) => [r.args!.offset as number, (r.args!.offset as number) + (r.args!.bytes as number)] as const).filter(([a, b]) => b > a).sort((x, y) => x[0] - y[0]);
+  const pieces = ranges
+    .map((r) => [r.args!.offset as number, (r.args!.offset as number) + (r.args!.bytes as number)] as const)
+    .filter(([a, b]) => b > a)
+    .sort((x, y) => x[0] - y[0]);
   let pos = 0;
   for (const [a, b] of pieces) {
     expect(a).toBe(pos);

@@ -34,7 +34,13 @@ describe('cores bench helpers', () => {
       traceEvents: [
         { name: 'pull', ph: 'X', ts: 0, dur: 5_000_000 },
         { name: 'unpack', ph: 'X', ts: 0, dur: 1_000_000, args: { layer: 'a', bytesRead: 10 * 1024 * 1024, threadCpuMs: 100 } },
-        { name: 'unpack', ph: 'X', ts: 0, dur: 3_000_000, args: { layer: 'b', bytesRead: 300 * 1024 * 1024, threadCpuMs: 900, inflateCpuMs: 1200, tarHashCpuMs: 400 } },
+        {
+          name: 'unpack',
+          ph: 'X',
+          ts: 0,
+          dur: 3_000_000,
+          args: { layer: 'b', bytesRead: 300 * 1024 * 1024, threadCpuMs: 900, inflateCpuMs: 1200, tarHashCpuMs: 400 },
+        },
         { name: 'unpack', ph: 'B', ts: 0, args: { layer: 'c', bytesRead: 900 * 1024 * 1024 } },
       ],
     };

@@ -121,7 +121,7 @@ export function largestPass(trace: unknown): PassFigures | undefined {
   if (pull?.dur === undefined || passes.length === 0) return undefined;
   const read = (e: Ev) => Number(e.args?.bytesRead ?? 0);
   const big = passes.reduce((a, b) => (read(b) > read(a) ? b : a));
-  const ms = (k: string) => (typeof big.args?.[k] === 'number' ? (big.args[k]) / 1000 : undefined);
+  const ms = (k: string) => (typeof big.args?.[k] === 'number' ? big.args[k] / 1000 : undefined);
   const cpu: Record<string, number> = {};
   for (const [key, name] of [
     ['threadCpuMs', 'unpack thread'],
@@ -138,8 +138,14 @@ export function largestPass(trace: unknown): PassFigures | undefined {
 
 /** The kept trace of an image's widest pull with one inflater. */
 const traceName = (image: string, n: number, inflater: string, variant: string) =>
-  `${image}-${n}-cores${inflater === 'auto' ? '' : `-${inflater}`}${variant ? `-${variant.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '').toLowerCase()}` : ''}.trace.json`;
-
+  `${image}-${n}-cores${inflater === 'auto' ? '' : `-${inflater}`}${
+    variant
+      ? `-${variant
+          .replace(/[^A-Za-z0-9]+/g, '-')
+          .replace(/^-|-$/g, '')
+          .toLowerCase()}`
+      : ''
+  }.trace.json`;
 
 interface Run {
   readonly cores: number;
@@ -178,7 +184,14 @@ async function main(): Promise<void> {
   const tracesDir = join(resultsDir, 'traces');
   mkdirSync(tracesDir, { recursive: true });
   const cpuList = cpuOrder(allowedCpus(), siblingsOf);
-  const machine = { cpuOrder: cpuList.join(','), cores: MAX, cpu: cpus()[0]?.model ?? 'unknown', memGiB: Math.round(totalmem() / 2 ** 30), kernel: release(), node: process.version };
+  const machine = {
+    cpuOrder: cpuList.join(','),
+    cores: MAX,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    memGiB: Math.round(totalmem() / 2 ** 30),
+    kernel: release(),
+    node: process.version,
+  };
   log(`fastpull cores bench: ${JSON.stringify(machine)}; scale ${SCALE}; cores ${cores.join(',')}; ${RUNS} round(s); stores under ${base}`);
 
   mkdirSync(join(CACHE, 'registry'), { recursive: true });
@@ -205,7 +218,11 @@ async function main(): Promise<void> {
           execFileSync('sync');
           drops.add(dropCaches());
           const before = blockCounters(dir);
-          const m = await measure(taskset, ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', ...flags, '--root', root, '--trace', trace, ref], { timeoutMs: TIMEOUT_S * 1000, env: { ...env, ...extra.env } });
+          const m = await measure(
+            taskset,
+            ['-c', cpuList.slice(0, n).join(','), process.execPath, cli, 'pull', '--json', '--plain-http', ...flags, '--root', root, '--trace', trace, ref],
+            { timeoutMs: TIMEOUT_S * 1000, env: { ...env, ...extra.env } },
+          );
           const after = blockCounters(dir);
           let pass: PassFigures | undefined;
           try {
@@ -231,8 +248,14 @@ async function main(): Promise<void> {
           runs.push(run);
           // The widest pull's trace of the last round, kept next to the results.
           if (m.ok && n === Math.max(...cores) && round === RUNS - 1) copyFileSync(trace, join(tracesDir, traceName(meta.name, n, inflater, variant)));
-          const stages = pass ? Object.entries(pass.cpu).map(([k, v]) => `${k} ${f2(v)}`).join(', ') : '';
-          log(`  round ${round + 1} ${n} core(s)${inflater === 'auto' ? '' : `, --inflater ${inflater}`}${variant ? `, ${variant}` : ''}: ${m.ok ? `${f2(m.wall)} s, CPU ${f2(m.cpu)} s, RSS ${f0(m.rssMiB)} MiB${pass ? `; largest pass ${f2(pass.passS)} s, ${f0(pass.layerMiB)} MiB blob (${stages})` : ''}` : `FAILED ${run.note}`}`);
+          const stages = pass
+            ? Object.entries(pass.cpu)
+                .map(([k, v]) => `${k} ${f2(v)}`)
+                .join(', ')
+            : '';
+          log(
+            `  round ${round + 1} ${n} core(s)${inflater === 'auto' ? '' : `, --inflater ${inflater}`}${variant ? `, ${variant}` : ''}: ${m.ok ? `${f2(m.wall)} s, CPU ${f2(m.cpu)} s, RSS ${f0(m.rssMiB)} MiB${pass ? `; largest pass ${f2(pass.passS)} s, ${f0(pass.layerMiB)} MiB blob (${stages})` : ''}` : `FAILED ${run.note}`}`,
+          );
           rmSync(dir, { recursive: true, force: true });
         }
       }
@@ -243,9 +266,13 @@ async function main(): Promise<void> {
   }
 
   const lines: string[] = [];
-  lines.push(`fastpull pull pinned to N cores (${machine.cores}-core ${machine.cpu}, ${machine.memGiB} GiB, kernel ${machine.kernel}; scale ${SCALE}; ${RUNS} round(s); page cache ${[...drops].join(', ')})`);
+  lines.push(
+    `fastpull pull pinned to N cores (${machine.cores}-core ${machine.cpu}, ${machine.memGiB} GiB, kernel ${machine.kernel}; scale ${SCALE}; ${RUNS} round(s); page cache ${[...drops].join(', ')})`,
+  );
   lines.push('');
-  lines.push('| image | inflater | variant | cores | wall s (median) | min-max s | speed-up vs 1st | CPU s | peak RSS MiB | largest pass s | its stages\' CPU s (sum) | note |');
+  lines.push(
+    "| image | inflater | variant | cores | wall s (median) | min-max s | speed-up vs 1st | CPU s | peak RSS MiB | largest pass s | its stages' CPU s (sum) | note |",
+  );
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     for (const [inflater, variant] of INFLATERS.flatMap((i) => VARIANTS.map((v) => [i, v] as const))) {
@@ -257,7 +284,9 @@ async function main(): Promise<void> {
         const wall = median(good.map((x) => x.wall));
         const passes = good.map((x) => x.pass).filter((p): p is PassFigures => p !== undefined);
         const stageSum = median(passes.map((p) => Object.values(p.cpu).reduce((a, b) => a + b, 0)));
-        const stages = [...new Set(passes.flatMap((p) => Object.keys(p.cpu)))].map((k) => `${k} ${f2(median(passes.map((p) => p.cpu[k] ?? NaN).filter(Number.isFinite)))}`).join(', ');
+        const stages = [...new Set(passes.flatMap((p) => Object.keys(p.cpu)))]
+          .map((k) => `${k} ${f2(median(passes.map((p) => p.cpu[k] ?? NaN).filter(Number.isFinite)))}`)
+          .join(', ');
         lines.push(
           `| ${r.image} | ${inflater} | ${variant || '-'} | ${n} | ${f2(wall)} | ${f2(Math.min(...good.map((x) => x.wall)))}-${f2(Math.max(...good.map((x) => x.wall)))} | ${f2(first / wall)}x | ${f2(median(good.map((x) => x.cpu)))} | ${f0(Math.max(...good.map((x) => x.rssMiB)))} | ${f2(median(passes.map((p) => p.passS)))} | ${f2(stageSum)}${stages ? ` (${stages})` : ''} | ${bad.length ? `${bad.length} failed: ${bad[0]!.note ?? ''}` : ''} |`,
         );
@@ -267,7 +296,10 @@ async function main(): Promise<void> {
   const table = lines.join('\n');
   process.stdout.write(`${table}\n`);
   const file = join(resultsDir, `cores-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, `${JSON.stringify({ machine, scale: SCALE, cores, inflaters: INFLATERS, variants: VARIANTS, runs: RUNS, cacheDrops: [...drops], results }, null, 2)}\n`);
+  writeFileSync(
+    file,
+    `${JSON.stringify({ machine, scale: SCALE, cores, inflaters: INFLATERS, variants: VARIANTS, runs: RUNS, cacheDrops: [...drops], results }, null, 2)}\n`,
+  );
   log(`wrote ${file}`);
   rmSync(base, { recursive: true, force: true });
 }

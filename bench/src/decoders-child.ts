@@ -54,7 +54,8 @@ async function main(): Promise<void> {
   tuneAllocator(process.env);
   let stage: Transform | undefined;
   // isal-reuse: the stage fills its output buffers again once the sink is past them, as in a pull.
-  if (name === 'isal' || name === 'isal-reader' || name === 'isal-reuse') stage = (await isalFactory(base === 'base'))({ sync: name === 'isal-reader', ...(name === 'isal-reuse' ? { reuseOutput: true } : {}) });
+  if (name === 'isal' || name === 'isal-reader' || name === 'isal-reuse')
+    stage = (await isalFactory(base === 'base'))({ sync: name === 'isal-reader', ...(name === 'isal-reuse' ? { reuseOutput: true } : {}) });
   else if (name === 'zlib') stage = zlib.createGunzip({ chunkSize: ZLIB_CHUNK });
   else if (name !== 'read') throw new Error(`unknown decoder ${name}`);
   let out = 0;

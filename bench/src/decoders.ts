@@ -59,12 +59,20 @@ for (const kind of KINDS) {
     }
   }
   const gib = layer.tarSize / 1024 ** 3;
-  console.log(`## ${kind}: ${(layer.size / MIB).toFixed(0)} MiB compressed, ${(layer.tarSize / MIB).toFixed(0)} MiB tar; per GiB of output, median (min-max)\n`);
+  console.log(
+    `## ${kind}: ${(layer.size / MIB).toFixed(0)} MiB compressed, ${(layer.tarSize / MIB).toFixed(0)} MiB tar; per GiB of output, median (min-max)\n`,
+  );
   console.log('| decoder | CPU s | user s | sys s | stream thread CPU s | wall s | minor faults | context switches |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [d, rs] of runs) {
-    const per = (f: (r: DecoderRun) => number, digits = 2) => range(rs.map((r) => f(r) / gib), digits);
-    console.log(`| ${d} | ${per((r) => r.cpu)} | ${per((r) => r.user)} | ${per((r) => r.sys)} | ${d === 'igzip' ? '-' : per((r) => r.main)} | ${per((r) => r.wall)} | ${per((r) => r.minflt, 0)} | ${per((r) => r.switches, 0)} |`);
+    const per = (f: (r: DecoderRun) => number, digits = 2) =>
+      range(
+        rs.map((r) => f(r) / gib),
+        digits,
+      );
+    console.log(
+      `| ${d} | ${per((r) => r.cpu)} | ${per((r) => r.user)} | ${per((r) => r.sys)} | ${d === 'igzip' ? '-' : per((r) => r.main)} | ${per((r) => r.wall)} | ${per((r) => r.minflt, 0)} | ${per((r) => r.switches, 0)} |`,
+    );
   }
   console.log('');
 }

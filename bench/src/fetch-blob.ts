@@ -37,7 +37,8 @@ interface Timed {
 }
 
 function timed(cmd: string, args: string[], direct?: string): Timed {
-  const env = direct === undefined ? process.env : direct === 'undici' ? { ...process.env, BENCH_FETCH_UNDICI: '1' } : { ...process.env, FASTPULL_DIRECT_RANGES: direct };
+  const env =
+    direct === undefined ? process.env : direct === 'undici' ? { ...process.env, BENCH_FETCH_UNDICI: '1' } : { ...process.env, FASTPULL_DIRECT_RANGES: direct };
   const r = spawnSync('/usr/bin/time', ['-f', '%e %U %S %M', cmd, ...args], { encoding: 'utf8', maxBuffer: 1 << 26, env });
   if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr.slice(-2000)}`);
   const [wall, user, sys, kib] = r.stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
@@ -67,19 +68,23 @@ try {
       for (let run = 0; run < RUNS; run++) {
         const root = join(work, 'root');
         for (const direct of DIRECT ?? [undefined]) {
-          const how = direct === undefined ? '' : direct === '0' ? ', through node:http' : direct === 'undici' ? ', an undici Agent as dispatcher' : ', off the socket';
+          const how =
+            direct === undefined ? '' : direct === '0' ? ', through node:http' : direct === 'undici' ? ', an undici Agent as dispatcher' : ', off the socket';
           const name = `fastpull fetch (16 x ${CHUNK_MIB} MiB ranges${how})`;
           add(name, timed(process.execPath, [join(here, 'fetch-child.js'), `127.0.0.1:${port}`, digest, String(size), root, String(CHUNK_MIB)], direct));
           rmSync(root, { recursive: true, force: true });
         }
         const args = ['-sS', '--fail', '--parallel', '--parallel-max', String(PARALLEL)];
-        for (let start = 0, i = 0; start < size; start += CHUNK, i++) args.push('-r', `${start}-${Math.min(size, start + CHUNK) - 1}`, '-o', join(work, `part${i}`), url);
+        for (let start = 0, i = 0; start < size; start += CHUNK, i++)
+          args.push('-r', `${start}-${Math.min(size, start + CHUNK) - 1}`, '-o', join(work, `part${i}`), url);
         add(`curl --parallel (16 x ${CHUNK_MIB} MiB ranges)`, timed('curl', args));
         execFileSync('sh', ['-c', `rm -f "$0"/part*`, work]);
       }
       for (const [name, r] of Object.entries(rows)) {
         const m = median(r.wall);
-        console.log(`| ${mib} MiB | ${name} | ${m.toFixed(2)} | ${(size / 1e6 / m).toFixed(0)} | ${median(r.user).toFixed(2)} | ${median(r.sys).toFixed(2)} | ${Math.max(...r.rss).toFixed(0)} |`);
+        console.log(
+          `| ${mib} MiB | ${name} | ${m.toFixed(2)} | ${(size / 1e6 / m).toFixed(0)} | ${median(r.user).toFixed(2)} | ${median(r.sys).toFixed(2)} | ${Math.max(...r.rss).toFixed(0)} |`,
+        );
       }
     } finally {
       server.kill();

@@ -35,7 +35,27 @@ const proxy = await startTinyproxy();
 try {
   const cert = join(work, 'cert.pem');
   const key = join(work, 'key.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   console.log('| blob | contender | runs | median wall s | user CPU s per GiB (median) | system CPU s per GiB (median) |\n|---|---|---|---|---|---|');
   for (const mib of SIZES) {
     const blob = join(work, `blob-${mib}`);
@@ -63,7 +83,9 @@ try {
       }
       for (const mode of MODES) {
         const r = rows[mode]!;
-        console.log(`| ${mib} MiB | ${NAMES[mode]} | ${RUNS} | ${median(r.wall).toFixed(2)} (${Math.min(...r.wall).toFixed(2)}-${Math.max(...r.wall).toFixed(2)}) | ${median(r.user).toFixed(2)} | ${median(r.sys).toFixed(2)} |`);
+        console.log(
+          `| ${mib} MiB | ${NAMES[mode]} | ${RUNS} | ${median(r.wall).toFixed(2)} (${Math.min(...r.wall).toFixed(2)}-${Math.max(...r.wall).toFixed(2)}) | ${median(r.user).toFixed(2)} | ${median(r.sys).toFixed(2)} |`,
+        );
       }
     } finally {
       server.kill();

@@ -100,7 +100,9 @@ const started = new Date();
 let workload: Workload | undefined;
 try {
   const ref = await pushCached(registry.url, registry.host, image);
-  log(`interference: ${image.name} (${image.layers.length} layers), scale ${SCALE}, ${RUNS} round(s), workload on CPUs ${cpus.join(',')}, ${WINDOW_S} s alone before each pull`);
+  log(
+    `interference: ${image.name} (${image.layers.length} layers), scale ${SCALE}, ${RUNS} round(s), workload on CPUs ${cpus.join(',')}, ${WINDOW_S} s alone before each pull`,
+  );
   workload = await Workload.start(cpus);
   for (let run = 0; run < RUNS; run++) {
     // Rotated, so no contender always comes first.
@@ -149,7 +151,10 @@ const lines = [
   '',
   '| contender | pull s | pull CPU s | registry CPU s | workload kept | note |',
   '|---|---|---|---|---|---|',
-  ...[...rows].map(([name, r]) => `| ${name} | ${range(r.wall, f2)} | ${range(r.cpu, f2)} | ${range(r.registryCpu, f2)} | ${range(r.kept, pct)} | ${[...r.notes].join('; ')} |`),
+  ...[...rows].map(
+    ([name, r]) =>
+      `| ${name} | ${range(r.wall, f2)} | ${range(r.cpu, f2)} | ${range(r.registryCpu, f2)} | ${range(r.kept, pct)} | ${[...r.notes].join('; ')} |`,
+  ),
 ];
 const text = lines.join('\n') + '\n';
 process.stdout.write(text);
@@ -157,7 +162,23 @@ const resultsDir = join(benchDir, 'results');
 mkdirSync(resultsDir, { recursive: true });
 const suffix = env.BENCH_WORKLOAD_CPUS && env.BENCH_WORKLOAD_CPUS !== 'all' ? `-${env.BENCH_WORKLOAD_CPUS.replace(/[^a-z0-9]+/gi, '_')}` : '';
 writeFileSync(join(resultsDir, `interference${suffix}.md`), text);
-writeFileSync(join(resultsDir, `interference${suffix}.json`), JSON.stringify({ started, cores, workloadCpus: cpus, scale: SCALE, runs: RUNS, windowS: WINDOW_S, loadAtStart, rows: Object.fromEntries([...rows].map(([k, r]) => [k, { ...r, notes: [...r.notes] }])) }, null, 2) + '\n');
+writeFileSync(
+  join(resultsDir, `interference${suffix}.json`),
+  JSON.stringify(
+    {
+      started,
+      cores,
+      workloadCpus: cpus,
+      scale: SCALE,
+      runs: RUNS,
+      windowS: WINDOW_S,
+      loadAtStart,
+      rows: Object.fromEntries([...rows].map(([k, r]) => [k, { ...r, notes: [...r.notes] }])),
+    },
+    null,
+    2,
+  ) + '\n',
+);
 
 /** The CPUs the workload runs on: every one, those a one-core budget leaves, or a list. */
 function workloadCpus(spec: string, count: number): number[] {
@@ -168,6 +189,7 @@ function workloadCpus(spec: string, count: number): number[] {
     return all.slice(0, -1);
   }
   const list = spec.split(',').map((x) => Number(x.trim()));
-  if (list.length === 0 || list.some((c) => !Number.isInteger(c) || c < 0 || c >= count)) throw new Error(`BENCH_WORKLOAD_CPUS: want all, spare or CPU numbers below ${count}, not ${spec}`);
+  if (list.length === 0 || list.some((c) => !Number.isInteger(c) || c < 0 || c >= count))
+    throw new Error(`BENCH_WORKLOAD_CPUS: want all, spare or CPU numbers below ${count}, not ${spec}`);
   return list;
 }

@@ -15,7 +15,10 @@ function manifest(layers: number): Buffer {
         mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip',
         digest: `sha256:${hex(i + 1)}`,
         size: 1_000_000 + i,
-        annotations: { 'org.opencontainers.image.title': `layer-${i}.tar.gz`, 'com.example.note': `built by "step ${i}" \\ of the pipeline [${'x'.repeat(200)}]` },
+        annotations: {
+          'org.opencontainers.image.title': `layer-${i}.tar.gz`,
+          'com.example.note': `built by "step ${i}" \\ of the pipeline [${'x'.repeat(200)}]`,
+        },
       })),
       annotations: { 'org.opencontainers.image.created': '2026-12-07T00:00:00Z' },
     }),
@@ -44,5 +47,7 @@ for (const layers of [10, 128, 1000, 8500]) {
   time(20, () => JSON.parse(bytes.toString('utf8')));
   const check = time(runs, () => nestedDeeperThan(bytes, MAX_JSON_DEPTH));
   const parse = time(runs, () => JSON.parse(bytes.toString('utf8')));
-  console.log(`${layers} layers, ${bytes.length} bytes: depth check ${check.toFixed(3)} ms, JSON.parse ${parse.toFixed(3)} ms, check/parse ${(check / parse).toFixed(3)}`);
+  console.log(
+    `${layers} layers, ${bytes.length} bytes: depth check ${check.toFixed(3)} ms, JSON.parse ${parse.toFixed(3)} ms, check/parse ${(check / parse).toFixed(3)}`,
+  );
 }

@@ -88,7 +88,9 @@ export class Results {
     console.log(`\n| contender | median s | min-max s | vs ${base.replaceAll('|', '\\|')} | peak RSS MiB |\n|---|---|---|---|---|`);
     for (const [name, r] of this.rows) {
       const m = median(r.wall);
-      console.log(`| ${name.replaceAll('|', '\\|')} | ${m.toFixed(2)} | ${Math.min(...r.wall).toFixed(2)}-${Math.max(...r.wall).toFixed(2)} | ${(m / b).toFixed(2)}x | ${Math.max(...r.rss).toFixed(0)} |`);
+      console.log(
+        `| ${name.replaceAll('|', '\\|')} | ${m.toFixed(2)} | ${Math.min(...r.wall).toFixed(2)}-${Math.max(...r.wall).toFixed(2)} | ${(m / b).toFixed(2)}x | ${Math.max(...r.rss).toFixed(0)} |`,
+      );
     }
   }
 }

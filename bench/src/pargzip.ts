@@ -25,7 +25,15 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, gzipSync } from 'node:zlib';
 import { tuneAllocator } from '@fastpull/core';
-import { createIsalGunzip, createParallelGunzip, findInflater, InflatePool, parseZtoc, type GzipCheckpoint, type ParallelGunzipStream } from '@fastpull/core/unpack';
+import {
+  createIsalGunzip,
+  createParallelGunzip,
+  findInflater,
+  InflatePool,
+  parseZtoc,
+  type GzipCheckpoint,
+  type ParallelGunzipStream,
+} from '@fastpull/core/unpack';
 import { buildGzipCheckpoints, encodeZtoc } from '@fastpull/core/testing';
 import { median } from './lib.js';
 import { ensureImage, mlDominantLayerImage } from './peers/images.js';
@@ -78,7 +86,9 @@ function external(cmd: string, file: string): Run | undefined {
 }
 
 /** The in-process contenders, by name: each runs in a fresh child process (see runChild). */
-function inProcessContender(name: string): { threads?: number; ztoc: boolean; reuse?: boolean; tune: boolean; make?: () => NodeJS.ReadWriteStream } | undefined {
+function inProcessContender(
+  name: string,
+): { threads?: number; ztoc: boolean; reuse?: boolean; tune: boolean; make?: () => NodeJS.ReadWriteStream } | undefined {
   if (name === 'node:zlib createGunzip') return { ztoc: false, tune: false };
   if (name === 'node:zlib, allocator tuned') return { ztoc: false, tune: true };
   if (name === 'isal in process, pool thread') return { ztoc: false, tune: true, make: () => createIsalGunzip() };
@@ -107,9 +117,17 @@ async function child(name: string, file: string, ztocFile: string): Promise<void
     const size = statSync(file).size;
     const checkpoints = c.ztoc ? parseZtoc(readFileSync(ztocFile)).checkpoints : undefined;
     // Start the threads: a small stream through the pool first.
-    await pipeline(Readable.from([gzipSync(Buffer.alloc(4 << 20, 7))]), createParallelGunzip({ pool, chunkSize: 64 * 1024 }), new Writable({ write: (_c, _e, cb) => cb() }));
+    await pipeline(
+      Readable.from([gzipSync(Buffer.alloc(4 << 20, 7))]),
+      createParallelGunzip({ pool, chunkSize: 64 * 1024 }),
+      new Writable({ write: (_c, _e, cb) => cb() }),
+    );
     const release = c.reuse ? (stream: NodeJS.ReadWriteStream, upTo: number) => (stream as ParallelGunzipStream).releaseOutput(upTo) : undefined;
-    run = await inProcess(file, () => createParallelGunzip({ pool, size, ...(checkpoints ? { checkpoints } : {}), ...(c.reuse ? { reuseOutput: true } : {}) }), release);
+    run = await inProcess(
+      file,
+      () => createParallelGunzip({ pool, size, ...(checkpoints ? { checkpoints } : {}), ...(c.reuse ? { reuseOutput: true } : {}) }),
+      release,
+    );
     await pool.close();
   }
   process.stdout.write(JSON.stringify(run));
@@ -126,7 +144,11 @@ function isalMissing(): string | undefined {
 }
 
 function runChild(name: string, file: string, ztocFile: string): Run {
-  const r = spawnSync(process.execPath, [process.argv[1]!], { encoding: 'utf8', maxBuffer: 1 << 20, env: { ...process.env, PARGZIP_ONE: name, PARGZIP_FILE: file, PARGZIP_ZTOC: ztocFile } });
+  const r = spawnSync(process.execPath, [process.argv[1]!], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+    env: { ...process.env, PARGZIP_ONE: name, PARGZIP_FILE: file, PARGZIP_ZTOC: ztocFile },
+  });
   if (r.status !== 0) throw new Error(`${name} failed: ${r.stderr}`);
   return JSON.parse(r.stdout) as Run;
 }
@@ -160,14 +182,22 @@ async function main(): Promise<void> {
     if (missing) console.error(`${name}: left out (${missing})`);
     else contenders.push([name, async () => runChild(name, file, ztocFile)]);
   }
-  for (const [ztoc, reuse] of [[false, false], [false, true], [true, false], [true, true]] as const) {
+  for (const [ztoc, reuse] of [
+    [false, false],
+    [false, true],
+    [true, false],
+    [true, true],
+  ] as const) {
     for (const n of threadCounts) {
       const name = `parallel${ztoc ? ' + zTOC' : ''}${reuse ? ' reusing output' : ''}, ${n} thread${n === 1 ? '' : 's'}`;
       contenders.push([name, async () => runChild(name, file, ztocFile)]);
     }
   }
   const picked = process.env.BENCH_DECODERS ?? '';
-  const only = picked.split(picked.includes('|') ? '|' : ',').map((x) => x.trim()).filter(Boolean);
+  const only = picked
+    .split(picked.includes('|') ? '|' : ',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   if (only.length) contenders.splice(0, contenders.length, ...contenders.filter(([name]) => only.some((o) => name.startsWith(o))));
   const runs = new Map<string, Run[]>();
   // Rounds interleave the contenders, so a machine that slows down over time spreads over all of them.
@@ -184,19 +214,38 @@ async function main(): Promise<void> {
   const rows = [...runs].map(([name, rs]) => {
     const wall = median(rs.map((r) => r.wall));
     const exact = rs[0]!.exactBytes;
-    return { name, wall, min: Math.min(...rs.map((r) => r.wall)), max: Math.max(...rs.map((r) => r.wall)), cpu: median(rs.map((r) => r.cpu)), mbps: layer.tarSize / 1e6 / wall, vsZlib: base / wall, serial: exact === undefined ? undefined : exact / layer.tarSize };
+    return {
+      name,
+      wall,
+      min: Math.min(...rs.map((r) => r.wall)),
+      max: Math.max(...rs.map((r) => r.wall)),
+      cpu: median(rs.map((r) => r.cpu)),
+      mbps: layer.tarSize / 1e6 / wall,
+      vsZlib: base / wall,
+      serial: exact === undefined ? undefined : exact / layer.tarSize,
+    };
   });
   const lines = [
     `Parallel gunzip, ${cpus()[0]?.model ?? 'unknown cpu'} (${cores} cores), Node ${process.version}; layer ${(size / 2 ** 20).toFixed(0)} MiB gzip -6 -> ${(layer.tarSize / 2 ** 20).toFixed(0)} MiB; median of ${RUNS}.`,
     '',
     '| decoder | wall s (min-max) | CPU s | MB/s out | vs node:zlib | decoded one job after another |',
     '|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.name} | ${r.wall.toFixed(2)} (${r.min.toFixed(2)}-${r.max.toFixed(2)}) | ${r.cpu.toFixed(2)} | ${r.mbps.toFixed(0)} | ${r.vsZlib.toFixed(2)}x | ${r.serial === undefined ? '' : `${(100 * r.serial).toFixed(0)}%`} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.name} | ${r.wall.toFixed(2)} (${r.min.toFixed(2)}-${r.max.toFixed(2)}) | ${r.cpu.toFixed(2)} | ${r.mbps.toFixed(0)} | ${r.vsZlib.toFixed(2)}x | ${r.serial === undefined ? '' : `${(100 * r.serial).toFixed(0)}%`} |`,
+    ),
   ];
   console.log(lines.join('\n'));
   const out = join(benchDir, 'results', `pargzip-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   mkdirSync(join(benchDir, 'results'), { recursive: true });
-  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), cores, layer: { compressed: size, uncompressed: layer.tarSize }, runs: Object.fromEntries(runs), rows }, null, 2));
+  writeFileSync(
+    out,
+    JSON.stringify(
+      { date: new Date().toISOString(), cores, layer: { compressed: size, uncompressed: layer.tarSize }, runs: Object.fromEntries(runs), rows },
+      null,
+      2,
+    ),
+  );
   console.error(`wrote ${out}`);
 }
 

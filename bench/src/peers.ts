@@ -15,7 +15,18 @@ import { basename, join, relative, resolve } from 'node:path';
 import { startDistribution } from '@fastpull/core/testing';
 import { containerd, fastpullCli, fastpulld, skopeoUmoci, type Contender, type PullResult } from './peers/contenders.js';
 import { criContender } from './peers/cri.js';
-import { ensureImage, mlImage, namedImages, oneLayerImage, pushCached, pushSociIndex, sizesFor, warmUpImage, type ImageMeta, type ImageSpec } from './peers/images.js';
+import {
+  ensureImage,
+  mlImage,
+  namedImages,
+  oneLayerImage,
+  pushCached,
+  pushSociIndex,
+  sizesFor,
+  warmUpImage,
+  type ImageMeta,
+  type ImageSpec,
+} from './peers/images.js';
 import { measureLimit, type Limit } from './peers/limit.js';
 import { blockCounters, dropCaches, which } from './peers/measure.js';
 import { startStallProxy } from './peers/stall-proxy.js';
@@ -46,7 +57,11 @@ const MIB = 1024 * 1024;
 const resultsDir = join(benchDir, 'results');
 /** One trace per image and tracing contender, the latest run's only (overwritten), with its SVG. */
 const tracesDir = join(resultsDir, 'traces');
-const slug = (s: string) => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+const slug = (s: string) =>
+  s
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
@@ -75,7 +90,9 @@ function setupPeers(): string {
   if (process.getuid?.() !== 0) return `missing ${missing.join(', ')}; not root, not installing (run bench/setup.sh as root)`;
   log(`installing missing tools (${missing.join(', ')}) with bench/setup.sh`);
   const r = spawnSync('bash', [join(benchDir, 'setup.sh')], { stdio: ['ignore', 'inherit', 'inherit'] });
-  return r.status === 0 ? `installed with bench/setup.sh (was missing ${missing.join(', ')})` : `bench/setup.sh failed (exit ${r.status}); missing ${missing.join(', ')}`;
+  return r.status === 0
+    ? `installed with bench/setup.sh (was missing ${missing.join(', ')})`
+    : `bench/setup.sh failed (exit ${r.status}); missing ${missing.join(', ')}`;
 }
 
 // ---- results -------------------------------------------------------------------------------------
@@ -126,7 +143,9 @@ function pullTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, Lim
   out.push('|---|---|---|---|---|---|---|---|---|---|');
   for (const image of images) {
     const limit = limits.get(image.name);
-    const base = rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull (CLI)')) ?? rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull'));
+    const base =
+      rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull (CLI)')) ??
+      rows.find((r) => r.image === image.name && r.contender.startsWith('fastpull'));
     const baseWall = base ? summarize(base).wall : NaN;
     for (const r of rows.filter((x) => x.image === image.name)) {
       if (r.unavailable !== undefined) {
@@ -166,7 +185,8 @@ function inflateTable(images: readonly ImageMeta[], limits: ReadonlyMap<string, 
     const l = limits.get(image.name);
     if (!l) continue;
     const big = l.layers.reduce((a, b) => (b.size > a.size ? b : a));
-    for (const t of big.tries) out.push(`| ${image.name} | ${big.name} (${f0(big.size / MIB)}) | ${t.tool}${t === big.best ? ' (best)' : ''} | ${f2(t.wall)} | ${f2(t.cpu)} |`);
+    for (const t of big.tries)
+      out.push(`| ${image.name} | ${big.name} (${f0(big.size / MIB)}) | ${t.tool}${t === big.best ? ' (best)' : ''} | ${f2(t.wall)} | ${f2(t.cpu)} |`);
   }
   return out.join('\n');
 }
@@ -187,7 +207,11 @@ const allContenders: Record<string, Contender> = {
   'cri-overlayfs-1.7': criContender(repo, 'overlayfs', { release: '1.7' }),
   'cri-fastpull-2.2': criContender(repo, 'fastpull', { release: '2.2' }),
   'cri-overlayfs-2.2': criContender(repo, 'overlayfs', { release: '2.2' }),
-  'cri-fastpull-2.2-nosync': criContender(repo, 'fastpull', { release: '2.2', fastpulldArgs: ['--no-sync'], name: 'containerd 2.2 + fastpull snapshotter --no-sync (CRI PullImage)' }),
+  'cri-fastpull-2.2-nosync': criContender(repo, 'fastpull', {
+    release: '2.2',
+    fastpulldArgs: ['--no-sync'],
+    name: 'containerd 2.2 + fastpull snapshotter --no-sync (CRI PullImage)',
+  }),
   'cri-tuned-2.2': criContender(repo, 'overlayfs', { release: '2.2', tuned: true }),
   'ctr-tuned-2.2': criContender(repo, 'overlayfs', { release: '2.2', tuned: true, client: 'ctr' }),
   'cri-soci-2.2': criContender(repo, 'soci', { release: '2.2' }),
@@ -209,7 +233,10 @@ const contenders = CONTENDERS.map((n) => {
 
 const trash = new Trash(DELETE_COOLDOWN_S, log);
 // Ctrl-C or a kill: the trash goes too (it may hold many GiB), then exit as the signal would have.
-for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+for (const [sig, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+] as const) {
   process.once(sig, () => {
     log(`\n${sig}: removing the trash (${trash.size} tree(s))`);
     trash.empty();
@@ -226,10 +253,20 @@ async function pullOnce(c: Contender, ref: string, timeoutS: number, trace?: str
     const after = blockCounters(dir);
     if (before === undefined || after === undefined) return r;
     const mib = (sectors: number) => (sectors * 512) / MIB;
-    const discarded = before.discardSectors !== undefined && after.discardSectors !== undefined ? { deviceDiscardMiB: mib(after.discardSectors - before.discardSectors) } : {};
+    const discarded =
+      before.discardSectors !== undefined && after.discardSectors !== undefined ? { deviceDiscardMiB: mib(after.discardSectors - before.discardSectors) } : {};
     return { ...r, deviceWriteMiB: mib(after.writeSectors - before.writeSectors), ...discarded };
   } catch (e) {
-    return { ok: false, timedOut: false, wall: NaN, cpu: NaN, rssMiB: NaN, bytes: NaN, output: '', note: `error: ${e instanceof Error ? e.message : String(e)}` };
+    return {
+      ok: false,
+      timedOut: false,
+      wall: NaN,
+      cpu: NaN,
+      rssMiB: NaN,
+      bytes: NaN,
+      output: '',
+      note: `error: ${e instanceof Error ? e.message : String(e)}`,
+    };
   } finally {
     execFileSync('sync');
   }
@@ -260,7 +297,9 @@ const machine = {
 const sizes = sizesFor(SCALE, env);
 log(`fastpull peers bench: scale ${SCALE}, ${RUNS} run(s), ${machine.cores} cores (${machine.cpu}); tools: ${setup}`);
 log(`sizes: ${JSON.stringify(sizes)}`);
-log(`trees go to a trash under ${trash.base}, emptied when space runs short, then ${DELETE_COOLDOWN_S} s before the next measured run (BENCH_DELETE_COOLDOWN_S)`);
+log(
+  `trees go to a trash under ${trash.base}, emptied when space runs short, then ${DELETE_COOLDOWN_S} s before the next measured run (BENCH_DELETE_COOLDOWN_S)`,
+);
 
 mkdirSync(join(CACHE, 'registry'), { recursive: true });
 const registry = await startDistribution({ dir: join(CACHE, 'registry') });
@@ -295,17 +334,22 @@ try {
       const image = await prepare(make());
       pullImages.push(image);
       const ref = refs.get(image.name)!;
-      log(`${image.name}: ${image.layers.length} layers, ${f0(image.layers.reduce((a, l) => a + l.size, 0) / MIB)} MiB compressed, ${f0(image.layers.reduce((a, l) => a + l.tarSize, 0) / MIB)} MiB uncompressed, ${image.layers.reduce((a, l) => a + l.files, 0)} files`);
+      log(
+        `${image.name}: ${image.layers.length} layers, ${f0(image.layers.reduce((a, l) => a + l.size, 0) / MIB)} MiB compressed, ${f0(image.layers.reduce((a, l) => a + l.tarSize, 0) / MIB)} MiB uncompressed, ${image.layers.reduce((a, l) => a + l.files, 0)} files`,
+      );
       // Between images: the trash is emptied here if this image's runs would not fit beside it.
       await trash.before(plus(limitNeed(image), times(RUNS * contenders.length, pullNeed(image))), `${image.name}: the limit`);
       const limit = await measureLimit(image, blobUrl(image), join(here, 'peers', 'inflate-child.js'), log, trash, registry.pid);
       cacheDrops.add(limit.cacheDrop);
       limits.set(image.name, limit);
-      log(`  bound ${f2(limit.bound)} s (${limit.dominant}); terms ${JSON.stringify(Object.fromEntries(Object.entries(limit.terms).map(([k, v]) => [k, Number(v.toFixed(3))])))}`);
+      log(
+        `  bound ${f2(limit.bound)} s (${limit.dominant}); terms ${JSON.stringify(Object.fromEntries(Object.entries(limit.terms).map(([k, v]) => [k, Number(v.toFixed(3))])))}`,
+      );
       const byName = new Map<string, Row>();
       for (const c of contenders) {
         const why = c.unavailable();
-        const row: Row = why === undefined ? { image: image.name, contender: c.name, runs: [] } : { image: image.name, contender: c.name, runs: [], unavailable: why };
+        const row: Row =
+          why === undefined ? { image: image.name, contender: c.name, runs: [] } : { image: image.name, contender: c.name, runs: [], unavailable: why };
         byName.set(c.name, row);
         rows.push(row);
       }
@@ -326,8 +370,13 @@ try {
             writeFileSync(trace.replace(/\.trace\.json$/, '.svg'), traceSvg(readTrace(trace), `${c.name}: ${image.name} (bench image, scale ${SCALE})`));
             row.trace = relative(benchDir, trace);
           }
-          const device = r.deviceWriteMiB === undefined ? '' : `, device wrote ${f0(r.deviceWriteMiB)} MiB${r.deviceDiscardMiB === undefined ? '' : `, discarded ${f0(r.deviceDiscardMiB)} MiB`}`;
-          log(`  run ${run + 1}/${RUNS} ${c.name}: ${r.ok ? `${f2(r.wall)} s, CPU ${f2(r.cpu)} s, RSS ${f0(r.rssMiB)} MiB, disk ${f0(r.bytes / MIB)} MiB${device}` : 'FAILED'}${r.note ? ` (${r.note})` : ''}`);
+          const device =
+            r.deviceWriteMiB === undefined
+              ? ''
+              : `, device wrote ${f0(r.deviceWriteMiB)} MiB${r.deviceDiscardMiB === undefined ? '' : `, discarded ${f0(r.deviceDiscardMiB)} MiB`}`;
+          log(
+            `  run ${run + 1}/${RUNS} ${c.name}: ${r.ok ? `${f2(r.wall)} s, CPU ${f2(r.cpu)} s, RSS ${f0(r.rssMiB)} MiB, disk ${f0(r.bytes / MIB)} MiB${device}` : 'FAILED'}${r.note ? ` (${r.note})` : ''}`,
+          );
         }
       }
     }
@@ -358,7 +407,9 @@ try {
     const image = await prepare(mlImage(sizes, 'gzip'));
     const largest = image.layers.reduce((a, l) => (l.size > a.size ? l : a));
     faultInfo = { image: image.name, digest: largest.digest, afterBytes: FAULT_AFTER_BYTES, timeoutS: FAULT_TIMEOUT_S, stalled: [] };
-    log(`fault: ${image.name}, the first GET of the largest layer (${f0(largest.size / MIB)} MiB) stalls after ${FAULT_AFTER_BYTES} bytes; limit ${FAULT_TIMEOUT_S} s`);
+    log(
+      `fault: ${image.name}, the first GET of the largest layer (${f0(largest.size / MIB)} MiB) stalls after ${FAULT_AFTER_BYTES} bytes; limit ${FAULT_TIMEOUT_S} s`,
+    );
     await trash.before(times(contenders.length, pullNeed(image)), 'fault');
     for (const c of contenders) {
       const why = c.unavailable();
@@ -373,9 +424,13 @@ try {
         const ref = `${proxy.host}/bench/${image.name}:${image.key}`;
         const r = await pullOnce(c, ref, FAULT_TIMEOUT_S);
         faultInfo.stalled.push(proxy.stalled());
-        const note = [r.timedOut ? `killed after ${FAULT_TIMEOUT_S} s` : '', r.note ?? '', `connections stalled: ${proxy.stalled()}`].filter(Boolean).join('; ');
+        const note = [r.timedOut ? `killed after ${FAULT_TIMEOUT_S} s` : '', r.note ?? '', `connections stalled: ${proxy.stalled()}`]
+          .filter(Boolean)
+          .join('; ');
         faultRows.push({ image: image.name, contender: c.name, runs: [{ ...r, note }] });
-        log(`  ${c.name}: ${r.ok ? `${f2(r.wall)} s` : r.timedOut ? `did not finish within ${FAULT_TIMEOUT_S} s` : 'FAILED'} (stalled connections: ${proxy.stalled()})${r.note ? ` (${r.note})` : ''}`);
+        log(
+          `  ${c.name}: ${r.ok ? `${f2(r.wall)} s` : r.timedOut ? `did not finish within ${FAULT_TIMEOUT_S} s` : 'FAILED'} (stalled connections: ${proxy.stalled()})${r.note ? ` (${r.note})` : ''}`,
+        );
       } finally {
         await proxy.close();
       }
@@ -398,9 +453,14 @@ const header = [
 ].join('\n');
 const sections: string[] = [header];
 if (pullImages.length) {
-  sections.push(`### Pulls\n\nWall time until the puller exits (pulled and unpacked); CPU = user + system of the puller and its children (and containerd's daemon); peak RSS = largest sum over the puller's processes (daemon included); disk = what the store takes afterwards.\n\n${pullTable(pullImages, limits, rows)}`);
+  sections.push(
+    `### Pulls\n\nWall time until the puller exits (pulled and unpacked); CPU = user + system of the puller and its children (and containerd's daemon); peak RSS = largest sum over the puller's processes (daemon included); disk = what the store takes afterwards.\n\n${pullTable(pullImages, limits, rows)}`,
+  );
   const traced = rows.filter((r) => r.trace !== undefined);
-  if (traced.length) sections.push(`Traces of each image's last run (open in ui.perfetto.dev; an SVG beside each): ${traced.map((r) => `${r.image} ${r.contender} \`bench/${r.trace}\``).join(', ')}.`);
+  if (traced.length)
+    sections.push(
+      `Traces of each image's last run (open in ui.perfetto.dev; an SVG beside each): ${traced.map((r) => `${r.image} ${r.contender} \`bench/${r.trace}\``).join(', ')}.`,
+    );
   sections.push(`### The machine's limit (terms of the bound, ${machine.cores} cores)\n\n${limitTable(pullImages, limits)}`);
   sections.push(`### Inflate, largest layer, single core\n\n${inflateTable(pullImages, limits)}`);
 }
@@ -409,7 +469,9 @@ if (memoryRows.length) {
   for (const r of memoryRows) {
     const x = r.runs[0];
     const note = r.unavailable ?? [x && !x.ok && !x.note ? 'failed' : '', x ? phaseMedians([x]) : '', x?.note ?? ''].filter(Boolean).join('; ');
-    out.push(`| ${r.image.replace('one-layer-', '')} MiB | ${cell(r.contender)} | ${x?.ok ? f2(x.wall) : '-'} | ${x?.ok ? f0(x.rssMiB) : '-'} | ${cell(note)} |`);
+    out.push(
+      `| ${r.image.replace('one-layer-', '')} MiB | ${cell(r.contender)} | ${x?.ok ? f2(x.wall) : '-'} | ${x?.ok ? f0(x.rssMiB) : '-'} | ${cell(note)} |`,
+    );
   }
   sections.push(`### Memory: one layer, small vs large\n\n${out.join('\n')}`);
 }
@@ -420,7 +482,9 @@ if (faultRows.length && faultInfo) {
     const t = !x ? '-' : x.ok ? f2(x.wall) : x.timedOut ? `did not complete within ${faultInfo.timeoutS}` : 'failed';
     out.push(`| ${cell(r.contender)} | ${t} | ${cell(r.unavailable ?? x?.note ?? '')} |`);
   }
-  sections.push(`### Fault: one stalled connection\n\nImage ${faultInfo.image}; the first GET of its largest layer sends ${faultInfo.afterBytes} bytes and then nothing, connection held open (loopback proxy in front of the registry).\n\n${out.join('\n')}`);
+  sections.push(
+    `### Fault: one stalled connection\n\nImage ${faultInfo.image}; the first GET of its largest layer sends ${faultInfo.afterBytes} bytes and then nothing, connection held open (loopback proxy in front of the registry).\n\n${out.join('\n')}`,
+  );
 }
 const markdown = sections.join('\n\n');
 console.log(markdown);
@@ -432,9 +496,23 @@ const json = {
   machine,
   load: { start: loadAtStart, end: loadAtEnd },
   setup,
-  params: { scale: SCALE, runs: RUNS, sizes, images: IMAGES, scenarios: SCENARIOS, contenders: CONTENDERS, memMiB: MEM_MIB, faultAfterBytes: FAULT_AFTER_BYTES, faultTimeoutS: FAULT_TIMEOUT_S },
+  params: {
+    scale: SCALE,
+    runs: RUNS,
+    sizes,
+    images: IMAGES,
+    scenarios: SCENARIOS,
+    contenders: CONTENDERS,
+    memMiB: MEM_MIB,
+    faultAfterBytes: FAULT_AFTER_BYTES,
+    faultTimeoutS: FAULT_TIMEOUT_S,
+  },
   cacheDrops: [...cacheDrops],
-  images: pullImages.map((i) => ({ name: i.name, compression: i.compression, layers: i.layers.map((l) => ({ name: l.name, digest: l.digest, size: l.size, tarSize: l.tarSize, files: l.files })) })),
+  images: pullImages.map((i) => ({
+    name: i.name,
+    compression: i.compression,
+    layers: i.layers.map((l) => ({ name: l.name, digest: l.digest, size: l.size, tarSize: l.tarSize, files: l.files })),
+  })),
   limits: Object.fromEntries(limits),
   pulls: rows.map((r) => ({ ...r, summary: r.unavailable === undefined ? summarize(r) : undefined, runs: r.runs.map(({ output: _o, ...x }) => x) })),
   memory: memoryRows.map((r) => ({ ...r, runs: r.runs.map(({ output: _o, ...x }) => x) })),

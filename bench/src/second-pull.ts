@@ -28,7 +28,29 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 function certificate(dir: string): { key: string; cert: string } {
   const key = join(dir, 'key.pem');
   const cert = join(dir, 'cert.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { stdio: 'ignore' },
+  );
   return { key, cert };
 }
 
@@ -41,7 +63,10 @@ interface Sample {
 
 async function measure(dir: string): Promise<void> {
   const { key, cert } = certificate(dir);
-  const registry = await startLoopbackRegistry({ tls: { key: readFileSync(key), cert: readFileSync(cert) }, auth: { type: 'bearer', username: 'bench', password: 'bench' } });
+  const registry = await startLoopbackRegistry({
+    tls: { key: readFileSync(key), cert: readFileSync(cert) },
+    auth: { type: 'bearer', username: 'bench', password: 'bench' },
+  });
   const hostsDir = join(dir, 'certs.d');
   mkdirSync(join(hostsDir, registry.host), { recursive: true });
   writeFileSync(join(hostsDir, registry.host, 'hosts.toml'), `server = "https://${registry.host}"\nca = ${JSON.stringify(cert)}\n`);

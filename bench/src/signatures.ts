@@ -32,7 +32,10 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 /** A peer's binary as scripts/peers.sh lists it; fails the run, saying how to build it, when it is missing. */
 function peer(name: string, file: string): string {
   const listed = spawnSync('bash', [join(repo, 'scripts', 'peers.sh'), '--list'], { encoding: 'utf8', env }).stdout;
-  const dir = listed.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ')[2];
+  const dir = listed
+    .split('\n')
+    .find((l) => l.startsWith(`${name} `))
+    ?.split(' ')[2];
   const bin = dir && join(dir, file);
   if (!bin || !existsSync(bin)) throw new Error(`${name} is not built: bash scripts/peers.sh ${name}`);
   return bin;
@@ -61,18 +64,34 @@ try {
   const byDigest = `${repository}@${image.manifestDigest}`;
 
   execFileSync(cosign, ['generate-key-pair', '--output-key-prefix', 'bench'], { cwd: work, env: cosignEnv, stdio: 'pipe' });
-  execFileSync(cosign, ['sign', '--key', 'bench.key', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '-y', '--new-bundle-format=false', byDigest], { cwd: work, env: cosignEnv, stdio: 'pipe' });
+  execFileSync(
+    cosign,
+    ['sign', '--key', 'bench.key', '--use-signing-config=false', '--tlog-upload=false', '--allow-http-registry', '-y', '--new-bundle-format=false', byDigest],
+    { cwd: work, env: cosignEnv, stdio: 'pipe' },
+  );
   const pki = (n: string) => join(work, n);
   execFileSync(notationSigner, ['cert', '-out', pki('root'), '-is-ca', '-subject', 'CN=root,O=fastpull bench,ST=WA,C=US'], { stdio: 'pipe' });
   execFileSync(notationSigner, ['cert', '-out', pki('leaf'), '-ca', pki('root'), '-subject', 'CN=signer,O=fastpull bench,ST=WA,C=US'], { stdio: 'pipe' });
   execFileSync(notationSigner, ['sign', '-ref', byDigest, '-key', pki('leaf.key'), '-cert', pki('leaf.crt')], { stdio: 'pipe' });
 
   const policy = join(work, 'policy.json');
-  writeFileSync(policy, JSON.stringify({ default: [{ type: 'reject' }], transports: { docker: { [repository]: [{ type: 'sigstoreSigned', keyPath: join(work, 'bench.pub'), signedIdentity: { type: 'matchRepository' } }] } } }));
+  writeFileSync(
+    policy,
+    JSON.stringify({
+      default: [{ type: 'reject' }],
+      transports: { docker: { [repository]: [{ type: 'sigstoreSigned', keyPath: join(work, 'bench.pub'), signedIdentity: { type: 'matchRepository' } }] } },
+    }),
+  );
   const notation = join(work, 'notation');
   mkdirSync(join(notation, 'truststore', 'x509', 'ca', 'bench'), { recursive: true });
   writeFileSync(join(notation, 'truststore', 'x509', 'ca', 'bench', 'root.crt'), readFileSync(pki('root.crt')));
-  const statement = { name: 'bench', registryScopes: [repository], signatureVerification: { level: 'strict' }, trustStores: ['ca:bench'], trustedIdentities: ['*'] };
+  const statement = {
+    name: 'bench',
+    registryScopes: [repository],
+    signatureVerification: { level: 'strict' },
+    trustStores: ['ca:bench'],
+    trustedIdentities: ['*'],
+  };
   writeFileSync(join(notation, 'trustpolicy.json'), JSON.stringify({ version: '1.0', trustPolicies: [statement] }));
 
   const contenders = [
@@ -93,7 +112,8 @@ try {
         // Verification must have run, or the comparison says nothing.
         const record = JSON.stringify(JSON.parse(execFileSync(process.execPath, [cli, 'inspect', '--root', root, tagged], { encoding: 'utf8' })));
         for (const kind of ['sigstore', 'notation']) {
-          if (!new RegExp(`"kind":"${kind}"[^}]*"outcome":"verified"`).test(record)) throw new Error(`the verified pull recorded no ${kind} verdict: ${record.slice(0, 600)}`);
+          if (!new RegExp(`"kind":"${kind}"[^}]*"outcome":"verified"`).test(record))
+            throw new Error(`the verified pull recorded no ${kind} verdict: ${record.slice(0, 600)}`);
         }
       }
       wall[c.name]!.push(m.wall);

@@ -72,7 +72,9 @@ try {
         walls.get(variant)!.push(m.wall);
         cpus.get(variant)!.push(m.cpu);
         thisRun.set(variant, m.wall);
-        log(`  run ${run + 1}/${RUNS} ${variant}: ${f2(m.wall)} s, CPU ${f2(m.cpu)} s; largest layer: unpack ${f2(layer.unpackMs / 1000)} s, commit ${f2(layer.commitMs / 1000)} s`);
+        log(
+          `  run ${run + 1}/${RUNS} ${variant}: ${f2(m.wall)} s, CPU ${f2(m.cpu)} s; largest layer: unpack ${f2(layer.unpackMs / 1000)} s, commit ${f2(layer.commitMs / 1000)} s`,
+        );
       }
       const base = thisRun.get('off');
       if (base !== undefined) for (const [v, w] of thisRun) ratios.get(v)!.push(w / base);

@@ -40,7 +40,11 @@ describe('traceSvg', () => {
     expect(svg).toContain('max 200 MiB/s');
     expect(svg).toContain('fastpull pull r/&lt;app&gt;:1 (1.00 s)');
     // The pull spans the whole plot; the pass starts a tenth in and lasts eight tenths of it.
-    const rect = (fill: string) => svg.match(new RegExp(`<rect x="([\\d.]+)" y="[\\d.]+" width="([\\d.]+)" height="12" fill="${fill}"`))!.slice(1).map(Number);
+    const rect = (fill: string) =>
+      svg
+        .match(new RegExp(`<rect x="([\\d.]+)" y="[\\d.]+" width="([\\d.]+)" height="12" fill="${fill}"`))!
+        .slice(1)
+        .map(Number);
     expect(rect('#d9d9d9')).toEqual([190, 900]);
     expect(rect('#59a14f')).toEqual([280, 720]);
     expect(rect('#f28e2b')).toEqual([190, 450]);

@@ -117,7 +117,9 @@ export function traceSvg(doc: TraceDocument, title?: string): string {
       const x0 = x(s.ts);
       const w = Math.max(0.6, x(s.ts + (s.dur ?? 0)) - x0);
       const tip = `${s.name} ${((s.dur ?? 0) / 1000).toFixed(1)} ms${s.args ? ` ${JSON.stringify(s.args)}` : ''}`;
-      out.push(`<rect x="${x0.toFixed(2)}" y="${y + (ROW_H - SPAN_H) / 2}" width="${w.toFixed(2)}" height="${SPAN_H}" fill="${COLOURS[s.name] ?? '#bab0ac'}" stroke="white" stroke-width="0.3"><title>${esc(tip)}</title></rect>`);
+      out.push(
+        `<rect x="${x0.toFixed(2)}" y="${y + (ROW_H - SPAN_H) / 2}" width="${w.toFixed(2)}" height="${SPAN_H}" fill="${COLOURS[s.name] ?? '#bab0ac'}" stroke="white" stroke-width="0.3"><title>${esc(tip)}</title></rect>`,
+      );
     }
   });
   counters.forEach((c, k) => {

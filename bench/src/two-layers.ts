@@ -22,7 +22,9 @@ try {
     writeFileSync(p, l.blob);
     return p;
   });
-  console.log(`image: 2 layers of ${(image.layers[0]!.size / 2 ** 20).toFixed(0)} MiB compressed, ${(image.layers[0]!.tar.length / 2 ** 20).toFixed(0)} MiB uncompressed each`);
+  console.log(
+    `image: 2 layers of ${(image.layers[0]!.size / 2 ** 20).toFixed(0)} MiB compressed, ${(image.layers[0]!.tar.length / 2 ** 20).toFixed(0)} MiB uncompressed each`,
+  );
 
   const results = new Results();
   const fresh = (name: string) => {
@@ -46,9 +48,15 @@ try {
     }
     for (const tool of ['gzip', 'igzip']) {
       let d = fresh('seq');
-      results.record(`2x ${tool} -dc | tar -x, one after the other`, timed('sh', ['-c', `${untar(tool)} && ${untar(tool).replace('$0', '$1').replace('/a', '/b')}`, blobs[0]!, blobs[1]!, d]));
+      results.record(
+        `2x ${tool} -dc | tar -x, one after the other`,
+        timed('sh', ['-c', `${untar(tool)} && ${untar(tool).replace('$0', '$1').replace('/a', '/b')}`, blobs[0]!, blobs[1]!, d]),
+      );
       d = fresh('par');
-      results.record(`2x ${tool} -dc | tar -x, at the same time`, timed('sh', ['-c', `(${untar(tool)}) & (${untar(tool).replace('$0', '$1').replace('/a', '/b')}) & wait`, blobs[0]!, blobs[1]!, d]));
+      results.record(
+        `2x ${tool} -dc | tar -x, at the same time`,
+        timed('sh', ['-c', `(${untar(tool)}) & (${untar(tool).replace('$0', '$1').replace('/a', '/b')}) & wait`, blobs[0]!, blobs[1]!, d]),
+      );
       execFileSync('sync');
     }
   }

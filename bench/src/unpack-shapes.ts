@@ -53,7 +53,9 @@ try {
     const d2 = fresh('s2');
     gt.push(await timeIt(() => execFileSync('tar', ['-xzf', smallBlob, '-C', d2])));
   }
-  rows.push(`| ${FILES} small files (${(smallLayer.tar.length / 2 ** 20).toFixed(0)} MiB) | fastpull unpack ${median(fp).toFixed(2)} s | GNU tar -xzf ${median(gt).toFixed(2)} s | ${(median(gt) / median(fp)).toFixed(2)}x tar's speed |`);
+  rows.push(
+    `| ${FILES} small files (${(smallLayer.tar.length / 2 ** 20).toFixed(0)} MiB) | fastpull unpack ${median(fp).toFixed(2)} s | GNU tar -xzf ${median(gt).toFixed(2)} s | ${(median(gt) / median(fp)).toFixed(2)}x tar's speed |`,
+  );
 
   // (2) several layers at once
   const sizes = [192, 96, 48, 24, 12, 6];
@@ -63,7 +65,11 @@ try {
   const largest: number[] = [];
   const seq: number[] = [];
   for (let r = 0; r < RUNS; r++) {
-    all.push(await timeIt(() => Promise.all(layers.map((l, i) => pool.run({ blobPath: blobs[i]!, mediaType: l.mediaType, dest: fresh(`a${i}`) }, { priority: l.size })))));
+    all.push(
+      await timeIt(() =>
+        Promise.all(layers.map((l, i) => pool.run({ blobPath: blobs[i]!, mediaType: l.mediaType, dest: fresh(`a${i}`) }, { priority: l.size }))),
+      ),
+    );
     largest.push(await timeIt(() => pool.run({ blobPath: blobs[0]!, mediaType: layers[0]!.mediaType, dest: fresh('big') })));
     seq.push(
       await timeIt(async () => {

@@ -41,7 +41,10 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
  */
 function fp16Blob(size: number, seed: number): (write: (b: Buffer) => void) => void {
   return (write) => {
-    randomBlob(size, seed)((r) => {
+    randomBlob(
+      size,
+      seed,
+    )((r) => {
       const out = Buffer.allocUnsafe(r.length);
       for (let i = 0; i + 1 < r.length; i += 2) {
         out[i] = r[i]!;
@@ -115,15 +118,24 @@ async function unpackOnce(blobPath: string, mediaType: string, hashMode: 'inline
 /** CPU seconds of inflating the blob alone with node:zlib, to nowhere. */
 async function zlibAlone(blobPath: string): Promise<number> {
   const c0 = process.cpuUsage();
-  await pipeline(createReadStream(blobPath, { highWaterMark: MIB }), zlib.createGunzip({ chunkSize: 256 * 1024 }), new Writable({ write: (_c, _e, cb) => cb() }));
+  await pipeline(
+    createReadStream(blobPath, { highWaterMark: MIB }),
+    zlib.createGunzip({ chunkSize: 256 * 1024 }),
+    new Writable({ write: (_c, _e, cb) => cb() }),
+  );
   return cpuSeconds(process.cpuUsage(c0));
 }
 
 const range = (xs: readonly number[], digits = 2) => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)})`;
-const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ');
 const PATHS = { inline: 'serial', pool: 'stages' } as const;
 
-console.log(`# unpack stages: ${new Date().toISOString().slice(0, 10)}, ${availableParallelism()} cores, load ${load()} at the start, ${SIZE_MIB} MiB per layer, inflater ${INFLATER} (${DECODER}), ${RUNS} runs per path, alternating\n`);
+console.log(
+  `# unpack stages: ${new Date().toISOString().slice(0, 10)}, ${availableParallelism()} cores, load ${load()} at the start, ${SIZE_MIB} MiB per layer, inflater ${INFLATER} (${DECODER}), ${RUNS} runs per path, alternating\n`,
+);
 for (const kind of ['incompressible', 'fp16'] as const) {
   const spec: ImageSpec = { name: `stages-${kind}-${SIZE_MIB}`, compression: 'gzip', layers: [layer(kind, SIZE_MIB)] };
   const meta = ensureImage(CACHE, spec, log);
@@ -140,21 +152,29 @@ for (const kind of ['incompressible', 'fp16'] as const) {
     for (const mode of order) {
       const r = await unpackOnce(blobPath, l.mediaType, mode, inflateAlone);
       runs[mode].push(r);
-      log(`${kind} ${PATHS[mode]} run ${i + 1}: wall ${r.wall.toFixed(2)} s, stages CPU ${r.sum.toFixed(2)} s, sum / wall ${(r.sum / r.wall).toFixed(2)}, load ${load()}`);
+      log(
+        `${kind} ${PATHS[mode]} run ${i + 1}: wall ${r.wall.toFixed(2)} s, stages CPU ${r.sum.toFixed(2)} s, sum / wall ${(r.sum / r.wall).toFixed(2)}, load ${load()}`,
+      );
     }
   }
   const mark = first.inflateClocked ? '' : ' (node:zlib alone, measured apart)';
   console.log(`## ${kind}: ${(l.size / MIB).toFixed(0)} MiB compressed, ${(l.tarSize / MIB).toFixed(0)} MiB tar\n`);
-  console.log(`| path | run | wall s | blob hash CPU s | inflate CPU s${mark} | tar hash CPU s | unpack thread CPU s | writer threads CPU s | stages sum s | sum / wall | process CPU s | rest s |`);
+  console.log(
+    `| path | run | wall s | blob hash CPU s | inflate CPU s${mark} | tar hash CPU s | unpack thread CPU s | writer threads CPU s | stages sum s | sum / wall | process CPU s | rest s |`,
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   const f = (x: number) => x.toFixed(2);
   for (const mode of ['inline', 'pool'] as const) {
     runs[mode].forEach((r, i) =>
-      console.log(`| ${PATHS[mode]} | ${i + 1} | ${f(r.wall)} | ${f(r.blobHash)} | ${f(r.inflate)} | ${f(r.tarHash)} | ${f(r.thread)} | ${f(r.writers)} | ${f(r.sum)} | ${f(r.sum / r.wall)} | ${f(r.cpu)} | ${f(r.rest)} |`),
+      console.log(
+        `| ${PATHS[mode]} | ${i + 1} | ${f(r.wall)} | ${f(r.blobHash)} | ${f(r.inflate)} | ${f(r.tarHash)} | ${f(r.thread)} | ${f(r.writers)} | ${f(r.sum)} | ${f(r.sum / r.wall)} | ${f(r.cpu)} | ${f(r.rest)} |`,
+      ),
     );
   }
   console.log('\nMedian (min-max):\n');
-  console.log('| path | wall s | blob hash CPU s | inflate CPU s | tar hash CPU s | unpack thread CPU s | writer threads CPU s | stages sum s | sum / wall | process CPU / wall |');
+  console.log(
+    '| path | wall s | blob hash CPU s | inflate CPU s | tar hash CPU s | unpack thread CPU s | writer threads CPU s | stages sum s | sum / wall | process CPU / wall |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const mode of ['inline', 'pool'] as const) {
     const rs = runs[mode];

@@ -62,10 +62,7 @@ const descriptorArb = fc.record(
   {
     mediaType: fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...Object.values(MediaTypes)) }, { weight: 1, arbitrary: mediaTypeArb }),
     digest: fc.oneof({ weight: 12, arbitrary: digestArb }, { weight: 1, arbitrary: digestStringArb }),
-    size: fc.oneof(
-      { weight: 12, arbitrary: fc.nat() },
-      { weight: 1, arbitrary: fc.constantFrom(-1, 2 ** 53, 2 ** 53 - 1, 1.5, Number.MAX_VALUE, '12', null) },
-    ),
+    size: fc.oneof({ weight: 12, arbitrary: fc.nat() }, { weight: 1, arbitrary: fc.constantFrom(-1, 2 ** 53, 2 ** 53 - 1, 1.5, Number.MAX_VALUE, '12', null) }),
     urls: fc.oneof(fc.array(fc.webUrl(), { maxLength: 2 }), jsonValue),
     annotations: fc.oneof(fc.dictionary(fc.oneof(fc.string(), fc.constantFrom(...TRICKY_KEYS)), fc.string(), { maxKeys: 3 }), jsonValue),
     platform: fc.oneof(
@@ -99,7 +96,10 @@ const manifestObj = fc.record(
 const indexObj = fc.record(
   {
     schemaVersion: fc.oneof({ weight: 6, arbitrary: fc.constant(2) }, { weight: 1, arbitrary: fc.constantFrom(1, '2', null) }),
-    mediaType: fc.oneof({ weight: 5, arbitrary: fc.constantFrom(MediaTypes.OCI_INDEX, MediaTypes.DOCKER_MANIFEST_LIST) }, { weight: 1, arbitrary: mediaTypeArb }),
+    mediaType: fc.oneof(
+      { weight: 5, arbitrary: fc.constantFrom(MediaTypes.OCI_INDEX, MediaTypes.DOCKER_MANIFEST_LIST) },
+      { weight: 1, arbitrary: mediaTypeArb },
+    ),
     manifests: fc.oneof({ weight: 6, arbitrary: fc.array(descriptorArb, { maxLength: 5 }) }, { weight: 1, arbitrary: jsonValue }),
     annotations: fc.oneof(fc.dictionary(fc.string(), fc.string(), { maxKeys: 3 }), jsonValue),
   },
@@ -117,7 +117,13 @@ const configObj = fc.record(
         arbitrary: fc.record({
           type: fc.oneof({ weight: 5, arbitrary: fc.constant('layers') }, { weight: 1, arbitrary: jsonValue }),
           diff_ids: fc.oneof(
-            { weight: 5, arbitrary: fc.array(fc.oneof({ weight: 10, arbitrary: digestArb }, { weight: 1, arbitrary: digestStringArb }, { weight: 1, arbitrary: jsonValue }), { maxLength: 4 }) },
+            {
+              weight: 5,
+              arbitrary: fc.array(
+                fc.oneof({ weight: 10, arbitrary: digestArb }, { weight: 1, arbitrary: digestStringArb }, { weight: 1, arbitrary: jsonValue }),
+                { maxLength: 4 },
+              ),
+            },
             { weight: 1, arbitrary: jsonValue },
           ),
         }),
@@ -154,7 +160,12 @@ export const manifestBytesArb: fc.Arbitrary<Buffer> = fc.oneof(
   { weight: 2, arbitrary: mutateBytes(fc.oneof(manifestObj, indexObj).map(json)) },
   { weight: 1, arbitrary: fc.uint8Array({ maxLength: 400 }).map((a) => Buffer.from(a)) },
   { weight: 1, arbitrary: jsonValue.map(json) },
-  { weight: 1, arbitrary: fc.constantFrom('[', '{"schemaVersion":2,"manifests":[' + '['.repeat(5000), '{"a":' + '[{"b":'.repeat(2000) + '1', '\uFEFF{}', '').map((s) => Buffer.from(s)) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .constantFrom('[', '{"schemaVersion":2,"manifests":[' + '['.repeat(5000), '{"a":' + '[{"b":'.repeat(2000) + '1', '\uFEFF{}', '')
+      .map((s) => Buffer.from(s)),
+  },
 );
 
 export const configBytesArb: fc.Arbitrary<Buffer> = fc.oneof(
@@ -166,13 +177,23 @@ export const configBytesArb: fc.Arbitrary<Buffer> = fc.oneof(
 export const contentTypeArb: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 4, arbitrary: fc.constant(undefined) },
   { weight: 2, arbitrary: fc.constantFrom('application/json', 'application/octet-stream', MediaTypes.OCI_MANIFEST, MediaTypes.OCI_INDEX) },
-  { weight: 1, arbitrary: fc.oneof(mediaTypeArb, mediaTypeArb.map((t) => `${t}; charset=utf-8`), fc.constantFrom(MediaTypes.DOCKER_MANIFEST_SCHEMA1_SIGNED, MediaTypes.DOCKER_MANIFEST_SCHEMA1)) },
+  {
+    weight: 1,
+    arbitrary: fc.oneof(
+      mediaTypeArb,
+      mediaTypeArb.map((t) => `${t}; charset=utf-8`),
+      fc.constantFrom(MediaTypes.DOCKER_MANIFEST_SCHEMA1_SIGNED, MediaTypes.DOCKER_MANIFEST_SCHEMA1),
+    ),
+  },
 );
 
 // --- WWW-Authenticate ---
 
-const tokenChar = fc.constantFrom(...'abcxyzABCXYZ0123456789!#$%&\'*+.^_`|~-');
-const httpToken = fc.oneof(fc.string({ unit: tokenChar, minLength: 1, maxLength: 12 }), fc.constantFrom('realm', 'service', 'scope', 'error', 'Realm', ...TRICKY_KEYS));
+const tokenChar = fc.constantFrom(..."abcxyzABCXYZ0123456789!#$%&'*+.^_`|~-");
+const httpToken = fc.oneof(
+  fc.string({ unit: tokenChar, minLength: 1, maxLength: 12 }),
+  fc.constantFrom('realm', 'service', 'scope', 'error', 'Realm', ...TRICKY_KEYS),
+);
 
 /** One challenge as data: a scheme and its parameters, values as arbitrary text. */
 export const challengeArb = fc.record({
@@ -210,7 +231,10 @@ export function formatChallenges(chs: readonly ChallengeSpec[]): string {
 
 const tomlString = fc.oneof(
   fc.string({ maxLength: 30 }).map((s) => JSON.stringify(s)),
-  fc.string({ maxLength: 30 }).filter((s) => !/['\n\r]/.test(s)).map((s) => `'${s}'`),
+  fc
+    .string({ maxLength: 30 })
+    .filter((s) => !/['\n\r]/.test(s))
+    .map((s) => `'${s}'`),
   fc.constantFrom('"\\u0041"', '"\\U0001F600"', '"\\x41"', '"\\uD800"', '"a\\tb"', "'''x'''", '"""y"""'),
 );
 const tomlValue = fc.oneof(
@@ -220,21 +244,45 @@ const tomlValue = fc.oneof(
 );
 const hostUrlArb = fc.oneof(
   fc.webUrl(),
-  fc.constantFrom('https://mirror.local', 'http://127.0.0.1:5001/v2', 'mirror:5000', 'https://m/x/', 'ftp://x', 'https://u:p@x', 'https://x?q', 'https://', 'https://[::1]:80', '//x'),
+  fc.constantFrom(
+    'https://mirror.local',
+    'http://127.0.0.1:5001/v2',
+    'mirror:5000',
+    'https://m/x/',
+    'ftp://x',
+    'https://u:p@x',
+    'https://x?q',
+    'https://',
+    'https://[::1]:80',
+    '//x',
+  ),
 );
 const hostKey = fc.oneof(
   fc.constantFrom('capabilities', 'ca', 'client', 'skip_verify', 'override_path', 'dial_timeout', 'server', 'header', 'unknown_key'),
   fc.stringMatching(/^[a-z_]{1,10}$/),
 );
 const durationArb = fc.oneof(
-  fc.tuple(fc.oneof(fc.nat({ max: 100000 }).map(String), fc.constantFrom('0', '1.5', '.5', '1.', '9'.repeat(400), '99999999999')), fc.constantFrom('ns', 'us', 'µs', 'ms', 's', 'm', 'h', '', 'd')).map(([n, u]) => `"${n}${u}"`),
+  fc
+    .tuple(
+      fc.oneof(fc.nat({ max: 100000 }).map(String), fc.constantFrom('0', '1.5', '.5', '1.', '9'.repeat(400), '99999999999')),
+      fc.constantFrom('ns', 'us', 'µs', 'ms', 's', 'm', 'h', '', 'd'),
+    )
+    .map(([n, u]) => `"${n}${u}"`),
   fc.constantFrom('"1m30s"', '"+5s"', '"-5s"', '""', '"0"', '"200ms"'),
 );
 const headerName = fc.oneof(fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,10}$/), fc.constantFrom(...TRICKY_KEYS), fc.constantFrom('"x y"', '"a:b"', 'X-Ok'));
 const hostLine = fc.oneof(
   fc.tuple(hostKey, tomlValue).map(([k, v]) => `${k} = ${v}`),
   durationArb.map((d) => `dial_timeout = ${d}`),
-  fc.tuple(headerName, fc.oneof(tomlString, fc.array(tomlString, { maxLength: 2 }).map((a) => `[${a.join(',')}]`))).map(([k, v]) => `header.${k} = ${v}`),
+  fc
+    .tuple(
+      headerName,
+      fc.oneof(
+        tomlString,
+        fc.array(tomlString, { maxLength: 2 }).map((a) => `[${a.join(',')}]`),
+      ),
+    )
+    .map(([k, v]) => `header.${k} = ${v}`),
   fc.constantFrom('capabilities = ["pull", "resolve"]', 'skip_verify = true', 'ca = "ca.crt"', 'client = [["c.cert", "c.key"]]', '# comment', ''),
 );
 
@@ -248,7 +296,12 @@ export const hostsTomlArb: fc.Arbitrary<string> = mutateString(
         fc.record({
           url: hostUrlArb,
           lines: fc.array(hostLine, { maxLength: 4 }),
-          headers: fc.option(fc.array(fc.tuple(headerName, tomlString).map(([k, v]) => `${k} = ${v}`), { maxLength: 2 })),
+          headers: fc.option(
+            fc.array(
+              fc.tuple(headerName, tomlString).map(([k, v]) => `${k} = ${v}`),
+              { maxLength: 2 },
+            ),
+          ),
         }),
         { maxLength: 3 },
       ),
@@ -268,10 +321,21 @@ export const hostsTomlArb: fc.Arbitrary<string> = mutateString(
 // --- docker config.json ---
 
 /** A secret that must never surface: distinct marker text per run. */
-export const secretArb = fc.tuple(fc.constantFrom('pw', 'tok', 's3cr3t'), fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789'), minLength: 12, maxLength: 16 })).map(([a, b]) => `${a}-${b}`);
+export const secretArb = fc
+  .tuple(fc.constantFrom('pw', 'tok', 's3cr3t'), fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789'), minLength: 12, maxLength: 16 }))
+  .map(([a, b]) => `${a}-${b}`);
 
 const authKey = fc.oneof(
-  fc.constantFrom('127.0.0.1:5000', 'https://index.docker.io/v1/', 'docker.io', 'https://127.0.0.1:5000/v2/', 'ghcr.io', 'HTTPS://127.0.0.1:5000', '', ...TRICKY_KEYS),
+  fc.constantFrom(
+    '127.0.0.1:5000',
+    'https://index.docker.io/v1/',
+    'docker.io',
+    'https://127.0.0.1:5000/v2/',
+    'ghcr.io',
+    'HTTPS://127.0.0.1:5000',
+    '',
+    ...TRICKY_KEYS,
+  ),
   fc.string({ maxLength: 20 }),
 );
 
@@ -283,14 +347,28 @@ export function dockerConfigArb(secret: string): fc.Arbitrary<string> {
     fc.constant({ identitytoken: secret }),
     fc.constant({ auth: `${Buffer.from(`user:${secret}`).toString('base64')}!` }),
     fc.constant({ auth: Buffer.from(`${secret}`).toString('base64') }),
-    fc.record({ auth: fc.oneof(fc.string(), fc.constant(secret), fc.jsonValue({ maxDepth: 1 })), username: fc.jsonValue({ maxDepth: 1 }), password: fc.oneof(fc.constant(secret), fc.jsonValue({ maxDepth: 1 })), identitytoken: fc.oneof(fc.constant(''), fc.jsonValue({ maxDepth: 1 })) }, { requiredKeys: [] }),
+    fc.record(
+      {
+        auth: fc.oneof(fc.string(), fc.constant(secret), fc.jsonValue({ maxDepth: 1 })),
+        username: fc.jsonValue({ maxDepth: 1 }),
+        password: fc.oneof(fc.constant(secret), fc.jsonValue({ maxDepth: 1 })),
+        identitytoken: fc.oneof(fc.constant(''), fc.jsonValue({ maxDepth: 1 })),
+      },
+      { requiredKeys: [] },
+    ),
     fc.jsonValue({ maxDepth: 1 }),
   );
   const doc = fc.record(
     {
-      auths: fc.oneof({ weight: 5, arbitrary: fc.array(fc.tuple(authKey, entry), { maxLength: 3 }).map((es) => Object.fromEntries(es)) }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 1 }) }),
+      auths: fc.oneof(
+        { weight: 5, arbitrary: fc.array(fc.tuple(authKey, entry), { maxLength: 3 }).map((es) => Object.fromEntries(es)) },
+        { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 1 }) },
+      ),
       credsStore: fc.oneof(fc.constantFrom('', 'nonexistent-helper', '../../bin/sh', 'a b'), fc.jsonValue({ maxDepth: 1 })),
-      credHelpers: fc.oneof(fc.dictionary(authKey, fc.oneof(fc.constantFrom('nonexistent', '/bin/sh', '', '..'), fc.jsonValue({ maxDepth: 1 })), { maxKeys: 2 }), fc.jsonValue({ maxDepth: 1 })),
+      credHelpers: fc.oneof(
+        fc.dictionary(authKey, fc.oneof(fc.constantFrom('nonexistent', '/bin/sh', '', '..'), fc.jsonValue({ maxDepth: 1 })), { maxKeys: 2 }),
+        fc.jsonValue({ maxDepth: 1 }),
+      ),
     },
     { requiredKeys: [] },
   );
@@ -304,13 +382,60 @@ export function dockerConfigArb(secret: string): fc.Arbitrary<string> {
 // --- fastpulld's TOML config ---
 
 const daemonKey = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom('root', 'socket', 'snapshotter_socket', 'containerd_socket', 'group', 'hosts_dir', 'concurrency', 'chunk_size', 'keep_blobs', 'sync', 'unpack_concurrency', 'metrics_address', 'log_level', 'shutdown_timeout') },
+  {
+    weight: 6,
+    arbitrary: fc.constantFrom(
+      'root',
+      'socket',
+      'snapshotter_socket',
+      'containerd_socket',
+      'group',
+      'hosts_dir',
+      'concurrency',
+      'chunk_size',
+      'keep_blobs',
+      'sync',
+      'unpack_concurrency',
+      'metrics_address',
+      'log_level',
+      'shutdown_timeout',
+    ),
+  },
   { weight: 1, arbitrary: fc.constantFrom('unknown', 'Root', '"root"', ...TRICKY_KEYS) },
 );
 const daemonValue = fc.oneof(
   fc.constantFrom('"/var/lib/fastpull"', '"relative/dir"', '""', '"16MiB"', '"64KiB"', '"1K"', '"0"', '"10s"', '"500ms"', '"1m"', '"1.5s"'),
-  fc.constantFrom('"127.0.0.1:10271"', '"127.0.0.1:9464"', '"[::1]:0"', '"localhost:65536"', '"0.0.0.0:10271"', '"info"', '"silent"', '"verbose"', 'true', 'false', '"true"'),
-  fc.constantFrom('0', '1', '-1', '16777216', '9007199254740993', '1e400', '1e10', '1e300', '3.5', 'inf', 'nan', '0x10', '1979-05-27T07:32:00Z', '[1, 2]', '{ a = 1 }', '[]'),
+  fc.constantFrom(
+    '"127.0.0.1:10271"',
+    '"127.0.0.1:9464"',
+    '"[::1]:0"',
+    '"localhost:65536"',
+    '"0.0.0.0:10271"',
+    '"info"',
+    '"silent"',
+    '"verbose"',
+    'true',
+    'false',
+    '"true"',
+  ),
+  fc.constantFrom(
+    '0',
+    '1',
+    '-1',
+    '16777216',
+    '9007199254740993',
+    '1e400',
+    '1e10',
+    '1e300',
+    '3.5',
+    'inf',
+    'nan',
+    '0x10',
+    '1979-05-27T07:32:00Z',
+    '[1, 2]',
+    '{ a = 1 }',
+    '[]',
+  ),
   fc.constantFrom('"99999999999999999999G"', '"9007199254740991"', '"8388608G"', '"99999999999m"', '"2592000"', '"1e3"'),
   fc.integer().map(String),
   fc.double({ noNaN: false }).map((d) => (Number.isFinite(d) ? String(d) : 'inf')),
@@ -319,7 +444,25 @@ const daemonValue = fc.oneof(
 
 /** fastpulld.toml texts: known keys with values of every TOML type, plus tables and garbage, mutated. */
 export const daemonTomlArb: fc.Arbitrary<string> = fc.oneof(
-  { weight: 5, arbitrary: mutateString(fc.array(fc.tuple(daemonKey, daemonValue).map(([k, v]) => `${k} = ${v}`), { maxLength: 6 }).map((ls) => ls.join('\n') + '\n')) },
-  { weight: 1, arbitrary: fc.array(fc.tuple(daemonKey, daemonValue).map(([k, v]) => `[${k}]\nx = ${v}`), { maxLength: 2 }).map((ls) => ls.join('\n')) },
+  {
+    weight: 5,
+    arbitrary: mutateString(
+      fc
+        .array(
+          fc.tuple(daemonKey, daemonValue).map(([k, v]) => `${k} = ${v}`),
+          { maxLength: 6 },
+        )
+        .map((ls) => ls.join('\n') + '\n'),
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .array(
+        fc.tuple(daemonKey, daemonValue).map(([k, v]) => `[${k}]\nx = ${v}`),
+        { maxLength: 2 },
+      )
+      .map((ls) => ls.join('\n')),
+  },
   { weight: 1, arbitrary: anyString(200) },
 );

@@ -59,7 +59,13 @@ function cpuMs(): number {
 /** How long an async parse may take in wall time before it counts as hung, per ms of its CPU ceiling. */
 const HANG_WALL_FACTOR = 20;
 
-function judge<T>(parser: string, allowed: readonly ErrorCode[], ceilingMs: number, describe: () => string, r: Outcome<T> | { thrown: unknown; ms: number }): Outcome<T> {
+function judge<T>(
+  parser: string,
+  allowed: readonly ErrorCode[],
+  ceilingMs: number,
+  describe: () => string,
+  r: Outcome<T> | { thrown: unknown; ms: number },
+): Outcome<T> {
   if ('thrown' in r) {
     const e = r.thrown;
     count(parser, `not a FastpullError`, r.ms);
@@ -96,7 +102,13 @@ export function parseSync<T>(parser: string, allowed: readonly ErrorCode[], ceil
  * this process meanwhile (none runs during the campaign). A hang, which uses no CPU, is cut at
  * HANG_WALL_FACTOR times the ceiling in wall time.
  */
-export async function parseAsync<T>(parser: string, allowed: readonly ErrorCode[], ceilingMs: number, input: unknown, fn: () => Promise<T>): Promise<Outcome<T>> {
+export async function parseAsync<T>(
+  parser: string,
+  allowed: readonly ErrorCode[],
+  ceilingMs: number,
+  input: unknown,
+  fn: () => Promise<T>,
+): Promise<Outcome<T>> {
   const t = cpuMs();
   const hangMs = ceilingMs * HANG_WALL_FACTOR;
   let timer: NodeJS.Timeout | undefined;

@@ -99,22 +99,63 @@ export interface Aim {
 
 /** Entry names: ordinary, whiteouts, and every way of climbing out. */
 export function nameArb(aim: Aim): fc.Arbitrary<Buffer> {
-  const plain = fc.constantFrom('a', 'b', 'dir', 'dir/x', 'dir/sub/y', 'link', 'l2', '.wh.a', 'dir/.wh..wh..opq', '.wh..wh.plnk', '.wh..', 'dir/', '.', './', '');
-  const climb = fc.tuple(fc.integer({ min: 1, max: 8 }), fc.constantFrom('', 'dir/', './', 'link/', 'l2/')).map(([n, pre]) => `${pre}${'../'.repeat(n)}${aim.canary}`);
+  const plain = fc.constantFrom(
+    'a',
+    'b',
+    'dir',
+    'dir/x',
+    'dir/sub/y',
+    'link',
+    'l2',
+    '.wh.a',
+    'dir/.wh..wh..opq',
+    '.wh..wh.plnk',
+    '.wh..',
+    'dir/',
+    '.',
+    './',
+    '',
+  );
+  const climb = fc
+    .tuple(fc.integer({ min: 1, max: 8 }), fc.constantFrom('', 'dir/', './', 'link/', 'l2/'))
+    .map(([n, pre]) => `${pre}${'../'.repeat(n)}${aim.canary}`);
   const abs = fc.constantFrom(`/${aim.canary}`, `${aim.sandbox}/${aim.canary}`, `${aim.sandbox}/victim/secret.txt`, `/etc/${aim.canary}`, `//${aim.canary}`);
   const through = fc.constantFrom(`link/${aim.canary}`, `l2/${aim.canary}`, `link/secret.txt`, `dir/link/${aim.canary}`);
   const odd = fc.oneof(
     fc.constantFrom('a\0b', 'caf\xe9', '\xff\xfe', 'a/'.repeat(60), 'x'.repeat(300), `${'d/'.repeat(300)}f`, 'a//b', 'a/./b'),
     fc.string({ unit: 'binary-ascii', maxLength: 20 }),
   );
-  return fc.oneof({ weight: 6, arbitrary: plain }, { weight: 3, arbitrary: climb }, { weight: 2, arbitrary: abs }, { weight: 2, arbitrary: through }, { weight: 1, arbitrary: odd }).map((s) => Buffer.from(s, 'latin1'));
+  return fc
+    .oneof(
+      { weight: 6, arbitrary: plain },
+      { weight: 3, arbitrary: climb },
+      { weight: 2, arbitrary: abs },
+      { weight: 2, arbitrary: through },
+      { weight: 1, arbitrary: odd },
+    )
+    .map((s) => Buffer.from(s, 'latin1'));
 }
 
 /** Link targets: inside, climbing out, absolute into the sandbox. */
 export function targetArb(aim: Aim): fc.Arbitrary<Buffer> {
   return fc
     .oneof(
-      fc.constantFrom('a', 'dir', 'dir/x', '.', '..', '../..', '../../..', '/', `${aim.sandbox}/victim`, `${aim.sandbox}/victim/secret.txt`, aim.sandbox, `/tmp`, 'link', ''),
+      fc.constantFrom(
+        'a',
+        'dir',
+        'dir/x',
+        '.',
+        '..',
+        '../..',
+        '../../..',
+        '/',
+        `${aim.sandbox}/victim`,
+        `${aim.sandbox}/victim/secret.txt`,
+        aim.sandbox,
+        `/tmp`,
+        'link',
+        '',
+      ),
       fc.integer({ min: 1, max: 8 }).map((n) => `${'../'.repeat(n)}victim`),
     )
     .map((s) => Buffer.from(s, 'latin1'));
@@ -152,7 +193,27 @@ const paxKey = fc.oneof(
 
 function paxValueArb(aim: Aim): fc.Arbitrary<Buffer> {
   return fc.oneof(
-    fc.constantFrom('0', '1', '-1', '10', '512', '1.5', '1e3', '9007199254740993', '99999999999999999', '0,0', '0,10,20,5', '1,2,3', 'y', '', '0.0', '-0.5', '1700000000.123456789').map((s) => Buffer.from(s)),
+    fc
+      .constantFrom(
+        '0',
+        '1',
+        '-1',
+        '10',
+        '512',
+        '1.5',
+        '1e3',
+        '9007199254740993',
+        '99999999999999999',
+        '0,0',
+        '0,10,20,5',
+        '1,2,3',
+        'y',
+        '',
+        '0.0',
+        '-0.5',
+        '1700000000.123456789',
+      )
+      .map((s) => Buffer.from(s)),
     nameArb(aim),
     fc.uint8Array({ maxLength: 40 }).map((a) => Buffer.from(a)),
   );
@@ -162,7 +223,10 @@ function paxValueArb(aim: Aim): fc.Arbitrary<Buffer> {
 export function paxDataArb(aim: Aim, dirty = true): fc.Arbitrary<Buffer> {
   const lie = dirty ? fc.oneof({ weight: 8, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: -12, max: 12 }) }) : fc.constant(0);
   return fc
-    .tuple(fc.array(fc.tuple(paxKey, paxValueArb(aim), lie), { maxLength: 5 }), dirty ? fc.constantFrom('', '\0\0\0', 'junk', '\0x') : fc.constantFrom('', '\0\0\0'))
+    .tuple(
+      fc.array(fc.tuple(paxKey, paxValueArb(aim), lie), { maxLength: 5 }),
+      dirty ? fc.constantFrom('', '\0\0\0', 'junk', '\0x') : fc.constantFrom('', '\0\0\0'),
+    )
     .map(([recs, tail]) => Buffer.concat([...recs.map(([k, v, lie]) => paxRecord(k, v, lie)), Buffer.from(tail, 'latin1')]));
 }
 
@@ -176,14 +240,19 @@ function entryArb(aim: Aim, dirty: boolean): fc.Arbitrary<Buffer> {
     uid: fc.oneof(fc.constantFrom(0, 1000, 65534, 0xfffffffe, 0xffffffff, 2 ** 40), fc.integer({ min: -2, max: 70000 })),
     gid: fc.oneof(fc.constantFrom(0, 1000, 0xffffffff), fc.nat({ max: 70000 })),
     mtime: fc.oneof(fc.constantFrom(0, 1_600_000_000, 2 ** 40, -1), fc.nat()),
-    flag: dirty ? fc.constantFrom(...FLAGS) : fc.oneof({ weight: 6, arbitrary: fc.constantFrom('0', '0', '5', '2', '1', '\0', '6', '3') }, { weight: 1, arbitrary: fc.constantFrom(...FLAGS) }),
+    flag: dirty
+      ? fc.constantFrom(...FLAGS)
+      : fc.oneof({ weight: 6, arbitrary: fc.constantFrom('0', '0', '5', '2', '1', '\0', '6', '3') }, { weight: 1, arbitrary: fc.constantFrom(...FLAGS) }),
     linkname: targetArb(aim),
     magic: fc.constantFrom('ustar', 'ustar', 'gnu', 'v7', 'star'),
     devmajor: fc.oneof(fc.constantFrom(0, 1, 0xfff, 0x1000), fc.nat({ max: 300 })),
     devminor: fc.oneof(fc.constantFrom(0, 3, 0xfffff, 0x100000), fc.nat({ max: 300 })),
     prefix: fc.oneof(fc.constant(Buffer.alloc(0)), nameArb(aim)),
     checksum: dirty
-      ? fc.oneof({ weight: 20, arbitrary: fc.constant('ok' as const) }, { weight: 1, arbitrary: fc.constantFrom('signed' as const, 'bad' as const, 'garbage' as const) })
+      ? fc.oneof(
+          { weight: 20, arbitrary: fc.constant('ok' as const) },
+          { weight: 1, arbitrary: fc.constantFrom('signed' as const, 'bad' as const, 'garbage' as const) },
+        )
       : fc.constantFrom('ok' as const, 'ok' as const, 'signed' as const),
     base256: fc.boolean(),
     poke: dirty ? fc.option(fc.tuple(fc.nat({ max: 511 }), fc.integer({ min: 0, max: 255 })), { freq: 10, nil: undefined }) : fc.constant(undefined),
@@ -194,7 +263,11 @@ function entryArb(aim: Aim, dirty: boolean): fc.Arbitrary<Buffer> {
   );
   // How the size field relates to the data: true, off by a little, or wild.
   const sizeMode = dirty
-    ? fc.oneof({ weight: 10, arbitrary: fc.constant(0) }, { weight: 2, arbitrary: fc.integer({ min: -600, max: 600 }) }, { weight: 1, arbitrary: fc.constantFrom(-1, 2 ** 41, 2 ** 53) })
+    ? fc.oneof(
+        { weight: 10, arbitrary: fc.constant(0) },
+        { weight: 2, arbitrary: fc.integer({ min: -600, max: 600 }) },
+        { weight: 1, arbitrary: fc.constantFrom(-1, 2 ** 41, 2 ** 53) },
+      )
     : fc.constant(0);
   const meta = fc.oneof(
     { weight: dirty ? 4 : 8, arbitrary: fc.constant(null) },
@@ -207,7 +280,14 @@ function entryArb(aim: Aim, dirty: boolean): fc.Arbitrary<Buffer> {
   return fc.tuple(header, data, sizeMode, meta, fc.boolean()).map(([h, body, delta, m, metaSizeLies]) => {
     const parts: Buffer[] = [];
     if (m !== null) {
-      const metaHeader: RawHeader = { ...h, name: Buffer.from('././@PaxHeader'), flag: m.flag, size: m.data.length + (metaSizeLies && dirty ? delta : 0), checksum: 'ok', poke: undefined };
+      const metaHeader: RawHeader = {
+        ...h,
+        name: Buffer.from('././@PaxHeader'),
+        flag: m.flag,
+        size: m.data.length + (metaSizeLies && dirty ? delta : 0),
+        checksum: 'ok',
+        poke: undefined,
+      };
       parts.push(headerBlock(metaHeader), pad(m.data));
     }
     const size = delta === 2 ** 41 || delta === 2 ** 53 ? delta : Math.max(-1, body.length + delta);
@@ -219,12 +299,21 @@ function entryArb(aim: Aim, dirty: boolean): fc.Arbitrary<Buffer> {
 /** Whole tar streams: entries, an end marker or not, then sometimes a few bytes mutated. */
 export function tarArb(aim: Aim): fc.Arbitrary<Buffer> {
   const ending = fc.constantFrom('two', 'two', 'one', 'none', 'one-then-data', 'trailing');
-  const stream = (dirty: boolean) => fc.tuple(fc.array(entryArb(aim, dirty), { maxLength: 6 }), ending).map(([entries, end]) => {
-    const z = Buffer.alloc(BLOCK);
-    const tail =
-      end === 'two' ? [z, z] : end === 'one' ? [z] : end === 'none' ? [] : end === 'one-then-data' ? [z, Buffer.alloc(BLOCK, 0x41)] : [z, z, Buffer.from('trailing junk')];
-    return Buffer.concat([...entries, ...tail]);
-  });
+  const stream = (dirty: boolean) =>
+    fc.tuple(fc.array(entryArb(aim, dirty), { maxLength: 6 }), ending).map(([entries, end]) => {
+      const z = Buffer.alloc(BLOCK);
+      const tail =
+        end === 'two'
+          ? [z, z]
+          : end === 'one'
+            ? [z]
+            : end === 'none'
+              ? []
+              : end === 'one-then-data'
+                ? [z, Buffer.alloc(BLOCK, 0x41)]
+                : [z, z, Buffer.from('trailing junk')];
+      return Buffer.concat([...entries, ...tail]);
+    });
   return fc.oneof(
     { weight: 5, arbitrary: stream(false) },
     { weight: 3, arbitrary: stream(true) },

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { throughput, Workload } from './workload.js';
 
 describe('interference workload', () => {
-  it('reads throughput between two moments from each worker\'s reports', () => {
+  it("reads throughput between two moments from each worker's reports", () => {
     const s = (count: number, ms: number) => ({ count, ns: BigInt(ms) * 1_000_000n });
     const a = [s(0, 0), s(50, 500), s(100, 1000), s(300, 2000)];
     const b = [s(0, 0), s(10, 1000), s(20, 2000)];

@@ -89,7 +89,8 @@ export class Workload {
     const now = process.hrtime.bigint();
     for (;;) {
       if (this.samples.every((s) => s.length > 0 && s.at(-1)!.ns >= now)) return now;
-      for (const c of this.children) if (c.exitCode !== null || c.signalCode !== null) throw new Error(`a workload process ended (${c.exitCode ?? c.signalCode})`);
+      for (const c of this.children)
+        if (c.exitCode !== null || c.signalCode !== null) throw new Error(`a workload process ended (${c.exitCode ?? c.signalCode})`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }

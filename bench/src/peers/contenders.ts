@@ -101,7 +101,10 @@ export function fastpullCli(repo: string, variant?: string): Contender {
     async pull(ref, dir, timeoutMs, trace) {
       const root = join(dir, 'root');
       const flags = inflater === undefined ? [] : ['--inflater', inflater];
-      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', ...flags, '--root', root, ...(trace ? ['--trace', trace] : []), ref], { timeoutMs, env });
+      const m = await measure(process.execPath, [bin, 'pull', '--json', '--plain-http', ...flags, '--root', root, ...(trace ? ['--trace', trace] : []), ref], {
+        timeoutMs,
+        env,
+      });
       const timings = fastpullTimings(m.output);
       return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpull pull', m) }) };
     },
@@ -143,7 +146,10 @@ export function fastpulld(repo: string, warmUp?: () => string | undefined): Cont
           if (w.status !== 0) throw new Error(`warm-up pull of ${warm} failed: ${(w.stderr ?? '').trim().split('\n').slice(-2).join(' / ')}`);
           dropCaches();
         }
-        const m = await measure(process.execPath, [bin, 'pull', '--address', sock, '--json', '--plain-http', ...(trace ? ['--trace', trace] : []), ref], { timeoutMs, daemons: [d.pid!] });
+        const m = await measure(process.execPath, [bin, 'pull', '--address', sock, '--json', '--plain-http', ...(trace ? ['--trace', trace] : []), ref], {
+          timeoutMs,
+          daemons: [d.pid!],
+        });
         const timings = fastpullTimings(m.output, true);
         return { ...m, bytes: diskBytes(root), ...(timings ? { phases: timings } : {}), ...(m.ok ? {} : { note: failure('fastpulld pull', m) }) };
       } finally {
@@ -222,7 +228,11 @@ export function containerd(): Contender {
       log = (log + b.toString('utf8')).slice(-4000);
     });
     try {
-      await waitFor(() => spawnSync('ctr', ['--address', sock, 'version'], { stdio: 'ignore', timeout: 5000 }).status === 0, 20_000, `containerd (${log.slice(-300)})`);
+      await waitFor(
+        () => spawnSync('ctr', ['--address', sock, 'version'], { stdio: 'ignore', timeout: 5000 }).status === 0,
+        20_000,
+        `containerd (${log.slice(-300)})`,
+      );
       const m = await measure('ctr', ['--address', sock, '--namespace', 'bench', 'images', 'pull', '--plain-http', '--snapshotter', snapshotter, ref], {
         timeoutMs,
         daemons: [d.pid!],
@@ -236,10 +246,12 @@ export function containerd(): Contender {
   };
   return {
     name: 'containerd (ctr images pull)',
-    unavailable: () => (which('containerd') && which('ctr') ? undefined : 'containerd or ctr not installed (Debian package containerd; bench/setup.sh installs it)'),
+    unavailable: () =>
+      which('containerd') && which('ctr') ? undefined : 'containerd or ctr not installed (Debian package containerd; bench/setup.sh installs it)',
     async pull(ref, dir, timeoutMs) {
       const r = await one(ref, dir, timeoutMs);
-      if (r.ok || r.timedOut || snapshotter === 'native') return overlayError && r.ok ? { ...r, note: `native snapshotter (overlayfs failed: ${overlayError})` } : r;
+      if (r.ok || r.timedOut || snapshotter === 'native')
+        return overlayError && r.ok ? { ...r, note: `native snapshotter (overlayfs failed: ${overlayError})` } : r;
       // Overlayfs failed: try the native snapshotter from now on.
       overlayError = r.note;
       snapshotter = 'native';
@@ -255,14 +267,19 @@ export function containerd(): Contender {
 export function skopeoUmoci(): Contender {
   return {
     name: 'skopeo copy + umoci unpack',
-    unavailable: () => (which('skopeo') && which('umoci') ? undefined : 'skopeo or umoci not installed (Debian packages skopeo, umoci; bench/setup.sh installs them)'),
+    unavailable: () =>
+      which('skopeo') && which('umoci') ? undefined : 'skopeo or umoci not installed (Debian packages skopeo, umoci; bench/setup.sh installs them)',
     async pull(ref, dir, timeoutMs) {
       const layout = join(dir, 'oci');
       const bundle = join(dir, 'bundle');
-      const copy = await measure('skopeo', ['--insecure-policy', 'copy', '--quiet', '--src-tls-verify=false', `docker://${ref}`, `oci:${layout}:bench`], { timeoutMs });
+      const copy = await measure('skopeo', ['--insecure-policy', 'copy', '--quiet', '--src-tls-verify=false', `docker://${ref}`, `oci:${layout}:bench`], {
+        timeoutMs,
+      });
       if (!copy.ok) return { ...copy, bytes: diskBytes(layout), note: failure('skopeo copy', copy) };
       const rootless = process.getuid?.() !== 0 ? ['--rootless'] : [];
-      const unpack = await measure('umoci', ['unpack', ...rootless, '--image', `${layout}:bench`, bundle], { timeoutMs: Math.max(1000, timeoutMs - copy.wall * 1000) });
+      const unpack = await measure('umoci', ['unpack', ...rootless, '--image', `${layout}:bench`, bundle], {
+        timeoutMs: Math.max(1000, timeoutMs - copy.wall * 1000),
+      });
       return {
         ok: unpack.ok,
         timedOut: unpack.timedOut,

@@ -54,18 +54,33 @@ export function machineSources(): Sources {
   if (cached) return cached;
   const libs: SourceFile[] = [];
   for (const dir of ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib', '/usr/bin']) {
-    walk(dir, (name, size) => size >= 64 * 1024 && size <= 64 * 1024 * 1024 && (/\.so(\.|$)/.test(name) || dir === '/usr/bin'), libs, dir === '/usr/lib' ? 2 : 1, 400);
+    walk(
+      dir,
+      (name, size) => size >= 64 * 1024 && size <= 64 * 1024 * 1024 && (/\.so(\.|$)/.test(name) || dir === '/usr/bin'),
+      libs,
+      dir === '/usr/lib' ? 2 : 1,
+      400,
+    );
   }
   const texts: SourceFile[] = [];
   for (const dir of ['/usr/lib/python3', '/usr/lib/python3.11', '/usr/lib/python3.12', '/usr/share/perl', '/usr/share/doc']) {
-    walk(dir, (name, size) => size >= 256 && size <= 512 * 1024 && /\.(py|pm|txt|md|rst|html|h|c|json|cfg|pl)$|^(copyright|README|changelog)$/.test(name), texts, 6, 6000);
+    walk(
+      dir,
+      (name, size) => size >= 256 && size <= 512 * 1024 && /\.(py|pm|txt|md|rst|html|h|c|json|cfg|pl)$|^(copyright|README|changelog)$/.test(name),
+      texts,
+      6,
+      6000,
+    );
   }
   const seen = new Set<string>();
   const dedupe = (xs: SourceFile[]) => xs.filter((x) => (seen.has(x.path) ? false : (seen.add(x.path), true)));
   const l = dedupe(libs);
   const t = dedupe(texts);
   if (l.length === 0 || t.length === 0) throw new Error('bench: found no shared libraries or text files on this machine to build realistic layers from');
-  const fingerprint = createHash('sha256').update(JSON.stringify([l, t])).digest('hex').slice(0, 16);
+  const fingerprint = createHash('sha256')
+    .update(JSON.stringify([l, t]))
+    .digest('hex')
+    .slice(0, 16);
   cached = { libs: l, texts: t, fingerprint };
   return cached;
 }
@@ -159,7 +174,7 @@ export function fp16Blob(size: number, seed: number): Fill {
       const out = Buffer.alloc(n);
       for (let i = 0, j = 0; i + 1 < n; i += 2, j += 4) {
         const draw = r[j]! | (r[j + 1]! << 8);
-        const value = (r[j + 2]! & 0x80) << 8 | exponents[draw]! << 10 | ((r[j + 2]! & 0x03) << 8 | r[j + 3]!);
+        const value = ((r[j + 2]! & 0x80) << 8) | (exponents[draw]! << 10) | (((r[j + 2]! & 0x03) << 8) | r[j + 3]!);
         out[i] = value & 0xff;
         out[i + 1] = value >> 8;
       }

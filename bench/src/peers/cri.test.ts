@@ -43,7 +43,11 @@ function checkPulled(image: ImageMeta, p: PulledImage, work: string, layersInCon
   const content = ctr('content', 'ls', '-q');
   for (const l of image.layers) expect(content.includes(l.digest), `${l.digest} in containerd's content store`).toBe(layersInContent);
   // ctr prints containerd's mount.Mount as JSON: Type, Source, Options.
-  const mounts = JSON.parse(ctr('snapshots', '--snapshotter', p.snapshotter, 'view', '--mounts', 'bench-check', chainId(image))) as { Type: string; Source: string; Options?: string[] }[];
+  const mounts = JSON.parse(ctr('snapshots', '--snapshotter', p.snapshotter, 'view', '--mounts', 'bench-check', chainId(image))) as {
+    Type: string;
+    Source: string;
+    Options?: string[];
+  }[];
   const target = join(work, `mnt-${p.snapshotter}`);
   const ref = join(work, `ref-${p.snapshotter}`);
   mkdirSync(target);
@@ -92,36 +96,40 @@ describe.skipIf(lacksRoot() || lacksRegistry())('the tuned peers on containerd 2
     { name: 'containerd 2.2 (ctr)', snapshotter: 'overlayfs', options: { client: 'ctr', tuned: true }, check: (p) => tunedRan(p) },
   ];
 
-  it.each(cases)('$name', async ({ name, snapshotter, options, check }) => {
-    for (const { meta, ref } of images) {
-      let checked = false;
-      const dir = join(work, `${name.replace(/[^a-z0-9]+/gi, '-')}-${meta.name}`);
-      mkdirSync(dir);
-      const contender = criContender(repo, snapshotter, {
-        ...options,
-        release: '2.2',
-        inspect: (p) => {
-          checkPulled(meta, p, dir, snapshotter !== 'soci');
-          check(p, meta);
-          checked = true;
-        },
-      });
-      expect(contender.name).toBe(name);
-      expect(contender.unavailable()).toBeUndefined();
-      const trace = join(dir, 'pull.trace.json');
-      const r = await contender.pull(ref, dir, 120_000, trace);
-      expect(r.note, `${name}: ${meta.name}: ${r.output.slice(-600)}`).not.toMatch(/failed|timed out/);
-      expect(r.ok).toBe(true);
-      expect(checked).toBe(true);
-      expect(r.cpu).toBeGreaterThan(0);
-      expect(r.daemonRssMiB).toBeGreaterThan(0);
-      // A sampled trace of the pull's processes, containerd's and the snapshotter's among them.
-      const doc = JSON.parse(run('cat', [trace])) as { traceEvents: { name: string; ph: string }[] };
-      const counters = new Set(doc.traceEvents.filter((e) => e.ph === 'C').map((e) => e.name));
-      expect(counters).toContain('rss: containerd');
-      if (snapshotter === 'soci') expect(counters).toContain('rss: soci-snapshotter-grpc');
-    }
-  }, 300_000);
+  it.each(cases)(
+    '$name',
+    async ({ name, snapshotter, options, check }) => {
+      for (const { meta, ref } of images) {
+        let checked = false;
+        const dir = join(work, `${name.replace(/[^a-z0-9]+/gi, '-')}-${meta.name}`);
+        mkdirSync(dir);
+        const contender = criContender(repo, snapshotter, {
+          ...options,
+          release: '2.2',
+          inspect: (p) => {
+            checkPulled(meta, p, dir, snapshotter !== 'soci');
+            check(p, meta);
+            checked = true;
+          },
+        });
+        expect(contender.name).toBe(name);
+        expect(contender.unavailable()).toBeUndefined();
+        const trace = join(dir, 'pull.trace.json');
+        const r = await contender.pull(ref, dir, 120_000, trace);
+        expect(r.note, `${name}: ${meta.name}: ${r.output.slice(-600)}`).not.toMatch(/failed|timed out/);
+        expect(r.ok).toBe(true);
+        expect(checked).toBe(true);
+        expect(r.cpu).toBeGreaterThan(0);
+        expect(r.daemonRssMiB).toBeGreaterThan(0);
+        // A sampled trace of the pull's processes, containerd's and the snapshotter's among them.
+        const doc = JSON.parse(run('cat', [trace])) as { traceEvents: { name: string; ph: string }[] };
+        const counters = new Set(doc.traceEvents.filter((e) => e.ph === 'C').map((e) => e.name));
+        expect(counters).toContain('rss: containerd');
+        if (snapshotter === 'soci') expect(counters).toContain('rss: soci-snapshotter-grpc');
+      }
+    },
+    300_000,
+  );
 });
 
 function sociRan(p: PulledImage, image: ImageMeta): void {

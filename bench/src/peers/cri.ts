@@ -69,7 +69,12 @@ function criConfigV3(dir: string, sock: string, snapshotter: CriSnapshotter, sna
   const q = (s: string) => JSON.stringify(s);
   const base = containerdBaseConfig(dir, sock, ['io.containerd.nri.v1.nri'], snapshotterSocket ? [`io.containerd.snapshotter.v1.${snapshotter}`] : []);
   base[0] = 'version = 3';
-  const unpack = (sn: string) => ["[[plugins.'io.containerd.transfer.v1.local'.unpack_config]]", '  platform = "linux/amd64"', `  snapshotter = ${q(sn)}`, '  differ = "walking"'];
+  const unpack = (sn: string) => [
+    "[[plugins.'io.containerd.transfer.v1.local'.unpack_config]]",
+    '  platform = "linux/amd64"',
+    `  snapshotter = ${q(sn)}`,
+    '  differ = "walking"',
+  ];
   return [
     ...base,
     "[plugins.'io.containerd.grpc.v1.cri']",
@@ -170,16 +175,36 @@ interface Proxy {
 }
 
 /** Starts fastpulld or the SOCI snapshotter on `socket`, answering before it returns. */
-async function startProxy(repo: string, snapshotter: 'fastpull' | 'soci', dir: string, socket: string, containerdSocket: string, fastpulldArgs: readonly string[] = []): Promise<Proxy> {
+async function startProxy(
+  repo: string,
+  snapshotter: 'fastpull' | 'soci',
+  dir: string,
+  socket: string,
+  containerdSocket: string,
+  fastpulldArgs: readonly string[] = [],
+): Promise<Proxy> {
   let log = '';
   const keep = (b: Buffer) => (log = (log + b.toString('utf8')).slice(-256 * 1024));
   if (snapshotter === 'fastpull') {
     const root = join(dir, 'fastpull');
-    const proc = spawn(process.execPath, [join(repo, 'packages', 'daemon', 'dist', 'bin.js'), '--socket', join(dir, 'fastpulld.sock'), '--snapshotter-socket', socket, '--root', root, ...fastpulldArgs], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-      detached: true,
-      env: { ...process.env, FASTPULLD_CONFIG: '' },
-    });
+    const proc = spawn(
+      process.execPath,
+      [
+        join(repo, 'packages', 'daemon', 'dist', 'bin.js'),
+        '--socket',
+        join(dir, 'fastpulld.sock'),
+        '--snapshotter-socket',
+        socket,
+        '--root',
+        root,
+        ...fastpulldArgs,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'ignore'],
+        detached: true,
+        env: { ...process.env, FASTPULLD_CONFIG: '' },
+      },
+    );
     proc.stdout.on('data', keep);
     await waitFor(() => existsSync(socket), 20_000, 'fastpulld snapshotter socket');
     return { proc, name: 'fastpulld', root, log: () => log };
@@ -187,7 +212,10 @@ async function startProxy(repo: string, snapshotter: 'fastpull' | 'soci', dir: s
   const root = join(dir, 'soci');
   const config = join(dir, 'soci.toml');
   writeFileSync(config, sociConfig(containerdSocket));
-  const proc = spawn(sociBin(repo), ['--address', socket, '--config', config, '--root', root, '--log-level', 'info'], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const proc = spawn(sociBin(repo), ['--address', socket, '--config', config, '--root', root, '--log-level', 'info'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   proc.stdout.on('data', keep);
   proc.stderr.on('data', keep);
   await waitFor(() => log.includes('successfully started') || proc.exitCode !== null, 20_000, 'the SOCI snapshotter');
@@ -217,7 +245,8 @@ export function criContender(repo: string, snapshotter: CriSnapshotter, options:
       if (binDir && !existsSync(join(binDir, 'containerd'))) return `containerd ${release} is not built (bash scripts/peers.sh containerd-${release})`;
       if (!binDir && (!which('containerd') || !which('ctr'))) return 'containerd or ctr not installed (Debian package containerd; bench/setup.sh installs it)';
       if (process.getuid?.() !== 0) return 'needs root (containerd with overlay snapshots)';
-      if ((tuned || snapshotter === 'soci' || clientKind === 'ctr') && release !== '2.2') return 'the tuned, SOCI and ctr contenders run on containerd 2.2 (its transfer service)';
+      if ((tuned || snapshotter === 'soci' || clientKind === 'ctr') && release !== '2.2')
+        return 'the tuned, SOCI and ctr contenders run on containerd 2.2 (its transfer service)';
       if (snapshotter === 'fastpull' && !existsSync(daemonBin)) return `${daemonBin} is missing: build first (pnpm build)`;
       if (snapshotter === 'soci' && !existsSync(sociBin(repo))) return `the SOCI snapshotter is not built (bash scripts/peers.sh soci-snapshotter-grpc)`;
       return undefined;
@@ -233,21 +262,46 @@ export function criContender(repo: string, snapshotter: CriSnapshotter, options:
       try {
         if (snapshotter !== 'overlayfs') proxy = await startProxy(repo, snapshotter, dir, snapSock, sock, options.fastpulldArgs);
         const config = join(cdir, 'config.toml');
-        writeFileSync(config, release === '2.2' ? criConfigV3(cdir, sock, snapshotter, proxy ? snapSock : undefined, tuned) : criConfig(cdir, sock, snapshotter, proxy ? snapSock : undefined));
+        writeFileSync(
+          config,
+          release === '2.2'
+            ? criConfigV3(cdir, sock, snapshotter, proxy ? snapSock : undefined, tuned)
+            : criConfig(cdir, sock, snapshotter, proxy ? snapSock : undefined),
+        );
         containerd = spawn(bin('containerd'), ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'], detached: true, env });
         containerd.stderr!.on('data', (b: Buffer) => (log = (log + b.toString('utf8')).slice(-64 * 1024)));
-        const ctr = (...args: string[]) => spawnSync(bin('ctr'), ['--address', sock, '--namespace', 'bench-probe', ...args], { stdio: 'ignore', timeout: 10_000 }).status === 0;
+        const ctr = (...args: string[]) =>
+          spawnSync(bin('ctr'), ['--address', sock, '--namespace', 'bench-probe', ...args], { stdio: 'ignore', timeout: 10_000 }).status === 0;
         await waitFor(() => ctr('version'), 30_000, `containerd (${log.slice(-300)})`);
         // containerd dials its proxy snapshotter lazily: make it connect before the clock.
-        if (proxy) await waitFor(() => ctr('snapshots', '--snapshotter', snapshotter, 'prepare', 'probe') && ctr('snapshots', '--snapshotter', snapshotter, 'rm', 'probe'), 30_000, `containerd reaching ${proxy.name}`);
+        if (proxy)
+          await waitFor(
+            () => ctr('snapshots', '--snapshotter', snapshotter, 'prepare', 'probe') && ctr('snapshots', '--snapshotter', snapshotter, 'rm', 'probe'),
+            30_000,
+            `containerd reaching ${proxy.name}`,
+          );
         const ready = spawnSync(process.execPath, [client, 'wait', sock], { encoding: 'utf8', timeout: 40_000 });
         if (ready.status !== 0) throw new Error(`containerd's CRI plugin does not answer: ${ready.stderr.trim()}`);
 
         const daemons = [containerd.pid!, ...(proxy ? [proxy.proc.pid!] : [])];
-        const traced = trace ? { trace: { file: trace, device: dir, command: clientKind === 'ctr' ? 'ctr images pull' : 'CRI client', daemons: ['containerd', ...(proxy ? [proxy.name] : [])] } } : {};
+        const traced = trace
+          ? {
+              trace: {
+                file: trace,
+                device: dir,
+                command: clientKind === 'ctr' ? 'ctr images pull' : 'CRI client',
+                daemons: ['containerd', ...(proxy ? [proxy.name] : [])],
+              },
+            }
+          : {};
         const m =
           clientKind === 'ctr'
-            ? await measure(bin('ctr'), ['--address', sock, '--namespace', NAMESPACE, 'images', 'pull', '--plain-http', '--snapshotter', snapshotter, ref], { timeoutMs, daemons, env, ...traced })
+            ? await measure(bin('ctr'), ['--address', sock, '--namespace', NAMESPACE, 'images', 'pull', '--plain-http', '--snapshotter', snapshotter, ref], {
+                timeoutMs,
+                daemons,
+                env,
+                ...traced,
+              })
             : await measure(process.execPath, [client, 'pull', sock, ref], { timeoutMs, daemons, ...traced });
         const bytes = diskBytes(join(cdir, 'root'), ...(proxy ? [proxy.root] : []));
         let seconds = clientKind === 'ctr' ? m.wall : NaN;
@@ -264,9 +318,25 @@ export function criContender(repo: string, snapshotter: CriSnapshotter, options:
         if (proxy?.name === 'fastpulld') notes.push(fastPathNote(proxy.log()));
         if (snapshotter === 'soci' && proxy) notes.push(sociNote(proxy.log()));
         if (ok && options.inspect) {
-          await options.inspect({ ref, ctr: bin('ctr'), socket: sock, namespace: NAMESPACE, snapshotter, env, logs: { containerd: log, snapshotter: proxy?.log() ?? '' }, config });
+          await options.inspect({
+            ref,
+            ctr: bin('ctr'),
+            socket: sock,
+            namespace: NAMESPACE,
+            snapshotter,
+            env,
+            logs: { containerd: log, snapshotter: proxy?.log() ?? '' },
+            config,
+          });
         }
-        return { ...m, ok, wall: ok ? seconds : m.wall, bytes, phases: { ...(clientKind === 'cri' ? { 'client process': m.wall } : {}), ...(proxy?.name === 'fastpulld' ? fastpulldPhases(proxy.log()) : {}) }, note: notes.join('; ') };
+        return {
+          ...m,
+          ok,
+          wall: ok ? seconds : m.wall,
+          bytes,
+          phases: { ...(clientKind === 'cri' ? { 'client process': m.wall } : {}), ...(proxy?.name === 'fastpulld' ? fastpulldPhases(proxy.log()) : {}) },
+          note: notes.join('; '),
+        };
       } finally {
         if (containerd) await stop(containerd);
         if (proxy) await stop(proxy.proc);

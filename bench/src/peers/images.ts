@@ -101,8 +101,12 @@ function writeMix(w: TarWriter, dir: string, bytes: number, mix: Mix, seed: numb
       left -= size;
     }
   };
-  shards(part(mix.weights), 256 * MIB, (size, n) => w.file(`${dir}/models/model-${String(n).padStart(5, '0')}.safetensors`, size, 0o644, randomBlob(size, seed * 31 + n)));
-  shards(part(mix.fp16), 256 * MIB, (size, n) => w.file(`${dir}/models/fp16-${String(n).padStart(5, '0')}.safetensors`, size, 0o644, fp16Blob(size, seed * 41 + n)));
+  shards(part(mix.weights), 256 * MIB, (size, n) =>
+    w.file(`${dir}/models/model-${String(n).padStart(5, '0')}.safetensors`, size, 0o644, randomBlob(size, seed * 31 + n)),
+  );
+  shards(part(mix.fp16), 256 * MIB, (size, n) =>
+    w.file(`${dir}/models/fp16-${String(n).padStart(5, '0')}.safetensors`, size, 0o644, fp16Blob(size, seed * 41 + n)),
+  );
   shards(part(mix.lowEntropy), 64 * MIB, (size, n) => w.file(`${dir}/data/tensor-${n}.bin`, size, 0o644, lowEntropyBlob(size, seed * 37 + n)));
 }
 
@@ -206,7 +210,8 @@ export function manyFilesImage(s: Sizes): ImageSpec {
 
 export function manyLayersImage(s: Sizes): ImageSpec {
   const layers: LayerSpec[] = [];
-  for (let i = 0; i < s.manyLayers; i++) layers.push(mixLayer(`layer ${i + 1}`, `opt/l${i}`, s.manyLayersMiB, { libs: 0.5, text: 0.3, lowEntropy: 0.2 }, 100 + i));
+  for (let i = 0; i < s.manyLayers; i++)
+    layers.push(mixLayer(`layer ${i + 1}`, `opt/l${i}`, s.manyLayersMiB, { libs: 0.5, text: 0.3, lowEntropy: 0.2 }, 100 + i));
   return { name: 'many-layers', compression: 'gzip', layers };
 }
 
@@ -221,7 +226,11 @@ export function warmUpImage(): ImageSpec {
 /** One layer of `mib` MiB (half incompressible, a quarter libraries, a quarter low-entropy), for the memory scenario. */
 /** The ML image's dominant layer alone ("framework and model", same mix and seed), `mib` MiB uncompressed. */
 export function mlDominantLayerImage(mib: number): ImageSpec {
-  return { name: `ml-dominant-${mib}`, compression: 'gzip', layers: [mixLayer('framework and model', 'opt/model', mib, { libs: 0.35, text: 0.1, weights: 0.4, lowEntropy: 0.15 }, 4)] };
+  return {
+    name: `ml-dominant-${mib}`,
+    compression: 'gzip',
+    layers: [mixLayer('framework and model', 'opt/model', mib, { libs: 0.35, text: 0.1, weights: 0.4, lowEntropy: 0.15 }, 4)],
+  };
 }
 
 export function oneLayerImage(mib: number): ImageSpec {
@@ -234,7 +243,11 @@ export function oneLayerImage(mib: number): ImageSpec {
  */
 export function singleLayerImage(mib: number, kind: 'incompressible' | 'fp16'): ImageSpec {
   const mix: Mix = kind === 'fp16' ? { fp16: 1 } : { weights: 1 };
-  return { name: kind === 'fp16' ? 'single-fp16' : 'single', compression: 'gzip', layers: [mixLayer(`${mib} MiB of ${kind} weights`, 'opt/model', mib, mix, 300)] };
+  return {
+    name: kind === 'fp16' ? 'single-fp16' : 'single',
+    compression: 'gzip',
+    layers: [mixLayer(`${mib} MiB of ${kind} weights`, 'opt/model', mib, mix, 300)],
+  };
 }
 
 /**
@@ -298,7 +311,9 @@ function compress(tar: string, out: string, compression: Compression): void {
 
 function keyOf(spec: ImageSpec): string {
   const tools = spec.compression === 'none' ? '' : (spawnSync(spec.compression, ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0] ?? '');
-  return sha256(JSON.stringify({ v: GENERATOR_VERSION, c: spec.compression, tools, src: machineSources().fingerprint, layers: spec.layers.map((l) => l.params) })).slice(0, 12);
+  return sha256(
+    JSON.stringify({ v: GENERATOR_VERSION, c: spec.compression, tools, src: machineSources().fingerprint, layers: spec.layers.map((l) => l.params) }),
+  ).slice(0, 12);
 }
 
 /** Builds the image into the cache unless it is there already. */
@@ -321,7 +336,16 @@ export function ensureImage(cacheDir: string, spec: ImageSpec, log: (s: string) 
     compress(tarPath, join(dir, file), spec.compression);
     rmSync(tarPath, { force: true });
     const blob = join(dir, file);
-    layers.push({ name: l.name, file, digest: `sha256:${fileSha256(blob)}`, diffID: `sha256:${diff}`, size: statSync(blob).size, tarSize, mediaType: MEDIA[spec.compression].layer, files });
+    layers.push({
+      name: l.name,
+      file,
+      digest: `sha256:${fileSha256(blob)}`,
+      diffID: `sha256:${diff}`,
+      size: statSync(blob).size,
+      tarSize,
+      mediaType: MEDIA[spec.compression].layer,
+      files,
+    });
   });
   const media = MEDIA[spec.compression];
   const config = JSON.stringify({
@@ -338,10 +362,22 @@ export function ensureImage(cacheDir: string, spec: ImageSpec, log: (s: string) 
     config: { mediaType: media.config, digest: `sha256:${sha256(config)}`, size: Buffer.byteLength(config) },
     layers: layers.map((l) => ({ mediaType: l.mediaType, digest: l.digest, size: l.size })),
   });
-  const meta: ImageMeta = { name: spec.name, key, compression: spec.compression, dir, layers, config, manifest, manifestDigest: `sha256:${sha256(manifest)}`, manifestMediaType: media.manifest };
+  const meta: ImageMeta = {
+    name: spec.name,
+    key,
+    compression: spec.compression,
+    dir,
+    layers,
+    config,
+    manifest,
+    manifestDigest: `sha256:${sha256(manifest)}`,
+    manifestMediaType: media.manifest,
+  };
   writeFileSync(`${metaPath}.tmp`, JSON.stringify(meta, null, 1));
   renameSync(`${metaPath}.tmp`, metaPath);
-  log(`built ${spec.name} (${layers.length} layers, ${(layers.reduce((a, l) => a + l.size, 0) / MIB).toFixed(0)} MiB compressed) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  log(
+    `built ${spec.name} (${layers.length} layers, ${(layers.reduce((a, l) => a + l.size, 0) / MIB).toFixed(0)} MiB compressed) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
   return meta;
 }
 
@@ -354,7 +390,12 @@ function countFiles(tarPath: string): number {
 
 // ---- pushing -------------------------------------------------------------------------------------
 
-function http(method: string, url: string, headers: Record<string, string>, body?: string | Buffer | { file: string; size: number }): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function http(
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  body?: string | Buffer | { file: string; size: number },
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method, headers }, (res) => {
       const chunks: Buffer[] = [];
@@ -413,11 +454,24 @@ export async function pushSociIndex(registryUrl: string, image: ImageMeta): Prom
   for (const l of image.layers) {
     if (l.size < SOCI_MIN_LAYER || !l.mediaType.includes('gzip')) continue;
     const file = join(image.dir, `${l.file}.ztoc`);
-    if (!existsSync(file)) writeFileSync(file, encodeZtoc({ checkpoints: buildGzipCheckpoints(readFileSync(join(image.dir, l.file)), 4 * 1024 * 1024), compressedSize: l.size, uncompressedSize: l.tarSize }));
+    if (!existsSync(file))
+      writeFileSync(
+        file,
+        encodeZtoc({
+          checkpoints: buildGzipCheckpoints(readFileSync(join(image.dir, l.file)), 4 * 1024 * 1024),
+          compressedSize: l.size,
+          uncompressedSize: l.tarSize,
+        }),
+      );
     const z = readFileSync(file);
     const digest = `sha256:${sha256(z)}`;
     await pushBlob(registryUrl, repo, digest, z);
-    layers.push({ mediaType: 'application/octet-stream', digest, size: z.length, annotations: { 'com.amazon.soci.image-layer-digest': l.digest, 'com.amazon.soci.image-layer-mediaType': l.mediaType } });
+    layers.push({
+      mediaType: 'application/octet-stream',
+      digest,
+      size: z.length,
+      annotations: { 'com.amazon.soci.image-layer-digest': l.digest, 'com.amazon.soci.image-layer-mediaType': l.mediaType },
+    });
   }
   if (layers.length === 0) return 0;
   const type = 'application/vnd.amazon.soci.index.v1+json';
@@ -440,7 +494,12 @@ export async function pushSociIndex(registryUrl: string, image: ImageMeta): Prom
     mediaType: 'application/vnd.oci.image.index.v1+json',
     manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: indexDigest, size: Buffer.byteLength(index), artifactType: type }],
   });
-  put = await http('PUT', `${registryUrl}/v2/${repo}/manifests/sha256-${sha256(manifest)}`, { 'content-type': 'application/vnd.oci.image.index.v1+json' }, referrers);
+  put = await http(
+    'PUT',
+    `${registryUrl}/v2/${repo}/manifests/sha256-${sha256(manifest)}`,
+    { 'content-type': 'application/vnd.oci.image.index.v1+json' },
+    referrers,
+  );
   if (put.status !== 201) throw new Error(`push referrers tag of ${repo}: ${put.status}: ${put.body}`);
   return layers.length;
 }

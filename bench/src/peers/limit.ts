@@ -97,18 +97,37 @@ export async function measureLimit(
   const cacheDrop = dropCaches();
   // Every blob at once with curl, blob i written to out(i); the registry's CPU meanwhile is its
   // serving from a cold page cache.
-  const curlAll = (out: (i: number) => string) => ['-sS', '--fail', '--parallel', '--parallel-max', '16', ...image.layers.flatMap((l, i) => ['-o', out(i), blobUrl(l.digest)])];
+  const curlAll = (out: (i: number) => string) => [
+    '-sS',
+    '--fail',
+    '--parallel',
+    '--parallel-max',
+    '16',
+    ...image.layers.flatMap((l, i) => ['-o', out(i), blobUrl(l.digest)]),
+  ];
   // The registry's CPU clock (undefined when its process is unknown), and its CPU since a reading.
   const serverClock = () => (serverPid === undefined ? undefined : cpuSeconds(serverPid));
   const serverCpuSince = (start: number | undefined) => (start === undefined ? undefined : Math.max(0, serverClock()! - start));
   const coldStart = serverClock();
-  const curl = ok(await measure('curl', curlAll((i) => join(work, `blob-${i}`))), 'curl');
+  const curl = ok(
+    await measure(
+      'curl',
+      curlAll((i) => join(work, `blob-${i}`)),
+    ),
+    'curl',
+  );
   const coldServerCpu = serverCpuSince(coldStart);
   const sync = await measure('sync', []);
   log(`  limit: curl ${curl.wall.toFixed(2)} s (+ sync ${sync.wall.toFixed(2)} s)`);
   // Receiving and serving alone: the same blobs again, to /dev/null, the registry's CPU counted apart.
   const warmStart = serverClock();
-  const received = ok(await measure('curl', curlAll(() => '/dev/null')), 'curl to /dev/null');
+  const received = ok(
+    await measure(
+      'curl',
+      curlAll(() => '/dev/null'),
+    ),
+    'curl to /dev/null',
+  );
   const serverCpu = serverCpuSince(warmStart);
   const download = {
     wall: received.wall,
@@ -136,7 +155,11 @@ export async function measureLimit(
     layers.push({ name: l.name, size: l.size, tarSize: l.tarSize, tries, best });
     // The uncompressed tar, for hashing and extraction (not timed).
     const fd = openSync(join(work, `layer-${i}.tar`), 'w');
-    const r = spawnSync(image.compression === 'none' ? 'cat' : image.compression === 'zstd' ? 'zstd' : 'gzip', image.compression === 'none' ? [blob] : ['-dc', blob], { stdio: ['ignore', fd, 'pipe'] });
+    const r = spawnSync(
+      image.compression === 'none' ? 'cat' : image.compression === 'zstd' ? 'zstd' : 'gzip',
+      image.compression === 'none' ? [blob] : ['-dc', blob],
+      { stdio: ['ignore', fd, 'pipe'] },
+    );
     closeSync(fd);
     if (r.status !== 0) throw new Error(`limit: decompressing layer ${i}: ${r.stderr.toString()}`);
   }

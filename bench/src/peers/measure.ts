@@ -203,7 +203,15 @@ export async function measure(cmd: string, args: readonly string[], options: Run
   } catch {
     /* killed before time wrote */
   }
-  return { ok: code === 0 && !timedOut, timedOut, wall, cpu, rssMiB: Math.max(peakKiB, maxOneKiB) / 1024, ...(daemons.length > 0 ? { daemonRssMiB: daemonPeakKiB / 1024 } : {}), output };
+  return {
+    ok: code === 0 && !timedOut,
+    timedOut,
+    wall,
+    cpu,
+    rssMiB: Math.max(peakKiB, maxOneKiB) / 1024,
+    ...(daemons.length > 0 ? { daemonRssMiB: daemonPeakKiB / 1024 } : {}),
+    output,
+  };
 }
 
 /** Bytes a directory takes on disk (du), 0 when it is missing. */

@@ -46,7 +46,11 @@ describe('TarWriter', () => {
     const a = writeSample(join(d, 'a.tar'));
     const b = writeSample(join(d, 'b.tar'));
     expect(a).toEqual(b);
-    expect(a.sha256).toBe(createHash('sha256').update(readFileSync(join(d, 'a.tar'))).digest('hex'));
+    expect(a.sha256).toBe(
+      createHash('sha256')
+        .update(readFileSync(join(d, 'a.tar')))
+        .digest('hex'),
+    );
     const r = spawnSync('tar', ['-x', '-f', join(d, 'a.tar'), '-C', d], { encoding: 'utf8' });
     expect(r.stderr).toBe('');
     expect(readFileSync(join(d, 'usr/lib/libx.so.1'), 'utf8')).toBe('abc');
@@ -108,7 +112,9 @@ describe('measure', () => {
 
   it("counts a daemon's memory in the peak, and gives the daemon's own peak apart", async () => {
     // A "daemon" holding 64 MiB resident, and a command that holds little.
-    const daemon = spawn(process.execPath, ['-e', 'const b = Buffer.alloc(64 << 20, 1); setInterval(() => b[0]++, 1000); console.log("ready");'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const daemon = spawn(process.execPath, ['-e', 'const b = Buffer.alloc(64 << 20, 1); setInterval(() => b[0]++, 1000); console.log("ready");'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     try {
       // Measured once its 64 MiB are written, however long its start takes.
       await new Promise((r) => daemon.stdout.once('data', r));
@@ -125,7 +131,11 @@ describe('measure', () => {
     // The "daemon" waits for the command's go, then runs a child that holds 64 MiB and burns 0.3 s
     // of CPU, reaps it, and says done: as containerd runs a decompressor per layer.
     const child = 'const b = Buffer.alloc(64 << 20, 1); const t = process.cpuUsage(); while (process.cpuUsage(t).user < 300000) b[0]++;';
-    const daemon = spawn('sh', ['-c', `while [ ! -e "$0/go" ]; do sleep 0.05; done; "$1" -e "$2"; touch "$0/done"; exec sleep 60`, d, process.execPath, child], { stdio: 'ignore' });
+    const daemon = spawn(
+      'sh',
+      ['-c', `while [ ! -e "$0/go" ]; do sleep 0.05; done; "$1" -e "$2"; touch "$0/done"; exec sleep 60`, d, process.execPath, child],
+      { stdio: 'ignore' },
+    );
     try {
       const m = await measure('sh', ['-c', 'touch "$0/go"; while [ ! -e "$0/done" ]; do sleep 0.05; done', d], { daemons: [daemon.pid!] });
       expect(m.ok).toBe(true);
@@ -146,23 +156,34 @@ describe('block device counters', () => {
   });
 
   const device = blockCounters(tmpdir());
-  it.skipIf(lacks('blockdev', device === undefined ? 'the temporary directory is on no block device with I/O counters' : undefined))('counts what a file synced in the temporary directory wrote to its device', () => {
-    const before = blockCounters(tmpdir())!;
-    const fd = openSync(join(tmp(), 'data'), 'w');
-    try {
-      writeSync(fd, Buffer.alloc(4 * 1024 * 1024, 7));
-      fdatasyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    const after = blockCounters(tmpdir())!;
-    expect(after.writeSectors - before.writeSectors).toBeGreaterThanOrEqual((4 * 1024 * 1024) / 512);
-  });
+  it.skipIf(lacks('blockdev', device === undefined ? 'the temporary directory is on no block device with I/O counters' : undefined))(
+    'counts what a file synced in the temporary directory wrote to its device',
+    () => {
+      const before = blockCounters(tmpdir())!;
+      const fd = openSync(join(tmp(), 'data'), 'w');
+      try {
+        writeSync(fd, Buffer.alloc(4 * 1024 * 1024, 7));
+        fdatasyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      const after = blockCounters(tmpdir())!;
+      expect(after.writeSectors - before.writeSectors).toBeGreaterThanOrEqual((4 * 1024 * 1024) / 512);
+    },
+  );
 });
 
 describe('fastpullTimings', () => {
   it('reads the done event of `fastpull pull --json`, after events whose lines hold arrays', () => {
-    const timings = { totalMs: 1250, resolveMs: 40, layers: [{ fetchMs: 300, unpackMs: 500 }, { fetchMs: 900, unpackMs: 200 }, { fetchMs: 100, unpackMs: 100 }] };
+    const timings = {
+      totalMs: 1250,
+      resolveMs: 40,
+      layers: [
+        { fetchMs: 300, unpackMs: 500 },
+        { fetchMs: 900, unpackMs: 200 },
+        { fetchMs: 100, unpackMs: 100 },
+      ],
+    };
     const output = [
       JSON.stringify({ type: 'resolved', name: 'r/a:1', layers: [{ digest: 'sha256:aa', size: 3 }] }),
       JSON.stringify({ type: 'progress', layers: [{ digest: 'sha256:aa', state: 'downloading' }] }),
@@ -178,9 +199,15 @@ describe('fastpullTimings', () => {
 
 describe('fastpulldPhases', () => {
   it("reads the last `pull finished` line of fastpulld's log: the pull's time and each stage summed over the layers", () => {
-    const line = (totalMs: number) => JSON.stringify({ level: 30, msg: 'pull finished', event: 'pull', result: 'ok', totalMs, phases: { resolveMs: 40, fetchMs: 2500, extractMs: 1200.5 } });
+    const line = (totalMs: number) =>
+      JSON.stringify({ level: 30, msg: 'pull finished', event: 'pull', result: 'ok', totalMs, phases: { resolveMs: 40, fetchMs: 2500, extractMs: 1200.5 } });
     const log = ['{"level":30,"msg":"fastpulld serving"}', line(9000), '{"level":30,"msg":"layer recorded for containerd"}', line(4200), 'not json'].join('\n');
-    expect(fastpulldPhases(log)).toEqual({ 'pull in fastpulld': 4.2, 'fastpulld resolve, summed': 0.04, 'fastpulld fetch, summed': 2.5, 'fastpulld extract, summed': 1.2005 });
+    expect(fastpulldPhases(log)).toEqual({
+      'pull in fastpulld': 4.2,
+      'fastpulld resolve, summed': 0.04,
+      'fastpulld fetch, summed': 2.5,
+      'fastpulld extract, summed': 1.2005,
+    });
     expect(fastpulldPhases('{"msg":"fastpulld serving"}')).toEqual({});
   });
 });
@@ -256,7 +283,12 @@ describe('Trash', () => {
     // how full this machine's disk is (a nearly full one would empty the trash before any run).
     const GIB = 1024 ** 3;
     const space: FsSpace = { freeBytes: 100 * GIB, totalBytes: 200 * GIB, freeInodes: 1e6, totalInodes: 2e6 };
-    const trash = new Trash(0.3, (s) => lines.push(s), base, () => space);
+    const trash = new Trash(
+      0.3,
+      (s) => lines.push(s),
+      base,
+      () => space,
+    );
     const a = trash.dir('run-');
     writeFileSync(join(a, 'f'), 'x');
     const b = join(base, 'limit');

@@ -55,7 +55,9 @@ export class ProcTrace {
     const ms = performance.now() - this.t0;
     if (this.last !== undefined && ms - this.last.ms < SAMPLE_MS) return;
     const groups = this.groups();
-    const cpu = groups.map((g) => (g.pid === undefined ? 0 : g.self ? table.cpuSeconds(g.pid) : (table.kids.get(g.pid) ?? []).reduce((a, p) => a + table.cpuSeconds(p), 0)));
+    const cpu = groups.map((g) =>
+      g.pid === undefined ? 0 : g.self ? table.cpuSeconds(g.pid) : (table.kids.get(g.pid) ?? []).reduce((a, p) => a + table.cpuSeconds(p), 0),
+    );
     const sectors = this.options.device === undefined ? undefined : blockCounters(this.options.device)?.writeSectors;
     const ts = Math.round(ms * 1000);
     groups.forEach((g, i) => {

@@ -69,7 +69,7 @@ export class TarWriter {
 
   private flush(): void {
     const all = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
-    for (let off = 0; off < all.byteLength; ) off += writeSync(this.fd, all, off);
+    for (let off = 0; off < all.byteLength;) off += writeSync(this.fd, all, off);
     this.pending = [];
     this.pendingBytes = 0;
   }

@@ -54,7 +54,9 @@ export function decide(fs: FsSpace, need: Need, trashed: number, sinceRemovalS: 
   const short = [
     shortBytes ? `${gib(fs.freeBytes)} GiB free, ${gib(need.bytes)} GiB needed, ${gib(m.bytes)} GiB kept free` : '',
     shortInodes ? `${fs.freeInodes} inodes free, ${need.inodes} needed, ${Math.round(m.inodes)} kept free` : '',
-  ].filter(Boolean).join('; ');
+  ]
+    .filter(Boolean)
+    .join('; ');
   if (trashed === 0) return { empty: false, waitS: left, why: `${short}; trash empty, nothing to remove` };
   return { empty: true, waitS: cooldownS, why: short };
 }

@@ -23,7 +23,8 @@ describe('parseSize', () => {
 describe('parsePositiveInt', () => {
   it('takes positive integers only', () => {
     expect(parsePositiveInt('12', '--concurrency')).toBe(12);
-    for (const bad of ['0', '-3', '1.5', 'x', '']) expect(() => parsePositiveInt(bad, '--concurrency')).toThrow(/^--concurrency ".*": want a positive integer$/);
+    for (const bad of ['0', '-3', '1.5', 'x', ''])
+      expect(() => parsePositiveInt(bad, '--concurrency')).toThrow(/^--concurrency ".*": want a positive integer$/);
   });
 });
 
@@ -42,7 +43,12 @@ describe('formatting', () => {
   });
 
   it('aligns table columns two spaces apart', () => {
-    expect(formatTable([['NAME', 'SIZE', 'X'], ['a-long-name', '1', 'y']])).toEqual(['NAME         SIZE  X', 'a-long-name  1     y']);
+    expect(
+      formatTable([
+        ['NAME', 'SIZE', 'X'],
+        ['a-long-name', '1', 'y'],
+      ]),
+    ).toEqual(['NAME         SIZE  X', 'a-long-name  1     y']);
   });
 
   it('colours only a terminal, and not when NO_COLOR is set', () => {

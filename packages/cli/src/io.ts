@@ -46,7 +46,9 @@ export function formatDuration(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)}ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(2)}s`;
   const s = Math.round(ms / 1000);
-  return s < 3600 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return s < 3600
+    ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`
+    : `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
 /** How long ago `then` was, as `docker images` says it: "5 seconds ago", "3 days ago". */

@@ -15,7 +15,9 @@ void (async () => {
   // the unpacker: started first, it loads on another core while this thread loads the CLI (0.2-0.3 s
   // too), and is ready when the first layer starts downloading (the pull's pool takes it).
   await import('./ahead.js')
-    .then(({ startsWorkerAhead }) => (startsWorkerAhead(process.argv.slice(2), process.env) ? import('@fastpull/core/worker-ahead').then((m) => m.startWorkerAhead()) : undefined))
+    .then(({ startsWorkerAhead }) =>
+      startsWorkerAhead(process.argv.slice(2), process.env) ? import('@fastpull/core/worker-ahead').then((m) => m.startWorkerAhead()) : undefined,
+    )
     .catch(() => undefined);
   await import('./bin.js');
 })();

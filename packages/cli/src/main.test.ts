@@ -111,13 +111,17 @@ describe('fastpull main', () => {
   it('reports failures as one line: what was being done, the message, the code; exit 1', async () => {
     const r = await run(['mounts', 'app:1']);
     expect(r.status).toBe(1);
-    expect(r.err).toBe(`fastpull: finding the mounts of docker.io/library/app:1: image docker.io/library/app:1 is not in the store at ${root}; pull it first (NOT_FOUND)\n`);
+    expect(r.err).toBe(
+      `fastpull: finding the mounts of docker.io/library/app:1: image docker.io/library/app:1 is not in the store at ${root}; pull it first (NOT_FOUND)\n`,
+    );
     const inspect = await run(['inspect', 'app:1']);
     expect(inspect.status).toBe(1);
     expect(inspect.err).toMatch(/^fastpull: inspecting docker\.io\/library\/app:1: image .* \(NOT_FOUND\)\n$/);
     const unmount = await run(['unmount', join(root, 'nowhere')]);
     expect(unmount.status).toBe(1);
-    expect(unmount.err).toBe(`fastpull: unmounting ${join(root, 'nowhere')}: no fastpull mount at ${join(root, 'nowhere')} in the store at ${root} (NOT_FOUND)\n`);
+    expect(unmount.err).toBe(
+      `fastpull: unmounting ${join(root, 'nowhere')}: no fastpull mount at ${join(root, 'nowhere')} in the store at ${root} (NOT_FOUND)\n`,
+    );
     const badRef = await run(['pull', 'Not A Ref']);
     expect(badRef.status).toBe(1);
     expect(badRef.err).toMatch(/^fastpull: pulling Not A Ref: .* \(INVALID_REFERENCE\)\n$/);
@@ -127,7 +131,10 @@ describe('fastpull main', () => {
     const plain = await run(['mounts', 'app:1']);
     expect(plain.err.trim().split('\n')).toHaveLength(1);
     expect(plain.err).not.toMatch(/^\s+at /m);
-    for (const argv of [['--debug', 'mounts', 'app:1'], ['mounts', 'app:1', '--debug']]) {
+    for (const argv of [
+      ['--debug', 'mounts', 'app:1'],
+      ['mounts', 'app:1', '--debug'],
+    ]) {
       const debug = await run(argv);
       expect(debug.status).toBe(1);
       const [line, ...rest] = debug.err.trim().split('\n');
@@ -154,7 +161,9 @@ describe('fastpull main', () => {
     expect((await run(['--version'])).out).toBe(`${VERSION}\n`);
     // How a pull sizes itself here: the same figures the pool and the file sink use.
     const cores = availableParallelism();
-    expect(lines[4]).toBe(`cores    ${cores}: ${poolSizeFor(cores)} ${poolSizeFor(cores) === 1 ? 'layer' : 'layers'} unpacked at once, ${writerThreadsFor(cores)} small-file writer threads`);
+    expect(lines[4]).toBe(
+      `cores    ${cores}: ${poolSizeFor(cores)} ${poolSizeFor(cores) === 1 ? 'layer' : 'layers'} unpacked at once, ${writerThreadsFor(cores)} small-file writer threads`,
+    );
     const sized = JSON.parse((await run(['version', '--json'])).out) as { cores: number; unpackSlots: number; writerThreads: number; cpuFlags?: string[] };
     expect(sized).toMatchObject({ cores, unpackSlots: poolSizeFor(cores), writerThreads: writerThreadsFor(cores) });
     const flags = cpuFlagsOf(readFileSync('/proc/cpuinfo', 'utf8'));
@@ -170,10 +179,14 @@ describe('fastpull main', () => {
   });
 
   // As root, test/cli-mount.test.ts runs this case as another user.
-  if (process.getuid?.() === 0) console.log('skipping the mount refusal of a non-root user here: running as root (test/cli-mount.test.ts runs it as another user)');
-  it.skipIf(notHere(process.getuid?.() === 0 ? 'running as root: this is the test of a user without root' : undefined))('refuses to mount without root, with a code', async () => {
-    const r = await run(['mount', 'app:1', root]);
-    expect(r.status).toBe(1);
-    expect(r.err).toMatch(/^fastpull: mounting docker\.io\/library\/app:1 at .*: mounting needs root .* \(INVALID_ARGUMENT\)\n$/);
-  });
+  if (process.getuid?.() === 0)
+    console.log('skipping the mount refusal of a non-root user here: running as root (test/cli-mount.test.ts runs it as another user)');
+  it.skipIf(notHere(process.getuid?.() === 0 ? 'running as root: this is the test of a user without root' : undefined))(
+    'refuses to mount without root, with a code',
+    async () => {
+      const r = await run(['mount', 'app:1', root]);
+      expect(r.status).toBe(1);
+      expect(r.err).toMatch(/^fastpull: mounting docker\.io\/library\/app:1 at .*: mounting needs root .* \(INVALID_ARGUMENT\)\n$/);
+    },
+  );
 });

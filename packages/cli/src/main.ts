@@ -35,7 +35,18 @@ export function createProgram(io: CliIO, signal: AbortSignal): Command {
     'after',
     '\nExit status: 0 success, 1 failure (one line on stderr: "fastpull: <doing>: <message> (<CODE>)"), 2 bad usage.\nDocumentation: docs/cli.md; error codes: docs/errors.md\n',
   );
-  const commands = [pullCommand(io, signal), imagesCommand(io), inspectCommand(io), rmCommand(io), gcCommand(io, signal), mountsCommand(io), mountCommand(io), unmountCommand(io), verifyCommand(io, signal), versionCommand(io)];
+  const commands = [
+    pullCommand(io, signal),
+    imagesCommand(io),
+    inspectCommand(io),
+    rmCommand(io),
+    gcCommand(io, signal),
+    mountsCommand(io),
+    mountCommand(io),
+    unmountCommand(io),
+    verifyCommand(io, signal),
+    versionCommand(io),
+  ];
   for (const c of commands) program.addCommand(c.exitOverride().configureOutput(output));
   return program;
 }
@@ -60,7 +71,10 @@ export async function main(argv: readonly string[], io: CliIO, signal: AbortSign
       if (e.exitCode === 0 || e.code === 'commander.help') return e.exitCode === 0 ? 0 : EXIT_USAGE;
       const command = commandOf(program, argv);
       const help = command ? `fastpull ${command} --help` : 'fastpull --help';
-      writeLine(io.stderr, `fastpull: ${command ? `${command}: ` : ''}${e.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')}; see '${help}' (INVALID_ARGUMENT)`);
+      writeLine(
+        io.stderr,
+        `fastpull: ${command ? `${command}: ` : ''}${e.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')}; see '${help}' (INVALID_ARGUMENT)`,
+      );
       return EXIT_USAGE;
     }
     writeLine(io.stderr, errorLine(e, e instanceof UsageError ? running : undefined));

@@ -36,7 +36,10 @@ function run(file: string, args: readonly string[]): Promise<void> {
 
 export function requireRoot(what: string): void {
   if (process.getuid?.() !== 0) {
-    throw new FastpullError('PERMISSION_DENIED', `${what} needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\``);
+    throw new FastpullError(
+      'PERMISSION_DENIED',
+      `${what} needs root (an overlayfs mount); run it as root, or print the read-only mount with \`fastpull mounts\``,
+    );
   }
 }
 
@@ -107,7 +110,10 @@ export async function unmountImage(service: FastpullService, target: string): Pr
  */
 async function storeOfMount(dir: string): Promise<string | undefined> {
   const m = (await mountInfo()).filter((x) => x.mountPoint === dir && x.fsType === 'overlay').pop();
-  const upper = m?.superOptions.split(',').find((o) => o.startsWith('upperdir='))?.slice('upperdir='.length);
+  const upper = m?.superOptions
+    .split(',')
+    .find((o) => o.startsWith('upperdir='))
+    ?.slice('upperdir='.length);
   if (!upper || basename(upper) !== 'upper' || basename(dirname(dirname(upper))) !== 'mounts') return undefined;
   return dirname(dirname(dirname(upper)));
 }

@@ -82,7 +82,11 @@ describe('LiveProgress', () => {
     h.live.event(layer(1, 'exists', 2 * MiB));
     h.clock.t += 500;
     h.take();
-    h.live.event({ type: 'done', image: {} as never, timings: { resolveMs: 1, totalMs: 3500, layers: [], phases: { fetchMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0 } } });
+    h.live.event({
+      type: 'done',
+      image: {} as never,
+      timings: { resolveMs: 1, totalMs: 3500, layers: [], phases: { fetchMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0 } },
+    });
     const final = strip(h.take()).split('\n');
     expect(final.slice(0, 3)).toEqual(['aaaaaaaaaaaa: Pull complete      40.0 MiB', 'bbbbbbbbbbbb: Already exists', 'Total: 2/2 layers  40.0 MiB in 3.50s']);
     // Nothing more after the final frame.
@@ -97,7 +101,7 @@ describe('LiveProgress', () => {
     h.live.event(layer(0, 'fetching', 0));
     h.clock.t += 1000;
     h.live.event(layer(0, 'fetching', 40 * MiB));
-    const extracting = (unpacked: number): PullEvent => ({ ...layer(0, 'extracting', 40 * MiB), unpacked } as PullEvent);
+    const extracting = (unpacked: number): PullEvent => ({ ...layer(0, 'extracting', 40 * MiB), unpacked }) as PullEvent;
     h.live.event(extracting(8 * MiB));
     // One sample: no rate yet.
     expect(h.live.lines()[0]).toBe('aaaaaaaaaaaa: Extracting         [====>                   ]  8.0 MiB/40.0 MiB');
@@ -153,7 +157,9 @@ describe('LiveProgress', () => {
     narrow.live.event(resolved);
     narrow.clock.t += 1000;
     narrow.live.event(layer(0, 'fetching', MiB));
-    const rows = strip(narrow.take()).split('\n').filter((l) => l !== '');
+    const rows = strip(narrow.take())
+      .split('\n')
+      .filter((l) => l !== '');
     for (const r of rows.slice(1)) expect(r.length).toBeLessThanOrEqual(29);
   });
 });

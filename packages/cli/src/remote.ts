@@ -6,7 +6,10 @@ import { defaultSocket } from '@fastpull/daemon/paths';
 import type { CliIO } from './io.js';
 
 export function addressOption(): Option {
-  return new Option('--address <socket>', "talk to fastpulld on this unix socket instead of opening the store (env FASTPULL_ADDRESS; the daemon's store and configuration apply)");
+  return new Option(
+    '--address <socket>',
+    "talk to fastpulld on this unix socket instead of opening the store (env FASTPULL_ADDRESS; the daemon's store and configuration apply)",
+  );
 }
 
 /**

@@ -2,7 +2,16 @@
 // FASTPULL_ADDRESS, or the daemon's default socket when it exists and no store was named) or a
 // LocalService over the store in this process. Commands then only call the FastpullService.
 import type { Command } from 'commander';
-import { checkDirectory, defaultHostsDir, inflaterFromEnv, LocalService, signatureSettingsFromEnv, type FastpullService, type InflaterChoice, type SignatureSettings } from '@fastpull/core';
+import {
+  checkDirectory,
+  defaultHostsDir,
+  inflaterFromEnv,
+  LocalService,
+  signatureSettingsFromEnv,
+  type FastpullService,
+  type InflaterChoice,
+  type SignatureSettings,
+} from '@fastpull/core';
 import { tuningFromEnv } from '@fastpull/core/tuning';
 import { UsageError } from './errors.js';
 import { asUsageError, writeLine, type CliIO } from './io.js';
@@ -98,7 +107,13 @@ export function signatureSettings(io: CliIO, tuning: Pick<LocalTuning, 'signatur
 }
 
 /** Runs `fn` with the command's service, then closes it. */
-export async function withService<T>(io: CliIO, flags: ServiceFlags, command: Command | undefined, fn: (service: FastpullService) => Promise<T>, tuning?: LocalTuning): Promise<T> {
+export async function withService<T>(
+  io: CliIO,
+  flags: ServiceFlags,
+  command: Command | undefined,
+  fn: (service: FastpullService) => Promise<T>,
+  tuning?: LocalTuning,
+): Promise<T> {
   const service = await openService(io, flags, command, tuning);
   try {
     return await fn(service);

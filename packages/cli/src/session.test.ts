@@ -27,7 +27,7 @@ describe('leadsSession', () => {
 });
 
 describe('groupedBySession', () => {
-  it('is true for a named group and false for the empty file of init\'s ungrouped session', () => {
+  it("is true for a named group and false for the empty file of init's ungrouped session", () => {
     expect(groupedBySession('/autogroup-4131 nice 0\n')).toBe(true);
     expect(groupedBySession('/autogroup-7 nice 19')).toBe(true);
     expect(groupedBySession('')).toBe(false);

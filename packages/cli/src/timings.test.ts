@@ -27,7 +27,7 @@ describe('timingsLines', () => {
     expect(decompressBound.at(-1)).toMatch(/most time: decompress /);
   });
 
-  it('pull --json keeps the pull\'s resolveMs among the phases, where readers of earlier builds find it', () => {
+  it("pull --json keeps the pull's resolveMs among the phases, where readers of earlier builds find it", () => {
     const t: PullTimings = { resolveMs: 35, totalMs: 100, layers: [], phases: { fetchMs: 1, verifyMs: 2, decompressMs: 3, extractMs: 4, commitMs: 5 } };
     const json = JSON.parse(JSON.stringify(jsonTimings(t))) as { resolveMs: number; phases: Record<string, number> };
     expect(json.resolveMs).toBe(35);

@@ -14,12 +14,27 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const install = process.argv.includes('--install');
 const outs = ['fastpull_native.node', 'fastpull_inflate.node'].map((f) => join(here, 'build', 'Release', f));
-const sources = ['fastpull_native.c', 'fastpull_files.c', 'fastpull_files.h', 'fastpull_inflate.c', 'fastpull_inflate_core.h', 'fastpull_inflate_loop.h', 'fastpull_inflate_threads.h', 'fastpull_process_threads.h', 'fastpull_isal.c', 'isal-probe.sh', 'binding.gyp'].map((f) => join(here, f));
+const sources = [
+  'fastpull_native.c',
+  'fastpull_files.c',
+  'fastpull_files.h',
+  'fastpull_inflate.c',
+  'fastpull_inflate_core.h',
+  'fastpull_inflate_loop.h',
+  'fastpull_inflate_threads.h',
+  'fastpull_process_threads.h',
+  'fastpull_isal.c',
+  'isal-probe.sh',
+  'binding.gyp',
+].map((f) => join(here, f));
 // The in-process ISA-L inflater is optional: binding.gyp builds it only where libisal is (isal-probe.sh).
 const isalOut = join(here, 'build', 'Release', 'fastpull_isal.node');
 const isalFound = () => spawnSync('sh', [join(here, 'isal-probe.sh')], { encoding: 'utf8' }).stdout?.trim() === '1';
 const isalNote = () => {
-  if (!existsSync(isalOut)) console.warn('@fastpull/core: libisal not found (Debian/Ubuntu package libisal-dev): the in-process ISA-L inflater (--inflater isal) is not built; everything else is.');
+  if (!existsSync(isalOut))
+    console.warn(
+      '@fastpull/core: libisal not found (Debian/Ubuntu package libisal-dev): the in-process ISA-L inflater (--inflater isal) is not built; everything else is.',
+    );
 };
 
 // As WITHOUT_ADDON in src/native/fallback.ts, and what fastpulld loses.
@@ -33,7 +48,9 @@ const WITHOUT =
 /** Ends an install without an addon: says why and what that means, and succeeds. */
 function withoutAddon(why) {
   rmSync(join(here, 'build'), { recursive: true, force: true });
-  console.warn(`@fastpull/core: native addon not built: ${why}.\n${WITHOUT}; gzip layers decode with node:zlib (the in-process ISA-L decoder is not built either). To build it later: npm rebuild @fastpull/core (-g for a global install; it needs python3, make and a C compiler).`);
+  console.warn(
+    `@fastpull/core: native addon not built: ${why}.\n${WITHOUT}; gzip layers decode with node:zlib (the in-process ISA-L decoder is not built either). To build it later: npm rebuild @fastpull/core (-g for a global install; it needs python3, make and a C compiler).`,
+  );
   process.exit(0);
 }
 

@@ -78,10 +78,7 @@ export class FastpullError extends Error {
  * }
  */
 export function isFastpullError(e: unknown): e is FastpullError {
-  return (
-    e instanceof FastpullError ||
-    (e instanceof Error && e.name === 'FastpullError' && typeof (e as { code?: unknown }).code === 'string')
-  );
+  return e instanceof FastpullError || (e instanceof Error && e.name === 'FastpullError' && typeof (e as { code?: unknown }).code === 'string');
 }
 
 /**

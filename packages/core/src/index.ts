@@ -74,11 +74,7 @@ export type { GcLeftover } from './gc/leftovers.js';
 export { acquireLease, liveLeaseRefs, type Lease, type LeaseRefs } from './store/lease.js';
 
 // Image signatures: the gate a pull waits on before it records an image, and the policies it applies.
-export {
-  DEFAULT_SIGNATURE_LIMITS,
-  verdictLine,
-  type SignatureGate,
-} from './signatures/gate.js';
+export { DEFAULT_SIGNATURE_LIMITS, verdictLine, type SignatureGate } from './signatures/gate.js';
 export { loadSignatureVerifiers, SIGNATURE_ENV, signatureSettingsFromEnv, type SignatureSettings } from './signatures/settings.js';
 export { SigstoreVerifier } from './signatures/sigstore/verifier.js';
 export { verifyImageSignatures, type ImageVerification, type VerifyImageOptions } from './signatures/verify-image.js';
@@ -150,6 +146,17 @@ export {
 } from './unpack/index.js';
 export { collectHeap, trimAllocator, tuneAllocator, type AllocatorTuning } from './util/allocator.js';
 export { unixDatagramSender, type UnixDatagramSender } from './util/unix-datagram.js';
-export { allowedCpus, applyCpuBudget, availableCores, cgroupCpuQuota, parseCpuBudget, parseCpuList, processCpuQuota, type CgroupPaths, type CpuBudgetState, type CpuQuota } from './util/cpu.js';
+export {
+  allowedCpus,
+  applyCpuBudget,
+  availableCores,
+  cgroupCpuQuota,
+  parseCpuBudget,
+  parseCpuList,
+  processCpuQuota,
+  type CgroupPaths,
+  type CpuBudgetState,
+  type CpuQuota,
+} from './util/cpu.js';
 export { PullCpuBudget } from './util/pull-cpu.js';
 export { BACKGROUND_NICE, enterBackground, type BackgroundState } from './util/background.js';

@@ -61,7 +61,14 @@ describe('dependencies loaded on first use', () => {
     const r = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 120_000 });
     expect(r.error).toBeUndefined();
     expect(r.status, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout.trim())).toEqual({ imported: 'function', re2js: false, plain: true, re2jsAfterPlain: false, pattern: true, re2jsAfterPattern: true });
+    expect(JSON.parse(r.stdout.trim())).toEqual({
+      imported: 'function',
+      re2js: false,
+      plain: true,
+      re2jsAfterPlain: false,
+      pattern: true,
+      re2jsAfterPattern: true,
+    });
     // Never as an ES module: not by the library's import graph.
     expect(r.stderr.split('\n').filter((l) => l.includes('/re2js/'))).toEqual([]);
   });

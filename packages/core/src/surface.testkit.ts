@@ -41,12 +41,16 @@ export function analyseSurface<E extends string = EntryPoint>(
   entries: Readonly<Record<E, string>> = ENTRY_POINTS as unknown as Record<E, string>,
 ): Record<E, EntrySurface> {
   const configPath = join(dirname(srcDir), 'tsconfig.json');
-  const parsed = ts.getParsedCommandLineOfConfigFile(configPath, {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => {
-      throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    configPath,
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => {
+        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+      },
     },
-  });
+  );
   if (!parsed) throw new Error(`cannot read ${configPath}`);
   const files = Object.values<string>(entries).map((f) => join(srcDir, f));
   const program = ts.createProgram(files, { ...parsed.options, noEmit: true, composite: false, declaration: false, declarationMap: false });
@@ -176,7 +180,8 @@ export function checkPackageExports(packageDir: string): string[] {
       default: `./dist/${file.replace(/\.ts$/, '.js')}`,
     };
     const got = pkg.exports?.[entry];
-    if (JSON.stringify(got) !== JSON.stringify(want)) problems.push(`exports[${JSON.stringify(entry)}] is ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+    if (JSON.stringify(got) !== JSON.stringify(want))
+      problems.push(`exports[${JSON.stringify(entry)}] is ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
   }
   const known = new Set<string>([...Object.keys(ENTRY_POINTS), './package.json']);
   for (const entry of Object.keys(pkg.exports ?? {})) if (!known.has(entry)) problems.push(`exports[${JSON.stringify(entry)}] is not a known entry point`);

@@ -17,7 +17,20 @@ const bin = join(dirname(require.resolve('@grpc/proto-loader/package.json')), 'b
 rmSync(out, { recursive: true, force: true });
 execFileSync(
   process.execPath,
-  [bin, '--longs=Number', '--enums=String', '--defaults', '--oneofs', '--grpcLib=@grpc/grpc-js', '--includeComments', '-I', join(pkg, 'proto'), '-O', out, 'fastpull/v1/fastpull.proto'],
+  [
+    bin,
+    '--longs=Number',
+    '--enums=String',
+    '--defaults',
+    '--oneofs',
+    '--grpcLib=@grpc/grpc-js',
+    '--includeComments',
+    '-I',
+    join(pkg, 'proto'),
+    '-O',
+    out,
+    'fastpull/v1/fastpull.proto',
+  ],
   { stdio: ['ignore', 'ignore', 'inherit'] },
 );
 for (const entry of readdirSync(out, { recursive: true, withFileTypes: true })) {

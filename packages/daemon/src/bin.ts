@@ -1,7 +1,16 @@
 #!/usr/bin/env node
 // The `fastpulld` executable: configuration from the TOML file and flags, then serve until SIGTERM.
 import { parseArgs } from 'node:util';
-import { DEFAULT_CHUNK_SIZE, DEFAULT_CONCURRENCY, DEFAULT_INFLATER, INFLATER_CHOICES, isFastpullError, tuneAllocator, unixDatagramSender, VERSION } from '@fastpull/core';
+import {
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_INFLATER,
+  INFLATER_CHOICES,
+  isFastpullError,
+  tuneAllocator,
+  unixDatagramSender,
+  VERSION,
+} from '@fastpull/core';
 import { tuningFromEnv } from '@fastpull/core/tuning';
 import {
   DEFAULT_CONFIG_PATH,

@@ -23,7 +23,17 @@ import {
   type WritableMount,
 } from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
-import { blobFromWire, eventFromWire, priorityToWire, traceFromWire, gcFromWire, imageFromWire, mountFromWire, snapshotFromWire, type PullPlacement } from './convert.js';
+import {
+  blobFromWire,
+  eventFromWire,
+  priorityToWire,
+  traceFromWire,
+  gcFromWire,
+  imageFromWire,
+  mountFromWire,
+  snapshotFromWire,
+  type PullPlacement,
+} from './convert.js';
 import { fromServiceError } from './errors.js';
 import { HEALTH_REASON_KEY } from './health.js';
 import {
@@ -87,7 +97,12 @@ export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKN
 
 /** grpc.health.v1.Health as this client calls it (health.proto's types are not generated). */
 interface HealthClient extends grpc.Client {
-  Check(argument: { service: string }, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<{ status: HealthStatus }>): grpc.ClientUnaryCall;
+  Check(
+    argument: { service: string },
+    metadata: grpc.Metadata,
+    options: grpc.CallOptions,
+    callback: grpc.requestCallback<{ status: HealthStatus }>,
+  ): grpc.ClientUnaryCall;
 }
 
 /** The client of each service, by its full name: the generated client types of fastpull.v1. */
@@ -124,7 +139,10 @@ export class FastpullClient implements FastpullService {
     this.address = dialAddress(address);
     this.location = this.address;
     // A pull's trace comes in one message, and a long pull's can pass gRPC's default 4 MiB.
-    this.channelOptions = { 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES, ...(options.ownConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {}) };
+    this.channelOptions = {
+      'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+      ...(options.ownConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
+    };
   }
 
   private client<K extends keyof ServiceClients>(service: K): ServiceClients[K] {
@@ -141,7 +159,11 @@ export class FastpullClient implements FastpullService {
   }
 
   /** One unary call: `call` starts it with the metadata, options and callback given; failures as FastpullError. */
-  private unary<Res>(method: string, call: (metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Res>) => grpc.ClientUnaryCall, signal?: AbortSignal): Promise<Res> {
+  private unary<Res>(
+    method: string,
+    call: (metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Res>) => grpc.ClientUnaryCall,
+    signal?: AbortSignal,
+  ): Promise<Res> {
     const what = `${method} at ${this.address}`;
     return new Promise<Res>((resolve, reject) => {
       const c = call(new grpc.Metadata(), {}, (e, r) => (e ? reject(fromServiceError(e, what, this.address)) : resolve(r as Res)));
@@ -177,11 +199,13 @@ export class FastpullClient implements FastpullService {
           continue;
         }
         const { event, placement } = eventFromWire(msg);
-        if (event.type === 'done') result = { image: event.image, timings: event.timings, root: placement!.root, snapshots: placement!.snapshots, mounts: placement!.mounts };
+        if (event.type === 'done')
+          result = { image: event.image, timings: event.timings, root: placement!.root, snapshots: placement!.snapshots, mounts: placement!.mounts };
         yield event;
       }
     } catch (e) {
-      if (options.signal?.aborted) throw new FastpullError('ABORTED', `pulling ${reference} through ${this.address}: aborted`, { cause: options.signal.reason });
+      if (options.signal?.aborted)
+        throw new FastpullError('ABORTED', `pulling ${reference} through ${this.address}: aborted`, { cause: options.signal.reason });
       throw fromServiceError(e, `pulling ${reference} through ${this.address}`, this.address);
     } finally {
       options.signal?.removeEventListener('abort', abort);
@@ -217,13 +241,19 @@ export class FastpullClient implements FastpullService {
 
   /** An image with its manifest, config and index, as the daemon's store holds them. */
   async inspectImage(reference: string, options: ImageOptions = {}): Promise<ImageDetails> {
-    const r = await this.unary<WireGetImageResponse>('Get', (m, o, cb) => this.client('fastpull.v1.Images').Get({ name: reference, platform: options.platform ?? '' }, m, o, cb), options.signal);
+    const r = await this.unary<WireGetImageResponse>(
+      'Get',
+      (m, o, cb) => this.client('fastpull.v1.Images').Get({ name: reference, platform: options.platform ?? '' }, m, o, cb),
+      options.signal,
+    );
     const image = imageFromWire(r.image);
     const parse = (text: string, what: string): unknown => {
       try {
         return JSON.parse(text) as unknown;
       } catch (e) {
-        throw new FastpullError('INTERNAL', `inspecting ${reference} through ${this.address}: the daemon sent no ${what} (is it older than this client?)`, { cause: e });
+        throw new FastpullError('INTERNAL', `inspecting ${reference} through ${this.address}: the daemon sent no ${what} (is it older than this client?)`, {
+          cause: e,
+        });
       }
     };
     return {
@@ -242,13 +272,20 @@ export class FastpullClient implements FastpullService {
    * afterwards. Returns its canonical name.
    */
   async removeImage(name: string, options: ImageOptions & { gc?: boolean } = {}): Promise<{ name: string; gc?: GcResult }> {
-    const r = await this.unary<WireRemoveImageResponse>('Remove', (m, o, cb) => this.client('fastpull.v1.Images').Remove({ name, gc: options.gc === true, platform: options.platform ?? '' }, m, o, cb), options.signal);
+    const r = await this.unary<WireRemoveImageResponse>(
+      'Remove',
+      (m, o, cb) => this.client('fastpull.v1.Images').Remove({ name, gc: options.gc === true, platform: options.platform ?? '' }, m, o, cb),
+      options.signal,
+    );
     return { name: r.name, ...(r.gc ? { gc: gcFromWire(r.gc) } : {}) };
   }
 
   /** The mounts of an image (by reference) or of a snapshot stack (by its top chainID). */
   async mounts(target: MountTarget | { chainID: string }, signal?: AbortSignal): Promise<Mount[]> {
-    const req = 'image' in target ? { image: target.image, ...('platform' in target && target.platform ? { platform: target.platform } : {}) } : { chainId: target.chainID };
+    const req =
+      'image' in target
+        ? { image: target.image, ...('platform' in target && target.platform ? { platform: target.platform } : {}) }
+        : { chainId: target.chainID };
     const r = await this.unary<WireMountsResponse>('Mounts', (m, o, cb) => this.client('fastpull.v1.Snapshots').Mounts(req, m, o, cb), signal);
     return r.mounts.map(mountFromWire);
   }
@@ -278,21 +315,41 @@ export class FastpullClient implements FastpullService {
 
   async createWritableMount(image: { readonly image: string; readonly platform?: string }, target: string, signal?: AbortSignal): Promise<WritableMount> {
     const req = { image: image.image, platform: image.platform ?? '', target };
-    return writableMountFromWire(await this.unary<WireCreateWritableMountResponse>('CreateWritableMount', (m, o, cb) => this.client('fastpull.v1.Snapshots').CreateWritableMount(req, m, o, cb), signal));
+    return writableMountFromWire(
+      await this.unary<WireCreateWritableMountResponse>(
+        'CreateWritableMount',
+        (m, o, cb) => this.client('fastpull.v1.Snapshots').CreateWritableMount(req, m, o, cb),
+        signal,
+      ),
+    );
   }
 
   async listWritableMounts(signal?: AbortSignal): Promise<MountRecord[]> {
-    const r = await this.unary<WireListWritableMountsResponse>('ListWritableMounts', (m, o, cb) => this.client('fastpull.v1.Snapshots').ListWritableMounts({}, m, o, cb), signal);
+    const r = await this.unary<WireListWritableMountsResponse>(
+      'ListWritableMounts',
+      (m, o, cb) => this.client('fastpull.v1.Snapshots').ListWritableMounts({}, m, o, cb),
+      signal,
+    );
     return r.mounts.map(mountRecordFromWire);
   }
 
   async removeWritableMount(id: string, signal?: AbortSignal): Promise<MountRecord> {
-    const r = await this.unary<WireRemoveWritableMountResponse>('RemoveWritableMount', (m, o, cb) => this.client('fastpull.v1.Snapshots').RemoveWritableMount({ id }, m, o, cb), signal);
+    const r = await this.unary<WireRemoveWritableMountResponse>(
+      'RemoveWritableMount',
+      (m, o, cb) => this.client('fastpull.v1.Snapshots').RemoveWritableMount({ id }, m, o, cb),
+      signal,
+    );
     return mountRecordFromWire(r.record);
   }
 
   async collectGarbage(options: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<GcResult> {
-    return gcFromWire(await this.unary<WireGcResponse>('GarbageCollect', (m, o, cb) => this.client('fastpull.v1.Content').GarbageCollect({ dryRun: options.dryRun === true }, m, o, cb), options.signal));
+    return gcFromWire(
+      await this.unary<WireGcResponse>(
+        'GarbageCollect',
+        (m, o, cb) => this.client('fastpull.v1.Content').GarbageCollect({ dryRun: options.dryRun === true }, m, o, cb),
+        options.signal,
+      ),
+    );
   }
 
   /**
@@ -303,7 +360,10 @@ export class FastpullClient implements FastpullService {
     let reason: string | undefined;
     const r = await this.unary<{ status: HealthStatus }>(
       'Check',
-      (m, o, cb) => this.client('grpc.health.v1.Health').Check({ service }, m, o, cb).on('status', (s: grpc.StatusObject) => (reason = s.metadata.get(HEALTH_REASON_KEY)[0]?.toString())),
+      (m, o, cb) =>
+        this.client('grpc.health.v1.Health')
+          .Check({ service }, m, o, cb)
+          .on('status', (s: grpc.StatusObject) => (reason = s.metadata.get(HEALTH_REASON_KEY)[0]?.toString())),
       signal,
     );
     return reason === undefined ? { status: r.status } : { status: r.status, reason };

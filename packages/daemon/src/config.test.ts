@@ -37,14 +37,21 @@ describe('inflater', () => {
         expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^inflater:? .*auto, igzip, pigz, zlib, parallel, isal/) }),
       );
     }
-    expect(() => resolveConfig({}, {}, { FASTPULL_INFLATER: 'fast' }, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('FASTPULL_INFLATER') }));
+    expect(() => resolveConfig({}, {}, { FASTPULL_INFLATER: 'fast' }, '/')).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('FASTPULL_INFLATER') }),
+    );
   });
 
-  it.skipIf(notHere(unusable.length === 0 ? 'every decoder runs here: this is the test of one that cannot' : undefined))('a decoder that cannot run here stops the start, saying why', () => {
-    for (const choice of unusable) {
-      expect(() => resolveConfig({ inflater: choice }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(new RegExp(`^inflater ${choice} was asked for but`)) }));
-    }
-  });
+  it.skipIf(notHere(unusable.length === 0 ? 'every decoder runs here: this is the test of one that cannot' : undefined))(
+    'a decoder that cannot run here stops the start, saying why',
+    () => {
+      for (const choice of unusable) {
+        expect(() => resolveConfig({ inflater: choice }, {}, {}, '/')).toThrow(
+          expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(new RegExp(`^inflater ${choice} was asked for but`)) }),
+        );
+      }
+    },
+  );
 });
 
 describe('containerd_socket', () => {
@@ -53,9 +60,13 @@ describe('containerd_socket', () => {
     expect(resolveConfig({ snapshotter_socket: '/tmp/x/snapshotter.sock' }, {}, {}, '/').containerdSocket).toBeUndefined();
     expect(resolveConfig({ snapshotter_socket: '' }, {}, {}, '/').containerdSocket).toBeUndefined();
     expect(resolveConfig({ snapshotter_socket: DEFAULT_SNAPSHOTTER_SOCKET, containerd_socket: '' }, {}, {}, '/').containerdSocket).toBeUndefined();
-    expect(resolveConfig({ containerd_socket: '/run/k3s/containerd/containerd.sock' }, {}, {}, '/').containerdSocket).toBe('/run/k3s/containerd/containerd.sock');
+    expect(resolveConfig({ containerd_socket: '/run/k3s/containerd/containerd.sock' }, {}, {}, '/').containerdSocket).toBe(
+      '/run/k3s/containerd/containerd.sock',
+    );
     expect(resolveConfig({ containerd_socket: 'c.sock' }, { containerd_socket: 'd.sock' }, {}, '/srv/node').containerdSocket).toBe('/srv/node/d.sock');
-    expect(() => resolveConfig({ containerd_socket: 7 }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^containerd_socket 7: /) }));
+    expect(() => resolveConfig({ containerd_socket: 7 }, {}, {}, '/')).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^containerd_socket 7: /) }),
+    );
   });
 });
 
@@ -65,11 +76,16 @@ describe('signature_policy and notation_config', () => {
     expect(resolveConfig({}, {}, {}, '/').notationConfig).toBeUndefined();
     const env = { FASTPULL_SIGNATURE_POLICY: '/etc/containers/policy.json', FASTPULL_NOTATION_CONFIG: 'notation' };
     expect(resolveConfig({}, {}, env, '/srv')).toMatchObject({ signaturePolicy: '/etc/containers/policy.json', notationConfig: '/srv/notation' });
-    expect(resolveConfig({ signature_policy: 'p.json', notation_config: '/n' }, { signature_policy: 'q.json' }, env, '/srv')).toMatchObject({ signaturePolicy: '/srv/q.json', notationConfig: '/n' });
+    expect(resolveConfig({ signature_policy: 'p.json', notation_config: '/n' }, { signature_policy: 'q.json' }, env, '/srv')).toMatchObject({
+      signaturePolicy: '/srv/q.json',
+      notationConfig: '/n',
+    });
     const off = resolveConfig({ signature_policy: '', notation_config: '' }, {}, env, '/');
     expect(off.signaturePolicy).toBeUndefined();
     expect(off.notationConfig).toBeUndefined();
-    expect(() => resolveConfig({ signature_policy: 3 }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^signature_policy 3: want a path/) }));
+    expect(() => resolveConfig({ signature_policy: 3 }, {}, {}, '/')).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^signature_policy 3: want a path/) }),
+    );
   });
 });
 
@@ -78,15 +94,25 @@ describe('min_free_space and health_interval', () => {
     const c = resolveConfig({}, {}, {}, '/');
     expect(c.minFreeSpace).toBe(1024 ** 3);
     expect(c.healthIntervalMs).toBe(10_000);
-    expect(resolveConfig({ min_free_space: '512MiB', health_interval: '1m' }, {}, {}, '/')).toMatchObject({ minFreeSpace: 512 * 1024 ** 2, healthIntervalMs: 60_000 });
+    expect(resolveConfig({ min_free_space: '512MiB', health_interval: '1m' }, {}, {}, '/')).toMatchObject({
+      minFreeSpace: 512 * 1024 ** 2,
+      healthIntervalMs: 60_000,
+    });
     expect(resolveConfig({ min_free_space: '2GB' }, { min_free_space: '8MiB' }, {}, '/').minFreeSpace).toBe(8 * 1024 ** 2);
     expect(resolveConfig({ min_free_space: 0, health_interval: 0 }, {}, {}, '/')).toMatchObject({ minFreeSpace: 0, healthIntervalMs: 0 });
     expect(resolveConfig({}, { min_free_space: '0', health_interval: '0' }, {}, '/')).toMatchObject({ minFreeSpace: 0, healthIntervalMs: 0 });
   });
 
   it('a bad value is INVALID_ARGUMENT naming the key', () => {
-    for (const [key, bad] of [['min_free_space', '-1'], ['min_free_space', 'lots'], ['health_interval', 'often'], ['health_interval', '48h']] as const) {
-      expect(() => resolveConfig({ [key]: bad }, {}, {}, '/')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(key) }));
+    for (const [key, bad] of [
+      ['min_free_space', '-1'],
+      ['min_free_space', 'lots'],
+      ['health_interval', 'often'],
+      ['health_interval', '48h'],
+    ] as const) {
+      expect(() => resolveConfig({ [key]: bad }, {}, {}, '/')).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(key) }),
+      );
     }
   });
 });

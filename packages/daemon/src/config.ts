@@ -220,7 +220,12 @@ export function resolveConfig(file: RawConfig, flags: RawConfig, env: NodeJS.Pro
   const logLevel = raw.log_level === undefined ? DEFAULT_LOG_LEVEL : raw.log_level;
   if (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel)) throw invalid('log_level', raw.log_level, `want one of ${LOG_LEVELS.join(', ')}`);
   const timeout = raw.shutdown_timeout === undefined ? undefined : parseDurationSetting(raw.shutdown_timeout, 'shutdown_timeout');
-  const minFreeSpace = raw.min_free_space === undefined ? DEFAULT_MIN_FREE_SPACE : raw.min_free_space === 0 || raw.min_free_space === '0' ? 0 : parseSizeSetting(raw.min_free_space, 'min_free_space');
+  const minFreeSpace =
+    raw.min_free_space === undefined
+      ? DEFAULT_MIN_FREE_SPACE
+      : raw.min_free_space === 0 || raw.min_free_space === '0'
+        ? 0
+        : parseSizeSetting(raw.min_free_space, 'min_free_space');
   const healthIntervalMs = raw.health_interval === undefined ? DEFAULT_HEALTH_INTERVAL_MS : parseDurationSetting(raw.health_interval, 'health_interval');
   const positive = (key: ConfigKey, fallback: number): number => (raw[key] === undefined ? fallback : parsePositiveInt(raw[key], key));
   const duration = (key: ConfigKey, fallback: number): number => (raw[key] === undefined ? fallback : parsePositiveDuration(raw[key], key));

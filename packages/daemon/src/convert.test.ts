@@ -95,9 +95,38 @@ const timings: PullTimings = {
   layers: [
     { digest: digest('8'), fetchMs: 100, unpackMs: 200, waitMs: 10, verifyMs: 20, decompressMs: 30, extractMs: 40, commitMs: 5, state: 'committed' },
     // Every optional field set, one of them 0: set-to-0 and unset must both survive as they are.
-    { digest: digest('9'), fetchMs: 90, unpackMs: 150, waitMs: 9, verifyMs: 19, decompressMs: 29, extractMs: 39, commitMs: 4, state: 'committed', threadCpuMs: 120.5, blobHashCpuMs: 0, inflateCpuMs: 61.75, tarHashCpuMs: 33.25, writerCpuMs: 18.5, ztocCheckpoints: 7, releasedBytes: 5 * 1024 ** 3 },
+    {
+      digest: digest('9'),
+      fetchMs: 90,
+      unpackMs: 150,
+      waitMs: 9,
+      verifyMs: 19,
+      decompressMs: 29,
+      extractMs: 39,
+      commitMs: 4,
+      state: 'committed',
+      threadCpuMs: 120.5,
+      blobHashCpuMs: 0,
+      inflateCpuMs: 61.75,
+      tarHashCpuMs: 33.25,
+      writerCpuMs: 18.5,
+      ztocCheckpoints: 7,
+      releasedBytes: 5 * 1024 ** 3,
+    },
     // The writers' CPU at 0 (a sink existed, no file went to it) beside an unset decoder clock.
-    { digest: digest('c'), fetchMs: 1, unpackMs: 2, waitMs: 0, verifyMs: 0, decompressMs: 1, extractMs: 1, commitMs: 1, state: 'committed', threadCpuMs: 1.5, writerCpuMs: 0 },
+    {
+      digest: digest('c'),
+      fetchMs: 1,
+      unpackMs: 2,
+      waitMs: 0,
+      verifyMs: 0,
+      decompressMs: 1,
+      extractMs: 1,
+      commitMs: 1,
+      state: 'committed',
+      threadCpuMs: 1.5,
+      writerCpuMs: 0,
+    },
     // The decoder's CPU alone, at 0 (a layer whose pass decoded nothing measurable), the rest unset.
     { digest: digest('b'), fetchMs: 1, unpackMs: 2, waitMs: 0, verifyMs: 0, decompressMs: 1, extractMs: 1, commitMs: 1, state: 'committed', inflateCpuMs: 0 },
     { digest: digest('a'), fetchMs: 0, unpackMs: 0, waitMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0, state: 'exists' },
@@ -135,7 +164,13 @@ describe('progress events', () => {
 
   it('resolved, every layer state, and done with where the image lies', () => {
     const events: PullEvent[] = [
-      { type: 'resolved', name: full.name, manifest: full.manifest.digest, platform: full.platform, layers: full.layers.map((l) => ({ digest: l.digest, size: l.size, chainID: l.chainID })) },
+      {
+        type: 'resolved',
+        name: full.name,
+        manifest: full.manifest.digest,
+        platform: full.platform,
+        layers: full.layers.map((l) => ({ digest: l.digest, size: l.size, chainID: l.chainID })),
+      },
       ...states.map((state, i): PullEvent => ({ type: 'layer', index: i, digest: digest('8'), state, bytes: i * 1000, total: 5_000_000_000 })),
     ];
     for (const e of events) expect(eventFromWire(pullMessage(eventToWire(e)))).toEqual({ event: e });
@@ -144,7 +179,15 @@ describe('progress events', () => {
   });
 
   it('an unpack position of 0 is sent, and its absence stays absent', () => {
-    const at = (unpacked?: number): PullEvent => ({ type: 'layer', index: 1, digest: digest('a'), state: 'extracting', bytes: 12, total: 12, ...(unpacked !== undefined ? { unpacked } : {}) });
+    const at = (unpacked?: number): PullEvent => ({
+      type: 'layer',
+      index: 1,
+      digest: digest('a'),
+      state: 'extracting',
+      bytes: 12,
+      total: 12,
+      ...(unpacked !== undefined ? { unpacked } : {}),
+    });
     for (const e of [at(0), at(7), at()]) expect(eventFromWire(pullMessage(eventToWire(e))).event).toEqual(e);
     expect('unpacked' in eventFromWire(pullMessage(eventToWire(at()))).event).toBe(false);
   });

@@ -1,7 +1,25 @@
 // Between the library's types and their fastpull.v1 wire shapes, both ways. Optional fields absent in
 // the library are absent again after a round trip, and keys come back in the library's order, so a
 // record printed from the daemon reads exactly as one printed from the store.
-import { FastpullError, parseCpuBudget, type BlobEntry, type Descriptor, type Digest, type GcLeftover, type GcResult, type ImageRecord, type ImageSignatures, type LayerState, type Mount, type Platform, type PullEvent, type PullPriority, type PullTimings, type SignatureVerdict, type TraceDocument } from '@fastpull/core';
+import {
+  FastpullError,
+  parseCpuBudget,
+  type BlobEntry,
+  type Descriptor,
+  type Digest,
+  type GcLeftover,
+  type GcResult,
+  type ImageRecord,
+  type ImageSignatures,
+  type LayerState,
+  type Mount,
+  type Platform,
+  type PullEvent,
+  type PullPriority,
+  type PullTimings,
+  type SignatureVerdict,
+  type TraceDocument,
+} from '@fastpull/core';
 import type { SnapshotInfo } from '@fastpull/core/snapshots';
 import type {
   WireBlobInfo,
@@ -48,7 +66,8 @@ export function priorityFromWire(w: string | number | null | undefined): PullPri
  */
 export function rateLimitFromWire(w: number | string | null | undefined): number {
   const n = typeof w === 'string' ? Number(w) : (w ?? 0);
-  if (!Number.isSafeInteger(n) || n < 0) throw new FastpullError('INVALID_ARGUMENT', `pull rate_limit_bytes_per_second ${String(w)}: want a whole number of bytes per second (0: no limit)`);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new FastpullError('INVALID_ARGUMENT', `pull rate_limit_bytes_per_second ${String(w)}: want a whole number of bytes per second (0: no limit)`);
   return n;
 }
 
@@ -135,16 +154,14 @@ export function signaturesToWire(s: ImageSignatures): WireImageSignatures {
 export function signaturesFromWire(w: WireImageSignatures): ImageSignatures {
   return {
     outcome: w.outcome as ImageSignatures['outcome'],
-    verdicts: w.verdicts.map(
-      (v): SignatureVerdict => ({
-        kind: v.kind as SignatureVerdict['kind'],
-        level: v.level as SignatureVerdict['level'],
-        outcome: v.outcome as SignatureVerdict['outcome'],
-        ...(v.scope ? { scope: v.scope } : {}),
-        ...(v.signature ? { signature: v.signature as Digest } : {}),
-        checks: v.checks.map((c) => ({ ...(c.signature ? { signature: c.signature as Digest } : {}), check: c.check, ok: c.ok, message: c.message })),
-      }),
-    ),
+    verdicts: w.verdicts.map((v): SignatureVerdict => ({
+      kind: v.kind as SignatureVerdict['kind'],
+      level: v.level as SignatureVerdict['level'],
+      outcome: v.outcome as SignatureVerdict['outcome'],
+      ...(v.scope ? { scope: v.scope } : {}),
+      ...(v.signature ? { signature: v.signature as Digest } : {}),
+      checks: v.checks.map((c) => ({ ...(c.signature ? { signature: c.signature as Digest } : {}), check: c.check, ok: c.ok, message: c.message })),
+    })),
     verifiedAt: w.verifiedAt,
   };
 }
@@ -157,7 +174,13 @@ export function imageFromWire(w: WireImage | null | undefined): ImageRecord {
     manifest: descriptorFromWire(w.manifest),
     config: descriptorFromWire(w.config),
     platform: platformFromWire(w.platform),
-    layers: w.layers.map((l) => ({ digest: l.digest as Digest, size: l.size, mediaType: l.mediaType, diffID: l.diffId as Digest, chainID: l.chainId as Digest })),
+    layers: w.layers.map((l) => ({
+      digest: l.digest as Digest,
+      size: l.size,
+      mediaType: l.mediaType,
+      diffID: l.diffId as Digest,
+      chainID: l.chainId as Digest,
+    })),
     chainID: w.chainId as Digest,
     size: w.size,
     ...(w.unpackedSize > 0 ? { unpackedSize: w.unpackedSize } : {}),
@@ -260,7 +283,16 @@ export function eventToWire(e: PullEvent, placement?: PullPlacement): WirePullRe
         },
       };
     case 'layer':
-      return { layer: { index: e.index, digest: e.digest, state: STATES[e.state], bytes: e.bytes, total: e.total, unpack: e.unpacked !== undefined ? { consumed: e.unpacked } : null } };
+      return {
+        layer: {
+          index: e.index,
+          digest: e.digest,
+          state: STATES[e.state],
+          bytes: e.bytes,
+          total: e.total,
+          unpack: e.unpacked !== undefined ? { consumed: e.unpacked } : null,
+        },
+      };
     case 'done':
       return {
         done: {
@@ -287,7 +319,8 @@ export function traceFromWire(json: string): TraceDocument {
   } catch (e) {
     throw new FastpullError('INTERNAL', `the daemon sent a trace that is not JSON: ${(e as Error).message}`);
   }
-  if (typeof doc !== 'object' || doc === null || !Array.isArray((doc as { traceEvents?: unknown }).traceEvents)) throw new FastpullError('INTERNAL', 'the daemon sent a trace without traceEvents');
+  if (typeof doc !== 'object' || doc === null || !Array.isArray((doc as { traceEvents?: unknown }).traceEvents))
+    throw new FastpullError('INTERNAL', 'the daemon sent a trace without traceEvents');
   return doc as TraceDocument;
 }
 
@@ -310,7 +343,17 @@ export function eventFromWire(w: WirePullResponse): { event: PullEvent; placemen
     const state = STATE_OF_WIRE.get(l.state);
     if (!state) throw new TypeError(`the daemon sent an unknown layer state ${l.state}`);
     const unpacked = l.unpack ? Number(l.unpack.consumed) : undefined;
-    return { event: { type: 'layer', index: l.index, digest: l.digest as Digest, state, bytes: l.bytes, total: l.total, ...(unpacked !== undefined ? { unpacked } : {}) } };
+    return {
+      event: {
+        type: 'layer',
+        index: l.index,
+        digest: l.digest as Digest,
+        state,
+        bytes: l.bytes,
+        total: l.total,
+        ...(unpacked !== undefined ? { unpacked } : {}),
+      },
+    };
   }
   if (w.done) {
     const d = w.done;

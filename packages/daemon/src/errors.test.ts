@@ -39,17 +39,31 @@ describe('errors over a real gRPC call', () => {
         if (ask === 'bare') return callback({ code: grpc.status.NOT_FOUND, details: 'no such thing' });
         if (ask === 'huge') {
           // As a registry's error body or a long list of failed signature checks could make one.
-          const checks = Array.from({ length: 2000 }, (_, i) => ({ check: 'authenticity', signature: `sha256:${String(i).padStart(64, '0')}`, message: 'certificate chain does not end at a trusted root' }));
-          return callback(toStatus(new FastpullError('SIGNATURE_INVALID', `refused: ${'no trusted signature; '.repeat(5000)}`, { details: { reference: 'r/x:1', checks, body: 'x'.repeat(100_000) } })));
+          const checks = Array.from({ length: 2000 }, (_, i) => ({
+            check: 'authenticity',
+            signature: `sha256:${String(i).padStart(64, '0')}`,
+            message: 'certificate chain does not end at a trusted root',
+          }));
+          return callback(
+            toStatus(
+              new FastpullError('SIGNATURE_INVALID', `refused: ${'no trusted signature; '.repeat(5000)}`, {
+                details: { reference: 'r/x:1', checks, body: 'x'.repeat(100_000) },
+              }),
+            ),
+          );
         }
-        callback(toStatus(new FastpullError(ask as ErrorCode, `${ask} happened to «${ask.toLowerCase()}» — here`, { details: { code: ask, path: '/tmp/ü', n: 3 } })));
+        callback(
+          toStatus(new FastpullError(ask as ErrorCode, `${ask} happened to «${ask.toLowerCase()}» — here`, { details: { code: ask, path: '/tmp/ü', n: 3 } })),
+        );
       },
       List: (_call, callback) => callback(null, { blobs: [] }),
       Delete: (_call, callback) => callback(null, {}),
       GarbageCollect: (_call, callback) => callback(null, {}),
     };
     server.addService(serviceDefinition('fastpull.v1.Content'), handlers);
-    await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
+    );
     client = new FastpullClient(socket);
   });
   afterAll(async () => {
@@ -70,7 +84,11 @@ describe('errors over a real gRPC call', () => {
 
   it('a failure that is not a FastpullError is INTERNAL, with its message', async () => {
     const e = await failure(client.contentInfo('plain'));
-    expect({ code: e.code, status: grpcCode(e), message: e.message }).toEqual({ code: 'INTERNAL', status: grpc.status.INTERNAL, message: 'offset out of range' });
+    expect({ code: e.code, status: grpcCode(e), message: e.message }).toEqual({
+      code: 'INTERNAL',
+      status: grpc.status.INTERNAL,
+      message: 'offset out of range',
+    });
   });
 
   it('a status without fastpull-code gets the code its status means, naming the status', async () => {
@@ -108,7 +126,11 @@ describe('toStatus and fromServiceError', () => {
     expect(s.code).toBe(grpc.status.FAILED_PRECONDITION);
     expect(s.metadata.get(CODE_METADATA_KEY)).toEqual(['HOSTILE_LAYER']);
     const back = fromServiceError({ ...s, message: s.details, name: 'Error' }, 'checking');
-    expect({ code: back.code, message: back.message, details: back.details }).toEqual({ code: 'HOSTILE_LAYER', message: 'a link out of the snapshot', details: { path: 'ä/../..' } });
+    expect({ code: back.code, message: back.message, details: back.details }).toEqual({
+      code: 'HOSTILE_LAYER',
+      message: 'a link out of the snapshot',
+      details: { path: 'ä/../..' },
+    });
   });
 
   it('a FastpullError passes through; anything else without a status is INTERNAL naming what was done', () => {

@@ -157,24 +157,39 @@ export function fromServiceError(e: unknown, what: string, address?: string): Fa
     const path = address.replace(/^unix:/, '');
     const refused = socketRefusal(path);
     if (refused) {
-      return new FastpullError('PERMISSION_DENIED', `${what}: this user may not connect to fastpulld at ${path} (${refused}); run as root or as a member of the socket's group (fastpulld's \`group\` setting)`, {
-        cause: e,
-        details: { grpcCode: se.code },
-      });
+      return new FastpullError(
+        'PERMISSION_DENIED',
+        `${what}: this user may not connect to fastpulld at ${path} (${refused}); run as root or as a member of the socket's group (fastpulld's \`group\` setting)`,
+        {
+          cause: e,
+          details: { grpcCode: se.code },
+        },
+      );
     }
     if (closedByServer(se.details ?? se.message ?? '', path)) {
-      return new FastpullError('NETWORK_ERROR', `${what}: fastpulld at ${path} closed the connection before answering: it takes no more connections now (its max_connections), or it is stopping; try again, or raise max_connections`, {
+      return new FastpullError(
+        'NETWORK_ERROR',
+        `${what}: fastpulld at ${path} closed the connection before answering: it takes no more connections now (its max_connections), or it is stopping; try again, or raise max_connections`,
+        {
+          cause: e,
+          details: { grpcCode: se.code },
+        },
+      );
+    }
+    return new FastpullError(
+      'NETWORK_ERROR',
+      `${what}: no fastpulld listens at ${path}; start it (fastpulld --socket ${path}) or leave out --address and FASTPULL_ADDRESS to work on the store directly`,
+      {
         cause: e,
         details: { grpcCode: se.code },
-      });
-    }
-    return new FastpullError('NETWORK_ERROR', `${what}: no fastpulld listens at ${path}; start it (fastpulld --socket ${path}) or leave out --address and FASTPULL_ADDRESS to work on the store directly`, {
-      cause: e,
-      details: { grpcCode: se.code },
-    });
+      },
+    );
   }
   const fallback = CODE_OF_STATUS[se.code] ?? 'INTERNAL';
-  return new FastpullError(fallback, `${what}: ${se.details || se.message || 'call failed'} (gRPC ${Status[se.code] ?? se.code})`, { cause: e, details: { grpcCode: se.code } });
+  return new FastpullError(fallback, `${what}: ${se.details || se.message || 'call failed'} (gRPC ${Status[se.code] ?? se.code})`, {
+    cause: e,
+    details: { grpcCode: se.code },
+  });
 }
 
 /**

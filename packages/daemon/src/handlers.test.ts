@@ -7,7 +7,15 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isFastpullError, LocalService, type FastpullError } from '@fastpull/core';
-import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacksRegistry, pushImage, sampleImage, startDistribution } from '@fastpull/core/testing';
+import {
+  type BuiltImage,
+  type DistributionRegistry,
+  findDistributionBinary,
+  lacksRegistry,
+  pushImage,
+  sampleImage,
+  startDistribution,
+} from '@fastpull/core/testing';
 import { FastpullClient } from './client.js';
 import { resolveConfig } from './config.js';
 import { Daemon } from './server.js';

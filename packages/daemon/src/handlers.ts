@@ -15,7 +15,18 @@ import {
   type MountTarget,
   type PulledImage,
 } from '@fastpull/core';
-import { blobToWire, cpuBudgetFromWire, eventToWire, gcToWire, imageToWire, mountToWire, priorityFromWire, rateLimitFromWire, snapshotToWire, traceToWire } from './convert.js';
+import {
+  blobToWire,
+  cpuBudgetFromWire,
+  eventToWire,
+  gcToWire,
+  imageToWire,
+  mountToWire,
+  priorityFromWire,
+  rateLimitFromWire,
+  snapshotToWire,
+  traceToWire,
+} from './convert.js';
 import { toStatus } from './errors.js';
 import { passLog } from './pull-log.js';
 import type {
@@ -90,8 +101,12 @@ export function imagesHandlers(ctx: HandlerContext): ImagesHandlers {
 export function snapshotsHandlers(ctx: HandlerContext): SnapshotsHandlers {
   const { service, log } = ctx;
   return {
-    Mounts: unary<WireMountsRequest, WireMountsResponse>(log, 'Snapshots.Mounts', async (req) => ({ mounts: (await service.mounts(mountTarget(req))).map(mountToWire) })),
-    List: unary<WireListSnapshotsRequest, WireListSnapshotsResponse>(log, 'Snapshots.List', async () => ({ snapshots: (await service.listSnapshots()).map(snapshotToWire) })),
+    Mounts: unary<WireMountsRequest, WireMountsResponse>(log, 'Snapshots.Mounts', async (req) => ({
+      mounts: (await service.mounts(mountTarget(req))).map(mountToWire),
+    })),
+    List: unary<WireListSnapshotsRequest, WireListSnapshotsResponse>(log, 'Snapshots.List', async () => ({
+      snapshots: (await service.listSnapshots()).map(snapshotToWire),
+    })),
     Usage: unary<WireUsageRequest, WireUsageResponse>(log, 'Snapshots.Usage', async (req) => {
       const { size, inodes } = await service.snapshotUsage(checkDigest(req.chainId));
       return { size, inodes };
@@ -115,7 +130,9 @@ export function contentHandlers(ctx: HandlerContext): ContentHandlers {
       log.info({ digest }, 'blob deleted');
       return {};
     }),
-    GarbageCollect: unary<WireGcRequest, WireGcResponse>(log, 'Content.GarbageCollect', async (req) => gcToWire(await service.collectGarbage({ dryRun: req.dryRun }), req.dryRun)),
+    GarbageCollect: unary<WireGcRequest, WireGcResponse>(log, 'Content.GarbageCollect', async (req) =>
+      gcToWire(await service.collectGarbage({ dryRun: req.dryRun }), req.dryRun),
+    ),
   };
 }
 
@@ -136,7 +153,11 @@ function pullAsk(ctx: HandlerContext, req: WirePullRequest): PullAsk {
   const platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
   const key = pullKey({ name, platform, plainHttp: req.plainHttp, keepBlobs: req.keepBlobs || ctx.keepBlobs, credentials, trace: req.trace });
   const cpuBudget = cpuBudgetFromWire(req.cpuBudget);
-  const shares: PullShares = { priority: priorityFromWire(req.priority), rateLimit: rateLimitFromWire(req.rateLimitBytesPerSecond), ...(cpuBudget !== undefined ? { cpuBudget } : {}) };
+  const shares: PullShares = {
+    priority: priorityFromWire(req.priority),
+    rateLimit: rateLimitFromWire(req.rateLimitBytesPerSecond),
+    ...(cpuBudget !== undefined ? { cpuBudget } : {}),
+  };
   return { name, key, platform, credentials, shares };
 }
 
@@ -186,7 +207,10 @@ function pullCall(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullR
 }
 
 /** One caller's stream of a shared pull: its progress, trace and answer, until the stream closes. */
-function streamPull(ctx: HandlerContext, call: grpc.ServerWritableStream<WirePullRequest, WirePullResponse>): { subscriber: PullSubscriber<PulledImage>; close: () => void } {
+function streamPull(
+  ctx: HandlerContext,
+  call: grpc.ServerWritableStream<WirePullRequest, WirePullResponse>,
+): { subscriber: PullSubscriber<PulledImage>; close: () => void } {
   const { service, log } = ctx;
   let open = true;
   const subscriber: PullSubscriber<PulledImage> = {

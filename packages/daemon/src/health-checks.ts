@@ -26,11 +26,13 @@ export function daemonChecks(
       const why = await connectError(path, PROBE_CONNECT_TIMEOUT_MS);
       return why === undefined ? undefined : `${what} ${path} takes no connection: ${why}`;
     };
-  const records = (s: SnapshotterServer): Check => () =>
-    s.records.check().then(
-      () => undefined,
-      (e: unknown) => `containerd's snapshots cannot be answered: ${e instanceof Error ? e.message : String(e)}`,
-    );
+  const records =
+    (s: SnapshotterServer): Check =>
+    () =>
+      s.records.check().then(
+        () => undefined,
+        (e: unknown) => `containerd's snapshots cannot be answered: ${e instanceof Error ? e.message : String(e)}`,
+      );
   return {
     checks: {
       api_socket: socketCheck('API socket', config.socket),

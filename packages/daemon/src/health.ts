@@ -81,7 +81,12 @@ export class HealthMonitor {
   /** Starts the periodic runs (the first one at once). */
   start(): void {
     if (this.options.intervalMs > 0 && !this.stopTimer) {
-      const every = this.options.every ?? ((ms, tick) => { const t = setInterval(tick, ms).unref(); return () => clearInterval(t); });
+      const every =
+        this.options.every ??
+        ((ms, tick) => {
+          const t = setInterval(tick, ms).unref();
+          return () => clearInterval(t);
+        });
       this.stopTimer = every(this.options.intervalMs, () => void this.tick());
     }
   }
@@ -153,7 +158,10 @@ export class HealthMonitor {
     if (this.stopped) return;
     const previous = this.latest;
     this.latest = report;
-    const same = previous !== undefined && [...report.services].every(([s, h]) => previous.services.get(s)?.status === h.status) && [...report.checks].every(([c, why]) => (previous.checks.get(c) === undefined) === (why === undefined));
+    const same =
+      previous !== undefined &&
+      [...report.services].every(([s, h]) => previous.services.get(s)?.status === h.status) &&
+      [...report.checks].every(([c, why]) => (previous.checks.get(c) === undefined) === (why === undefined));
     if (!same) this.options.changed(report, previous);
   }
 }

@@ -34,21 +34,61 @@ export interface MetricsSources {
 export class DaemonMetrics {
   readonly registry = new Registry();
   /** Shared pulls that settled, by result (ok, error, aborted) and outcome code ("ok", else the library's error code). */
-  readonly pulls = new Counter({ name: 'fastpull_pulls_total', help: 'Pulls finished, by result and outcome code (ok, or the stable error code)', labelNames: ['result', 'code'] as const, registers: [this.registry] });
+  readonly pulls = new Counter({
+    name: 'fastpull_pulls_total',
+    help: 'Pulls finished, by result and outcome code (ok, or the stable error code)',
+    labelNames: ['result', 'code'] as const,
+    registers: [this.registry],
+  });
   /** Compressed bytes each settled pull fetched, by its result: what failed and aborted pulls cost the link. */
-  readonly pullBytes = new Counter({ name: 'fastpull_pull_fetched_bytes_total', help: 'Compressed layer bytes fetched by pulls that finished, by result', labelNames: ['result'] as const, registers: [this.registry] });
+  readonly pullBytes = new Counter({
+    name: 'fastpull_pull_fetched_bytes_total',
+    help: 'Compressed layer bytes fetched by pulls that finished, by result',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
   /** Pull requests (callers), by whether they joined a running pull. */
-  readonly requests = new Counter({ name: 'fastpull_pull_requests_total', help: 'Pull requests received, by whether they joined a pull already running', labelNames: ['joined'] as const, registers: [this.registry] });
+  readonly requests = new Counter({
+    name: 'fastpull_pull_requests_total',
+    help: 'Pull requests received, by whether they joined a pull already running',
+    labelNames: ['joined'] as const,
+    registers: [this.registry],
+  });
   /** Range requests retried after an error, across all pulls. */
   readonly retries = new Counter({ name: 'fastpull_fetch_retries_total', help: 'Range requests retried after an error', registers: [this.registry] });
   /** Straggling ranges cancelled and re-issued on a fresh connection. */
-  readonly stragglers = new Counter({ name: 'fastpull_fetch_stragglers_reissued_total', help: 'Straggling range requests cancelled and re-issued', registers: [this.registry] });
-  readonly bytesFetched = new Counter({ name: 'fastpull_fetched_bytes_total', help: 'Compressed layer bytes fetched, as pull progress reports them', registers: [this.registry] });
-  readonly pullSeconds = new Histogram({ name: 'fastpull_pull_duration_seconds', help: 'Wall time of finished pulls', labelNames: ['result'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly stragglers = new Counter({
+    name: 'fastpull_fetch_stragglers_reissued_total',
+    help: 'Straggling range requests cancelled and re-issued',
+    registers: [this.registry],
+  });
+  readonly bytesFetched = new Counter({
+    name: 'fastpull_fetched_bytes_total',
+    help: 'Compressed layer bytes fetched, as pull progress reports them',
+    registers: [this.registry],
+  });
+  readonly pullSeconds = new Histogram({
+    name: 'fastpull_pull_duration_seconds',
+    help: 'Wall time of finished pulls',
+    labelNames: ['result'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
   // By priority: siblings of the series above (their label sets stay as they were), and the queue wait.
   /** Compressed bytes each settled pull fetched, by the priority it ended at. */
-  readonly priorityBytes = new Counter({ name: 'fastpull_pull_fetched_bytes_by_priority_total', help: 'Compressed layer bytes fetched by pulls that finished, by priority', labelNames: ['priority'] as const, registers: [this.registry] });
-  readonly prioritySeconds = new Histogram({ name: 'fastpull_pull_duration_by_priority_seconds', help: 'Wall time of finished pulls, by priority', labelNames: ['priority'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly priorityBytes = new Counter({
+    name: 'fastpull_pull_fetched_bytes_by_priority_total',
+    help: 'Compressed layer bytes fetched by pulls that finished, by priority',
+    labelNames: ['priority'] as const,
+    registers: [this.registry],
+  });
+  readonly prioritySeconds = new Histogram({
+    name: 'fastpull_pull_duration_by_priority_seconds',
+    help: 'Wall time of finished pulls, by priority',
+    labelNames: ['priority'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
   /** Per pull: how long its layers waited to start, summed over them (see PullOutcome.queueWaitMs). */
   readonly queueWaitSeconds = new Histogram({
     name: 'fastpull_pull_queue_wait_seconds',
@@ -61,12 +101,27 @@ export class DaemonMetrics {
    * Pulls of images a signature policy covered, by the image's verdict: verified, logged or skipped
    * (the pull went on), missing or invalid (refused: SIGNATURE_MISSING, SIGNATURE_INVALID).
    */
-  readonly signatureVerdicts = new Counter({ name: 'fastpull_signature_verdicts_total', help: 'Pulls of images a signature policy covered, by verdict', labelNames: ['outcome'] as const, registers: [this.registry] });
+  readonly signatureVerdicts = new Counter({
+    name: 'fastpull_signature_verdicts_total',
+    help: 'Pulls of images a signature policy covered, by verdict',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   /** Per-phase sums over a pull's layers (layers run at once, so phases of one pull can exceed its wall time). */
-  readonly phaseSeconds = new Histogram({ name: 'fastpull_pull_phase_seconds', help: 'Time per phase of successful pulls, summed over their layers', labelNames: ['phase'] as const, buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly phaseSeconds = new Histogram({
+    name: 'fastpull_pull_phase_seconds',
+    help: 'Time per phase of successful pulls, summed over their layers',
+    labelNames: ['phase'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
 
   /** Free bytes of the store's disk at the latest health check. */
-  private readonly freeBytes = new Gauge({ name: 'fastpull_store_free_bytes', help: "Free bytes of the store root's filesystem, at the latest health check", registers: [this.registry] });
+  private readonly freeBytes = new Gauge({
+    name: 'fastpull_store_free_bytes',
+    help: "Free bytes of the store root's filesystem, at the latest health check",
+    registers: [this.registry],
+  });
 
   constructor(sources: MetricsSources) {
     // Every service and check is exported from the first report on, 0 as much as 1: absent is not unknown.
@@ -89,8 +144,22 @@ export class DaemonMetrics {
         for (const check of CHECK_NAMES) if (checks?.has(check)) this.set({ check }, checks.get(check) === undefined ? 0 : 1);
       },
     });
-    new Gauge({ name: 'fastpull_pulls_in_flight', help: 'Pulls running now (one per image, however many callers share it)', registers: [this.registry], collect() { this.set(sources.pullsInFlight()); } });
-    new Gauge({ name: 'fastpull_pull_callers', help: 'Callers receiving the progress of running pulls', registers: [this.registry], collect() { this.set(sources.pullCallers()); } });
+    new Gauge({
+      name: 'fastpull_pulls_in_flight',
+      help: 'Pulls running now (one per image, however many callers share it)',
+      registers: [this.registry],
+      collect() {
+        this.set(sources.pullsInFlight());
+      },
+    });
+    new Gauge({
+      name: 'fastpull_pull_callers',
+      help: 'Callers receiving the progress of running pulls',
+      registers: [this.registry],
+      collect() {
+        this.set(sources.pullCallers());
+      },
+    });
     new Gauge({
       name: 'fastpull_pulls_running',
       help: 'Pulls running now, by priority (high: the containerd fast path; low: background pulls, which start no layer while a pull above them runs)',
@@ -101,7 +170,14 @@ export class DaemonMetrics {
         for (const priority of PULL_PRIORITIES) this.set({ priority }, counts[priority]);
       },
     });
-    new Gauge({ name: 'fastpull_fetch_requests_in_flight', help: 'Range requests (chunks) in flight in the shared fetch scheduler', registers: [this.registry], collect() { this.set(sources.requestsInFlight()); } });
+    new Gauge({
+      name: 'fastpull_fetch_requests_in_flight',
+      help: 'Range requests (chunks) in flight in the shared fetch scheduler',
+      registers: [this.registry],
+      collect() {
+        this.set(sources.requestsInFlight());
+      },
+    });
     collectDefaultMetrics({ register: this.registry, prefix: 'fastpulld_' });
     // Every outcome is exported from the start, at 0 until it happens: a rate of errors reads 0, not "no data".
     for (const code of ['ok', ...ErrorCodes]) this.pulls.inc(outcomeLabels(code), 0);
@@ -163,7 +239,8 @@ export const HTTP_PATHS = ['/metrics', '/livez', '/healthz', '/readyz'] as const
  */
 export async function serveMetrics(address: string, registry: Registry, probes: Probes): Promise<{ server: Server; url: string }> {
   const { host, port } = splitAddress(address);
-  const text = (res: ServerResponse, status: number, body: string): void => void res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' }).end(body);
+  const text = (res: ServerResponse, status: number, body: string): void =>
+    void res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' }).end(body);
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method !== 'GET' || !(HTTP_PATHS as readonly string[]).includes(path ?? '')) {
@@ -175,7 +252,8 @@ export async function serveMetrics(address: string, registry: Registry, probes: 
     if (path === '/readyz') {
       // One service, for a probe that cares about one socket (e.g. only containerd's snapshotter).
       const service = new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('service') ?? '';
-      if (!probes.services().includes(service)) return text(res, 404, `unknown service ${JSON.stringify(service)}: fastpulld reports ${probes.services().filter(Boolean).join(', ')}\n`);
+      if (!probes.services().includes(service))
+        return text(res, 404, `unknown service ${JSON.stringify(service)}: fastpulld reports ${probes.services().filter(Boolean).join(', ')}\n`);
       probes.notReady(service).then(
         (why) => (why === undefined ? text(res, 200, 'ok\n') : text(res, 503, `not ready: ${why}\n`)),
         (e: unknown) => text(res, 503, `not ready: ${e instanceof Error ? e.message : String(e)}\n`),

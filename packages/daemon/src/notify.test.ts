@@ -60,34 +60,39 @@ describe('serviceNotifier', () => {
     expect(env.NOTIFY_SOCKET).toBeUndefined();
   });
 
-  it.skipIf(lacks('python', noListener))('sends READY=1, RELOADING=1 with the monotonic clock, and STOPPING=1, from this process, one line per field', async () => {
-    const listener = await listenDatagrams(join(dir, 'notify.sock'));
-    try {
-      const notifier = serviceNotifier({ NOTIFY_SOCKET: listener.address }, send, (e) => {
-        throw e;
-      })!;
-      notifier.ready('serving /run/a.sock and\n/run/b.sock');
-      const before = process.hrtime.bigint() / 1000n;
-      notifier.reloading();
-      const after = process.hrtime.bigint() / 1000n;
-      notifier.stopping('stopping on SIGTERM');
-      const ready = await listener.next();
-      expect(ready.fields).toEqual({ READY: '1', STATUS: 'serving /run/a.sock and /run/b.sock' });
-      expect(ready.pid).toBe(process.pid);
-      const reloading = await listener.next();
-      expect(Object.keys(reloading.fields)).toEqual(['RELOADING', 'MONOTONIC_USEC']);
-      // CLOCK_MONOTONIC in microseconds, as the receiver's own clock reads it.
-      const usec = BigInt(reloading.fields.MONOTONIC_USEC!);
-      expect(usec >= before && usec <= after && usec <= reloading.readUsec, `${before} <= ${usec} <= ${after}, read at ${reloading.readUsec}`).toBe(true);
-      expect((await listener.next()).fields).toEqual({ STOPPING: '1', STATUS: 'stopping on SIGTERM' });
-    } finally {
-      await listener.close();
-    }
-  });
+  it.skipIf(lacks('python', noListener))(
+    'sends READY=1, RELOADING=1 with the monotonic clock, and STOPPING=1, from this process, one line per field',
+    async () => {
+      const listener = await listenDatagrams(join(dir, 'notify.sock'));
+      try {
+        const notifier = serviceNotifier({ NOTIFY_SOCKET: listener.address }, send, (e) => {
+          throw e;
+        })!;
+        notifier.ready('serving /run/a.sock and\n/run/b.sock');
+        const before = process.hrtime.bigint() / 1000n;
+        notifier.reloading();
+        const after = process.hrtime.bigint() / 1000n;
+        notifier.stopping('stopping on SIGTERM');
+        const ready = await listener.next();
+        expect(ready.fields).toEqual({ READY: '1', STATUS: 'serving /run/a.sock and /run/b.sock' });
+        expect(ready.pid).toBe(process.pid);
+        const reloading = await listener.next();
+        expect(Object.keys(reloading.fields)).toEqual(['RELOADING', 'MONOTONIC_USEC']);
+        // CLOCK_MONOTONIC in microseconds, as the receiver's own clock reads it.
+        const usec = BigInt(reloading.fields.MONOTONIC_USEC!);
+        expect(usec >= before && usec <= after && usec <= reloading.readUsec, `${before} <= ${usec} <= ${after}, read at ${reloading.readUsec}`).toBe(true);
+        expect((await listener.next()).fields).toEqual({ STOPPING: '1', STATUS: 'stopping on SIGTERM' });
+      } finally {
+        await listener.close();
+      }
+    },
+  );
 
   it('hands a failed send to onError and goes on', () => {
     const failures: Array<[string | undefined, string]> = [];
-    const notifier = serviceNotifier({ NOTIFY_SOCKET: join(dir, 'nobody-listens.sock') }, send, (e, message) => failures.push([(e as NodeJS.ErrnoException).code, message]))!;
+    const notifier = serviceNotifier({ NOTIFY_SOCKET: join(dir, 'nobody-listens.sock') }, send, (e, message) =>
+      failures.push([(e as NodeJS.ErrnoException).code, message]),
+    )!;
     notifier.ready('serving');
     notifier.stopping('stopping');
     expect(failures).toEqual([

@@ -26,12 +26,19 @@ export interface ServiceNotifier {
  * FAILED_PRECONDITION where the native addon that sends datagrams is not built (`send` undefined).
  * A send that fails later is handed to `onError`; fastpulld serves on.
  */
-export function serviceNotifier(env: NodeJS.ProcessEnv, send: UnixDatagramSender | undefined, onError: (error: Error, message: string) => void): ServiceNotifier | undefined {
+export function serviceNotifier(
+  env: NodeJS.ProcessEnv,
+  send: UnixDatagramSender | undefined,
+  onError: (error: Error, message: string) => void,
+): ServiceNotifier | undefined {
   const address = env.NOTIFY_SOCKET;
   delete env.NOTIFY_SOCKET;
   if (address === undefined || address === '') return undefined;
   if (!address.startsWith('/') && !(address.startsWith('@') && address.length > 1)) {
-    throw new FastpullError('INVALID_ARGUMENT', `NOTIFY_SOCKET ${JSON.stringify(address)}: fastpulld notifies a unix socket path or an @abstract name, not this`);
+    throw new FastpullError(
+      'INVALID_ARGUMENT',
+      `NOTIFY_SOCKET ${JSON.stringify(address)}: fastpulld notifies a unix socket path or an @abstract name, not this`,
+    );
   }
   if (send === undefined) {
     throw new FastpullError(

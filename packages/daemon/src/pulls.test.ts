@@ -7,7 +7,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatReference, LocalService, parseReference, type PulledImage, type PullEvent, type PullResult } from '@fastpull/core';
-import { type BuiltImage, type DistributionRegistry, findDistributionBinary, lacksRegistry, pushImage, sampleImage, startDistribution, startLoopbackRegistry } from '@fastpull/core/testing';
+import {
+  type BuiltImage,
+  type DistributionRegistry,
+  findDistributionBinary,
+  lacksRegistry,
+  pushImage,
+  sampleImage,
+  startDistribution,
+  startLoopbackRegistry,
+} from '@fastpull/core/testing';
 import { PullManager, pullKey, type PullOutcome, type PullSubscriber, type StartPull } from './pulls.js';
 import type { PullCpuBudget, RateLimiter } from '@fastpull/core';
 import { sharedSnapshotPuller } from './snapshotter/pull.js';
@@ -68,7 +77,13 @@ describe.skipIf(lacksRegistry())('shared pulls from docker-registry', () => {
   const services: LocalService[] = [];
 
   /** A manager over a fresh store, and what it reported settling. */
-  function setup(): { manager: PullManager<PulledImage>; service: LocalService; outcomes: PullOutcome<PulledImage>[]; starts: () => number; start: StartPull<PulledImage> } {
+  function setup(): {
+    manager: PullManager<PulledImage>;
+    service: LocalService;
+    outcomes: PullOutcome<PulledImage>[];
+    starts: () => number;
+    start: StartPull<PulledImage>;
+  } {
     const service = new LocalService({ root: join(work, `root-${++n}`) });
     services.push(service);
     const outcomes: PullOutcome<PulledImage>[] = [];

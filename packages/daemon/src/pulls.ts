@@ -2,7 +2,18 @@
 // its progress from when it joined (a late one first gets `resolved` and each layer's latest state);
 // a caller that goes away only stops receiving, and the pull is aborted when no caller is left (it
 // keeps what it downloaded for the next pull to resume).
-import { credentialsIdentity, FastpullError, PullCpuBudget, PullTicket, RateLimiter, type Credentials, type PullEvent, type PullPriority, type PullResult, type TraceDocument } from '@fastpull/core';
+import {
+  credentialsIdentity,
+  FastpullError,
+  PullCpuBudget,
+  PullTicket,
+  RateLimiter,
+  type Credentials,
+  type PullEvent,
+  type PullPriority,
+  type PullResult,
+  type TraceDocument,
+} from '@fastpull/core';
 
 /** What makes two pull requests the same pull. */
 export interface PullIdentity {
@@ -230,7 +241,14 @@ export class PullManager<R extends PullResult = PullResult> {
     };
   }
 
-  private start(key: string, name: string, start: StartPull<R>, ticket: PullTicket, limiter: RateLimiter | undefined, budget: PullCpuBudget | undefined): SharedPull<R> {
+  private start(
+    key: string,
+    name: string,
+    start: StartPull<R>,
+    ticket: PullTicket,
+    limiter: RateLimiter | undefined,
+    budget: PullCpuBudget | undefined,
+  ): SharedPull<R> {
     const shared = new SharedPull<R>(key, name, ticket, limiter, budget);
     this.running.set(key, shared);
     this.unsettled.add(shared);

@@ -164,7 +164,13 @@ export class Daemon {
     // Services before the socket exists: a client that connects at once finds them.
     this.addServices();
     const limits = (maxConnections: number): ConnectionLimits => ({ maxConnections, handshakeTimeoutMs: config.handshakeTimeoutMs });
-    this.listener = await listenUnix(this.server, { path: config.socket, group: config.group, limits: limits(config.maxConnections), log: this.log, flag: '--socket' });
+    this.listener = await listenUnix(this.server, {
+      path: config.socket,
+      group: config.group,
+      limits: limits(config.maxConnections),
+      log: this.log,
+      flag: '--socket',
+    });
     bound.push(config.socket);
     if (config.snapshotterSocket) {
       this.snapshotter = await SnapshotterServer.start({
@@ -180,12 +186,23 @@ export class Daemon {
     }
     await this.startHealth();
     if (config.metricsAddress) {
-      const m = await serveMetrics(config.metricsAddress, this.metrics.registry, { notReady: (service) => this.notReady(service), services: () => this.monitor?.serviceNames ?? [''] });
+      const m = await serveMetrics(config.metricsAddress, this.metrics.registry, {
+        notReady: (service) => this.notReady(service),
+        services: () => this.monitor?.serviceNames ?? [''],
+      });
       this.metricsServer = m.server;
       this.metricsUrl = m.url;
     }
     this.log.info(
-      { socket: config.socket, group: config.group, maxConnections: config.maxConnections, ...this.service.settings, ...signatureLog(config), metrics: this.metricsUrl, pid: process.pid },
+      {
+        socket: config.socket,
+        group: config.group,
+        maxConnections: config.maxConnections,
+        ...this.service.settings,
+        ...signatureLog(config),
+        metrics: this.metricsUrl,
+        pid: process.pid,
+      },
       'fastpulld serving',
     );
     this.idleMemory.schedule();
@@ -233,7 +250,8 @@ export class Daemon {
     }
     for (const [service, h] of report.services) {
       if (this.healthNames.get(service) === h.status) continue;
-      if (this.healthNames.has(service) || h.status !== 'SERVING') this.log[h.status === 'SERVING' ? 'info' : 'warn']({ service, status: h.status, reasons: h.reasons }, 'health status changed');
+      if (this.healthNames.has(service) || h.status !== 'SERVING')
+        this.log[h.status === 'SERVING' ? 'info' : 'warn']({ service, status: h.status, reasons: h.reasons }, 'health status changed');
       this.setHealth(service, h.status);
     }
   }
@@ -332,7 +350,11 @@ export class Daemon {
       return;
     }
     try {
-      const next = resolveConfig(readConfigFile(this.options.configPath, this.options.configRequired === true), this.options.flags ?? {}, this.options.env ?? process.env);
+      const next = resolveConfig(
+        readConfigFile(this.options.configPath, this.options.configRequired === true),
+        this.options.flags ?? {},
+        this.options.env ?? process.env,
+      );
       const before = this.service.hostsDir;
       // First: the one part that reads files, and the likeliest to fail; nothing is applied before it.
       await this.service.setSignatureSettings(signatureSettingsOf(next));
@@ -340,7 +362,9 @@ export class Daemon {
       this.service.setRateLimit(next.rateLimit);
       this.service.hostsDir = next.hostsDir;
       const reloaded: ReadonlyArray<keyof DaemonConfig> = ['hostsDir', 'cpuBudget', 'rateLimit', 'signaturePolicy', 'notationConfig'];
-      const ignored = (Object.keys(next) as Array<keyof DaemonConfig>).filter((k) => !reloaded.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+      const ignored = (Object.keys(next) as Array<keyof DaemonConfig>).filter(
+        (k) => !reloaded.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(this.config[k]),
+      );
       this.log.info(
         {
           config: this.options.configPath,
@@ -355,7 +379,10 @@ export class Daemon {
         'configuration reloaded',
       );
     } catch (e) {
-      this.log.error({ config: this.options.configPath, err: e instanceof Error ? e.message : String(e), ...signatureLog(this.service.signatures) }, 'reload failed; keeping the running configuration');
+      this.log.error(
+        { config: this.options.configPath, err: e instanceof Error ? e.message : String(e), ...signatureLog(this.service.signatures) },
+        'reload failed; keeping the running configuration',
+      );
     }
   }
 
@@ -402,4 +429,3 @@ export class Daemon {
     this.health.setStatus(service, status);
   }
 }
-

@@ -12,13 +12,15 @@ import { toStatus } from './errors.js';
 export function unary<Req, Res>(log: Logger, method: string, fn: (req: Req) => Promise<Res>): grpc.handleUnaryCall<Req, Res> {
   return (call, callback) => {
     // Through a promise, so a request checked (and refused) synchronously still gets its status.
-    Promise.resolve(call.request).then(fn).then(
-      (res) => callback(null, res),
-      (e: unknown) => {
-        logFailure(log, method, e);
-        callback(toStatus(e));
-      },
-    );
+    Promise.resolve(call.request)
+      .then(fn)
+      .then(
+        (res) => callback(null, res),
+        (e: unknown) => {
+          logFailure(log, method, e);
+          callback(toStatus(e));
+        },
+      );
   };
 }
 
@@ -27,4 +29,3 @@ export function logFailure(log: Logger, method: string, e: unknown): void {
   const { code, message } = asFastpullError(e);
   log[code === 'INTERNAL' ? 'error' : 'info']({ method, code, err: message }, 'request failed');
 }
-

@@ -31,13 +31,22 @@ export function logVerdict(log: Logger, metrics: DaemonMetrics, o: PullOutcome<P
   metrics.signatureVerdicts.inc({ outcome: verdict.outcome });
   const refused = verdict.outcome === 'missing' || verdict.outcome === 'invalid';
   log[refused ? 'warn' : 'info'](
-    { event: 'signature', image: o.name, ...(o.result ? { manifest: o.result.image.manifest.digest } : {}), outcome: verdict.outcome, verdicts: verdict.verdicts.map(verdictLine) },
+    {
+      event: 'signature',
+      image: o.name,
+      ...(o.result ? { manifest: o.result.image.manifest.digest } : {}),
+      outcome: verdict.outcome,
+      verdicts: verdict.verdicts.map(verdictLine),
+    },
     refused ? 'image refused by its signature policy' : 'image signatures checked',
   );
   return verdict;
 }
 
 /** The signature policies in force, as log lines show them (null: that kind is not verified). */
-export function signatureLog(c: { readonly signaturePolicy?: string; readonly notationConfig?: string }): { signaturePolicy: string | null; notationConfig: string | null } {
+export function signatureLog(c: { readonly signaturePolicy?: string; readonly notationConfig?: string }): {
+  signaturePolicy: string | null;
+  notationConfig: string | null;
+} {
   return { signaturePolicy: c.signaturePolicy ?? null, notationConfig: c.notationConfig ?? null };
 }

@@ -2,7 +2,16 @@
 // and the server's handlers of CreateWritableMount, ListWritableMounts and RemoveWritableMount.
 import { isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
-import { FastpullError, formatPlatform, parsePlatform, parseReference, type Digest, type FastpullService, type MountRecord, type WritableMount } from '@fastpull/core';
+import {
+  FastpullError,
+  formatPlatform,
+  parsePlatform,
+  parseReference,
+  type Digest,
+  type FastpullService,
+  type MountRecord,
+  type WritableMount,
+} from '@fastpull/core';
 import { mountFromWire, mountToWire } from './convert.js';
 import type { CreateWritableMountRequest__Output } from './generated/fastpull/v1/CreateWritableMountRequest.js';
 import type { CreateWritableMountResponse__Output } from './generated/fastpull/v1/CreateWritableMountResponse.js';
@@ -28,7 +37,16 @@ export function mountRecordToWire(r: MountRecord): WireWritableMountRecord {
 
 export function mountRecordFromWire(r: WireWritableMountRecord | null | undefined): MountRecord {
   if (!r) throw new FastpullError('INTERNAL', 'the daemon sent no writable mount record');
-  return { id: r.id, image: r.image, manifest: r.manifest, snapshots: r.snapshots as Digest[], target: r.target, upper: r.upper, work: r.work, created: r.created };
+  return {
+    id: r.id,
+    image: r.image,
+    manifest: r.manifest,
+    snapshots: r.snapshots as Digest[],
+    target: r.target,
+    upper: r.upper,
+    work: r.work,
+    created: r.created,
+  };
 }
 
 export function writableMountFromWire(r: WireCreateWritableMountResponse): WritableMount {
@@ -37,12 +55,16 @@ export function writableMountFromWire(r: WireCreateWritableMountResponse): Writa
 }
 
 /** The writable-mount methods of the Snapshots service, over `service`. */
-export function writableMountHandlers(service: FastpullService, log: Logger): Pick<SnapshotsHandlers, 'CreateWritableMount' | 'ListWritableMounts' | 'RemoveWritableMount'> {
+export function writableMountHandlers(
+  service: FastpullService,
+  log: Logger,
+): Pick<SnapshotsHandlers, 'CreateWritableMount' | 'ListWritableMounts' | 'RemoveWritableMount'> {
   return {
     CreateWritableMount: unary<WireCreateWritableMountRequest, WireCreateWritableMountResponse>(log, 'Snapshots.CreateWritableMount', async (req) => {
       if (!req.image) throw new FastpullError('INVALID_REFERENCE', 'create writable mount: the request names no image');
       parseReference(req.image);
-      if (!req.target || !isAbsolute(req.target)) throw new FastpullError('INVALID_ARGUMENT', `create writable mount: the mount point must be an absolute path, not "${req.target}"`);
+      if (!req.target || !isAbsolute(req.target))
+        throw new FastpullError('INVALID_ARGUMENT', `create writable mount: the mount point must be an absolute path, not "${req.target}"`);
       const platform = req.platform ? formatPlatform(parsePlatform(req.platform)) : undefined;
       const { record, mount } = await service.createWritableMount({ image: req.image, ...(platform ? { platform } : {}) }, req.target);
       log.info({ image: record.image, target: record.target, id: record.id }, 'writable mount recorded');

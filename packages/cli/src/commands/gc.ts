@@ -15,23 +15,28 @@ export function gcCommand(io: CliIO, signal: AbortSignal): Command {
     .addOption(rootOption(io.env))
     .addOption(jsonOption('print {"snapshots": [...], "blobs": [...], "litter": n, "leftovers": [...], "bytes": n, "images": [...]} as JSON'))
     .addOption(addressOption());
-  return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean; address?: string }) => {
-    const options = { signal, ...(flags.dryRun ? { dryRun: true } : {}) };
-    const r = await withService(io, flags, command, (service) => doing(`collecting garbage in ${service.location}`, () => service.collectGarbage(options)));
-    if (flags.json) {
-      writeJSON(io.stdout, { dryRun: flags.dryRun === true, ...r });
-      return;
-    }
-    const verb = flags.dryRun ? 'would remove' : 'removed';
-    // Records fastpulld's snapshotter held for containerd go once containerd lets go of the image.
-    for (const i of r.images) writeLine(io.stdout, `${verb} image record ${i.name} (${i.platform}): held for containerd, which no longer uses it`);
-    if (flags.verbose) {
-      for (const s of r.snapshots) writeLine(io.stdout, `${verb} snapshot ${shortDigest(s.chainID)} (${formatBytes(s.size)})`);
-      for (const b of r.blobs) writeLine(io.stdout, `${verb} blob ${shortDigest(b.digest)} (${formatBytes(b.size)})`);
-      for (const l of r.leftovers ?? []) writeLine(io.stdout, `${verb} ${LEFTOVER_WORDS[l.kind]} ${l.path}`);
-    }
-    writeLine(io.stdout, `${verb} ${r.snapshots.length} snapshots and ${r.blobs.length} blobs, ${r.litter} leftovers of interrupted pulls: ${formatBytes(r.bytes)}`);
-  });
+  return withExample(command, ['fastpull gc', 'fastpull gc --dry-run --verbose']).action(
+    async (flags: { root: string; dryRun?: boolean; verbose?: boolean; json?: boolean; address?: string }) => {
+      const options = { signal, ...(flags.dryRun ? { dryRun: true } : {}) };
+      const r = await withService(io, flags, command, (service) => doing(`collecting garbage in ${service.location}`, () => service.collectGarbage(options)));
+      if (flags.json) {
+        writeJSON(io.stdout, { dryRun: flags.dryRun === true, ...r });
+        return;
+      }
+      const verb = flags.dryRun ? 'would remove' : 'removed';
+      // Records fastpulld's snapshotter held for containerd go once containerd lets go of the image.
+      for (const i of r.images) writeLine(io.stdout, `${verb} image record ${i.name} (${i.platform}): held for containerd, which no longer uses it`);
+      if (flags.verbose) {
+        for (const s of r.snapshots) writeLine(io.stdout, `${verb} snapshot ${shortDigest(s.chainID)} (${formatBytes(s.size)})`);
+        for (const b of r.blobs) writeLine(io.stdout, `${verb} blob ${shortDigest(b.digest)} (${formatBytes(b.size)})`);
+        for (const l of r.leftovers ?? []) writeLine(io.stdout, `${verb} ${LEFTOVER_WORDS[l.kind]} ${l.path}`);
+      }
+      writeLine(
+        io.stdout,
+        `${verb} ${r.snapshots.length} snapshots and ${r.blobs.length} blobs, ${r.litter} leftovers of interrupted pulls: ${formatBytes(r.bytes)}`,
+      );
+    },
+  );
 }
 
 /** How `-v` calls each kind of leftover. */

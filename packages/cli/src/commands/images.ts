@@ -14,30 +14,32 @@ export function imagesCommand(io: CliIO): Command {
     .addOption(rootOption(io.env))
     .addOption(jsonOption('print a JSON array of image records, each with platformName and unpackedSize'))
     .addOption(addressOption());
-  return withExample(command, ['fastpull images', 'fastpull images --json | jq -r ".[].name"']).action(async (flags: { root: string; json?: boolean; address?: string }) => {
-    const images = await withService(io, flags, command, (service) =>
-      doing(`listing the images of ${service.location}`, async () =>
-        // unpackedSize is what the snapshots hold now; null when one of them is missing.
-        (await service.listImages()).map((i) => ({ ...i, platformName: formatPlatform(i.platform), unpackedSize: i.unpackedSize ?? null })),
-      ),
-    );
-    if (flags.json) {
-      writeJSON(io.stdout, images);
-      return;
-    }
-    const now = new Date();
-    const rows = [['NAME', 'DIGEST', 'PLATFORM', 'LAYERS', 'SIZE', 'UNPACKED', 'CREATED']];
-    for (const i of images) {
-      rows.push([
-        i.name,
-        shortDigest(i.manifest.digest),
-        i.platformName,
-        String(i.layers.length),
-        formatBytes(i.size),
-        i.unpackedSize === null ? '-' : formatBytes(i.unpackedSize),
-        formatAge(new Date(i.created), now),
-      ]);
-    }
-    for (const line of formatTable(rows)) writeLine(io.stdout, line);
-  });
+  return withExample(command, ['fastpull images', 'fastpull images --json | jq -r ".[].name"']).action(
+    async (flags: { root: string; json?: boolean; address?: string }) => {
+      const images = await withService(io, flags, command, (service) =>
+        doing(`listing the images of ${service.location}`, async () =>
+          // unpackedSize is what the snapshots hold now; null when one of them is missing.
+          (await service.listImages()).map((i) => ({ ...i, platformName: formatPlatform(i.platform), unpackedSize: i.unpackedSize ?? null })),
+        ),
+      );
+      if (flags.json) {
+        writeJSON(io.stdout, images);
+        return;
+      }
+      const now = new Date();
+      const rows = [['NAME', 'DIGEST', 'PLATFORM', 'LAYERS', 'SIZE', 'UNPACKED', 'CREATED']];
+      for (const i of images) {
+        rows.push([
+          i.name,
+          shortDigest(i.manifest.digest),
+          i.platformName,
+          String(i.layers.length),
+          formatBytes(i.size),
+          i.unpackedSize === null ? '-' : formatBytes(i.unpackedSize),
+          formatAge(new Date(i.created), now),
+        ]);
+      }
+      for (const line of formatTable(rows)) writeLine(io.stdout, line);
+    },
+  );
 }

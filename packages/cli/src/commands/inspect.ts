@@ -14,8 +14,15 @@ export function inspectCommand(io: CliIO): Command {
     .addOption(rootOption(io.env))
     .addOption(platformOption("which platform's record, for a name pulled for several (default: this host's, or the only one)"))
     .addOption(addressOption());
-  return withExample(command, ['fastpull inspect app:1', 'fastpull inspect app:1 | jq .config.config.Env']).action(async (ref: string, flags: { root: string; address?: string; platform?: string }) => {
-    const platform = checkedPlatform(flags.platform);
-    writeJSON(io.stdout, await withService(io, flags, command, (service) => doing(`inspecting ${canonicalName(ref)}`, () => service.inspectImage(ref, platform ? { platform } : {}))));
-  });
+  return withExample(command, ['fastpull inspect app:1', 'fastpull inspect app:1 | jq .config.config.Env']).action(
+    async (ref: string, flags: { root: string; address?: string; platform?: string }) => {
+      const platform = checkedPlatform(flags.platform);
+      writeJSON(
+        io.stdout,
+        await withService(io, flags, command, (service) =>
+          doing(`inspecting ${canonicalName(ref)}`, () => service.inspectImage(ref, platform ? { platform } : {})),
+        ),
+      );
+    },
+  );
 }

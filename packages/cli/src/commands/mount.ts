@@ -21,9 +21,15 @@ export function mountCommand(io: CliIO): Command {
   return withExample(command, ['mkdir -p /mnt/app && fastpull mount app:1 /mnt/app', 'fastpull unmount /mnt/app']).action(
     async (ref: string, target: string, flags: { root: string; json?: boolean; address?: string; platform?: string }) => {
       const platform = checkedPlatform(flags.platform);
-      const record = await withService(io, flags, command, (service) => doing(`mounting ${canonicalName(ref)} at ${target}`, () => mountImage(service, ref, target, platform)));
+      const record = await withService(io, flags, command, (service) =>
+        doing(`mounting ${canonicalName(ref)} at ${target}`, () => mountImage(service, ref, target, platform)),
+      );
       if (flags.json) writeJSON(io.stdout, record);
-      else writeLine(io.stdout, `mounted ${record.image} at ${record.target} (changes go to ${record.upper}; \`${unmountHint(command, flags, record.target)}\` discards them)`);
+      else
+        writeLine(
+          io.stdout,
+          `mounted ${record.image} at ${record.target} (changes go to ${record.upper}; \`${unmountHint(command, flags, record.target)}\` discards them)`,
+        );
     },
   );
 }
@@ -31,7 +37,9 @@ export function mountCommand(io: CliIO): Command {
 /** The unmount command line to copy: with the store or daemon this mount was made through. */
 function unmountHint(command: Command, flags: { root: string; address?: string }, target: string): string {
   if (flags.address) return `fastpull unmount --address ${shellWord(flags.address)} ${shellWord(target)}`;
-  return command.getOptionValueSource('root') === 'default' ? `fastpull unmount ${shellWord(target)}` : `fastpull unmount --root ${shellWord(resolve(flags.root))} ${shellWord(target)}`;
+  return command.getOptionValueSource('root') === 'default'
+    ? `fastpull unmount ${shellWord(target)}`
+    : `fastpull unmount --root ${shellWord(resolve(flags.root))} ${shellWord(target)}`;
 }
 
 /** `word` as a shell reads it back: quoted when it holds anything but plain path characters. */

@@ -74,28 +74,63 @@ export function pullCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--platform <os/arch[/variant]>', 'platform to pull from a multi-platform image (default: this host)')
     .option('--plain-http', 'talk to registries over plain HTTP (loopback registries always may)')
     .option('--creds <user:password>', 'credentials for the registry of the references (only that host; before Docker config)')
-    .option('--hosts-dir <dir>', `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
+    .option(
+      '--hosts-dir <dir>',
+      `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`,
+    )
     .option('--concurrency <n>', `range requests in flight for this pull (default: the shared scheduler, ${DEFAULT_CONCURRENCY})`)
     .option('--chunk-size <size>', `bytes per range request, e.g. 16MiB, 8M, 1048576 (default ${DEFAULT_CHUNK_SIZE / 1024 ** 2}MiB; at least 64KiB)`)
-    .option('--metadata-timeout <duration>', 'fail when a manifest, index, config or referrers list is not read whole within this long, retries included, e.g. 30s, 2m (default 2m)')
+    .option(
+      '--metadata-timeout <duration>',
+      'fail when a manifest, index, config or referrers list is not read whole within this long, retries included, e.g. 30s, 2m (default 2m)',
+    )
     .option('--unpack-concurrency <n>', 'layers unpacked at once (default: one per two cores, at most 4; a layer waiting for its download lends its slot)')
-    .option('--cpu-budget <cores>', 'whole cores this pull may keep busy: every thread of the process is confined to that many of its CPUs (default: all it may use, bounded by its cgroup CPU quota and cpuset)')
-    .option('--inflater <auto|isal|zlib|igzip|pigz|parallel>', 'gzip decoder; auto is isal (ISA-L in process) where built, else zlib; igzip and pigz run as programs; parallel spreads one layer over several threads (env FASTPULL_INFLATER)')
+    .option(
+      '--cpu-budget <cores>',
+      'whole cores this pull may keep busy: every thread of the process is confined to that many of its CPUs (default: all it may use, bounded by its cgroup CPU quota and cpuset)',
+    )
+    .option(
+      '--inflater <auto|isal|zlib|igzip|pigz|parallel>',
+      'gzip decoder; auto is isal (ISA-L in process) where built, else zlib; igzip and pigz run as programs; parallel spreads one layer over several threads (env FASTPULL_INFLATER)',
+    )
     .option('-q, --quiet', 'print only the manifest digest of each image, one per line')
     .addOption(jsonOption('print one JSON event per line; the last line of each image is {"type":"done",...}'))
     .option('--timings', 'print how long each phase took, per layer and in all')
-    .option('--trace <file>', 'write the pull as a Chrome trace-event JSON file (open it in Perfetto or chrome://tracing): a track per layer with its range requests, one per unpack worker, byte, network and memory counters (with --address, recorded by fastpulld)')
-    .option('--keep-blobs', 'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)')
-    .option('--signature-policy <file>', `verify signatures before recording the image, by a containers policy.json's sigstoreSigned requirements (env ${SIGNATURE_ENV.signaturePolicy}; default: off)`)
-    .option('--notation-config <dir>', `verify Notary Project signatures by the trustpolicy.json and truststore/ in DIR (env ${SIGNATURE_ENV.notationConfig}; default: off)`)
-    .option('--priority <high|normal|low>', "how urgent the pull is among fastpulld's pulls: waiting range requests and unpack passes of a higher priority go first, and a low pull starts no layer while a pull above it runs (default normal)")
-    .option('--background', 'pull at low priority (--priority low); in this process (no fastpulld), also at nice 19 and in the idle I/O class, so the node\'s other work goes first')
-    .option('--rate-limit <rate>', "bytes per second this pull may read from registries, e.g. 50MiB, 1.5GB, 800KiB (0 or none: no limit; default none); with fastpulld, it only lowers the daemon's rate_limit")
+    .option(
+      '--trace <file>',
+      'write the pull as a Chrome trace-event JSON file (open it in Perfetto or chrome://tracing): a track per layer with its range requests, one per unpack worker, byte, network and memory counters (with --address, recorded by fastpulld)',
+    )
+    .option(
+      '--keep-blobs',
+      'keep the compressed layer blobs after unpacking (default: drop them, so an image takes its unpacked size only; env FASTPULL_KEEP_BLOBS=1)',
+    )
+    .option(
+      '--signature-policy <file>',
+      `verify signatures before recording the image, by a containers policy.json's sigstoreSigned requirements (env ${SIGNATURE_ENV.signaturePolicy}; default: off)`,
+    )
+    .option(
+      '--notation-config <dir>',
+      `verify Notary Project signatures by the trustpolicy.json and truststore/ in DIR (env ${SIGNATURE_ENV.notationConfig}; default: off)`,
+    )
+    .option(
+      '--priority <high|normal|low>',
+      "how urgent the pull is among fastpulld's pulls: waiting range requests and unpack passes of a higher priority go first, and a low pull starts no layer while a pull above it runs (default normal)",
+    )
+    .option(
+      '--background',
+      "pull at low priority (--priority low); in this process (no fastpulld), also at nice 19 and in the idle I/O class, so the node's other work goes first",
+    )
+    .option(
+      '--rate-limit <rate>',
+      "bytes per second this pull may read from registries, e.g. 50MiB, 1.5GB, 800KiB (0 or none: no limit; default none); with fastpulld, it only lowers the daemon's rate_limit",
+    )
     .option('--no-sync', 'UNSAFE: commit snapshots without flushing their files to disk; a power cut may leave them short (env FASTPULL_NO_SYNC=1)')
     .addOption(addressOption());
-  return withExample(command, ['fastpull pull ubuntu:24.04', 'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1', 'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl']).action(
-    (refs: string[], flags: PullFlags) => pullAll(io, signal, command, refs, flags),
-  );
+  return withExample(command, [
+    'fastpull pull ubuntu:24.04',
+    'fastpull pull --plain-http --root /tmp/store 127.0.0.1:5000/app:1',
+    'fastpull pull --json --platform linux/arm64 app:1 > events.jsonl',
+  ]).action((refs: string[], flags: PullFlags) => pullAll(io, signal, command, refs, flags));
 }
 
 /** `fastpull pull REF...`: each reference in turn, through one service. */
@@ -138,8 +173,12 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
     ...(flags.hostsDir !== undefined ? { hostsDir: flags.hostsDir } : {}),
     ...(flags.concurrency !== undefined ? { concurrency: asUsageError(() => parsePositiveInt(flags.concurrency, '--concurrency')) } : {}),
     ...(flags.chunkSize !== undefined ? { chunkSize: asUsageError(() => parseChunkSize(flags.chunkSize, '--chunk-size')) } : {}),
-    ...(flags.metadataTimeout !== undefined ? { metadataTimeoutMs: asUsageError(() => parsePositiveDuration(flags.metadataTimeout, '--metadata-timeout')) } : {}),
-    ...(flags.unpackConcurrency !== undefined ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) } : {}),
+    ...(flags.metadataTimeout !== undefined
+      ? { metadataTimeoutMs: asUsageError(() => parsePositiveDuration(flags.metadataTimeout, '--metadata-timeout')) }
+      : {}),
+    ...(flags.unpackConcurrency !== undefined
+      ? { unpackConcurrency: asUsageError(() => parsePositiveInt(flags.unpackConcurrency, '--unpack-concurrency')) }
+      : {}),
     ...(inflater ? { inflater } : {}),
     ...(flags.cpuBudget !== undefined ? { cpuBudget: asUsageError(() => parseCpuBudget(flags.cpuBudget, '--cpu-budget')) } : {}),
     ...(flags.sync === false ? { sync: false } : {}),
@@ -168,7 +207,8 @@ export function pullSettings(io: CliIO, flags: PullFlags): { tuning: LocalTuning
 /** --priority, or --background (low); both only when they agree. */
 function pullPriority(flags: Pick<PullFlags, 'priority' | 'background'>): ServicePullOptions['priority'] {
   const named = flags.priority !== undefined ? asUsageError(() => parsePullPriority(flags.priority, '--priority')) : undefined;
-  if (flags.background === true && named !== undefined && named !== 'low') throw new UsageError(`--background is --priority low; it does not go with --priority ${named}`);
+  if (flags.background === true && named !== undefined && named !== 'low')
+    throw new UsageError(`--background is --priority low; it does not go with --priority ${named}`);
   return flags.background === true ? 'low' : named;
 }
 

@@ -17,28 +17,30 @@ export function rmCommand(io: CliIO): Command {
     .addOption(jsonOption('print {"removed": [names], "gc": {...}} as JSON'))
     .addOption(platformOption('remove only this platform of each name (default: every platform pulled)'))
     .addOption(addressOption());
-  return withExample(command, ['fastpull rm app:1', 'fastpull rm --gc app:1 app:2']).action(async (refs: string[], flags: { root: string; gc?: boolean; json?: boolean; address?: string; platform?: string }) => {
-    const platform = checkedPlatform(flags.platform);
-    await withService(io, flags, command, async (service) => {
-      const removed: string[] = [];
-      // Every image named is tried, and the collection --gc asks for runs, before a failure is
-      // reported: one missing name does not keep the rest. The last failure decides the exit status.
-      const failures: CommandFailure[] = [];
-      for (const ref of refs) {
-        try {
-          const { name } = await doing(`removing ${canonicalName(ref)}`, () => service.removeImage(ref, platform ? { platform } : {}));
-          removed.push(name);
-          if (!flags.json) writeLine(io.stdout, `removed ${name}`);
-        } catch (e) {
-          if (!(e instanceof CommandFailure)) throw e;
-          failures.push(e);
+  return withExample(command, ['fastpull rm app:1', 'fastpull rm --gc app:1 app:2']).action(
+    async (refs: string[], flags: { root: string; gc?: boolean; json?: boolean; address?: string; platform?: string }) => {
+      const platform = checkedPlatform(flags.platform);
+      await withService(io, flags, command, async (service) => {
+        const removed: string[] = [];
+        // Every image named is tried, and the collection --gc asks for runs, before a failure is
+        // reported: one missing name does not keep the rest. The last failure decides the exit status.
+        const failures: CommandFailure[] = [];
+        for (const ref of refs) {
+          try {
+            const { name } = await doing(`removing ${canonicalName(ref)}`, () => service.removeImage(ref, platform ? { platform } : {}));
+            removed.push(name);
+            if (!flags.json) writeLine(io.stdout, `removed ${name}`);
+          } catch (e) {
+            if (!(e instanceof CommandFailure)) throw e;
+            failures.push(e);
+          }
         }
-      }
-      const gc = flags.gc ? await doing(`collecting garbage in ${service.location}`, () => service.collectGarbage()) : undefined;
-      if (flags.json) writeJSON(io.stdout, { removed, ...(gc ? { gc } : {}) });
-      else if (gc) writeLine(io.stdout, `gc: removed ${gc.snapshots.length} snapshots and ${gc.blobs.length} blobs, ${formatBytes(gc.bytes)} freed`);
-      for (const f of failures.slice(0, -1)) writeLine(io.stderr, errorLine(f));
-      if (failures.length > 0) throw failures[failures.length - 1] as unknown;
-    });
-  });
+        const gc = flags.gc ? await doing(`collecting garbage in ${service.location}`, () => service.collectGarbage()) : undefined;
+        if (flags.json) writeJSON(io.stdout, { removed, ...(gc ? { gc } : {}) });
+        else if (gc) writeLine(io.stdout, `gc: removed ${gc.snapshots.length} snapshots and ${gc.blobs.length} blobs, ${formatBytes(gc.bytes)} freed`);
+        for (const f of failures.slice(0, -1)) writeLine(io.stderr, errorLine(f));
+        if (failures.length > 0) throw failures[failures.length - 1] as unknown;
+      });
+    },
+  );
 }

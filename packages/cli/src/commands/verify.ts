@@ -40,20 +40,30 @@ export function verifyCommand(io: CliIO, signal: AbortSignal): Command {
     .option('--platform <os/arch[/variant]>', 'platform of a multi-platform image (the signature is checked on what the name resolves to)')
     .option('--plain-http', 'talk to registries over plain HTTP (loopback registries always may)')
     .option('--creds <user:password>', 'credentials for the registry of the reference (before Docker config)')
-    .option('--hosts-dir <dir>', `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`)
+    .option(
+      '--hosts-dir <dir>',
+      `registry mirrors as containerd's certs.d hosts.toml files (env FASTPULL_HOSTS_DIR; default ${CONTAINERD_HOSTS_DIR} when it exists)`,
+    )
     .addOption(jsonOption('print the verdict as one JSON object'));
-  return withExample(command, ['fastpull verify --signature-policy /etc/containers/policy.json registry.example.com/app:1', 'fastpull verify --json app:1 | jq .outcome']).action(async (ref: string, flags: VerifyFlags) => {
+  return withExample(command, [
+    'fastpull verify --signature-policy /etc/containers/policy.json registry.example.com/app:1',
+    'fastpull verify --json app:1 | jq .outcome',
+  ]).action(async (ref: string, flags: VerifyFlags) => {
     const platform = checkedPlatform(flags.platform);
     const settings = signatureSettings(io, {
       ...(flags.signaturePolicy !== undefined ? { signaturePolicy: nonEmpty(flags.signaturePolicy, '--signature-policy') } : {}),
       ...(flags.notationConfig !== undefined ? { notationConfig: nonEmpty(flags.notationConfig, '--notation-config') } : {}),
     });
     if (settings.signaturePolicy === undefined && settings.notationConfig === undefined) {
-      throw new UsageError(`want a policy to verify against: --signature-policy, --notation-config, ${SIGNATURE_ENV.signaturePolicy} or ${SIGNATURE_ENV.notationConfig}`);
+      throw new UsageError(
+        `want a policy to verify against: --signature-policy, --notation-config, ${SIGNATURE_ENV.signaturePolicy} or ${SIGNATURE_ENV.notationConfig}`,
+      );
     }
     const verifiers = await doing('loading the signature policies', () => loadSignatureVerifiers(settings));
     const given = givenCredentials(flags.creds);
-    const docker = dockerCredentialsWithWarning(io.env, (registry, message) => writeLine(io.stderr, `fastpull: warning: no credentials for ${registry}: ${message}`));
+    const docker = dockerCredentialsWithWarning(io.env, (registry, message) =>
+      writeLine(io.stderr, `fastpull: warning: no credentials for ${registry}: ${message}`),
+    );
     const name = canonicalName(ref);
     const hostsDir = flags.hostsDir ?? defaultHostsDir(io.env);
     const result = await doing(`verifying ${name}`, () =>

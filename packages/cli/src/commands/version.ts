@@ -99,7 +99,10 @@ export function versionCommand(io: CliIO): Command {
     const i = v.inflater;
     writeLine(io.stdout, `inflater ${i.error ? `${i.choice}: ${i.error}` : i.path ? `${i.kind} (${i.path})` : `${i.kind} (built in)`}`);
     writeLine(io.stdout, `threads  ${v.threadPool} in libuv's pool`);
-    writeLine(io.stdout, `cores    ${v.cores}: ${v.unpackSlots} ${v.unpackSlots === 1 ? 'layer' : 'layers'} unpacked at once, ${v.writerThreads} small-file writer threads${v.cpuQuota !== undefined ? ` (cgroup CPU quota ${v.cpuQuota} cores)` : ''}`);
+    writeLine(
+      io.stdout,
+      `cores    ${v.cores}: ${v.unpackSlots} ${v.unpackSlots === 1 ? 'layer' : 'layers'} unpacked at once, ${v.writerThreads} small-file writer threads${v.cpuQuota !== undefined ? ` (cgroup CPU quota ${v.cpuQuota} cores)` : ''}`,
+    );
     if (v.cpuFlags) writeLine(io.stdout, `cpu      ${v.cpuFlags.length > 0 ? v.cpuFlags.join(' ') : 'none of ' + CPU_FLAGS.join(' ')}`);
   });
 }

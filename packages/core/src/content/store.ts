@@ -185,7 +185,9 @@ export class FileContentStore implements ContentStore {
     try {
       const st = await ing.handle.stat();
       if (st.size !== ing.expected.size) {
-        throw new FastpullError('SIZE_MISMATCH', `${what}: ingest holds ${st.size} bytes, want ${ing.expected.size}`, { details: { want: ing.expected.size, got: st.size } });
+        throw new FastpullError('SIZE_MISMATCH', `${what}: ingest holds ${st.size} bytes, want ${ing.expected.size}`, {
+          details: { want: ing.expected.size, got: st.size },
+        });
       }
       const got = verified ?? (await hashFile(ing.path, ing.expected.digest));
       if (got !== ing.expected.digest) {
@@ -242,7 +244,14 @@ export class FileContentStore implements ContentStore {
     const { unneeded } = options;
     return sweepDeadDirs(join(this.dir, 'ingest'), olderThanMs, {
       ...(options.dryRun ? { dryRun: true } : {}),
-      ...(unneeded ? { unneeded: async (dir: string) => { const d = await ingestDigest(dir); return d !== undefined && (await unneeded(d)); } } : {}),
+      ...(unneeded
+        ? {
+            unneeded: async (dir: string) => {
+              const d = await ingestDigest(dir);
+              return d !== undefined && (await unneeded(d));
+            },
+          }
+        : {}),
     });
   }
 

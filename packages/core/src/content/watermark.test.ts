@@ -52,7 +52,10 @@ describe('Watermark', () => {
     const w = new Watermark(100);
     w.add(0, 40);
     w.add(60, 80);
-    expect(w.ranges(30)).toEqual([[30, 40], [60, 80]]);
+    expect(w.ranges(30)).toEqual([
+      [30, 40],
+      [60, 80],
+    ]);
     expect(w.ranges(50)).toEqual([[60, 80]]);
     const reader = new WatermarkView(w.buffer);
     const recorded: number[] = [];

@@ -147,11 +147,17 @@ export function blobsToKeep(images: readonly ImageRecord[], committed: ReadonlyS
  * which containerd's records borrow no layer; returns the records that stay and those dropped. Each
  * is read again just before it goes, so a record a user's pull rewrote meanwhile stays.
  */
-async function releaseHeldImages(store: Store, all: readonly ImageRecord[], borrowed: ReadonlySet<Digest>, dryRun: boolean): Promise<{ images: ImageRecord[]; released: { name: string; platform: string }[] }> {
+async function releaseHeldImages(
+  store: Store,
+  all: readonly ImageRecord[],
+  borrowed: ReadonlySet<Digest>,
+  dryRun: boolean,
+): Promise<{ images: ImageRecord[]; released: { name: string; platform: string }[] }> {
   const images: ImageRecord[] = [];
   const released: { name: string; platform: string }[] = [];
   const before = Date.now() - HELD_FOR_CONTAINERD_GRACE_MS;
-  const letGo = (r: ImageRecord | undefined): boolean => r?.heldFor === 'containerd' && Date.parse(r.created) < before && !r.layers.some((l) => borrowed.has(l.chainID));
+  const letGo = (r: ImageRecord | undefined): boolean =>
+    r?.heldFor === 'containerd' && Date.parse(r.created) < before && !r.layers.some((l) => borrowed.has(l.chainID));
   for (const img of all) {
     if (!letGo(img)) {
       images.push(img);

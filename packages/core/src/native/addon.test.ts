@@ -15,11 +15,14 @@ describe('nativeFs', () => {
       addon.lsetxattr(dir, 'user.fastpull.test', Buffer.from([0, 0xff]));
       expect(addon.lgetxattr(dir, 'user.fastpull.test')).toEqual(Buffer.from([0, 0xff]));
       addon.lsetxattr(dir, 'user.fastpull.second', Buffer.alloc(0));
-      expect(addon.llistxattr(dir).filter((n) => n.startsWith('user.fastpull.')).sort()).toEqual(['user.fastpull.second', 'user.fastpull.test']);
+      expect(
+        addon
+          .llistxattr(dir)
+          .filter((n) => n.startsWith('user.fastpull.'))
+          .sort(),
+      ).toEqual(['user.fastpull.second', 'user.fastpull.test']);
       expect(() => addon.llistxattr(path.join(dir, 'absent'))).toThrow(expect.objectContaining({ code: 'ENOENT' }));
-      expect(() => addon.mknod(path.join(dir, 'no/such/dir/node'), fs.constants.S_IFIFO | 0o600, 0, 0)).toThrow(
-        expect.objectContaining({ code: 'ENOENT' }),
-      );
+      expect(() => addon.mknod(path.join(dir, 'no/such/dir/node'), fs.constants.S_IFIFO | 0o600, 0, 0)).toThrow(expect.objectContaining({ code: 'ENOENT' }));
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

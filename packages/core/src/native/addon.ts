@@ -5,7 +5,17 @@ import { isMainThread } from 'node:worker_threads';
 import { fallbackFs, WITHOUT_ADDON } from './fallback.js';
 import type { NativeFs } from './fs.js';
 
-const FUNCTIONS = ['mknod', 'lsetxattr', 'lgetxattr', 'llistxattr', 'tryLock', 'lutimesNs', 'futimesNs', 'tuneAllocator', 'trimAllocator'] as const satisfies ReadonlyArray<keyof NativeFs>;
+const FUNCTIONS = [
+  'mknod',
+  'lsetxattr',
+  'lgetxattr',
+  'llistxattr',
+  'tryLock',
+  'lutimesNs',
+  'futimesNs',
+  'tuneAllocator',
+  'trimAllocator',
+] as const satisfies ReadonlyArray<keyof NativeFs>;
 
 // src/native/ and dist/native/ are both two levels below the package root, so one relative path serves both.
 const ADDON_URL = new URL('../../native/build/Release/fastpull_native.node', import.meta.url);
@@ -106,7 +116,11 @@ export function nativeHash(): NativeHash | undefined {
   if (hash === undefined) {
     try {
       const m = nativeFs() as Partial<NativeHash>;
-      const ok = typeof m.threadCpuNs === 'function' && typeof m.sha256Update === 'function' && typeof m.sha256Digest === 'function' && typeof m.sha256Create === 'function';
+      const ok =
+        typeof m.threadCpuNs === 'function' &&
+        typeof m.sha256Update === 'function' &&
+        typeof m.sha256Digest === 'function' &&
+        typeof m.sha256Create === 'function';
       // A probe: the addon is there but the process may lack OpenSSL's symbols.
       hash = ok && m.sha256Create!() !== null ? (m as NativeHash) : null;
     } catch {

@@ -92,7 +92,9 @@ describe('fallbackFs', () => {
   });
 
   it('has no extended attributes: setting one is ENOTSUP, reading finds none', () => {
-    expect(() => fallback.lsetxattr(dir, 'user.fastpull.test', Buffer.from('y'))).toThrow(expect.objectContaining({ code: 'ENOTSUP', syscall: 'lsetxattr', path: dir }));
+    expect(() => fallback.lsetxattr(dir, 'user.fastpull.test', Buffer.from('y'))).toThrow(
+      expect.objectContaining({ code: 'ENOTSUP', syscall: 'lsetxattr', path: dir }),
+    );
     nativeFs().lsetxattr(dir, 'user.fastpull.test', Buffer.from('y'));
     expect(fallback.lgetxattr(dir, 'user.fastpull.test')).toBeNull();
     expect(fallback.llistxattr(dir)).toEqual([]);

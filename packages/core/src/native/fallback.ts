@@ -40,7 +40,13 @@ function forChild(path: string): string {
 }
 
 /** Runs a helper command; returns its exit status, or throws when it cannot be run at all. */
-function run(command: string, args: string[], syscall: string, path: string, stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe']): { status: number; stderr: string } {
+function run(
+  command: string,
+  args: string[],
+  syscall: string,
+  path: string,
+  stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe'],
+): { status: number; stderr: string } {
   // Loaded here, not imported: every unpack worker imports this module, and few ever run a helper.
   const { spawnSync } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
   const r = spawnSync(command, args, { stdio, encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } });
@@ -95,7 +101,13 @@ export function fallbackFs(onUse: () => void): NativeFs {
       // flock(1) locks the open file it inherits as CHILD_FD: the very one `fd` refers to, so the lock
       // outlives the child and goes when this process closes `fd` or dies, as with flock(2) here.
       const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe', fd];
-      const r = run('flock', [exclusive ? '--exclusive' : '--shared', '--nonblock', '--conflict-exit-code', String(CONFLICT), String(CHILD_FD)], 'flock', '(fd)', stdio);
+      const r = run(
+        'flock',
+        [exclusive ? '--exclusive' : '--shared', '--nonblock', '--conflict-exit-code', String(CONFLICT), String(CHILD_FD)],
+        'flock',
+        '(fd)',
+        stdio,
+      );
       if (r.status === 0) return true;
       if (r.status === CONFLICT) return false;
       throw errnoError('EIO', r.stderr.trim() || `flock(1) exited with status ${r.status}`, 'flock', '(fd)');

@@ -21,7 +21,10 @@ export function parseDigest(value: string): { algorithm: 'sha256' | 'sha512'; he
     throw new FastpullError('INVALID_DIGEST', `invalid digest ${JSON.stringify(value.slice(0, 80))}: unsupported algorithm ${JSON.stringify(algorithm)}`);
   }
   if (hex.length !== want || !/^[0-9a-f]+$/.test(hex)) {
-    throw new FastpullError('INVALID_DIGEST', `invalid digest ${JSON.stringify(value.slice(0, 140))}: want ${want} lowercase hex characters after "${algorithm}:"`);
+    throw new FastpullError(
+      'INVALID_DIGEST',
+      `invalid digest ${JSON.stringify(value.slice(0, 140))}: want ${want} lowercase hex characters after "${algorithm}:"`,
+    );
   }
   return { algorithm: algorithm as 'sha256' | 'sha512', hex, digest: value as Digest };
 }

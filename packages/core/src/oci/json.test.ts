@@ -58,7 +58,9 @@ describe('parseJSONDocument', () => {
   it('refuses one level more, and millions more, as INVALID_MANIFEST (or the code asked for)', () => {
     for (const depth of [MAX_JSON_DEPTH + 1, 2_000_000]) {
       const text = b(`{"a":${'['.repeat(depth)}${']'.repeat(depth)}}`);
-      expect(() => parseJSONDocument(text, 'manifest of app:1')).toThrow(expect.objectContaining({ code: 'INVALID_MANIFEST', message: `manifest of app:1: arrays and objects nested deeper than ${MAX_JSON_DEPTH} levels` }));
+      expect(() => parseJSONDocument(text, 'manifest of app:1')).toThrow(
+        expect.objectContaining({ code: 'INVALID_MANIFEST', message: `manifest of app:1: arrays and objects nested deeper than ${MAX_JSON_DEPTH} levels` }),
+      );
     }
     expect(() => parseJSONDocument(b('[[]'.repeat(200)), 'sig', 'SIGNATURE_INVALID')).toThrow(expect.objectContaining({ code: 'SIGNATURE_INVALID' }));
     expect(() => parseJSONDocument(b('{"a":'), 'doc')).toThrow(expect.objectContaining({ code: 'INVALID_MANIFEST', message: 'doc: not valid JSON' }));

@@ -28,12 +28,7 @@ export const MediaTypes = {
 } as const;
 
 /** The Accept header for manifest requests, preferred types first. */
-export const MANIFEST_ACCEPT = [
-  MediaTypes.OCI_INDEX,
-  MediaTypes.OCI_MANIFEST,
-  MediaTypes.DOCKER_MANIFEST_LIST,
-  MediaTypes.DOCKER_MANIFEST,
-].join(', ');
+export const MANIFEST_ACCEPT = [MediaTypes.OCI_INDEX, MediaTypes.OCI_MANIFEST, MediaTypes.DOCKER_MANIFEST_LIST, MediaTypes.DOCKER_MANIFEST].join(', ');
 
 /**
  * True for the media types of an index (OCI image index, Docker manifest list).

@@ -23,14 +23,28 @@ async function unpacked(served: Served, store: Store, index: number) {
   const ctx = downloadContext(served, store);
   const download = await LayerDownload.start(ctx, layer, layer, new LayerProgress({ index, ...layer }, undefined));
   const active = await store.snapshots.prepare();
-  const r = await pool.run({ blobPath: download.blobPath, mediaType: layer.mediaType, dest: active.fs, follow: { watermark: download.watermark.buffer, size: layer.size } });
+  const r = await pool.run({
+    blobPath: download.blobPath,
+    mediaType: layer.mediaType,
+    dest: active.fs,
+    follow: { watermark: download.watermark.buffer, size: layer.size },
+  });
   await download.done;
   ctx.watch.stop();
   return { layer, download, active, r };
 }
 
 function commitContext(served: Served, store: Store, options: Partial<CommitContext> = {}): CommitContext {
-  return { store, signal: new AbortController().signal, layers: served.layers, rootless: false, keepBlobs: false, leaseId: 'none', lowersSettled: async () => undefined, ...options };
+  return {
+    store,
+    signal: new AbortController().signal,
+    layers: served.layers,
+    rootless: false,
+    keepBlobs: false,
+    leaseId: 'none',
+    lowersSettled: async () => undefined,
+    ...options,
+  };
 }
 
 describe('committing a verified layer', () => {
@@ -39,7 +53,15 @@ describe('committing a verified layer', () => {
   afterAll(() => served?.close());
 
   it('commits the snapshot under its chainID and drops the download, or keeps it as a blob with keepBlobs', async () => {
-    image = await buildImage({ layers: [[{ type: 'file', path: 'etc/conf', content: 'bottom' }], [{ type: 'whiteout', path: 'etc/conf' }, { type: 'file', path: 'top', content: 'top' }]] });
+    image = await buildImage({
+      layers: [
+        [{ type: 'file', path: 'etc/conf', content: 'bottom' }],
+        [
+          { type: 'whiteout', path: 'etc/conf' },
+          { type: 'file', path: 'top', content: 'top' },
+        ],
+      ],
+    });
     served = await serve(image);
     const store = freshStore(work.dir, 'drop');
     const u = await unpacked(served, store, 0);
@@ -84,7 +106,9 @@ describe('committing a verified layer', () => {
     expect(u.download.fromStore).toBe(true);
     const stopped = new AbortController();
     stopped.abort();
-    await expect(commitLayer(commitContext(served, store, { signal: stopped.signal }), 0, u.active, u.r, u.download)).rejects.toMatchObject({ code: 'ABORTED' });
+    await expect(commitLayer(commitContext(served, store, { signal: stopped.signal }), 0, u.active, u.r, u.download)).rejects.toMatchObject({
+      code: 'ABORTED',
+    });
     expect(await store.snapshots.isCommitted(layer.chainID)).toBe(false);
     await commitLayer(commitContext(served, store, { leaseId: 'mine' }), 0, u.active, u.r, u.download);
     expect(existsSync(store.content.blobPath(layer.digest))).toBe(true); // the other pull's lease keeps it

@@ -33,7 +33,13 @@ export interface CommitContext {
  * pull downloaded just before the snapshot's flush, one from the store after the commit.
  * Returns false when another writer committed the same chainID first (its snapshot is used).
  */
-export async function commitLayer(ctx: CommitContext, index: number, active: ActiveSnapshot, r: Pick<UnpackedLayer, 'blobDigest' | 'uncompressedSize' | 'stats'>, download: LayerDownload): Promise<boolean> {
+export async function commitLayer(
+  ctx: CommitContext,
+  index: number,
+  active: ActiveSnapshot,
+  r: Pick<UnpackedLayer, 'blobDigest' | 'uncompressedSize' | 'stats'>,
+  download: LayerDownload,
+): Promise<boolean> {
   const { store, signal, rootless } = ctx;
   const layer = ctx.layers[index]!;
   const what = `layer ${layer.digest}`;
@@ -48,11 +54,19 @@ export async function commitLayer(ctx: CommitContext, index: number, active: Act
     // be: wait until they are all committed (their own unpacks have run meanwhile).
     await ctx.lowersSettled(index);
     throwIfAborted(signal, what);
-    const lowers = ctx.layers.slice(0, index).reverse().map((l) => l.chainID);
+    const lowers = ctx.layers
+      .slice(0, index)
+      .reverse()
+      .map((l) => l.chainID);
     for (const id of lowers) {
       if (!(await store.snapshots.isCommitted(id))) throw new FastpullError('ABORTED', `${what}: lower snapshot ${id} was not committed`);
     }
-    reconcileWithLowers(active.fs, lowers.map((id) => store.snapshots.fsPath(id)), checks, { sameOwner: !rootless });
+    reconcileWithLowers(
+      active.fs,
+      lowers.map((id) => store.snapshots.fsPath(id)),
+      checks,
+      { sameOwner: !rootless },
+    );
   }
   const parent = index > 0 ? ctx.layers[index - 1]!.chainID : undefined;
   // The downloaded blob goes before the snapshot's flush, which would otherwise write whatever of it

@@ -28,7 +28,12 @@ describe('LayerDownload', () => {
       const ctx = downloadContext(served, store);
       const layer = served.layers[0]!;
       const events: PullEvent[] = [];
-      const d = await LayerDownload.start({ ...ctx, options: { chunkSize: 64 * 1024 } }, layer, layer, new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)));
+      const d = await LayerDownload.start(
+        { ...ctx, options: { chunkSize: 64 * 1024 } },
+        layer,
+        layer,
+        new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)),
+      );
       expect(d.fromStore).toBe(false);
       expect(d.downloading).toBe(true);
       expect(await d.done).toBeGreaterThan(0);
@@ -57,7 +62,12 @@ describe('LayerDownload', () => {
       served.reg.faults.bytesPerSecond = 1024 * 1024;
       const stop = new AbortController();
       const ctx = downloadContext(served, store, stop.signal);
-      const first = await LayerDownload.start({ ...ctx, options: { chunkSize: 64 * 1024 } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      const first = await LayerDownload.start(
+        { ...ctx, options: { chunkSize: 64 * 1024 } },
+        layer,
+        layer,
+        new LayerProgress({ index: 0, ...layer }, undefined),
+      );
       while (served.reg.stats.blobBytesServed(layer.digest) < 256 * 1024) await new Promise((r) => setTimeout(r, 20));
       stop.abort();
       await expect(first.done).rejects.toMatchObject({ code: 'ABORTED' });
@@ -89,52 +99,70 @@ describe('LayerDownload', () => {
     }
   });
 
-  it.skipIf(lacks('addon', nativePunchHole() === undefined ? 'the native addon (punchHole) is not built' : undefined))('lets the unpacker free what it hashed; a download stopped after that fetches those bytes again on resume', async () => {
-    const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(2 * 1024 * 1024) }]], compression: 'none' });
-    const served = await serve(image);
-    const pool = new UnpackPool({ size: 1, threads: false });
-    try {
-      const store = freshStore(work.dir, 'release');
-      const layer = served.layers[0]!;
-      // Paced, so that the download lasts several of the ingest's grants.
-      served.reg.faults.bytesPerSecond = 4 * 1024 * 1024;
-      const ctx = downloadContext(served, store);
-      const first = await LayerDownload.start({ ...ctx, options: { chunkSize: 256 * 1024 } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
-      expect(first.releasing(true)).toBeUndefined(); // a kept blob is never freed
-      expect(first.releasing(false)).toEqual({ step: RELEASE_STEP, lead: RELEASE_LEAD });
-      // The tuning that keeps every byte (to measure the difference) frees nothing.
-      const keeping = downloadContext(served, freshStore(work.dir, 'release-off'));
-      const off = await LayerDownload.start({ ...keeping, options: { chunkSize: 256 * 1024, tuning: { blobRelease: false } } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
-      expect(off.releasing(false)).toBeUndefined();
-      await off.close(false);
-      keeping.watch.stop();
-      const dest = join(work.dir, 'release-fs');
-      mkdirSync(dest);
-      // Smaller steps than a pull's, and no lead: the unpacker frees as soon as it is granted.
-      const r = await pool.run({ blobPath: first.blobPath, mediaType: layer.mediaType, dest, follow: { watermark: first.watermark.buffer, size: layer.size, release: { step: 64 * 1024, lead: 0 } } });
-      expect(r.blobDigest).toBe(layer.digest);
-      expect(r.releasedBytes).toBeGreaterThan(0);
-      await first.done;
-      // Stopped from outside before its commit: put away for a resume, without the freed bytes.
-      await first.close(true);
-      ctx.watch.stop();
-      served.reg.faults = {};
-      const before = served.reg.stats.blobBytesServed(layer.digest);
-      const events: PullEvent[] = [];
-      const again = downloadContext(served, store);
-      const second = await LayerDownload.start(again, layer, layer, new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)));
-      await second.done;
-      const resumed = events[0]!.type === 'layer' ? events[0]!.bytes : 0;
-      expect(resumed).toBeLessThanOrEqual(layer.size - r.releasedBytes);
-      expect(served.reg.stats.blobBytesServed(layer.digest) - before).toBeGreaterThanOrEqual(r.releasedBytes);
-      expect(readFileSync(second.blobPath).equals(image.layers[0]!.blob)).toBe(true);
-      await second.close(false);
-      again.watch.stop();
-    } finally {
-      await pool.close();
-      await served.close();
-    }
-  });
+  it.skipIf(lacks('addon', nativePunchHole() === undefined ? 'the native addon (punchHole) is not built' : undefined))(
+    'lets the unpacker free what it hashed; a download stopped after that fetches those bytes again on resume',
+    async () => {
+      const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: prng.bytes(2 * 1024 * 1024) }]], compression: 'none' });
+      const served = await serve(image);
+      const pool = new UnpackPool({ size: 1, threads: false });
+      try {
+        const store = freshStore(work.dir, 'release');
+        const layer = served.layers[0]!;
+        // Paced, so that the download lasts several of the ingest's grants.
+        served.reg.faults.bytesPerSecond = 4 * 1024 * 1024;
+        const ctx = downloadContext(served, store);
+        const first = await LayerDownload.start(
+          { ...ctx, options: { chunkSize: 256 * 1024 } },
+          layer,
+          layer,
+          new LayerProgress({ index: 0, ...layer }, undefined),
+        );
+        expect(first.releasing(true)).toBeUndefined(); // a kept blob is never freed
+        expect(first.releasing(false)).toEqual({ step: RELEASE_STEP, lead: RELEASE_LEAD });
+        // The tuning that keeps every byte (to measure the difference) frees nothing.
+        const keeping = downloadContext(served, freshStore(work.dir, 'release-off'));
+        const off = await LayerDownload.start(
+          { ...keeping, options: { chunkSize: 256 * 1024, tuning: { blobRelease: false } } },
+          layer,
+          layer,
+          new LayerProgress({ index: 0, ...layer }, undefined),
+        );
+        expect(off.releasing(false)).toBeUndefined();
+        await off.close(false);
+        keeping.watch.stop();
+        const dest = join(work.dir, 'release-fs');
+        mkdirSync(dest);
+        // Smaller steps than a pull's, and no lead: the unpacker frees as soon as it is granted.
+        const r = await pool.run({
+          blobPath: first.blobPath,
+          mediaType: layer.mediaType,
+          dest,
+          follow: { watermark: first.watermark.buffer, size: layer.size, release: { step: 64 * 1024, lead: 0 } },
+        });
+        expect(r.blobDigest).toBe(layer.digest);
+        expect(r.releasedBytes).toBeGreaterThan(0);
+        await first.done;
+        // Stopped from outside before its commit: put away for a resume, without the freed bytes.
+        await first.close(true);
+        ctx.watch.stop();
+        served.reg.faults = {};
+        const before = served.reg.stats.blobBytesServed(layer.digest);
+        const events: PullEvent[] = [];
+        const again = downloadContext(served, store);
+        const second = await LayerDownload.start(again, layer, layer, new LayerProgress({ index: 0, ...layer }, (e) => events.push(e)));
+        await second.done;
+        const resumed = events[0]!.type === 'layer' ? events[0]!.bytes : 0;
+        expect(resumed).toBeLessThanOrEqual(layer.size - r.releasedBytes);
+        expect(served.reg.stats.blobBytesServed(layer.digest) - before).toBeGreaterThanOrEqual(r.releasedBytes);
+        expect(readFileSync(second.blobPath).equals(image.layers[0]!.blob)).toBe(true);
+        await second.close(false);
+        again.watch.stop();
+      } finally {
+        await pool.close();
+        await served.close();
+      }
+    },
+  );
 
   it('reads a blob already in the store without a request, and drops it only when it is damaged', async () => {
     const image = await buildImage({ layers: [[{ type: 'file', path: 'f', content: 'stored' }]] });
@@ -182,7 +210,12 @@ describe('LayerDownload', () => {
       };
 
       const ctx = downloadContext(served, freshStore(work.dir, 'paced'));
-      const d = await LayerDownload.start({ ...ctx, options: { chunkSize: chunk, tuning: { downloadLead: lead } } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      const d = await LayerDownload.start(
+        { ...ctx, options: { chunkSize: chunk, tuning: { downloadLead: lead } } },
+        layer,
+        layer,
+        new LayerProgress({ index: 0, ...layer }, undefined),
+      );
       expect(d.releasing(false)).toBeDefined();
       // No pass has read anything: ranges that start past the lead wait.
       const first = await landedUntilHeld(d, 0);
@@ -202,7 +235,12 @@ describe('LayerDownload', () => {
 
       // A blob that is kept is never held back.
       const kept = downloadContext(served, freshStore(work.dir, 'paced-kept'));
-      const k = await LayerDownload.start({ ...kept, options: { chunkSize: chunk, tuning: { downloadLead: lead } } }, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
+      const k = await LayerDownload.start(
+        { ...kept, options: { chunkSize: chunk, tuning: { downloadLead: lead } } },
+        layer,
+        layer,
+        new LayerProgress({ index: 0, ...layer }, undefined),
+      );
       expect(k.releasing(true)).toBeUndefined();
       await k.done;
       expect(k.watermark.value).toBe(layer.size);

@@ -45,7 +45,6 @@ export const DOWNLOAD_LEAD = 256 * 1024 * 1024;
 /** How often a range held back looks again. */
 const PACE_TICK_MS = 10;
 
-
 /** What a layer's download needs from its pull. */
 export interface DownloadContext {
   readonly store: Store;
@@ -60,7 +59,10 @@ export interface DownloadContext {
   readonly ticket: PullTicket;
   /** The pull's network rate limit; absent: none. */
   readonly throttle?: ByteThrottle;
-  readonly options: Pick<PullOptions, 'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler' | 'observer' | 'tuning'>;
+  readonly options: Pick<
+    PullOptions,
+    'chunkSize' | 'stragglerFloor' | 'stragglerWindowMs' | 'stallTimeoutMs' | 'onRetry' | 'onStraggler' | 'observer' | 'tuning'
+  >;
 }
 
 /**

@@ -113,7 +113,12 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         onStart: (t, borrowed, where) => {
           thread = t;
           progress.unpackStarted();
-          observer?.unpackStarted?.(index, { thread, read: () => consumed, ...(borrowed ? { borrowed } : {}), ...(where ? { tid: where.tid, cpus: where.cpus } : {}) });
+          observer?.unpackStarted?.(index, {
+            thread,
+            read: () => consumed,
+            ...(borrowed ? { borrowed } : {}),
+            ...(where ? { tid: where.tid, cpus: where.cpus } : {}),
+          });
         },
         onBytes: (n) => {
           consumed = n;
@@ -132,7 +137,8 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
     const bad = download;
     // A failed download is the cause of whatever the unpacker then saw.
     if (fetched.status === 'rejected') throw fetched.reason;
-    if (unpacked.status === 'rejected') throw await diagnoseUnpackFailure(unpacked.reason, blobPath, layer, () => bad.dropDamaged(), download.watermark.releaseGranted);
+    if (unpacked.status === 'rejected')
+      throw await diagnoseUnpackFailure(unpacked.reason, blobPath, layer, () => bad.dropDamaged(), download.watermark.releaseGranted);
     const r = unpacked.value;
     progress.verifying();
     await verifyUnpacked(layer, r, () => bad.dropDamaged());

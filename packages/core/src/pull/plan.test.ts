@@ -20,8 +20,16 @@ describe('planning a pull', () => {
       expect(layers.map((l) => l.chainID)).toEqual(chainIDs(image.layers.map((l) => l.diffID)));
       expect(layers.map((l) => l.mediaType)).toEqual(image.layers.map((l) => l.mediaType));
 
-      const helm = { ...resolved, manifest: { ...resolved.manifest, layers: resolved.manifest.layers.map((l) => ({ ...l, mediaType: 'application/vnd.cncf.helm.chart.content.v1.tar+gzip' })) } };
-      expect(() => imageLayers(served.refText, helm)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_MEDIA_TYPE', details: { mediaType: 'application/vnd.cncf.helm.chart.content.v1.tar+gzip' } }));
+      const helm = {
+        ...resolved,
+        manifest: {
+          ...resolved.manifest,
+          layers: resolved.manifest.layers.map((l) => ({ ...l, mediaType: 'application/vnd.cncf.helm.chart.content.v1.tar+gzip' })),
+        },
+      };
+      expect(() => imageLayers(served.refText, helm)).toThrow(
+        expect.objectContaining({ code: 'UNSUPPORTED_MEDIA_TYPE', details: { mediaType: 'application/vnd.cncf.helm.chart.content.v1.tar+gzip' } }),
+      );
       const empty = { ...resolved, manifest: { ...resolved.manifest, layers: [] } };
       expect(() => imageLayers(served.refText, empty)).toThrow(expect.objectContaining({ code: 'INVALID_MANIFEST' }));
       // overlayfs stacks 500 lower layers at most: one more is refused before anything else is looked at.
@@ -31,7 +39,9 @@ describe('planning a pull', () => {
         config: { ...resolved.config, rootfs: { type: 'layers', diff_ids: Array.from({ length: n }, () => resolved.config.rootfs.diff_ids[0]!) } },
       });
       expect(imageLayers(served.refText, stacked(500))).toHaveLength(500);
-      expect(() => imageLayers(served.refText, stacked(501))).toThrow(expect.objectContaining({ code: 'TOO_MANY_LAYERS', details: { layers: 501, limit: 500 } }));
+      expect(() => imageLayers(served.refText, stacked(501))).toThrow(
+        expect.objectContaining({ code: 'TOO_MANY_LAYERS', details: { layers: 501, limit: 500 } }),
+      );
     } finally {
       await served.close();
     }
@@ -58,7 +68,10 @@ describe('planning a pull', () => {
         restore();
       }
       expect(await isUnpacked(store, bottom!, false)).toBe(true);
-      await expect(isUnpacked(store, bottom!, true)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { chainID: bottom!.chainID, storeRootless: false, rootless: true } });
+      await expect(isUnpacked(store, bottom!, true)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        details: { chainID: bottom!.chainID, storeRootless: false, rootless: true },
+      });
       expect(await hasBlob(store, top!)).toBe(true);
       // A blob of another size than the manifest's is no use: it is fetched.
       expect(await hasBlob(store, { ...top!, size: top!.size + 1 })).toBe(false);

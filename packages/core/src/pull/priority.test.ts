@@ -211,7 +211,8 @@ describe('pulls by priority', () => {
       const root = `${work.dir}/shared`;
       const pullLow = pull(`${reg.host}/p/low:1`, {
         root,
-        priorityGate: gate, pool,
+        priorityGate: gate,
+        pool,
         priority: 'low',
         onProgress: (e) => {
           if (e.type === 'layer' && e.state === 'fetching') fetching.add(e.index);

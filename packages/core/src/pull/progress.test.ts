@@ -51,7 +51,11 @@ describe('LayerProgress', () => {
   const record = () => {
     const events: PullEvent[] = [];
     let now = 0;
-    const p = new LayerProgress(layer, (e) => events.push(e), () => now);
+    const p = new LayerProgress(
+      layer,
+      (e) => events.push(e),
+      () => now,
+    );
     const states = () => events.map((e) => (e.type === 'layer' ? `${e.state}:${e.bytes}` : e.type));
     return { p, states, events, tick: (ms: number) => (now += ms) };
   };
@@ -66,7 +70,15 @@ describe('LayerProgress', () => {
     a.p.fetchDone();
     a.p.verifying();
     a.p.committed();
-    expect(a.states()).toEqual(['waiting:0', 'fetching:0', `fetching:${PROGRESS_STEP}`, `fetching:${layer.size}`, `extracting:${layer.size}`, `verifying:${layer.size}`, `committed:${layer.size}`]);
+    expect(a.states()).toEqual([
+      'waiting:0',
+      'fetching:0',
+      `fetching:${PROGRESS_STEP}`,
+      `fetching:${layer.size}`,
+      `extracting:${layer.size}`,
+      `verifying:${layer.size}`,
+      `committed:${layer.size}`,
+    ]);
 
     const b = record();
     b.p.fetchStarted(0);
@@ -91,7 +103,14 @@ describe('LayerProgress', () => {
     r.p.unpackStarted();
     r.p.committed();
     r.p.exists();
-    expect(r.states()).toEqual(['waiting:0', 'fetching:3', `fetching:${layer.size}`, `extracting:${layer.size}`, `verifying:${layer.size}`, `committed:${layer.size}`]);
+    expect(r.states()).toEqual([
+      'waiting:0',
+      'fetching:3',
+      `fetching:${layer.size}`,
+      `extracting:${layer.size}`,
+      `verifying:${layer.size}`,
+      `committed:${layer.size}`,
+    ]);
     expect(r.p.state).toBe('committed');
   });
 
@@ -132,7 +151,11 @@ describe('LayerProgress', () => {
     s.p.waiting();
     s.p.unpackStarted();
     s.p.unpackProgress(layer.size);
-    expect(s.events.map((e) => (e.type === 'layer' ? `${e.state}:${e.unpacked}` : ''))).toEqual(['waiting:undefined', 'extracting:0', `extracting:${layer.size}`]);
+    expect(s.events.map((e) => (e.type === 'layer' ? `${e.state}:${e.unpacked}` : ''))).toEqual([
+      'waiting:undefined',
+      'extracting:0',
+      `extracting:${layer.size}`,
+    ]);
   });
 
   it('goes from waiting to extracting for a blob already in the store, and to exists for a layer already unpacked', () => {
@@ -150,7 +173,8 @@ describe('LayerProgress', () => {
 
 describe('layer states of real pulls', () => {
   const prng = new Prng(31);
-  const big = (dir: string): LayerEntry[] => Array.from({ length: 4 }, (_, i) => ({ type: 'file' as const, path: `${dir}/f${i}`, content: prng.bytes(128 * 1024) }));
+  const big = (dir: string): LayerEntry[] =>
+    Array.from({ length: 4 }, (_, i) => ({ type: 'file' as const, path: `${dir}/f${i}`, content: prng.bytes(128 * 1024) }));
 
   it('only move forward for every layer: downloads the unpacker follows, stored blobs, layers already there', async () => {
     const base = big('base');

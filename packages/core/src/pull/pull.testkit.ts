@@ -70,6 +70,19 @@ export function statesByLayer(events: readonly PullEvent[]): Map<number, string[
 }
 
 /** What a layer's download needs, for a pull of `served` into `store` (stop the watch when done). */
-export function downloadContext(served: Served, store: Store, signal: AbortSignal = new AbortController().signal): DownloadContext & { readonly watch: ProgressWatch } {
-  return { store, client: served.client, ref: served.ref, scheduler: sharedFetchScheduler(), signal, watch: new ProgressWatch(60_000, () => undefined), ticket: new PullTicket(), options: {} };
+export function downloadContext(
+  served: Served,
+  store: Store,
+  signal: AbortSignal = new AbortController().signal,
+): DownloadContext & { readonly watch: ProgressWatch } {
+  return {
+    store,
+    client: served.client,
+    ref: served.ref,
+    scheduler: sharedFetchScheduler(),
+    signal,
+    watch: new ProgressWatch(60_000, () => undefined),
+    ticket: new PullTicket(),
+    options: {},
+  };
 }

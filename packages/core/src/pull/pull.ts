@@ -83,11 +83,25 @@ export async function pull(reference: string | Reference, given: PullOptions): P
       // From here on, garbage collection leaves alone everything this image needs.
       const lease = await acquireLease(
         store.root,
-        { blobs: [resolved.target.digest, resolved.manifestDescriptor.digest, resolved.manifest.config.digest, ...layers.map((l) => l.digest)], snapshots: layers.map((l) => l.chainID) },
+        {
+          blobs: [resolved.target.digest, resolved.manifestDescriptor.digest, resolved.manifest.config.digest, ...layers.map((l) => l.digest)],
+          snapshots: layers.map((l) => l.chainID),
+        },
         verdict?.signal ?? signal,
       );
       try {
-        return await pullLeased(store, client, resolved, name, layers, { ...options, ...(verdict ? { signal: verdict.signal } : {}) }, { id: lease.id, ticket, gate, throttle, cpuBudget }, t0, resolveMs, verdict);
+        return await pullLeased(
+          store,
+          client,
+          resolved,
+          name,
+          layers,
+          { ...options, ...(verdict ? { signal: verdict.signal } : {}) },
+          { id: lease.id, ticket, gate, throttle, cpuBudget },
+          t0,
+          resolveMs,
+          verdict,
+        );
       } finally {
         await lease.release();
       }
@@ -222,7 +236,9 @@ function startSignatureCheck(client: RegistryClient, ref: Reference, resolved: R
   let refused: unknown;
   let settled = false;
   // Policies still loading decide coverage once loaded; until then the layers download.
-  const result = Promise.resolve(given).then((gate) => (gate && gateCovers(gate, { reference: ref }) ? checkSignatures(client, subject, gate, signal) : undefined));
+  const result = Promise.resolve(given).then((gate) =>
+    gate && gateCovers(gate, { reference: ref }) ? checkSignatures(client, subject, gate, signal) : undefined,
+  );
   const done = result.then(
     () => void (settled = true),
     (e: unknown) => {
@@ -300,7 +316,14 @@ function rateLimits(limit: PullOptions['rateLimit']): readonly RateLimit[] {
 }
 
 /** Every layer at once, on the pull's pool and scheduler; the first failure stops the others. */
-async function pullLayers(store: Store, client: RegistryClient, resolved: ResolvedImage, layers: readonly ImageLayer[], options: PullOptions, run: PullRun): Promise<LayerTimings[]> {
+async function pullLayers(
+  store: Store,
+  client: RegistryClient,
+  resolved: ResolvedImage,
+  layers: readonly ImageLayer[],
+  options: PullOptions,
+  run: PullRun,
+): Promise<LayerTimings[]> {
   const controller = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   // Every chunk request, back-off wait and unpack of the pull listens on this one signal.
@@ -308,8 +331,17 @@ async function pullLayers(store: Store, client: RegistryClient, resolved: Resolv
   const ownPool = ownsPool(options);
   const pool =
     options.pool ??
-    (ownPool ? new UnpackPool({ ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}), ...(options.threads === false ? { threads: false } : {}) }) : sharedUnpackPool());
-  const scheduler = options.scheduler ?? (options.maxConnections !== undefined ? new FetchScheduler({ maxRequests: options.maxConnections, maxPerHost: options.maxConnections }) : sharedFetchScheduler());
+    (ownPool
+      ? new UnpackPool({
+          ...(options.unpackConcurrency !== undefined ? { size: options.unpackConcurrency } : {}),
+          ...(options.threads === false ? { threads: false } : {}),
+        })
+      : sharedUnpackPool());
+  const scheduler =
+    options.scheduler ??
+    (options.maxConnections !== undefined
+      ? new FetchScheduler({ maxRequests: options.maxConnections, maxPerHost: options.maxConnections })
+      : sharedFetchScheduler());
   let failure: unknown;
   const throttle = run.throttle;
   const watch = new ProgressWatch(

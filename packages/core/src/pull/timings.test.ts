@@ -14,9 +14,35 @@ const d = (c: string) => `sha256:${c.repeat(64)}` as Digest;
 
 describe('pull timings', () => {
   it('sums per-layer phases only; resolving is once per pull and stays out of the sums', () => {
-    const unpack = { timings: { totalMs: 40, waitMs: 5, verifyMs: 10, decompressMs: 15, extractMs: 10, hashMode: 'pool' as const, blobHashCpuMs: 3, tarHashCpuMs: 7, inflateCpuMs: 0, writerCpuMs: 0 } };
-    const layers = [committedTimings(d('a'), 100, { ...unpack, releasedBytes: 0 }, 3), committedTimings(d('b'), 50, { ...unpack, checkpointsUsed: 4, releasedBytes: 8192 }, 2), existsTimings(d('c'))];
-    expect(layers[1]).toMatchObject({ unpackMs: 40, ztocCheckpoints: 4, state: 'committed', blobHashCpuMs: 3, tarHashCpuMs: 7, inflateCpuMs: 0, writerCpuMs: 0, releasedBytes: 8192 });
+    const unpack = {
+      timings: {
+        totalMs: 40,
+        waitMs: 5,
+        verifyMs: 10,
+        decompressMs: 15,
+        extractMs: 10,
+        hashMode: 'pool' as const,
+        blobHashCpuMs: 3,
+        tarHashCpuMs: 7,
+        inflateCpuMs: 0,
+        writerCpuMs: 0,
+      },
+    };
+    const layers = [
+      committedTimings(d('a'), 100, { ...unpack, releasedBytes: 0 }, 3),
+      committedTimings(d('b'), 50, { ...unpack, checkpointsUsed: 4, releasedBytes: 8192 }, 2),
+      existsTimings(d('c')),
+    ];
+    expect(layers[1]).toMatchObject({
+      unpackMs: 40,
+      ztocCheckpoints: 4,
+      state: 'committed',
+      blobHashCpuMs: 3,
+      tarHashCpuMs: 7,
+      inflateCpuMs: 0,
+      writerCpuMs: 0,
+      releasedBytes: 8192,
+    });
     expect(layers[0]).not.toHaveProperty('threadCpuMs');
     expect(layers[0]).not.toHaveProperty('releasedBytes'); // none freed
     expect(layers[2]).toEqual({ digest: d('c'), fetchMs: 0, unpackMs: 0, waitMs: 0, verifyMs: 0, decompressMs: 0, extractMs: 0, commitMs: 0, state: 'exists' });

@@ -9,7 +9,12 @@ export function existsTimings(digest: Digest): LayerTimings {
 }
 
 /** A committed layer's times: its download, its unpack pass (split by what the pass did) and its commit. */
-export function committedTimings(digest: Digest, fetchMs: number, r: Pick<UnpackedLayer, 'timings' | 'checkpointsUsed'> & Partial<Pick<UnpackedLayer, 'releasedBytes'>>, commitMs: number): LayerTimings {
+export function committedTimings(
+  digest: Digest,
+  fetchMs: number,
+  r: Pick<UnpackedLayer, 'timings' | 'checkpointsUsed'> & Partial<Pick<UnpackedLayer, 'releasedBytes'>>,
+  commitMs: number,
+): LayerTimings {
   const { totalMs, waitMs, verifyMs, decompressMs, extractMs, threadCpuMs, blobHashCpuMs, inflateCpuMs, tarHashCpuMs, writerCpuMs } = r.timings;
   return {
     digest,

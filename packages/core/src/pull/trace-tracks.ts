@@ -106,8 +106,24 @@ export function passSpans(passes: readonly PassRecord[], digests: readonly strin
     const to = Math.min(p.endedAt ?? end, end, next);
     const t = p.timings;
     const from = t ? Math.max(p.startedAt, to - t.totalMs) : p.startedAt;
-    const parts: Record<string, number> = t ? { unpackMs: round3(t.totalMs), waitMs: round3(t.waitMs), hashMs: round3(t.verifyMs), inflateMs: round3(t.decompressMs), extractMs: round3(t.extractMs), ...cpuArgs(t) } : { failed: 1 };
-    return { name: 'unpack', cat: 'worker', tid: p.thread, from, to, args: { layer: p.index, digest: digests[p.index] ?? '', bytesRead: p.read(), ...(p.borrowed ? { lentSlot: 1 } : {}), ...parts } };
+    const parts: Record<string, number> = t
+      ? {
+          unpackMs: round3(t.totalMs),
+          waitMs: round3(t.waitMs),
+          hashMs: round3(t.verifyMs),
+          inflateMs: round3(t.decompressMs),
+          extractMs: round3(t.extractMs),
+          ...cpuArgs(t),
+        }
+      : { failed: 1 };
+    return {
+      name: 'unpack',
+      cat: 'worker',
+      tid: p.thread,
+      from,
+      to,
+      args: { layer: p.index, digest: digests[p.index] ?? '', bytesRead: p.read(), ...(p.borrowed ? { lentSlot: 1 } : {}), ...parts },
+    };
   });
 }
 

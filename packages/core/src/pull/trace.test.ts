@@ -17,7 +17,16 @@ describe('TraceRecorder', () => {
       clock = 1000 + ms;
       trace.event(e);
     };
-    at(5, { type: 'resolved', name: 'r/app:1', manifest: A, platform: { os: 'linux', architecture: 'amd64' }, layers: [{ digest: A, size: 100, chainID: A }, { digest: B, size: 50, chainID: B }] });
+    at(5, {
+      type: 'resolved',
+      name: 'r/app:1',
+      manifest: A,
+      platform: { os: 'linux', architecture: 'amd64' },
+      layers: [
+        { digest: A, size: 100, chainID: A },
+        { digest: B, size: 50, chainID: B },
+      ],
+    });
     at(6, { type: 'layer', index: 0, digest: A, state: 'waiting', bytes: 0, total: 100 });
     at(7, { type: 'layer', index: 1, digest: B, state: 'exists', bytes: 50, total: 50 });
     at(10, { type: 'layer', index: 0, digest: A, state: 'fetching', bytes: 20, total: 100 });
@@ -40,7 +49,12 @@ describe('TraceRecorder', () => {
     // This process's uptime when start() ran: before now, after the process began.
     expect(pullArgs.processUptimeMs).toBeGreaterThan(0);
     expect(pullArgs.processUptimeMs).toBeLessThanOrEqual(Math.ceil(process.uptime() * 1000));
-    expect(doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => e.args!.name)).toEqual(['pull', `layer 0 ${'a'.repeat(12)}`, 'layer 0 unpack', `layer 1 ${'b'.repeat(12)}`]);
+    expect(doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => e.args!.name)).toEqual([
+      'pull',
+      `layer 0 ${'a'.repeat(12)}`,
+      'layer 0 unpack',
+      `layer 1 ${'b'.repeat(12)}`,
+    ]);
     // The exists layer is no fetched byte; the fetched one counts in full once past fetching.
     expect(doc.traceEvents.filter((e) => e.name === 'bytes fetched').map((e) => e.args!.bytes)).toEqual([20, 60, 100]);
     expect(doc.traceEvents.filter((e) => e.name === 'rss')).toEqual([]);
@@ -51,10 +65,28 @@ describe('TraceRecorder', () => {
     let read = 0;
     const trace = new TraceRecorder({ now: () => clock, sampleIntervalMs: 0 });
     trace.start();
-    trace.event({ type: 'resolved', name: 'r/app:1', manifest: A, platform: { os: 'linux', architecture: 'amd64' }, layers: [{ digest: A, size: 300, chainID: A }] });
+    trace.event({
+      type: 'resolved',
+      name: 'r/app:1',
+      manifest: A,
+      platform: { os: 'linux', architecture: 'amd64' },
+      layers: [{ digest: A, size: 300, chainID: A }],
+    });
     trace.event({ type: 'layer', index: 0, digest: A, state: 'fetching', bytes: 0, total: 300 });
     const req = (chunk: number, sentAt: number, endedAt: number, more: Partial<RangeRequest> = {}): RangeRequest => ({
-      chunk, attempt: 0, reason: 'first', outcome: 'done', start: chunk * 100, end: chunk * 100 + 100, offset: chunk * 100, bytes: 100, status: 206, queuedAt: 0, sentAt, endedAt, ...more,
+      chunk,
+      attempt: 0,
+      reason: 'first',
+      outcome: 'done',
+      start: chunk * 100,
+      end: chunk * 100 + 100,
+      offset: chunk * 100,
+      bytes: 100,
+      status: 206,
+      queuedAt: 0,
+      sentAt,
+      endedAt,
+      ...more,
     });
     const o = trace.observer;
     o.unpackStarted!(0, { thread: 7, read: () => read });
@@ -74,9 +106,25 @@ describe('TraceRecorder', () => {
     read = 300;
     clock = 30;
     trace.sample();
-    o.unpackEnded!(0, { thread: 7, timings: { totalMs: 25, waitMs: 5, verifyMs: 1, extractMs: 4, decompressMs: 15, threadCpuMs: 6.25, blobHashCpuMs: 1.5, inflateCpuMs: 12.0004, tarHashCpuMs: 0, writerCpuMs: 3.1416 } });
+    o.unpackEnded!(0, {
+      thread: 7,
+      timings: {
+        totalMs: 25,
+        waitMs: 5,
+        verifyMs: 1,
+        extractMs: 4,
+        decompressMs: 15,
+        threadCpuMs: 6.25,
+        blobHashCpuMs: 1.5,
+        inflateCpuMs: 12.0004,
+        tarHashCpuMs: 0,
+        writerCpuMs: 3.1416,
+      },
+    });
     const doc = trace.finish();
-    const x = doc.traceEvents.filter((e) => e.ph === 'X' && e.cat === 'range').map((e) => [e.name, e.tid, e.ts, e.dur, e.args!.offset, e.args!.bytes, e.args!.outcome]);
+    const x = doc.traceEvents
+      .filter((e) => e.ph === 'X' && e.cat === 'range')
+      .map((e) => [e.name, e.tid, e.ts, e.dur, e.args!.offset, e.args!.bytes, e.args!.outcome]);
     expect(x).toEqual([
       ['range', 1002, 1000, 7000, 0, 100, 'done'],
       ['range', 1003, 2000, 10000, 100, 40, 'straggler'],
@@ -99,18 +147,48 @@ describe('TraceRecorder', () => {
     const pass = doc.traceEvents.find((e) => e.pid === 2 && e.ph === 'X')!;
     expect([pass.name, pass.tid, pass.ts, pass.dur]).toEqual(['unpack', 7, 5000, 25000]);
     // Each stage's CPU the pass measured (0 too), to the microsecond.
-    expect(pass.args).toEqual({ layer: 0, digest: A, bytesRead: 300, unpackMs: 25, waitMs: 5, hashMs: 1, inflateMs: 15, extractMs: 4, threadCpuMs: 6.25, blobHashCpuMs: 1.5, inflateCpuMs: 12, tarHashCpuMs: 0, writerCpuMs: 3.142 });
+    expect(pass.args).toEqual({
+      layer: 0,
+      digest: A,
+      bytesRead: 300,
+      unpackMs: 25,
+      waitMs: 5,
+      hashMs: 1,
+      inflateMs: 15,
+      extractMs: 4,
+      threadCpuMs: 6.25,
+      blobHashCpuMs: 1.5,
+      inflateCpuMs: 12,
+      tarHashCpuMs: 0,
+      writerCpuMs: 3.142,
+    });
     // In flight: landed (resumed bytes too) less read; the rate counts fetched bytes only. Without
     // an interval only the explicit samples are taken.
-    expect(doc.traceEvents.filter((e) => e.name === 'bytes in flight').map((e) => [e.ts, e.args!.bytes])).toEqual([[10000, 0], [20000, 80], [30000, 0]]);
-    expect(doc.traceEvents.filter((e) => e.name === 'network').map((e) => [e.ts, e.args!.bytesPerSecond])).toEqual([[20000, 15000], [30000, 10000]]);
+    expect(doc.traceEvents.filter((e) => e.name === 'bytes in flight').map((e) => [e.ts, e.args!.bytes])).toEqual([
+      [10000, 0],
+      [20000, 80],
+      [30000, 0],
+    ]);
+    expect(doc.traceEvents.filter((e) => e.name === 'network').map((e) => [e.ts, e.args!.bytesPerSecond])).toEqual([
+      [20000, 15000],
+      [30000, 10000],
+    ]);
   });
 
   it('marks a pass that ran on a slot another pass lent', () => {
     let clock = 0;
     const trace = new TraceRecorder({ now: () => clock, sampleIntervalMs: 0 });
     trace.start();
-    trace.event({ type: 'resolved', name: 'r/app:1', manifest: A, platform: { os: 'linux', architecture: 'amd64' }, layers: [{ digest: A, size: 300, chainID: A }, { digest: B, size: 10, chainID: B }] });
+    trace.event({
+      type: 'resolved',
+      name: 'r/app:1',
+      manifest: A,
+      platform: { os: 'linux', architecture: 'amd64' },
+      layers: [
+        { digest: A, size: 300, chainID: A },
+        { digest: B, size: 10, chainID: B },
+      ],
+    });
     const o = trace.observer;
     o.unpackStarted!(0, { thread: 7, read: () => 0 });
     clock = 5;
@@ -142,7 +220,10 @@ describe('TraceRecorder', () => {
     o.unpackEnded!(0, { thread: 3, timings: timings(8) });
     clock = 30;
     o.unpackEnded!(1, { thread: 3, timings: timings(15) });
-    const passes = trace.finish().traceEvents.filter((e) => e.pid === 2 && e.ph === 'X').map((e) => [e.args!.layer, e.ts, e.dur]);
+    const passes = trace
+      .finish()
+      .traceEvents.filter((e) => e.pid === 2 && e.ph === 'X')
+      .map((e) => [e.args!.layer, e.ts, e.dur]);
     expect(passes).toEqual([
       [0, 4000, 8000],
       [1, 15000, 15000],

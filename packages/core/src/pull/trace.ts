@@ -198,15 +198,21 @@ export class TraceRecorder {
         ...(this.uptimeMs !== undefined ? { processUptimeMs: this.uptimeMs } : {}),
       }),
     ];
-    if (this.resolvedAt !== undefined) events.push(this.span('resolve', 'pull', PULL_TID, this.t0, this.resolvedAt, timings ? { resolveMs: timings.resolveMs } : {}));
+    if (this.resolvedAt !== undefined)
+      events.push(this.span('resolve', 'pull', PULL_TID, this.t0, this.resolvedAt, timings ? { resolveMs: timings.resolveMs } : {}));
     this.layers.forEach((layer, i) => {
       const short = layer.digest.slice(7, 19);
       events.push(meta('thread_name', layerTid(i), { name: `layer ${i} ${short}` }), meta('thread_sort_index', layerTid(i), { sort_index: layerSortIndex(i) }));
       const own = this.layerSpans(i, end, timings?.layers[i]);
-      if (own.some((e) => e.tid === passTid(i))) events.push(meta('thread_name', passTid(i), { name: `layer ${i} unpack` }), meta('thread_sort_index', passTid(i), { sort_index: passTid(i) }));
+      if (own.some((e) => e.tid === passTid(i)))
+        events.push(meta('thread_name', passTid(i), { name: `layer ${i} unpack` }), meta('thread_sort_index', passTid(i), { sort_index: passTid(i) }));
       events.push(...own);
       const { spans, lanes } = rangeSpans(i, layer.digest, this.ranges.get(i) ?? [], end);
-      for (let k = 0; k < lanes; k++) events.push(meta('thread_name', laneTid(i, k), { name: `layer ${i} ranges ${k + 1}` }), meta('thread_sort_index', laneTid(i, k), { sort_index: laneTid(i, k) }));
+      for (let k = 0; k < lanes; k++)
+        events.push(
+          meta('thread_name', laneTid(i, k), { name: `layer ${i} ranges ${k + 1}` }),
+          meta('thread_sort_index', laneTid(i, k), { sort_index: laneTid(i, k) }),
+        );
       events.push(...spans.map((x) => this.spanOf(PID, x)));
     });
     if (this.passes.length > 0) {
@@ -214,7 +220,13 @@ export class TraceRecorder {
       for (const thread of new Set(this.passes.map((p) => p.thread))) {
         events.push(meta('thread_name', thread, { name: thread === 0 ? 'pulling thread' : `worker thread ${thread}` }, WORKERS_PID));
       }
-      events.push(...passSpans(this.passes, this.layers.map((l) => l.digest), end).map((x) => this.spanOf(WORKERS_PID, x)));
+      events.push(
+        ...passSpans(
+          this.passes,
+          this.layers.map((l) => l.digest),
+          end,
+        ).map((x) => this.spanOf(WORKERS_PID, x)),
+      );
     }
     return { traceEvents: [...events, ...this.counters], displayTimeUnit: 'ms' };
   }
@@ -226,13 +238,21 @@ export class TraceRecorder {
     const out: TraceEvent[] = [];
     const { digest, size } = this.layers[i]!;
     const after = (...keys: string[]): number => keys.map((k) => s[k]).find((v): v is number => v !== undefined) ?? end;
-    if (s.waiting !== undefined) out.push(this.span('waiting', 'layer', tid, s.waiting, after('fetching', 'extracting', 'verifying', 'committed', 'exists'), { digest }));
+    if (s.waiting !== undefined)
+      out.push(this.span('waiting', 'layer', tid, s.waiting, after('fetching', 'extracting', 'verifying', 'committed', 'exists'), { digest }));
     if (s.exists !== undefined) out.push(this.span('exists', 'layer', tid, s.exists, s.exists, { digest }));
     if (s.fetching !== undefined) {
       const stop = lt ? Math.min(s.fetching + lt.fetchMs, end) : after('extracting', 'verifying', 'committed');
       const requests = this.ranges.get(i) ?? [];
       const again = requests.filter((r) => r.reason !== 'first').length;
-      out.push(this.span('fetch', 'layer', tid, s.fetching, stop, { digest, bytes: size, ...(lt ? { fetchMs: lt.fetchMs } : {}), ...(requests.length > 0 ? { requests: requests.length, reissued: again } : {}) }));
+      out.push(
+        this.span('fetch', 'layer', tid, s.fetching, stop, {
+          digest,
+          bytes: size,
+          ...(lt ? { fetchMs: lt.fetchMs } : {}),
+          ...(requests.length > 0 ? { requests: requests.length, reissued: again } : {}),
+        }),
+      );
     }
     if (lt && lt.state === 'committed' && s.verifying !== undefined) {
       out.push(
@@ -287,4 +307,3 @@ export class TraceRecorder {
 function meta(name: string, tid: number, args: Record<string, string | number>, pid = PID): TraceEvent {
   return { name, ph: 'M', ts: 0, pid, tid, args };
 }
-

@@ -25,7 +25,10 @@ async function downloadAndUnpack(served: Served, name: string) {
   const download = await LayerDownload.start(ctx, layer, layer, new LayerProgress({ index: 0, ...layer }, undefined));
   const dest = join(work.dir, `${name}-fs`);
   mkdirSync(dest);
-  const unpacked = await Promise.allSettled([download.done, pool.run({ blobPath: download.blobPath, mediaType: layer.mediaType, dest, follow: { watermark: download.watermark.buffer, size: layer.size } })]);
+  const unpacked = await Promise.allSettled([
+    download.done,
+    pool.run({ blobPath: download.blobPath, mediaType: layer.mediaType, dest, follow: { watermark: download.watermark.buffer, size: layer.size } }),
+  ]);
   ctx.watch.stop();
   return { store, layer, download, fetched: unpacked[0], unpacked: unpacked[1] };
 }
@@ -40,11 +43,20 @@ describe('verifying an unpacked layer', () => {
       let bad = 0;
       const onBadBlob = async () => void bad++;
       await verifyUnpacked(layer, r, onBadBlob);
-      await expect(verifyUnpacked(layer, { ...r, compressedSize: r.compressedSize - 1 }, onBadBlob)).rejects.toMatchObject({ code: 'SIZE_MISMATCH', details: { want: layer.size, got: layer.size - 1 } });
+      await expect(verifyUnpacked(layer, { ...r, compressedSize: r.compressedSize - 1 }, onBadBlob)).rejects.toMatchObject({
+        code: 'SIZE_MISMATCH',
+        details: { want: layer.size, got: layer.size - 1 },
+      });
       const other = sha256Digest('other');
-      await expect(verifyUnpacked(layer, { ...r, blobDigest: other }, onBadBlob)).rejects.toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.digest, got: other } });
+      await expect(verifyUnpacked(layer, { ...r, blobDigest: other }, onBadBlob)).rejects.toMatchObject({
+        code: 'DIGEST_MISMATCH',
+        details: { want: layer.digest, got: other },
+      });
       expect(bad).toBe(1);
-      await expect(verifyUnpacked(layer, { ...r, diffID: other }, onBadBlob)).rejects.toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.diffID, got: other } });
+      await expect(verifyUnpacked(layer, { ...r, diffID: other }, onBadBlob)).rejects.toMatchObject({
+        code: 'DIGEST_MISMATCH',
+        details: { want: layer.diffID, got: other },
+      });
       expect(bad).toBe(1); // a wrong diffID says nothing about the blob
       // The unpack pass failing over a good blob keeps its own error.
       const own = new FastpullError('HOSTILE_LAYER', 'a path escapes');
@@ -68,7 +80,11 @@ describe('verifying an unpacked layer', () => {
       expect(failure).not.toMatchObject({ code: 'DIGEST_MISMATCH' });
       let bad = 0;
       const onBadBlob = async () => void bad++;
-      expect(await diagnoseUnpackFailure(failure, download.blobPath, layer, onBadBlob)).toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.digest }, cause: failure });
+      expect(await diagnoseUnpackFailure(failure, download.blobPath, layer, onBadBlob)).toMatchObject({
+        code: 'DIGEST_MISMATCH',
+        details: { want: layer.digest },
+        cause: failure,
+      });
       expect(bad).toBe(1);
       // ABORTED says all there is: no re-hash.
       const aborted = new FastpullError('ABORTED', 'stopped');
@@ -92,7 +108,11 @@ describe('verifying an unpacked layer', () => {
     expect(await diagnoseUnpackFailure(tarError, freed, layer, onBadBlob, 8192)).toBe(tarError);
     const other = sha256Digest('other bytes');
     const corrupt = new FastpullError('INVALID_LAYER', 'corrupt gzip stream', { details: { [BLOB_DIGEST_DETAIL]: other } });
-    expect(await diagnoseUnpackFailure(corrupt, freed, layer, onBadBlob, 8192)).toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.digest, got: other }, cause: corrupt });
+    expect(await diagnoseUnpackFailure(corrupt, freed, layer, onBadBlob, 8192)).toMatchObject({
+      code: 'DIGEST_MISMATCH',
+      details: { want: layer.digest, got: other },
+      cause: corrupt,
+    });
     expect(bad).toBe(1);
     // The pass was allowed to free bytes but its error tells nothing (a worker thread that died):
     // the file cannot tell either.
@@ -101,6 +121,9 @@ describe('verifying an unpacked layer', () => {
     expect(bad).toBe(1);
     // No digest told and nothing freed: the file is hashed, as before.
     const plain = new FastpullError('INVALID_LAYER', 'corrupt gzip stream');
-    expect(await diagnoseUnpackFailure(plain, freed, layer, onBadBlob)).toMatchObject({ code: 'DIGEST_MISMATCH', details: { want: layer.digest, got: sha256Digest(Buffer.alloc(blob.length)) } });
+    expect(await diagnoseUnpackFailure(plain, freed, layer, onBadBlob)).toMatchObject({
+      code: 'DIGEST_MISMATCH',
+      details: { want: layer.digest, got: sha256Digest(Buffer.alloc(blob.length)) },
+    });
   });
 });

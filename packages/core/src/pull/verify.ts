@@ -12,10 +12,16 @@ import { BLOB_DIGEST_DETAIL, UNDIAGNOSED_CODES } from '../unpack/pool/pass-codes
  * manifest's (DIGEST_MISMATCH; `onBadBlob` runs first) and its diffID is the config's
  * (DIGEST_MISMATCH). Only then may the layer be committed.
  */
-export async function verifyUnpacked(layer: ImageLayer, r: Pick<UnpackedLayer, 'blobDigest' | 'diffID' | 'compressedSize' | 'uncompressedSize'>, onBadBlob: () => Promise<unknown>): Promise<void> {
+export async function verifyUnpacked(
+  layer: ImageLayer,
+  r: Pick<UnpackedLayer, 'blobDigest' | 'diffID' | 'compressedSize' | 'uncompressedSize'>,
+  onBadBlob: () => Promise<unknown>,
+): Promise<void> {
   const what = `layer ${layer.digest}`;
   if (r.compressedSize !== layer.size) {
-    throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, { details: { want: layer.size, got: r.compressedSize } });
+    throw new FastpullError('SIZE_MISMATCH', `${what}: blob is ${r.compressedSize} bytes, manifest says ${layer.size}`, {
+      details: { want: layer.size, got: r.compressedSize },
+    });
   }
   if (r.blobDigest !== layer.digest) {
     await onBadBlob();
@@ -40,7 +46,13 @@ export async function verifyUnpacked(layer: ImageLayer, r: Pick<UnpackedLayer, '
  * when some was and the error tells no digest (a worker thread that died, or the rest of the blob
  * could not be read), the file cannot tell either, and the error is returned as it is.
  */
-export async function diagnoseUnpackFailure(e: unknown, blobPath: string, layer: ImageLayer, onBadBlob: () => Promise<unknown>, freedBytes = 0): Promise<unknown> {
+export async function diagnoseUnpackFailure(
+  e: unknown,
+  blobPath: string,
+  layer: ImageLayer,
+  onBadBlob: () => Promise<unknown>,
+  freedBytes = 0,
+): Promise<unknown> {
   if (isFastpullError(e) && UNDIAGNOSED_CODES.has(e.code)) return e;
   let got: Digest;
   const told = isFastpullError(e) ? e.details[BLOB_DIGEST_DETAIL] : undefined;

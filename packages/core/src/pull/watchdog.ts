@@ -23,13 +23,20 @@ export class ProgressWatch {
     onTimeout: (e: FastpullError) => void,
     held?: () => boolean,
   ) {
-    this.timer = setInterval(() => {
-      if (held?.() === true) this.last = performance.now();
-      if (this.active > 0 && performance.now() - this.last > this.timeoutMs) {
-        onTimeout(new FastpullError('NETWORK_ERROR', `no bytes arrived for ${Math.round(this.timeoutMs / 1000)} s across all downloads of the pull`, { details: { timeoutMs: this.timeoutMs } }));
-        this.last = performance.now();
-      }
-    }, Math.max(10, Math.min(1000, timeoutMs / 4)));
+    this.timer = setInterval(
+      () => {
+        if (held?.() === true) this.last = performance.now();
+        if (this.active > 0 && performance.now() - this.last > this.timeoutMs) {
+          onTimeout(
+            new FastpullError('NETWORK_ERROR', `no bytes arrived for ${Math.round(this.timeoutMs / 1000)} s across all downloads of the pull`, {
+              details: { timeoutMs: this.timeoutMs },
+            }),
+          );
+          this.last = performance.now();
+        }
+      },
+      Math.max(10, Math.min(1000, timeoutMs / 4)),
+    );
     this.timer.unref();
   }
 

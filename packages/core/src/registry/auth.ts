@@ -130,7 +130,14 @@ export class Authorizer {
    * challenged, which the token request goes through, so that a host's TLS settings from hosts.toml
    * (its CA, client certificate) apply to its token realm too, as containerd's host clients do.
    */
-  async challenge(registry: string, origin: string, scope: string, wwwAuthenticate: string | undefined, signal?: AbortSignal, via?: HttpPool): Promise<boolean> {
+  async challenge(
+    registry: string,
+    origin: string,
+    scope: string,
+    wwwAuthenticate: string | undefined,
+    signal?: AbortSignal,
+    via?: HttpPool,
+  ): Promise<boolean> {
     const challenges = parseChallenges(wwwAuthenticate ?? '');
     const bearer = challenges.find((c) => c.scheme === 'bearer');
     if (bearer) {
@@ -165,7 +172,14 @@ export class Authorizer {
     this.tokens.set(key, token);
   }
 
-  private async fetchToken(registry: string, origin: string, scope: string, ch: Challenge, signal: AbortSignal | undefined, dispatcher: HttpPool): Promise<CachedToken> {
+  private async fetchToken(
+    registry: string,
+    origin: string,
+    scope: string,
+    ch: Challenge,
+    signal: AbortSignal | undefined,
+    dispatcher: HttpPool,
+  ): Promise<CachedToken> {
     throwIfAborted(signal, `authenticating to ${registry}`);
     const realm = ch.params.realm;
     let url: URL;
@@ -205,7 +219,10 @@ export class Authorizer {
     } catch (e) {
       if (isFastpullError(e)) throw e;
       const proxy = e instanceof ProxyRefused ? { details: { proxy: e.proxy, proxyStatus: e.status } } : {};
-      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, { cause: e, ...proxy });
+      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token request to ${url.origin} failed: ${(e as Error).message}`, {
+        cause: e,
+        ...proxy,
+      });
     }
     let body: Buffer;
     try {
@@ -213,7 +230,9 @@ export class Authorizer {
     } catch (e) {
       if (isFastpullError(e)) throw e;
       // A connection cut mid-body is the network's failure (and retried as one), not a raw error.
-      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token response from ${url.origin} failed: ${(e as Error).message}`, { cause: e });
+      throw new FastpullError('NETWORK_ERROR', `authenticating to ${registry}: token response from ${url.origin} failed: ${(e as Error).message}`, {
+        cause: e,
+      });
     }
     return tokenFromAnswer(registry, url.origin, res.statusCode, body, creds !== undefined);
   }
@@ -222,9 +241,13 @@ export class Authorizer {
 /** The token a token endpoint's answer holds, renewed early; UNAUTHORIZED when it holds none. */
 function tokenFromAnswer(registry: string, origin: string, status: number, body: Buffer, withCredentials: boolean): CachedToken {
   if (status === 401 || status === 403) {
-    throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${origin} refused ${withCredentials ? 'the credentials' : 'anonymous access'} (HTTP ${status})`, {
-      details: { status },
-    });
+    throw new FastpullError(
+      'UNAUTHORIZED',
+      `authenticating to ${registry}: token endpoint ${origin} refused ${withCredentials ? 'the credentials' : 'anonymous access'} (HTTP ${status})`,
+      {
+        details: { status },
+      },
+    );
   }
   if (status !== 200) {
     throw new FastpullError('UNAUTHORIZED', `authenticating to ${registry}: token endpoint ${origin} answered HTTP ${status}`, { details: { status } });

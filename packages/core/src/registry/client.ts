@@ -83,7 +83,10 @@ export interface RegistryClientOptions {
 }
 
 /** What an operation that runs once (a pull, a verification) says of the registry client it builds. */
-export type OwnClientOptions = Pick<RegistryClientOptions, 'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs' | 'tuning' | 'throttle' | 'connections'>;
+export type OwnClientOptions = Pick<
+  RegistryClientOptions,
+  'plainHttp' | 'credentials' | 'hostsDir' | 'proxy' | 'metadataTimeoutMs' | 'tuning' | 'throttle' | 'connections'
+>;
 
 /**
  * The client an operation builds for itself when its caller gives none, from the registry options
@@ -204,7 +207,9 @@ export class RegistryClient {
    * `artifactType` is kept; `artifactType` filters on it.
    */
   async fetchReferrers(ref: Reference, digest: Digest, artifactType?: string, signal?: AbortSignal): Promise<Referrer[]> {
-    return this.resolver.withinDeadline(`referrers of ${digest} in ${ref.registry}/${ref.repository}`, signal, (s) => fetchReferrers(this.transport, this.resolver, ref, digest, artifactType, s));
+    return this.resolver.withinDeadline(`referrers of ${digest} in ${ref.registry}/${ref.repository}`, signal, (s) =>
+      fetchReferrers(this.transport, this.resolver, ref, digest, artifactType, s),
+    );
   }
 
   /** Reads a small blob (a config) into memory, verifying size and digest. */

@@ -20,7 +20,12 @@ export function checkMetadataTimeout(ms: number, what = 'metadataTimeoutMs'): nu
  * Runs `read` with a signal that fires when `signal` does or `timeoutMs` has passed; a read ended by
  * the deadline fails NETWORK_ERROR with `details.timeoutMs`, not ABORTED, and is not tried again.
  */
-export async function withinDeadline<T>(timeoutMs: number, signal: AbortSignal | undefined, what: string, read: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withinDeadline<T>(
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  what: string,
+  read: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   const inner = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {

@@ -94,7 +94,10 @@ export class Connection implements BodyConnection {
     // connects itself): its reads come as 'data' chunks, each taken as one read.
     if (via?.tunnel) this.socket.on('data', (chunk: Buffer) => this.onRead(chunk.length, chunk));
     this.socket.setNoDelay(true);
-    this.dialTimer = setTimeout(() => this.destroy(new Error(`connect timeout: no connection to ${url.host} within ${options.dialTimeoutMs} ms`)), options.dialTimeoutMs);
+    this.dialTimer = setTimeout(
+      () => this.destroy(new Error(`connect timeout: no connection to ${url.host} within ${options.dialTimeoutMs} ms`)),
+      options.dialTimeoutMs,
+    );
     this.dialTimer.unref();
     this.socket.once(tls ? 'secureConnect' : 'connect', () => {
       this.connected = true;

@@ -48,7 +48,9 @@ function nodeReads(url: string): Promise<Outcome> {
     const req = httpRequest(url, { agent: false }, (res) => {
       const parts: Buffer[] = [];
       res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () => resolve(res.complete ? { status: res.statusCode!, headers: pick(res.headersDistinct), body: Buffer.concat(parts).toString('latin1') } : 'refused'));
+      res.on('end', () =>
+        resolve(res.complete ? { status: res.statusCode!, headers: pick(res.headersDistinct), body: Buffer.concat(parts).toString('latin1') } : 'refused'),
+      );
       res.on('error', () => resolve('refused'));
       res.on('aborted', () => resolve('refused'));
     });
@@ -104,7 +106,17 @@ const mutations = [
 ] as const;
 type Framing = (typeof framings)[number];
 type Mutation = (typeof mutations)[number];
-const FRAMING_MUTATIONS: ReadonlySet<Mutation> = new Set(['two-lengths-same', 'two-lengths-differ', 'length-list', 'bad-length', 'te-and-length', 'te-not-chunked', 'bad-chunk-size', 'chunk-size-overflow', 'chunk-no-crlf']);
+const FRAMING_MUTATIONS: ReadonlySet<Mutation> = new Set([
+  'two-lengths-same',
+  'two-lengths-differ',
+  'length-list',
+  'bad-length',
+  'te-and-length',
+  'te-not-chunked',
+  'bad-chunk-size',
+  'chunk-size-overflow',
+  'chunk-no-crlf',
+]);
 
 interface Case {
   status: number;
@@ -131,26 +143,71 @@ function answer(c: Case): Buffer {
   // A mutation of the framing replaces the generated one.
   const framing = FRAMING_MUTATIONS.has(c.mutation) ? 'none' : c.framing;
   switch (framing) {
-    case 'length': lines.push(`Content-Length: ${c.body.length}`); break;
-    case 'chunked': lines.push('Transfer-Encoding: chunked'); payload = chunk(c.body); break;
-    case 'chunked-extension': lines.push('Transfer-Encoding: chunked'); payload = chunk(c.body, ';name=value'); break;
-    case 'until-close': break;
-    case 'none': payload = Buffer.alloc(0); break;
+    case 'length':
+      lines.push(`Content-Length: ${c.body.length}`);
+      break;
+    case 'chunked':
+      lines.push('Transfer-Encoding: chunked');
+      payload = chunk(c.body);
+      break;
+    case 'chunked-extension':
+      lines.push('Transfer-Encoding: chunked');
+      payload = chunk(c.body, ';name=value');
+      break;
+    case 'until-close':
+      break;
+    case 'none':
+      payload = Buffer.alloc(0);
+      break;
   }
   switch (c.mutation) {
-    case 'two-lengths-same': lines.push(`Content-Length: ${c.body.length}`, `Content-Length: ${c.body.length}`); payload = c.body; break;
-    case 'two-lengths-differ': lines.push(`Content-Length: ${c.body.length}`, `Content-Length: ${c.body.length + 1}`); payload = c.body; break;
-    case 'length-list': lines.push(`Content-Length: ${c.body.length}, ${c.body.length}`); payload = c.body; break;
-    case 'bad-length': lines.push(`Content-Length: ${c.badLength}`); payload = c.body; break;
-    case 'te-and-length': lines.push('Transfer-Encoding: chunked', `Content-Length: ${c.body.length}`); payload = chunk(c.body); break;
-    case 'te-not-chunked': lines.push('Transfer-Encoding: gzip', `Content-Length: ${c.body.length}`); payload = c.body; break;
-    case 'bad-chunk-size': lines.push('Transfer-Encoding: chunked'); payload = Buffer.concat([Buffer.from(`${c.badLength}\r\n`), c.body, Buffer.from('\r\n0\r\n\r\n')]); break;
-    case 'chunk-size-overflow': lines.push('Transfer-Encoding: chunked'); payload = Buffer.concat([Buffer.from('1000000000000000000003\r\n'), c.body, Buffer.from('\r\n0\r\n\r\n')]); break;
-    case 'chunk-no-crlf': lines.push('Transfer-Encoding: chunked'); payload = Buffer.concat([Buffer.from(`${(c.body.length + 1).toString(16)}\r\n`), c.body, Buffer.from('0\r\n\r\n')]); break;
-    case 'obs-fold': lines.push('X-Test: first', ' folded'); break;
-    case 'space-before-colon': lines.push('X-Test : spaced'); break;
-    case 'huge-header': lines.push(`X-Test: ${'h'.repeat(c.hugeKiB * 1024)}`); break;
-    default: break;
+    case 'two-lengths-same':
+      lines.push(`Content-Length: ${c.body.length}`, `Content-Length: ${c.body.length}`);
+      payload = c.body;
+      break;
+    case 'two-lengths-differ':
+      lines.push(`Content-Length: ${c.body.length}`, `Content-Length: ${c.body.length + 1}`);
+      payload = c.body;
+      break;
+    case 'length-list':
+      lines.push(`Content-Length: ${c.body.length}, ${c.body.length}`);
+      payload = c.body;
+      break;
+    case 'bad-length':
+      lines.push(`Content-Length: ${c.badLength}`);
+      payload = c.body;
+      break;
+    case 'te-and-length':
+      lines.push('Transfer-Encoding: chunked', `Content-Length: ${c.body.length}`);
+      payload = chunk(c.body);
+      break;
+    case 'te-not-chunked':
+      lines.push('Transfer-Encoding: gzip', `Content-Length: ${c.body.length}`);
+      payload = c.body;
+      break;
+    case 'bad-chunk-size':
+      lines.push('Transfer-Encoding: chunked');
+      payload = Buffer.concat([Buffer.from(`${c.badLength}\r\n`), c.body, Buffer.from('\r\n0\r\n\r\n')]);
+      break;
+    case 'chunk-size-overflow':
+      lines.push('Transfer-Encoding: chunked');
+      payload = Buffer.concat([Buffer.from('1000000000000000000003\r\n'), c.body, Buffer.from('\r\n0\r\n\r\n')]);
+      break;
+    case 'chunk-no-crlf':
+      lines.push('Transfer-Encoding: chunked');
+      payload = Buffer.concat([Buffer.from(`${(c.body.length + 1).toString(16)}\r\n`), c.body, Buffer.from('0\r\n\r\n')]);
+      break;
+    case 'obs-fold':
+      lines.push('X-Test: first', ' folded');
+      break;
+    case 'space-before-colon':
+      lines.push('X-Test : spaced');
+      break;
+    case 'huge-header':
+      lines.push(`X-Test: ${'h'.repeat(c.hugeKiB * 1024)}`);
+      break;
+    default:
+      break;
   }
   let head = `${lines.join('\r\n')}\r\n\r\n`;
   // One line break of the head a bare LF (the last header line's, or the status line's).

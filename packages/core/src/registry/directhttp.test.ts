@@ -289,7 +289,13 @@ describe('DirectConnections: other answers, read whole', () => {
     const srv = await rawServer((s, h) => {
       const path = h.split(' ')[1];
       if (path === '/401') {
-        s.write(head('401 Unauthorized', ['Content-Type: application/json', `Content-Length: ${Buffer.byteLength(json)}`, 'WWW-Authenticate: Bearer realm="https://auth.example/token",service="registry"']));
+        s.write(
+          head('401 Unauthorized', [
+            'Content-Type: application/json',
+            `Content-Length: ${Buffer.byteLength(json)}`,
+            'WWW-Authenticate: Bearer realm="https://auth.example/token",service="registry"',
+          ]),
+        );
         writeOdd(s, Buffer.from(json));
       } else if (path === '/404') {
         s.write(head('404 Not Found', ['Transfer-Encoding: chunked', 'X-A: one', 'X-A: two']));
@@ -382,9 +388,15 @@ describe('DirectConnections: a success without a length', () => {
   it('reads a chunked 200 as a stream on its own connection, keeps the connection, and reads a 200 to the close', async () => {
     const big = randomBytes(200_000);
     const srv = await rawServer((s, h) => {
-      const chunked = Buffer.concat([Buffer.from('3;ext=1\r\nabc\r\n'), Buffer.from(`${big.length.toString(16)}\r\n`), big, Buffer.from('\r\n0\r\nX-Trailer: t\r\n\r\n')]);
+      const chunked = Buffer.concat([
+        Buffer.from('3;ext=1\r\nabc\r\n'),
+        Buffer.from(`${big.length.toString(16)}\r\n`),
+        big,
+        Buffer.from('\r\n0\r\nX-Trailer: t\r\n\r\n'),
+      ]);
       if (h.startsWith('GET /chunked')) writeOdd(s, Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked']), chunked]));
-      else if (h.startsWith('GET /both')) s.write(Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked', 'Content-Length: 2']), Buffer.from('4\r\nbody\r\n0\r\n\r\n')]));
+      else if (h.startsWith('GET /both'))
+        s.write(Buffer.concat([head('200 OK', ['Transfer-Encoding: chunked', 'Content-Length: 2']), Buffer.from('4\r\nbody\r\n0\r\n\r\n')]));
       else s.end(Buffer.concat([head('200 OK', ['Connection: close']), Buffer.from('to the close')]));
     });
     const c = client();
@@ -534,7 +546,9 @@ describe('DirectConnections: failures', () => {
     await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
     const port = (tcp.address() as AddressInfo).port;
     const t0 = Date.now();
-    await expect(get(client({ dialTimeoutMs: 300, idleTimeoutMs: 10_000 }), `https://127.0.0.1:${port}/v2/`)).rejects.toThrow(/connect timeout: no connection to 127\.0\.0\.1:\d+ within 300 ms/);
+    await expect(get(client({ dialTimeoutMs: 300, idleTimeoutMs: 10_000 }), `https://127.0.0.1:${port}/v2/`)).rejects.toThrow(
+      /connect timeout: no connection to 127\.0\.0\.1:\d+ within 300 ms/,
+    );
     expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
   });
 
@@ -573,7 +587,8 @@ describe('DirectConnections: framing', () => {
     const srv = await rawServer((s, h) => {
       // The Content-Length (3) is a lie the chunked framing overrides; after the last chunk, bytes a
       // reused connection would read as the next answer.
-      if (h.startsWith('GET /both')) s.write(Buffer.concat([head('404 Not Found', ['Transfer-Encoding: chunked', 'Content-Length: 3']), Buffer.from('5\r\nhello\r\n0\r\n\r\n')]));
+      if (h.startsWith('GET /both'))
+        s.write(Buffer.concat([head('404 Not Found', ['Transfer-Encoding: chunked', 'Content-Length: 3']), Buffer.from('5\r\nhello\r\n0\r\n\r\n')]));
       else s.write(Buffer.concat([head('404 Not Found', ['Content-Length: 5']), Buffer.from('plain')]));
     });
     const c = client();
@@ -877,7 +892,27 @@ describe('DirectConnections over TLS', () => {
   let tls: { key: Buffer; cert: Buffer };
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'fastpull-direct-tls-'));
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'server.key'), '-out', join(dir, 'server.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(dir, 'server.key'),
+        '-out',
+        join(dir, 'server.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     tls = { key: readFileSync(join(dir, 'server.key')), cert: readFileSync(join(dir, 'server.pem')) };
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -932,7 +967,8 @@ describe('DirectConnections: closing', () => {
     const body = randomBytes(1000);
     const srv = await rawServer(serve206(body));
     // The client's sockets (to the server's port) among the handles that keep the process alive.
-    const holding = () => (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().filter((h) => h instanceof Socket && h.remotePort === srv.port).length;
+    const holding = () =>
+      (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().filter((h) => h instanceof Socket && h.remotePort === srv.port).length;
     const c = client();
     const res = await get(c, srv.url);
     // Under way: the connection holds the process.

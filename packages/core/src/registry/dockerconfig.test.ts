@@ -121,7 +121,9 @@ describe('docker config file', () => {
   });
 
   it('returns an identity token as the password of user <token>', async () => {
-    const path = await writeConfig('idtoken', { auths: { 'myreg.azurecr.io': { auth: b64('00000000-0000-0000-0000-000000000000:'), identitytoken: 'refresh-token' } } });
+    const path = await writeConfig('idtoken', {
+      auths: { 'myreg.azurecr.io': { auth: b64('00000000-0000-0000-0000-000000000000:'), identitytoken: 'refresh-token' } },
+    });
     expect(await dockerConfigCredentials({ configPath: path, env })('myreg.azurecr.io')).toEqual({ username: '<token>', password: 'refresh-token' });
   });
 

@@ -200,7 +200,8 @@ async function loadDockerConfig(path: string): Promise<DockerConfigFile | undefi
   try {
     const st = await stat(path);
     if (!st.isFile()) throw new FastpullError('INVALID_ARGUMENT', `reading docker config ${path}: not a regular file`, { details: { path } });
-    if (st.size > DOCKER_CONFIG_SIZE_LIMIT) throw new FastpullError('INVALID_ARGUMENT', `reading docker config ${path}: larger than ${DOCKER_CONFIG_SIZE_LIMIT} bytes`, { details: { path } });
+    if (st.size > DOCKER_CONFIG_SIZE_LIMIT)
+      throw new FastpullError('INVALID_ARGUMENT', `reading docker config ${path}: larger than ${DOCKER_CONFIG_SIZE_LIMIT} bytes`, { details: { path } });
     text = await readFile(path, 'utf8');
   } catch (e) {
     const errno = (e as NodeJS.ErrnoException | undefined)?.code;
@@ -275,7 +276,10 @@ export async function runCredentialHelper(
   if (result.overflow) throw fail(`printed more than ${HELPER_OUTPUT_CAP} bytes`);
   if (result.exitCode !== 0) {
     if (NOT_FOUND_PATTERN.test(result.stdout) || NOT_FOUND_PATTERN.test(result.stderr)) return undefined;
-    throw fail(result.signal ? `was killed by ${result.signal}` : `exited with status ${result.exitCode}`, { exitCode: result.exitCode, signal: result.signal });
+    throw fail(result.signal ? `was killed by ${result.signal}` : `exited with status ${result.exitCode}`, {
+      exitCode: result.exitCode,
+      signal: result.signal,
+    });
   }
   let parsed: unknown;
   try {

@@ -35,7 +35,9 @@ describe('Endpoints', () => {
   const ref = parseReference('registry.example/team/app:1');
 
   it('is the upstream alone without a hosts directory, or without a directory for the registry', async () => {
-    expect(await endpoints(undefined).for(ref, 'resolve')).toMatchObject([{ origin: 'https://registry.example', prefix: '/v2', query: '', credentialsFor: 'registry.example' }]);
+    expect(await endpoints(undefined).for(ref, 'resolve')).toMatchObject([
+      { origin: 'https://registry.example', prefix: '/v2', query: '', credentialsFor: 'registry.example' },
+    ]);
     const other = hostsDir('elsewhere.example', '[host."https://m"]\n');
     expect((await endpoints(other).for(ref, 'pull')).map((e) => e.origin)).toEqual(['https://registry.example']);
     expect(endpoints(undefined).upstream(parseReference('docker.io/library/ubuntu')).origin).toBe('https://registry-1.docker.io');
@@ -79,7 +81,10 @@ describe('Endpoints', () => {
 
   it('names a TLS file that hosts.toml gives but cannot be read', async () => {
     const dir = hostsDir('registry.example', '[host."https://m.example"]\n  ca = "missing-ca.pem"\n');
-    await expect(endpoints(dir).for(ref, 'pull')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(join(dir, 'registry.example', 'missing-ca.pem')) });
+    await expect(endpoints(dir).for(ref, 'pull')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining(join(dir, 'registry.example', 'missing-ca.pem')),
+    });
   });
 
   it('moves a demoted host behind the others, for that registry only', async () => {

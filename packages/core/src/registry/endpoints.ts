@@ -115,7 +115,14 @@ export class Endpoints {
 
   private async load(ref: Reference, op: Operation): Promise<readonly Endpoint[]> {
     const { hostsDir } = this.options;
-    const own: Endpoint = { origin: this.upstream(ref).origin, prefix: '/v2', headers: {}, dispatcher: this.options.dispatcher, credentialsFor: ref.registry, query: '' };
+    const own: Endpoint = {
+      origin: this.upstream(ref).origin,
+      prefix: '/v2',
+      headers: {},
+      dispatcher: this.options.dispatcher,
+      credentialsFor: ref.registry,
+      query: '',
+    };
     if (!hostsDir) return [own];
     const hosts = await loadHostsConfig(hostsDir, ref.registry, { plainHttp: this.options.plainHttp });
     if (!hosts) return [own];

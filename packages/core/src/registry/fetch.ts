@@ -48,7 +48,8 @@ function schedulerKey(ref: Reference): string {
  */
 export async function fetchBlob(client: RegistryClient, ref: Reference, desc: Descriptor, sink: RandomAccessSink, options: FetchOptions = {}): Promise<void> {
   const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
-  if (!Number.isSafeInteger(chunkSize) || chunkSize < 64 * 1024) throw new FastpullError('INVALID_ARGUMENT', `chunk size ${chunkSize}: want an integer of at least 64 KiB`);
+  if (!Number.isSafeInteger(chunkSize) || chunkSize < 64 * 1024)
+    throw new FastpullError('INVALID_ARGUMENT', `chunk size ${chunkSize}: want an integer of at least 64 KiB`);
   const scheduler = options.scheduler ?? sharedFetchScheduler();
   const host = schedulerKey(ref);
   const limit = <T>(fn: () => Promise<T>, bytes: number, signal?: AbortSignal) => scheduler.run(host, bytes, fn, signal, options.rank);
@@ -74,7 +75,8 @@ export async function fetchBlob(client: RegistryClient, ref: Reference, desc: De
   const chunks: Chunk[] = [];
   const queuedAt = performance.now();
   for (const m of missing) {
-    for (let start = m.start; start < m.end; start += chunkSize) chunks.push({ start, end: Math.min(m.end, start + chunkSize), chunk: chunks.length, queuedAt });
+    for (let start = m.start; start < m.end; start += chunkSize)
+      chunks.push({ start, end: Math.min(m.end, start + chunkSize), chunk: chunks.length, queuedAt });
   }
   // The first chunk probes Range support; the others start once the server has shown it honours it.
   const first = await limit(() => fetchRange(ctx, chunks[0]!, true, true), chunks[0]!.end - chunks[0]!.start, options.signal);
@@ -135,7 +137,9 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
     retryAfter = undefined;
     const watchdog = new Watchdog(ctx, cursor);
     let origin: string | undefined;
-    const record: RangeRecord | undefined = ctx.options.onRange ? { sentAt: performance.now(), start: cursor.pos, end: whole ? ctx.desc.size : range.end, offset: cursor.pos, status: 0, yieldedMs: 0 } : undefined;
+    const record: RangeRecord | undefined = ctx.options.onRange
+      ? { sentAt: performance.now(), start: cursor.pos, end: whole ? ctx.desc.size : range.end, offset: cursor.pos, status: 0, yieldedMs: 0 }
+      : undefined;
     let outcome: RangeRequest['outcome'] = 'error';
     let code: string | undefined;
     try {
@@ -143,7 +147,12 @@ async function fetchRange(ctx: ChunkContext, range: Chunk, ranged: boolean, prob
       const end = whole ? ctx.desc.size : range.end;
       const useRange = ranged || pos > range.start;
       const headers: Record<string, string> = useRange ? { range: `bytes=${pos}-${end - 1}` } : {};
-      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, { headers, signal: watchdog.signal, onEndpoint: (o) => (origin = o), blob: true });
+      const res = await ctx.client.request(ctx.ref, `blobs/${ctx.desc.digest}`, {
+        headers,
+        signal: watchdog.signal,
+        onEndpoint: (o) => (origin = o),
+        blob: true,
+      });
       if (record) record.status = res.statusCode;
       if (res.statusCode === 206) {
         checkContentRange(ctx, res, pos, end);
@@ -214,7 +223,9 @@ async function checkWhole(ctx: ChunkContext, res: RegistryResponse, asked: { pos
 function straggled(ctx: ChunkContext, watchdog: Watchdog, cursor: Cursor, origin: string | undefined, cause: unknown): FastpullError {
   ctx.options.onStraggler?.();
   if (origin !== undefined) ctx.client.demote(ctx.ref, origin);
-  const why = watchdog.stalled ? `stalled at offset ${cursor.pos}: no byte for ${watchdog.stallMs} ms` : `from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`;
+  const why = watchdog.stalled
+    ? `stalled at offset ${cursor.pos}: no byte for ${watchdog.stallMs} ms`
+    : `from offset ${cursor.pos} stayed below ${watchdog.floor} bytes/s for ${watchdog.windowMs} ms`;
   return new FastpullError('NETWORK_ERROR', `${ctx.what}: the range ${why}`, {
     cause,
     details: { offset: cursor.pos, straggler: true },
@@ -222,7 +233,12 @@ function straggled(ctx: ChunkContext, watchdog: Watchdog, cursor: Cursor, origin
 }
 
 /** Reports one ended request of `range` to onRange. */
-function reportRange(ctx: ChunkContext, range: Chunk, record: RangeRecord, ended: Pick<RangeRequest, 'attempt' | 'reason' | 'outcome' | 'bytes' | 'code'>): void {
+function reportRange(
+  ctx: ChunkContext,
+  range: Chunk,
+  record: RangeRecord,
+  ended: Pick<RangeRequest, 'attempt' | 'reason' | 'outcome' | 'bytes' | 'code'>,
+): void {
   const { sentAt, start, end, offset, status, yieldedMs } = record;
   ctx.options.onRange!({
     chunk: range.chunk,

@@ -3,15 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FastpullError, isFastpullError } from '../errors.js';
-import {
-  DEFAULT_DIAL_TIMEOUT_MS,
-  hostDirCandidates,
-  hostsFor,
-  loadHostsConfig,
-  parseGoDuration,
-  parseHostsConfig,
-  type RegistryHost,
-} from './hostsconfig.js';
+import { DEFAULT_DIAL_TIMEOUT_MS, hostDirCandidates, hostsFor, loadHostsConfig, parseGoDuration, parseHostsConfig, type RegistryHost } from './hostsconfig.js';
 
 let root: string;
 
@@ -176,7 +168,13 @@ describe('hosts.toml keys', () => {
       ].join('\n'),
     );
     // `server` after [host...] belongs to that table: it is not the top-level server.
-    expect(urls(hosts)).toEqual(['https://a.example/v2', 'https://b.example/prefix/v2', 'https://c.example/v2/proxy', 'http://d.example:8080/', 'https://registry-1.docker.io/v2']);
+    expect(urls(hosts)).toEqual([
+      'https://a.example/v2',
+      'https://b.example/prefix/v2',
+      'https://c.example/v2/proxy',
+      'http://d.example:8080/',
+      'https://registry-1.docker.io/v2',
+    ]);
   });
 
   it('reads capabilities, ca, client, skip_verify, header and dial_timeout per host', () => {
@@ -292,7 +290,12 @@ describe('malformed hosts.toml', () => {
     ['capabilities not an array', '[host."https://mirror:5000"]\ncapabilities = "pull"', 'host."https://mirror:5000".capabilities', 'want an array of strings'],
     ['top-level capabilities of numbers', 'server = "https://r"\ncapabilities = [1]', 'capabilities', 'want an array of strings'],
     ['ca of the wrong type', '[host."https://m"]\nca = true', 'host."https://m".ca', 'want a string or an array of strings'],
-    ['client pair of three', '\n[host."https://m"]\nclient = [["a", "b", "c"]]', 'host."https://m".client', 'want a path, an array of paths, or an array of [cert, key] pairs'],
+    [
+      'client pair of three',
+      '\n[host."https://m"]\nclient = [["a", "b", "c"]]',
+      'host."https://m".client',
+      'want a path, an array of paths, or an array of [cert, key] pairs',
+    ],
     ['client as a table', '[host."https://m"]\nclient = { cert = "a" }', 'host."https://m".client', 'want a path'],
     ['skip_verify as a string', 'skip_verify = "true"', 'skip_verify', 'want true or false'],
     ['override_path as a string', '[host."https://m"]\noverride_path = "yes"', 'host."https://m".override_path', 'want true or false'],

@@ -102,7 +102,8 @@ export async function loadHostsConfig(configDir: string, registry: string, optio
     let text: string | undefined;
     try {
       const st = await stat(file);
-      if (st.size > HOSTS_FILE_SIZE_LIMIT) throw new FastpullError('INVALID_ARGUMENT', `${what}: ${file} is larger than ${HOSTS_FILE_SIZE_LIMIT} bytes`, { details: { file } });
+      if (st.size > HOSTS_FILE_SIZE_LIMIT)
+        throw new FastpullError('INVALID_ARGUMENT', `${what}: ${file} is larger than ${HOSTS_FILE_SIZE_LIMIT} bytes`, { details: { file } });
       text = await readFile(file, { encoding: 'utf8', ...(options.signal ? { signal: options.signal } : {}) });
     } catch (e) {
       if ((e as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT') {
@@ -177,7 +178,7 @@ export function parseGoDuration(s: string): number | undefined {
   let rest = s.startsWith('+') ? s.slice(1) : s;
   if (rest === '0') return 0;
   if (rest === '') return undefined;
-  const unitMs: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  const unitMs: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   let total = 0;
   while (rest !== '') {
     const m = /^(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/.exec(rest);
@@ -222,7 +223,10 @@ function readToml(text: string, file: string): Table {
     if (e instanceof TomlError) {
       // The first line is the reason; the rest quotes the file, which the line and column point into.
       const reason = e.message.split('\n', 1)[0]!.replace(/^Invalid TOML document: /, '');
-      throw new FastpullError('INVALID_ARGUMENT', `${file}:${e.line}:${e.column}: invalid TOML: ${reason}`, { cause: e, details: { file, line: e.line, column: e.column } });
+      throw new FastpullError('INVALID_ARGUMENT', `${file}:${e.line}:${e.column}: invalid TOML: ${reason}`, {
+        cause: e,
+        details: { file, line: e.line, column: e.column },
+      });
     }
     // Keys dotted thousands deep recurse past the stack in the parser.
     if (e instanceof RangeError) throw new FastpullError('INVALID_ARGUMENT', `${file}: invalid TOML: keys nested too deep`, { details: { file } });
@@ -254,7 +258,9 @@ function hostEntry(urlText: string, t: Table, where: string, isServer: boolean, 
   const key = (k: string) => keyPath(where, k);
 
   const overridePath = optionalBoolean(t, 'override_path', key, file) ?? false;
-  const url = hostUrl(urlText, overridePath, () => invalid(file, where === '' ? 'server' : where, `${JSON.stringify(urlText)} is not an http(s) URL with a host`));
+  const url = hostUrl(urlText, overridePath, () =>
+    invalid(file, where === '' ? 'server' : where, `${JSON.stringify(urlText)} is not an http(s) URL with a host`),
+  );
 
   let capabilities = new Set<HostCapability>(ALL_CAPABILITIES);
   if (t.capabilities !== undefined) {

@@ -13,7 +13,14 @@ export { fetchBlob, DEFAULT_CHUNK_SIZE, type RangeRequest } from './fetch.js';
 export type { FetchOptions, RandomAccessSink } from './fetch-context.js';
 export { DEFAULT_ORDER_LEAD } from './range-order.js';
 export { DEFAULT_STRAGGLER_FLOOR, DEFAULT_STRAGGLER_WINDOW_MS } from './range-watchdog.js';
-export { FetchScheduler, sharedFetchScheduler, DEFAULT_MAX_REQUESTS, DEFAULT_MAX_PER_HOST, DEFAULT_MAX_BYTES, type FetchSchedulerOptions } from './scheduler.js';
+export {
+  FetchScheduler,
+  sharedFetchScheduler,
+  DEFAULT_MAX_REQUESTS,
+  DEFAULT_MAX_PER_HOST,
+  DEFAULT_MAX_BYTES,
+  type FetchSchedulerOptions,
+} from './scheduler.js';
 export { parseChallenges, type Credentials, type CredentialsProvider, type Challenge } from './auth.js';
 export { dockerConfigCredentials, defaultConfigPath, type DockerConfigOptions } from './dockerconfig.js';
 export { loadHostsConfig, parseHostsConfig, hostsFor, type RegistryHost, type HostCapability, type HostsConfigOptions } from './hostsconfig.js';

@@ -62,7 +62,12 @@ describe('NodeHttpPool', () => {
         res.end(`${req.method} ${req.url} ${req.headers['x-test']} ${req.headers['content-length']} ${body}`);
       });
     });
-    const res = await pool().request(new URL(`${url}/v2/x/blobs/sha256:ab?n=1&last=b`), { method: 'POST', headers: { 'x-test': 'yes' }, body: 'a=1&b=2', signal: null });
+    const res = await pool().request(new URL(`${url}/v2/x/blobs/sha256:ab?n=1&last=b`), {
+      method: 'POST',
+      headers: { 'x-test': 'yes' },
+      body: 'a=1&b=2',
+      signal: null,
+    });
     expect(res.statusCode).toBe(201);
     expect(res.headers['x-one']).toBe('a');
     expect(res.headers['www-authenticate']).toEqual(['Bearer realm="r"', 'Basic realm="b"']);
@@ -101,7 +106,11 @@ describe('NodeHttpPool', () => {
     const d = await p.request(new URL(`${url}/?n=10`), { method: 'GET', headers: {}, signal: null });
     await d.body.dump();
     expect(sockets.size).toBe(2);
-    const many = await Promise.all(Array.from({ length: 6 }, () => p.request(new URL(`${url}/?n=100`), { method: 'GET', headers: {}, signal: null }).then((r) => text(r.body as AsyncIterable<Buffer>))));
+    const many = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        p.request(new URL(`${url}/?n=100`), { method: 'GET', headers: {}, signal: null }).then((r) => text(r.body as AsyncIterable<Buffer>)),
+      ),
+    );
     expect(many.every((t) => t.length === 100)).toBe(true);
     expect(peak()).toBeLessThanOrEqual(2);
   });
@@ -128,7 +137,9 @@ describe('NodeHttpPool', () => {
     servers.push(tcp);
     await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
     const port = (tcp.address() as AddressInfo).port;
-    await expect(pool({ dialTimeoutMs: 150, idleTimeoutMs: 10_000 }).request(new URL(`https://127.0.0.1:${port}/v2/`), { method: 'GET', headers: {}, signal: null })).rejects.toThrow(/connect timeout: no connection to 127\.0\.0\.1:\d+ within 150 ms/);
+    await expect(
+      pool({ dialTimeoutMs: 150, idleTimeoutMs: 10_000 }).request(new URL(`https://127.0.0.1:${port}/v2/`), { method: 'GET', headers: {}, signal: null }),
+    ).rejects.toThrow(/connect timeout: no connection to 127\.0\.0\.1:\d+ within 150 ms/);
     for (const s of held) s.destroy();
   });
 
@@ -184,7 +195,27 @@ describe('NodeHttpPool', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fastpull-tls-'));
     try {
       const cert = (name: string, cn: string) => {
-        execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, `${name}.key`), '-out', join(dir, `${name}.pem`), '-days', '1', '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+        execFileSync(
+          'openssl',
+          [
+            'req',
+            '-x509',
+            '-newkey',
+            'rsa:2048',
+            '-nodes',
+            '-keyout',
+            join(dir, `${name}.key`),
+            '-out',
+            join(dir, `${name}.pem`),
+            '-days',
+            '1',
+            '-subj',
+            `/CN=${cn}`,
+            '-addext',
+            'subjectAltName=IP:127.0.0.1',
+          ],
+          { stdio: 'ignore' },
+        );
         return { key: readFileSync(join(dir, `${name}.key`)), cert: readFileSync(join(dir, `${name}.pem`)) };
       };
       const server = cert('server', '127.0.0.1');

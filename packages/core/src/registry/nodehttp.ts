@@ -98,7 +98,10 @@ export class NodeHttpPool {
         // A socket from the pool is connected already; a new one gets the dial timeout until it is
         // (for TLS, until its handshake ended).
         if ((socket as { connecting?: boolean }).connecting !== true) return;
-        dial = setTimeout(() => req.destroy(new Error(`connect timeout: no connection to ${url.host} within ${this.options.dialTimeoutMs} ms`)), this.options.dialTimeoutMs);
+        dial = setTimeout(
+          () => req.destroy(new Error(`connect timeout: no connection to ${url.host} within ${this.options.dialTimeoutMs} ms`)),
+          this.options.dialTimeoutMs,
+        );
         dial.unref();
         socket.once(tls ? 'secureConnect' : 'connect', stopDial);
       });

@@ -73,12 +73,18 @@ describe('a download whose earliest range is slow', () => {
     // Chunk 1 (the earliest after the probe of chunk 0) at 1 MiB/s: half a second; the rest at loopback speed.
     reg.faults.slowRange = { start: CHUNK, bytesPerSecond: 1024 * 1024 };
     try {
-      await fetchBlob(client, parseReference(`${reg.host}/o/app:1`), { mediaType: 'application/octet-stream', digest, size: blob.length }, { write: async (d, at) => void data.set(d, at) }, {
-        scheduler: new FetchScheduler(),
-        chunkSize: CHUNK,
-        orderLead,
-        onRange: (r) => ranges.push(r),
-      });
+      await fetchBlob(
+        client,
+        parseReference(`${reg.host}/o/app:1`),
+        { mediaType: 'application/octet-stream', digest, size: blob.length },
+        { write: async (d, at) => void data.set(d, at) },
+        {
+          scheduler: new FetchScheduler(),
+          chunkSize: CHUNK,
+          orderLead,
+          onRange: (r) => ranges.push(r),
+        },
+      );
     } finally {
       reg.faults = {};
       await client.close();
@@ -111,7 +117,15 @@ describe('a download whose earliest range is slow', () => {
     const client = new RegistryClient({ plainHttp: true });
     try {
       for (const orderLead of [-1, 0.5]) {
-        await expect(fetchBlob(client, parseReference(`${reg.host}/o/app:1`), { mediaType: 'application/octet-stream', digest, size: blob.length }, { write: async () => undefined }, { orderLead })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+        await expect(
+          fetchBlob(
+            client,
+            parseReference(`${reg.host}/o/app:1`),
+            { mediaType: 'application/octet-stream', digest, size: blob.length },
+            { write: async () => undefined },
+            { orderLead },
+          ),
+        ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
       }
     } finally {
       await client.close();

@@ -35,7 +35,10 @@ export function checkContentRange(ctx: ChunkContext, res: RegistryResponse, star
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header.trim());
   if (!m || Number(m[1]) !== start || Number(m[2]) !== end - 1 || (m[3] !== '*' && Number(m[3]) !== ctx.desc.size)) {
     void discard(res);
-    const e = new FastpullError('REGISTRY_ERROR', `${ctx.what}: Content-Range ${JSON.stringify(header)} does not match the request for bytes ${start}-${end - 1}/${ctx.desc.size}`);
+    const e = new FastpullError(
+      'REGISTRY_ERROR',
+      `${ctx.what}: Content-Range ${JSON.stringify(header)} does not match the request for bytes ${start}-${end - 1}/${ctx.desc.size}`,
+    );
     retryableErrors.add(e);
     throw e;
   }
@@ -87,7 +90,10 @@ export async function writeBody(ctx: ChunkContext, res: RegistryResponse, cursor
     res.body.destroy();
     if (isFastpullError(e)) throw e;
     if (ctx.options.signal?.aborted) throw new FastpullError('ABORTED', `${ctx.what}: aborted`, { cause: e });
-    throw new FastpullError('NETWORK_ERROR', `${ctx.what}: connection failed at offset ${pos}: ${(e as Error).message}`, { cause: e, details: { offset: pos } });
+    throw new FastpullError('NETWORK_ERROR', `${ctx.what}: connection failed at offset ${pos}: ${(e as Error).message}`, {
+      cause: e,
+      details: { offset: pos },
+    });
   } finally {
     leave?.();
   }

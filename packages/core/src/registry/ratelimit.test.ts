@@ -212,7 +212,9 @@ describe('parseRateLimit', () => {
     expect(parseRateLimit(1048576, 'rate_limit')).toBe(1048576);
     for (const none of ['0', 0, 'none', 'NONE', '', '0MiB']) expect(parseRateLimit(none, 'rate_limit')).toBe(0);
     for (const bad of ['fast', '-1', '5 parsecs', -5, 1.5, '1e6', true, '0.1']) {
-      expect(() => parseRateLimit(bad, '--rate-limit'), String(bad)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('--rate-limit') }));
+      expect(() => parseRateLimit(bad, '--rate-limit'), String(bad)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('--rate-limit') }),
+      );
     }
   });
 });

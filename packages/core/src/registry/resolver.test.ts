@@ -46,7 +46,11 @@ describe.skipIf(lacksRegistry())('index to platform manifest, on the distributio
     expect(image.target).toEqual({ mediaType: MediaTypes.OCI_INDEX, digest: index.digest, size: index.index.length });
     expect(image.indexBytes?.equals(index.index)).toBe(true);
     expect(image.index?.manifests).toHaveLength(2);
-    expect(image.manifestDescriptor).toMatchObject({ digest: arm64.manifestDigest, size: arm64.manifest.length, platform: { architecture: 'arm64', variant: 'v8' } });
+    expect(image.manifestDescriptor).toMatchObject({
+      digest: arm64.manifestDigest,
+      size: arm64.manifest.length,
+      platform: { architecture: 'arm64', variant: 'v8' },
+    });
     expect(image.manifestBytes.equals(arm64.manifest)).toBe(true);
     expect(image.configBytes.equals(arm64.blobs.get(arm64.configDigest)!)).toBe(true);
     expect(image.manifest.layers.map((l) => l.digest)).toEqual(arm64.layers.map((l) => l.digest));

@@ -94,16 +94,25 @@ export class Resolver {
     const name = formatReference(ref);
     const top = await this.fetchManifest(ref, ref.digest ?? ref.tag ?? 'latest', options.signal);
     const parsed = parseManifest(top.bytes, top.mediaType, `manifest of ${name}`);
-    const target: Descriptor = { mediaType: parsed.kind === 'index' ? parsed.index.mediaType : parsed.manifest.mediaType, digest: top.digest, size: top.bytes.length };
+    const target: Descriptor = {
+      mediaType: parsed.kind === 'index' ? parsed.index.mediaType : parsed.manifest.mediaType,
+      digest: top.digest,
+      size: top.bytes.length,
+    };
     const index = parsed.kind === 'index' ? parsed.index : undefined;
     const chosen: PlatformManifest =
-      parsed.kind === 'index' ? await this.platformManifest(ref, parsed.index, platform, options.signal) : { manifest: parsed.manifest, bytes: top.bytes, descriptor: target };
+      parsed.kind === 'index'
+        ? await this.platformManifest(ref, parsed.index, platform, options.signal)
+        : { manifest: parsed.manifest, bytes: top.bytes, descriptor: target };
     const { manifest } = chosen;
 
     const configBytes = await this.fetchBlobBytes(ref, manifest.config, CONFIG_SIZE_LIMIT, options.signal);
     const config = parseImageConfig(configBytes, `config ${manifest.config.digest} of ${name}`, manifest.config.mediaType);
     if (config.rootfs.diff_ids.length !== manifest.layers.length) {
-      throw new FastpullError('INVALID_MANIFEST', `${name}: manifest lists ${manifest.layers.length} layers but the config lists ${config.rootfs.diff_ids.length} diffIDs`);
+      throw new FastpullError(
+        'INVALID_MANIFEST',
+        `${name}: manifest lists ${manifest.layers.length} layers but the config lists ${config.rootfs.diff_ids.length} diffIDs`,
+      );
     }
     const imagePlatform: Platform = { os: config.os, architecture: config.architecture, ...(config.variant ? { variant: config.variant } : {}) };
     if (!index && config.os && config.architecture && !platformMatches(platform, imagePlatform)) {
@@ -130,9 +139,13 @@ export class Resolver {
     const chosen = selectPlatform(platform, index.manifests);
     if (!chosen) {
       const offered = index.manifests.filter((m) => m.platform).map((m) => formatPlatform(m.platform!));
-      throw new FastpullError('PLATFORM_NOT_FOUND', `${name}: no image for ${formatPlatform(platform)} (the index offers ${offered.join(', ') || 'no platforms'})`, {
-        details: { platform: formatPlatform(platform), offered },
-      });
+      throw new FastpullError(
+        'PLATFORM_NOT_FOUND',
+        `${name}: no image for ${formatPlatform(platform)} (the index offers ${offered.join(', ') || 'no platforms'})`,
+        {
+          details: { platform: formatPlatform(platform), offered },
+        },
+      );
     }
     if (chosen.size > MANIFEST_SIZE_LIMIT) throw new FastpullError('MANIFEST_TOO_LARGE', `${name}: platform manifest of ${chosen.size} bytes`);
     const child = await this.fetchManifest(ref, chosen.digest, signal);
@@ -141,14 +154,23 @@ export class Resolver {
     }
     const inner = parseManifest(child.bytes, child.mediaType ?? chosen.mediaType, `manifest ${chosen.digest} of ${name}`);
     if (inner.kind !== 'manifest') throw new FastpullError('INVALID_MANIFEST', `${name}: index entry ${chosen.digest} is itself an index`);
-    const descriptor: Descriptor = { mediaType: inner.manifest.mediaType, digest: chosen.digest, size: chosen.size, ...(chosen.platform ? { platform: chosen.platform } : {}) };
+    const descriptor: Descriptor = {
+      mediaType: inner.manifest.mediaType,
+      digest: chosen.digest,
+      size: chosen.size,
+      ...(chosen.platform ? { platform: chosen.platform } : {}),
+    };
     return { manifest: inner.manifest, bytes: child.bytes, descriptor };
   }
 
   private async fetchManifestOnce(ref: Reference, reference: string, signal?: AbortSignal): Promise<FetchedManifest> {
     const what = manifestWhat(ref, reference);
     const byDigest = reference.includes(':');
-    const res = await this.transport.requestWithRetry(ref, `manifests/${reference}`, { op: byDigest ? 'pull' : 'resolve', headers: { accept: MANIFEST_ACCEPT }, signal });
+    const res = await this.transport.requestWithRetry(ref, `manifests/${reference}`, {
+      op: byDigest ? 'pull' : 'resolve',
+      headers: { accept: MANIFEST_ACCEPT },
+      signal,
+    });
     if (res.statusCode !== 200) throw await responseError(res, what);
     const length = Number(headerValue(res.headers['content-length']) ?? NaN);
     if (length > MANIFEST_SIZE_LIMIT) {
@@ -173,7 +195,9 @@ export class Resolver {
     const length = headerValue(res.headers['content-length']);
     if (length !== undefined && Number(length) !== desc.size) {
       await discard(res);
-      throw new FastpullError('SIZE_MISMATCH', `${what}: Content-Length ${length}, descriptor says ${desc.size}`, { details: { want: desc.size, got: Number(length) } });
+      throw new FastpullError('SIZE_MISMATCH', `${what}: Content-Length ${length}, descriptor says ${desc.size}`, {
+        details: { want: desc.size, got: Number(length) },
+      });
     }
     const bytes = await readBody(res, desc.size, what, 'REGISTRY_ERROR', signal, this.throttle).catch((e: unknown) => {
       // Only the cap is the descriptor's business; a broken connection stays NETWORK_ERROR.
@@ -183,7 +207,9 @@ export class Resolver {
       throw e;
     });
     if (bytes.length !== desc.size) {
-      throw new FastpullError('SIZE_MISMATCH', `${what}: got ${bytes.length} bytes, descriptor says ${desc.size}`, { details: { want: desc.size, got: bytes.length } });
+      throw new FastpullError('SIZE_MISMATCH', `${what}: got ${bytes.length} bytes, descriptor says ${desc.size}`, {
+        details: { want: desc.size, got: bytes.length },
+      });
     }
     verifyBytes(bytes, desc.digest, what);
     return bytes;

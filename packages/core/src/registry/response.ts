@@ -30,7 +30,10 @@ export async function readBody(
     if (isFastpullError(e)) throw e;
     res.body.destroy();
     if (signal?.aborted) throw new FastpullError('ABORTED', `${what}: aborted`, { cause: e });
-    throw new FastpullError('NETWORK_ERROR', `${what}: connection failed while reading the response: ${(e as Error).message}`, { cause: e, details: { body: true } });
+    throw new FastpullError('NETWORK_ERROR', `${what}: connection failed while reading the response: ${(e as Error).message}`, {
+      cause: e,
+      details: { body: true },
+    });
   }
 }
 

@@ -22,7 +22,17 @@ function harness(s: FetchScheduler) {
       signal,
     );
   const tick = () => new Promise((r) => setTimeout(r, 5));
-  return { start, gates, tick, get running() { return running; }, get peak() { return peak; } };
+  return {
+    start,
+    gates,
+    tick,
+    get running() {
+      return running;
+    },
+    get peak() {
+      return peak;
+    },
+  };
 }
 
 describe('FetchScheduler', () => {

@@ -137,7 +137,7 @@ export class FetchScheduler {
    */
   private pump(): void {
     if (this.waiting.length > 1) this.waiting.sort((a, b) => (b.rank?.rank ?? NORMAL_RANK) - (a.rank?.rank ?? NORMAL_RANK) || a.seq - b.seq);
-    for (let i = 0; i < this.waiting.length && this.requests < this.maxRequests; ) {
+    for (let i = 0; i < this.waiting.length && this.requests < this.maxRequests;) {
       const w = this.waiting[i]!;
       if (this.fits(w.host, w.bytes)) {
         this.waiting.splice(i, 1);

@@ -92,7 +92,9 @@ describe('shared registry connections', () => {
   it('takes shared connections or a dispatcher, not both', async () => {
     const shared = new RegistryConnections();
     try {
-      expect(() => new RegistryClient({ connections: shared, dispatcher: shared.pool as never })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+      expect(() => new RegistryClient({ connections: shared, dispatcher: shared.pool as never })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+      );
     } finally {
       await shared.close();
     }

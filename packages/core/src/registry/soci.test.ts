@@ -36,7 +36,12 @@ function sociIndex(image: BuiltImage, version: 1 | 2, extra: object = {}): { ind
   const type = version === 2 ? SOCI_INDEX_V2 : SOCI_INDEX_V1;
   const config = Buffer.from('{}');
   const ztocs = new Map(image.layers.map((l) => [l.digest, Buffer.from(`ztoc of ${l.digest} (v${version})`)]));
-  const layers = [...ztocs].map(([layer, z]) => ({ mediaType: ZTOC_MEDIA_TYPE, digest: sha256Digest(z), size: z.length, annotations: { [SOCI_LAYER_DIGEST_ANNOTATION]: layer } }));
+  const layers = [...ztocs].map(([layer, z]) => ({
+    mediaType: ZTOC_MEDIA_TYPE,
+    digest: sha256Digest(z),
+    size: z.length,
+    annotations: { [SOCI_LAYER_DIGEST_ANNOTATION]: layer },
+  }));
   const doc = {
     schemaVersion: 2,
     mediaType: MediaTypes.OCI_MANIFEST,
@@ -60,7 +65,10 @@ function add(reg: LoopbackRegistry, repository: string, reference: string, a: Ar
   reg.addManifest(repository, reference, a.bytes, a.mediaType);
 }
 
-const layers = (n: number) => [[{ type: 'file' as const, path: `f${n}`, content: `layer ${n}\n` }], [{ type: 'file' as const, path: 'g', content: 'second\n' }]];
+const layers = (n: number) => [
+  [{ type: 'file' as const, path: `f${n}`, content: `layer ${n}\n` }],
+  [{ type: 'file' as const, path: 'g', content: 'second\n' }],
+];
 
 describe('SOCI indexes on a registry with the referrers API', () => {
   let reg: LoopbackRegistry;
@@ -82,7 +90,23 @@ describe('SOCI indexes on a registry with the referrers API', () => {
     const { index, ztocs } = sociIndex(image, 1);
     add(reg, 'v1/app', index.digest, index);
     // Another referrer of the manifest, of another kind, is passed over.
-    add(reg, 'v1/app', 'sig', artifact({ schemaVersion: 2, mediaType: MediaTypes.OCI_MANIFEST, artifactType: 'application/vnd.example.signature', subject: image.manifestDescriptor, config: { mediaType: 'application/vnd.oci.empty.v1+json', digest: sha256Digest(Buffer.from('{}')), size: 2 }, layers: [] }, MediaTypes.OCI_MANIFEST, [Buffer.from('{}')]));
+    add(
+      reg,
+      'v1/app',
+      'sig',
+      artifact(
+        {
+          schemaVersion: 2,
+          mediaType: MediaTypes.OCI_MANIFEST,
+          artifactType: 'application/vnd.example.signature',
+          subject: image.manifestDescriptor,
+          config: { mediaType: 'application/vnd.oci.empty.v1+json', digest: sha256Digest(Buffer.from('{}')), size: 2 },
+          layers: [],
+        },
+        MediaTypes.OCI_MANIFEST,
+        [Buffer.from('{}')],
+      ),
+    );
     const ref = parseReference(`${reg.host}/v1/app:1`);
     const resolved = await client.resolve(ref);
     reg.stats.reset();
@@ -155,7 +179,12 @@ describe('SOCI indexes on a registry with the referrers API', () => {
 
     // Referrers listed as v1 SOCI indexes (here by the referrers tag, the API answering 404) whose
     // manifests are not JSON, or say they are something else, are no index.
-    const notJson: Artifact = { bytes: Buffer.from('not json'), digest: sha256Digest(Buffer.from('not json')), mediaType: MediaTypes.OCI_MANIFEST, blobs: new Map() };
+    const notJson: Artifact = {
+      bytes: Buffer.from('not json'),
+      digest: sha256Digest(Buffer.from('not json')),
+      mediaType: MediaTypes.OCI_MANIFEST,
+      blobs: new Map(),
+    };
     const other = { mediaType: 'application/vnd.example.other', digest: sha256Digest(Buffer.from('{}')), size: 2 };
     const wrongType = sociIndex(image, 1, { artifactType: other.mediaType, config: other }).index;
     add(reg, 'err/app', notJson.digest, notJson);
@@ -201,7 +230,13 @@ describe.skipIf(lacksRegistry())('SOCI indexes on the distribution registry (no 
     const image = await buildImage({ layers: layers(3) });
     await pushImage(registry.url, 'soci/app', '1', image);
     const { index, ztocs } = sociIndex(image, 1);
-    const push = (tag: string, a: Artifact) => pushImage(registry.url, 'soci/app', tag, { manifest: a.bytes, manifestDigest: a.digest, manifestMediaType: a.mediaType, blobs: a.blobs } as unknown as BuiltImage);
+    const push = (tag: string, a: Artifact) =>
+      pushImage(registry.url, 'soci/app', tag, {
+        manifest: a.bytes,
+        manifestDigest: a.digest,
+        manifestMediaType: a.mediaType,
+        blobs: a.blobs,
+      } as unknown as BuiltImage);
     const ref = parseReference(`${registry.host}/soci/app:1`);
     const resolved = await client.resolve(ref);
     expect(await findSociZtocs(client, ref, resolved)).toBeUndefined();

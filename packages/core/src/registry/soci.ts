@@ -64,9 +64,12 @@ function digestOrUndefined(s: string): Digest | undefined {
 /** The v2 SOCI index an image index lists for `manifest`, if any. */
 function v2FromIndex(indexBytes: Uint8Array, manifest: Digest): Digest | undefined {
   try {
-    const doc = JSON.parse(Buffer.from(indexBytes).toString('utf8')) as { manifests?: { artifactType?: unknown; digest?: unknown; annotations?: Record<string, unknown> }[] };
+    const doc = JSON.parse(Buffer.from(indexBytes).toString('utf8')) as {
+      manifests?: { artifactType?: unknown; digest?: unknown; annotations?: Record<string, unknown> }[];
+    };
     for (const m of doc.manifests ?? []) {
-      if (m?.artifactType === SOCI_INDEX_V2 && m.annotations?.[SOCI_IMAGE_MANIFEST_ANNOTATION] === manifest && typeof m.digest === 'string') return digestOrUndefined(m.digest);
+      if (m?.artifactType === SOCI_INDEX_V2 && m.annotations?.[SOCI_IMAGE_MANIFEST_ANNOTATION] === manifest && typeof m.digest === 'string')
+        return digestOrUndefined(m.digest);
     }
   } catch {
     // Not ours to judge: the resolver already accepted this index.
@@ -96,7 +99,15 @@ async function ztocsOf(client: RegistryClient, ref: Reference, digest: Digest, v
   if (!entries) return undefined;
   const ztocs = new Map<Digest, Descriptor>();
   for (const l of entries as Record<string, unknown>[]) {
-    if (typeof l !== 'object' || l === null || l.mediaType !== ZTOC_MEDIA_TYPE || typeof l.digest !== 'string' || !Number.isSafeInteger(l.size) || (l.size as number) < 0) continue;
+    if (
+      typeof l !== 'object' ||
+      l === null ||
+      l.mediaType !== ZTOC_MEDIA_TYPE ||
+      typeof l.digest !== 'string' ||
+      !Number.isSafeInteger(l.size) ||
+      (l.size as number) < 0
+    )
+      continue;
     const annotations = l.annotations as Record<string, unknown> | undefined;
     const layer = typeof annotations?.[SOCI_LAYER_DIGEST_ANNOTATION] === 'string' ? digestOrUndefined(annotations[SOCI_LAYER_DIGEST_ANNOTATION]) : undefined;
     const z = digestOrUndefined(l.digest);

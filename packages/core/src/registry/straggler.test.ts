@@ -34,18 +34,24 @@ describe('the straggler floor', () => {
     reg.stats.reset();
     reg.faults.bytesPerSecond = RATE;
     try {
-      await fetchBlob(client, parseReference(`${reg.host}/s/app:1`), { mediaType: 'application/octet-stream', digest, size: blob.length }, { write: async (d, at) => void data.set(d, at) }, {
-        scheduler: new FetchScheduler(),
-        chunkSize: blob.length,
-        stragglerFloor: FLOOR,
-        stragglerWindowMs: WINDOW_MS,
-        stallTimeoutMs: 0, // the floor alone
-        onStraggler: () => stragglers++,
-        onBytes: () => {
-          if (first) onFirstBytes();
-          first = false;
+      await fetchBlob(
+        client,
+        parseReference(`${reg.host}/s/app:1`),
+        { mediaType: 'application/octet-stream', digest, size: blob.length },
+        { write: async (d, at) => void data.set(d, at) },
+        {
+          scheduler: new FetchScheduler(),
+          chunkSize: blob.length,
+          stragglerFloor: FLOOR,
+          stragglerWindowMs: WINDOW_MS,
+          stallTimeoutMs: 0, // the floor alone
+          onStraggler: () => stragglers++,
+          onBytes: () => {
+            if (first) onFirstBytes();
+            first = false;
+          },
         },
-      });
+      );
     } finally {
       reg.faults = {};
       await client.close();
@@ -86,16 +92,22 @@ describe('the straggler floor', () => {
     const limiter = new RateLimiter(512 * 1024);
     reg.stats.reset();
     try {
-      await fetchBlob(client, parseReference(`${reg.host}/s/app:1`), { mediaType: 'application/octet-stream', digest, size: blob.length }, { write: async (d, at) => void data.set(d, at) }, {
-        scheduler: new FetchScheduler(),
-        chunkSize: blob.length / 4,
-        stragglerFloor: FLOOR,
-        stragglerWindowMs: WINDOW_MS,
-        stallTimeoutMs: 100,
-        onStraggler: () => stragglers++,
-        onRetry: () => retries++,
-        throttle: throttleOf([limiter], { rank: 1 })!,
-      });
+      await fetchBlob(
+        client,
+        parseReference(`${reg.host}/s/app:1`),
+        { mediaType: 'application/octet-stream', digest, size: blob.length },
+        { write: async (d, at) => void data.set(d, at) },
+        {
+          scheduler: new FetchScheduler(),
+          chunkSize: blob.length / 4,
+          stragglerFloor: FLOOR,
+          stragglerWindowMs: WINDOW_MS,
+          stallTimeoutMs: 100,
+          onStraggler: () => stragglers++,
+          onRetry: () => retries++,
+          throttle: throttleOf([limiter], { rank: 1 })!,
+        },
+      );
     } finally {
       await client.close();
     }

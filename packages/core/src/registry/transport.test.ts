@@ -117,7 +117,10 @@ describe('redirects', () => {
     const { reg, ref } = await registry({ auth: { type: 'basic', username: 'u', password: 'p' } });
     reg.faults.redirectBlobsTo = reg.url;
     const c = client({ credentials: () => ({ username: 'u', password: 'p' }) });
-    await expect(c.request(ref, `blobs/${layer.digest}`)).rejects.toMatchObject({ code: 'REGISTRY_ERROR', message: expect.stringContaining('more than 5 redirects') });
+    await expect(c.request(ref, `blobs/${layer.digest}`)).rejects.toMatchObject({
+      code: 'REGISTRY_ERROR',
+      message: expect.stringContaining('more than 5 redirects'),
+    });
     const asks = reg.stats.requests;
     expect(asks.map((r) => r.status)).toEqual([401, 307, 307, 307, 307, 307, 307]);
     expect(asks.slice(1).every((r) => r.authorization)).toBe(true);
@@ -173,7 +176,9 @@ describe('a 200 to a ranged request', () => {
     layer.bytes.copy(sink.bytes, 0, 0, 100_000);
     await fetchBlob(client(), ref, desc(), sink, { chunkSize, have: [[0, 100_000]] });
     expect(sink.bytes.equals(layer.bytes)).toBe(true);
-    expect(reg.stats.requests.filter((r) => r.path.includes('/blobs/')).map((r) => [r.range, r.status])).toEqual([[`bytes=100000-${100_000 + chunkSize - 1}`, 200]]);
+    expect(reg.stats.requests.filter((r) => r.path.includes('/blobs/')).map((r) => [r.range, r.status])).toEqual([
+      [`bytes=100000-${100_000 + chunkSize - 1}`, 200],
+    ]);
   });
 
   it('fails REGISTRY_ERROR when it answers a range running beside others', async () => {

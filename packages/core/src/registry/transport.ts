@@ -212,13 +212,22 @@ class EndpointRequest {
     const headers = { ...this.headers };
     if (this.authorization !== undefined && url.origin === this.ep.origin) headers.authorization = this.authorization;
     try {
-      return await sendRequest(url, { method: this.options.method ?? 'GET', headers, dispatcher: this.ep.dispatcher, signal: this.options.signal ?? null, blob: this.options.blob === true });
+      return await sendRequest(url, {
+        method: this.options.method ?? 'GET',
+        headers,
+        dispatcher: this.ep.dispatcher,
+        signal: this.options.signal ?? null,
+        blob: this.options.blob === true,
+      });
     } catch (e) {
       if (this.options.signal?.aborted) throw new FastpullError('ABORTED', `requesting ${url.pathname} from ${url.host}: aborted`, { cause: e });
       // A proxy setting that cannot be used is the user's to fix, not the network's.
       if (isFastpullError(e)) throw e;
       const proxy = e instanceof ProxyRefused ? { proxy: e.proxy, proxyStatus: e.status } : {};
-      throw new FastpullError('NETWORK_ERROR', `requesting ${url.pathname} from ${url.host}: ${(e as Error).message}`, { cause: e, details: { host: url.host, ...proxy } });
+      throw new FastpullError('NETWORK_ERROR', `requesting ${url.pathname} from ${url.host}: ${(e as Error).message}`, {
+        cause: e,
+        details: { host: url.host, ...proxy },
+      });
     }
   }
 

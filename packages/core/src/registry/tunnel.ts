@@ -40,7 +40,10 @@ export function openTunnel(proxy: Proxy, host: string, port: number, options: Tu
       socket.destroy();
       reject(e);
     };
-    const timer = setTimeout(() => fail(new Error(`connect timeout: no tunnel to ${target} through the proxy ${proxy.name} within ${options.dialTimeoutMs} ms`)), options.dialTimeoutMs);
+    const timer = setTimeout(
+      () => fail(new Error(`connect timeout: no tunnel to ${target} through the proxy ${proxy.name} within ${options.dialTimeoutMs} ms`)),
+      options.dialTimeoutMs,
+    );
     const onAbort = (): void => fail(options.signal!.reason instanceof Error ? options.signal!.reason : new Error('aborted'));
     const onError = (e: Error): void => fail(new Error(`through the proxy ${proxy.name}: ${e.message}`));
     const onEnd = (): void => fail(new Error(`the proxy ${proxy.name} closed the connection before it answered CONNECT ${target}`));
@@ -57,7 +60,12 @@ export function openTunnel(proxy: Proxy, host: string, port: number, options: Tu
       if (status < 200 || status > 299) {
         const said = m ? `${status}${m[2] ? ` ${m[2].slice(0, 100)}` : ''}` : JSON.stringify(line.slice(0, 100));
         // 407 is the standard answer; some proxies (tinyproxy) answer CONNECT without credentials with 401.
-        const hint = status === 407 || status === 401 ? (proxy.authorization ? ' (the credentials in the proxy URL were refused)' : ' (it wants credentials: http://user:password@host:port)') : '';
+        const hint =
+          status === 407 || status === 401
+            ? proxy.authorization
+              ? ' (the credentials in the proxy URL were refused)'
+              : ' (it wants credentials: http://user:password@host:port)'
+            : '';
         fail(new ProxyRefused(`the proxy ${proxy.name} refused CONNECT ${target}: ${said}${hint}`, proxy.name, status));
         return;
       }

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { Agent } from 'undici';
 import { sendRequest } from './undici.js';
 
-describe('undici, a caller\'s dispatcher only', () => {
+describe("undici, a caller's dispatcher only", () => {
   it('is loaded neither by importing the library nor by a client that sends requests on its own connections', async () => {
     const server = createServer((_req, res) => {
       res.statusCode = 404;
@@ -56,7 +56,13 @@ describe('undici, a caller\'s dispatcher only', () => {
     const { port } = server.address() as AddressInfo;
     const dispatcher = new Agent();
     try {
-      const res = await sendRequest(new URL(`http://127.0.0.1:${port}/v2/x/blobs/sha256:ab?n=1&last=b`), { dispatcher, method: 'GET', headers: { 'x-test': 'yes' }, signal: null, blob: true });
+      const res = await sendRequest(new URL(`http://127.0.0.1:${port}/v2/x/blobs/sha256:ab?n=1&last=b`), {
+        dispatcher,
+        method: 'GET',
+        headers: { 'x-test': 'yes' },
+        signal: null,
+        blob: true,
+      });
       // A blob through a caller's dispatcher comes as an ordinary body.
       expect(res.direct).toBeUndefined();
       expect(res.statusCode).toBe(200);

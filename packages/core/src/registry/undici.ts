@@ -34,7 +34,14 @@ export function sendRequest(url: URL, options: SendOptions): Promise<RegistryRes
 /** A request through a caller's undici dispatcher, its answer as the project's response. */
 async function throughDispatcher(dispatcher: Dispatcher, url: URL, options: Omit<SendOptions, 'dispatcher' | 'blob'>): Promise<RegistryResponse> {
   const { method, headers, body, signal } = options;
-  const res = await dispatcher.request({ origin: url.origin, path: `${url.pathname}${url.search}`, method, headers, ...(body !== undefined ? { body } : {}), signal });
+  const res = await dispatcher.request({
+    origin: url.origin,
+    path: `${url.pathname}${url.search}`,
+    method,
+    headers,
+    ...(body !== undefined ? { body } : {}),
+    signal,
+  });
   return { statusCode: res.statusCode, headers: headerFields(res.headers), body: res.body };
 }
 

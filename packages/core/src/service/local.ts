@@ -148,13 +148,15 @@ export class LocalService implements FastpullService {
     this.location = this.store.root;
     this.hostsDir = options.hostsDir;
     this.signatureSettings = options.signatures ?? {};
-    this.scheduler = options.concurrency !== undefined ? new FetchScheduler({ maxRequests: options.concurrency, maxPerHost: options.concurrency }) : sharedFetchScheduler();
+    this.scheduler =
+      options.concurrency !== undefined ? new FetchScheduler({ maxRequests: options.concurrency, maxPerHost: options.concurrency }) : sharedFetchScheduler();
     // Before the pool: a pool that is not told its size takes it from the cores the budget leaves.
     if (options.cpuBudget !== undefined) this.setCpuBudget(options.cpuBudget);
     this.pool = options.unpackConcurrency !== undefined ? new UnpackPool({ size: options.unpackConcurrency }) : undefined;
     this.proxy = options.proxy ?? proxyEnvironment(options.env ?? process.env);
     this.connections = new RegistryConnections({ proxy: this.proxy, ...(options.tuning ? { tuning: options.tuning } : {}) });
-    this.limiter = options.rateLimit instanceof RateLimiter ? options.rateLimit : options.rateLimit !== undefined ? new RateLimiter(options.rateLimit) : undefined;
+    this.limiter =
+      options.rateLimit instanceof RateLimiter ? options.rateLimit : options.rateLimit !== undefined ? new RateLimiter(options.rateLimit) : undefined;
     this.credentials =
       options.credentials ??
       dockerCredentialsWithWarning(options.env ?? process.env, (registry, message) => options.onWarning?.(`no credentials for ${registry}: ${message}`));
@@ -254,7 +256,9 @@ export class LocalService implements FastpullService {
     const trace = options.onTrace ? new TraceRecorder() : undefined;
     const onProgress = trace ? (e: PullEvent) => (trace.event(e), options.onProgress?.(e)) : options.onProgress;
     // The policies load while the name resolves and the layers start; the verdict still comes before the record.
-    const signatures = signaturesEnabled(this.signatureSettings) ? this.signatureVerifiers().then((verifiers) => (verifiers.length > 0 ? { verifiers } : undefined)) : undefined;
+    const signatures = signaturesEnabled(this.signatureSettings)
+      ? this.signatureVerifiers().then((verifiers) => (verifiers.length > 0 ? { verifiers } : undefined))
+      : undefined;
     // The pull reports a policy that fails to load; one that fails before it looks is not an unhandled rejection.
     signatures?.catch(() => undefined);
     let result: PullResult | undefined;

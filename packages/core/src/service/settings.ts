@@ -122,7 +122,13 @@ export function parseSize(value: unknown, what: string): number {
 export function parseRateLimit(value: unknown, what: string): number {
   if (value === 0) return 0;
   if (typeof value === 'number' && Number.isSafeInteger(value) && value > 0) return value;
-  const text = typeof value === 'string' ? value.trim().toLowerCase().replace(/\s*\/\s*s$/, '') : undefined;
+  const text =
+    typeof value === 'string'
+      ? value
+          .trim()
+          .toLowerCase()
+          .replace(/\s*\/\s*s$/, '')
+      : undefined;
   if (text === '' || text === 'none') return 0;
   const m = text !== undefined ? /^(\d+(?:\.\d+)?)\s*([a-z]*)$/.exec(text) : null;
   const unit = m ? SIZE_UNITS[m[2]!] : undefined;
@@ -177,7 +183,8 @@ export function parsePositiveDuration(value: unknown, what: string): number {
  */
 export function parsePositiveInt(value: unknown, what: string): number {
   const n = typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
-  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a positive integer`);
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1)
+    throw new FastpullError('INVALID_ARGUMENT', `${what} ${show(value)}: want a positive integer`);
   return n;
 }
 

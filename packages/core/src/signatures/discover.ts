@@ -45,7 +45,13 @@ export interface DiscoverWhere {
  * and entries beyond the limit are left out. Registry failures other than "not found" reject (a
  * signature that cannot be looked for is not a missing one).
  */
-export async function discoverSignatures(registry: SignatureRegistry, subject: SignatureSubject, where: DiscoverWhere, limits: SignatureLimits, signal: AbortSignal): Promise<Discovery> {
+export async function discoverSignatures(
+  registry: SignatureRegistry,
+  subject: SignatureSubject,
+  where: DiscoverWhere,
+  limits: SignatureLimits,
+  signal: AbortSignal,
+): Promise<Discovery> {
   const ref = subject.reference;
   const found: DiscoveredSignature[] = [];
   let unread = 0;
@@ -70,7 +76,12 @@ export async function discoverSignatures(registry: SignatureRegistry, subject: S
 }
 
 /** cosign's signature tag of the subject, `<alg>-<hex>.sig`, or undefined when the registry has none. */
-async function cosignTagManifest(registry: SignatureRegistry, subject: SignatureSubject, limits: SignatureLimits, signal: AbortSignal): Promise<DiscoveredSignature | undefined> {
+async function cosignTagManifest(
+  registry: SignatureRegistry,
+  subject: SignatureSubject,
+  limits: SignatureLimits,
+  signal: AbortSignal,
+): Promise<DiscoveredSignature | undefined> {
   let fetched: FetchedManifest;
   try {
     fetched = await registry.fetchManifest(subject.reference, `${subject.digest.replace(':', '-')}.sig`, signal);
@@ -78,14 +89,26 @@ async function cosignTagManifest(registry: SignatureRegistry, subject: Signature
     if (isFastpullError(e) && e.code === 'NOT_FOUND') return undefined;
     throw e;
   }
-  const descriptor: Descriptor = { mediaType: fetched.mediaType ?? 'application/vnd.oci.image.manifest.v1+json', digest: fetched.digest, size: fetched.bytes.length };
+  const descriptor: Descriptor = {
+    mediaType: fetched.mediaType ?? 'application/vnd.oci.image.manifest.v1+json',
+    digest: fetched.digest,
+    size: fetched.bytes.length,
+  };
   const sig = artifact(registry, subject.reference, 'cosign-tag', descriptor, COSIGN_SIMPLESIGNING, limits, signal);
   const parsed = parseSignatureManifest(fetched.bytes, `cosign signature tag of ${subject.digest}`, limits);
   return { ...sig, manifest: () => Promise.resolve(parsed) };
 }
 
 /** A discovered artifact whose manifest and blobs are read on demand, each once at most for the manifest. */
-function artifact(registry: SignatureRegistry, ref: Reference, source: SignatureSource, descriptor: Descriptor, artifactType: string, limits: SignatureLimits, signal: AbortSignal): DiscoveredSignature {
+function artifact(
+  registry: SignatureRegistry,
+  ref: Reference,
+  source: SignatureSource,
+  descriptor: Descriptor,
+  artifactType: string,
+  limits: SignatureLimits,
+  signal: AbortSignal,
+): DiscoveredSignature {
   let manifest: Promise<SignatureManifest> | undefined;
   const what = `signature ${descriptor.digest} of ${ref.registry}/${ref.repository}`;
   return {
@@ -96,7 +119,8 @@ function artifact(registry: SignatureRegistry, ref: Reference, source: Signature
       manifest ??= (async () => {
         if (descriptor.size > limits.maxArtifactBytes) throw tooLarge(what, descriptor.size, limits.maxArtifactBytes);
         const fetched = await registry.fetchManifest(ref, descriptor.digest, signal);
-        if (fetched.bytes.length !== descriptor.size) throw new FastpullError('SIZE_MISMATCH', `${what}: manifest is ${fetched.bytes.length} bytes, its descriptor says ${descriptor.size}`);
+        if (fetched.bytes.length !== descriptor.size)
+          throw new FastpullError('SIZE_MISMATCH', `${what}: manifest is ${fetched.bytes.length} bytes, its descriptor says ${descriptor.size}`);
         return parseSignatureManifest(fetched.bytes, what, limits);
       })();
       return manifest;

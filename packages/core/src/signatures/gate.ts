@@ -43,7 +43,12 @@ export function gateCovers(gate: SignatureGate | undefined, subject: Pick<Signat
  * every verdict. Registry failures while looking for signatures reject with their own codes; the
  * time limit rejects with SIGNATURE_INVALID; `signal` rejects with ABORTED.
  */
-export async function checkSignatures(registry: SignatureRegistry, subject: SignatureSubject, gate: SignatureGate, signal?: AbortSignal): Promise<ImageSignatures | undefined> {
+export async function checkSignatures(
+  registry: SignatureRegistry,
+  subject: SignatureSubject,
+  gate: SignatureGate,
+  signal?: AbortSignal,
+): Promise<ImageSignatures | undefined> {
   const verifiers = gate.verifiers.filter((v) => v.covers(subject.reference));
   if (verifiers.length === 0) return undefined;
   const limits: SignatureLimits = { ...DEFAULT_SIGNATURE_LIMITS, ...gate.limits };
@@ -53,7 +58,9 @@ export async function checkSignatures(registry: SignatureRegistry, subject: Sign
   const stopped = (): FastpullError =>
     signal?.aborted
       ? abortError(signal, `verifying the signatures of ${name}`)
-      : new FastpullError('SIGNATURE_INVALID', `verifying the signatures of ${name}: not done within ${limits.timeoutMs} ms`, { details: { check: 'time', timeoutMs: limits.timeoutMs } });
+      : new FastpullError('SIGNATURE_INVALID', `verifying the signatures of ${name}: not done within ${limits.timeoutMs} ms`, {
+          details: { check: 'time', timeoutMs: limits.timeoutMs },
+        });
   try {
     const where = { referrers: true, cosignTag: verifiers.some((v) => v.kind === 'sigstore') };
     const found = await discoverSignatures(registry, subject, where, limits, all);
@@ -83,7 +90,8 @@ function judge(name: string, verdicts: readonly SignatureVerdict[]): ImageSignat
 /** One verdict's refusal in words: its kind and the first failed check of each signature (at most three). */
 function reason(v: SignatureVerdict): string {
   const failed = v.checks.filter((c) => !c.ok);
-  if (v.outcome === 'missing' || failed.length === 0) return `${v.kind}: ${failed[0]?.message ?? 'no signature found'}${v.scope !== undefined ? ` (policy scope ${JSON.stringify(v.scope)})` : ''}`;
+  if (v.outcome === 'missing' || failed.length === 0)
+    return `${v.kind}: ${failed[0]?.message ?? 'no signature found'}${v.scope !== undefined ? ` (policy scope ${JSON.stringify(v.scope)})` : ''}`;
   const shown = failed.slice(0, 3).map((c) => `${c.signature ? `${c.signature.slice(0, 19)}: ` : ''}${c.check}: ${c.message}`);
   return `${v.kind}: ${shown.join(', ')}${failed.length > 3 ? ` and ${failed.length - 3} more` : ''}`;
 }

@@ -16,8 +16,37 @@ export type {
   SignatureVerifier,
   VerifyContext,
 } from './types.js';
-export { COSIGN_SIMPLESIGNING, NOTARY_SIGNATURE, SIGNATURE_ARTIFACT_TYPES, SIGSTORE_BUNDLE_V03, discoverSignatures, parseSignatureManifest, type Discovery, type DiscoverWhere, type SignatureRegistry } from './discover.js';
-export { checkSignatures, DEFAULT_SIGNATURE_LIMITS, DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_MAX_SIGNATURES, DEFAULT_SIGNATURE_TIMEOUT_MS, gateCovers, verdictLine, type SignatureGate } from './gate.js';
-export { containersPolicyFor, loadContainersPolicy, parseContainersPolicy, policyScopes, type AppliedPolicy, type ContainersPolicy, type PolicyRequirement, type SignedIdentity, type SigstoreRequirement } from './policy.js';
+export {
+  COSIGN_SIMPLESIGNING,
+  NOTARY_SIGNATURE,
+  SIGNATURE_ARTIFACT_TYPES,
+  SIGSTORE_BUNDLE_V03,
+  discoverSignatures,
+  parseSignatureManifest,
+  type Discovery,
+  type DiscoverWhere,
+  type SignatureRegistry,
+} from './discover.js';
+export {
+  checkSignatures,
+  DEFAULT_SIGNATURE_LIMITS,
+  DEFAULT_MAX_ARTIFACT_BYTES,
+  DEFAULT_MAX_SIGNATURES,
+  DEFAULT_SIGNATURE_TIMEOUT_MS,
+  gateCovers,
+  verdictLine,
+  type SignatureGate,
+} from './gate.js';
+export {
+  containersPolicyFor,
+  loadContainersPolicy,
+  parseContainersPolicy,
+  policyScopes,
+  type AppliedPolicy,
+  type ContainersPolicy,
+  type PolicyRequirement,
+  type SignedIdentity,
+  type SigstoreRequirement,
+} from './policy.js';
 export { SigstoreVerifier } from './sigstore/verifier.js';
 export { loadSignatureVerifiers, SIGNATURE_ENV, signaturesEnabled, signatureSettingsFromEnv, type SignatureSettings } from './settings.js';

@@ -36,11 +36,7 @@ export interface SigstoreRequirement {
 }
 
 /** One requirement of a scope: all of a scope's requirements must be met. */
-export type PolicyRequirement =
-  | { readonly type: 'insecureAcceptAnything' }
-  | { readonly type: 'reject' }
-  | { readonly type: 'signedBy' }
-  | SigstoreRequirement;
+export type PolicyRequirement = { readonly type: 'insecureAcceptAnything' } | { readonly type: 'reject' } | { readonly type: 'signedBy' } | SigstoreRequirement;
 
 /** A loaded policy: the default requirements and the docker transport's scopes. */
 export interface ContainersPolicy {
@@ -140,7 +136,7 @@ function sigstoreRequirement(r: Record<string, unknown>, what: string, files: Fi
     ...strings(r.keyDatas, `${what}.keyDatas`, files, true).map((d) => base64Text(d, `${what}.keyDatas`, files)),
   ];
   const fulcio = r.fulcio === undefined ? undefined : fulcioRequirement(r.fulcio, `${what}.fulcio`, files);
-  if ((pems.length > 0) === (fulcio !== undefined)) throw bad(files.path, `${what}: want exactly one of keyPath, keyPaths, keyData, keyDatas or fulcio`);
+  if (pems.length > 0 === (fulcio !== undefined)) throw bad(files.path, `${what}: want exactly one of keyPath, keyPaths, keyData, keyDatas or fulcio`);
   const rekor = [
     ...strings(r.rekorPublicKeyPath, `${what}.rekorPublicKeyPath`, files).map((p) => files.read(p, `${what}.rekorPublicKeyPath`)),
     ...strings(r.rekorPublicKeyPaths, `${what}.rekorPublicKeyPaths`, files, true).map((p) => files.read(p, `${what}.rekorPublicKeyPaths`)),
@@ -160,7 +156,10 @@ function sigstoreRequirement(r: Record<string, unknown>, what: string, files: Fi
 function fulcioRequirement(v: unknown, what: string, files: FileReader): FulcioRequirement {
   if (typeof v !== 'object' || v === null) throw bad(files.path, `${what}: want an object`);
   const f = v as Record<string, unknown>;
-  const pem = [...strings(f.caPath, `${what}.caPath`, files).map((p) => files.read(p, `${what}.caPath`)), ...strings(f.caData, `${what}.caData`, files).map((d) => base64Text(d, `${what}.caData`, files))];
+  const pem = [
+    ...strings(f.caPath, `${what}.caPath`, files).map((p) => files.read(p, `${what}.caPath`)),
+    ...strings(f.caData, `${what}.caData`, files).map((d) => base64Text(d, `${what}.caData`, files)),
+  ];
   if (pem.length !== 1) throw bad(files.path, `${what}: want exactly one of caPath or caData`);
   const ca = pemBlocks(pem[0]!, 'CERTIFICATE').map((b) => {
     try {

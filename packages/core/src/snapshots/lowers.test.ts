@@ -66,7 +66,15 @@ describe.skipIf(lacksRoot())('reconcileWithLowers', () => {
     const bottom = layer('bottom', ['keep/x', 'dir/inner/y', 'gone-below']);
     const middle = layer('middle', ['!gone-below']);
     const upper = layer('upper', ['!keep/x', '!keep/absent', '!ghost/a/b', '!gone-below', '!dir/inner/nothing', 'dir/inner/new', '+opq/', '!opq/nothing']);
-    const stats = reconcileWithLowers(upper, [middle, bottom], { impliedDirs: ['keep', 'ghost', 'ghost/a', 'dir', 'dir/inner', 'opq'], whiteouts: ['keep/x', 'keep/absent', 'ghost/a/b', 'gone-below', 'dir/inner/nothing', 'opq/nothing'] }, { sameOwner: true });
+    const stats = reconcileWithLowers(
+      upper,
+      [middle, bottom],
+      {
+        impliedDirs: ['keep', 'ghost', 'ghost/a', 'dir', 'dir/inner', 'opq'],
+        whiteouts: ['keep/x', 'keep/absent', 'ghost/a/b', 'gone-below', 'dir/inner/nothing', 'opq/nothing'],
+      },
+      { sameOwner: true },
+    );
     const tree = execFileSync('find', ['.', '-mindepth', '1'], { cwd: upper, encoding: 'utf8' }).trim().split('\n').sort();
     // `opq` stays though empty: it still hides the layers below.
     expect(tree).toEqual(['./dir', './dir/inner', './dir/inner/new', './keep', './keep/x', './opq']);

@@ -58,7 +58,10 @@ export class LowerView {
   private readonly dirs = new Map<string, readonly number[]>();
 
   constructor(private readonly lowers: readonly string[]) {
-    this.dirs.set('', lowers.map((_, i) => i));
+    this.dirs.set(
+      '',
+      lowers.map((_, i) => i),
+    );
   }
 
   /** The entry the lower layers show at `rel`, or undefined when they show none. */

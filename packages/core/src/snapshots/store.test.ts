@@ -80,10 +80,19 @@ describe('FileSnapshotter', () => {
   it('mounts rootless stacks with userxattr, and refuses a stack that mixes both layouts', async () => {
     for (let i = 0; i < 3; i++) {
       const a = await snaps.prepare();
-      await snaps.commit(a, { chainID: chains[i]!, diffID: diffs[i]!, ...(i > 0 ? { parent: chains[i - 1]! } : {}), size: 0, ...(i < 2 ? { rootless: true } : {}) });
+      await snaps.commit(a, {
+        chainID: chains[i]!,
+        diffID: diffs[i]!,
+        ...(i > 0 ? { parent: chains[i - 1]! } : {}),
+        size: 0,
+        ...(i < 2 ? { rootless: true } : {}),
+      });
     }
     expect((await snaps.mounts(chains.slice(0, 2)))[0]!.options[0]).toBe('userxattr');
-    await expect(snaps.mounts(chains)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/mixes 2 snapshots laid out for rootless mounts with 1/) });
+    await expect(snaps.mounts(chains)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/mixes 2 snapshots laid out for rootless mounts with 1/),
+    });
   });
 });
 
@@ -105,7 +114,10 @@ describe('FileSnapshotter mounts of many layers', () => {
     const fits = Number(/a store root of at most (\d+) bytes would fit them/.exec((err as Error).message)?.[1]);
     expect(fits).toBeGreaterThan(root.length + 1);
     // A root of exactly that many bytes mounts the stack; one byte more does not.
-    for (const [extra, ok] of [[0, true], [1, false]] as const) {
+    for (const [extra, ok] of [
+      [0, true],
+      [1, false],
+    ] as const) {
       const dir = join(root, 'r'.repeat(fits - root.length - 1 + extra));
       const s = new FileSnapshotter(dir, { sync: false });
       await commitMany(s, 60);
@@ -123,7 +135,9 @@ describe('FileSnapshotter mounts of many layers', () => {
     await commitMany(s, 140);
     await expect(s.mounts(many)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
-      message: expect.stringMatching(/an overlay of 140 layers needs \d+ bytes of mount options, over the 3584 mount\(2\) takes; no store root fits them: .* so 137 layers fit even under \//),
+      message: expect.stringMatching(
+        /an overlay of 140 layers needs \d+ bytes of mount options, over the 3584 mount\(2\) takes; no store root fits them: .* so 137 layers fit even under \//,
+      ),
     });
     const tooMany = Array.from({ length: 501 }, () => many[0]!);
     await expect(s.mounts(tooMany)).rejects.toMatchObject({ code: 'TOO_MANY_LAYERS', details: { layers: 501, limit: 500 } });

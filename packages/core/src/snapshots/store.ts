@@ -279,7 +279,10 @@ export class FileSnapshotter implements Snapshotter {
     }
     if (rootless !== 0 && rootless !== chainIDs.length) {
       // One overlay mount reads either trusted.overlay.* or (userxattr) user.overlay.*.
-      throw new FastpullError('INVALID_ARGUMENT', `the stack mixes ${rootless} snapshots laid out for rootless mounts with ${chainIDs.length - rootless} for rootful ones: no one overlay mount reads both`);
+      throw new FastpullError(
+        'INVALID_ARGUMENT',
+        `the stack mixes ${rootless} snapshots laid out for rootless mounts with ${chainIDs.length - rootless} for rootful ones: no one overlay mount reads both`,
+      );
     }
     const dirs = chainIDs.map((id) => this.fsPath(id)).reverse();
     // One layer needs no overlay: a read-only bind mount, as containerd does.
@@ -314,9 +317,13 @@ export class FileSnapshotter implements Snapshotter {
       rootFits >= 1
         ? `a store root of at most ${rootFits} bytes would fit them (${root} fits ${fitting(root.length)} layers)`
         : `no store root fits them: each layer takes its short link, ${tail + 1} bytes and more, so ${fitting(0)} layers fit even under /; containerd, through fastpulld's snapshotter, shortens the paths itself and mounts up to about 300 (docs/containerd.md, "Images of many layers")`;
-    return new FastpullError('INVALID_ARGUMENT', `an overlay of ${layers} layers needs ${length} bytes of mount options, over the ${MAX_MOUNT_OPTIONS} mount(2) takes; ${hint}`, {
-      details: { layers, length, limit: MAX_MOUNT_OPTIONS },
-    });
+    return new FastpullError(
+      'INVALID_ARGUMENT',
+      `an overlay of ${layers} layers needs ${length} bytes of mount options, over the ${MAX_MOUNT_OPTIONS} mount(2) takes; ${hint}`,
+      {
+        details: { layers, length, limit: MAX_MOUNT_OPTIONS },
+      },
+    );
   }
 
   /**

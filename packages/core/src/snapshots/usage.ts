@@ -65,7 +65,7 @@ export async function treeUsage(root: string): Promise<SnapshotUsage> {
 export async function snapshotChain(snapshots: Snapshotter, top: Digest): Promise<Digest[]> {
   const chain: Digest[] = [];
   const seen = new Set<Digest>();
-  for (let id: Digest | undefined = top; id !== undefined; ) {
+  for (let id: Digest | undefined = top; id !== undefined;) {
     if (seen.has(id)) throw new FastpullError('INTERNAL', `snapshot ${top}: its parents form a loop at ${id}`);
     seen.add(id);
     const info = await snapshots.info(id);

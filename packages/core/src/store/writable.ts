@@ -47,7 +47,8 @@ function checkTarget(target: string, root: string): void {
   if (!isAbsolute(target)) refuse('not an absolute path');
   if (target.includes('\0')) refuse('holds a NUL byte');
   if (Buffer.byteLength(target) > MAX_TARGET_BYTES) refuse(`${Buffer.byteLength(target)} bytes, longer than a path may be (${MAX_TARGET_BYTES})`);
-  if (target.length > 1 && (posix.normalize(target) !== target || target.endsWith('/'))) refuse(`not in canonical form; name it as ${JSON.stringify(posix.normalize(target).replace(/(.)\/$/, '$1'))}`);
+  if (target.length > 1 && (posix.normalize(target) !== target || target.endsWith('/')))
+    refuse(`not in canonical form; name it as ${JSON.stringify(posix.normalize(target).replace(/(.)\/$/, '$1'))}`);
   if (target === '/') refuse('the root of the filesystem');
   const tree = SYSTEM_TREES.find((dir) => within(target, dir));
   if (tree) refuse(`in ${tree}, a system tree no fastpull mount may hide`);

@@ -214,7 +214,12 @@ describe('buildImage', () => {
       platform: { os: 'linux', architecture: 'arm64', variant: 'v8' },
       annotations: { 'org.example': 'yes' },
     });
-    const manifest = JSON.parse(image.manifest.toString()) as { mediaType: string; config: { mediaType: string }; layers: { mediaType: string }[]; annotations: unknown };
+    const manifest = JSON.parse(image.manifest.toString()) as {
+      mediaType: string;
+      config: { mediaType: string };
+      layers: { mediaType: string }[];
+      annotations: unknown;
+    };
     expect(manifest.mediaType).toBe(MediaTypes.DOCKER_MANIFEST);
     expect(image.manifestMediaType).toBe(MediaTypes.DOCKER_MANIFEST);
     expect(manifest.config.mediaType).toBe(MediaTypes.DOCKER_CONFIG);
@@ -237,7 +242,10 @@ describe('buildImage', () => {
 describe('buildIndex', () => {
   it('lists each manifest with its platform', async () => {
     const amd = await buildImage({ layers: [[{ type: 'file', path: 'arch', content: 'amd64' }]] });
-    const arm = await buildImage({ layers: [[{ type: 'file', path: 'arch', content: 'arm64' }]], platform: { os: 'linux', architecture: 'arm64', variant: 'v8' } });
+    const arm = await buildImage({
+      layers: [[{ type: 'file', path: 'arch', content: 'arm64' }]],
+      platform: { os: 'linux', architecture: 'arm64', variant: 'v8' },
+    });
     const index = buildIndex([amd, arm]);
     expect(index.mediaType).toBe(MediaTypes.OCI_INDEX);
     expect(index.digest).toBe(sha256Digest(index.index));
@@ -246,7 +254,12 @@ describe('buildIndex', () => {
     expect(doc.mediaType).toBe(MediaTypes.OCI_INDEX);
     expect(doc.manifests).toEqual([
       { mediaType: MediaTypes.OCI_MANIFEST, digest: amd.manifestDigest, size: amd.manifest.byteLength, platform: { architecture: 'amd64', os: 'linux' } },
-      { mediaType: MediaTypes.OCI_MANIFEST, digest: arm.manifestDigest, size: arm.manifest.byteLength, platform: { architecture: 'arm64', os: 'linux', variant: 'v8' } },
+      {
+        mediaType: MediaTypes.OCI_MANIFEST,
+        digest: arm.manifestDigest,
+        size: arm.manifest.byteLength,
+        platform: { architecture: 'arm64', os: 'linux', variant: 'v8' },
+      },
     ]);
     expect(index.blobs.size).toBe(4);
     expect(buildIndex([amd], { format: 'docker' }).mediaType).toBe(MediaTypes.DOCKER_MANIFEST_LIST);

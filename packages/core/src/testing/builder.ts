@@ -24,7 +24,16 @@ import {
   type TarEntry,
 } from './layer-tree.js';
 
-export { applyLayer, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DEFAULT_MTIME, type ExpectedEntry, type ExpectedTree, type LayerEntry, type TarEntry } from './layer-tree.js';
+export {
+  applyLayer,
+  DEFAULT_DIR_MODE,
+  DEFAULT_FILE_MODE,
+  DEFAULT_MTIME,
+  type ExpectedEntry,
+  type ExpectedTree,
+  type LayerEntry,
+  type TarEntry,
+} from './layer-tree.js';
 
 /** Layer blob compression the builder can write. */
 /** Layer compression; 'zstd' needs the zstd program (Debian package zstd) at /usr/bin/zstd. */
@@ -98,7 +107,10 @@ async function writeTar(entries: readonly TarEntry[]): Promise<Buffer> {
         p.entry({ name: e.path, type: 'link', linkname: e.target, mode: e.mode, uid: e.uid, gid: e.gid, mtime: date(e.mtime) });
         break;
       case 'whiteout':
-        p.entry({ name: markerPath(dirname(e.path), WHITEOUT_PREFIX + basename(e.path)), type: 'file', mode: DEFAULT_FILE_MODE, mtime: date(DEFAULT_MTIME) }, Buffer.alloc(0));
+        p.entry(
+          { name: markerPath(dirname(e.path), WHITEOUT_PREFIX + basename(e.path)), type: 'file', mode: DEFAULT_FILE_MODE, mtime: date(DEFAULT_MTIME) },
+          Buffer.alloc(0),
+        );
         break;
       case 'opaque':
         p.entry({ name: markerPath(e.path, OPAQUE_MARKER), type: 'file', mode: DEFAULT_FILE_MODE, mtime: date(DEFAULT_MTIME) }, Buffer.alloc(0));
@@ -133,7 +145,18 @@ function rawLayer(tar: Buffer, compression: Compression, format: ImageFormat): B
   const blob = compression === 'gzip' ? gzipSync(tar) : compression === 'zstd' ? zstdSync(tar) : tar;
   const digest = sha256Digest(blob);
   const mediaType = layerMediaType(format, compression);
-  return { tar, blob, digest, diffID: compression === 'none' ? digest : sha256Digest(tar), size: blob.byteLength, mediaType, compression, entries: [], tarEntries: [], descriptor: { mediaType, digest, size: blob.byteLength } };
+  return {
+    tar,
+    blob,
+    digest,
+    diffID: compression === 'none' ? digest : sha256Digest(tar),
+    size: blob.byteLength,
+    mediaType,
+    compression,
+    entries: [],
+    tarEntries: [],
+    descriptor: { mediaType, digest, size: blob.byteLength },
+  };
 }
 
 /**
@@ -333,6 +356,7 @@ export function buildIndex(images: readonly BuiltImage[], options: { format?: Im
 /** zstd-compresses with the zstd program (Node 20 has no zstd encoder); deterministic for one version. */
 function zstdSync(data: Buffer): Buffer {
   const r = spawnSync('/usr/bin/zstd', ['-q', '-c', '-3', '--no-check'], { input: data, maxBuffer: 2 ** 31 - 1 });
-  if (r.error || r.status !== 0) throw invalid(`zstd compression needs /usr/bin/zstd (Debian package zstd): ${r.error?.message ?? r.stderr.toString().slice(0, 200)}`);
+  if (r.error || r.status !== 0)
+    throw invalid(`zstd compression needs /usr/bin/zstd (Debian package zstd): ${r.error?.message ?? r.stderr.toString().slice(0, 200)}`);
   return r.stdout;
 }

@@ -92,7 +92,11 @@ describe('real distribution registry', () => {
     const registry = await startDistribution();
     try {
       const amd = await buildImage({ layers: [[{ type: 'file', path: 'arch', content: 'amd64' }]], format: 'docker' });
-      const arm = await buildImage({ layers: [[{ type: 'file', path: 'arch', content: 'arm64' }]], format: 'docker', platform: { os: 'linux', architecture: 'arm64', variant: 'v8' } });
+      const arm = await buildImage({
+        layers: [[{ type: 'file', path: 'arch', content: 'arm64' }]],
+        format: 'docker',
+        platform: { os: 'linux', architecture: 'arm64', variant: 'v8' },
+      });
       const index = buildIndex([amd, arm], { format: 'docker' });
       expect(await pushIndex(registry.url, 'multi', 'latest', index)).toBe(index.digest);
       const res = await get(`${registry.url}/v2/multi/manifests/latest`, { accept: MANIFEST_ACCEPT });

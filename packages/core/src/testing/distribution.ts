@@ -132,7 +132,9 @@ function sleep(ms: number): Promise<void> {
 export async function startDistribution(options: StartDistributionOptions = {}): Promise<DistributionRegistry> {
   const binary = options.binary ?? findDistributionBinary();
   if (binary === undefined) {
-    throw new Error(`startDistribution: no distribution registry binary found (looked for ${DEBIAN_BINARY}, then ${BINARY_NAMES.join(' and ')} on PATH); install docker-registry (Debian) or distribution`);
+    throw new Error(
+      `startDistribution: no distribution registry binary found (looked for ${DEBIAN_BINARY}, then ${BINARY_NAMES.join(' and ')} on PATH); install docker-registry (Debian) or distribution`,
+    );
   }
   const ownDir = options.dir === undefined;
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'fastpull-distribution-')));
@@ -257,7 +259,15 @@ async function pushBlob(base: string, repository: string, digest: Digest, bytes:
   await put.body.dump();
 }
 
-async function pushManifest(base: string, repository: string, reference: string, bytes: Buffer, mediaType: string, want: Digest, via: Via = {}): Promise<Digest> {
+async function pushManifest(
+  base: string,
+  repository: string,
+  reference: string,
+  bytes: Buffer,
+  mediaType: string,
+  want: Digest,
+  via: Via = {},
+): Promise<Digest> {
   const what = `push manifest ${repository}:${reference} to ${base}`;
   const res = await request(`${base}/v2/${repository}/manifests/${reference}`, {
     method: 'PUT',
@@ -313,7 +323,13 @@ interface Via {
  * @example
  * const digest = await pushIndex(reg.url, 'app', 'multi', buildIndex([amd64Image, arm64Image]));
  */
-export async function pushIndex(url: string, repository: string, tag: string, index: BuiltIndex, images: readonly BuiltImage[] = index.images): Promise<Digest> {
+export async function pushIndex(
+  url: string,
+  repository: string,
+  tag: string,
+  index: BuiltIndex,
+  images: readonly BuiltImage[] = index.images,
+): Promise<Digest> {
   const base = trimBase(url);
   for (const image of images) {
     for (const [digest, bytes] of image.blobs) await pushBlob(base, repository, digest, bytes);
@@ -340,6 +356,7 @@ export function blobDataPath(storageDir: string, digest: Digest): string {
  * describe.skipIf(lacksRegistry())('against docker-registry', () => {});
  */
 export function lacksRegistry(env: NodeJS.ProcessEnv = process.env): boolean {
-  const missing = findDistributionBinary() === undefined ? 'docker-registry (the CNCF distribution registry) is not installed: bash scripts/bootstrap.sh' : undefined;
+  const missing =
+    findDistributionBinary() === undefined ? 'docker-registry (the CNCF distribution registry) is not installed: bash scripts/bootstrap.sh' : undefined;
   return lacks('registry', missing, env);
 }

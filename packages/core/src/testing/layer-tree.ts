@@ -139,10 +139,18 @@ class TarPlan {
       case 'file':
         return this.addFile(e, i);
       case 'symlink': {
-        if (typeof e.target !== 'string' || e.target.length === 0 || e.target.includes('\0')) throw invalid(`${what}: symlink ${e.path} needs a non-empty target`);
+        if (typeof e.target !== 'string' || e.target.length === 0 || e.target.includes('\0'))
+          throw invalid(`${what}: symlink ${e.path} needs a non-empty target`);
         this.ensureParents(e.path, i);
         this.wroteNonDir(e.path);
-        this.out.push({ type: 'symlink', path: e.path, target: e.target, uid: checkId(e.uid ?? 0, e.path), gid: checkId(e.gid ?? 0, e.path), mtime: e.mtime ?? DEFAULT_MTIME });
+        this.out.push({
+          type: 'symlink',
+          path: e.path,
+          target: e.target,
+          uid: checkId(e.uid ?? 0, e.path),
+          gid: checkId(e.gid ?? 0, e.path),
+          mtime: e.mtime ?? DEFAULT_MTIME,
+        });
         return;
       }
       case 'hardlink':
@@ -309,7 +317,14 @@ export function applyLayer(tree: ExpectedTree, layer: { readonly tarEntries: rea
       }
       case 'device':
         removeSubtree(tree, e.path);
-        tree.set(e.path, { type: 'special', kind: e.device === 'char' ? 'char-device' : 'block-device', mode: e.mode, uid: e.uid, gid: e.gid, rdev: makedev(e.major, e.minor) });
+        tree.set(e.path, {
+          type: 'special',
+          kind: e.device === 'char' ? 'char-device' : 'block-device',
+          mode: e.mode,
+          uid: e.uid,
+          gid: e.gid,
+          rdev: makedev(e.major, e.minor),
+        });
         break;
       case 'whiteout':
       case 'opaque':

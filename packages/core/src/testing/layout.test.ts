@@ -36,7 +36,11 @@ function sha256Hex(b: Buffer): string {
 
 async function twoImages(): Promise<[BuiltImage, BuiltImage]> {
   const a = await buildImage({ layers: [shared, [{ type: 'file', path: 'app/a', content: 'a\n' }]] });
-  const b = await buildImage({ layers: [shared, [{ type: 'file', path: 'app/b', content: 'b\n' }]], compression: 'none', platform: { os: 'linux', architecture: 'arm64', variant: 'v8' } });
+  const b = await buildImage({
+    layers: [shared, [{ type: 'file', path: 'app/b', content: 'b\n' }]],
+    compression: 'none',
+    platform: { os: 'linux', architecture: 'arm64', variant: 'v8' },
+  });
   return [a, b];
 }
 
@@ -55,8 +59,20 @@ describe('writeOciLayout', () => {
     expect(index.schemaVersion).toBe(2);
     expect(index.mediaType).toBe(MediaTypes.OCI_INDEX);
     expect(index.manifests).toEqual([
-      { mediaType: MediaTypes.OCI_MANIFEST, digest: a.manifestDigest, size: a.manifest.length, platform: { architecture: 'amd64', os: 'linux' }, annotations: { [OCI_REF_NAME_ANNOTATION]: 'latest' } },
-      { mediaType: MediaTypes.OCI_MANIFEST, digest: b.manifestDigest, size: b.manifest.length, platform: { architecture: 'arm64', os: 'linux', variant: 'v8' }, annotations: { [OCI_REF_NAME_ANNOTATION]: 'arm64-v1.0' } },
+      {
+        mediaType: MediaTypes.OCI_MANIFEST,
+        digest: a.manifestDigest,
+        size: a.manifest.length,
+        platform: { architecture: 'amd64', os: 'linux' },
+        annotations: { [OCI_REF_NAME_ANNOTATION]: 'latest' },
+      },
+      {
+        mediaType: MediaTypes.OCI_MANIFEST,
+        digest: b.manifestDigest,
+        size: b.manifest.length,
+        platform: { architecture: 'arm64', os: 'linux', variant: 'v8' },
+        annotations: { [OCI_REF_NAME_ANNOTATION]: 'arm64-v1.0' },
+      },
     ]);
 
     // Every file is named by the sha256 of its bytes; together they are the manifests and all their blobs.
@@ -97,7 +113,10 @@ describe('writeOciLayout', () => {
     manifest.layers[0]!.mediaType = MediaTypes.DOCKER_LAYER_GZIP;
     const bytes = Buffer.from(JSON.stringify(manifest));
     const edited = { ...image, manifest: bytes, manifestDescriptor: { ...image.manifestDescriptor, size: bytes.length } };
-    await expect(writeOciLayout(dir, [{ tag: 'x', image: edited }])).rejects.toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('layer 0') });
+    await expect(writeOciLayout(dir, [{ tag: 'x', image: edited }])).rejects.toMatchObject({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      message: expect.stringContaining('layer 0'),
+    });
   });
 
   it('refuses bad and repeated tags, missing blobs and a non-empty directory', async () => {
@@ -113,12 +132,18 @@ describe('writeOciLayout', () => {
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('twice') });
     const blobs = new Map(a.blobs);
     blobs.delete(a.layers[1]!.digest);
-    await expect(writeOciLayout(dir, [{ tag: 'v1', image: { ...a, blobs } }])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(a.layers[1]!.digest) });
+    await expect(writeOciLayout(dir, [{ tag: 'v1', image: { ...a, blobs } }])).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining(a.layers[1]!.digest),
+    });
     expect(readdirSync(dir)).toEqual([]);
 
     await mkdir(join(dir, 'full'));
     await writeFile(join(dir, 'full', 'index.json'), '{}');
-    await expect(writeOciLayout(join(dir, 'full'), [{ tag: 'v1', image: a }])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('not empty') });
+    await expect(writeOciLayout(join(dir, 'full'), [{ tag: 'v1', image: a }])).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('not empty'),
+    });
   });
 
   it.skipIf(lacks('umoci', hasUmoci() ? undefined : 'umoci is not installed'))('is a layout umoci lists and checks', async () => {

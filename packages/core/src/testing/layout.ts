@@ -119,7 +119,9 @@ export async function writeOciLayout(dir: string, images: readonly OciLayoutEntr
     addBlob(entry.image.manifestDigest, entry.image.manifest, tag);
     const d = entry.image.manifestDescriptor;
     if (d.digest !== entry.image.manifestDigest || d.size !== entry.image.manifest.byteLength) {
-      throw invalid(`image ${JSON.stringify(tag)}: the manifest descriptor (${d.digest}, ${d.size} bytes) does not describe the manifest (${entry.image.manifestDigest}, ${entry.image.manifest.byteLength} bytes)`);
+      throw invalid(
+        `image ${JSON.stringify(tag)}: the manifest descriptor (${d.digest}, ${d.size} bytes) does not describe the manifest (${entry.image.manifestDigest}, ${entry.image.manifest.byteLength} bytes)`,
+      );
     }
     manifests.push({
       mediaType: d.mediaType,

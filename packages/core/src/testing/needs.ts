@@ -38,7 +38,10 @@ export type Piece =
 const said = new Set<string>();
 
 function required(piece: Piece, env: NodeJS.ProcessEnv): boolean {
-  const list = (env.FASTPULL_REQUIRE ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const list = (env.FASTPULL_REQUIRE ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   return list.includes('all') || list.includes(piece);
 }
 

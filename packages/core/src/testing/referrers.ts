@@ -48,8 +48,18 @@ export function referrersAnswer(manifests: Iterable<StoredManifestLike>, subject
     const type = typeof doc.artifactType === 'string' ? doc.artifactType : typeof doc.config?.mediaType === 'string' ? doc.config.mediaType : undefined;
     if (artifactType !== undefined && type !== artifactType) continue;
     const annotations = typeof doc.annotations === 'object' && doc.annotations !== null ? doc.annotations : undefined;
-    entries.push({ mediaType: m.mediaType, digest: m.digest, size: m.bytes.byteLength, ...(type ? { artifactType: type } : {}), ...(annotations ? { annotations } : {}) });
+    entries.push({
+      mediaType: m.mediaType,
+      digest: m.digest,
+      size: m.bytes.byteLength,
+      ...(type ? { artifactType: type } : {}),
+      ...(annotations ? { annotations } : {}),
+    });
   }
   const body = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaTypes.OCI_INDEX, manifests: entries }));
-  return { status: 200, body, headers: { 'Content-Type': MediaTypes.OCI_INDEX, ...(artifactType !== undefined ? { 'OCI-Filters-Applied': 'artifactType' } : {}) } };
+  return {
+    status: 200,
+    body,
+    headers: { 'Content-Type': MediaTypes.OCI_INDEX, ...(artifactType !== undefined ? { 'OCI-Filters-Applied': 'artifactType' } : {}) },
+  };
 }

@@ -31,7 +31,8 @@ export function errorBody(code: string, message: string, detail?: unknown): Buff
 }
 
 export function checkName(repository: string): void {
-  if (!NAME_RE.test(repository) || repository.length > 255) throw new FastpullError('INVALID_ARGUMENT', `invalid repository name ${JSON.stringify(repository)}`);
+  if (!NAME_RE.test(repository) || repository.length > 255)
+    throw new FastpullError('INVALID_ARGUMENT', `invalid repository name ${JSON.stringify(repository)}`);
 }
 
 export function takeCounted<T extends CountedFault>(fault: T | undefined, path: string): T | undefined {

@@ -127,7 +127,10 @@ export class LoopbackServer {
     if (this.auth.username !== undefined && !refreshed) {
       const want = `Basic ${Buffer.from(`${this.auth.username}:${this.auth.password ?? ''}`).toString('base64')}`;
       if (req.headers.authorization !== want) {
-        this.send(res, log, 401, errorBody('UNAUTHORIZED', 'bad credentials'), { 'Content-Type': 'application/json', 'WWW-Authenticate': `Basic realm="${LOOPBACK_SERVICE}"` });
+        this.send(res, log, 401, errorBody('UNAUTHORIZED', 'bad credentials'), {
+          'Content-Type': 'application/json',
+          'WWW-Authenticate': `Basic realm="${LOOPBACK_SERVICE}"`,
+        });
         return;
       }
     }
@@ -151,7 +154,11 @@ export class LoopbackServer {
 
   private send(res: ServerResponse, log: RequestLog, status: number, body: Buffer | undefined, headers: Record<string, string | number>): void {
     log.status = status;
-    res.writeHead(status, { 'Docker-Distribution-API-Version': 'registry/2.0', ...(body !== undefined ? { 'Content-Length': body.byteLength } : {}), ...headers });
+    res.writeHead(status, {
+      'Docker-Distribution-API-Version': 'registry/2.0',
+      ...(body !== undefined ? { 'Content-Length': body.byteLength } : {}),
+      ...headers,
+    });
     if (body === undefined || body.byteLength === 0) {
       res.end();
       return;
@@ -291,7 +298,11 @@ export class LoopbackServer {
       });
       req.on('end', () => {
         const form = new URLSearchParams(Buffer.concat(parts).toString('utf8'));
-        const ok = this.auth?.type === 'bearer' && this.auth.refreshToken !== undefined && form.get('grant_type') === 'refresh_token' && form.get('refresh_token') === this.auth.refreshToken;
+        const ok =
+          this.auth?.type === 'bearer' &&
+          this.auth.refreshToken !== undefined &&
+          form.get('grant_type') === 'refresh_token' &&
+          form.get('refresh_token') === this.auth.refreshToken;
         if (!ok) this.send(res, log, 401, errorBody('UNAUTHORIZED', 'invalid refresh token'), { 'Content-Type': 'application/json' });
         else this.issueToken(req, res, log, form, true);
       });
@@ -350,8 +361,7 @@ export class LoopbackServer {
     else if (kind === 'referrers') {
       const a = referrersAnswer(r.manifests.values(), reference, parsed.searchParams.get('artifactType') ?? undefined);
       this.send(res, log, a.status, a.body, a.headers);
-    }
-    else this.serveBlob(req, res, log, r, reference, pathname);
+    } else this.serveBlob(req, res, log, r, reference, pathname);
   }
 
   private answer(req: IncomingMessage, res: ServerResponse): void {
@@ -368,7 +378,13 @@ export class LoopbackServer {
  * Writes `body` to `res` in pieces, at about `rate` bytes a second (else as fast as it goes), and
  * after `stop.bytes` bytes sends no more: the connection is destroyed (`drop`) or left open (a stall).
  */
-function sendPaced(res: ServerResponse, body: Buffer, rate: number | undefined, stop: { bytes: number; drop: boolean } | undefined, count: (n: number) => void): void {
+function sendPaced(
+  res: ServerResponse,
+  body: Buffer,
+  rate: number | undefined,
+  stop: { bytes: number; drop: boolean } | undefined,
+  count: (n: number) => void,
+): void {
   const tickMs = 50;
   const chunk = rate !== undefined ? Math.max(1, Math.floor((rate * tickMs) / 1000)) : 64 * 1024;
   let offset = 0;

@@ -365,7 +365,17 @@ describe('loopback registry: faults', () => {
   it('serves the referrers API when asked: manifests whose subject names the digest, filtered by artifactType', async () => {
     const im = await image();
     const referrer = (artifactType: string) =>
-      Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MediaTypes.OCI_MANIFEST, artifactType, subject: im.manifestDescriptor, config: { mediaType: 'application/vnd.oci.empty.v1+json', digest: sha256Digest(Buffer.from('{}')), size: 2 }, layers: [], annotations: { a: artifactType } }));
+      Buffer.from(
+        JSON.stringify({
+          schemaVersion: 2,
+          mediaType: MediaTypes.OCI_MANIFEST,
+          artifactType,
+          subject: im.manifestDescriptor,
+          config: { mediaType: 'application/vnd.oci.empty.v1+json', digest: sha256Digest(Buffer.from('{}')), size: 2 },
+          layers: [],
+          annotations: { a: artifactType },
+        }),
+      );
     const sig = referrer('application/vnd.example.sig');
     const sbom = referrer('application/vnd.example.sbom');
     const without = await start();
@@ -380,7 +390,10 @@ describe('loopback registry: faults', () => {
     expect(all.status).toBe(200);
     expect(all.header('content-type')).toBe(MediaTypes.OCI_INDEX);
     expect(all.header('oci-filters-applied')).toBeUndefined();
-    const list = JSON.parse(all.body.toString()) as { mediaType: string; manifests: { digest: string; size: number; artifactType: string; annotations: object }[] };
+    const list = JSON.parse(all.body.toString()) as {
+      mediaType: string;
+      manifests: { digest: string; size: number; artifactType: string; annotations: object }[];
+    };
     expect(list.mediaType).toBe(MediaTypes.OCI_INDEX);
     // The referrer added under a tag is listed once, not once more for its digest.
     expect(list.manifests.map((m) => [m.digest, m.size, m.artifactType])).toEqual([

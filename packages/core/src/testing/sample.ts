@@ -73,7 +73,8 @@ function baseLayer(rng: Prng, n: Names): LayerEntry[] {
   e.push({ type: 'file', path: `usr/lib/lib${n.lib}.so.1.2.3`, content: rng.binary(rng.int(1 * MiB, 2 * MiB)), mode: 0o755 });
   e.push({ type: 'symlink', path: `usr/lib/lib${n.lib}.so.1`, target: `lib${n.lib}.so.1.2.3` });
   const libs = rng.int(3, 6);
-  for (let i = 0; i < libs; i++) e.push({ type: 'file', path: `usr/lib/lib${rng.word()}${i}.so.${i}`, content: rng.binary(rng.int(1 * KiB, 120 * KiB)), mode: 0o755 });
+  for (let i = 0; i < libs; i++)
+    e.push({ type: 'file', path: `usr/lib/lib${rng.word()}${i}.so.${i}`, content: rng.binary(rng.int(1 * KiB, 120 * KiB)), mode: 0o755 });
   for (const pkg of n.docs) {
     e.push({ type: 'file', path: `usr/share/doc/${pkg}/copyright`, content: rng.text(rng.int(10, 4 * KiB)) });
     e.push({ type: 'file', path: `usr/share/doc/${pkg}/changelog`, content: rng.text(rng.int(100, 20 * KiB)) });
@@ -120,7 +121,12 @@ function opaqueLayer(rng: Prng, n: Names): LayerEntry[] {
 function churnLayer(rng: Prng, index: number): LayerEntry[] {
   const e: LayerEntry[] = [{ type: 'file', path: 'etc/app/config.json', content: JSON.stringify({ layer: index, value: rng.int(0, 1e6) }) }];
   const added = rng.int(1, 4);
-  for (let i = 0; i < added; i++) e.push({ type: 'file', path: `opt/layer${index}/${rng.word()}-${i}`, content: rng.chance(0.5) ? rng.text(rng.int(1, 8 * KiB)) : rng.binary(rng.int(1, 64 * KiB)) });
+  for (let i = 0; i < added; i++)
+    e.push({
+      type: 'file',
+      path: `opt/layer${index}/${rng.word()}-${i}`,
+      content: rng.chance(0.5) ? rng.text(rng.int(1, 8 * KiB)) : rng.binary(rng.int(1, 64 * KiB)),
+    });
   return e;
 }
 

@@ -115,7 +115,8 @@ export function diffTrees(want: ReadonlyMap<string, TreeEntry>, got: ReadonlyMap
     if (w.type === 'file' && g.type === 'file' && !w.content.equals(g.content)) {
       out.push(`${path}: content: want ${w.content.byteLength} bytes ${shortHash(w.content)}, got ${g.content.byteLength} bytes ${shortHash(g.content)}`);
     }
-    if (w.type === 'symlink' && g.type === 'symlink' && w.target !== g.target) out.push(`${path}: symlink target: want ${JSON.stringify(w.target)}, got ${JSON.stringify(g.target)}`);
+    if (w.type === 'symlink' && g.type === 'symlink' && w.target !== g.target)
+      out.push(`${path}: symlink target: want ${JSON.stringify(w.target)}, got ${JSON.stringify(g.target)}`);
     if (w.type === 'special' && g.type === 'special' && w.rdev !== g.rdev) out.push(`${path}: rdev: want ${w.rdev}, got ${g.rdev}`);
   }
   return out;
@@ -135,7 +136,8 @@ export async function writeTree(dir: string, tree: ReadonlyMap<string, TreeEntry
   await mkdir(dir, { recursive: true });
   for (const path of [...tree.keys()].sort()) {
     const e = tree.get(path) as TreeEntry;
-    if (path.startsWith('/') || path.split('/').some((p) => p === '' || p === '.' || p === '..')) throw new Error(`writeTree: bad path ${JSON.stringify(path)}`);
+    if (path.startsWith('/') || path.split('/').some((p) => p === '' || p === '.' || p === '..'))
+      throw new Error(`writeTree: bad path ${JSON.stringify(path)}`);
     const abs = join(dir, path);
     if (e.type !== 'dir') await mkdir(dirname(abs), { recursive: true, mode: 0o755 });
     switch (e.type) {

@@ -31,7 +31,25 @@ export function buildGzipCheckpoints(gz: Uint8Array, span: number): GzipCheckpoi
     // One block per job: stop at the first boundary past the one it starts on (a block longer than the
     // output room goes on from where it stopped).
     const window = state.kind === St.Member ? null : tail();
-    native.inflateJob(gz, 0, true, state.kind, state.bit, state.btype, state.bfinal, state.left, null, state.hdrBit, stop, out16, out8, cap, members, res, window);
+    native.inflateJob(
+      gz,
+      0,
+      true,
+      state.kind,
+      state.bit,
+      state.btype,
+      state.bfinal,
+      state.left,
+      null,
+      state.hdrBit,
+      stop,
+      out16,
+      out8,
+      cap,
+      members,
+      res,
+      window,
+    );
     const [status, , kind, bit, btype, bfinal, left, hdrBit, , key, , n8] = res as unknown as number[];
     if (n8! > 0) {
       win = slideWindow(win, [Buffer.from(out8.buffer, out8.byteOffset + WINDOW, n8)]);
@@ -108,7 +126,11 @@ export function encodeZtoc(z: ZtocFields): Uint8Array {
   const pad4 = (n: number) => (n + 3) & ~3;
   // Layout: root offset, Ztoc vtable and table, CompressionInfo vtable and table, then the strings
   // and the checkpoints vector (FlatBuffers offsets point forward).
-  const vtZ = 4, tZ = 24, vtC = 60, tC = 72, sVersion = 88;
+  const vtZ = 4,
+    tZ = 24,
+    vtC = 60,
+    tC = 72,
+    sVersion = 88;
   const sTool = sVersion + pad4(4 + version.length + 1);
   const vCheck = sTool + pad4(4 + tool.length + 1);
   const buf = new Uint8Array(vCheck + 4 + zinfo.length);

@@ -97,12 +97,14 @@ export class BlobRelease {
   }
 }
 
-
 /** Throws INVALID_ARGUMENT unless `options` (when given) has a step and a lead {@link BlobRelease} can use. */
 export function checkReleaseOptions(options: BlobReleaseOptions | undefined, what: string): void {
   if (options === undefined) return;
   const { step, lead = 0 } = options;
   if (!Number.isSafeInteger(step) || step <= 0 || step % RELEASE_ALIGN !== 0 || !Number.isSafeInteger(lead) || lead < 0) {
-    throw new FastpullError('INVALID_ARGUMENT', `${what}: release step ${step}, lead ${lead}: want a positive multiple of ${RELEASE_ALIGN} and a lead of 0 or more`);
+    throw new FastpullError(
+      'INVALID_ARGUMENT',
+      `${what}: release step ${step}, lead ${lead}: want a positive multiple of ${RELEASE_ALIGN} and a lead of 0 or more`,
+    );
   }
 }

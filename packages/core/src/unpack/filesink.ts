@@ -39,7 +39,6 @@ export function writerThreadsFor(cores: number, asked?: number): number {
   return Math.min(4, Math.max(2, cores));
 }
 
-
 type Sink = object & { readonly __brand?: 'FileSink' };
 
 /** The addon's calls behind {@link FileSink}. */

@@ -58,85 +58,107 @@ describe('HashTap', () => {
     expect(defaultHashMode()).toBe(hasPool ? 'pool' : 'inline');
   });
 
-  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('gives node:crypto digests and passes every byte on, pool and inline, over random chunkings', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.uint8Array({ minLength: 0, maxLength: 200_000 }), fc.array(fc.integer({ min: 0, max: 70_000 }), { maxLength: 40 }), fc.integer({ min: 1, max: 300_000 }), async (bytes, sizes, queueBytes) => {
-        const data = Buffer.from(bytes);
-        const chunks = cut(data, sizes);
-        const want = sha256([data]);
-        for (const mode of ['pool', 'inline'] as const) {
-          const { tap, result, out } = await through(chunks, mode, queueBytes);
-          expect(tap.mode).toBe(mode);
-          expect(result.digest).toBe(want);
-          expect(result.bytes).toBe(data.length);
-          expect(out.equals(data)).toBe(true);
-          expect(tap.pendingBytes).toBe(0);
-        }
-      }),
-      { numRuns: 60 },
-    );
-  });
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))(
+    'gives node:crypto digests and passes every byte on, pool and inline, over random chunkings',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.uint8Array({ minLength: 0, maxLength: 200_000 }),
+          fc.array(fc.integer({ min: 0, max: 70_000 }), { maxLength: 40 }),
+          fc.integer({ min: 1, max: 300_000 }),
+          async (bytes, sizes, queueBytes) => {
+            const data = Buffer.from(bytes);
+            const chunks = cut(data, sizes);
+            const want = sha256([data]);
+            for (const mode of ['pool', 'inline'] as const) {
+              const { tap, result, out } = await through(chunks, mode, queueBytes);
+              expect(tap.mode).toBe(mode);
+              expect(result.digest).toBe(want);
+              expect(result.bytes).toBe(data.length);
+              expect(out.equals(data)).toBe(true);
+              expect(tap.pendingBytes).toBe(0);
+            }
+          },
+        ),
+        { numRuns: 60 },
+      );
+    },
+  );
 
-  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('hashes empty input and thousands of odd-sized chunks as node:crypto does', async () => {
-    expect((await through([], 'pool')).result.digest).toBe(sha256([]));
-    expect((await through([Buffer.alloc(0), Buffer.alloc(0)], 'pool')).result.digest).toBe(sha256([]));
-    const prng = new Prng(7);
-    const chunks = Array.from({ length: 3000 }, (_, i) => prng.bytes(1 + ((i * 7919) % 4099)));
-    const r = await through(chunks, 'pool');
-    expect(r.result.digest).toBe(sha256(chunks));
-    expect(r.result.cpuMs).toBeGreaterThan(0);
-  });
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))(
+    'hashes empty input and thousands of odd-sized chunks as node:crypto does',
+    async () => {
+      expect((await through([], 'pool')).result.digest).toBe(sha256([]));
+      expect((await through([Buffer.alloc(0), Buffer.alloc(0)], 'pool')).result.digest).toBe(sha256([]));
+      const prng = new Prng(7);
+      const chunks = Array.from({ length: 3000 }, (_, i) => prng.bytes(1 + ((i * 7919) % 4099)));
+      const r = await through(chunks, 'pool');
+      expect(r.result.digest).toBe(sha256(chunks));
+      expect(r.result.cpuMs).toBeGreaterThan(0);
+    },
+  );
 
-  it.for(['pool', 'inline'] as const)('%s: tells when it has hashed each chunk; chunks refilled from then on change neither digest nor output', async (mode, ctx) => {
-    if (mode === 'pool' && lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built')) ctx.skip();
-    const data = new Prng(11).bytes(3 * 1024 * 1024 + 12_345);
-    const buffers = new ReadBuffers(64 * 1024, 2);
-    const hashed = buffers.reader(0);
-    const told: number[] = [];
-    const tap = new HashTap({
-      mode,
-      queueBytes: 512 * 1024,
-      onHashed: (chunk) => {
-        told.push(chunk.length);
-        hashed(chunk);
-      },
-    });
-    const out = await pipeRecycled(tap, data, buffers, buffers.reader(1));
-    expect(out.equals(data)).toBe(true);
-    expect((await tap.result()).digest).toBe(sha256([data]));
-    expect(told).toEqual(Array.from({ length: Math.ceil(data.length / (64 * 1024)) }, (_, i) => Math.min(64 * 1024, data.length - i * 64 * 1024)));
-    expect(buffers.counts.recycled).toBeGreaterThan(0);
-  });
+  it.for(['pool', 'inline'] as const)(
+    '%s: tells when it has hashed each chunk; chunks refilled from then on change neither digest nor output',
+    async (mode, ctx) => {
+      if (mode === 'pool' && lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built')) ctx.skip();
+      const data = new Prng(11).bytes(3 * 1024 * 1024 + 12_345);
+      const buffers = new ReadBuffers(64 * 1024, 2);
+      const hashed = buffers.reader(0);
+      const told: number[] = [];
+      const tap = new HashTap({
+        mode,
+        queueBytes: 512 * 1024,
+        onHashed: (chunk) => {
+          told.push(chunk.length);
+          hashed(chunk);
+        },
+      });
+      const out = await pipeRecycled(tap, data, buffers, buffers.reader(1));
+      expect(out.equals(data)).toBe(true);
+      expect((await tap.result()).digest).toBe(sha256([data]));
+      expect(told).toEqual(Array.from({ length: Math.ceil(data.length / (64 * 1024)) }, (_, i) => Math.min(64 * 1024, data.length - i * 64 * 1024)));
+      expect(buffers.counts.recycled).toBeGreaterThan(0);
+    },
+  );
 
-  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('holds the stream back once more than its bound waits to be hashed', async () => {
-    const chunk = 256 * 1024;
-    const chunks = Array.from({ length: 256 }, (_, i) => Buffer.alloc(chunk, i)); // 64 MiB
-    const { result, maxPending } = await through(chunks, 'pool', 1024 * 1024);
-    expect(result.digest).toBe(sha256(chunks));
-    // One write may land past the bound before the tap holds the next one back.
-    expect(maxPending).toBeLessThanOrEqual(1024 * 1024 + chunk);
-  });
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))(
+    'holds the stream back once more than its bound waits to be hashed',
+    async () => {
+      const chunk = 256 * 1024;
+      const chunks = Array.from({ length: 256 }, (_, i) => Buffer.alloc(chunk, i)); // 64 MiB
+      const { result, maxPending } = await through(chunks, 'pool', 1024 * 1024);
+      expect(result.digest).toBe(sha256(chunks));
+      // One write may land past the bound before the tap holds the next one back.
+      expect(maxPending).toBeLessThanOrEqual(1024 * 1024 + chunk);
+    },
+  );
 
-  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('leaves no batch on the pool and no digest when the stream fails or is aborted midway', async () => {
-    for (const how of ['error', 'abort'] as const) {
-      const tap = new HashTap({ mode: 'pool' });
-      const controller = new AbortController();
-      async function* source() {
-        for (let i = 0; i < 64; i++) {
-          yield Buffer.alloc(1024 * 1024, i);
-          if (i === 20) {
-            if (how === 'error') throw new Error('the source broke');
-            controller.abort(new Error('stopped'));
+  it.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))(
+    'leaves no batch on the pool and no digest when the stream fails or is aborted midway',
+    async () => {
+      for (const how of ['error', 'abort'] as const) {
+        const tap = new HashTap({ mode: 'pool' });
+        const controller = new AbortController();
+        async function* source() {
+          for (let i = 0; i < 64; i++) {
+            yield Buffer.alloc(1024 * 1024, i);
+            if (i === 20) {
+              if (how === 'error') throw new Error('the source broke');
+              controller.abort(new Error('stopped'));
+            }
           }
         }
+        await expect(pipeline(Readable.from(source()), tap, new PassThrough().resume(), { signal: controller.signal })).rejects.toThrow(
+          how === 'error' ? 'the source broke' : /abort/i,
+        );
+        await tap.settled();
+        expect(tap.busy).toBe(false);
+        expect(tap.pendingBytes).toBe(0);
+        await expect(tap.result()).rejects.toMatchObject({ code: 'INTERNAL' });
       }
-      await expect(pipeline(Readable.from(source()), tap, new PassThrough().resume(), { signal: controller.signal })).rejects.toThrow(how === 'error' ? 'the source broke' : /abort/i);
-      await tap.settled();
-      expect(tap.busy).toBe(false);
-      expect(tap.pendingBytes).toBe(0);
-      await expect(tap.result()).rejects.toMatchObject({ code: 'INTERNAL' });
-    }
-  });
+    },
+  );
 });
 
 describe.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256) is not built'))('the addon SHA-256', () => {
@@ -152,13 +174,17 @@ describe.skipIf(lacks('addon', hasPool ? undefined : 'the native addon (SHA-256)
     expect(() => lib.sha256Update(lib.sha256Create()!, ['text' as unknown as Uint8Array], () => undefined)).toThrow(TypeError);
   });
 
-  it('reads a thread CPU clock that counts work on this thread and not the pool\'s', async () => {
+  it("reads a thread CPU clock that counts work on this thread and not the pool's", async () => {
     const lib = nativeHash()!;
     const t0 = lib.threadCpuNs();
-    createHash('sha256').update(Buffer.alloc(32 << 20)).digest();
+    createHash('sha256')
+      .update(Buffer.alloc(32 << 20))
+      .digest();
     const t1 = lib.threadCpuNs();
     expect(t1 - t0).toBeGreaterThan(1e6);
-    const poolNs = await new Promise<number>((resolve, reject) => lib.sha256Update(lib.sha256Create()!, [Buffer.alloc(64 << 20)], (e, ns) => (e ? reject(e) : resolve(ns))));
+    const poolNs = await new Promise<number>((resolve, reject) =>
+      lib.sha256Update(lib.sha256Create()!, [Buffer.alloc(64 << 20)], (e, ns) => (e ? reject(e) : resolve(ns))),
+    );
     expect(poolNs).toBeGreaterThan(1e6);
     expect(lib.threadCpuNs() - t1).toBeLessThan(poolNs / 2);
   });

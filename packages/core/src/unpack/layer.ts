@@ -50,7 +50,8 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
   const punchHole = follow?.release !== undefined ? nativePunchHole() : undefined;
   // Punching holes needs a descriptor open for writing.
   const blob = await openBlob(options, what, waited, punchHole !== undefined);
-  const release = punchHole && follow?.release ? new BlobRelease(blob.file.fd, new WatermarkView(follow.watermark), follow.size, follow.release, punchHole) : undefined;
+  const release =
+    punchHole && follow?.release ? new BlobRelease(blob.file.fd, new WatermarkView(follow.watermark), follow.size, follow.release, punchHole) : undefined;
   const pass = new LayerPass(options, what, blob, waited, release);
   const clock = nativeHash();
   const cpuStart = clock?.threadCpuNs();
@@ -66,7 +67,13 @@ export async function unpackLayer(options: UnpackLayerOptions): Promise<Unpacked
     if (follow) await blob.file.close().catch(() => undefined);
   }
   const threadCpuMs = clock && cpuStart !== undefined ? (clock.threadCpuNs() - cpuStart) / 1e6 : undefined;
-  return passResult(blob, ran, { totalMs: performance.now() - started, waitMs: waited.ms, hashMode: pass.compressed.mode, releasedBytes: release?.released ?? 0, threadCpuMs });
+  return passResult(blob, ran, {
+    totalMs: performance.now() - started,
+    waitMs: waited.ms,
+    hashMode: pass.compressed.mode,
+    releasedBytes: release?.released ?? 0,
+    threadCpuMs,
+  });
 }
 
 /** The blob opened for a pass, with the decoder its first bytes chose. */
@@ -113,7 +120,10 @@ async function openBlob(options: UnpackLayerOptions, what: string, waited: WaitC
           });
     if (decompressor && !tellsInputDone(decompressor)) buffers = undefined;
     const source = follow
-      ? Readable.from(followFile(file, new WatermarkView(follow.watermark), follow.size, what, options.signal, waited, 0, buffers), { objectMode: false, highWaterMark: BLOB_READ_CHUNK })
+      ? Readable.from(followFile(file, new WatermarkView(follow.watermark), follow.size, what, options.signal, waited, 0, buffers), {
+          objectMode: false,
+          highWaterMark: BLOB_READ_CHUNK,
+        })
       : file.createReadStream({ start: 0, highWaterMark: BLOB_READ_CHUNK }); // closes the file when done
     const maxInflatedBytes = compression === 'none' ? undefined : inflationBound(size, options.maxInflateRatio);
     return { file, source, compression, decompressor, checkpoints, maxInflatedBytes, buffers };
@@ -273,7 +283,8 @@ function passResult(opened: OpenedBlob, { stats, blob, tar }: PassOutcome, clock
   const verifyMs = blob.blockedMs + (tar?.blockedMs ?? 0);
   const parallel = (decompressor as Partial<ParallelGunzipStream> | undefined)?.stats;
   const inflateCpuMs = decompressor && decompressorCpuMs(decompressor);
-  const outputBuffers = decompressor && outputReleaser(decompressor) ? (decompressor as Partial<IsalGunzipStream | ParallelGunzipStream>).outputBuffers : undefined;
+  const outputBuffers =
+    decompressor && outputReleaser(decompressor) ? (decompressor as Partial<IsalGunzipStream | ParallelGunzipStream>).outputBuffers : undefined;
   return {
     ...(checkpoints && parallel ? { checkpointsUsed: parallel.checkpointsUsed } : {}),
     releasedBytes: clock.releasedBytes,

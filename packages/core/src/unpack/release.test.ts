@@ -50,7 +50,13 @@ const why = await cannotPunch();
 /** A layer of one incompressible file of `size` bytes and a small one after it. */
 async function layerTar(size: number, seed = 1): Promise<{ tar: Buffer; body: Buffer }> {
   const body = Buffer.from(new Prng(seed).bytes(size));
-  return { tar: await makeTar([{ name: 'weights', body }, { name: 'after', body: 'after\n' }]), body };
+  return {
+    tar: await makeTar([
+      { name: 'weights', body },
+      { name: 'after', body: 'after\n' },
+    ]),
+    body,
+  };
 }
 
 /**
@@ -58,14 +64,23 @@ async function layerTar(size: number, seed = 1): Promise<{ tar: Buffer; body: Bu
  * watermark over what landed, and the writer granting the reader's asks after each slice (as the
  * ingest does on a timer). Returns the pass's outcome and every point granted, in order.
  */
-async function unpackArriving(blob: Buffer, lead = 0, landedAtGrant: number[] = []): Promise<{ result: PromiseSettledResult<UnpackedLayer>; granted: number[]; data: string }> {
+async function unpackArriving(
+  blob: Buffer,
+  lead = 0,
+  landedAtGrant: number[] = [],
+): Promise<{ result: PromiseSettledResult<UnpackedLayer>; granted: number[]; data: string }> {
   const data = path.join(work, 'data');
   fs.writeFileSync(data, blob);
   const dest = path.join(work, 'snap');
   fs.mkdirSync(dest);
   const w = new Watermark(blob.length);
   const granted: number[] = [];
-  const pass = unpackLayer({ blobPath: data, mediaType: MediaTypes.OCI_LAYER_GZIP, dest, follow: { watermark: w.buffer, size: blob.length, release: { step: STEP, lead } } });
+  const pass = unpackLayer({
+    blobPath: data,
+    mediaType: MediaTypes.OCI_LAYER_GZIP,
+    dest,
+    follow: { watermark: w.buffer, size: blob.length, release: { step: STEP, lead } },
+  });
   const settled = pass.then(
     (value) => ({ status: 'fulfilled', value }) as const,
     (reason: unknown) => ({ status: 'rejected', reason }) as const,
@@ -89,7 +104,7 @@ function zeroPrefix(file: string): number {
 }
 
 describe.skipIf(lacks('addon', why))('unpackLayer freeing the blob as it goes', () => {
-  it('frees only what the writer granted, in whole steps, and still computes the whole blob\'s digests', async () => {
+  it("frees only what the writer granted, in whole steps, and still computes the whole blob's digests", async () => {
     const { tar, body } = await layerTar(512 * 1024);
     const blob = zlib.gzipSync(tar, { level: 1 });
     const { result, granted, data } = await unpackArriving(blob);
@@ -133,7 +148,12 @@ describe.skipIf(lacks('addon', why))('unpackLayer freeing the blob as it goes', 
     const data = path.join(work, 'data');
     fs.writeFileSync(data, blob);
     fs.mkdirSync(path.join(work, 'snap'));
-    const r = await unpackLayer({ blobPath: data, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: path.join(work, 'snap'), follow: { watermark: Watermark.complete(blob.length).buffer, size: blob.length, release: { step: STEP } } });
+    const r = await unpackLayer({
+      blobPath: data,
+      mediaType: MediaTypes.OCI_LAYER_GZIP,
+      dest: path.join(work, 'snap'),
+      follow: { watermark: Watermark.complete(blob.length).buffer, size: blob.length, release: { step: STEP } },
+    });
     expect(r.releasedBytes).toBe(0);
     expect(fs.readFileSync(data).equals(blob)).toBe(true);
   });
@@ -172,7 +192,12 @@ describe.skipIf(lacks('addon', why))('unpackLayer freeing the blob as it goes', 
     const data = path.join(work, 'data');
     fs.writeFileSync(data, blob);
     const run = (step: number, lead?: number) =>
-      unpackLayer({ blobPath: data, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: work, follow: { watermark: Watermark.complete(blob.length).buffer, size: blob.length, release: { step, ...(lead !== undefined ? { lead } : {}) } } });
+      unpackLayer({
+        blobPath: data,
+        mediaType: MediaTypes.OCI_LAYER_GZIP,
+        dest: work,
+        follow: { watermark: Watermark.complete(blob.length).buffer, size: blob.length, release: { step, ...(lead !== undefined ? { lead } : {}) } },
+      });
     await expect(run(1000)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(run(0)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(run(4096, -1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
@@ -235,7 +260,11 @@ describe.skipIf(lacks('addon', why))('punchHoleAsync', () => {
 
 describe('BlobRelease', () => {
   /** A punch that records its calls and settles only when the test says. */
-  function slowPunch(): { calls: [number, number, number][]; settle: (ok?: boolean) => void; punch: (fd: number, offset: number, nbytes: number) => Promise<void> } {
+  function slowPunch(): {
+    calls: [number, number, number][];
+    settle: (ok?: boolean) => void;
+    punch: (fd: number, offset: number, nbytes: number) => Promise<void>;
+  } {
     const calls: [number, number, number][] = [];
     const waiting: ((ok: boolean) => void)[] = [];
     return {

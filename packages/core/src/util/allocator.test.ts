@@ -76,27 +76,30 @@ describe('heapGrowingFlag', () => {
 });
 
 describe('trimAllocator', () => {
-  it.skipIf(lacks('glibc', glibc ? undefined : 'the C library is not glibc'))('returns to the kernel what the tuned allocator kept of freed buffers (glibc only)', () => {
-    expect(tuneAllocator({})).toBe('tuned');
-    setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as () => void;
-    const MiB = 1024 * 1024;
-    // 96 buffers of 1 MiB, written: below the 4 MiB mmap threshold they come from the heap, and
-    // once freed they stay there (under the 64 MiB trim threshold per arena).
-    let buffers: Buffer[] | undefined = Array.from({ length: 96 }, (_, i) => Buffer.alloc(MiB, i + 1));
-    expect(buffers.length).toBe(96);
-    buffers = undefined;
-    gc();
-    gc();
-    const kept = process.memoryUsage.rss();
-    expect(trimAllocator()).toBe(true);
-    const after = process.memoryUsage.rss();
-    expect(kept - after, `RSS ${(kept / MiB).toFixed(1)} MiB before the trim, ${(after / MiB).toFixed(1)} MiB after`).toBeGreaterThan(32 * MiB);
-    // Told to leave the allocator alone, the process trims nothing either.
-    expect(tuneAllocator({ FASTPULL_TUNE_MALLOC: '0' })).toBe('disabled');
-    expect(trimAllocator()).toBe(false);
-    expect(tuneAllocator({})).toBe('tuned');
-  });
+  it.skipIf(lacks('glibc', glibc ? undefined : 'the C library is not glibc'))(
+    'returns to the kernel what the tuned allocator kept of freed buffers (glibc only)',
+    () => {
+      expect(tuneAllocator({})).toBe('tuned');
+      setFlagsFromString('--expose-gc');
+      const gc = runInNewContext('gc') as () => void;
+      const MiB = 1024 * 1024;
+      // 96 buffers of 1 MiB, written: below the 4 MiB mmap threshold they come from the heap, and
+      // once freed they stay there (under the 64 MiB trim threshold per arena).
+      let buffers: Buffer[] | undefined = Array.from({ length: 96 }, (_, i) => Buffer.alloc(MiB, i + 1));
+      expect(buffers.length).toBe(96);
+      buffers = undefined;
+      gc();
+      gc();
+      const kept = process.memoryUsage.rss();
+      expect(trimAllocator()).toBe(true);
+      const after = process.memoryUsage.rss();
+      expect(kept - after, `RSS ${(kept / MiB).toFixed(1)} MiB before the trim, ${(after / MiB).toFixed(1)} MiB after`).toBeGreaterThan(32 * MiB);
+      // Told to leave the allocator alone, the process trims nothing either.
+      expect(tuneAllocator({ FASTPULL_TUNE_MALLOC: '0' })).toBe('disabled');
+      expect(trimAllocator()).toBe(false);
+      expect(tuneAllocator({})).toBe('tuned');
+    },
+  );
   if (!glibc) console.log('trimAllocator test skipped: the C library is not glibc');
 });
 
@@ -197,23 +200,27 @@ describe('holdPullMemory and downloadWritten', () => {
     }
   });
 
-  it.skipIf(lacks('glibc', glibc ? undefined : 'the C library is not glibc'))('once tuned, the writes of a download run real young collections (glibc only)', async () => {
-    expect(tuneAllocator({})).toBe('tuned');
-    const minor: number[] = [];
-    const observer = new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) if ((e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) minor.push(e.startTime);
-    });
-    observer.observe({ entryTypes: ['gc'] });
-    try {
-      const from = performance.now();
-      for (let n = 0; n < 3; n++) downloadWritten(YOUNG_COLLECTION_BYTES);
-      await new Promise((r) => setTimeout(r, 50));
-      // V8's own collections could add some, never take ours away.
-      expect(minor.filter((t) => t >= from).length).toBeGreaterThanOrEqual(3);
-    } finally {
-      observer.disconnect();
-    }
-  });
+  it.skipIf(lacks('glibc', glibc ? undefined : 'the C library is not glibc'))(
+    'once tuned, the writes of a download run real young collections (glibc only)',
+    async () => {
+      expect(tuneAllocator({})).toBe('tuned');
+      const minor: number[] = [];
+      const observer = new PerformanceObserver((list) => {
+        for (const e of list.getEntries())
+          if ((e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) minor.push(e.startTime);
+      });
+      observer.observe({ entryTypes: ['gc'] });
+      try {
+        const from = performance.now();
+        for (let n = 0; n < 3; n++) downloadWritten(YOUNG_COLLECTION_BYTES);
+        await new Promise((r) => setTimeout(r, 50));
+        // V8's own collections could add some, never take ours away.
+        expect(minor.filter((t) => t >= from).length).toBeGreaterThanOrEqual(3);
+      } finally {
+        observer.disconnect();
+      }
+    },
+  );
 });
 
 describe('collectHeap', () => {

@@ -19,7 +19,13 @@ const LOCK_POLL_MS = 20;
  *   await store.content.delete(digest);
  * });
  */
-export async function withCollectionLock<T>(root: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>, signal?: AbortSignal, onWait?: () => void): Promise<T> {
+export async function withCollectionLock<T>(
+  root: string,
+  mode: 'shared' | 'exclusive',
+  fn: () => Promise<T>,
+  signal?: AbortSignal,
+  onWait?: () => void,
+): Promise<T> {
   await fsp.mkdir(root, { recursive: true });
   const fd = openSync(join(root, 'gc.lock'), 'a', 0o600);
   try {

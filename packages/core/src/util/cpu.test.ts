@@ -31,7 +31,8 @@ function layout(cgroup: string, mountinfo: string, files: Record<string, string>
 
 const V2_MOUNT = '35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n';
 const V1_MOUNTS =
-  '31 30 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n' + '33 30 0:30 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n';
+  '31 30 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n' +
+  '33 30 0:30 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n';
 
 describe('cgroupCpuQuota', () => {
   it('reads cgroup v2 cpu.max of its own cgroup and the tightest above it', () => {
@@ -78,7 +79,7 @@ describe('parsers', () => {
     }
   });
 
-  it('parseCpuList reads the kernel\'s ranges', () => {
+  it("parseCpuList reads the kernel's ranges", () => {
     expect(parseCpuList('0-2,5,7-8\n')).toEqual([0, 1, 2, 5, 7, 8]);
     expect(parseCpuList('3')).toEqual([3]);
     expect(() => parseCpuList('0-x')).toThrow(/cannot read/);

@@ -154,7 +154,10 @@ export function parseCpuBudget(value: unknown, what: string): number {
     } catch {
       shown = typeof value;
     }
-    throw new FastpullError('INVALID_ARGUMENT', `${what} ${shown}: want a whole number of cores, at least 1 (for a share of a core, give fastpull a cgroup CPU quota)`);
+    throw new FastpullError(
+      'INVALID_ARGUMENT',
+      `${what} ${shown}: want a whole number of cores, at least 1 (for a share of a core, give fastpull a cgroup CPU quota)`,
+    );
   }
   return n;
 }
@@ -217,7 +220,10 @@ export function applyCpuBudget(budget: number | undefined): CpuBudgetState {
   if (applied === undefined ? want !== startCpus : want.join(',') !== applied.join(',')) {
     const setAffinity = (nativeFs() as { setAffinity?: (tid: number, cpus: readonly number[]) => void }).setAffinity;
     if (typeof setAffinity !== 'function') {
-      throw new FastpullError('FAILED_PRECONDITION', `a CPU budget of ${budget} needs fastpull's native addon, which is not built here (see README.md, Installing)`);
+      throw new FastpullError(
+        'FAILED_PRECONDITION',
+        `a CPU budget of ${budget} needs fastpull's native addon, which is not built here (see README.md, Installing)`,
+      );
     }
     // Listed again until a listing shows no thread not yet confined: a thread that started one
     // while the list was walked may have given it the set it had before.
@@ -229,7 +235,8 @@ export function applyCpuBudget(budget: number | undefined): CpuBudgetState {
           setAffinity(Number(tid), want);
         } catch (e) {
           // A thread that ended since the listing needs no confinement.
-          if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw new FastpullError('INTERNAL', `confining thread ${tid} to CPUs ${want.join(',')}: ${(e as Error).message}`, { cause: e });
+          if ((e as NodeJS.ErrnoException).code !== 'ESRCH')
+            throw new FastpullError('INTERNAL', `confining thread ${tid} to CPUs ${want.join(',')}: ${(e as Error).message}`, { cause: e });
         }
       }
     }

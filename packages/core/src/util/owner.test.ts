@@ -13,7 +13,11 @@ describe('claimDir', () => {
   it('never shows a sweeper in another process an owner file it could lock', async () => {
     const parent = mkdtempSync(join(tmpdir(), 'fastpull-owner-'));
     // The sweeper does what sweepDeadDirs does to a directory whose owner lock it can take: remove it.
-    const sweeper = spawn(process.execPath, ['-e', `
+    const sweeper = spawn(
+      process.execPath,
+      [
+        '-e',
+        `
       const fs = require('node:fs'), path = require('node:path');
       const native = require(${JSON.stringify(addon)});
       const parent = ${JSON.stringify(parent)};
@@ -36,7 +40,10 @@ describe('claimDir', () => {
         }
       }
       process.stdout.write(JSON.stringify({ taken, tried }) + '\\n');
-    `], { stdio: ['ignore', 'pipe', 'inherit'] });
+    `,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     let out = '';
     // The claims start once the sweeper is sweeping (it has loaded and printed 'ready'), whatever the load.
     const ready = new Promise<void>((resolve, reject) => {

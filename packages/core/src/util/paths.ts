@@ -25,7 +25,12 @@ export type DirectoryUse = 'create' | 'read' | 'write';
  * @example
  * const root = await checkDirectory(flags.root, 'store root', 'create');
  */
-export async function checkDirectory(path: string, what: string, use: DirectoryUse, missingCode: 'NOT_FOUND' | 'INVALID_ARGUMENT' = 'NOT_FOUND'): Promise<string> {
+export async function checkDirectory(
+  path: string,
+  what: string,
+  use: DirectoryUse,
+  missingCode: 'NOT_FOUND' | 'INVALID_ARGUMENT' = 'NOT_FOUND',
+): Promise<string> {
   if (path === '') throw new FastpullError('INVALID_ARGUMENT', `the ${what} is an empty path; name a directory`);
   const abs = resolve(path);
   if (!isAbsolute(abs) || abs.split(sep).length > MAX_DEPTH) throw new FastpullError('INVALID_ARGUMENT', `${what} ${path}: too deep a path`);
@@ -90,7 +95,9 @@ function fsFailure(e: unknown, what: string, abs: string, at: string): FastpullE
   switch (code) {
     case 'EACCES':
     case 'EPERM':
-      return new FastpullError('PERMISSION_DENIED', `${where}: permission denied; run as a user who may write there, or choose another directory`, { cause: e });
+      return new FastpullError('PERMISSION_DENIED', `${where}: permission denied; run as a user who may write there, or choose another directory`, {
+        cause: e,
+      });
     case 'EROFS':
       return new FastpullError('PERMISSION_DENIED', `${where}: on a read-only filesystem`, { cause: e });
     case 'ENOTDIR':

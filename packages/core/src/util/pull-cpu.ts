@@ -87,7 +87,8 @@ type SetAffinity = (tid: number, cpus: readonly number[]) => void;
  */
 export function affinitySetter(what: string): SetAffinity {
   const setAffinity = (nativeFs() as { setAffinity?: SetAffinity }).setAffinity;
-  if (typeof setAffinity !== 'function') throw new FastpullError('FAILED_PRECONDITION', `${what} needs fastpull's native addon, which is not built here (see README.md, Installing)`);
+  if (typeof setAffinity !== 'function')
+    throw new FastpullError('FAILED_PRECONDITION', `${what} needs fastpull's native addon, which is not built here (see README.md, Installing)`);
   return setAffinity;
 }
 

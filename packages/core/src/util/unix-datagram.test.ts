@@ -51,7 +51,8 @@ describe('unixDatagramSender', () => {
     expect(() => send!(join(dir, 'absent.sock'), Buffer.from('READY=1'))).toThrow(expect.objectContaining({ code: 'ENOENT' }));
     expect(() => send!(`/${'x'.repeat(108)}`, Buffer.from('READY=1'))).toThrow(expect.objectContaining({ code: 'ENAMETOOLONG' }));
     expect(() => send!(`@${'x'.repeat(108)}`, Buffer.from('READY=1'))).toThrow(expect.objectContaining({ code: 'ENAMETOOLONG' }));
-    for (const bad of ['', '@', 'relative/notify.sock', 'vsock:2:1234']) expect(() => send!(bad, Buffer.from('READY=1')), bad).toThrow(expect.objectContaining({ code: 'EINVAL' }));
+    for (const bad of ['', '@', 'relative/notify.sock', 'vsock:2:1234'])
+      expect(() => send!(bad, Buffer.from('READY=1')), bad).toThrow(expect.objectContaining({ code: 'EINVAL' }));
     expect(() => send!(dir, 'READY=1' as unknown as Uint8Array)).toThrow(TypeError);
   });
 });

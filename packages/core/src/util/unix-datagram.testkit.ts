@@ -81,7 +81,13 @@ export async function listenDatagrams(address: string, probes: readonly string[]
     buf += d.toString();
     let nl;
     while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = JSON.parse(buf.slice(0, nl)) as { listening?: true; text?: string; pid?: number | null; answered?: Record<string, boolean>; readUsec?: number };
+      const line = JSON.parse(buf.slice(0, nl)) as {
+        listening?: true;
+        text?: string;
+        pid?: number | null;
+        answered?: Record<string, boolean>;
+        readUsec?: number;
+      };
       buf = buf.slice(nl + 1);
       if (line.listening) {
         bound();

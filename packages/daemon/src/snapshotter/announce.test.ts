@@ -20,7 +20,10 @@ describe('announceImages without a containerd', () => {
   it('a socket file nobody serves: nothing to announce, with the refusal as the reason', async () => {
     const socket = join(dir, 'stale.sock');
     // A process killed while it listens leaves its socket file, as a containerd killed does.
-    const killed = spawnSync(process.execPath, ['-e', `require('node:net').createServer().listen(${JSON.stringify(socket)}, () => process.kill(process.pid, 'SIGKILL'))`]);
+    const killed = spawnSync(process.execPath, [
+      '-e',
+      `require('node:net').createServer().listen(${JSON.stringify(socket)}, () => process.kill(process.pid, 'SIGKILL'))`,
+    ]);
     expect(killed.signal).toBe('SIGKILL');
     expect(statSync(socket).isSocket()).toBe(true);
     const outcome = await announceImages({ socket });

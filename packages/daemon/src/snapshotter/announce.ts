@@ -43,7 +43,12 @@ interface WireImage {
   target: WireDescriptor | null;
 }
 
-type Unary<Req, Res> = (req: Req, metadata: grpc.Metadata, options: grpc.CallOptions, cb: (e: grpc.ServiceError | null, res?: Res) => void) => grpc.ClientUnaryCall;
+type Unary<Req, Res> = (
+  req: Req,
+  metadata: grpc.Metadata,
+  options: grpc.CallOptions,
+  cb: (e: grpc.ServiceError | null, res?: Res) => void,
+) => grpc.ClientUnaryCall;
 
 interface ImagesClient extends grpc.Client {
   List: Unary<{ filters: string[] }, { images: WireImage[] }>;
@@ -126,7 +131,8 @@ export async function announceAndLog(options: AnnounceOptions & { readonly log: 
   const namespace = options.namespace ?? CRI_NAMESPACE;
   try {
     const outcome = await announceImages(options);
-    if (outcome.result === 'announced') options.log.info({ containerd: options.socket, namespace, images: outcome.images, gone: outcome.gone }, "containerd's images announced again");
+    if (outcome.result === 'announced')
+      options.log.info({ containerd: options.socket, namespace, images: outcome.images, gone: outcome.gone }, "containerd's images announced again");
     else options.log.info({ containerd: options.socket, reason: outcome.reason }, 'containerd is not running: no images to announce');
     return outcome;
   } catch (e) {

@@ -84,7 +84,10 @@ function acceptedImages(pull: FastPathOptions['pull']): (policy: object, f: Fast
     if (seen?.has(id)) return;
     const { image } = await pull(f.ref, f.manifest, signal);
     if (image.manifest.digest !== f.manifest) {
-      throw new FastpullError('FAILED_PRECONDITION', `${f.ref} now names manifest ${image.manifest.digest}, not ${f.manifest} that containerd is unpacking: its signatures were not checked; pull it again`);
+      throw new FastpullError(
+        'FAILED_PRECONDITION',
+        `${f.ref} now names manifest ${image.manifest.digest}, not ${f.manifest} that containerd is unpacking: its signatures were not checked; pull it again`,
+      );
     }
     if (!seen) accepted.set(policy, (seen = new Set()));
     seen.add(id);
@@ -106,7 +109,13 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
   const recorded = (target: Digest, parent: string | undefined): boolean =>
     records.list([`kind==committed,labels."${TARGET_LABEL}"==${target}`]).some((i) => i.parent === parent);
 
-  const record = async (key: string, target: Digest, parent: string | undefined, labels: Readonly<Record<string, string>>, how: 'held' | 'pulled' | 'verified'): Promise<'handled'> => {
+  const record = async (
+    key: string,
+    target: Digest,
+    parent: string | undefined,
+    labels: Readonly<Record<string, string>>,
+    how: 'held' | 'pulled' | 'verified',
+  ): Promise<'handled'> => {
     if (!recorded(target, parent)) {
       // Unique, never the bare chainID: the same layer may sit over different parents (pitfall of
       // another namespace having unpacked a lower layer itself).
@@ -120,7 +129,14 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
   const verify = acceptedImages(pull);
 
   /** The Prepare of a layer of an image a policy covers: no layer is handed over before the verdict. */
-  const handleGated = async (key: string, parent: string | undefined, labels: Readonly<Record<string, string>>, f: FastPathLabels, policy: object, signal: AbortSignal): Promise<'handled' | 'normal'> => {
+  const handleGated = async (
+    key: string,
+    parent: string | undefined,
+    labels: Readonly<Record<string, string>>,
+    f: FastPathLabels,
+    policy: object,
+    signal: AbortSignal,
+  ): Promise<'handled' | 'normal'> => {
     await verify(policy, f, signal);
     if (recorded(f.target, parent)) return 'handled';
     if (!(await snapshots.isCommitted(f.target))) throw new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${f.target}`);
@@ -129,7 +145,13 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     return record(key, f.target, parent, labels, 'verified');
   };
 
-  const handle = async (key: string, parent: string | undefined, labels: Readonly<Record<string, string>>, f: FastPathLabels, signal: AbortSignal): Promise<'handled' | 'normal'> => {
+  const handle = async (
+    key: string,
+    parent: string | undefined,
+    labels: Readonly<Record<string, string>>,
+    f: FastPathLabels,
+    signal: AbortSignal,
+  ): Promise<'handled' | 'normal'> => {
     if (recorded(f.target, parent)) {
       log.debug({ event: 'snapshot', target: f.target, parent, how: 'recorded' }, 'layer already recorded for containerd');
       return 'handled';
@@ -159,7 +181,9 @@ export function fastPathHook(options: FastPathOptions): PrepareHook {
     const id = `${policy ? f.manifest : ''}\0${f.target}\0${parent ?? ''}`;
     let running = inflight.get(id);
     if (!running) {
-      running = (policy ? handleGated(key, parent, labels, f, policy, signal) : handle(key, parent, labels, f, signal)).catch((e: unknown) => fallBack(log, f, policy !== undefined, e));
+      running = (policy ? handleGated(key, parent, labels, f, policy, signal) : handle(key, parent, labels, f, signal)).catch((e: unknown) =>
+        fallBack(log, f, policy !== undefined, e),
+      );
       inflight.set(id, running);
       void running.finally(() => inflight.delete(id)).catch(() => undefined);
     }
@@ -206,7 +230,8 @@ function layerCommitted(snapshots: Snapshotter, target: Digest, pulling: Promise
       else void snapshots.isCommitted(target).then((yes) => yes && finish(), finish);
     }, pollMs);
     pulling.then(
-      async () => ((await snapshots.isCommitted(target)) ? finish() : finish(new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${target}`))),
+      async () =>
+        (await snapshots.isCommitted(target)) ? finish() : finish(new FastpullError('NOT_FOUND', `the pulled image has no layer with chainID ${target}`)),
       (e: unknown) => finish(e),
     );
   });
@@ -232,8 +257,13 @@ function fallBack(log: Logger, f: FastPathLabels, gated: boolean, e: unknown): '
 /** The failure a Prepare of a gated image answers with: the code kept, the message saying who refused what. */
 function gatedFailure(ref: string, e: unknown): FastpullError {
   const fe = isFastpullError(e) ? e : new FastpullError('INTERNAL', e instanceof Error ? e.message : String(e), { cause: e });
-  if (fe.code === 'SIGNATURE_MISSING' || fe.code === 'SIGNATURE_INVALID') return new FastpullError(fe.code, `fastpull: ${fe.message}`, { details: fe.details, cause: fe });
+  if (fe.code === 'SIGNATURE_MISSING' || fe.code === 'SIGNATURE_INVALID')
+    return new FastpullError(fe.code, `fastpull: ${fe.message}`, { details: fe.details, cause: fe });
   // An abort is containerd's own cancellation: it needs no more words.
   if (fe.code === 'ABORTED') return fe;
-  return new FastpullError(fe.code, `fastpull: ${ref} is covered by a signature policy and could not be checked, so containerd may not pull it itself: ${fe.message}`, { details: fe.details, cause: fe });
+  return new FastpullError(
+    fe.code,
+    `fastpull: ${ref} is covered by a signature policy and could not be checked, so containerd may not pull it itself: ${fe.message}`,
+    { details: fe.details, cause: fe },
+  );
 }

@@ -59,15 +59,37 @@ export class SnapshotterServer {
     });
     let listener: UnixListener;
     try {
-      const prepareHook = options.pullForSnapshot ? fastPathHook({ records, snapshots: options.store.snapshots, pull: options.pullForSnapshot, log: options.log, ...(options.signaturePolicy ? { signaturePolicy: options.signaturePolicy } : {}) }) : undefined;
+      const prepareHook = options.pullForSnapshot
+        ? fastPathHook({
+            records,
+            snapshots: options.store.snapshots,
+            pull: options.pullForSnapshot,
+            log: options.log,
+            ...(options.signaturePolicy ? { signaturePolicy: options.signaturePolicy } : {}),
+          })
+        : undefined;
       server.addService(snapshotsService(), snapshotsHandlers({ records, log: options.log, ...(prepareHook ? { prepareHook } : {}) }));
-      listener = await listenUnix(server, { path: options.socket, group: options.group, limits: options.limits, log: options.log, flag: '--snapshotter-socket' });
+      listener = await listenUnix(server, {
+        path: options.socket,
+        group: options.group,
+        limits: options.limits,
+        log: options.log,
+        flag: '--snapshotter-socket',
+      });
     } catch (e) {
       server.forceShutdown();
       records.close();
       throw e;
     }
-    options.log.info({ snapshotterSocket: options.socket, maxConnections: options.limits.maxConnections, snapshots: records.list().length, fastPath: options.pullForSnapshot !== undefined }, 'serving the containerd snapshotter API');
+    options.log.info(
+      {
+        snapshotterSocket: options.socket,
+        maxConnections: options.limits.maxConnections,
+        snapshots: records.list().length,
+        fastPath: options.pullForSnapshot !== undefined,
+      },
+      'serving the containerd snapshotter API',
+    );
     return new SnapshotterServer(server, listener, records, options);
   }
 

@@ -7,7 +7,17 @@ import type { Logger } from 'pino';
 import { FastpullError, isFastpullError, type Mount } from '@fastpull/core';
 import type { SnapshotRecordInfo, SnapshotRecords } from '@fastpull/core/snapshots';
 import { toStatus } from '../errors.js';
-import type { WireCommitRequest, WireInfo, WireKeyRequest, WireKind, WireListRequest, WireMount, WirePrepareRequest, WireTimestamp, WireUpdateRequest } from './proto.js';
+import type {
+  WireCommitRequest,
+  WireInfo,
+  WireKeyRequest,
+  WireKind,
+  WireListRequest,
+  WireMount,
+  WirePrepareRequest,
+  WireTimestamp,
+  WireUpdateRequest,
+} from './proto.js';
 
 /** Infos per List message at most, as containerd's own service sends them. */
 const LIST_BATCH = 100;
@@ -21,7 +31,12 @@ export const LIST_MESSAGE_BYTES = 1024 * 1024;
  * A Prepare that may be answered without mounts: the fast path looks at the request first and
  * either records the layer (then containerd is told ALREADY_EXISTS) or lets the normal path run.
  */
-export type PrepareHook = (req: { key: string; parent: string | undefined; labels: Readonly<Record<string, string>>; signal: AbortSignal }) => Promise<'handled' | 'normal'>;
+export type PrepareHook = (req: {
+  key: string;
+  parent: string | undefined;
+  labels: Readonly<Record<string, string>>;
+  signal: AbortSignal;
+}) => Promise<'handled' | 'normal'>;
 
 /** What the handlers need. */
 export interface SnapshotsServiceOptions {
@@ -88,7 +103,11 @@ function mountsToWire(mounts: readonly Mount[]): { mounts: WireMount[] } {
  * snapshot's mounts. containerd cancels a Prepare when its pull is cancelled: the fast path stops
  * waiting then.
  */
-function prepareHandler(records: SnapshotRecords, hook: PrepareHook | undefined, fail: (method: string, e: unknown) => void): grpc.handleUnaryCall<WirePrepareRequest, unknown> {
+function prepareHandler(
+  records: SnapshotRecords,
+  hook: PrepareHook | undefined,
+  fail: (method: string, e: unknown) => void,
+): grpc.handleUnaryCall<WirePrepareRequest, unknown> {
   return (call: grpc.ServerUnaryCall<WirePrepareRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void => {
     const req = call.request;
     const parent = req.parent || undefined;

@@ -4,7 +4,17 @@
 // per position, code signing and no other purpose in the leaf's extended key usage, supported keys.
 import { X509Certificate, type KeyObject } from 'node:crypto';
 import { formatName, readSubject, type SubjectRDNs } from './dn.js';
-import { basicConstraints as readBasicConstraints, certificateExtensions, extendedKeyUsages, findExtension, KEY_USAGE, keyUsageFlags, OID, subjectAttributeTypes, type CertificateExtension } from './x509.js';
+import {
+  basicConstraints as readBasicConstraints,
+  certificateExtensions,
+  extendedKeyUsages,
+  findExtension,
+  KEY_USAGE,
+  keyUsageFlags,
+  OID,
+  subjectAttributeTypes,
+  type CertificateExtension,
+} from './x509.js';
 
 /** Most certificates one envelope may carry: real chains are 2-4 long; each costs a signature check. */
 export const MAX_CHAIN_CERTIFICATES = 10;
@@ -29,7 +39,8 @@ export function parseCertificate(der: Uint8Array): ChainCertificate {
   const x509 = new X509Certificate(der);
   const notBefore = new Date(x509.validFrom);
   const notAfter = new Date(x509.validTo);
-  if (Number.isNaN(notBefore.getTime()) || Number.isNaN(notAfter.getTime())) throw new Error(`the certificate's validity (${x509.validFrom} to ${x509.validTo}) cannot be read`);
+  if (Number.isNaN(notBefore.getTime()) || Number.isNaN(notAfter.getTime()))
+    throw new Error(`the certificate's validity (${x509.validFrom} to ${x509.validTo}) cannot be read`);
   const subjectRDNs = readSubject(x509.subject, subjectAttributeTypes(der));
   return { der, x509, subjectRDNs, subject: formatName(subjectRDNs), notBefore, notAfter, extensions: certificateExtensions(der) };
 }
@@ -67,7 +78,14 @@ function checkLeaf(cert: ChainCertificate): string | undefined {
   const ku = keyUsage(cert);
   if (typeof ku === 'string') return ku;
   if ((ku & KEY_USAGE.digitalSignature) === 0) return `leaf certificate ${cert.subject}: key usage must include digital signature`;
-  const forbidden = KEY_USAGE.keyEncipherment | KEY_USAGE.dataEncipherment | KEY_USAGE.keyAgreement | KEY_USAGE.keyCertSign | KEY_USAGE.cRLSign | KEY_USAGE.encipherOnly | KEY_USAGE.decipherOnly;
+  const forbidden =
+    KEY_USAGE.keyEncipherment |
+    KEY_USAGE.dataEncipherment |
+    KEY_USAGE.keyAgreement |
+    KEY_USAGE.keyCertSign |
+    KEY_USAGE.cRLSign |
+    KEY_USAGE.encipherOnly |
+    KEY_USAGE.decipherOnly;
   if ((ku & forbidden) !== 0) return `leaf certificate ${cert.subject}: key usage must be digital signature only`;
   const eku = findExtension(cert.extensions, OID.extKeyUsage);
   if (eku) {
@@ -83,7 +101,8 @@ function checkLeaf(cert: ChainCertificate): string | undefined {
 function checkCA(cert: ChainCertificate, expectedPathLen: number): string | undefined {
   const bc = basicConstraints(cert);
   if (!bc?.cA) return `certificate ${cert.subject}: basic constraints must be present and say CA`;
-  if (bc.pathLen !== undefined && bc.pathLen < expectedPathLen) return `certificate ${cert.subject}: path length ${bc.pathLen} is less than the ${expectedPathLen} below it`;
+  if (bc.pathLen !== undefined && bc.pathLen < expectedPathLen)
+    return `certificate ${cert.subject}: path length ${bc.pathLen} is less than the ${expectedPathLen} below it`;
   const ku = keyUsage(cert);
   if (typeof ku === 'string') return ku;
   if ((ku & KEY_USAGE.keyCertSign) === 0) return `certificate ${cert.subject}: key usage must include certificate signing`;

@@ -73,7 +73,11 @@ export function parseCose(data: Uint8Array): ParsedEnvelope {
   if (typeof contentType !== 'string') throw new Error('the protected header has no content type');
   const crit: unknown = ph.get(LABEL_CRIT);
   if (!Array.isArray(crit) || crit.length === 0) throw new Error('the protected header has no crit list');
-  const { scheme, signingTime } = schemeTime(ph.get('io.cncf.notary.signingScheme'), time(ph, 'io.cncf.notary.signingTime'), time(ph, 'io.cncf.notary.authenticSigningTime'));
+  const { scheme, signingTime } = schemeTime(
+    ph.get('io.cncf.notary.signingScheme'),
+    time(ph, 'io.cncf.notary.signingTime'),
+    time(ph, 'io.cncf.notary.authenticSigningTime'),
+  );
   let chain: unknown = unprotected.get(LABEL_X5CHAIN);
   if (chain instanceof Uint8Array) chain = [chain];
   if (!Array.isArray(chain)) throw new Error('the unprotected header has no x5chain');

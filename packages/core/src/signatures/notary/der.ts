@@ -46,7 +46,7 @@ export function elementAt(buf: Uint8Array, at: number, limit = buf.length): Elem
 
 /** The elements inside a constructed one, in order. */
 export function* children(buf: Uint8Array, parent: Element): Generator<Element> {
-  for (let at = parent.content; at < parent.end; ) {
+  for (let at = parent.content; at < parent.end;) {
     const child = elementAt(buf, at, parent.end);
     yield child;
     at = child.end;

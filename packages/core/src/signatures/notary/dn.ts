@@ -79,7 +79,8 @@ export function parseDN(text: string): DistinguishedName {
     const eq = rdn.indexOf('=');
     if (eq <= 0) throw new Error(`distinguished name ${JSON.stringify(text)}: ${JSON.stringify(rdn.trim())} is not TYPE=VALUE`);
     let type = rdn.slice(0, eq).trim().toUpperCase();
-    if (!/^([A-Z][A-Z0-9-]*|\d+(\.\d+)*)$/.test(type)) throw new Error(`distinguished name ${JSON.stringify(text)}: bad attribute type ${JSON.stringify(type)}`);
+    if (!/^([A-Z][A-Z0-9-]*|\d+(\.\d+)*)$/.test(type))
+      throw new Error(`distinguished name ${JSON.stringify(text)}: bad attribute type ${JSON.stringify(type)}`);
     if (type === 'S') type = 'ST';
     if (dn.has(type)) throw new Error(`distinguished name ${JSON.stringify(text)} names ${type} twice`);
     dn.set(type, unescapeValue(rdn.slice(eq + 1)));

@@ -15,7 +15,12 @@ export const PAYLOAD_CONTENT_TYPE = 'application/vnd.cncf.notary.payload.v1+json
 export const MAX_ENVELOPE_BYTES = 256 * 1024;
 
 /** Signed attributes this verifier understands; any other marked critical fails integrity. */
-export const KNOWN_ATTRIBUTES = new Set(['io.cncf.notary.signingScheme', 'io.cncf.notary.signingTime', 'io.cncf.notary.authenticSigningTime', 'io.cncf.notary.expiry']);
+export const KNOWN_ATTRIBUTES = new Set([
+  'io.cncf.notary.signingScheme',
+  'io.cncf.notary.signingTime',
+  'io.cncf.notary.authenticSigningTime',
+  'io.cncf.notary.expiry',
+]);
 
 /** An envelope whose integrity checked out. */
 export interface VerifiedEnvelope extends ParsedEnvelope {
@@ -71,7 +76,8 @@ export async function checkIntegrity(mediaType: string, bytes: Uint8Array): Prom
   try {
     env = await parseEnvelope(mediaType, bytes);
     if (env.certificates.length === 0) return 'the envelope carries no certificate chain';
-    if (env.certificates.length > MAX_CHAIN_CERTIFICATES) return `the envelope carries ${env.certificates.length} certificates, more than ${MAX_CHAIN_CERTIFICATES}`;
+    if (env.certificates.length > MAX_CHAIN_CERTIFICATES)
+      return `the envelope carries ${env.certificates.length} certificates, more than ${MAX_CHAIN_CERTIFICATES}`;
     chain = env.certificates.map(parseCertificate);
   } catch (e) {
     return `the envelope cannot be parsed: ${(e as Error).message}`;
@@ -79,7 +85,8 @@ export async function checkIntegrity(mediaType: string, bytes: Uint8Array): Prom
   const keyAlg = keyAlgorithm(chain[0]!.x509.publicKey);
   if (keyAlg === undefined) return `the signing certificate's key is not one the specification allows`;
   if (keyAlg !== env.algorithm) return `the envelope says ${env.algorithm} but the signing certificate's key calls for ${keyAlg}`;
-  if (!verifySignature(env.algorithm, chain[0]!.x509.publicKey, env.signingInput, env.signature)) return 'the signature does not verify with the signing certificate';
+  if (!verifySignature(env.algorithm, chain[0]!.x509.publicKey, env.signingInput, env.signature))
+    return 'the signature does not verify with the signing certificate';
   const attrs = checkAttributes(env);
   if (attrs) return attrs;
   const chainProblem = checkCodeSigningChain(chain);

@@ -44,7 +44,12 @@ export async function fetchNotarySignatures(
       layers = undefined;
     }
     const blob = Array.isArray(layers) && layers.length === 1 ? (layers[0] as { mediaType?: unknown; digest?: unknown; size?: unknown }) : undefined;
-    if (!blob || (blob.mediaType !== JWS_MEDIA_TYPE && blob.mediaType !== COSE_MEDIA_TYPE) || typeof blob.digest !== 'string' || typeof blob.size !== 'number') {
+    if (
+      !blob ||
+      (blob.mediaType !== JWS_MEDIA_TYPE && blob.mediaType !== COSE_MEDIA_TYPE) ||
+      typeof blob.digest !== 'string' ||
+      typeof blob.size !== 'number'
+    ) {
       unreadable.push({ digest: referrer.digest, reason: `the signature manifest does not hold exactly one ${JWS_MEDIA_TYPE} or ${COSE_MEDIA_TYPE} blob` });
       continue;
     }
@@ -52,7 +57,12 @@ export async function fetchNotarySignatures(
       unreadable.push({ digest: referrer.digest, reason: `the envelope is ${blob.size} bytes, more than ${MAX_ENVELOPE_BYTES}` });
       continue;
     }
-    const envelope = await client.fetchBlobBytes(ref, { mediaType: blob.mediaType, digest: blob.digest as Digest, size: blob.size }, MAX_ENVELOPE_BYTES, signal);
+    const envelope = await client.fetchBlobBytes(
+      ref,
+      { mediaType: blob.mediaType, digest: blob.digest as Digest, size: blob.size },
+      MAX_ENVELOPE_BYTES,
+      signal,
+    );
     signatures.push({ digest: referrer.digest, mediaType: blob.mediaType, envelope });
   }
   return { signatures, unreadable };

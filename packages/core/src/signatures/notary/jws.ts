@@ -50,7 +50,11 @@ export function parseJws(bytes: Uint8Array): ParsedEnvelope {
   if (!ALGORITHMS.includes(algorithm)) throw new Error(`algorithm ${JSON.stringify(ph.alg)} is not one the specification allows`);
   if (typeof ph.cty !== 'string') throw new Error('the protected header has no cty');
   if (!Array.isArray(ph.crit) || ph.crit.length === 0 || ph.crit.some((c) => typeof c !== 'string')) throw new Error('the protected header has no crit list');
-  const { scheme, signingTime } = schemeTime(ph['io.cncf.notary.signingScheme'], optionalTime(ph, 'io.cncf.notary.signingTime'), optionalTime(ph, 'io.cncf.notary.authenticSigningTime'));
+  const { scheme, signingTime } = schemeTime(
+    ph['io.cncf.notary.signingScheme'],
+    optionalTime(ph, 'io.cncf.notary.signingTime'),
+    optionalTime(ph, 'io.cncf.notary.authenticSigningTime'),
+  );
   const unprotected = (typeof header === 'object' && header !== null ? header : {}) as Record<string, unknown>;
   const x5c = unprotected.x5c;
   if (!Array.isArray(x5c) || x5c.some((c) => typeof c !== 'string')) throw new Error('the unprotected header has no x5c list');

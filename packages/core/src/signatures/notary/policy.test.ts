@@ -40,7 +40,13 @@ describe('trust policy documents', () => {
       ),
       'f',
     );
-    expect(strict!.level.actions).toEqual({ integrity: 'enforce', authenticity: 'enforce', authenticTimestamp: 'enforce', expiry: 'enforce', revocation: 'enforce' });
+    expect(strict!.level.actions).toEqual({
+      integrity: 'enforce',
+      authenticity: 'enforce',
+      authenticTimestamp: 'enforce',
+      expiry: 'enforce',
+      revocation: 'enforce',
+    });
     expect(permissive!.level.actions).toEqual({ integrity: 'enforce', authenticity: 'enforce', authenticTimestamp: 'log', expiry: 'log', revocation: 'log' });
     expect(audit!.level.actions).toEqual({ integrity: 'enforce', authenticity: 'log', authenticTimestamp: 'log', expiry: 'log', revocation: 'log' });
     expect(custom!.level.actions).toEqual({ integrity: 'enforce', authenticity: 'enforce', authenticTimestamp: 'enforce', expiry: 'log', revocation: 'skip' });
@@ -55,7 +61,12 @@ describe('trust policy documents', () => {
       'f',
     );
     const ids = policies[0]!.trustedIdentities as ReadonlyMap<string, string>[];
-    expect([...ids[0]!]).toEqual([['C', 'US'], ['ST', 'WA'], ['O', 'Acme, Inc.'], ['OU', 'build']]);
+    expect([...ids[0]!]).toEqual([
+      ['C', 'US'],
+      ['ST', 'WA'],
+      ['O', 'Acme, Inc.'],
+      ['OU', 'build'],
+    ]);
     expect(applicablePolicy({ policies }, 'registry.example/app')?.name).toBe('p');
     expect(applicablePolicy({ policies }, 'registry.example/other')?.name).toBe('all');
     expect(applicablePolicy({ policies: policies.slice(0, 1) }, 'registry.example/other')).toBeUndefined();
@@ -67,8 +78,16 @@ describe('trust policy documents', () => {
     ['no statements', doc(), /at least one statement/],
     ['an unknown level', doc(statement({ signatureVerification: { level: 'lenient' } })), /level "lenient"/],
     ['integrity overridden', doc(statement({ signatureVerification: { level: 'strict', override: { integrity: 'log' } } })), /integrity cannot be overridden/],
-    ['authenticity skipped', doc(statement({ signatureVerification: { level: 'strict', override: { authenticity: 'skip' } } })), /only revocation can be skipped/],
-    ['skip overridden', doc(statement({ signatureVerification: { level: 'skip', override: { revocation: 'log' } }, trustStores: [], trustedIdentities: [] })), /skip level cannot be overridden/],
+    [
+      'authenticity skipped',
+      doc(statement({ signatureVerification: { level: 'strict', override: { authenticity: 'skip' } } })),
+      /only revocation can be skipped/,
+    ],
+    [
+      'skip overridden',
+      doc(statement({ signatureVerification: { level: 'skip', override: { revocation: 'log' } }, trustStores: [], trustedIdentities: [] })),
+      /skip level cannot be overridden/,
+    ],
     ['skip with a trust store', doc(statement({ signatureVerification: { level: 'skip' } })), /skips verification but names trust stores/],
     ['no trust store', doc(statement({ trustStores: [] })), /needs both trustStores and trustedIdentities/],
     ['a bad trust store type', doc(statement({ trustStores: ['x509:acme'] })), /TYPE:NAME/],
@@ -78,7 +97,11 @@ describe('trust policy documents', () => {
     ['a scope in two statements', doc(statement(), statement({ name: 'q' })), /in more than one statement/],
     ['two statements of one name', doc(statement(), statement({ registryScopes: ['r.example/b'] })), /two statements are named "p"/],
     ['an identity without C, ST and O', doc(statement({ trustedIdentities: ['x509.subject: CN=me, O=Acme'] })), /no C attribute/],
-    ['overlapping identities', doc(statement({ trustedIdentities: ['x509.subject: C=US, ST=WA, O=Acme', 'x509.subject: C=US, ST=WA, O=Acme, OU=x'] })), /overlap/],
+    [
+      'overlapping identities',
+      doc(statement({ trustedIdentities: ['x509.subject: C=US, ST=WA, O=Acme', 'x509.subject: C=US, ST=WA, O=Acme, OU=x'] })),
+      /overlap/,
+    ],
     ['a wildcard identity with others', doc(statement({ trustedIdentities: ['*', 'x509.subject: C=US, ST=WA, O=Acme'] })), /wildcard identity/],
     ['a multi-valued RDN', doc(statement({ trustedIdentities: ['x509.subject: C=US+ST=WA, O=Acme'] })), /multi-valued/],
   ])('rejects %s', (_what, text, message) => rejects(text, message));
@@ -96,15 +119,24 @@ describe('notation configuration directories', () => {
   };
 
   it('names the directory when it holds no policy, and the store when a statement names one that is not there', async () => {
-    await expect(loadNotaryConfig(dir(undefined))).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/neither trustpolicy.oci.json nor trustpolicy.json/) });
-    await expect(loadNotaryConfig(dir(doc(statement())))).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/trust store ca:acme: .* is not a directory/) });
+    await expect(loadNotaryConfig(dir(undefined))).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/neither trustpolicy.oci.json nor trustpolicy.json/),
+    });
+    await expect(loadNotaryConfig(dir(doc(statement())))).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/trust store ca:acme: .* is not a directory/),
+    });
   });
 
   it('refuses a store file that is no certificate, and a policy that is a symbolic link', async () => {
     const d = dir(doc(statement()), 'trustpolicy.oci.json');
     mkdirSync(join(d, 'truststore', 'x509', 'ca', 'acme'), { recursive: true });
     writeFileSync(join(d, 'truststore', 'x509', 'ca', 'acme', 'root.pem'), 'not a certificate');
-    await expect(loadNotaryConfig(d)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/root.pem is not a PEM or DER certificate/) });
+    await expect(loadNotaryConfig(d)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/root.pem is not a PEM or DER certificate/),
+    });
     const linked = dir(undefined);
     symlinkSync(join(d, 'trustpolicy.oci.json'), join(linked, 'trustpolicy.json'));
     await expect(loadNotaryConfig(linked)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/not a regular file/) });

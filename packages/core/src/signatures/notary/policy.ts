@@ -40,15 +40,18 @@ function stringList(v: unknown, what: string, file: string): string[] {
 function resolveLevel(sv: unknown, name: string, file: string): Level {
   if (typeof sv !== 'object' || sv === null) throw invalid(file, `statement "${name}" has no signatureVerification`);
   const { level, override } = sv as { level?: unknown; override?: unknown };
-  if (typeof level !== 'string' || !(level in LEVELS)) throw invalid(file, `statement "${name}" has level ${JSON.stringify(level)}: use strict, permissive, audit or skip`);
+  if (typeof level !== 'string' || !(level in LEVELS))
+    throw invalid(file, `statement "${name}" has level ${JSON.stringify(level)}: use strict, permissive, audit or skip`);
   const actions: Record<Validation, Action> = { ...LEVELS[level as LevelName] };
   if (override !== undefined && override !== null) {
     if (typeof override !== 'object' || Array.isArray(override)) throw invalid(file, `statement "${name}": override must be an object`);
     const entries = Object.entries(override as Record<string, unknown>);
     if (entries.length > 0 && level === 'skip') throw invalid(file, `statement "${name}": the skip level cannot be overridden`);
     for (const [key, value] of entries) {
-      if (!(VALIDATIONS as readonly string[]).includes(key)) throw invalid(file, `statement "${name}": override names ${JSON.stringify(key)}, not one of ${VALIDATIONS.join(', ')}`);
-      if (value !== 'enforce' && value !== 'log' && value !== 'skip') throw invalid(file, `statement "${name}": override ${key} is ${JSON.stringify(value)}: use enforce, log or skip`);
+      if (!(VALIDATIONS as readonly string[]).includes(key))
+        throw invalid(file, `statement "${name}": override names ${JSON.stringify(key)}, not one of ${VALIDATIONS.join(', ')}`);
+      if (value !== 'enforce' && value !== 'log' && value !== 'skip')
+        throw invalid(file, `statement "${name}": override ${key} is ${JSON.stringify(value)}: use enforce, log or skip`);
       if (key === 'integrity') throw invalid(file, `statement "${name}": integrity cannot be overridden`);
       if (value === 'skip' && key !== 'revocation') throw invalid(file, `statement "${name}": only revocation can be skipped, not ${key}`);
       actions[key as Validation] = value;
@@ -78,7 +81,8 @@ function parseIdentities(list: string[], name: string, file: string): TrustPolic
     }
   }
   for (const [i, a] of dns.entries()) {
-    for (const [j, b] of dns.entries()) if (i !== j && isSubsetDN(a, b)) throw invalid(file, `statement "${name}": trusted identities overlap (${list[i]} and ${list[j]})`);
+    for (const [j, b] of dns.entries())
+      if (i !== j && isSubsetDN(a, b)) throw invalid(file, `statement "${name}": trusted identities overlap (${list[i]} and ${list[j]})`);
   }
   return dns;
 }
@@ -87,7 +91,8 @@ function checkScopes(policies: TrustPolicy[], file: string): void {
   const seen = new Set<string>();
   for (const p of policies) {
     if (p.registryScopes.length === 0) throw invalid(file, `statement "${p.name}" has no registryScopes`);
-    if (p.registryScopes.includes('*') && p.registryScopes.length > 1) throw invalid(file, `statement "${p.name}": the wildcard scope "*" cannot be combined with others`);
+    if (p.registryScopes.includes('*') && p.registryScopes.length > 1)
+      throw invalid(file, `statement "${p.name}": the wildcard scope "*" cannot be combined with others`);
     for (const scope of p.registryScopes) {
       if (scope !== '*') {
         const slash = scope.indexOf('/');
@@ -108,7 +113,8 @@ function parseStatement(raw: unknown, file: string): TrustPolicy {
   const name = s.name;
   const level = resolveLevel(s.signatureVerification, name, file);
   const verifyTimestamp = (s.signatureVerification as { verifyTimestamp?: unknown }).verifyTimestamp ?? 'always';
-  if (verifyTimestamp !== 'always' && verifyTimestamp !== 'afterCertExpiry') throw invalid(file, `statement "${name}": verifyTimestamp must be always or afterCertExpiry`);
+  if (verifyTimestamp !== 'always' && verifyTimestamp !== 'afterCertExpiry')
+    throw invalid(file, `statement "${name}": verifyTimestamp must be always or afterCertExpiry`);
   const trustStores = stringList(s.trustStores, `statement "${name}" trustStores`, file);
   const identities = stringList(s.trustedIdentities, `statement "${name}" trustedIdentities`, file);
   if (level.name === 'skip') {
@@ -180,7 +186,8 @@ async function loadStore(dir: string, store: string): Promise<Uint8Array[]> {
   const certs: Uint8Array[] = [];
   for (const entry of (await readdir(storeDir)).sort()) {
     certs.push(...parseCertificateFile(await readRegular(join(storeDir, entry), `trust store ${store} file`), join(storeDir, entry)));
-    if (certs.length > MAX_STORE_CERTIFICATES) throw new FastpullError('INVALID_ARGUMENT', `trust store ${store} holds more than ${MAX_STORE_CERTIFICATES} certificates`);
+    if (certs.length > MAX_STORE_CERTIFICATES)
+      throw new FastpullError('INVALID_ARGUMENT', `trust store ${store} holds more than ${MAX_STORE_CERTIFICATES} certificates`);
   }
   if (certs.length === 0) throw new FastpullError('INVALID_ARGUMENT', `trust store ${store} (${storeDir}) holds no certificate`);
   return certs;
@@ -195,12 +202,18 @@ async function loadStore(dir: string, store: string): Promise<Uint8Array[]> {
 export async function loadNotaryConfig(dir: string): Promise<NotaryConfig> {
   let file: string | undefined;
   for (const name of POLICY_FILES) {
-    if (await lstat(join(dir, name)).then(() => true, () => false)) {
+    if (
+      await lstat(join(dir, name)).then(
+        () => true,
+        () => false,
+      )
+    ) {
       file = join(dir, name);
       break;
     }
   }
-  if (file === undefined) throw new FastpullError('INVALID_ARGUMENT', `notation configuration ${dir} has neither ${POLICY_FILES.join(' nor ')}`, { details: { dir } });
+  if (file === undefined)
+    throw new FastpullError('INVALID_ARGUMENT', `notation configuration ${dir} has neither ${POLICY_FILES.join(' nor ')}`, { details: { dir } });
   const policies = parseTrustPolicy((await readRegular(file, 'trust policy')).toString('utf8'), file);
   const stores = new Map<string, Uint8Array[]>();
   for (const store of new Set(policies.flatMap((p) => p.trustStores))) stores.set(store, await loadStore(dir, store));

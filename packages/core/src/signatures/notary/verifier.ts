@@ -28,7 +28,14 @@ async function readEnvelope(sig: DiscoveredSignature, limit: number): Promise<No
     return { digest, mediaType: layer.mediaType, envelope: await sig.blob(layer, limit) };
   } catch (e) {
     // A bad artifact is a signature that fails integrity; anything else (abort, registry down) is not a verdict.
-    if (isFastpullError(e) && (e.code.startsWith('SIGNATURE_') || e.code === 'INVALID_MANIFEST' || e.code === 'DIGEST_MISMATCH' || e.code === 'SIZE_MISMATCH' || e.code === 'MANIFEST_TOO_LARGE')) {
+    if (
+      isFastpullError(e) &&
+      (e.code.startsWith('SIGNATURE_') ||
+        e.code === 'INVALID_MANIFEST' ||
+        e.code === 'DIGEST_MISMATCH' ||
+        e.code === 'SIZE_MISMATCH' ||
+        e.code === 'MANIFEST_TOO_LARGE')
+    ) {
       return { digest, reason: e.message };
     }
     throw e;
@@ -76,7 +83,14 @@ export function notationVerifier(config: NotaryConfig): SignatureVerifier {
         else unreadable.push(r);
       }
       const target = { mediaType: subject.mediaType, digest: subject.digest, size: subject.size };
-      const verdict = await verifyNotary(config, { repository: scopeOf(subject.reference), target, signatures: readable, unreadable, now: context.now, signal: context.signal });
+      const verdict = await verifyNotary(config, {
+        repository: scopeOf(subject.reference),
+        target,
+        signatures: readable,
+        unreadable,
+        now: context.now,
+        signal: context.signal,
+      });
       return toGateVerdict(verdict, context.unread + ours.length - read.length);
     },
   };

@@ -56,7 +56,8 @@ function authenticity(policy: TrustPolicy, config: NotaryConfig): Check {
     const storeType = env.scheme === 'notary.x509' ? 'ca' : 'signingAuthority';
     const trusted = policy.trustStores.filter((s) => s.startsWith(`${storeType}:`)).flatMap((s) => config.stores.get(s) ?? []);
     if (trusted.length === 0) return `statement "${policy.name}" names no ${storeType} trust store for a ${env.scheme} signature`;
-    if (!trustedAnchor(env.chain, trusted)) return `the certificate chain (leaf ${env.chain[0]!.subject}) leads to no certificate of ${policy.trustStores.join(', ')}`;
+    if (!trustedAnchor(env.chain, trusted))
+      return `the certificate chain (leaf ${env.chain[0]!.subject}) leads to no certificate of ${policy.trustStores.join(', ')}`;
     if (policy.trustedIdentities === '*') return undefined;
     let subject;
     try {
@@ -95,7 +96,8 @@ function namesRevocationService(chain: VerifiedEnvelope['chain']): boolean {
  */
 function revocation(ctx: Context, checks: readonly CheckResult[]): Check {
   return async (env) => {
-    if (checks.some((c) => c.validation === 'authenticity' && !c.ok)) return 'not checked: the chain is not trusted (authenticity failed), and fastpull does not query the OCSP responders or CRLs an untrusted certificate names';
+    if (checks.some((c) => c.validation === 'authenticity' && !c.ok))
+      return 'not checked: the chain is not trusted (authenticity failed), and fastpull does not query the OCSP responders or CRLs an untrusted certificate names';
     // Where no certificate names where to ask, each is taken as not revoked, and the OCSP and CRL
     // code (with the ASN.1 schemas it parses answers with) is not loaded at all.
     if (!namesRevocationService(env.chain)) return undefined;
@@ -147,7 +149,8 @@ export async function verifyNotary(config: NotaryConfig, options: VerifyNotaryOp
   const policy = applicablePolicy(config, options.repository);
   if (!policy) return { kind: 'notation', outcome: 'skipped', trusted: true, signatures: [], reason: `no trust policy statement covers ${options.repository}` };
   const base = { kind: 'notation', policy: policy.name, level: policy.level.name } as const;
-  if (policy.level.name === 'skip') return { ...base, outcome: 'skipped', trusted: true, signatures: [], reason: `statement "${policy.name}" skips verification` };
+  if (policy.level.name === 'skip')
+    return { ...base, outcome: 'skipped', trusted: true, signatures: [], reason: `statement "${policy.name}" skips verification` };
   const unreadable: SignatureResult[] = (options.unreadable ?? []).map((u) => ({
     digest: u.digest,
     accepted: false,
@@ -155,8 +158,15 @@ export async function verifyNotary(config: NotaryConfig, options: VerifyNotaryOp
   }));
   if (options.signatures.length === 0 && unreadable.length === 0) {
     // The audit level enforces integrity only "if a signature is present".
-    if (policy.level.name === 'audit') return { ...base, outcome: 'logged', trusted: true, signatures: [], reason: 'no Notary Project signature (logged: audit level)' };
-    return { ...base, outcome: 'missing', trusted: false, signatures: [], reason: `no Notary Project signature, and statement "${policy.name}" (${policy.level.name}) requires one` };
+    if (policy.level.name === 'audit')
+      return { ...base, outcome: 'logged', trusted: true, signatures: [], reason: 'no Notary Project signature (logged: audit level)' };
+    return {
+      ...base,
+      outcome: 'missing',
+      trusted: false,
+      signatures: [],
+      reason: `no Notary Project signature, and statement "${policy.name}" (${policy.level.name}) requires one`,
+    };
   }
   const ctx: Context = {
     policy,
@@ -173,7 +183,14 @@ export async function verifyNotary(config: NotaryConfig, options: VerifyNotaryOp
     if (result.accepted) {
       const logged = result.checks.filter((c) => !c.ok);
       if (logged.length === 0) return { ...base, outcome: 'verified', trusted: true, signature: sig.digest, signatures: results };
-      return { ...base, outcome: 'logged', trusted: true, signature: sig.digest, signatures: results, reason: logged.map((c) => `${c.validation}: ${c.reason ?? 'failed'}`).join('; ') };
+      return {
+        ...base,
+        outcome: 'logged',
+        trusted: true,
+        signature: sig.digest,
+        signatures: results,
+        reason: logged.map((c) => `${c.validation}: ${c.reason ?? 'failed'}`).join('; '),
+      };
     }
   }
   const skipped = options.signatures.length + unreadable.length - results.length;

@@ -49,17 +49,49 @@ execFileSync('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen
 /** A self-signed certificate with the extensions of `section` and `subject` (openssl -subj syntax). */
 function make(section: string, subject: string, multi = false): Uint8Array {
   const out = join(dir, 'c.pem');
-  const args = ['req', '-x509', '-config', join(dir, 'x.cnf'), '-extensions', section, '-key', join(dir, 'k.pem'), '-out', out, '-days', '1', '-utf8', '-subj', subject];
+  const args = [
+    'req',
+    '-x509',
+    '-config',
+    join(dir, 'x.cnf'),
+    '-extensions',
+    section,
+    '-key',
+    join(dir, 'k.pem'),
+    '-out',
+    out,
+    '-days',
+    '1',
+    '-utf8',
+    '-subj',
+    subject,
+  ];
   execFileSync('openssl', multi ? [...args, '-multivalue-rdn'] : args, { stdio: 'pipe' });
   return new Uint8Array(new X509Certificate(readFileSync(out)).raw);
 }
 
 /** The subject as the verifier read it with the schema library: attribute names by OID, values as text. */
-const NAMES: Record<string, string> = { '2.5.4.3': 'CN', '2.5.4.5': 'SERIALNUMBER', '2.5.4.6': 'C', '2.5.4.7': 'L', '2.5.4.8': 'ST', '2.5.4.9': 'STREET', '2.5.4.10': 'O', '2.5.4.11': 'OU', '2.5.4.17': 'POSTALCODE' };
+const NAMES: Record<string, string> = {
+  '2.5.4.3': 'CN',
+  '2.5.4.5': 'SERIALNUMBER',
+  '2.5.4.6': 'C',
+  '2.5.4.7': 'L',
+  '2.5.4.8': 'ST',
+  '2.5.4.9': 'STREET',
+  '2.5.4.10': 'O',
+  '2.5.4.11': 'OU',
+  '2.5.4.17': 'POSTALCODE',
+};
 function librarySubject(der: Uint8Array): { rdns: [string, string][][]; text: string } {
   const name = AsnConvert.parse(der, Certificate).tbsCertificate.subject;
   const rdns = [...name].map((rdn) => rdn.map((a): [string, string] => [NAMES[a.type] ?? a.type, a.value.toString()]));
-  return { rdns, text: [...rdns].reverse().map((rdn) => rdn.map(([t, v]) => `${t}=${v}`).join('+')).join(',') };
+  return {
+    rdns,
+    text: [...rdns]
+      .reverse()
+      .map((rdn) => rdn.map(([t, v]) => `${t}=${v}`).join('+'))
+      .join(','),
+  };
 }
 
 const SECTIONS = ['none', 'leaf', 'ca', 'all', 'bits'];
@@ -79,7 +111,10 @@ describe('certificate fields read without the ASN.1 schema library', () => {
       const der = make(section, '/C=US/ST=WA/O=fastpull/CN=x');
       const ours = certificateExtensions(der);
       const theirs = AsnConvert.parse(der, Certificate).tbsCertificate.extensions ?? [];
-      expect(ours.map((e) => [e.oid, e.critical, Buffer.from(e.value).toString('hex')]), section).toEqual(theirs.map((e) => [e.extnID, e.critical, Buffer.from(e.extnValue.buffer).toString('hex')]));
+      expect(
+        ours.map((e) => [e.oid, e.critical, Buffer.from(e.value).toString('hex')]),
+        section,
+      ).toEqual(theirs.map((e) => [e.extnID, e.critical, Buffer.from(e.extnValue.buffer).toString('hex')]));
       if (section === 'none') expect(ours).toEqual([]);
       const ku = findExtension(ours, OID.keyUsage);
       if (ku) expect(keyUsageFlags(ku.value), section).toBe(AsnConvert.parse(ku.value, KeyUsage).toNumber());

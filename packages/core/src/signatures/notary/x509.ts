@@ -84,7 +84,8 @@ export function certificateExtensions(der: Uint8Array): CertificateExtension[] {
     const parts = [...children(der, ext)];
     const hasCritical = parts[1]?.tag === BOOLEAN;
     const [id, value] = [parts[0], parts[hasCritical ? 2 : 1]];
-    if (id?.tag !== OBJECT_IDENTIFIER || value?.tag !== OCTET_STRING || parts.length !== (hasCritical ? 3 : 2)) throw new Error('an extension is not (id, critical, value)');
+    if (id?.tag !== OBJECT_IDENTIFIER || value?.tag !== OCTET_STRING || parts.length !== (hasCritical ? 3 : 2))
+      throw new Error('an extension is not (id, critical, value)');
     const critical = hasCritical && parts[1]!.end > parts[1]!.content && der[parts[1]!.content] !== 0;
     out.push({ oid: oidText(der, id), critical, value: der.subarray(value.content, value.end) });
   }

@@ -38,7 +38,8 @@ export function verifyBundle(req: SigstoreRequirement, subject: SignatureSubject
     const which = Array.isArray(fields) && fields.length > 0 ? ` (${fields.slice(0, 5).join(', ')})` : '';
     return fail('authenticity', `not a Sigstore bundle: ${(e as Error).message}${which}`);
   }
-  if (bundle.content.$case !== 'dsseEnvelope') return fail('integrity', 'a message-signature bundle signs a blob, not an image (cosign signs images with a DSSE envelope)');
+  if (bundle.content.$case !== 'dsseEnvelope')
+    return fail('integrity', 'a message-signature bundle signs a blob, not an image (cosign signs images with a DSSE envelope)');
   const checks: SignatureCheck[] = [];
   const proved = verifyEntity(req, bundle, signature);
   checks.push(...proved);
@@ -57,7 +58,14 @@ export function verifyBundle(req: SigstoreRequirement, subject: SignatureSubject
  * Rekor entry it was logged as) are the parts of a message-signature bundle, checked as one. The
  * payload's claims (integrity, signedIdentity) are the caller's.
  */
-export function verifyTagSignature(req: SigstoreRequirement, payload: Buffer, raw: Buffer, certificate: string | undefined, rekorBundle: string | undefined, signature: Digest): SignatureCheck[] {
+export function verifyTagSignature(
+  req: SigstoreRequirement,
+  payload: Buffer,
+  raw: Buffer,
+  certificate: string | undefined,
+  rekorBundle: string | undefined,
+  signature: Digest,
+): SignatureCheck[] {
   const fail = (check: string, message: string): SignatureCheck[] => [{ signature, check, ok: false, message }];
   let der: Buffer | undefined;
   if (certificate !== undefined) {
@@ -77,8 +85,14 @@ export function verifyTagSignature(req: SigstoreRequirement, payload: Buffer, ra
   try {
     bundle = bundleFromJSON({
       mediaType: 'application/vnd.dev.sigstore.bundle+json;version=0.1',
-      verificationMaterial: { ...(der ? { x509CertificateChain: { certificates: [{ rawBytes: der.toString('base64') }] } } : { publicKey: { hint: '' } }), tlogEntries: entries },
-      messageSignature: { messageDigest: { algorithm: 'SHA2_256', digest: createHash('sha256').update(payload).digest('base64') }, signature: raw.toString('base64') },
+      verificationMaterial: {
+        ...(der ? { x509CertificateChain: { certificates: [{ rawBytes: der.toString('base64') }] } } : { publicKey: { hint: '' } }),
+        tlogEntries: entries,
+      },
+      messageSignature: {
+        messageDigest: { algorithm: 'SHA2_256', digest: createHash('sha256').update(payload).digest('base64') },
+        signature: raw.toString('base64'),
+      },
     });
     assertBundle(bundle);
   } catch (e) {
@@ -97,7 +111,15 @@ function rekorEntry(text: string): object | string {
     return bad;
   }
   const p = doc?.Payload;
-  if (typeof doc?.SignedEntryTimestamp !== 'string' || typeof p?.body !== 'string' || !Number.isSafeInteger(p.integratedTime) || !Number.isSafeInteger(p.logIndex) || typeof p.logID !== 'string' || !/^[0-9a-f]{64}$/.test(p.logID)) return bad;
+  if (
+    typeof doc?.SignedEntryTimestamp !== 'string' ||
+    typeof p?.body !== 'string' ||
+    !Number.isSafeInteger(p.integratedTime) ||
+    !Number.isSafeInteger(p.logIndex) ||
+    typeof p.logID !== 'string' ||
+    !/^[0-9a-f]{64}$/.test(p.logID)
+  )
+    return bad;
   let body: { kind?: unknown; apiVersion?: unknown };
   try {
     body = JSON.parse(Buffer.from(p.body, 'base64').toString('utf8')) as typeof body;
@@ -119,11 +141,15 @@ function rekorEntry(text: string): object | string {
 function verifyEntity(req: SigstoreRequirement, bundle: Bundle, signature: Digest, artifact?: Buffer): SignatureCheck[] {
   const entity = toSignedEntity(bundle, artifact);
   const keyless = req.fulcio !== undefined;
-  if (keyless && entity.key.$case !== 'certificate') return [{ signature, check: 'authenticity', ok: false, message: 'the bundle is signed with a key; the policy names a Fulcio CA' }];
-  if (!keyless && entity.key.$case !== 'public-key') return [{ signature, check: 'authenticity', ok: false, message: 'the bundle is signed with a certificate; the policy names keys' }];
+  if (keyless && entity.key.$case !== 'certificate')
+    return [{ signature, check: 'authenticity', ok: false, message: 'the bundle is signed with a key; the policy names a Fulcio CA' }];
+  if (!keyless && entity.key.$case !== 'public-key')
+    return [{ signature, check: 'authenticity', ok: false, message: 'the bundle is signed with a certificate; the policy names keys' }];
   const rekor = req.rekorKeys.length > 0;
   const options = { tlogThreshold: rekor ? 1 : 0, ctlogThreshold: 0, timestampThreshold: keyless ? 1 : 0 };
-  const policy: VerificationPolicy | undefined = req.fulcio ? { subjectAlternativeName: req.fulcio.subjectEmail, extensions: { issuer: req.fulcio.oidcIssuer } } : undefined;
+  const policy: VerificationPolicy | undefined = req.fulcio
+    ? { subjectAlternativeName: req.fulcio.subjectEmail, extensions: { issuer: req.fulcio.oidcIssuer } }
+    : undefined;
   const names = checkpointNames(bundle);
   const materials = keyless ? [trustMaterial(req, undefined, names)] : req.keys.map((k) => trustMaterial(req, k, names));
   let failure: SignatureCheck | undefined;
@@ -136,9 +162,23 @@ function verifyEntity(req: SigstoreRequirement, bundle: Bundle, signature: Diges
       if (!failure || failure.check === 'authenticity') failure = { signature, ...f };
       continue;
     }
-    const out: SignatureCheck[] = [{ signature, check: 'authenticity', ok: true, message: keyless ? `the certificate chains to the policy's Fulcio CA and made the signature` : 'signed by a policy key' }];
-    if (rekor) out.push({ signature, check: 'transparency', ok: true, message: `its Rekor entry (integrated ${integrated(bundle)}) verifies with the policy's Rekor key and matches the signature` });
-    if (req.fulcio) out.push({ signature, check: 'identity', ok: true, message: `certificate of ${req.fulcio.subjectEmail} issued on ${req.fulcio.oidcIssuer}` });
+    const out: SignatureCheck[] = [
+      {
+        signature,
+        check: 'authenticity',
+        ok: true,
+        message: keyless ? `the certificate chains to the policy's Fulcio CA and made the signature` : 'signed by a policy key',
+      },
+    ];
+    if (rekor)
+      out.push({
+        signature,
+        check: 'transparency',
+        ok: true,
+        message: `its Rekor entry (integrated ${integrated(bundle)}) verifies with the policy's Rekor key and matches the signature`,
+      });
+    if (req.fulcio)
+      out.push({ signature, check: 'identity', ok: true, message: `certificate of ${req.fulcio.subjectEmail} issued on ${req.fulcio.oidcIssuer}` });
     return out;
   }
   return [failure!];
@@ -161,7 +201,13 @@ function explain(e: unknown, keyless: boolean, keys: number): { check: string; o
     case 'CERTIFICATE_ERROR':
       return { check: 'authenticity', ok: false, message: `the certificate does not chain to the policy's Fulcio CA at the logged time of signing: ${why}` };
     default:
-      return { check: 'authenticity', ok: false, message: keyless ? `the signature does not verify with its certificate: ${why}` : `the signature does not verify with ${keys === 1 ? 'the policy key' : `any of the ${keys} policy keys`}` };
+      return {
+        check: 'authenticity',
+        ok: false,
+        message: keyless
+          ? `the signature does not verify with its certificate: ${why}`
+          : `the signature does not verify with ${keys === 1 ? 'the policy key' : `any of the ${keys} policy keys`}`,
+      };
   }
 }
 
@@ -172,7 +218,12 @@ function explain(e: unknown, keyless: boolean, keys: number): { check: string; o
  * against the log's URL; the key still has to verify the signature).
  */
 function trustMaterial(req: SigstoreRequirement, key: KeyObject | undefined, names: readonly string[]): TrustMaterial {
-  const logs = req.rekorKeys.map((k) => ({ key: k, logID: createHash('sha256').update(k.export({ type: 'spki', format: 'der' })).digest() }));
+  const logs = req.rekorKeys.map((k) => ({
+    key: k,
+    logID: createHash('sha256')
+      .update(k.export({ type: 'spki', format: 'der' }))
+      .digest(),
+  }));
   return {
     certificateAuthorities: req.fulcio ? [{ certChain: req.fulcio.ca.map((c) => SigstoreCertificate.parse(c.raw)), validFor: ALWAYS }] : [],
     timestampAuthorities: [],
@@ -213,7 +264,8 @@ function statementDigest(payloadType: string, payload: Buffer, digest: Digest): 
     return 'the signed statement is not JSON';
   }
   if (typeof doc !== 'object' || doc === null || !IN_TOTO_STATEMENTS.includes(doc._type as string)) return 'the signed payload is not an in-toto statement';
-  if (doc.predicateType !== COSIGN_SIGN_PREDICATE) return `the statement is an attestation (predicate ${JSON.stringify(String(doc.predicateType).slice(0, 100))}), not a cosign signature`;
+  if (doc.predicateType !== COSIGN_SIGN_PREDICATE)
+    return `the statement is an attestation (predicate ${JSON.stringify(String(doc.predicateType).slice(0, 100))}), not a cosign signature`;
   const [alg, hex] = digest.split(':') as [string, string];
   const subjects = Array.isArray(doc.subject) ? (doc.subject as { digest?: Record<string, unknown> }[]) : [];
   if (subjects.some((s) => s?.digest?.[alg] === hex)) return undefined;

@@ -43,12 +43,15 @@ export function matchIdentity(rule: SignedIdentity, intended: Reference, signed:
     case 'matchExact':
       return full(sig) === want ? pass : fail(`not exactly ${want}`);
     case 'matchRepoDigestOrExact':
-      return repoDigestOrExact(intended, sig) ? pass : fail(intended.tag !== undefined ? `not exactly ${want}` : `not the repository ${referenceName(intended)}`);
+      return repoDigestOrExact(intended, sig)
+        ? pass
+        : fail(intended.tag !== undefined ? `not exactly ${want}` : `not the repository ${referenceName(intended)}`);
     case 'matchRepository':
       return sig.name === referenceName(intended) ? pass : fail(`not the repository ${referenceName(intended)}`);
     case 'exactReference': {
       const only = named(rule.dockerReference);
-      if (!only || (!only.tagged && only.ref.digest === undefined)) return fail(`the policy's dockerReference ${JSON.stringify(rule.dockerReference)} names no tag or digest`);
+      if (!only || (!only.tagged && only.ref.digest === undefined))
+        return fail(`the policy's dockerReference ${JSON.stringify(rule.dockerReference)} names no tag or digest`);
       return full(sig) === full(only) ? pass : fail(`not ${full(only)}`);
     }
     case 'exactRepository': {
@@ -88,7 +91,10 @@ export function matchUnnamedIdentity(rule: SignedIdentity): { ok: boolean; messa
   switch (rule.type) {
     case 'exactReference':
     case 'exactRepository':
-      return { ok: false, message: `the signature signs the digest only and names no reference, so it cannot be for ${rule.type === 'exactReference' ? rule.dockerReference : rule.dockerRepository} (signedIdentity ${rule.type})` };
+      return {
+        ok: false,
+        message: `the signature signs the digest only and names no reference, so it cannot be for ${rule.type === 'exactReference' ? rule.dockerReference : rule.dockerRepository} (signedIdentity ${rule.type})`,
+      };
     default:
       return { ok: true, message: `the signature signs the digest only and names no reference (signedIdentity ${rule.type} has no name to compare)` };
   }

@@ -30,9 +30,12 @@ export function parseSimpleSigning(payload: Buffer): SimpleSigningClaims | strin
   } catch {
     return 'the payload is not JSON';
   }
-  const critical = (doc as { critical?: { type?: unknown; image?: { 'docker-manifest-digest'?: unknown }; identity?: { 'docker-reference'?: unknown } } } | null)?.critical;
+  const critical = (
+    doc as { critical?: { type?: unknown; image?: { 'docker-manifest-digest'?: unknown }; identity?: { 'docker-reference'?: unknown } } } | null
+  )?.critical;
   if (typeof critical !== 'object' || critical === null) return 'the payload has no critical section';
-  if (critical.type !== COSIGN_SIGNATURE_TYPE) return `the payload's critical.type is ${JSON.stringify(critical.type)}, not ${JSON.stringify(COSIGN_SIGNATURE_TYPE)}`;
+  if (critical.type !== COSIGN_SIGNATURE_TYPE)
+    return `the payload's critical.type is ${JSON.stringify(critical.type)}, not ${JSON.stringify(COSIGN_SIGNATURE_TYPE)}`;
   const digest = critical.image?.['docker-manifest-digest'];
   const reference = critical.identity?.['docker-reference'];
   if (typeof digest !== 'string') return 'the payload names no critical.image.docker-manifest-digest';

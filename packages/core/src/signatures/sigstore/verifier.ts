@@ -8,7 +8,14 @@ import { COSIGN_SIMPLESIGNING, SIGSTORE_BUNDLE_V03 } from '../discover.js';
 import { containersPolicyFor, type ContainersPolicy, type PolicyRequirement, type SigstoreRequirement } from '../policy.js';
 import type { DiscoveredSignature, SignatureCheck, SignatureSubject, SignatureVerdict, SignatureVerifier, VerifyContext } from '../types.js';
 import { matchIdentity } from './identity.js';
-import { COSIGN_BUNDLE_ANNOTATION, COSIGN_CERTIFICATE_ANNOTATION, COSIGN_SIGNATURE_ANNOTATION, decodeBase64, parseSimpleSigning, verifiesWith } from './simplesigning.js';
+import {
+  COSIGN_BUNDLE_ANNOTATION,
+  COSIGN_CERTIFICATE_ANNOTATION,
+  COSIGN_SIGNATURE_ANNOTATION,
+  decodeBase64,
+  parseSimpleSigning,
+  verifiesWith,
+} from './simplesigning.js';
 
 /** One candidate signature: a payload layer of cosign's tag, or the bundle layer of a bundle referrer. */
 interface Candidate {
@@ -77,7 +84,10 @@ export class SigstoreVerifier implements SignatureVerifier {
       case 'reject':
         return { outcome: 'invalid', checks: [{ check: 'policy', ok: false, message: `${this.policy.path} rejects every image of this scope` }] };
       case 'signedBy':
-        return { outcome: 'invalid', checks: [{ check: 'policy', ok: false, message: `${this.policy.path} requires signedBy (GPG), which fastpull does not verify` }] };
+        return {
+          outcome: 'invalid',
+          checks: [{ check: 'policy', ok: false, message: `${this.policy.path} requires signedBy (GPG), which fastpull does not verify` }],
+        };
       case 'sigstoreSigned':
         return this.sigstoreSigned(req, subject, signatures, context);
     }
@@ -113,7 +123,12 @@ export class SigstoreVerifier implements SignatureVerifier {
         for (const layer of m.layers) {
           if (layer.mediaType !== (format === 'bundle' ? SIGSTORE_BUNDLE_V03 : COSIGN_SIMPLESIGNING)) continue;
           if (out.length >= context.limits.maxSignatures) {
-            checks.push({ signature: artifact.descriptor.digest, check: 'discovery', ok: false, message: `more than ${context.limits.maxSignatures} signatures; the rest were not read` });
+            checks.push({
+              signature: artifact.descriptor.digest,
+              check: 'discovery',
+              ok: false,
+              message: `more than ${context.limits.maxSignatures} signatures; the rest were not read`,
+            });
             break;
           }
           out.push({ artifact, layer, format });
@@ -161,11 +176,27 @@ export class SigstoreVerifier implements SignatureVerifier {
     if (req.fulcio || req.rekorKeys.length > 0) {
       const certificate = c.layer.annotations?.[COSIGN_CERTIFICATE_ANNOTATION];
       const logged = c.layer.annotations?.[COSIGN_BUNDLE_ANNOTATION];
-      if (logged === undefined) return [{ signature, check: 'transparency', ok: false, message: `the policy names a Rekor key and the signature carries no ${COSIGN_BUNDLE_ANNOTATION} annotation` }];
+      if (logged === undefined)
+        return [
+          {
+            signature,
+            check: 'transparency',
+            ok: false,
+            message: `the policy names a Rekor key and the signature carries no ${COSIGN_BUNDLE_ANNOTATION} annotation`,
+          },
+        ];
       bundleModule ??= import('./bundle.js');
       return (await bundleModule).verifyTagSignature(req, payload, raw, certificate, logged, signature);
     }
-    if (!req.keys.some((k) => verifiesWith(k, payload, raw))) return [{ signature, check: 'authenticity', ok: false, message: `the signature of payload ${c.layer.digest} does not verify with ${req.keys.length === 1 ? 'the policy key' : `any of the ${req.keys.length} policy keys`}` }];
+    if (!req.keys.some((k) => verifiesWith(k, payload, raw)))
+      return [
+        {
+          signature,
+          check: 'authenticity',
+          ok: false,
+          message: `the signature of payload ${c.layer.digest} does not verify with ${req.keys.length === 1 ? 'the policy key' : `any of the ${req.keys.length} policy keys`}`,
+        },
+      ];
     return [{ signature, check: 'authenticity', ok: true, message: `payload ${c.layer.digest} signed by a policy key` }];
   }
 

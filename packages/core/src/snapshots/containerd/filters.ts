@@ -178,7 +178,8 @@ export const MAX_FILTERS_LENGTH = 64 * 1024;
  */
 export function parseSnapshotFilters(filters: readonly string[]): SnapshotFilter {
   const length = filters.reduce((n, f) => n + f.length, 0);
-  if (length > MAX_FILTERS_LENGTH) throw new FastpullError('INVALID_ARGUMENT', `filters of ${length} characters, over the ${MAX_FILTERS_LENGTH} a List may send`);
+  if (length > MAX_FILTERS_LENGTH)
+    throw new FastpullError('INVALID_ARGUMENT', `filters of ${length} characters, over the ${MAX_FILTERS_LENGTH} a List may send`);
   const parsed = filters.map((f) => (f === '' ? [] : new Parser(f).parse()));
   return {
     match: (t) => parsed.length === 0 || parsed.some((sels) => sels.every((s) => matches(s, t))),

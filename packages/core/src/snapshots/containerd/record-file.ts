@@ -239,7 +239,10 @@ export function checkLabels(labels: Readonly<Record<string, string>>, what: stri
     if (typeof v !== 'string') throw new FastpullError('INVALID_ARGUMENT', `${what}: label ${JSON.stringify(k)} is not a string`);
     const size = Buffer.byteLength(k) + Buffer.byteLength(v);
     if (k === '' || size > MAX_LABEL_SIZE) {
-      throw new FastpullError('INVALID_ARGUMENT', `${what}: label ${JSON.stringify(k.slice(0, 64))} ${k === '' ? 'has an empty key' : `is ${size} bytes, over ${MAX_LABEL_SIZE}`}`);
+      throw new FastpullError(
+        'INVALID_ARGUMENT',
+        `${what}: label ${JSON.stringify(k.slice(0, 64))} ${k === '' ? 'has an empty key' : `is ${size} bytes, over ${MAX_LABEL_SIZE}`}`,
+      );
     }
     total += size;
   }
@@ -267,7 +270,11 @@ export const MAX_KEY_SIZE = 32 * 1024;
 export function checkKey(key: string, what: string): void {
   if (key === '') throw new FastpullError('INVALID_ARGUMENT', `${what}: the snapshot key is empty`);
   const size = Buffer.byteLength(key);
-  if (size > MAX_KEY_SIZE) throw new FastpullError('INVALID_ARGUMENT', `${what}: a snapshot key of ${size} bytes, over ${MAX_KEY_SIZE} (it starts ${JSON.stringify(key.slice(0, 64))})`);
+  if (size > MAX_KEY_SIZE)
+    throw new FastpullError(
+      'INVALID_ARGUMENT',
+      `${what}: a snapshot key of ${size} bytes, over ${MAX_KEY_SIZE} (it starts ${JSON.stringify(key.slice(0, 64))})`,
+    );
 }
 
 /**

@@ -122,8 +122,12 @@ describe('SnapshotRecords', () => {
     await records.prepare('a', undefined, odd);
     expect({ ...records.stat('a').labels }).toEqual(odd);
     // A mask naming a label the update does not carry deletes it, even with no labels at all.
-    expect({ ...(await records.update({ name: 'a' }, ['labels.toString', 'labels.valueOf'])).labels }).toEqual(JSON.parse('{"__proto__":"p","constructor":"c"}'));
-    expect({ ...(await records.update({ name: 'a', labels: JSON.parse('{"__proto__":"q"}') as Record<string, string> }, ['labels.__proto__'])).labels }).toEqual(JSON.parse('{"__proto__":"q","constructor":"c"}'));
+    expect({ ...(await records.update({ name: 'a' }, ['labels.toString', 'labels.valueOf'])).labels }).toEqual(
+      JSON.parse('{"__proto__":"p","constructor":"c"}'),
+    );
+    expect({
+      ...(await records.update({ name: 'a', labels: JSON.parse('{"__proto__":"q"}') as Record<string, string> }, ['labels.__proto__'])).labels,
+    }).toEqual(JSON.parse('{"__proto__":"q","constructor":"c"}'));
     records.close();
     records = await SnapshotRecords.open(store, { indexOff: false });
     expect({ ...records.stat('a').labels }).toEqual(JSON.parse('{"__proto__":"q","constructor":"c"}'));
@@ -240,8 +244,16 @@ describe('SnapshotRecords', () => {
       await store.snapshots.commit(a, { chainID: ids[i]!, diffID: diffs[i]!, ...(i > 0 ? { parent: ids[i - 1]! } : {}), size: 1 });
       await records.commitChain(`fastpull/${i}`, i > 0 ? `fastpull/${i - 1}` : undefined, ids[i]!, { 'containerd.io/snapshot.ref': ids[i]! });
     }
-    const full = (n: number) => ids.slice(0, n).reverse().map((id) => store.snapshots.fsPath(id));
-    const lowers = (m: Awaited<ReturnType<typeof records.prepare>>) => m[0]!.options.find((o) => o.startsWith('lowerdir='))!.slice('lowerdir='.length).split(':');
+    const full = (n: number) =>
+      ids
+        .slice(0, n)
+        .reverse()
+        .map((id) => store.snapshots.fsPath(id));
+    const lowers = (m: Awaited<ReturnType<typeof records.prepare>>) =>
+      m[0]!.options
+        .find((o) => o.startsWith('lowerdir='))!
+        .slice('lowerdir='.length)
+        .split(':');
     expect(full(layers).join(':').length).toBeGreaterThan(4096);
 
     // A stack that fits keeps the trees' own paths.

@@ -145,7 +145,8 @@ export class SnapshotRecords {
       await fsp.readdir(this.dir);
       const held = fstatSync(this.lockFd);
       const onDisk = await fsp.stat(join(this.dir, LOCK_FILE));
-      if (held.ino !== onDisk.ino || held.dev !== onDisk.dev) throw new FastpullError('FAILED_PRECONDITION', `the snapshot records in ${this.dir} were replaced: their lock file is not the one this process holds`);
+      if (held.ino !== onDisk.ino || held.dev !== onDisk.dev)
+        throw new FastpullError('FAILED_PRECONDITION', `the snapshot records in ${this.dir} were replaced: their lock file is not the one this process holds`);
     } catch (e) {
       throw fromFsError(e, `reading the snapshot records in ${this.dir}`);
     }
@@ -253,7 +254,8 @@ export class SnapshotRecords {
   /** The mounts of an active snapshot or view (FAILED_PRECONDITION for a committed one). */
   mounts(key: string): Mount[] {
     const rec = this.get(key);
-    if (rec.kind === 'committed') throw new FastpullError('FAILED_PRECONDITION', `snapshot ${JSON.stringify(key)} is committed: only active snapshots and views have mounts`);
+    if (rec.kind === 'committed')
+      throw new FastpullError('FAILED_PRECONDITION', `snapshot ${JSON.stringify(key)} is committed: only active snapshots and views have mounts`);
     return this.trees.mountsFor(rec);
   }
 
@@ -267,7 +269,8 @@ export class SnapshotRecords {
       checkLabels(labels, `snapshot ${JSON.stringify(name)}`);
       if (this.byName.has(name)) throw new FastpullError('ALREADY_EXISTS', `committed snapshot ${JSON.stringify(name)} already exists`);
       const rec = this.get(key);
-      if (rec.kind !== 'active') throw new FastpullError('FAILED_PRECONDITION', `snapshot ${JSON.stringify(key)} is not active (it is ${rec.kind === 'view' ? 'a view' : 'committed'})`);
+      if (rec.kind !== 'active')
+        throw new FastpullError('FAILED_PRECONDITION', `snapshot ${JSON.stringify(key)} is not active (it is ${rec.kind === 'view' ? 'a view' : 'committed'})`);
       const now = snapshotTime();
       const committed: RecordFile = { ...rec, kind: 'committed', name, labels: cleanLabels(labels), created: now, updated: now };
       // Committed means durable, as for the store's own snapshots: what was written into it first.
@@ -306,7 +309,8 @@ export class SnapshotRecords {
       // Under the collection lock: a collection either sees this record, or ran before it and then
       // the check below sees what it left.
       await withCollectionLock(this.store.root, 'shared', async () => {
-        if (!(await this.store.snapshots.isCommitted(chainID))) throw new FastpullError('NOT_FOUND', `snapshot ${chainID} is not committed in ${this.store.root}`);
+        if (!(await this.store.snapshots.isCommitted(chainID)))
+          throw new FastpullError('NOT_FOUND', `snapshot ${chainID} is not committed in ${this.store.root}`);
         await createRecordDir(this.dir, rec, { ownDirs: false });
       });
       this.byName.set(name, rec);
@@ -323,7 +327,10 @@ export class SnapshotRecords {
       const rec = this.get(key);
       const children = this.children(key);
       if (children.length > 0) {
-        throw new FastpullError('FAILED_PRECONDITION', `cannot remove snapshot ${JSON.stringify(key)}: it has ${children.length} child snapshot(s), e.g. ${JSON.stringify(children[0])}`);
+        throw new FastpullError(
+          'FAILED_PRECONDITION',
+          `cannot remove snapshot ${JSON.stringify(key)}: it has ${children.length} child snapshot(s), e.g. ${JSON.stringify(children[0])}`,
+        );
       }
       await removeRecordDir(this.dir, rec.id);
       this.flushes.release(rec.id);
@@ -348,7 +355,11 @@ export class SnapshotRecords {
           if (Object.hasOwn(given, key)) labels[key] = given[key]!;
           else delete labels[key];
         } else if (path === 'labels') labels = labelSet(given);
-        else throw new FastpullError('INVALID_ARGUMENT', `cannot update field ${JSON.stringify(path)} of snapshot ${JSON.stringify(info.name)}: only labels change`);
+        else
+          throw new FastpullError(
+            'INVALID_ARGUMENT',
+            `cannot update field ${JSON.stringify(path)} of snapshot ${JSON.stringify(info.name)}: only labels change`,
+          );
       }
       labels = cleanLabels(labels);
       checkLabels(labels, `snapshot ${JSON.stringify(info.name)}`);
@@ -415,7 +426,14 @@ const MATCHES_PER_TURN = 64;
 const byName = (a: SnapshotRecordInfo, b: SnapshotRecordInfo): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
 function toInfo(r: RecordFile): SnapshotRecordInfo {
-  return { name: r.name, ...(r.parent !== undefined ? { parent: r.parent } : {}), kind: r.kind, labels: labelSet(r.labels), created: r.created, updated: r.updated };
+  return {
+    name: r.name,
+    ...(r.parent !== undefined ? { parent: r.parent } : {}),
+    kind: r.kind,
+    labels: labelSet(r.labels),
+    created: r.created,
+    updated: r.updated,
+  };
 }
 
 /** A tree's usage, failures named by the tree (the caller knows it exists). */

@@ -36,7 +36,7 @@ export class RecordTrees {
   private parentTrees(parent: string | undefined, linked = false): string[] {
     const out: string[] = [];
     const seen = new Set<string>();
-    for (let name = parent; name !== undefined; ) {
+    for (let name = parent; name !== undefined;) {
       if (seen.has(name)) throw new FastpullError('INTERNAL', `snapshot parents form a loop at ${JSON.stringify(name)}`);
       seen.add(name);
       const rec = this.byName.get(name);
@@ -49,7 +49,10 @@ export class RecordTrees {
   }
 
   private mountsOf(rec: RecordFile, linked = false): Mount[] {
-    return recordMounts({ kind: rec.kind, fs: this.fsOf(rec), work: join(this.dir, rec.id, 'work'), parents: this.parentTrees(rec.parent, linked) }, { indexOff: this.indexOff });
+    return recordMounts(
+      { kind: rec.kind, fs: this.fsOf(rec), work: join(this.dir, rec.id, 'work'), parents: this.parentTrees(rec.parent, linked) },
+      { indexOff: this.indexOff },
+    );
   }
 
   /**
@@ -67,7 +70,7 @@ export class RecordTrees {
   /** Makes the short links {@link mountsFor} names for `rec`'s borrowed parents, when its stack needs them. */
   async linkParents(rec: RecordFile): Promise<void> {
     if (!tooLong(this.mountsOf(rec))) return;
-    for (let name = rec.parent; name !== undefined; ) {
+    for (let name = rec.parent; name !== undefined;) {
       const parent = this.byName.get(name);
       if (!parent) return;
       if (parent.chainID !== undefined) this.links.set(parent.chainID, await this.snapshots.shortLink(parent.chainID));

@@ -51,7 +51,10 @@ export function imageStoreConformance(factory: SubjectFactory<ImageStore>): Conf
         assert.deepEqual(await store.get(name, other), theirs);
         assert.deepEqual(await store.get(name), mine, "without a platform, this host's record");
         assert.equal(await store.get(name, 'linux/mips64le'), undefined);
-        assert.deepEqual((await store.records(name)).map((r) => formatPlatform(r.platform)), [host, other].sort());
+        assert.deepEqual(
+          (await store.records(name)).map((r) => formatPlatform(r.platform)),
+          [host, other].sort(),
+        );
       },
     ],
     [
@@ -93,7 +96,10 @@ export function imageStoreConformance(factory: SubjectFactory<ImageStore>): Conf
         assert.equal(await store.delete(name), true);
         assert.deepEqual(await store.records(name), []);
         assert.equal(await store.delete(name), false);
-        assert.deepEqual((await store.list()).map((r) => r.name), ['example.com/keep:1']);
+        assert.deepEqual(
+          (await store.list()).map((r) => r.name),
+          ['example.com/keep:1'],
+        );
       },
     ],
     [

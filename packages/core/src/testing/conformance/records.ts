@@ -46,15 +46,33 @@ const CASES: Array<[string, (s: ContainerdSnapshots) => Promise<void>]> = [
     'prepare without a parent: an active snapshot as a writable bind; commit turns its key into a committed name',
     async (s) => {
       const mounts = await s.prepare('active-1', undefined, { a: 'b' });
-      assert.deepEqual(mounts.map((m) => [m.type, m.options]), [['bind', ['rw', 'rbind']]]);
-      assert.deepEqual(withPlainLabels({ ...s.stat('active-1'), created: '', updated: '' }), { name: 'active-1', kind: 'active', labels: { a: 'b' }, created: '', updated: '' });
+      assert.deepEqual(
+        mounts.map((m) => [m.type, m.options]),
+        [['bind', ['rw', 'rbind']]],
+      );
+      assert.deepEqual(withPlainLabels({ ...s.stat('active-1'), created: '', updated: '' }), {
+        name: 'active-1',
+        kind: 'active',
+        labels: { a: 'b' },
+        created: '',
+        updated: '',
+      });
       assert.deepEqual(s.mounts('active-1'), mounts);
       await fsp.writeFile(join(writableDir(mounts), 'foo'), 'foo');
       await s.commit('committed-1', 'active-1', { c: 'd' });
       await rejectsWithCode(() => s.stat('active-1'), 'NOT_FOUND', 'stat of a committed key');
       const info = s.stat('committed-1');
-      assert.deepEqual(withPlainLabels({ ...info, created: '', updated: '' }), { name: 'committed-1', kind: 'committed', labels: { c: 'd' }, created: '', updated: '' });
-      assert.deepEqual(s.list().map((i) => i.name), ['committed-1']);
+      assert.deepEqual(withPlainLabels({ ...info, created: '', updated: '' }), {
+        name: 'committed-1',
+        kind: 'committed',
+        labels: { c: 'd' },
+        created: '',
+        updated: '',
+      });
+      assert.deepEqual(
+        s.list().map((i) => i.name),
+        ['committed-1'],
+      );
     },
   ],
   [
@@ -160,8 +178,14 @@ const CASES: Array<[string, (s: ContainerdSnapshots) => Promise<void>]> = [
       await rejectsWithCode(s.update({ name: 'nope', labels: {} }), 'NOT_FOUND', 'update of an unknown snapshot');
       const info = s.stat('a2');
       assert.deepEqual([info.name, info.parent, info.kind], ['a2', 'c1', 'active']);
-      assert.deepEqual(s.list(['kind==active']).map((i) => i.name), ['a2']);
-      assert.deepEqual(s.list(['parent==c1']).map((i) => i.name), ['a2']);
+      assert.deepEqual(
+        s.list(['kind==active']).map((i) => i.name),
+        ['a2'],
+      );
+      assert.deepEqual(
+        s.list(['parent==c1']).map((i) => i.name),
+        ['a2'],
+      );
     },
   ],
 ];

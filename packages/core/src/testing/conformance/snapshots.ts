@@ -38,7 +38,10 @@ const CASES: Array<[string, (store: Snapshotter) => Promise<void>]> = [
       assert.deepEqual({ ...info, created: '' }, { chainID: chains[0]!, diffID: diffs[0]!, size: 4, created: '' });
       assert.ok(!Number.isNaN(Date.parse(info.created)), `created ${info.created} is a time`);
       assert.equal(await fsp.readFile(join(store.fsPath(chains[0]!), 'file'), 'utf8'), 'data');
-      assert.deepEqual((await store.list()).map((s) => s.chainID), [chains[0]]);
+      assert.deepEqual(
+        (await store.list()).map((s) => s.chainID),
+        [chains[0]],
+      );
     },
   ],
   [
@@ -75,7 +78,13 @@ const CASES: Array<[string, (store: Snapshotter) => Promise<void>]> = [
       const [overlay] = await store.mounts(chains);
       assert.equal(overlay?.type, 'overlay');
       const lower = overlay.options.find((o) => o.startsWith('lowerdir='));
-      assert.equal(lower, `lowerdir=${[...chains].reverse().map((c) => store.fsPath(c)).join(':')}`);
+      assert.equal(
+        lower,
+        `lowerdir=${[...chains]
+          .reverse()
+          .map((c) => store.fsPath(c))
+          .join(':')}`,
+      );
       assert.ok(!overlay.options.some((o) => o.startsWith('upperdir=')), 'read-only: no upperdir');
       await rejectsWithCode(store.mounts([]), 'INVALID_ARGUMENT', 'mounts of an empty stack');
       await rejectsWithCode(store.mounts([chains[0]!, sha256Digest('absent')]), 'NOT_FOUND', 'mounts of a stack with a missing snapshot');
@@ -92,7 +101,9 @@ const CASES: Array<[string, (store: Snapshotter) => Promise<void>]> = [
       await assert.rejects(fsp.stat(tree));
       await rejectsWithCode(store.mounts([chains[0]!]), 'NOT_FOUND', 'mounts of a discarded snapshot');
       await remove();
-      await (await store.discard(chains[0]!))();
+      await (
+        await store.discard(chains[0]!)
+      )();
       // Committed again, it is whole.
       assert.equal(await commitLayer(store, diffs, 0), true);
       assert.equal(await fsp.readFile(join(store.fsPath(chains[0]!), 'layer-0'), 'utf8'), 'layer 0');

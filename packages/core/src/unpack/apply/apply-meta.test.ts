@@ -56,7 +56,8 @@ describe('applyLayer: times', () => {
     b.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
     return b;
   };
-  const mtimeNs = (rel: string | Buffer): bigint => fs.lstatSync(Buffer.isBuffer(rel) ? Buffer.concat([Buffer.from(`${dest}/`), rel]) : path.join(dest, rel), { bigint: true }).mtimeNs;
+  const mtimeNs = (rel: string | Buffer): bigint =>
+    fs.lstatSync(Buffer.isBuffer(rel) ? Buffer.concat([Buffer.from(`${dest}/`), rel]) : path.join(dest, rel), { bigint: true }).mtimeNs;
   const atimeNs = (rel: string): bigint => fs.lstatSync(path.join(dest, rel), { bigint: true }).atimeNs;
 
   it('keeps PAX mtimes to the nanosecond on files, directories, symlinks and fifos, before 1970 too', async () => {
@@ -91,8 +92,20 @@ describe('applyLayer: times', () => {
 
   it('takes a later PAX atime to the nanosecond, and mtime as atime when atime is earlier', async () => {
     const tar = Buffer.concat([
-      ...withPax([['mtime', '1600000000.1'], ['atime', '1600000000.100000001']], rawHeader('later', '0', 0)),
-      ...withPax([['mtime', '1600000000.1'], ['atime', '1500000000.999999999']], rawHeader('earlier', '0', 0)),
+      ...withPax(
+        [
+          ['mtime', '1600000000.1'],
+          ['atime', '1600000000.100000001'],
+        ],
+        rawHeader('later', '0', 0),
+      ),
+      ...withPax(
+        [
+          ['mtime', '1600000000.1'],
+          ['atime', '1500000000.999999999'],
+        ],
+        rawHeader('earlier', '0', 0),
+      ),
       Buffer.alloc(1024),
     ]);
     await applyLayer(chunksOf(tar), dest);
@@ -119,7 +132,14 @@ describe('applyLayer: times', () => {
     } finally {
       fs.closeSync(fd);
     }
-    for (const bad of [[1.5, 0], [0, 1e9], [0, -1], [0, 0.5], [Number.NaN, 0], [2n ** 63n, 0]] as const) {
+    for (const bad of [
+      [1.5, 0],
+      [0, 1e9],
+      [0, -1],
+      [0, 0.5],
+      [Number.NaN, 0],
+      [2n ** 63n, 0],
+    ] as const) {
       expect(() => addon.lutimesNs(f, bad[0], bad[1], 0, 0)).toThrow(TypeError);
     }
     expect(() => addon.lutimesNs(path.join(dest, 'missing'), 0, 0, 0, 0)).toThrow(expect.objectContaining({ code: 'ENOENT' }));

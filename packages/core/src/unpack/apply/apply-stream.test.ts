@@ -46,7 +46,10 @@ describe('applyLayer: the end of the tar', () => {
   });
 
   it('rejects a truncated tar and a corrupt header with INVALID_LAYER', async () => {
-    const tar = await makeTar([{ name: 'a', body: 'x'.repeat(2000) }, { name: 'b', body: 'b' }]);
+    const tar = await makeTar([
+      { name: 'a', body: 'x'.repeat(2000) },
+      { name: 'b', body: 'b' },
+    ]);
     expect(await code(applyLayer(chunksOf(tar.subarray(0, 1500)), dest))).toBe('INVALID_LAYER');
     fs.rmSync(dest, { recursive: true });
     fs.mkdirSync(dest);
@@ -57,7 +60,10 @@ describe('applyLayer: the end of the tar', () => {
 
   it('does not treat a zero block inside a file as the end', async () => {
     const zeros = Buffer.alloc(4096);
-    const tar = await makeTar([{ name: 'zeros', body: zeros }, { name: 'next', body: 'n' }]);
+    const tar = await makeTar([
+      { name: 'zeros', body: zeros },
+      { name: 'next', body: 'n' },
+    ]);
     await applyLayer(chunksOf(tar, 512), dest);
     expect(fs.readFileSync(path.join(dest, 'zeros')).equals(zeros)).toBe(true);
     expect(fs.readFileSync(path.join(dest, 'next'), 'utf8')).toBe('n');
@@ -146,61 +152,77 @@ describe('applyLayer: sparse files', () => {
     ['PAX 0.1', ['--format=pax', '--sparse-version=0.1']],
     ['PAX 0.0', ['--format=pax', '--sparse-version=0.0']],
   ];
-  it.skipIf(lacks('tar', hasGnuTar ? undefined : 'GNU tar is not installed')).each(formats)('writes a %s sparse file from GNU tar sparse, with the same bytes', async (_, flags) => {
-    const src = path.join(sandbox, 'src');
-    fs.mkdirSync(src);
-    const expected = makeSparse(path.join(src, 'sparse'));
-    fs.writeFileSync(path.join(src, 'after'), 'next entry');
-    // An all-hole file: a map with no data at all.
-    fs.closeSync(fs.openSync(path.join(src, 'empty-hole'), 'w'));
-    fs.truncateSync(path.join(src, 'empty-hole'), 1024 * 1024);
-    const tar = execFileSync('tar', ['--sparse', ...flags, '-cf', '-', '-C', src, 'sparse', 'empty-hole', 'after'], { maxBuffer: 64 * 1024 * 1024 });
-    expect(tar.length).toBeLessThan(200 * 1024); // the tar itself holds only the data
+  it.skipIf(lacks('tar', hasGnuTar ? undefined : 'GNU tar is not installed')).each(formats)(
+    'writes a %s sparse file from GNU tar sparse, with the same bytes',
+    async (_, flags) => {
+      const src = path.join(sandbox, 'src');
+      fs.mkdirSync(src);
+      const expected = makeSparse(path.join(src, 'sparse'));
+      fs.writeFileSync(path.join(src, 'after'), 'next entry');
+      // An all-hole file: a map with no data at all.
+      fs.closeSync(fs.openSync(path.join(src, 'empty-hole'), 'w'));
+      fs.truncateSync(path.join(src, 'empty-hole'), 1024 * 1024);
+      const tar = execFileSync('tar', ['--sparse', ...flags, '-cf', '-', '-C', src, 'sparse', 'empty-hole', 'after'], { maxBuffer: 64 * 1024 * 1024 });
+      expect(tar.length).toBeLessThan(200 * 1024); // the tar itself holds only the data
 
-    const stats = await applyLayer(chunksOf(tar, 4096), dest);
-    expect(fs.readdirSync(dest).sort()).toEqual(['after', 'empty-hole', 'sparse']);
-    const out = path.join(dest, 'sparse');
-    expect(fs.readFileSync(out).equals(expected)).toBe(true);
-    const st = fs.statSync(out);
-    expect(st.size).toBe(expected.length);
-    expect(st.blocks * 512).toBeLessThan(expected.length / 4); // holes were skipped, not written as zeros
-    expect(fs.statSync(path.join(dest, 'empty-hole')).size).toBe(1024 * 1024);
-    expect(fs.readFileSync(path.join(dest, 'after'), 'utf8')).toBe('next entry');
-    expect(stats.files).toBe(3);
-  });
+      const stats = await applyLayer(chunksOf(tar, 4096), dest);
+      expect(fs.readdirSync(dest).sort()).toEqual(['after', 'empty-hole', 'sparse']);
+      const out = path.join(dest, 'sparse');
+      expect(fs.readFileSync(out).equals(expected)).toBe(true);
+      const st = fs.statSync(out);
+      expect(st.size).toBe(expected.length);
+      expect(st.blocks * 512).toBeLessThan(expected.length / 4); // holes were skipped, not written as zeros
+      expect(fs.statSync(path.join(dest, 'empty-hole')).size).toBe(1024 * 1024);
+      expect(fs.readFileSync(path.join(dest, 'after'), 'utf8')).toBe('next entry');
+      expect(stats.files).toBe(3);
+    },
+  );
 
   it('refuses a sparse map whose data does not match what the entry stores', async () => {
-    const pax = Buffer.concat([paxRecord('GNU.sparse.size', Buffer.from('100')), paxRecord('GNU.sparse.numblocks', Buffer.from('1')), paxRecord('GNU.sparse.map', Buffer.from('10,5'))]);
-    const tar = Buffer.concat([rawHeader('PaxHeaders/s', 'x', pax.length), padded(pax), rawHeader('s', '0', 3), padded(Buffer.from('abc')), Buffer.alloc(1024)]);
+    const pax = Buffer.concat([
+      paxRecord('GNU.sparse.size', Buffer.from('100')),
+      paxRecord('GNU.sparse.numblocks', Buffer.from('1')),
+      paxRecord('GNU.sparse.map', Buffer.from('10,5')),
+    ]);
+    const tar = Buffer.concat([
+      rawHeader('PaxHeaders/s', 'x', pax.length),
+      padded(pax),
+      rawHeader('s', '0', 3),
+      padded(Buffer.from('abc')),
+      Buffer.alloc(1024),
+    ]);
     expect(await code(applyLayer(chunksOf(tar), dest))).toBe('INVALID_LAYER');
   });
 });
 
 describe('applyLayer: parity with GNU tar', () => {
-  it.skipIf(lacks('tar', hasGnuTar ? undefined : 'GNU tar is not installed')).each([['gnu'], ['pax'], ['ustar']])('extracts a --format=%s tree as GNU tar made it', async (format) => {
-    const src = path.join(sandbox, 'src');
-    const long = `${'long-directory-name-'.repeat(4)}/${'x'.repeat(120)}`;
-    fs.mkdirSync(path.join(src, path.dirname(long)), { recursive: true });
-    fs.writeFileSync(path.join(src, long), 'deep');
-    fs.writeFileSync(path.join(src, 'exec'), '#!/bin/sh\n');
-    fs.chmodSync(path.join(src, 'exec'), 0o751);
-    fs.symlinkSync(format === 'ustar' ? 'exec' : `../${'t'.repeat(150)}`, path.join(src, 'link'));
-    fs.linkSync(path.join(src, 'exec'), path.join(src, 'hard'));
-    fs.utimesSync(path.join(src, 'exec'), 1_500_000_000, 1_500_000_000);
-    const names = format === 'ustar' ? ['exec', 'link', 'hard'] : ['exec', 'link', 'hard', long];
-    const tar = execFileSync('tar', [`--format=${format}`, '-cf', '-', '-C', src, ...names]);
-    await applyLayer(chunksOf(tar, 1000), dest);
-    for (const n of names) {
-      const a = fs.lstatSync(path.join(src, n));
-      const b = fs.lstatSync(path.join(dest, n));
-      expect([n, b.mode & 0o170777, b.size]).toEqual([n, a.mode & 0o170777, a.size]);
-      // PAX keeps nanoseconds; the others whole seconds.
-      const [ans, bns] = [fs.lstatSync(path.join(src, n), { bigint: true }).mtimeNs, fs.lstatSync(path.join(dest, n), { bigint: true }).mtimeNs];
-      expect([n, bns]).toEqual([n, format === 'pax' ? ans : (ans / 1_000_000_000n) * 1_000_000_000n]);
-    }
-    expect(fs.readlinkSync(path.join(dest, 'link'))).toBe(fs.readlinkSync(path.join(src, 'link')));
-    expect(fs.statSync(path.join(dest, 'hard')).ino).toBe(fs.statSync(path.join(dest, 'exec')).ino);
-  });
+  it.skipIf(lacks('tar', hasGnuTar ? undefined : 'GNU tar is not installed')).each([['gnu'], ['pax'], ['ustar']])(
+    'extracts a --format=%s tree as GNU tar made it',
+    async (format) => {
+      const src = path.join(sandbox, 'src');
+      const long = `${'long-directory-name-'.repeat(4)}/${'x'.repeat(120)}`;
+      fs.mkdirSync(path.join(src, path.dirname(long)), { recursive: true });
+      fs.writeFileSync(path.join(src, long), 'deep');
+      fs.writeFileSync(path.join(src, 'exec'), '#!/bin/sh\n');
+      fs.chmodSync(path.join(src, 'exec'), 0o751);
+      fs.symlinkSync(format === 'ustar' ? 'exec' : `../${'t'.repeat(150)}`, path.join(src, 'link'));
+      fs.linkSync(path.join(src, 'exec'), path.join(src, 'hard'));
+      fs.utimesSync(path.join(src, 'exec'), 1_500_000_000, 1_500_000_000);
+      const names = format === 'ustar' ? ['exec', 'link', 'hard'] : ['exec', 'link', 'hard', long];
+      const tar = execFileSync('tar', [`--format=${format}`, '-cf', '-', '-C', src, ...names]);
+      await applyLayer(chunksOf(tar, 1000), dest);
+      for (const n of names) {
+        const a = fs.lstatSync(path.join(src, n));
+        const b = fs.lstatSync(path.join(dest, n));
+        expect([n, b.mode & 0o170777, b.size]).toEqual([n, a.mode & 0o170777, a.size]);
+        // PAX keeps nanoseconds; the others whole seconds.
+        const [ans, bns] = [fs.lstatSync(path.join(src, n), { bigint: true }).mtimeNs, fs.lstatSync(path.join(dest, n), { bigint: true }).mtimeNs];
+        expect([n, bns]).toEqual([n, format === 'pax' ? ans : (ans / 1_000_000_000n) * 1_000_000_000n]);
+      }
+      expect(fs.readlinkSync(path.join(dest, 'link'))).toBe(fs.readlinkSync(path.join(src, 'link')));
+      expect(fs.statSync(path.join(dest, 'hard')).ino).toBe(fs.statSync(path.join(dest, 'exec')).ino);
+    },
+  );
 });
 
 describe('applyLayer: tar dialects', () => {
@@ -278,7 +300,10 @@ describe('applyLayer: names that are not UTF-8', () => {
     ]);
     const stats = await applyLayer(chunksOf(tar), dest);
     const at = (rel: string): Buffer => Buffer.concat([Buffer.from(`${dest}/`), latin1(rel)]);
-    const names = fs.readdirSync(at('r\xe9p'), { encoding: 'buffer' }).map((b) => b.toString('latin1')).sort();
+    const names = fs
+      .readdirSync(at('r\xe9p'), { encoding: 'buffer' })
+      .map((b) => b.toString('latin1'))
+      .sort();
     expect(names).toEqual(['f\xe9', 'gon\xe9', 'null\xff', 'sub\xe9', 'utf8-\xc3\xa9']); // no temporary names left
     expect(fs.lstatSync(at('r\xe9p/gon\xe9')).rdev).toBe(0);
     expect(fs.lstatSync(at('r\xe9p/gon\xe9')).isCharacterDevice()).toBe(true);
@@ -304,7 +329,11 @@ describe('applyLayer: names that are not UTF-8', () => {
 describe('applyLayer: what it lets go of', () => {
   it('says how far it holds nothing of the stream: before each entry and after each piece of a large file, only ever forward', async () => {
     const big = Buffer.alloc(3 * 1024 * 1024 + 100, 7);
-    const tar = await makeTar([{ name: 'a', body: 'x' }, { name: 'big', body: big }, { name: 'b', body: 'y' }]);
+    const tar = await makeTar([
+      { name: 'a', body: 'x' },
+      { name: 'big', body: big },
+      { name: 'b', body: 'y' },
+    ]);
     const offsets: number[] = [];
     await applyLayer(chunksOf(tar, 64 * 1024), dest, { onReleased: (n) => offsets.push(n) });
     expect(fs.readFileSync(path.join(dest, 'big')).equals(big)).toBe(true);

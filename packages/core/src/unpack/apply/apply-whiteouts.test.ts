@@ -37,7 +37,14 @@ describe('applyLayer: whiteouts', () => {
   ];
   it.skipIf(lacksRoot()).each(kinds)('keeps a %s of its own layer that a later whiteout names, opaque when a directory', async (kind, entry, check) => {
     const children: Entry[] = kind === 'directory' ? [{ name: 'n/own-child', body: 'c' }] : [];
-    const tar = await makeTar([entry, ...children, { name: '.wh.n' }, { ...entry, name: `sub/${entry.name}` }, ...children.map((c) => ({ ...c, name: `sub/${c.name}` })), { name: 'sub/.wh.n' }]);
+    const tar = await makeTar([
+      entry,
+      ...children,
+      { name: '.wh.n' },
+      { ...entry, name: `sub/${entry.name}` },
+      ...children.map((c) => ({ ...c, name: `sub/${c.name}` })),
+      { name: 'sub/.wh.n' },
+    ]);
     const stats = await applyLayer(chunksOf(tar), dest);
     for (const rel of ['n', 'sub/n']) {
       check(rel);

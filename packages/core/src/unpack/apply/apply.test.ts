@@ -75,7 +75,10 @@ describe('applyLayer: files, directories, metadata', () => {
   it('streams a large file in chunks', async () => {
     const big = Buffer.alloc(3 * 1024 * 1024 + 123);
     for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff;
-    const tar = await makeTar([{ name: 'big', body: big }, { name: 'after', body: 'z' }]);
+    const tar = await makeTar([
+      { name: 'big', body: big },
+      { name: 'after', body: 'z' },
+    ]);
     const stats = await applyLayer(chunksOf(tar, 64 * 1024), dest);
     expect(fs.readFileSync(path.join(dest, 'big')).equals(big)).toBe(true);
     expect(fs.readFileSync(path.join(dest, 'after'), 'utf8')).toBe('z');
@@ -124,7 +127,10 @@ describe('applyLayer: links and special files', () => {
     expect(await code(applyLayer(chunksOf(missing), dest))).toBe('INVALID_LAYER');
     fs.rmSync(dest, { recursive: true });
     fs.mkdirSync(dest);
-    const dir = await makeTar([{ name: 'd/', type: 'directory' }, { name: 'h', type: 'link', linkname: 'd' }]);
+    const dir = await makeTar([
+      { name: 'd/', type: 'directory' },
+      { name: 'h', type: 'link', linkname: 'd' },
+    ]);
     expect(await code(applyLayer(chunksOf(dir), dest))).toBe('INVALID_LAYER');
   });
 
@@ -150,10 +156,35 @@ describe('applyLayer: hostile layers', () => {
     ['a/../../evil', [{ name: 'a/../../evil', body: 'x' }]],
     ['a dir entry ../evil/', [{ name: '../evil/', type: 'directory' }]],
     ['a hardlink to ../../etc/passwd', [{ name: 'passwd', type: 'link', linkname: '../../etc/passwd' }]],
-    ['a symlink escape: link -> outside, then link/evil', [{ name: 'link', type: 'symlink', linkname: 'OUTSIDE' }, { name: 'link/evil', body: 'x' }]],
-    ['a relative symlink escape', [{ name: 'link', type: 'symlink', linkname: '../outside' }, { name: 'link/evil', body: 'x' }]],
-    ['a path through a file', [{ name: 'f', body: 'x' }, { name: 'f/evil', body: 'x' }]],
-    ['a symlink reached through a hardlink', [{ name: 'link', type: 'symlink', linkname: 'OUTSIDE' }, { name: 'h', type: 'link', linkname: 'link' }, { name: 'h/evil', body: 'x' }]],
+    [
+      'a symlink escape: link -> outside, then link/evil',
+      [
+        { name: 'link', type: 'symlink', linkname: 'OUTSIDE' },
+        { name: 'link/evil', body: 'x' },
+      ],
+    ],
+    [
+      'a relative symlink escape',
+      [
+        { name: 'link', type: 'symlink', linkname: '../outside' },
+        { name: 'link/evil', body: 'x' },
+      ],
+    ],
+    [
+      'a path through a file',
+      [
+        { name: 'f', body: 'x' },
+        { name: 'f/evil', body: 'x' },
+      ],
+    ],
+    [
+      'a symlink reached through a hardlink',
+      [
+        { name: 'link', type: 'symlink', linkname: 'OUTSIDE' },
+        { name: 'h', type: 'link', linkname: 'link' },
+        { name: 'h/evil', body: 'x' },
+      ],
+    ],
     ['a whiteout of ..', [{ name: 'a/.wh...' }]],
   ];
   it.each(hostile)('rejects %s with HOSTILE_LAYER and writes nothing outside', async (_, entries) => {

@@ -160,7 +160,12 @@ export async function applyLayer(tar: AsyncIterable<Uint8Array>, dest: string, o
     if (!ok) {
       // Let go of the source (a stream is destroyed), without waiting, for it may be stuck, and only
       // after our error has reached the caller: a pipeline reports the first error it sees.
-      setImmediate(() => void Promise.resolve().then(() => source.return?.()).catch(() => undefined));
+      setImmediate(
+        () =>
+          void Promise.resolve()
+            .then(() => source.return?.())
+            .catch(() => undefined),
+      );
       emptyDir(root);
     }
   }

@@ -46,7 +46,11 @@ describe('LayerTree', () => {
     place('link', 'symlink');
     place('f', 'file');
     expect(() => tree.ensureParents('link/evil')).toThrow(
-      expect.objectContaining({ code: 'HOSTILE_LAYER', message: expect.stringContaining('parent "link" of "link/evil" is a symlink'), details: expect.objectContaining({ parentKind: 'symlink' }) }),
+      expect.objectContaining({
+        code: 'HOSTILE_LAYER',
+        message: expect.stringContaining('parent "link" of "link/evil" is a symlink'),
+        details: expect.objectContaining({ parentKind: 'symlink' }),
+      }),
     );
     expect(() => tree.ensureDir('f/sub')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER' }));
     expect(() => tree.lookup('link/x', 'hardlink target "link/x"')).toThrow(/hardlink target "link\/x" goes through "link", a symlink/);

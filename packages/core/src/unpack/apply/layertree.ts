@@ -89,7 +89,8 @@ export class LayerTree {
     const existing = children.get(base);
     if (existing === undefined || (existing.kind === 'dir' && isDir)) return children;
     const abs = this.paths.fs(rel);
-    if (existing.kind === 'dir') fs.rmSync(abs, { recursive: true, force: true }); // never follows symlinks
+    if (existing.kind === 'dir')
+      fs.rmSync(abs, { recursive: true, force: true }); // never follows symlinks
     else fs.unlinkSync(abs);
     children.delete(base);
     return children;

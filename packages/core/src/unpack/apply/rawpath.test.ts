@@ -12,7 +12,9 @@ describe('cleanEntryPath', () => {
     expect(cleanEntryPath('/', 't')).toBe('');
     expect(cleanEntryPath('..a/b..', 't')).toBe('..a/b..');
     expect(() => cleanEntryPath('a\0b', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER' }));
-    expect(() => cleanEntryPath('a/b/../c', 't')).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER', message: 't: path "a/b/../c" has a ".." component' }));
+    expect(() => cleanEntryPath('a/b/../c', 't')).toThrow(
+      expect.objectContaining({ code: 'HOSTILE_LAYER', message: 't: path "a/b/../c" has a ".." component' }),
+    );
   });
 
   it('cleans any name as splitting on / and dropping empty and . components does, and refuses the same', () => {
@@ -61,7 +63,11 @@ describe('RawRoot.native', () => {
   });
   afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
 
-  const names = (dir: string | Buffer = root): string[] => fs.readdirSync(dir, { encoding: 'buffer' }).map((b) => b.toString('latin1')).sort();
+  const names = (dir: string | Buffer = root): string[] =>
+    fs
+      .readdirSync(dir, { encoding: 'buffer' })
+      .map((b) => b.toString('latin1'))
+      .sort();
 
   it('hands ASCII and UTF-8 paths through as strings', () => {
     const paths = new RawRoot(root, () => false);
@@ -91,9 +97,11 @@ describe('RawRoot.native', () => {
     const paths = new RawRoot(root, () => false);
     paths.native('n\xff', true, (p) => fs.writeFileSync(p, 'made'));
     expect(names()).toEqual(['n\xff']);
-    expect(() => paths.native('m\xff', true, () => {
-      throw new Error('mknod failed');
-    })).toThrow('mknod failed');
+    expect(() =>
+      paths.native('m\xff', true, () => {
+        throw new Error('mknod failed');
+      }),
+    ).toThrow('mknod failed');
     expect(names()).toEqual(['n\xff']);
   });
 });

@@ -38,7 +38,16 @@ export const MAX_WARNINGS = 32;
 
 /** The statistics of one apply and the entry it is on, for messages that name both. */
 export class ApplyReport {
-  readonly stats: ApplyStats = { entries: 0, files: 0, bytes: 0, whiteouts: 0, skipped: 0, warnings: [], extractMs: 0, lowerChecks: { impliedDirs: [], whiteouts: [] } };
+  readonly stats: ApplyStats = {
+    entries: 0,
+    files: 0,
+    bytes: 0,
+    whiteouts: 0,
+    skipped: 0,
+    warnings: [],
+    extractMs: 0,
+    lowerChecks: { impliedDirs: [], whiteouts: [] },
+  };
   /** Names the layer and the entry being applied: the start of every message about it. */
   label = '';
   /** `entry` and `offset` of the entry being applied, for errors' details. */

@@ -26,7 +26,10 @@ describe('parsePaxTime', () => {
 
 describe('entryTimes', () => {
   it('takes whole header seconds, atime equal to mtime when the entry gives none', () => {
-    expect(entryTimes(tarEntry({ name: 'f', mtime: 1_600_000_000 }), refuse)).toEqual({ mtime: { sec: 1_600_000_000, nsec: 0 }, atime: { sec: 1_600_000_000, nsec: 0 } });
+    expect(entryTimes(tarEntry({ name: 'f', mtime: 1_600_000_000 }), refuse)).toEqual({
+      mtime: { sec: 1_600_000_000, nsec: 0 },
+      atime: { sec: 1_600_000_000, nsec: 0 },
+    });
   });
 
   it('reads PAX text again for the nanoseconds a double loses', () => {

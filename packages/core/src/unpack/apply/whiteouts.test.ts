@@ -113,7 +113,9 @@ describe('OverlayWhiteouts', () => {
     ['.wh..', '.'],
     ['d/.wh...', '..'],
   ])('refuses the whiteout %s, which names no entry', (name, shown) => {
-    expect(() => convert(tarEntry({ name }))).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER', message: expect.stringContaining(`whiteout of ${JSON.stringify(shown)}`) }));
+    expect(() => convert(tarEntry({ name }))).toThrow(
+      expect.objectContaining({ code: 'HOSTILE_LAYER', message: expect.stringContaining(`whiteout of ${JSON.stringify(shown)}`) }),
+    );
   });
 
   it.each([
@@ -123,7 +125,13 @@ describe('OverlayWhiteouts', () => {
     for (const xattr of [OVERLAY_OPAQUE_XATTR, ROOTLESS_OPAQUE_XATTR]) {
       setUp(xattr);
       const e = tarEntry({ name: 'etc/passwd', type, flag });
-      expect(() => convert(e)).toThrow(expect.objectContaining({ code: 'HOSTILE_LAYER', message: expect.stringMatching(message), details: expect.objectContaining({ devmajor: 0, devminor: 0 }) }));
+      expect(() => convert(e)).toThrow(
+        expect.objectContaining({
+          code: 'HOSTILE_LAYER',
+          message: expect.stringMatching(message),
+          details: expect.objectContaining({ devmajor: 0, devminor: 0 }),
+        }),
+      );
     }
     expect(fs.readdirSync(root)).toEqual([]);
   });

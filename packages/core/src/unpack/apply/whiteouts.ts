@@ -112,12 +112,14 @@ export class OverlayWhiteouts implements WhiteoutConverter {
     // inode). A directory, symlink or device under a marker's name is no marker: taken as one, its
     // own entries (".wh.x/child") would land beside the whiteout it made.
     if (e.type !== 'file' && e.type !== 'link') {
-      this.report.refuse('HOSTILE_LAYER', `${JSON.stringify(display(base))} is a whiteout marker's name on a ${e.type}: markers are regular files`, { type: e.type });
+      this.report.refuse('HOSTILE_LAYER', `${JSON.stringify(display(base))} is a whiteout marker's name on a ${e.type}: markers are regular files`, {
+        type: e.type,
+      });
     }
     if (base === WHITEOUT_OPAQUE) {
       // At the root it would hide every layer below, which no layer diff expresses (the root is
       // never removed and made again), and which overlayfs and other snapshotters read differently.
-      if (dir === '') this.report.refuse('HOSTILE_LAYER', 'an opaque marker at the layer\'s root would hide every layer below it');
+      if (dir === '') this.report.refuse('HOSTILE_LAYER', "an opaque marker at the layer's root would hide every layer below it");
       this.tree.ensureDir(dir);
       this.setOpaque(dir);
       stats.whiteouts++;

@@ -66,7 +66,15 @@ export class LayerWriter {
     private readonly report: ApplyReport,
     options: LayerWriterOptions,
   ) {
-    ({ sameOwner: this.sameOwner, limits: this.limits, signal: this.signal, reader: this.reader, writeback: this.writeback, sink: this.sink, released: this.released } = options);
+    ({
+      sameOwner: this.sameOwner,
+      limits: this.limits,
+      signal: this.signal,
+      reader: this.reader,
+      writeback: this.writeback,
+      sink: this.sink,
+      released: this.released,
+    } = options);
     this.tree = new LayerTree(options.root, report, (dir) => this.whiteouts.madeDir(dir, true));
     this.whiteouts = options.whiteouts(this.tree, report, (e) => this.owner(e));
   }
@@ -233,7 +241,16 @@ export class LayerWriter {
     await this.queue(sink, parent, rel, chunks, mode, uid, gid, times);
   }
 
-  private queue(sink: FileSink, parent: Map<string, Node>, rel: string, chunks: Buffer[], mode: number, uid: number, gid: number, times: Times): Promise<void> | undefined {
+  private queue(
+    sink: FileSink,
+    parent: Map<string, Node>,
+    rel: string,
+    chunks: Buffer[],
+    mode: number,
+    uid: number,
+    gid: number,
+    times: Times,
+  ): Promise<void> | undefined {
     let size = 0;
     for (const c of chunks) size += c.length;
     const stats = this.report.stats;
@@ -349,7 +366,8 @@ export class LayerWriter {
       fs.linkSync(this.tree.paths.fs(target), this.tree.paths.fs(rel));
     } catch (err) {
       // The layer is legal; the snapshot's filesystem cannot hold it (ext4: 65000 names a file).
-      if (errnoOf(err) === 'EMLINK') this.report.refuse('INVALID_LAYER', `hardlink target ${shown} has as many names as the snapshot's filesystem allows (EMLINK)`);
+      if (errnoOf(err) === 'EMLINK')
+        this.report.refuse('INVALID_LAYER', `hardlink target ${shown} has as many names as the snapshot's filesystem allows (EMLINK)`);
       throw err;
     }
     parent.set(baseOf(rel), leaf(kind));
@@ -358,9 +376,15 @@ export class LayerWriter {
   private async special(rel: string, e: ParsedTarEntry): Promise<void> {
     const type = e.type === 'character-device' ? S_IFCHR : e.type === 'block-device' ? S_IFBLK : S_IFIFO;
     const { devmajor: major, devminor: minor } = e;
-    if (type !== S_IFIFO && !(Number.isInteger(major) && major >= 0 && major <= MAX_DEV_MAJOR && Number.isInteger(minor) && minor >= 0 && minor <= MAX_DEV_MINOR)) {
+    if (
+      type !== S_IFIFO &&
+      !(Number.isInteger(major) && major >= 0 && major <= MAX_DEV_MAJOR && Number.isInteger(minor) && minor >= 0 && minor <= MAX_DEV_MINOR)
+    ) {
       // mknod keeps only 12 bits of major and 20 of minor: 4097:1 would become 1:1 (/dev/mem).
-      this.report.refuse('HOSTILE_LAYER', `device number ${major}:${minor} is out of range (major 0-${MAX_DEV_MAJOR}, minor 0-${MAX_DEV_MINOR})`, { devmajor: major, devminor: minor });
+      this.report.refuse('HOSTILE_LAYER', `device number ${major}:${minor} is out of range (major 0-${MAX_DEV_MAJOR}, minor 0-${MAX_DEV_MINOR})`, {
+        devmajor: major,
+        devminor: minor,
+      });
     }
     const mode = modeOf(e);
     const { uid, gid } = this.owner(e);

@@ -112,7 +112,10 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
     case 'gzip': {
       if (options.inflater === 'parallel') {
         if (!InflatePool.available()) {
-          throw new FastpullError('INVALID_ARGUMENT', 'inflater parallel was asked for but its native decoder is not built (`pnpm --filter @fastpull/core build:native`); use auto or zlib instead');
+          throw new FastpullError(
+            'INVALID_ARGUMENT',
+            'inflater parallel was asked for but its native decoder is not built (`pnpm --filter @fastpull/core build:native`); use auto or zlib instead',
+          );
         }
         const pool = sharedInflatePool();
         const { pargzipChunk, inflateSlotBytes } = options.tuning ?? {};
@@ -131,7 +134,11 @@ export function createDecompressor(kind: LayerCompression, options: Decompressor
       }
       const decoder = resolveGunzip(options.inflater ?? DEFAULT_INFLATER);
       if (decoder.kind === 'isal') {
-        const stream = createIsalGunzip({ ...(options.tuning?.isalOnReader ? { sync: true } : {}), ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}), ...(options.reuseOutput ? { reuseOutput: true } : {}) });
+        const stream = createIsalGunzip({
+          ...(options.tuning?.isalOnReader ? { sync: true } : {}),
+          ...(options.onInputDone ? { onInputDone: options.onInputDone } : {}),
+          ...(options.reuseOutput ? { reuseOutput: true } : {}),
+        });
         if (options.onInputDone) telling.add(stream);
         if (options.reuseOutput) releasing.set(stream, (upTo) => stream.releaseOutput(upTo));
         return stream;

@@ -119,14 +119,20 @@ describe('findInflater', () => {
     expect(() => findInflater('igzip', paths)).toThrow(
       expect.objectContaining({
         code: 'INVALID_ARGUMENT',
-        message: expect.stringMatching(/^inflater igzip was asked for but is not installed: no executable at \/nonexistent\/igzip \(Debian\/Ubuntu package isal\)/),
+        message: expect.stringMatching(
+          /^inflater igzip was asked for but is not installed: no executable at \/nonexistent\/igzip \(Debian\/Ubuntu package isal\)/,
+        ),
       }),
     );
-    expect(() => findInflater('pigz', paths)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('/nonexistent/unpigz, /nonexistent/pigz') }));
+    expect(() => findInflater('pigz', paths)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('/nonexistent/unpigz, /nonexistent/pigz') }),
+    );
   });
 
   it('refuses an unknown choice from untyped code', () => {
-    expect(() => findInflater('gzip' as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'inflater: "gzip" is not one of auto, igzip, pigz, zlib, parallel, isal' }));
+    expect(() => findInflater('gzip' as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'inflater: "gzip" is not one of auto, igzip, pigz, zlib, parallel, isal' }),
+    );
   });
 });
 
@@ -166,7 +172,10 @@ describe('resolveGunzip', () => {
     expect(resolveGunzip('pigz', { paths, isal: true })).toEqual({ kind: 'pigz', path: paths.pigz[0] });
     expect(resolveGunzip('isal', { paths, isal: true })).toEqual({ kind: 'isal' });
     expect(() => resolveGunzip('isal', { paths, isal: false })).toThrow(
-      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^inflater isal was asked for but is not available: .*; use auto or zlib instead$/) }),
+      expect.objectContaining({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^inflater isal was asked for but is not available: .*; use auto or zlib instead$/),
+      }),
     );
   });
 });
@@ -223,7 +232,7 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
     expect((await expectParity(chunks(gz(data), 1 << 20)))?.equals(data)).toBe(true);
   });
 
-  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))('fails on corrupt data with the tool\'s stderr and status', async () => {
+  it.skipIf(lacks(kind, tool ? undefined : `${kind} is not installed`))("fails on corrupt data with the tool's stderr and status", async () => {
     const good = gz(layerLike(200_000, 6));
     const corrupt = Buffer.from(good);
     corrupt.fill(0xff, 100, 110);
@@ -321,7 +330,10 @@ describe.each(['igzip', 'pigz'] as const)('createExternalGunzip with %s', (kind)
 
 describe('createExternalGunzip lifecycle', () => {
   it('quotes at most INFLATER_STDERR_LIMIT bytes of stderr with the exit status', async () => {
-    const tool = fakeTool('noisy', `cat >/dev/null; i=0; while [ $i -lt 100 ]; do echo "line $i of a long complaint about the input"; i=$((i+1)); done >&2; exit 3`);
+    const tool = fakeTool(
+      'noisy',
+      `cat >/dev/null; i=0; while [ $i -lt 100 ]; do echo "line $i of a long complaint about the input"; i=$((i+1)); done >&2; exit 3`,
+    );
     const error = await inflateWith(createExternalGunzip(tool), gz('x')).catch((e: unknown) => e);
     expect(error).toMatchObject({
       code: 'INVALID_LAYER',

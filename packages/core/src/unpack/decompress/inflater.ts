@@ -187,7 +187,10 @@ export function findInflater(
  * The external zstd decoder for `choice`: `zstd -dc` when installed, unless the choice is 'zlib'
  * or 'parallel' (the built-in decoders only). Undefined means the built-in one (fzstd).
  */
-export function findZstd(choice: InflaterChoice = DEFAULT_INFLATER, paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS): ExternalInflater | undefined {
+export function findZstd(
+  choice: InflaterChoice = DEFAULT_INFLATER,
+  paths: Readonly<Record<ExternalInflater['kind'], readonly string[]>> = INFLATER_PATHS,
+): ExternalInflater | undefined {
   return choice === 'zlib' || choice === 'parallel' ? undefined : locate('zstd', paths);
 }
 
@@ -335,9 +338,13 @@ class ExternalGunzip extends Transform {
     const how = end.signal === null ? `exited with status ${end.code}` : `was killed by ${end.signal}`;
     const stderr = Buffer.concat(this.stderr).toString('utf8').trim();
     const more = this.stderrBytes > INFLATER_STDERR_LIMIT ? ` [${this.stderrBytes - INFLATER_STDERR_LIMIT} more bytes]` : '';
-    return new FastpullError('INVALID_LAYER', `corrupt ${kind === 'zstd' ? 'zstd' : 'gzip'} stream: ${kind} (${path}) ${how}${stderr === '' ? '' : `: ${stderr}${more}`}`, {
-      details: { inflater: kind, path, exitCode: end.code, signal: end.signal, stderr },
-    });
+    return new FastpullError(
+      'INVALID_LAYER',
+      `corrupt ${kind === 'zstd' ? 'zstd' : 'gzip'} stream: ${kind} (${path}) ${how}${stderr === '' ? '' : `: ${stderr}${more}`}`,
+      {
+        details: { inflater: kind, path, exitCode: end.code, signal: end.signal, stderr },
+      },
+    );
   }
 }
 

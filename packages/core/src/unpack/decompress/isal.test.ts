@@ -149,7 +149,9 @@ describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addo
         const bad = Buffer.from(member);
         bad[bad.length - at]! ^= 1;
         const error = await outcome(isal(), Buffer.concat([...prefix, bad]));
-        expect(error).toMatchObject({ error: { code: 'INVALID_LAYER', message: 'corrupt gzip stream: isal: incorrect data check (CRC-32 or length of a member)' } });
+        expect(error).toMatchObject({
+          error: { code: 'INVALID_LAYER', message: 'corrupt gzip stream: isal: incorrect data check (CRC-32 or length of a member)' },
+        });
         expect('error' in (await outcome(zlibGunzip(), Buffer.concat([...prefix, bad])))).toBe(true);
       }
     }
@@ -275,82 +277,88 @@ describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addo
   });
 });
 
-describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)'))('createIsalGunzip with reuseOutput', () => {
-  /**
-   * Inflates `raw`'s gzip with reuseOutput, keeping every chunk the stage gives as it is (a view);
-   * after each chunk, releases what `release(total so far)` says. Returns the views and the counts.
-   */
-  async function inflateHolding(raw: Buffer, release: (total: number) => number | undefined): Promise<{ views: Buffer[]; counts: { allocated: number; recycled: number } }> {
-    const stage = createIsalGunzip({ reuseOutput: true });
-    const views: Buffer[] = [];
-    let total = 0;
-    await pipeline(Readable.from(chunks(gz(raw, 1), 256 * 1024)), stage, async (source: AsyncIterable<Buffer>) => {
-      for await (const chunk of source) {
-        views.push(chunk);
-        total += chunk.length;
-        const upTo = release(total);
-        if (upTo !== undefined) stage.releaseOutput(upTo);
-        await sleep(0); // let the decode thread fill what was released meanwhile
-      }
-    });
-    return { views, counts: stage.outputBuffers };
-  }
-
-  it('fills an output buffer again only once the reader released all of it', async () => {
-    const raw = randomBytes(12 * ISAL_CHUNK_SIZE + 12345);
-    // Released up to what was read a megabyte ago: the views of the last megabyte read must stay intact.
-    const lag = ISAL_CHUNK_SIZE;
-    const { views, counts } = await inflateHolding(raw, (total) => Math.max(0, total - lag));
-    expect(counts.recycled).toBeGreaterThan(0);
-    expect(counts.allocated + counts.recycled).toBeGreaterThanOrEqual(13);
-    // Every byte not released is still what was decoded; the released ones were reused.
-    const whole = Buffer.concat(views);
-    expect(whole.length).toBe(raw.length);
-    expect(whole.subarray(raw.length - lag).equals(raw.subarray(raw.length - lag))).toBe(true);
-    expect(whole.equals(raw)).toBe(false);
-  });
-
-  it('reuses nothing while the reader releases nothing, and nothing behind what it released', async () => {
-    const raw = randomBytes(10 * ISAL_CHUNK_SIZE);
-    const kept = await inflateHolding(raw, () => undefined);
-    expect(kept.counts.recycled).toBe(0);
-    expect(Buffer.concat(kept.views).equals(raw)).toBe(true);
-    // Released only up to the first 3 MiB: everything after stays as decoded.
-    const upTo = 3 * ISAL_CHUNK_SIZE;
-    const partly = await inflateHolding(raw, (total) => Math.min(total, upTo));
-    expect(Buffer.concat(partly.views).subarray(upTo).equals(raw.subarray(upTo))).toBe(true);
-    expect(partly.counts.recycled).toBeGreaterThan(0);
-    expect(partly.counts.recycled).toBeLessThanOrEqual(3);
-  });
-
-  it('gives the bytes node:zlib gives when the reader copies and releases each chunk', async () => {
-    const raw = layerLike(20 << 20, 9);
-    const stage = createIsalGunzip({ reuseOutput: true });
-    const out: Buffer[] = [];
-    let total = 0;
-    await pipeline(Readable.from(chunks(gz(raw), 1 << 20)), stage, async (source: AsyncIterable<Buffer>) => {
-      for await (const chunk of source) {
-        out.push(Buffer.from(chunk));
-        total += chunk.length;
-        stage.releaseOutput(total);
-      }
-    });
-    expect(Buffer.concat(out).equals(raw)).toBe(true);
-    // Twenty buffers' worth of output through a few buffers.
-    expect(stage.outputBuffers.allocated).toBeLessThanOrEqual(6);
-    expect(stage.outputBuffers.recycled).toBeGreaterThanOrEqual(14);
-  });
-
-  it('is what createDecompressor gives a release call for (as for the parallel decoder), and only with reuseOutput', () => {
-    expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal', reuseOutput: true }))).toBeTypeOf('function');
-    expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal' }))).toBeUndefined();
-    expect(outputReleaser(createDecompressor('gzip', { inflater: 'zlib', reuseOutput: true }))).toBeUndefined();
-    if (InflatePool.available()) {
-      expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel', reuseOutput: true }))).toBeTypeOf('function');
-      expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel' }))).toBeUndefined();
+describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)'))(
+  'createIsalGunzip with reuseOutput',
+  () => {
+    /**
+     * Inflates `raw`'s gzip with reuseOutput, keeping every chunk the stage gives as it is (a view);
+     * after each chunk, releases what `release(total so far)` says. Returns the views and the counts.
+     */
+    async function inflateHolding(
+      raw: Buffer,
+      release: (total: number) => number | undefined,
+    ): Promise<{ views: Buffer[]; counts: { allocated: number; recycled: number } }> {
+      const stage = createIsalGunzip({ reuseOutput: true });
+      const views: Buffer[] = [];
+      let total = 0;
+      await pipeline(Readable.from(chunks(gz(raw, 1), 256 * 1024)), stage, async (source: AsyncIterable<Buffer>) => {
+        for await (const chunk of source) {
+          views.push(chunk);
+          total += chunk.length;
+          const upTo = release(total);
+          if (upTo !== undefined) stage.releaseOutput(upTo);
+          await sleep(0); // let the decode thread fill what was released meanwhile
+        }
+      });
+      return { views, counts: stage.outputBuffers };
     }
-  });
-});
+
+    it('fills an output buffer again only once the reader released all of it', async () => {
+      const raw = randomBytes(12 * ISAL_CHUNK_SIZE + 12345);
+      // Released up to what was read a megabyte ago: the views of the last megabyte read must stay intact.
+      const lag = ISAL_CHUNK_SIZE;
+      const { views, counts } = await inflateHolding(raw, (total) => Math.max(0, total - lag));
+      expect(counts.recycled).toBeGreaterThan(0);
+      expect(counts.allocated + counts.recycled).toBeGreaterThanOrEqual(13);
+      // Every byte not released is still what was decoded; the released ones were reused.
+      const whole = Buffer.concat(views);
+      expect(whole.length).toBe(raw.length);
+      expect(whole.subarray(raw.length - lag).equals(raw.subarray(raw.length - lag))).toBe(true);
+      expect(whole.equals(raw)).toBe(false);
+    });
+
+    it('reuses nothing while the reader releases nothing, and nothing behind what it released', async () => {
+      const raw = randomBytes(10 * ISAL_CHUNK_SIZE);
+      const kept = await inflateHolding(raw, () => undefined);
+      expect(kept.counts.recycled).toBe(0);
+      expect(Buffer.concat(kept.views).equals(raw)).toBe(true);
+      // Released only up to the first 3 MiB: everything after stays as decoded.
+      const upTo = 3 * ISAL_CHUNK_SIZE;
+      const partly = await inflateHolding(raw, (total) => Math.min(total, upTo));
+      expect(Buffer.concat(partly.views).subarray(upTo).equals(raw.subarray(upTo))).toBe(true);
+      expect(partly.counts.recycled).toBeGreaterThan(0);
+      expect(partly.counts.recycled).toBeLessThanOrEqual(3);
+    });
+
+    it('gives the bytes node:zlib gives when the reader copies and releases each chunk', async () => {
+      const raw = layerLike(20 << 20, 9);
+      const stage = createIsalGunzip({ reuseOutput: true });
+      const out: Buffer[] = [];
+      let total = 0;
+      await pipeline(Readable.from(chunks(gz(raw), 1 << 20)), stage, async (source: AsyncIterable<Buffer>) => {
+        for await (const chunk of source) {
+          out.push(Buffer.from(chunk));
+          total += chunk.length;
+          stage.releaseOutput(total);
+        }
+      });
+      expect(Buffer.concat(out).equals(raw)).toBe(true);
+      // Twenty buffers' worth of output through a few buffers.
+      expect(stage.outputBuffers.allocated).toBeLessThanOrEqual(6);
+      expect(stage.outputBuffers.recycled).toBeGreaterThanOrEqual(14);
+    });
+
+    it('is what createDecompressor gives a release call for (as for the parallel decoder), and only with reuseOutput', () => {
+      expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal', reuseOutput: true }))).toBeTypeOf('function');
+      expect(outputReleaser(createDecompressor('gzip', { inflater: 'isal' }))).toBeUndefined();
+      expect(outputReleaser(createDecompressor('gzip', { inflater: 'zlib', reuseOutput: true }))).toBeUndefined();
+      if (InflatePool.available()) {
+        expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel', reuseOutput: true }))).toBeTypeOf('function');
+        expect(outputReleaser(createDecompressor('gzip', { inflater: 'parallel' }))).toBeUndefined();
+      }
+    });
+  },
+);
 
 describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addon is not built (Debian libisal-dev)'))('createIsalGunzip CPU', () => {
   it('counts about the same CPU for the same stream on the decode thread as on this thread', async () => {
@@ -374,9 +382,12 @@ describe.skipIf(lacks('isal', available ? undefined : 'the in-process ISA-L addo
   });
 });
 
-describe.skipIf(notHere(available ? 'the ISA-L addon is built: this is the test of a build without it' : undefined))('without the in-process ISA-L addon', () => {
-  it('refuses the isal choice with INVALID_ARGUMENT saying why', () => {
-    expect(() => createIsalGunzip()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('libisal') }));
-    expect(() => findInflater('isal')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-  });
-});
+describe.skipIf(notHere(available ? 'the ISA-L addon is built: this is the test of a build without it' : undefined))(
+  'without the in-process ISA-L addon',
+  () => {
+    it('refuses the isal choice with INVALID_ARGUMENT saying why', () => {
+      expect(() => createIsalGunzip()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('libisal') }));
+      expect(() => findInflater('isal')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    });
+  },
+);

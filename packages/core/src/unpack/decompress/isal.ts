@@ -86,9 +86,13 @@ export interface IsalGunzipOptions {
 export function createIsalGunzip(options: IsalGunzipOptions = {}): IsalGunzipStream {
   const a = loadIsal();
   if (a === undefined) {
-    throw new FastpullError('INVALID_ARGUMENT', `inflater isal was asked for but the in-process ISA-L inflater is not available: ${isalUnavailableReason()}; use auto or zlib instead`, {
-      details: { inflater: 'isal' },
-    });
+    throw new FastpullError(
+      'INVALID_ARGUMENT',
+      `inflater isal was asked for but the in-process ISA-L inflater is not available: ${isalUnavailableReason()}; use auto or zlib instead`,
+      {
+        details: { inflater: 'isal' },
+      },
+    );
   }
   return new IsalGunzip(a, options);
 }

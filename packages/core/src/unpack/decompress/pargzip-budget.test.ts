@@ -101,24 +101,33 @@ describe('inflate budget', () => {
     expect(b.slotBytes).toBe(MIB / 2);
   });
 
-  it.skipIf(lacks('build', compiledWorker('decompress/pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))("sizes the process's budget by the cores, whatever the environment says", () => {
-    const url = new URL(`file://${compiledWorker('decompress/pargzip-budget.js')!}`).href;
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.processInflateBudget().slotBytes);`], {
-      encoding: 'utf8',
-      env: { ...process.env, FASTPULL_INFLATE_SLOT_MIB: '200' },
-    });
-    expect(r.status, r.stderr).toBe(0);
-    expect(Number(r.stdout.trim())).toBe(InflateBudget.create().slotBytes);
-  });
+  it.skipIf(lacks('build', compiledWorker('decompress/pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))(
+    "sizes the process's budget by the cores, whatever the environment says",
+    () => {
+      const url = new URL(`file://${compiledWorker('decompress/pargzip-budget.js')!}`).href;
+      const r = spawnSync(
+        process.execPath,
+        ['--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(m.processInflateBudget().slotBytes);`],
+        {
+          encoding: 'utf8',
+          env: { ...process.env, FASTPULL_INFLATE_SLOT_MIB: '200' },
+        },
+      );
+      expect(r.status, r.stderr).toBe(0);
+      expect(Number(r.stdout.trim())).toBe(InflateBudget.create().slotBytes);
+    },
+  );
 
-  it.skipIf(lacks('build', compiledWorker('decompress/pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))('is one budget for the threads the process hands it to', async () => {
-    const mine = processInflateBudget();
-    const held = mine.slotBytesHeld;
-    const url = new URL(`file://${compiledWorker('decompress/pargzip-budget.js')!}`).href;
-    // A worker thread, as the unpack pool starts them: it reserves 3 MiB, reports what it sees, waits
-    // for this thread's change, and gives them back.
-    const worker = new Worker(
-      `const { parentPort } = require('node:worker_threads');
+  it.skipIf(lacks('build', compiledWorker('decompress/pargzip-budget.js') ? undefined : 'the worker is not compiled: pnpm run build'))(
+    'is one budget for the threads the process hands it to',
+    async () => {
+      const mine = processInflateBudget();
+      const held = mine.slotBytesHeld;
+      const url = new URL(`file://${compiledWorker('decompress/pargzip-budget.js')!}`).href;
+      // A worker thread, as the unpack pool starts them: it reserves 3 MiB, reports what it sees, waits
+      // for this thread's change, and gives them back.
+      const worker = new Worker(
+        `const { parentPort } = require('node:worker_threads');
        import(${JSON.stringify(url)}).then(async (m) => {
          const b = m.processInflateBudget();
          b.reserve(3 * 1024 * 1024, false);
@@ -130,36 +139,37 @@ describe('inflate budget', () => {
            parentPort.postMessage('done');
          });
        }, (e) => parentPort.postMessage({ error: String(e) }));`,
-      { eval: true, workerData: inflateBudgetWorkerData() },
-    );
-    const failed = new Promise<never>((_, reject) => {
-      worker.once('error', reject);
-      worker.once('exit', (code) => reject(new Error(`worker exited (${code})`)));
-    });
-    try {
-      const first = await Promise.race([new Promise<{ max: number; running: number }>((resolve) => worker.once('message', resolve)), failed]);
-      expect(first).toEqual({ max: mine.slotBytes, running: mine.maxRunning });
-      expect(mine.slotBytesHeld).toBe(held + 3 * MIB);
-      const done = new Promise((resolve) => worker.once('message', resolve));
-      worker.postMessage('go');
-      // The worker's wait shows here; a change made here wakes it.
-      for (let i = 0; i < 200 && mine.waiters === 0; i++) await new Promise((r) => setTimeout(r, 5));
-      expect(mine.waiters).toBe(1);
-      mine.reserve(64 * 1024, true);
-      mine.unreserve(64 * 1024);
-      expect(await Promise.race([done, failed])).toBe('done');
-      expect(mine.slotBytesHeld).toBe(held);
-    } finally {
-      await worker.terminate();
-    }
-  });
+        { eval: true, workerData: inflateBudgetWorkerData() },
+      );
+      const failed = new Promise<never>((_, reject) => {
+        worker.once('error', reject);
+        worker.once('exit', (code) => reject(new Error(`worker exited (${code})`)));
+      });
+      try {
+        const first = await Promise.race([new Promise<{ max: number; running: number }>((resolve) => worker.once('message', resolve)), failed]);
+        expect(first).toEqual({ max: mine.slotBytes, running: mine.maxRunning });
+        expect(mine.slotBytesHeld).toBe(held + 3 * MIB);
+        const done = new Promise((resolve) => worker.once('message', resolve));
+        worker.postMessage('go');
+        // The worker's wait shows here; a change made here wakes it.
+        for (let i = 0; i < 200 && mine.waiters === 0; i++) await new Promise((r) => setTimeout(r, 5));
+        expect(mine.waiters).toBe(1);
+        mine.reserve(64 * 1024, true);
+        mine.unreserve(64 * 1024);
+        expect(await Promise.race([done, failed])).toBe('done');
+        expect(mine.slotBytesHeld).toBe(held);
+      } finally {
+        await worker.terminate();
+      }
+    },
+  );
 });
 
 describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parallel gunzip) is not built'))('parallel gunzip within a budget', () => {
   const rng = new Prng(77);
   const words = Array.from({ length: 400 }, () => rng.bytes(rng.int(2, 8)).toString('hex'));
   const parts: string[] = [];
-  for (let n = 0; n < 3 * MIB; ) {
+  for (let n = 0; n < 3 * MIB;) {
     const w = rng.pick(words) + (rng.chance(0.05) ? '\n' : ' ');
     parts.push(w);
     n += w.length;
@@ -247,7 +257,21 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     const lease = pool.takeSlot(owner, 4 * MIB, member.length);
     const data = lease.slot.input.subarray(0, member.length);
     data.set(member);
-    const job: JobInput = { kind: St.Member, bit: 0, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0, data, dataOffset: 0, final: true, stopKey: Infinity, cap: 4 * MIB, window: null };
+    const job: JobInput = {
+      kind: St.Member,
+      bit: 0,
+      btype: 0,
+      bfinal: 0,
+      left: 0,
+      hdr: null,
+      hdrBit: 0,
+      data,
+      dataOffset: 0,
+      final: true,
+      stopKey: Infinity,
+      cap: 4 * MIB,
+      window: null,
+    };
     return { done: pool.run(job, lease, false, owner), lease };
   }
 
@@ -279,7 +303,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     jobs.forEach((j, i) => (i < 2 ? a : b).release(j.lease));
   });
 
-  it('runs a queued guess that the output comes to wait for like the output\'s own jobs: past the bound, first in line', async () => {
+  it("runs a queued guess that the output comes to wait for like the output's own jobs: past the bound, first in line", async () => {
     const budget = InflateBudget.create({ running: 1, slotBytes: 4 * slotBytes() });
     const pool = new InflatePool({ threads: 2, budget });
     pools.push(pool);
@@ -325,7 +349,13 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
       const scenarioPools = Array.from({ length: rng.int(1, 3) }, () => new InflatePool({ threads: rng.int(1, 2), budget }));
       pools.push(...scenarioPools);
       const chunkSize = rng.pick([64, 128, 256]) * 1024;
-      const streams = Array.from({ length: rng.int(2, 4) }, (_, i) => ({ pool: scenarioPools[i % scenarioPools.length]!, input: rng.pick(inputs), reuse: rng.chance(0.5), pauses: rng.chance(0.5), seed: rng.int(1, 1e9) }));
+      const streams = Array.from({ length: rng.int(2, 4) }, (_, i) => ({
+        pool: scenarioPools[i % scenarioPools.length]!,
+        input: rng.pick(inputs),
+        reuse: rng.chance(0.5),
+        pauses: rng.chance(0.5),
+        seed: rng.int(1, 1e9),
+      }));
       const what = `scenario ${scenario}: running ${budget.maxRunning}, ${budget.slotBytes} slot bytes, ${scenarioPools.length} pools, ${streams.length} streams, chunks of ${chunkSize}`;
       const outs = await within(
         Promise.all(
@@ -347,7 +377,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
               g.on('end', () => resolve(Buffer.concat(out)));
               g.on('error', reject);
             });
-            for (let at = 0; at < input.gz.length; ) {
+            for (let at = 0; at < input.gz.length;) {
               const n = r.int(1, 512 * 1024);
               const ok = g.write(input.gz.subarray(at, at + n));
               at += n;
@@ -382,15 +412,17 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     expect(() => new InflatePool({ threads: 1, idleMs: -1 })).toThrow(/idleMs/);
   });
 
-  it.skipIf(lacks('build', compiledWorker('decompress/pargzip.js') ? undefined : 'the worker is not compiled: pnpm run build'))('outlives threads that end while their jobs decode, and lets the process exit', () => {
-    // Worker threads decode through their own pools and are terminated mid-stream, their jobs still on
-    // the decode threads: each thread's end waits for its jobs that are decoding (they write into its
-    // slots), and the decode threads go on serving the others. The child then decodes on its main
-    // thread and must exit by itself (an idle runner holds no event loop).
-    const url = new URL(`file://${compiledWorker('decompress/pargzip.js')!}`).href;
-    const dir = mkdtempSync(join(tmpdir(), 'fastpull-pargzip-'));
-    try {
-      const script = `
+  it.skipIf(lacks('build', compiledWorker('decompress/pargzip.js') ? undefined : 'the worker is not compiled: pnpm run build'))(
+    'outlives threads that end while their jobs decode, and lets the process exit',
+    () => {
+      // Worker threads decode through their own pools and are terminated mid-stream, their jobs still on
+      // the decode threads: each thread's end waits for its jobs that are decoding (they write into its
+      // slots), and the decode threads go on serving the others. The child then decodes on its main
+      // thread and must exit by itself (an idle runner holds no event loop).
+      const url = new URL(`file://${compiledWorker('decompress/pargzip.js')!}`).href;
+      const dir = mkdtempSync(join(tmpdir(), 'fastpull-pargzip-'));
+      try {
+        const script = `
         const { Worker } = await import('node:worker_threads');
         const zlib = await import('node:zlib');
         const { createParallelGunzip, InflatePool } = await import(${JSON.stringify(url)});
@@ -416,25 +448,29 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
         g.on('data', (c) => out.push(c));
         await new Promise((resolve, reject) => { g.on('end', resolve); g.on('error', reject); g.end(gz); });
         console.log(Buffer.concat(out).equals(data) ? 'equal' : 'different', pool.threadsAlive);`;
-      const file = join(dir, 'ends.mjs');
-      writeFileSync(file, script);
-      const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 120_000 });
-      expect(r.stderr).toBe('');
-      expect([r.status, r.signal]).toEqual([0, null]);
-      expect(r.stdout.trim()).toBe(`equal ${Math.max(2, availableParallelism())}`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+        const file = join(dir, 'ends.mjs');
+        writeFileSync(file, script);
+        const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 120_000 });
+        expect(r.stderr).toBe('');
+        expect([r.status, r.signal]).toEqual([0, null]);
+        expect(r.stdout.trim()).toBe(`equal ${Math.max(2, availableParallelism())}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
-  it.skipIf(lacks('addon', nativeInflate()?.discard ? undefined : 'the native addon (slot discard) is not built'))('discards a slot let go: its pages read as zeros and are reused', () => {
-    const slot = new JobSlot(1, 1024 * 1024, 1024 * 1024);
-    const all = new Uint8Array(slot.buffer);
-    all.fill(0xa5);
-    const n = nativeInflate()!.discard!(all);
-    expect(n).toBeGreaterThan(all.length - 2 * 4096);
-    expect(all[all.length >> 1]).toBe(0);
-    all[all.length >> 1] = 7;
-    expect(all[all.length >> 1]).toBe(7);
-  });
+  it.skipIf(lacks('addon', nativeInflate()?.discard ? undefined : 'the native addon (slot discard) is not built'))(
+    'discards a slot let go: its pages read as zeros and are reused',
+    () => {
+      const slot = new JobSlot(1, 1024 * 1024, 1024 * 1024);
+      const all = new Uint8Array(slot.buffer);
+      all.fill(0xa5);
+      const n = nativeInflate()!.discard!(all);
+      expect(n).toBeGreaterThan(all.length - 2 * 4096);
+      expect(all[all.length >> 1]).toBe(0);
+      all[all.length >> 1] = 7;
+      expect(all[all.length >> 1]).toBe(7);
+    },
+  );
 });

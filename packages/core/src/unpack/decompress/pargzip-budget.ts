@@ -67,7 +67,8 @@ export class InflateBudget {
     /** The shared counters: hand them to another thread to share this budget with it. */
     readonly buffer: SharedArrayBuffer,
   ) {
-    if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength < CELLS * 4) throw new FastpullError('INVALID_ARGUMENT', 'inflate budget: not a budget buffer');
+    if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength < CELLS * 4)
+      throw new FastpullError('INVALID_ARGUMENT', 'inflate budget: not a budget buffer');
     this.cells = new Int32Array(buffer, 0, CELLS);
   }
 
@@ -76,7 +77,8 @@ export class InflateBudget {
     const running = limits.running ?? Math.max(1, availableCores());
     const slotBytes = limits.slotBytes ?? Math.min(DEFAULT_INFLATE_SLOT_BYTES, INFLATE_SLOT_BYTES_PER_JOB * running);
     if (!Number.isSafeInteger(running) || running < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: running ${running}: want an integer >= 1`);
-    if (!Number.isSafeInteger(slotBytes) || slotBytes < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: slot bytes ${slotBytes}: want an integer >= 1`);
+    if (!Number.isSafeInteger(slotBytes) || slotBytes < 1)
+      throw new FastpullError('INVALID_ARGUMENT', `inflate budget: slot bytes ${slotBytes}: want an integer >= 1`);
     const b = new InflateBudget(new SharedArrayBuffer(CELLS * 4));
     b.cells[MAX_RUNNING] = Math.min(running, 0x7fffffff);
     b.cells[MAX_UNITS] = Math.min(Math.max(1, Math.floor(slotBytes / UNIT)), 0x7fffffff);
@@ -98,7 +100,8 @@ export class InflateBudget {
    * budget (a pass's Tuning.inflateSlotBytes, for measuring); INVALID_ARGUMENT unless a positive integer.
    */
   setSlotBytes(slotBytes: number): void {
-    if (!Number.isSafeInteger(slotBytes) || slotBytes < 1) throw new FastpullError('INVALID_ARGUMENT', `inflate budget: slot bytes ${slotBytes}: want an integer >= 1`);
+    if (!Number.isSafeInteger(slotBytes) || slotBytes < 1)
+      throw new FastpullError('INVALID_ARGUMENT', `inflate budget: slot bytes ${slotBytes}: want an integer >= 1`);
     Atomics.store(this.cells, MAX_UNITS, Math.min(Math.max(1, Math.floor(slotBytes / UNIT)), 0x7fffffff));
     this.bump();
   }
@@ -229,7 +232,6 @@ export function processInflateBudget(): InflateBudget {
   }
   return processBudget;
 }
-
 
 /** What a worker thread's `workerData` carries so that its decode pools share this process's budget. */
 export function inflateBudgetWorkerData(): { inflateBudget: SharedArrayBuffer } {

@@ -79,7 +79,10 @@ export class Guesses {
     for (const [key, c] of this.continuations) {
       if (c.k !== k) continue;
       this.continuations.delete(key);
-      c.p.then((r) => this.ctx.pool.release(r), () => undefined);
+      c.p.then(
+        (r) => this.ctx.pool.release(r),
+        () => undefined,
+      );
     }
     this.wakeLauncher();
   }
@@ -144,7 +147,9 @@ export class Guesses {
       this.next++;
       const cp = plan.checkpoint(k);
       // At a checkpoint: decode from it with its window. Else: search for a boundary from the chunk's start.
-      const from: JobStart = cp ? { kind: St.Block, bit: cp.bit, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0 } : { kind: -1, bit: 8 * start, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0 };
+      const from: JobStart = cp
+        ? { kind: St.Block, bit: cp.bit, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0 }
+        : { kind: -1, bit: 8 * start, btype: 0, bfinal: 0, left: 0, hdr: null, hdrBit: 0 };
       const p = ctx.pool.run(
         { ...from, data, dataOffset: start, final: input.ended && end === input.written, stopKey: stop, cap: ctx.cap, window: cp ? cp.window : null },
         lease,
@@ -152,9 +157,12 @@ export class Guesses {
         ctx.owner,
       );
       this.leases.set(p, lease);
-      p.then((r) => {
-        if (this.guesses.has(k) && r.status !== Status.NoStart && r.status !== Status.Error) this.continueEagerly(k, r, stop);
-      }, () => undefined);
+      p.then(
+        (r) => {
+          if (this.guesses.has(k) && r.status !== Status.NoStart && r.status !== Status.Error) this.continueEagerly(k, r, stop);
+        },
+        () => undefined,
+      );
       this.guesses.set(k, p);
       this.notifyLaunch();
     }
@@ -178,9 +186,12 @@ export class Guesses {
     const p = ctx.pool.run(job, lease, false, ctx.owner);
     this.leases.set(p, lease);
     if (window) this.knownWindow.add(p);
-    p.then((next) => {
-      if (this.continuations.has(contKey(r.end, stop))) this.continueEagerly(k, next, stop);
-    }, () => undefined);
+    p.then(
+      (next) => {
+        if (this.continuations.has(contKey(r.end, stop))) this.continueEagerly(k, next, stop);
+      },
+      () => undefined,
+    );
     this.continuations.set(contKey(r.end, stop), { k, p });
   }
 

@@ -134,8 +134,22 @@ export interface JobResult {
 
 interface NativeInflate {
   inflateJob(
-    data: Uint8Array, dataOffset: number, final: boolean, startKind: number, startBit: number, btype: number, bfinal: number, left: number,
-    hdr: Uint8Array | null, hdrBit: number, stopKey: number, out16: Uint16Array, out8: Uint8Array, cap: number, members: Float64Array, res: Float64Array,
+    data: Uint8Array,
+    dataOffset: number,
+    final: boolean,
+    startKind: number,
+    startBit: number,
+    btype: number,
+    bfinal: number,
+    left: number,
+    hdr: Uint8Array | null,
+    hdrBit: number,
+    stopKey: number,
+    out16: Uint16Array,
+    out8: Uint8Array,
+    cap: number,
+    members: Float64Array,
+    res: Float64Array,
     window: Uint8Array | null,
   ): void;
   resolveMarkers(src: Uint16Array, count: number, window: Uint8Array, minIndex: number, dst: Uint8Array): number;
@@ -174,7 +188,14 @@ export function nativeInflate(): NativeInflate | null {
   if (loaded !== undefined) return loaded;
   try {
     const m = createRequire(import.meta.url)(fileURLToPath(ADDON_URL)) as Partial<NativeInflate>;
-    loaded = typeof m.inflateJob === 'function' && typeof m.resolveMarkers === 'function' && typeof m.crc32Combine === 'function' && typeof m.copyBytes === 'function' && typeof m.useZlib === 'function' ? (m as NativeInflate) : null;
+    loaded =
+      typeof m.inflateJob === 'function' &&
+      typeof m.resolveMarkers === 'function' &&
+      typeof m.crc32Combine === 'function' &&
+      typeof m.copyBytes === 'function' &&
+      typeof m.useZlib === 'function'
+        ? (m as NativeInflate)
+        : null;
   } catch {
     loaded = null;
   }
@@ -245,8 +266,23 @@ export function prepareJob(job: WireJob, slot: JobSlot): PreparedJob {
   const members = new Float64Array(4 * MEMBERS_PER_JOB + 1);
   const res = new Float64Array(RESULT_LEN);
   const args: PreparedJob['args'] = [
-    data, job.dataOffset, job.final, job.kind, job.bit, job.btype, job.bfinal, job.left, job.hdr, job.hdrBit,
-    job.stopKey === Infinity ? 2e19 : job.stopKey, out16, out8, job.cap, members, res, job.window,
+    data,
+    job.dataOffset,
+    job.final,
+    job.kind,
+    job.bit,
+    job.btype,
+    job.bfinal,
+    job.left,
+    job.hdr,
+    job.hdrBit,
+    job.stopKey === Infinity ? 2e19 : job.stopKey,
+    out16,
+    out8,
+    job.cap,
+    members,
+    res,
+    job.window,
   ];
   return { args, data, members, res };
 }

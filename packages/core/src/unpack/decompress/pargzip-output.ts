@@ -57,7 +57,8 @@ export class MemberOutput {
       for (let at = 0; at < n16; at += OUTPUT_PIECE) {
         const len = Math.min(OUTPUT_PIECE, n16 - at);
         const piece = buffer(len).subarray(0, len);
-        if (native.resolveMarkers(r.out16.subarray(at, at + len), len, this.window, windowStart, piece) >= 0) throw corrupt('invalid distance too far back', r.startKey);
+        if (native.resolveMarkers(r.out16.subarray(at, at + len), len, this.window, windowStart, piece) >= 0)
+          throw corrupt('invalid distance too far back', r.startKey);
         this.crc = zlib.crc32(piece, this.crc);
         parts.push(piece);
       }

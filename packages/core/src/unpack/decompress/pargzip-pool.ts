@@ -2,7 +2,19 @@
 import { availableCores } from '../../util/cpu.js';
 import { FastpullError } from '../../errors.js';
 import { type InflateBudget, processInflateBudget } from './pargzip-budget.js';
-import { finishJob, JobSlot, nativeInflate, prepareJob, runJob, WINDOW, type DecodeRunner, type JobInput, type JobResult, type WireJob, type WireResult } from './pargzip-job.js';
+import {
+  finishJob,
+  JobSlot,
+  nativeInflate,
+  prepareJob,
+  runJob,
+  WINDOW,
+  type DecodeRunner,
+  type JobInput,
+  type JobResult,
+  type WireJob,
+  type WireResult,
+} from './pargzip-job.js';
 import { nativeHash } from '../../native/addon.js';
 
 /** A slot lent to a stream for one job (and its result, until released). */
@@ -76,8 +88,10 @@ export class InflatePool {
    */
   constructor(options: { threads?: number; budget?: InflateBudget; idleMs?: number } = {}) {
     this.threads = options.threads ?? availableCores();
-    if (!Number.isInteger(this.threads) || this.threads < 0) throw new FastpullError('INVALID_ARGUMENT', `inflate threads ${options.threads}: want an integer >= 0`);
-    if (options.idleMs !== undefined && !(options.idleMs >= 0)) throw new FastpullError('INVALID_ARGUMENT', `inflate idleMs ${options.idleMs}: want a number >= 0`);
+    if (!Number.isInteger(this.threads) || this.threads < 0)
+      throw new FastpullError('INVALID_ARGUMENT', `inflate threads ${options.threads}: want an integer >= 0`);
+    if (options.idleMs !== undefined && !(options.idleMs >= 0))
+      throw new FastpullError('INVALID_ARGUMENT', `inflate idleMs ${options.idleMs}: want a number >= 0`);
     this.budget = options.budget ?? processInflateBudget();
   }
 
@@ -230,7 +244,8 @@ export class InflatePool {
 
   /** Runs a job whose input the caller wrote into its slot; `urgent` ones go first. */
   run(job: JobInput, lease: SlotLease, urgent: boolean, owner: object): Promise<JobResult> {
-    if (job.data.buffer !== lease.slot.buffer || job.data.byteOffset !== lease.slot.input.byteOffset) throw new FastpullError('INTERNAL', 'inflate job: its input is not in its slot');
+    if (job.data.buffer !== lease.slot.buffer || job.data.byteOffset !== lease.slot.input.byteOffset)
+      throw new FastpullError('INTERNAL', 'inflate job: its input is not in its slot');
     const { data, ...rest } = job;
     const wire: WireJob = { ...rest, dataLength: data.length };
     return new Promise((resolve, reject) => {

@@ -37,7 +37,11 @@ function zlibGunzip(input: Buffer): Outcome {
 }
 
 /** Writes `input` in pieces of random size and collects the output. */
-async function parallelGunzip(input: Buffer, rng: Prng, options: ParallelGunzipOptions & { maxWrite?: number } = {}): Promise<{ outcome: Outcome; stats: ParallelGunzipStats }> {
+async function parallelGunzip(
+  input: Buffer,
+  rng: Prng,
+  options: ParallelGunzipOptions & { maxWrite?: number } = {},
+): Promise<{ outcome: Outcome; stats: ParallelGunzipStats }> {
   const g = createParallelGunzip({ pool: inline, ...options });
   const out: Buffer[] = [];
   const done = new Promise<Outcome>((resolve) => {
@@ -90,7 +94,15 @@ function gzipWith(tool: string, args: string[], data: Buffer): Buffer {
 
 /** Words from a small vocabulary: compresses like text, with long matches. */
 function textData(rng: Prng, n: number): Buffer {
-  const words = Array.from({ length: 300 }, () => rng.bytes(rng.int(2, 9)).toString('base64').replace(/[^a-z]/gi, '').toLowerCase() || 'x');
+  const words = Array.from(
+    { length: 300 },
+    () =>
+      rng
+        .bytes(rng.int(2, 9))
+        .toString('base64')
+        .replace(/[^a-z]/gi, '')
+        .toLowerCase() || 'x',
+  );
   const parts: string[] = [];
   let len = 0;
   while (len < n) {
@@ -111,7 +123,7 @@ function binaryData(rng: Prng, n: number): Buffer {
     if (kind === 0) b.fill(0, i, i + len);
     else if (kind === 1) for (let k = 0; k < len; k++) b[i + k] = (k * 7 + (k >> 8)) & 0xff;
     else if (kind === 2) rng.bytes(len).copy(b, i);
-    else for (let k = 0; k < len; k += 4) b.writeUInt32LE(((i + k) * 2654435761) >>> 0 & 0xffff, i + k > n - 4 ? n - 4 : i + k);
+    else for (let k = 0; k < len; k += 4) b.writeUInt32LE((((i + k) * 2654435761) >>> 0) & 0xffff, i + k > n - 4 ? n - 4 : i + k);
     i += len;
   }
   return b;
@@ -448,7 +460,7 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
   const raw = textData(new Prng(61), 12 << 20);
   const gz = zlib.gzipSync(raw, { level: 6 });
 
-  it('fills an output buffer again only once the reader released all of it, the markers\' pieces and the bytes\' alike', async () => {
+  it("fills an output buffer again only once the reader released all of it, the markers' pieces and the bytes' alike", async () => {
     // Released up to what was read a megabyte ago: the views of the last megabyte read must stay intact.
     const lag = 1 << 20;
     const { views, counts, stats, changed } = await inflateHolding(gz, (total) => Math.max(0, total - lag));

@@ -113,7 +113,17 @@ export interface ParallelGunzipStream extends Transform {
 
 class ParallelGunzip extends Transform implements ParallelGunzipStream {
   /** Counters, final once the stream has ended. */
-  readonly stats: ParallelGunzipStats = { guessesUsed: 0, guessesDropped: 0, exactJobs: 0, exactBytes: 0, markedBytes: 0, eagerJobs: 0, eagerKnownWindow: 0, checkpointsUsed: 0, checkpointsDropped: 0 };
+  readonly stats: ParallelGunzipStats = {
+    guessesUsed: 0,
+    guessesDropped: 0,
+    exactJobs: 0,
+    exactBytes: 0,
+    markedBytes: 0,
+    eagerJobs: 0,
+    eagerKnownWindow: 0,
+    checkpointsUsed: 0,
+    checkpointsDropped: 0,
+  };
   private readonly pool: InflatePool;
   private readonly chunk: number;
   private cap: number;
@@ -159,7 +169,12 @@ class ParallelGunzip extends Transform implements ParallelGunzipStream {
     this.pool = options.pool ?? sharedInflatePool();
     const threads = Math.max(1, this.pool.threads);
     const chunkSize = options.chunkSize;
-    this.chunk = chunkSize !== undefined ? Math.max(1024, chunkSize) : (options.size ? Math.min(PARGZIP_CHUNK, Math.max(MIN_CHUNK, Math.ceil(options.size / (threads * 4)))) : PARGZIP_CHUNK);
+    this.chunk =
+      chunkSize !== undefined
+        ? Math.max(1024, chunkSize)
+        : options.size
+          ? Math.min(PARGZIP_CHUNK, Math.max(MIN_CHUNK, Math.ceil(options.size / (threads * 4))))
+          : PARGZIP_CHUNK;
     this.cap = options.jobCap ?? JOB_CAP;
     // zlib's blocks span up to ~100 KiB of input; smaller chunks (tests) get a smaller margin, and a
     // job that still runs out asks for more (a Need continuation).

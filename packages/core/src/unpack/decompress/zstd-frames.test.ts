@@ -23,7 +23,7 @@ function zstd(input: Buffer, args: string[]): Buffer {
 /** Feeds `data` to a guard in chunks of random sizes (1 byte to 4 KiB). */
 function guardChunks(data: Buffer, seed: number, guard = new ZstdFrameGuard()): void {
   const prng = new Prng(seed);
-  for (let at = 0; at < data.length; ) {
+  for (let at = 0; at < data.length;) {
     const n = Math.min(data.length - at, prng.int(1, 4096));
     guard.check(data.subarray(at, at + n));
     at += n;
@@ -62,15 +62,24 @@ describe.skipIf(lacks('zstd', hasZstd ? undefined : 'zstd is not installed'))('z
     for (const [i, s] of streams.entries()) expect(() => guardChunks(s, i), `stream ${i}`).not.toThrow();
   });
 
-  it.each(['auto', 'zlib'] as const)('refuses a frame asking for a window over the limit before decoding it (%s decoder), and decodes one within it', async (inflater) => {
-    const long = zstd(zeros, ['--long=31', '-1']);
-    await expect(decode(long, inflater)).rejects.toMatchObject({ code: 'INVALID_LAYER', details: { windowBytes: 2 ** 31, maxWindowBytes: ZSTD_MAX_WINDOW_BYTES } });
-    // A second frame over the limit after a good one is caught too.
-    const both = Buffer.concat([zstd(text, ['-3']), long]);
-    await expect(decode(both, inflater)).rejects.toMatchObject({ code: 'INVALID_LAYER', message: expect.stringMatching(/zstd frame 2 asks for a window of 2147483648 bytes/) });
-    const within = zstd(text, ['--long=27', '-3']);
-    expect((await decode(within, inflater)).equals(text)).toBe(true);
-  });
+  it.each(['auto', 'zlib'] as const)(
+    'refuses a frame asking for a window over the limit before decoding it (%s decoder), and decodes one within it',
+    async (inflater) => {
+      const long = zstd(zeros, ['--long=31', '-1']);
+      await expect(decode(long, inflater)).rejects.toMatchObject({
+        code: 'INVALID_LAYER',
+        details: { windowBytes: 2 ** 31, maxWindowBytes: ZSTD_MAX_WINDOW_BYTES },
+      });
+      // A second frame over the limit after a good one is caught too.
+      const both = Buffer.concat([zstd(text, ['-3']), long]);
+      await expect(decode(both, inflater)).rejects.toMatchObject({
+        code: 'INVALID_LAYER',
+        message: expect.stringMatching(/zstd frame 2 asks for a window of 2147483648 bytes/),
+      });
+      const within = zstd(text, ['--long=27', '-3']);
+      expect((await decode(within, inflater)).equals(text)).toBe(true);
+    },
+  );
 
   it('reads the window of a single-segment frame from its content size', () => {
     // Single segment, 8-byte content size of 2^40: the window is the content.
@@ -95,45 +104,52 @@ describe.skipIf(lacks('zstd', hasZstd ? undefined : 'zstd is not installed'))('z
   });
 });
 
-describe.skipIf(lacks('zstd', hasZstd ? undefined : 'zstd is not installed'))('decompression bombs: a layer inflates to at most maxInflateRatio times its blob', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'fastpull-bomb-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  let n = 0;
-  const unpack = async (blob: Buffer, mediaType: string, options: { maxInflateRatio?: number; inflater?: 'auto' | 'zlib' } = {}) => {
-    const blobPath = join(dir, `blob${n}`);
-    const dest = join(dir, `snap${n++}`);
-    writeFileSync(blobPath, blob);
-    mkdirSync(dest);
-    const outcome = await unpackLayer({ blobPath, mediaType, dest, ...options }).then(
-      () => 'ok',
-      (e: unknown) => e as { code: string; message: string; details: Record<string, unknown> },
+describe.skipIf(lacks('zstd', hasZstd ? undefined : 'zstd is not installed'))(
+  'decompression bombs: a layer inflates to at most maxInflateRatio times its blob',
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fastpull-bomb-'));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    let n = 0;
+    const unpack = async (blob: Buffer, mediaType: string, options: { maxInflateRatio?: number; inflater?: 'auto' | 'zlib' } = {}) => {
+      const blobPath = join(dir, `blob${n}`);
+      const dest = join(dir, `snap${n++}`);
+      writeFileSync(blobPath, blob);
+      mkdirSync(dest);
+      const outcome = await unpackLayer({ blobPath, mediaType, dest, ...options }).then(
+        () => 'ok',
+        (e: unknown) => e as { code: string; message: string; details: Record<string, unknown> },
+      );
+      return { outcome, dest };
+    };
+
+    it.each(['auto', 'zlib'] as const)(
+      'refuses 200 MiB of zeros from a zstd blob of a few KiB (%s decoder), and unpacks it when the ratio is raised',
+      async (inflater) => {
+        const tar = await makeTar([{ name: 'zeros', body: Buffer.alloc(200 * 1024 * 1024) }]);
+        const blob = zstd(tar, ['-19']);
+        expect(blob.length * 1100).toBeLessThan(64 * 1024 * 1024); // so the bound is its 64 MiB floor
+        const refused = await unpack(blob, MediaTypes.OCI_LAYER_ZSTD, { inflater });
+        expect(refused.outcome).toMatchObject({ code: 'INVALID_LAYER', details: { limit: 'maxInflateRatio', max: 64 * 1024 * 1024 } });
+        expect((refused.outcome as { message: string }).message).toMatch(/over the limit maxInflateRatio/);
+        const allowed = await unpack(blob, MediaTypes.OCI_LAYER_ZSTD, { inflater, maxInflateRatio: 100_000 });
+        expect(allowed.outcome).toBe('ok');
+        expect(statSync(join(allowed.dest, 'zeros')).size).toBe(200 * 1024 * 1024);
+      },
     );
-    return { outcome, dest };
-  };
 
-  it.each(['auto', 'zlib'] as const)('refuses 200 MiB of zeros from a zstd blob of a few KiB (%s decoder), and unpacks it when the ratio is raised', async (inflater) => {
-    const tar = await makeTar([{ name: 'zeros', body: Buffer.alloc(200 * 1024 * 1024) }]);
-    const blob = zstd(tar, ['-19']);
-    expect(blob.length * 1100).toBeLessThan(64 * 1024 * 1024); // so the bound is its 64 MiB floor
-    const refused = await unpack(blob, MediaTypes.OCI_LAYER_ZSTD, { inflater });
-    expect(refused.outcome).toMatchObject({ code: 'INVALID_LAYER', details: { limit: 'maxInflateRatio', max: 64 * 1024 * 1024 } });
-    expect((refused.outcome as { message: string }).message).toMatch(/over the limit maxInflateRatio/);
-    const allowed = await unpack(blob, MediaTypes.OCI_LAYER_ZSTD, { inflater, maxInflateRatio: 100_000 });
-    expect(allowed.outcome).toBe('ok');
-    expect(statSync(join(allowed.dest, 'zeros')).size).toBe(200 * 1024 * 1024);
-  });
+    it('never stops a gzip layer, whose deflate cannot pass 1032:1', async () => {
+      const tar = await makeTar([{ name: 'zeros', body: Buffer.alloc(100 * 1024 * 1024) }]);
+      const blob = zlib.gzipSync(tar, { level: 9 });
+      expect(tar.length / blob.length).toBeGreaterThan(1000);
+      const r = await unpack(blob, MediaTypes.OCI_LAYER_GZIP);
+      expect(r.outcome).toBe('ok');
+      expect(readdirSync(r.dest)).toEqual(['zeros']);
+    });
 
-  it('never stops a gzip layer, whose deflate cannot pass 1032:1', async () => {
-    const tar = await makeTar([{ name: 'zeros', body: Buffer.alloc(100 * 1024 * 1024) }]);
-    const blob = zlib.gzipSync(tar, { level: 9 });
-    expect(tar.length / blob.length).toBeGreaterThan(1000);
-    const r = await unpack(blob, MediaTypes.OCI_LAYER_GZIP);
-    expect(r.outcome).toBe('ok');
-    expect(readdirSync(r.dest)).toEqual(['zeros']);
-  });
-
-  it('refuses a ratio that is not a positive number', async () => {
-    const blob = zstd(await makeTar([{ name: 'f', body: 'x' }]), []);
-    for (const bad of [0, -1, Number.NaN]) expect((await unpack(blob, MediaTypes.OCI_LAYER_ZSTD, { maxInflateRatio: bad })).outcome).toMatchObject({ code: 'INVALID_ARGUMENT' });
-  });
-});
+    it('refuses a ratio that is not a positive number', async () => {
+      const blob = zstd(await makeTar([{ name: 'f', body: 'x' }]), []);
+      for (const bad of [0, -1, Number.NaN])
+        expect((await unpack(blob, MediaTypes.OCI_LAYER_ZSTD, { maxInflateRatio: bad })).outcome).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    });
+  },
+);

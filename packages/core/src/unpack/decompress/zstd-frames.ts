@@ -137,9 +137,13 @@ export class ZstdFrameGuard {
       window = base + (base / 8) * (w & 7);
     }
     if (window > this.maxWindowBytes) {
-      throw new FastpullError('INVALID_LAYER', `zstd frame ${this.frames + 1} asks for a window of ${window} bytes, over the ${this.maxWindowBytes} a layer may use`, {
-        details: { windowBytes: window, maxWindowBytes: this.maxWindowBytes },
-      });
+      throw new FastpullError(
+        'INVALID_LAYER',
+        `zstd frame ${this.frames + 1} asks for a window of ${window} bytes, over the ${this.maxWindowBytes} a layer may use`,
+        {
+          details: { windowBytes: window, maxWindowBytes: this.maxWindowBytes },
+        },
+      );
     }
   }
 }

@@ -46,7 +46,8 @@ async function gunzip(gz: Buffer, options: ParallelGunzipOptions): Promise<{ dat
     g.on('error', reject);
   });
   // A stream that fails never drains: its error ends the wait.
-  for (let at = 0; at < gz.length; at += 300_000) if (!g.write(gz.subarray(at, at + 300_000))) await Promise.race([new Promise((r) => g.once('drain', r)), done]);
+  for (let at = 0; at < gz.length; at += 300_000)
+    if (!g.write(gz.subarray(at, at + 300_000))) await Promise.race([new Promise((r) => g.once('drain', r)), done]);
   g.end();
   await done;
   return { data: Buffer.concat(out), stats: g.stats };
@@ -77,7 +78,14 @@ describe.skipIf(lacks('addon', available ? undefined : 'the native addon (parall
     for (const zinfoVersion of [1, 2] as const) {
       const blob = encodeZtoc({ checkpoints, spanSize: 400_000, compressedSize: gz.length, uncompressedSize: data.length, version: '1.0', zinfoVersion });
       const z = parseZtoc(blob);
-      expect(z).toMatchObject({ version: '1.0', buildTool: 'fastpull test', compressedSize: gz.length, uncompressedSize: data.length, algorithm: 1, spanSize: 400_000 });
+      expect(z).toMatchObject({
+        version: '1.0',
+        buildTool: 'fastpull test',
+        compressedSize: gz.length,
+        uncompressedSize: data.length,
+        algorithm: 1,
+        spanSize: 400_000,
+      });
       expect(z.checkpoints.length).toBe(checkpoints.length);
       // Parsed from a Buffer (whose slice is a view), each window still has a buffer of its own: a
       // view would take the whole zTOC along to the decode thread with every job.

@@ -153,7 +153,8 @@ export function parseZinfo(blob: Uint8Array): { spanSize: number; checkpoints: G
   if (span < 0n || span > BigInt(Number.MAX_SAFE_INTEGER)) throw bad(`span size ${span}`);
   let stored: number;
   if (blob.length === HEADER + count * PACKED) stored = count;
-  else if (blob.length === HEADER + (count - 1) * PACKED) stored = count - 1; // version 1: the first is implied
+  else if (blob.length === HEADER + (count - 1) * PACKED)
+    stored = count - 1; // version 1: the first is implied
   else throw bad(`checkpoints blob of ${blob.length} bytes for ${count} checkpoints`);
   const checkpoints: GzipCheckpoint[] = [];
   if (stored < count) checkpoints.push({ bit: 80, out: 0, window: new Uint8Array(0) });
@@ -162,7 +163,8 @@ export function parseZinfo(blob: Uint8Array): { spanSize: number; checkpoints: G
     const inB = view.getBigInt64(at, true);
     const outB = view.getBigInt64(at + 8, true);
     const bits = view.getUint8(at + 16);
-    if (inB < 0n || outB < 0n || inB > BigInt(Math.floor(Number.MAX_SAFE_INTEGER / 8)) || outB > BigInt(Number.MAX_SAFE_INTEGER)) throw bad(`checkpoint ${i}: offsets out of range`);
+    if (inB < 0n || outB < 0n || inB > BigInt(Math.floor(Number.MAX_SAFE_INTEGER / 8)) || outB > BigInt(Number.MAX_SAFE_INTEGER))
+      throw bad(`checkpoint ${i}: offsets out of range`);
     if (bits > 7) throw bad(`checkpoint ${i}: ${bits} bits`);
     const out = Number(outB);
     const bit = Number(inB) * 8 - bits;
@@ -172,7 +174,8 @@ export function parseZinfo(blob: Uint8Array): { spanSize: number; checkpoints: G
     checkpoints.push({ bit, out, window: new Uint8Array(blob.subarray(at + 17 + WINDOW - keep, at + 17 + WINDOW)) });
   }
   for (let i = 1; i < checkpoints.length; i++) {
-    if (checkpoints[i]!.bit <= checkpoints[i - 1]!.bit || checkpoints[i]!.out < checkpoints[i - 1]!.out) throw bad(`checkpoint ${i} is not after checkpoint ${i - 1}`);
+    if (checkpoints[i]!.bit <= checkpoints[i - 1]!.bit || checkpoints[i]!.out < checkpoints[i - 1]!.out)
+      throw bad(`checkpoint ${i} is not after checkpoint ${i - 1}`);
   }
   return { spanSize: Number(span), checkpoints };
 }

@@ -92,7 +92,8 @@ describe('UnpackPool', () => {
   });
 
   it('refuses a size that is not a positive integer', () => {
-    for (const size of [0, -1, 1.5, Number.NaN]) expect(() => new UnpackPool({ size }), String(size)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    for (const size of [0, -1, 1.5, Number.NaN])
+      expect(() => new UnpackPool({ size }), String(size)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 
   it('unpacks on worker threads and returns both digests', async () => {
@@ -116,7 +117,8 @@ describe('UnpackPool', () => {
     const inline = new UnpackPool({ size: 1, threads: false });
     try {
       const threads: number[] = [];
-      for (const pool of [threaded, threaded, inline]) await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('where') }, { onStart: (t) => threads.push(t) });
+      for (const pool of [threaded, threaded, inline])
+        await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('where') }, { onStart: (t) => threads.push(t) });
       expect(threads[0]).toBeGreaterThan(0);
       expect(threads).toEqual([threads[0], threads[0], 0]);
     } finally {
@@ -196,7 +198,11 @@ describe('UnpackPool', () => {
       // Two warm workers; only ready ones are ended, so wait for each to say it is ready.
       pool.warm(2);
       const slots = [...(pool['all'] as Iterable<{ ready: boolean; worker: Worker }>)];
-      await Promise.all(slots.filter((s) => !s.ready).map((s) => new Promise<void>((resolve) => s.worker.on('message', (m: { type?: string }) => m.type === 'ready' && resolve()))));
+      await Promise.all(
+        slots
+          .filter((s) => !s.ready)
+          .map((s) => new Promise<void>((resolve) => s.worker.on('message', (m: { type?: string }) => m.type === 'ready' && resolve()))),
+      );
       expect(pool.workers).toBe(2);
       const workers = slots.map((slot) => slot.worker);
       const retired = workers.map((w) => w.threadId);
@@ -233,10 +239,18 @@ describe('UnpackPool', () => {
   it('lets the process exit while warm workers are idle', () => {
     const url = new URL('./pool.ts', import.meta.url).href.replace(/\/src\/unpack\/pool\/pool\.ts$/, '/dist/unpack/pool/pool.js');
     // A process that warms a pool and does nothing else ends on its own, at once.
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { UnpackPool } = await import(${JSON.stringify(url)}); const p = new UnpackPool({ size: 2 }); p.warm(2); console.log(p.workers);`], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const { UnpackPool } = await import(${JSON.stringify(url)}); const p = new UnpackPool({ size: 2 }); p.warm(2); console.log(p.workers);`,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     expect(r.error).toBeUndefined();
     expect(r.status).toBe(0);
     expect(r.stdout.trim()).toBe('2');
@@ -247,7 +261,10 @@ describe('UnpackPool', () => {
     try {
       const path = join(work, 'bad.tgz');
       writeFileSync(path, Buffer.concat([gzipSync(Buffer.alloc(1024)).subarray(0, 20), Buffer.from('garbage')]));
-      await expect(pool.run({ blobPath: path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('bad') })).rejects.toMatchObject({ name: 'FastpullError', code: 'INVALID_LAYER' });
+      await expect(pool.run({ blobPath: path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('bad') })).rejects.toMatchObject({
+        name: 'FastpullError',
+        code: 'INVALID_LAYER',
+      });
     } finally {
       await pool.close();
     }
@@ -268,8 +285,14 @@ describe('UnpackPool', () => {
         { blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('coming'), follow: { watermark: coming.buffer, size: c.size } },
         { priority: 20, onStart: (_t, lent) => order.push(lent ? 'coming on a lent slot' : 'coming') },
       );
-      const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('low') }, { priority: 1, onStart: (_t, lent) => order.push(lent ? 'low on a lent slot' : 'low') });
-      const high = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('high') }, { priority: 9, onStart: (_t, lent) => order.push(lent ? 'high on a lent slot' : 'high') });
+      const low = pool.run(
+        { blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('low') },
+        { priority: 1, onStart: (_t, lent) => order.push(lent ? 'low on a lent slot' : 'low') },
+      );
+      const high = pool.run(
+        { blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('high') },
+        { priority: 9, onStart: (_t, lent) => order.push(lent ? 'high on a lent slot' : 'high') },
+      );
       // Nothing of the first has landed: its pass waits, lends its only slot after a look or two,
       // and the landed ones run meanwhile, one at a time, the higher priority first.
       await Promise.all([low, high]);
@@ -290,52 +313,58 @@ describe('UnpackPool', () => {
     }
   });
 
-  it.skipIf(notHere(allowedCpus().length < 2 ? 'one CPU only: a budget of 1 is all of it' : undefined))('confines a pass of a pull with a CPU budget to its CPUs, one pass of that pull at a time, until the budget is lifted', async () => {
-    const all = allowedCpus();
-    const last = all.slice(-1);
-    const pool = new UnpackPool({ size: 2, machineIdle: busyMachine });
-    const budget = new PullCpuBudget(1);
-    try {
-      const order: string[] = [];
-      const where = new Map<string, PassThread | undefined>();
-      let aRuns!: () => void;
-      const aStarted = new Promise<void>((r) => (aRuns = r));
-      const started = (name: string) => (_t: number, _lent: boolean, w?: PassThread) => {
-        order.push(name);
-        where.set(name, w);
-        if (name === 'a') aRuns();
-      };
-      const a = await blob('budget-a', 5);
-      const held = new Watermark(a.size);
-      const first = pool.run(
-        { blobPath: a.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-a'), follow: { watermark: held.buffer, size: a.size } },
-        { cpuBudget: budget, onStart: started('a') },
-      );
-      await aStarted;
-      const b = await blob('budget-b', 2);
-      const c = await blob('budget-c', 2);
-      // The budget's second pass waits, though a slot is free; a pass without a budget takes it.
-      const second = pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-b') }, { cpuBudget: budget, onStart: started('b') });
-      const other = await pool.run({ blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-c') }, { onStart: started('c') });
-      expect(other.diffID).toBe(c.diffID);
-      expect(order).toEqual(['a', 'c']);
-      // Read from /proc, not only from what the worker says.
-      const tidA = where.get('a')!.tid;
-      expect(where.get('a')!.cpus).toEqual(last);
-      expect(allowedCpus(tidA)).toEqual(last);
-      expect(where.get('c')!.cpus).toEqual(all);
-      budget.lift();
-      expect((await second).diffID).toBe(b.diffID);
-      expect(order).toEqual(['a', 'c', 'b']);
-      expect(where.get('b')!.cpus).toEqual(all);
-      held.add(0, a.size);
-      expect((await first).diffID).toBe(a.diffID);
-      // Its worker is back on every CPU once the pass is done.
-      expect(allowedCpus(tidA)).toEqual(all);
-    } finally {
-      await pool.close();
-    }
-  });
+  it.skipIf(notHere(allowedCpus().length < 2 ? 'one CPU only: a budget of 1 is all of it' : undefined))(
+    'confines a pass of a pull with a CPU budget to its CPUs, one pass of that pull at a time, until the budget is lifted',
+    async () => {
+      const all = allowedCpus();
+      const last = all.slice(-1);
+      const pool = new UnpackPool({ size: 2, machineIdle: busyMachine });
+      const budget = new PullCpuBudget(1);
+      try {
+        const order: string[] = [];
+        const where = new Map<string, PassThread | undefined>();
+        let aRuns!: () => void;
+        const aStarted = new Promise<void>((r) => (aRuns = r));
+        const started = (name: string) => (_t: number, _lent: boolean, w?: PassThread) => {
+          order.push(name);
+          where.set(name, w);
+          if (name === 'a') aRuns();
+        };
+        const a = await blob('budget-a', 5);
+        const held = new Watermark(a.size);
+        const first = pool.run(
+          { blobPath: a.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-a'), follow: { watermark: held.buffer, size: a.size } },
+          { cpuBudget: budget, onStart: started('a') },
+        );
+        await aStarted;
+        const b = await blob('budget-b', 2);
+        const c = await blob('budget-c', 2);
+        // The budget's second pass waits, though a slot is free; a pass without a budget takes it.
+        const second = pool.run(
+          { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-b') },
+          { cpuBudget: budget, onStart: started('b') },
+        );
+        const other = await pool.run({ blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-c') }, { onStart: started('c') });
+        expect(other.diffID).toBe(c.diffID);
+        expect(order).toEqual(['a', 'c']);
+        // Read from /proc, not only from what the worker says.
+        const tidA = where.get('a')!.tid;
+        expect(where.get('a')!.cpus).toEqual(last);
+        expect(allowedCpus(tidA)).toEqual(last);
+        expect(where.get('c')!.cpus).toEqual(all);
+        budget.lift();
+        expect((await second).diffID).toBe(b.diffID);
+        expect(order).toEqual(['a', 'c', 'b']);
+        expect(where.get('b')!.cpus).toEqual(all);
+        held.add(0, a.size);
+        expect((await first).diffID).toBe(a.diffID);
+        // Its worker is back on every CPU once the pass is done.
+        expect(allowedCpus(tidA)).toEqual(all);
+      } finally {
+        await pool.close();
+      }
+    },
+  );
 
   it('keeps the slot of a pass that waits for its download while the machine has no idle core', async () => {
     const pool = new UnpackPool({ size: 1, machineIdle: busyMachine });
@@ -343,7 +372,10 @@ describe('UnpackPool', () => {
       const order: string[] = [];
       const { pass: first, held, blob: b } = await heldPass(pool, 'busy', order);
       const small = await blob('busy-small', 1);
-      const landed = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-small') }, { priority: 9, onStart: (_t, lent) => order.push(lent ? 'landed on a lent slot' : 'landed') });
+      const landed = pool.run(
+        { blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('busy-small') },
+        { priority: 9, onStart: (_t, lent) => order.push(lent ? 'landed on a lent slot' : 'landed') },
+      );
       // The first pass waits for its download through many looks; this process is idle, but the machine is not.
       let lent = 0;
       const look = setInterval(() => void (lent = Math.max(lent, pool.lending)), 5);
@@ -401,8 +433,14 @@ describe('UnpackPool', () => {
         const big = await blob(`then-big-${threads}`, 3);
         const order: string[] = [];
         // Both come before the pool's only worker is ready: the larger one goes first.
-        const low = pool.run({ blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`low-${threads}`) }, { priority: 1, onStart: () => order.push('low') });
-        const high = pool.run({ blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`high-${threads}`) }, { priority: 9, onStart: () => order.push('high') });
+        const low = pool.run(
+          { blobPath: small.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`low-${threads}`) },
+          { priority: 1, onStart: () => order.push('low') },
+        );
+        const high = pool.run(
+          { blobPath: big.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest(`high-${threads}`) },
+          { priority: 9, onStart: () => order.push('high') },
+        );
         await Promise.all([low, high]);
         // On the calling thread there is nothing to wait for: the first comes first.
         expect(order).toEqual(threads ? ['high', 'low'] : ['low', 'high']);
@@ -474,20 +512,29 @@ describe('UnpackPool', () => {
     }
   });
 
-  it.skipIf(lacks('addon', InflatePool.available() ? undefined : 'the parallel decoder is not built'))("hands a task's tuning to its pass on the worker: the slot memory it asks for bounds the process's budget", async () => {
-    const budget = processInflateBudget();
-    const before = budget.slotBytes;
-    const asked = before + 1024 * 1024;
-    const b = await blob('tuned', 20);
-    const pool = new UnpackPool({ size: 1 });
-    try {
-      const r = await pool.run({ blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('tuned'), inflater: 'parallel', tuning: { inflateSlotBytes: asked } });
-      expect(r.diffID).toBe(b.diffID);
-      // Set by the pass on the worker thread, read here: the budget's counters are shared.
-      expect(budget.slotBytes).toBe(asked);
-    } finally {
-      budget.setSlotBytes(before);
-      await pool.close();
-    }
-  });
+  it.skipIf(lacks('addon', InflatePool.available() ? undefined : 'the parallel decoder is not built'))(
+    "hands a task's tuning to its pass on the worker: the slot memory it asks for bounds the process's budget",
+    async () => {
+      const budget = processInflateBudget();
+      const before = budget.slotBytes;
+      const asked = before + 1024 * 1024;
+      const b = await blob('tuned', 20);
+      const pool = new UnpackPool({ size: 1 });
+      try {
+        const r = await pool.run({
+          blobPath: b.path,
+          mediaType: MediaTypes.OCI_LAYER_GZIP,
+          dest: dest('tuned'),
+          inflater: 'parallel',
+          tuning: { inflateSlotBytes: asked },
+        });
+        expect(r.diffID).toBe(b.diffID);
+        // Set by the pass on the worker thread, read here: the budget's counters are shared.
+        expect(budget.slotBytes).toBe(asked);
+      } finally {
+        budget.setSlotBytes(before);
+        await pool.close();
+      }
+    },
+  );
 });

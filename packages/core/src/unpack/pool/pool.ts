@@ -133,7 +133,8 @@ export class UnpackPool {
   constructor(options: UnpackPoolOptions = {}) {
     this.size = options.size ?? poolSizeFor();
     this.machineIdle = options.machineIdle ?? machineIdleMs;
-    if (!Number.isInteger(this.size) || this.size < 1) throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
+    if (!Number.isInteger(this.size) || this.size < 1)
+      throw new FastpullError('INVALID_ARGUMENT', `unpack concurrency ${options.size}: want a positive integer`);
     this.script = options.threads === false ? undefined : compiledWorker('pool/worker.js');
   }
 
@@ -173,7 +174,13 @@ export class UnpackPool {
    * A worker that is ready already (one the CLI started ahead, or a warm one) goes to the first task
    * that asks: holding it for a larger layer still on its way made no pull faster (bench/README.md).
    */
-  private acquire(rank: { readonly rank: number } | undefined, priority: number, landed: () => boolean, signal: AbortSignal | undefined, budget: PullCpuBudget | undefined): Promise<boolean> {
+  private acquire(
+    rank: { readonly rank: number } | undefined,
+    priority: number,
+    landed: () => boolean,
+    signal: AbortSignal | undefined,
+    budget: PullCpuBudget | undefined,
+  ): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
       const entry: Waiting = {
         rank,
@@ -358,7 +365,13 @@ export class UnpackPool {
     return slot;
   }
 
-  private onWorker(task: WorkerTask, signal?: AbortSignal, onStart?: (thread: number, where: PassThread) => void, onBytes?: (consumed: number) => void, budget?: PullCpuBudget): Promise<UnpackedLayer> {
+  private onWorker(
+    task: WorkerTask,
+    signal?: AbortSignal,
+    onStart?: (thread: number, where: PassThread) => void,
+    onBytes?: (consumed: number) => void,
+    budget?: PullCpuBudget,
+  ): Promise<UnpackedLayer> {
     const slot = this.slot();
     const id = this.nextId++;
     const cpus = budget?.cpus();

@@ -90,12 +90,15 @@ describe('parseNumeric', () => {
 
 describe('parseHeader', () => {
   it('reads a ustar header with its prefix, device numbers and type', () => {
-    const h = parseHeader(block({ 0: 'name', 100: '0000600\0', 124: '00000000012\0', 156: '3', 257: 'ustar\x0000', 329: '0000001\0', 337: '0000003\0', 345: 'some/dir' }), invalid);
+    const h = parseHeader(
+      block({ 0: 'name', 100: '0000600\0', 124: '00000000012\0', 156: '3', 257: 'ustar\x0000', 329: '0000001\0', 337: '0000003\0', 345: 'some/dir' }),
+      invalid,
+    );
     expect(h).toMatchObject({ format: 'ustar', name: 'some/dir/name', mode: 0o600, size: 10, flag: '3', devmajor: 1, devminor: 3 });
     expect(typeOf(h.flag)).toBe('character-device');
   });
 
-  it('ignores device fields of a v7 header, and reads a GNU header\'s atime', () => {
+  it("ignores device fields of a v7 header, and reads a GNU header's atime", () => {
     expect(parseHeader(block({ 0: 'f', 329: '0000001\0' }), invalid)).toMatchObject({ format: 'v7', devmajor: 0 });
     expect(parseHeader(block({ 0: 'f', 257: 'ustar  \0', 345: '00000000017\0' }), invalid)).toMatchObject({ format: 'gnu', atime: 0o17 });
   });
@@ -113,7 +116,18 @@ describe('parseHeader', () => {
   });
 
   it('maps type flags as Go does', () => {
-    expect(['0', '\0', '7', 'S', '1', '2', '4', '5', '6', 'V'].map(typeOf)).toEqual(['file', 'file', 'file', 'file', 'link', 'symlink', 'block-device', 'directory', 'fifo', 'unknown']);
+    expect(['0', '\0', '7', 'S', '1', '2', '4', '5', '6', 'V'].map(typeOf)).toEqual([
+      'file',
+      'file',
+      'file',
+      'file',
+      'link',
+      'symlink',
+      'block-device',
+      'directory',
+      'fifo',
+      'unknown',
+    ]);
     expect([0, 1, 512, 513].map(padToBlock)).toEqual([0, 512, 512, 1024]);
   });
 });

@@ -29,7 +29,12 @@ describe('parsePax', () => {
   });
 
   it('folds GNU sparse 0.0 offset/numbytes pairs into one map record', () => {
-    const data = Buffer.concat([record('GNU.sparse.offset', '0'), record('GNU.sparse.numbytes', '4'), record('GNU.sparse.offset', '100'), record('GNU.sparse.numbytes', '2')]);
+    const data = Buffer.concat([
+      record('GNU.sparse.offset', '0'),
+      record('GNU.sparse.numbytes', '4'),
+      record('GNU.sparse.offset', '100'),
+      record('GNU.sparse.numbytes', '2'),
+    ]);
     expect(parsePax(data, invalid).records.get('GNU.sparse.map')?.toString()).toBe('0,4,100,2');
     expect(() => parsePax(Buffer.concat([record('GNU.sparse.numbytes', '4')]), invalid)).toThrow('a malformed GNU sparse 0.0 map');
   });

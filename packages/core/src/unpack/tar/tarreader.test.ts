@@ -7,7 +7,12 @@ import { type ParsedTarEntry, TarReader } from './tarreader.js';
 const options = { what: 'test', maxHeaderBytes: 64 * 1024, maxTarBytes: 1 << 26 };
 
 interface Read {
-  entries: Array<Pick<ParsedTarEntry, 'type' | 'flag' | 'name' | 'linkname' | 'mode' | 'uid' | 'gid' | 'size' | 'mtime' | 'offset'> & { pax: string[]; data: string | undefined }>;
+  entries: Array<
+    Pick<ParsedTarEntry, 'type' | 'flag' | 'name' | 'linkname' | 'mode' | 'uid' | 'gid' | 'size' | 'mtime' | 'offset'> & {
+      pax: string[];
+      data: string | undefined;
+    }
+  >;
   /** Entries nextSync gave, and data takeData gave. */
   sync: number;
   syncData: number;
@@ -56,14 +61,19 @@ const entryArb: fc.Arbitrary<Entry> = fc.oneof(
 describe('TarReader', () => {
   it('reads the same entries and bodies with nextSync and takeData as with next and data, whatever the chunking', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(entryArb, { minLength: 1, maxLength: 25 }), fc.integer({ min: 1, max: 9000 }), fc.integer({ min: 0, max: 3 }), async (entries, chunk, skipEvery) => {
-        const tar = await makeTar(entries);
-        const bodies = (i: number) => skipEvery === 0 || i % (skipEvery + 1) !== 0;
-        const plain = await readAll(tar, chunk, false, bodies);
-        const fast = await readAll(tar, chunk, true, bodies);
-        expect(fast.entries).toEqual(plain.entries);
-        expect(plain.entries).toHaveLength(entries.length);
-      }),
+      fc.asyncProperty(
+        fc.array(entryArb, { minLength: 1, maxLength: 25 }),
+        fc.integer({ min: 1, max: 9000 }),
+        fc.integer({ min: 0, max: 3 }),
+        async (entries, chunk, skipEvery) => {
+          const tar = await makeTar(entries);
+          const bodies = (i: number) => skipEvery === 0 || i % (skipEvery + 1) !== 0;
+          const plain = await readAll(tar, chunk, false, bodies);
+          const fast = await readAll(tar, chunk, true, bodies);
+          expect(fast.entries).toEqual(plain.entries);
+          expect(plain.entries).toHaveLength(entries.length);
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -95,7 +105,12 @@ describe('TarReader', () => {
     expect(reader.nextSync()).toBeUndefined();
     const a = await reader.next();
     expect(a?.name).toBe('a');
-    expect(reader.takeData()?.map((p) => p.toString()).join('')).toBe('x'.repeat(80));
+    expect(
+      reader
+        .takeData()
+        ?.map((p) => p.toString())
+        .join(''),
+    ).toBe('x'.repeat(80));
     expect(reader.nextSync()).toBeUndefined(); // b's header starts at byte 1024
     const b = await reader.next();
     expect(b?.name).toBe('b');

@@ -216,7 +216,13 @@ export class TarReader {
     while (await this.pull()) this.dropBuffered();
   }
 
-  private entry(h: Header, pax: PaxRecords | undefined, longName: string | undefined, longLink: string | undefined, offset: number): ParsedTarEntry | Promise<ParsedTarEntry> {
+  private entry(
+    h: Header,
+    pax: PaxRecords | undefined,
+    longName: string | undefined,
+    longLink: string | undefined,
+    offset: number,
+  ): ParsedTarEntry | Promise<ParsedTarEntry> {
     const records = pax?.records ?? NO_RECORDS;
     const text = (key: string): string | undefined => records.get(key)?.toString('latin1');
     // As Go: an empty GNU long name or link name is no override.
@@ -243,7 +249,8 @@ export class TarReader {
 
     // Nothing is read until the claim fits the limit: a header must not make us read a terabyte first.
     const dataStart = this.position;
-    if (dataStart + padToBlock(dataSize) > this.options.maxTarBytes) throw this.tooLarge(`entry ${shown} at byte ${offset} declares ${dataSize} bytes`, 'maxTotalBytes', details);
+    if (dataStart + padToBlock(dataSize) > this.options.maxTarBytes)
+      throw this.tooLarge(`entry ${shown} at byte ${offset} declares ${dataSize} bytes`, 'maxTotalBytes', details);
 
     const made = (sparse: SparseRegion[] | undefined, size: number, dataSize: number, name: string): ParsedTarEntry => {
       if (sparse !== undefined) checkSparse(sparse, size, dataSize, invalid);
@@ -410,7 +417,10 @@ export class TarReader {
   }
 
   private truncated(): FastpullError {
-    return new FastpullError('INVALID_LAYER', `${this.options.what}: corrupt or truncated tar: the stream ends inside an entry (after ${this.bytesRead} bytes)`);
+    return new FastpullError(
+      'INVALID_LAYER',
+      `${this.options.what}: corrupt or truncated tar: the stream ends inside an entry (after ${this.bytesRead} bytes)`,
+    );
   }
 
   private tooLarge(message: string, which: 'maxTotalBytes' | 'maxPaxHeaderBytes' = 'maxTotalBytes', details: EntryDetails = {}): FastpullError {
@@ -419,4 +429,3 @@ export class TarReader {
     return new FastpullError('INVALID_LAYER', `${this.options.what}: ${message}, over the limit ${limit} (${max})`, { details: { ...details, limit, max } });
   }
 }
-

@@ -34,7 +34,13 @@ export interface PaxSparse {
 }
 
 /** The map of an old GNU sparse entry: up to 4 regions in the header, 21 more per extension block after it. */
-export async function oldGnuSparseMap(block: Buffer, blocks: SparseBlocks, invalid: (m: string) => FastpullError, shown: string, details: EntryDetails): Promise<SparseRegion[]> {
+export async function oldGnuSparseMap(
+  block: Buffer,
+  blocks: SparseBlocks,
+  invalid: (m: string) => FastpullError,
+  shown: string,
+  details: EntryDetails,
+): Promise<SparseRegion[]> {
   const regions: SparseRegion[] = [];
   const read = (b: Buffer, at: number, count: number): void => {
     for (let i = 0; i < count; i++) {

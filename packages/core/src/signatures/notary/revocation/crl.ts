@@ -86,7 +86,8 @@ function issuedUnder(crl: CrlParts, issuer: ChainCertificate): string | undefine
   const name = Buffer.from(AsnConvert.serialize(crl.tbs.issuer));
   if (!name.equals(Buffer.from(AsnConvert.serialize(certificateAsn(issuer).tbsCertificate.subject)))) return `the CRL's issuer is not ${issuer.subject}`;
   const ku = findExtension(certificateAsn(issuer).tbsCertificate.extensions, id_ce_keyUsage);
-  if (ku && (AsnConvert.parse(ku.extnValue.buffer, KeyUsage).toNumber() & KeyUsageFlags.cRLSign) === 0) return `${issuer.subject} may not sign CRLs (its key usage lacks CRL signing)`;
+  if (ku && (AsnConvert.parse(ku.extnValue.buffer, KeyUsage).toNumber() & KeyUsageFlags.cRLSign) === 0)
+    return `${issuer.subject} may not sign CRLs (its key usage lacks CRL signing)`;
   const ok = checkSigned(crl.signed, crl.algorithm, crl.signature, issuer.x509.publicKey);
   if (typeof ok === 'string') return ok;
   return ok ? undefined : `the CRL's signature does not verify with the key of ${issuer.subject}`;
@@ -237,8 +238,15 @@ export class CrlCache {
  * Fetches the CRL of each of `urls` in order until one checks out, and looks `cert` up in it.
  * Never throws: what went wrong with each distribution point is in the message of an unknown status.
  */
-export async function checkCrlStatus(cache: CrlCache, urls: readonly string[], cert: ChainCertificate, issuer: ChainCertificate, options: CrlOptions): Promise<CertificateStatus> {
-  if (findExtension(certificateAsn(cert).tbsCertificate.extensions, id_ce_freshestCRL)) return { status: 'unknown', message: 'the certificate names a delta CRL, and delta CRLs are not supported' };
+export async function checkCrlStatus(
+  cache: CrlCache,
+  urls: readonly string[],
+  cert: ChainCertificate,
+  issuer: ChainCertificate,
+  options: CrlOptions,
+): Promise<CertificateStatus> {
+  if (findExtension(certificateAsn(cert).tbsCertificate.extensions, id_ce_freshestCRL))
+    return { status: 'unknown', message: 'the certificate names a delta CRL, and delta CRLs are not supported' };
   const problems: string[] = [];
   for (const url of urls) {
     const crl = await cache.get(url, issuer, options);

@@ -5,7 +5,17 @@
 // notation): responders that precompute answers ignore it, and nextUpdate bounds a replay.
 import { createHash } from 'node:crypto';
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
-import { BasicOCSPResponse, CertID, OCSPRequest, OCSPResponse, OCSPResponseStatus, Request, TBSRequest, id_pkix_ocsp_basic, type SingleResponse } from '@peculiar/asn1-ocsp';
+import {
+  BasicOCSPResponse,
+  CertID,
+  OCSPRequest,
+  OCSPResponse,
+  OCSPResponseStatus,
+  Request,
+  TBSRequest,
+  id_pkix_ocsp_basic,
+  type SingleResponse,
+} from '@peculiar/asn1-ocsp';
 import { AlgorithmIdentifier, ExtendedKeyUsage, id_ce_extKeyUsage, id_kp_OCSPSigning } from '@peculiar/asn1-x509';
 import { parseCertificate, type ChainCertificate } from '../chain.js';
 import { fetchBounded, httpURL } from './http.js';
@@ -32,7 +42,9 @@ export interface OcspOptions {
 }
 
 function hash(name: string, data: ArrayBuffer | Uint8Array): Buffer {
-  return createHash(name).update(new Uint8Array(data instanceof Uint8Array ? data : new Uint8Array(data))).digest();
+  return createHash(name)
+    .update(new Uint8Array(data instanceof Uint8Array ? data : new Uint8Array(data)))
+    .digest();
 }
 
 /** The CertID of `cert` with `hashName` (node:crypto's name), from its issuer's name and key. */
@@ -56,9 +68,11 @@ export function ocspRequest(cert: ChainCertificate, issuer: ChainCertificate): U
 }
 
 function delegatedFor(issuer: ChainCertificate, candidate: ChainCertificate, now: Date): string | undefined {
-  if (!candidate.x509.checkIssued(issuer.x509) || !candidate.x509.verify(issuer.x509.publicKey)) return `responder certificate ${candidate.subject} is not issued by ${issuer.subject}`;
+  if (!candidate.x509.checkIssued(issuer.x509) || !candidate.x509.verify(issuer.x509.publicKey))
+    return `responder certificate ${candidate.subject} is not issued by ${issuer.subject}`;
   const eku = findExtension(certificateAsn(candidate).tbsCertificate.extensions, id_ce_extKeyUsage);
-  if (!eku || !AsnConvert.parse(eku.extnValue.buffer, ExtendedKeyUsage).includes(id_kp_OCSPSigning)) return `responder certificate ${candidate.subject} lacks the OCSP signing extended key usage`;
+  if (!eku || !AsnConvert.parse(eku.extnValue.buffer, ExtendedKeyUsage).includes(id_kp_OCSPSigning))
+    return `responder certificate ${candidate.subject} lacks the OCSP signing extended key usage`;
   if (now < candidate.notBefore || now > candidate.notAfter) return `responder certificate ${candidate.subject} is not valid now`;
   return undefined;
 }
@@ -92,7 +106,11 @@ function covers(single: SingleResponse, cert: ChainCertificate, issuer: ChainCer
   if (!hashName) return false;
   const want = certId(cert, issuer, hashName);
   const got = single.certID;
-  return want.serial.equals(Buffer.from(got.serialNumber)) && want.name.equals(Buffer.from(got.issuerNameHash.buffer)) && want.key.equals(Buffer.from(got.issuerKeyHash.buffer));
+  return (
+    want.serial.equals(Buffer.from(got.serialNumber)) &&
+    want.name.equals(Buffer.from(got.issuerNameHash.buffer)) &&
+    want.key.equals(Buffer.from(got.issuerKeyHash.buffer))
+  );
 }
 
 /** Reads one responder's answer about `cert`: its status, or why it does not count. */
@@ -100,7 +118,8 @@ export function readOcspResponse(body: Uint8Array, cert: ChainCertificate, issue
   let basic: BasicOCSPResponse;
   try {
     const outer = AsnConvert.parse(body, OCSPResponse);
-    if (outer.responseStatus !== OCSPResponseStatus.successful) return { status: 'unknown', message: `the responder answered ${OCSPResponseStatus[outer.responseStatus] ?? outer.responseStatus}` };
+    if (outer.responseStatus !== OCSPResponseStatus.successful)
+      return { status: 'unknown', message: `the responder answered ${OCSPResponseStatus[outer.responseStatus] ?? outer.responseStatus}` };
     if (outer.responseBytes?.responseType !== id_pkix_ocsp_basic) return { status: 'unknown', message: 'the answer is not a basic OCSP response' };
     basic = AsnConvert.parse(outer.responseBytes.response.buffer, BasicOCSPResponse);
   } catch (e) {
@@ -111,9 +130,11 @@ export function readOcspResponse(body: Uint8Array, cert: ChainCertificate, issue
   const single = basic.tbsResponseData.responses.find((r) => covers(r, cert, issuer));
   if (!single) return { status: 'unknown', message: 'the answer does not cover this certificate' };
   const now = options.now.getTime();
-  if (single.thisUpdate.getTime() > now + SKEW_MS) return { status: 'unknown', message: `the answer is dated ${single.thisUpdate.toISOString()}, in the future` };
+  if (single.thisUpdate.getTime() > now + SKEW_MS)
+    return { status: 'unknown', message: `the answer is dated ${single.thisUpdate.toISOString()}, in the future` };
   if (!single.nextUpdate) return { status: 'unknown', message: 'the answer has no nextUpdate, so its freshness is unknown' };
-  if (single.nextUpdate.getTime() < now) return { status: 'unknown', message: `the answer is stale: its nextUpdate ${single.nextUpdate.toISOString()} is past` };
+  if (single.nextUpdate.getTime() < now)
+    return { status: 'unknown', message: `the answer is stale: its nextUpdate ${single.nextUpdate.toISOString()} is past` };
   const status = single.certStatus;
   if (status.good !== undefined) return { status: 'good', message: 'good' };
   if (status.revoked) {
