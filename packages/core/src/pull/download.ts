@@ -1,5 +1,6 @@
 // The download step of a layer: its blob comes from the content store when it is there, else it is
 // fetched into an ingest with ranged requests while the unpacker follows the bytes that landed.
+import { setMaxListeners } from 'node:events';
 import type { Ingest } from '../content/store.js';
 import { Watermark } from '../content/watermark.js';
 import { throwIfAborted } from '../errors.js';
@@ -137,6 +138,8 @@ export class LayerDownload {
     const observed = observer?.bytes;
     const ended = ctx.watch.start();
     const signal = AbortSignal.any([ctx.signal, this.stop.signal]);
+    // Every range held back by pace() waits on it: as many listeners as ranges in flight, not a leak.
+    setMaxListeners(0, signal);
     try {
       await fetchBlob(ctx.client, ctx.ref, desc, ingest, {
         have: ingest.resumed,
