@@ -31,7 +31,7 @@ export {
   type RateClock,
 } from './pull/pull.js';
 export { TraceRecorder, type TraceDocument, type TraceEvent, type TraceRecorderOptions } from './pull/trace.js';
-export type { PullObserver, UnpackPassStart, UnpackPassEnd } from './pull/observer.js';
+export type { PullObserver, UnpackPassStart, UnpackPassPlace, UnpackPassEnd } from './pull/observer.js';
 export type { RangeRequest } from './registry/range-request.js';
 
 // The service every front end stands on: the CLI, fastpulld and its containerd snapshotter.

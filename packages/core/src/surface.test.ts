@@ -196,6 +196,7 @@ const SURFACE: Record<EntryPoint, readonly string[]> = {
     'unpackedSize',
     'unpackLayer',
     'type UnpackPassEnd',
+    'type UnpackPassPlace',
     'type UnpackPassStart',
     'type UnpackTimings',
     'validateDigest',

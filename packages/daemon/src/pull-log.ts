@@ -40,7 +40,7 @@ export function logPullOutcome(log: Logger, metrics: DaemonMetrics, o: PullOutco
  */
 export function passLog(log: Logger, image: string, budget: PullCpuBudget | undefined): PullObserver {
   return {
-    unpackStarted: (layer, pass) =>
-      log.debug({ image, layer, tid: pass.tid, cpus: pass.cpus?.join(','), cpuBudget: budget?.cores ?? null }, 'unpack pass started'),
+    unpackPlaced: (layer, pass) =>
+      log.debug({ image, layer, tid: pass.tid, cpus: pass.cpus.join(','), cpuBudget: budget?.cores ?? null }, 'unpack pass started'),
   };
 }

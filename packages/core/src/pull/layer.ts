@@ -110,16 +110,12 @@ async function fetchAndUnpack(ctx: LayerContext, desc: Descriptor, index: number
         priority: layer.size,
         rank: ctx.ticket,
         ...(ctx.cpuBudget ? { cpuBudget: ctx.cpuBudget } : {}),
-        onStart: (t, borrowed, where) => {
+        onStart: (t, borrowed) => {
           thread = t;
           progress.unpackStarted();
-          observer?.unpackStarted?.(index, {
-            thread,
-            read: () => consumed,
-            ...(borrowed ? { borrowed } : {}),
-            ...(where ? { tid: where.tid, cpus: where.cpus } : {}),
-          });
+          observer?.unpackStarted?.(index, { thread, read: () => consumed, ...(borrowed ? { borrowed } : {}) });
         },
+        onPlaced: (where) => observer?.unpackPlaced?.(index, { thread, tid: where.tid, cpus: where.cpus }),
         onBytes: (n) => {
           consumed = n;
           progress.unpackProgress(n);

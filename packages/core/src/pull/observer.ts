@@ -11,10 +11,16 @@ export interface UnpackPassStart {
   readonly read: () => number;
   /** Whether it runs on a slot another pass lent while that one waits for its download (over the unpack concurrency). */
   readonly borrowed?: boolean;
-  /** The kernel's id of that worker thread (its directory in /proc/PID/task); absent without workers. */
-  readonly tid?: number;
-  /** The CPUs that thread may run on as the pass starts (its pull's, under PullOptions.cpuBudget); absent without workers. */
-  readonly cpus?: readonly number[];
+}
+
+/** A layer's unpack pass runs on its worker thread: which kernel thread, on which CPUs. */
+export interface UnpackPassPlace {
+  /** `threadId` of the worker thread, as in {@link UnpackPassStart}. */
+  readonly thread: number;
+  /** The kernel's id of that worker thread (its directory in /proc/PID/task). */
+  readonly tid: number;
+  /** The CPUs that thread may run on as the pass starts (its pull's, under PullOptions.cpuBudget). */
+  readonly cpus: readonly number[];
 }
 
 /** A layer's unpack pass ended. */
@@ -41,15 +47,17 @@ export interface PullObserver {
   readonly bytes?: (index: number, n: number, resumed: boolean) => void;
   /** One HTTP request for a range of layer `index`'s blob ended, whatever its outcome. */
   readonly range?: (index: number, request: RangeRequest) => void;
-  /** Layer `index`'s unpack pass started. */
+  /** Layer `index`'s unpack pass started: it was handed to the thread that runs it. */
   readonly unpackStarted?: (index: number, pass: UnpackPassStart) => void;
+  /** Layer `index`'s unpack pass runs on its worker thread (after unpackStarted; never without workers). */
+  readonly unpackPlaced?: (index: number, place: UnpackPassPlace) => void;
   /** Layer `index`'s unpack pass ended (succeeded or failed). */
   readonly unpackEnded?: (index: number, pass: UnpackPassEnd) => void;
 }
 
 /**
  * One observer that tells both, `a` first; whichever is given when only one is.
- * @example const observer = observeBoth(trace?.observer, { unpackStarted: (i, p) => log(i, p.tid) });
+ * @example const observer = observeBoth(trace?.observer, { unpackPlaced: (i, p) => log(i, p.tid) });
  */
 export function observeBoth(a: PullObserver | undefined, b: PullObserver | undefined): PullObserver | undefined {
   if (!a || !b) return a ?? b;
@@ -57,6 +65,7 @@ export function observeBoth(a: PullObserver | undefined, b: PullObserver | undef
     bytes: (index, n, resumed) => (a.bytes?.(index, n, resumed), b.bytes?.(index, n, resumed)),
     range: (index, request) => (a.range?.(index, request), b.range?.(index, request)),
     unpackStarted: (index, pass) => (a.unpackStarted?.(index, pass), b.unpackStarted?.(index, pass)),
+    unpackPlaced: (index, place) => (a.unpackPlaced?.(index, place), b.unpackPlaced?.(index, place)),
     unpackEnded: (index, pass) => (a.unpackEnded?.(index, pass), b.unpackEnded?.(index, pass)),
   };
 }

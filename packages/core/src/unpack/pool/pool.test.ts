@@ -325,7 +325,8 @@ describe('UnpackPool', () => {
         const where = new Map<string, PassThread | undefined>();
         let aRuns!: () => void;
         const aStarted = new Promise<void>((r) => (aRuns = r));
-        const started = (name: string) => (_t: number, _lent: boolean, w?: PassThread) => {
+        // Placed: the pass runs on its worker, on its CPUs (onStart comes earlier, as it is handed out).
+        const started = (name: string) => (w: PassThread) => {
           order.push(name);
           where.set(name, w);
           if (name === 'a') aRuns();
@@ -334,7 +335,7 @@ describe('UnpackPool', () => {
         const held = new Watermark(a.size);
         const first = pool.run(
           { blobPath: a.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-a'), follow: { watermark: held.buffer, size: a.size } },
-          { cpuBudget: budget, onStart: started('a') },
+          { cpuBudget: budget, onPlaced: started('a') },
         );
         await aStarted;
         const b = await blob('budget-b', 2);
@@ -342,9 +343,9 @@ describe('UnpackPool', () => {
         // The budget's second pass waits, though a slot is free; a pass without a budget takes it.
         const second = pool.run(
           { blobPath: b.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-b') },
-          { cpuBudget: budget, onStart: started('b') },
+          { cpuBudget: budget, onPlaced: started('b') },
         );
-        const other = await pool.run({ blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-c') }, { onStart: started('c') });
+        const other = await pool.run({ blobPath: c.path, mediaType: MediaTypes.OCI_LAYER_GZIP, dest: dest('budget-c') }, { onPlaced: started('c') });
         expect(other.diffID).toBe(c.diffID);
         expect(order).toEqual(['a', 'c']);
         // Read from /proc, not only from what the worker says.

@@ -49,11 +49,17 @@ export interface RunOptions {
    */
   readonly cpuBudget?: PullCpuBudget;
   /**
-   * Called when the task has its slot and runs (on a worker, once it is on its CPUs), with the `threadId` of the thread that runs it
-   * (0: the calling thread, when the pool runs no workers), and whether it runs on a slot that a pass
-   * waiting for its download lent ({@link LEND_WAIT_SHARE}), over the pool's size.
+   * Called when the task has its slot and is handed to the thread that runs it, with that thread's
+   * `threadId` (0: the calling thread, when the pool runs no workers), and whether it runs on a slot
+   * that a pass waiting for its download lent ({@link LEND_WAIT_SHARE}), over the pool's size. A
+   * trace times the pass's span from here: the worker's own clock starts once the task reaches it.
    */
-  readonly onStart?: (thread: number, borrowed: boolean, where?: PassThread) => void;
+  readonly onStart?: (thread: number, borrowed: boolean) => void;
+  /**
+   * Called once the pass runs on its worker, on its CPUs: the kernel's id of that thread and those
+   * CPUs (a message from the worker, so later than onStart). Not called without workers.
+   */
+  readonly onPlaced?: (where: PassThread) => void;
   /**
    * Called with the compressed bytes the pass has consumed so far, as they grow: at most every
    * CONSUMED_POLL_MS from a worker thread (read from shared memory, no messages), at each read
@@ -160,7 +166,7 @@ export class UnpackPool {
         const { unpackLayer } = await import('../layer.js');
         return await unpackLayer({ ...task, ...(signal ? { signal } : {}), ...(options.onBytes ? { onBytes: options.onBytes } : {}) });
       }
-      return await this.onWorker(task, signal, options.onStart && ((thread, where) => options.onStart!(thread, borrowed, where)), options.onBytes, budget);
+      return await this.onWorker(task, signal, options.onStart && ((thread) => options.onStart!(thread, borrowed)), options.onPlaced, options.onBytes, budget);
     } finally {
       this.release(borrowed, budget);
     }
@@ -368,7 +374,8 @@ export class UnpackPool {
   private onWorker(
     task: WorkerTask,
     signal?: AbortSignal,
-    onStart?: (thread: number, where: PassThread) => void,
+    onStart?: (thread: number) => void,
+    onPlaced?: (where: PassThread) => void,
     onBytes?: (consumed: number) => void,
     budget?: PullCpuBudget,
   ): Promise<UnpackedLayer> {
@@ -384,7 +391,8 @@ export class UnpackPool {
       lend: () => this.lend(),
       reclaim: () => this.reclaim(),
     });
-    const started = onStart && ((tid: number, on: readonly number[]) => onStart(slot.worker.threadId, { tid, cpus: on }));
+    const started = onPlaced && ((tid: number, on: readonly number[]) => onPlaced({ tid, cpus: on }));
+    onStart?.(slot.worker.threadId);
     return runOnWorker(slot.worker, { id, task, state: watch.state, ...(cpus ? { cpus } : {}), ...(started ? { started } : {}) }, signal, (ok) => {
       watch.stop();
       unconfine?.();
