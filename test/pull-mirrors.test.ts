@@ -23,6 +23,18 @@ function hostsDir(toml: string): string {
   return dir;
 }
 
+/** A key and a self-signed certificate for 127.0.0.1, made by openssl in `<work>/<name>`. */
+function selfSigned(name: string): { key: Buffer; cert: Buffer; certPath: string } {
+  const dir = join(work.dir, name);
+  mkdirSync(dir);
+  const [keyPath, certPath] = [join(dir, 'key.pem'), join(dir, 'cert.pem')];
+  const subject = ['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'];
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyPath, '-out', certPath, '-days', '1', ...subject], {
+    stdio: 'ignore',
+  });
+  return { key: readFileSync(keyPath), cert: readFileSync(certPath), certPath };
+}
+
 beforeAll(async () => {
   image = await sampleImage(8, { layers: 3 });
   upstream = await startLoopbackRegistry();
@@ -107,37 +119,15 @@ describe('mirrors from hosts.toml', () => {
   });
 
   it('talks TLS to a host with the CA or skip_verify that hosts.toml gives', async () => {
-    const tls = join(work.dir, 'tls');
-    mkdirSync(tls);
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        join(tls, 'key.pem'),
-        '-out',
-        join(tls, 'cert.pem'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
-    const secure = await startLoopbackRegistry({ tls: { key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) } });
+    const tls = selfSigned('tls');
+    const secure = await startLoopbackRegistry({ tls: { key: tls.key, cert: tls.cert } });
     try {
       secure.addImage('m/app', '1', image);
       const ref = `${upstream.host}/m/app:1`;
       const only = (toml: string) => hostsDir(`server = "${secure.url}"\n${toml}`);
       // Without the CA the certificate is unknown: nothing is fetched.
       await expect(pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only('') })).rejects.toMatchObject({ code: 'NETWORK_ERROR' });
-      await pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only(`ca = "${join(tls, 'cert.pem')}"\n`) });
+      await pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only(`ca = "${tls.certPath}"\n`) });
       await pull(ref, { root: join(work.dir, `root${n++}`), hostsDir: only('skip_verify = true\n') });
       expect(image.layers.every((l) => secure.stats.blobBytesServed(l.digest) === 2 * l.size)).toBe(true);
     } finally {
@@ -146,39 +136,17 @@ describe('mirrors from hosts.toml', () => {
   });
 
   it('asks a host with its own CA for tokens through that CA, and a long-lived puller keeps its pool', async () => {
-    const tls = join(work.dir, 'tls-token');
-    mkdirSync(tls);
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        join(tls, 'key.pem'),
-        '-out',
-        join(tls, 'cert.pem'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
+    const tls = selfSigned('tls-token');
     // The token realm is on the registry itself, so only the CA of hosts.toml can vouch for it.
     const secure = await startLoopbackRegistry({
-      tls: { key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) },
+      tls: { key: tls.key, cert: tls.cert },
       auth: { type: 'bearer' },
     });
     const connections = new RegistryConnections();
     try {
       secure.addImage('m/app', '1', image);
       secure.addImage('m/app', '2', image);
-      const dir = hostsDir(`server = "${secure.url}"\nca = "${join(tls, 'cert.pem')}"\n`);
+      const dir = hostsDir(`server = "${secure.url}"\nca = "${tls.certPath}"\n`);
       await pull(`${upstream.host}/m/app:1`, { root: join(work.dir, `root${n++}`), hostsDir: dir, engine: { connections } });
       expect(secure.stats.tokensIssued).toBe(1);
       await pull(`${upstream.host}/m/app:2`, { root: join(work.dir, `root${n++}`), hostsDir: dir, engine: { connections } });
